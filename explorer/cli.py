@@ -1,0 +1,170 @@
+"""The ``gpt-explorer`` command line.
+
+``gpt-explorer`` with no command opens the desktop app once it exists (until then it
+prints this help); ``generate``, ``tokenize`` and ``info`` work headless. Parses
+arguments and prints; the work is done by explorer.core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from . import __version__
+
+DESCRIPTION = ("GPT Block Explorer: see inside a GPT-2 model. Without a command it opens "
+               "the desktop app.")
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--checkpoint", metavar="PATH",
+                     help="a checkpoint file or Hugging Face folder, or hf:gpt2 for a model in "
+                          "the local Hugging Face cache")
+    src.add_argument("--preset", metavar="NAME",
+                     help="a random (untrained) initialisation of a preset: gpt2-small, "
+                          "gpt2-medium, gpt2-large, gpt2-xl, tiny")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default cpu)")
+    p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16 or float16")
+    p.add_argument("--seed", type=int, default=0, help="seed of a preset's random initialisation")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpt-explorer", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    sub.add_parser("gui", help="open the desktop app (the default)")
+
+    g = sub.add_parser("generate", help="generate text token by token")
+    g.add_argument("prompt", help="the prompt text")
+    g.add_argument("--max-new-tokens", type=int, default=20)
+    g.add_argument("--temperature", type=float, default=None,
+                   help="sample with this temperature (default: greedy argmax)")
+    g.add_argument("--top-k", type=int, default=None, help="sample from the k most likely")
+    g.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold")
+    g.add_argument("--sample-seed", type=int, default=123, help="seed for sampling")
+    g.add_argument("--show-top", type=int, default=0, metavar="K",
+                   help="after each token, print the K most likely candidates")
+    g.add_argument("--no-stop", action="store_true", help="do not stop at <|endoftext|>")
+    g.add_argument("--start-with-eot", action="store_true",
+                   help="allow an empty prompt: start from <|endoftext|>")
+    _add_model_args(g)
+
+    t = sub.add_parser("tokenize", help="print GPT-2 token ids and pieces of a text")
+    t.add_argument("text")
+
+    i = sub.add_parser("info", help="config, parameter counts per component and memory")
+    _add_model_args(i)
+    return parser
+
+
+def _load(args: argparse.Namespace):
+    from .core.checkpoints import open_model
+
+    loaded = open_model(args.checkpoint, args.preset, device=args.device, dtype=args.dtype,
+                        seed=args.seed)
+    print(f"model: {loaded.label}", file=sys.stderr)
+    for notice in loaded.notices:
+        print(f"note: {notice}", file=sys.stderr)
+    return loaded
+
+
+def cmd_tokenize(args: argparse.Namespace) -> int:
+    from .core.tokenizer import encode, token_piece
+
+    ids = encode(args.text)
+    print(f"{len(ids)} tokens")
+    for pos, tid in enumerate(ids):
+        print(f"{pos:5d} {tid:6d}  {token_piece(tid)!r}")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .core.generation import GenerationSettings, generate_stream, prepare_prompt
+    from .core.tokenizer import encode, token_piece
+
+    sampling = args.temperature is not None or args.top_k is not None or args.top_p is not None
+    settings = GenerationSettings(
+        max_new_tokens=args.max_new_tokens, greedy=not sampling,
+        temperature=1.0 if args.temperature is None else args.temperature,
+        top_k=args.top_k, top_p=args.top_p, seed=args.sample_seed,
+        stop_at_eot=not args.no_stop, show_top_k=max(1, args.show_top or 1))
+    prompt_ids = encode(args.prompt)
+    prepare_prompt(prompt_ids, 2**31, args.start_with_eot)  # reject an empty prompt early
+    settings.validate(50257)  # the GPT-2 vocabulary; checked before the model loads
+    loaded = _load(args)
+    settings.validate(loaded.config.vocab_size)
+    stream = generate_stream(loaded.model, prompt_ids, settings, args.start_with_eot)
+    for notice in stream.notices:
+        print(f"note: {notice}", file=sys.stderr)
+    sys.stdout.write(args.prompt)
+    sys.stdout.flush()
+    steps = 0
+    for step in stream:
+        steps += 1
+        sys.stdout.write(step.text)
+        if args.show_top:
+            cands = ", ".join(f"{token_piece(i)!r} {p:.3f}" for i, p in zip(step.top_ids, step.top_probs))
+            sys.stdout.write(f"    [{cands}]\n")
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    total = (step.elapsed if steps else 0.0)
+    decode = total - (stream.prompt_seconds or 0.0)
+    rate = (steps - 1) / decode if steps > 1 and decode > 0 else float("nan")
+    print(f"{steps} tokens in {total:.2f} s ({rate:.1f} tok/s after the prompt pass); "
+          f"stopped: {stream.stopped_by}", file=sys.stderr)
+    if not loaded.trained:
+        print("note: this model is UNTRAINED (random weights): the text above is noise",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .core.model import count_parameters
+
+    loaded = _load(args)
+    cfg = loaded.config
+    print(f"model: {loaded.label}")
+    print(f"device: {loaded.device}   dtype: {str(loaded.dtype).replace('torch.', '')}")
+    print("config:")
+    for key, value in cfg.to_dict().items():
+        print(f"  {key:15s} {value}")
+    counts = count_parameters(cfg)
+    actual = sum(p.numel() for p in loaded.model.parameters())
+    assert actual == counts.total, (actual, counts.total)
+    print("parameters:")
+    for name, n in counts.rows():
+        print(f"  {name:45s} {n:>15,}")
+    size = loaded.model.tok_emb.weight.element_size()
+    print(f"memory: weights {counts.total * size / 2**20:,.1f} MiB; "
+          f"KV cache at full context {2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * size / 2**20:,.1f} MiB")
+    return 0
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    print("The desktop app is not built yet; the headless commands are:\n", file=sys.stderr)
+    build_parser().print_help()
+    return 0
+
+
+COMMANDS = {"generate": cmd_generate, "tokenize": cmd_tokenize, "info": cmd_info, "gui": cmd_gui}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = args.command or "gui"
+    try:
+        return COMMANDS[command](args)
+    except (ValueError, MemoryError, FileNotFoundError) as exc:
+        print(f"gpt-explorer {command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

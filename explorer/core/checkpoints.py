@@ -1,0 +1,570 @@
+"""Checkpoints: format detection, key maps, safe loading, saving, and the local Hugging
+Face cache.
+
+Reads Hugging Face GPT-2 weights (safetensors or ``pytorch_model.bin``, with or without
+the ``transformer.`` prefix and ``lm_head``), the book's ``.pth`` state dicts, and the
+project's own format (safetensors with the config in its metadata). The format comes
+from the file's bytes, never its extension. Pickles are read with ``weights_only=True``
+only. Every failure is a ``CheckpointError`` that names the file and the problem.
+This module builds models through model.build_model; it owns no model code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import struct
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import GPTConfig, preset, preset_for_emb_dim
+from .devices import free_memory_bytes, resolve_device, resolve_dtype
+from .model import GPTModel, build_model, count_parameters
+
+PROJECT_FORMAT = "gpt-block-explorer"
+PROJECT_FORMAT_VERSION = "1"
+_SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4,
+                            "I16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+_MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
+GIB = 1024 ** 3
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used; the message names the file and the problem."""
+
+    def __init__(self, path: str | os.PathLike, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run, with where it came from."""
+
+    model: GPTModel
+    config: GPTConfig
+    source: str  # "preset", "hf-cache", or a format name
+    label: str  # one line for every output: what this model is
+    trained: bool
+    path: str | None = None
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+
+# --------------------------------------------------------------------------- detection
+
+def detect_format(path: str | os.PathLike) -> str:
+    """'hf-folder', 'safetensors', 'torch-zip' or 'torch-legacy', from the bytes; a
+    CheckpointError says what the file is when it is none of those."""
+    p = Path(path)
+    if not p.exists():
+        raise CheckpointError(p, "no such file or folder")
+    if p.is_dir():
+        if _hf_folder_weights(p):
+            return "hf-folder"
+        raise CheckpointError(p, "a folder without model.safetensors, "
+                                 "model.safetensors.index.json or pytorch_model.bin")
+    try:
+        size = p.stat().st_size
+        with open(p, "rb") as fh:
+            head = fh.read(512)
+    except PermissionError:
+        raise CheckpointError(p, "permission denied: the file cannot be read") from None
+    except OSError as exc:
+        raise CheckpointError(p, f"cannot be read ({exc.strerror or exc})") from None
+    if size == 0:
+        raise CheckpointError(p, "the file is empty (0 bytes)")
+    if head.startswith(b"version https://git-lfs"):
+        raise CheckpointError(p, "a Git LFS pointer, not the weights: the real file was "
+                                 "never downloaded (run `git lfs pull` where it came from)")
+    stripped = head.lstrip().lower()
+    if stripped.startswith((b"<!doctype html", b"<html", b"<?xml", b"<head", b"<body")):
+        raise CheckpointError(p, "an HTML/XML page, not a checkpoint: probably an error or "
+                                 "login page saved by a download")
+    if head.startswith(b"PK\x03\x04"):
+        try:
+            with zipfile.ZipFile(p) as zf:
+                names = zf.namelist()
+        except zipfile.BadZipFile:
+            raise CheckpointError(p, "a damaged zip archive (truncated PyTorch file?)") from None
+        if any(n.endswith("data.pkl") for n in names):
+            return "torch-zip"
+        raise CheckpointError(p, "a zip archive that is not a PyTorch checkpoint "
+                                 "(it has no data.pkl)")
+    if head[:1] == b"\x80" and len(head) > 1 and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        return "torch-legacy"
+    if len(head) >= 9 and head[8:9] == b"{":
+        return "safetensors"
+    raise CheckpointError(p, "not a recognised checkpoint (expected safetensors, a PyTorch "
+                             ".bin/.pth file, or a Hugging Face model folder)")
+
+
+def _hf_folder_weights(folder: Path) -> list[Path]:
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError) as exc:
+            raise CheckpointError(index, f"unreadable shard index ({exc})") from None
+        return [folder / s for s in shards]
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (folder / name).is_file():
+            return [folder / name]
+    return []
+
+
+def _safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
+    """The parsed header of a safetensors file and the byte count its tensors need,
+    checked against the file size before anything is allocated."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        raw = fh.read(8)
+        if len(raw) < 8:
+            raise CheckpointError(path, "truncated safetensors file (no header)")
+        (n,) = struct.unpack("<Q", raw)
+        if n > min(size - 8, _MAX_SAFETENSORS_HEADER):
+            raise CheckpointError(path, f"corrupt safetensors header: it declares {n:,} header "
+                                        f"bytes but the file has {size:,} bytes")
+        try:
+            header = json.loads(fh.read(n))
+        except (ValueError, UnicodeDecodeError):
+            raise CheckpointError(path, "corrupt safetensors header (not valid JSON)") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(path, "corrupt safetensors header (not a JSON object)")
+    data_bytes = size - 8 - n
+    needed = 0
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        try:
+            start, end = info["data_offsets"]
+            shape, dtype = info["shape"], info["dtype"]
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(path, f"corrupt safetensors header entry {key!r}") from None
+        count = 1
+        for d in shape:
+            count *= int(d)
+        expected = count * _SAFETENSORS_DTYPE_BYTES.get(dtype, 1)
+        if end - start != expected:
+            raise CheckpointError(path, f"corrupt safetensors header: {key!r} declares "
+                                        f"{end - start:,} bytes for shape {shape} {dtype}")
+        if end > data_bytes:
+            raise CheckpointError(
+                path, f"truncated safetensors file: tensor {key!r} ends at byte {end:,} but "
+                      f"only {data_bytes:,} bytes of data are present (incomplete download?)")
+        needed = max(needed, end)
+    return header, needed
+
+
+def tensor_bytes_in_file(path: str | os.PathLike) -> int:
+    """How many bytes of tensors a checkpoint holds (read from headers, not loaded)."""
+    p = Path(path)
+    fmt = detect_format(p)
+    if fmt == "hf-folder":
+        return sum(tensor_bytes_in_file(w) for w in _hf_folder_weights(p))
+    if fmt == "safetensors":
+        return _safetensors_header(p)[1]
+    if fmt == "torch-zip":
+        with zipfile.ZipFile(p) as zf:
+            return sum(i.file_size for i in zf.infolist() if "/data/" in i.filename)
+    return p.stat().st_size
+
+
+# --------------------------------------------------------------------------- reading
+
+def _read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    header, _ = _safetensors_header(path)
+    meta = header.get("__metadata__") or {}
+    try:
+        tensors = load_file(str(path), device="cpu")
+    except (SafetensorError, OSError, RuntimeError, ValueError) as exc:
+        raise CheckpointError(path, f"corrupt safetensors file ({exc})") from None
+    return tensors, {str(k): str(v) for k, v in meta.items()}
+
+
+_GLOBAL_RE = re.compile(r"(?:GLOBAL|global|Unsupported global:?)\s*:?\s*([\w.]+(?:\s[\w.]+)?)")
+
+
+def _read_torch(path: Path, fmt: str) -> dict[str, torch.Tensor]:
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=(fmt == "torch-zip"))
+    except pickle.UnpicklingError as exc:
+        found = _GLOBAL_RE.search(str(exc))
+        what = f" (it asks for `{found.group(1)}`)" if found else ""
+        raise CheckpointError(
+            path, "refused: the pickle holds more than tensors" + what + "; only plain "
+                  "state dicts are loaded, with weights_only=True, and nothing in the file "
+                  "was run") from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError) as exc:
+        raise CheckpointError(path, f"corrupt or truncated PyTorch file ({exc})") from None
+    return _unwrap_state_dict(path, obj)
+
+
+def _unwrap_state_dict(path: Path, obj: Any) -> dict[str, torch.Tensor]:
+    if isinstance(obj, dict):
+        for wrapper in ("model_state_dict", "state_dict", "model"):
+            inner = obj.get(wrapper)
+            if isinstance(inner, dict) and inner and all(
+                    isinstance(v, torch.Tensor) for v in inner.values()):
+                return dict(inner)
+        if obj and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()):
+            return dict(obj)
+    kind = type(obj).__name__
+    raise CheckpointError(path, f"holds a {kind}, not a state dict of named tensors")
+
+
+def read_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Raw tensors of a checkpoint and what is known about it (format, configs)."""
+    p = Path(path)
+    fmt = detect_format(p)
+    info: dict[str, Any] = {"format": fmt}
+    if fmt == "hf-folder":
+        tensors: dict[str, torch.Tensor] = {}
+        for weights in _hf_folder_weights(p):
+            if not weights.is_file():
+                raise CheckpointError(weights, "shard listed in the index is missing")
+            sub, sub_info = read_state_dict(weights)
+            tensors.update(sub)
+            info.setdefault("file_format", sub_info["format"])
+        config_json = p / "config.json"
+    else:
+        if fmt == "safetensors":
+            tensors, meta = _read_safetensors(p)
+            if meta.get("format") == PROJECT_FORMAT:
+                info["format"] = PROJECT_FORMAT
+                try:
+                    info["config"] = GPTConfig.from_dict(json.loads(meta["config"]))
+                except (KeyError, ValueError, TypeError) as exc:
+                    raise CheckpointError(p, f"project checkpoint with a bad config ({exc})") from None
+                info["metadata"] = meta
+        else:
+            tensors = _read_torch(p, fmt)
+        config_json = p.parent / "config.json"
+    if config_json.is_file():
+        try:
+            hf = json.loads(config_json.read_text())
+            if hf.get("model_type", "gpt2") == "gpt2":
+                info["hf_config"] = hf
+        except (ValueError, OSError):
+            info.setdefault("notices", []).append(f"ignored unreadable {config_json}")
+    return tensors, info
+
+
+# --------------------------------------------------------------------------- key maps
+
+_HF_LAYER_RE = re.compile(r"^h\.(\d+)\.(.+)$")
+_HF_BLOCK_MAP = {"ln_1.weight": "norm1.scale", "ln_1.bias": "norm1.shift",
+                 "ln_2.weight": "norm2.scale", "ln_2.bias": "norm2.shift",
+                 "attn.c_proj.weight": "att.out_proj.weight", "attn.c_proj.bias": "att.out_proj.bias",
+                 "mlp.c_fc.weight": "ff.layers.0.weight", "mlp.c_fc.bias": "ff.layers.0.bias",
+                 "mlp.c_proj.weight": "ff.layers.2.weight", "mlp.c_proj.bias": "ff.layers.2.bias"}
+_HF_TOP_MAP = {"wte.weight": "tok_emb.weight", "wpe.weight": "pos_emb.weight",
+               "ln_f.weight": "final_norm.scale", "ln_f.bias": "final_norm.shift",
+               "lm_head.weight": "out_head.weight"}
+_HF_IGNORED = ("attn.bias", "attn.masked_bias")  # causal-mask buffers of older files
+
+
+def is_hf_state_dict(sd: dict[str, torch.Tensor]) -> bool:
+    return any(k.endswith("wte.weight") for k in sd)
+
+
+def convert_hf_state_dict(path: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Hugging Face GPT-2 names -> ours. Conv1D weights are (in, out): transposed; the
+    fused c_attn is split into W_query, W_key, W_value."""
+    out: dict[str, torch.Tensor] = {}
+    for key, t in sd.items():
+        k = key[len("transformer."):] if key.startswith("transformer.") else key
+        if k in _HF_TOP_MAP:
+            out[_HF_TOP_MAP[k]] = t
+            continue
+        m = _HF_LAYER_RE.match(k)
+        if not m:
+            raise CheckpointError(path, f"unexpected key {key!r} for a GPT-2 checkpoint")
+        layer, rest = m.group(1), m.group(2)
+        prefix = f"trf_blocks.{layer}."
+        if rest in _HF_IGNORED:
+            continue
+        if rest in ("attn.c_attn.weight", "attn.c_attn.bias"):
+            kind = rest.rsplit(".", 1)[1]
+            if t.shape[-1] % 3:
+                raise CheckpointError(path, f"{key!r} has shape {tuple(t.shape)}: its last "
+                                            "dimension is not 3 x emb_dim")
+            parts = t.chunk(3, dim=-1)
+            for name, part in zip(("W_query", "W_key", "W_value"), parts):
+                out[prefix + f"att.{name}.{kind}"] = part.t().contiguous() if kind == "weight" else part.contiguous()
+            continue
+        if rest not in _HF_BLOCK_MAP:
+            raise CheckpointError(path, f"unexpected key {key!r} for a GPT-2 checkpoint")
+        target = _HF_BLOCK_MAP[rest]
+        out[prefix + target] = t.t().contiguous() if target.endswith("weight") and "norm" not in target else t
+    return out
+
+
+def _drop_book_buffers(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in sd.items() if not k.endswith(".att.mask")}
+
+
+# --------------------------------------------------------------------------- config
+
+def infer_config(path: Path, sd: dict[str, torch.Tensor], info: dict[str, Any],
+                 notices: list[str]) -> GPTConfig:
+    """The config of a converted state dict: from the checkpoint's own config when it has
+    one, otherwise from tensor shapes (heads from config.json or GPT-2's sizes)."""
+    if "config" in info:
+        return info["config"]
+    for needed in ("tok_emb.weight", "pos_emb.weight"):
+        if needed not in sd:
+            raise CheckpointError(path, f"missing key {needed!r}: not a GPT-2-architecture "
+                                        "state dict")
+    vocab, emb = sd["tok_emb.weight"].shape
+    context = sd["pos_emb.weight"].shape[0]
+    layers = sorted({int(k.split(".")[1]) for k in sd if k.startswith("trf_blocks.")})
+    if not layers or layers != list(range(len(layers))):
+        raise CheckpointError(path, f"transformer blocks are not numbered 0..N-1 ({layers[:5]}...)"
+                              if layers else "no transformer blocks (trf_blocks.*) found")
+    hf = info.get("hf_config")
+    if hf and "n_head" in hf:
+        n_heads = int(hf["n_head"])
+    else:
+        guess = preset_for_emb_dim(emb)
+        n_heads = preset(guess).n_heads if guess else (emb // 64 if emb % 64 == 0 else 0)
+        if not n_heads:
+            raise CheckpointError(path, f"cannot tell the number of heads for emb_dim {emb}; "
+                                        "put a config.json beside the file")
+        notices.append(f"n_heads not stored in the file: assumed {n_heads} "
+                       f"(head size {emb // n_heads}, as GPT-2)")
+    out_head = sd.get("out_head.weight")
+    tied = out_head is None or (out_head.shape == sd["tok_emb.weight"].shape
+                                and torch.equal(out_head, sd["tok_emb.weight"]))
+    drop = float(hf.get("resid_pdrop", 0.1)) if hf else 0.1
+    try:
+        return GPTConfig(vocab_size=int(vocab), context_length=int(context), emb_dim=int(emb),
+                         n_heads=n_heads, n_layers=len(layers), drop_rate=drop,
+                         qkv_bias="trf_blocks.0.att.W_query.bias" in sd,
+                         norm_position="pre", tie_weights=tied)
+    except ValueError as exc:
+        raise CheckpointError(path, str(exc)) from None
+
+
+def validate_state_dict(path: Path, sd: dict[str, torch.Tensor], cfg: GPTConfig) -> None:
+    """Names, shapes and values against the model the config describes."""
+    with torch.device("meta"):
+        expected = GPTModel(cfg).state_dict()
+    missing = [k for k in expected if k not in sd and not (cfg.tie_weights and k == "out_head.weight")]
+    unexpected = [k for k in sd if k not in expected]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise CheckpointError(path, f"missing key(s) {', '.join(repr(k) for k in missing[:3])}{more}")
+    if unexpected:
+        more = f" and {len(unexpected) - 3} more" if len(unexpected) > 3 else ""
+        raise CheckpointError(path, f"unexpected key(s) {', '.join(repr(k) for k in unexpected[:3])}{more}")
+    for key, ref in expected.items():
+        if key not in sd:
+            continue
+        t = sd[key]
+        if tuple(t.shape) != tuple(ref.shape):
+            raise CheckpointError(path, f"shape mismatch for {key!r}: the file has "
+                                        f"{tuple(t.shape)}, the model needs {tuple(ref.shape)}")
+        if not t.is_floating_point():
+            raise CheckpointError(path, f"{key!r} has dtype {t.dtype}; weights must be floating point")
+        if not torch.isfinite(t).all():
+            bad = int((~torch.isfinite(t)).sum())
+            raise CheckpointError(path, f"{key!r} contains {bad:,} NaN/Inf value(s)")
+
+
+# --------------------------------------------------------------------------- loading
+
+def check_memory(need_bytes: int, device: torch.device, what: str) -> None:
+    """Refuse, with a clear message, work that will not fit in the device's memory."""
+    free = free_memory_bytes(device)
+    if free is not None and need_bytes > free:
+        raise MemoryError(f"{what} needs about {need_bytes / GIB:.1f} GiB on {device}, but only "
+                          f"{free / GIB:.1f} GiB is available; choose a smaller model, "
+                          "bfloat16, or another device")
+
+
+def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | torch.dtype = "float32",
+                    config: GPTConfig | None = None) -> LoadedModel:
+    """Load any supported checkpoint into a GPTModel in eval mode."""
+    p = Path(path).expanduser()
+    dev, dt = resolve_device(device), resolve_dtype(dtype)
+    file_bytes = tensor_bytes_in_file(p)  # also detects the format and reads headers
+    check_memory(file_bytes * 2, torch.device("cpu"), f"loading {p.name}")
+    sd, info = read_state_dict(p)
+    notices: list[str] = list(info.get("notices", []))
+    if is_hf_state_dict(sd):
+        sd = convert_hf_state_dict(p, sd)
+        family = "hf"
+    else:
+        sd = _drop_book_buffers(sd)
+        family = "explorer" if info["format"] == PROJECT_FORMAT else "book"
+    cfg = config or infer_config(p, sd, info, notices)
+    validate_state_dict(p, sd, cfg)
+    params_bytes = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
+    if dev.type != "cpu":
+        check_memory(params_bytes, dev, f"{p.name} in {str(dt).replace('torch.', '')}")
+    if cfg.tie_weights:
+        if "out_head.weight" in sd and not torch.equal(sd["out_head.weight"], sd["tok_emb.weight"]):
+            notices.append("the file's out_head differs from tok_emb, but the config ties them: "
+                           "tok_emb is used for both")
+        sd["out_head.weight"] = sd["tok_emb.weight"]
+    sd = {k: v.to(device=dev, dtype=dt) for k, v in sd.items()}
+    with torch.device("meta"):
+        model = GPTModel(cfg)
+    model.load_state_dict(sd, strict=True, assign=True)
+    model.tie_weights()
+    model.eval()
+    fmt = info["format"]
+    name = preset_for_emb_dim(cfg.emb_dim) if family == "hf" and cfg.n_layers == _gpt2_layers(cfg) else None
+    what = name or f"{cfg.n_layers}-layer GPT ({cfg.emb_dim}-dim)"
+    label = f"{what} from {p.name} ({_FORMAT_NAMES.get(fmt, fmt)})"
+    meta = info.get("metadata", {})
+    trained = meta.get("trained", "true") != "false"
+    if not trained:
+        label += " · UNTRAINED"
+    return LoadedModel(model, cfg, fmt, label, trained=trained, path=str(p), notices=notices)
+
+
+_FORMAT_NAMES = {"hf-folder": "Hugging Face folder", "safetensors": "safetensors",
+                 "torch-zip": "PyTorch state dict", "torch-legacy": "PyTorch state dict (legacy)",
+                 PROJECT_FORMAT: "explorer checkpoint"}
+
+
+def _gpt2_layers(cfg: GPTConfig) -> int:
+    name = preset_for_emb_dim(cfg.emb_dim)
+    return preset(name).n_layers if name else -1
+
+
+def random_model(preset_name: str = "gpt2-small", seed: int = 0, device: str = "cpu",
+                 dtype: str | torch.dtype = "float32", **overrides: Any) -> LoadedModel:
+    """A seeded GPT-2 initialisation of a preset: it runs, but it was never trained."""
+    cfg = preset(preset_name, **overrides)
+    dev, dt = resolve_device(device), resolve_dtype(dtype)
+    need = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
+    check_memory(need, dev, f"{preset_name} in {str(dt).replace('torch.', '')}")
+    model = build_model(cfg, device=dev, dtype=dt, seed=seed)
+    label = f"{preset_name} · random init (seed {seed}) · UNTRAINED: output is noise"
+    return LoadedModel(model, cfg, "preset", label, trained=False)
+
+
+def save_checkpoint(model: GPTModel, path: str | os.PathLike, trained: bool = True,
+                    metadata: dict[str, str] | None = None) -> Path:
+    """The project's format: one safetensors file with the config in its metadata."""
+    from safetensors.torch import save_file
+
+    p = Path(path)
+    sd = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    if model.cfg.tie_weights:
+        sd.pop("out_head.weight", None)
+    meta = {"format": PROJECT_FORMAT, "format_version": PROJECT_FORMAT_VERSION,
+            "config": model.cfg.to_json(), "trained": "true" if trained else "false"}
+    meta.update(metadata or {})
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".part")
+    save_file(sd, str(tmp), metadata=meta)
+    os.replace(tmp, p)
+    return p
+
+
+# --------------------------------------------------------------------------- HF cache
+
+@dataclass(frozen=True)
+class CachedModel:
+    name: str  # gpt2, gpt2-medium, ...
+    preset: str  # gpt2-small, gpt2-medium, ...
+    path: Path  # the snapshot folder
+
+
+_HF_NAMES = {"gpt2": "gpt2-small", "gpt2-medium": "gpt2-medium", "gpt2-large": "gpt2-large",
+             "gpt2-xl": "gpt2-xl"}
+
+
+def hf_hub_cache() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def find_hf_models(cache: str | os.PathLike | None = None) -> list[CachedModel]:
+    """GPT-2 models in the local Hugging Face cache with weights present (no network,
+    no huggingface_hub), smallest first."""
+    root = Path(cache) if cache else hf_hub_cache()
+    found = []
+    for name, preset_name in _HF_NAMES.items():
+        for repo in (f"models--openai-community--{name}", f"models--{name}"):
+            snapshots = root / repo / "snapshots"
+            if not snapshots.is_dir():
+                continue
+            ref = root / repo / "refs" / "main"
+            candidates = []
+            if ref.is_file():
+                candidates.append(snapshots / ref.read_text().strip())
+            candidates += sorted(snapshots.iterdir(), key=lambda d: d.stat().st_mtime, reverse=True)
+            for snap in candidates:
+                try:
+                    if snap.is_dir() and _hf_folder_weights(snap) and all(
+                            w.is_file() for w in _hf_folder_weights(snap)):
+                        found.append(CachedModel(name, preset_name, snap))
+                        break
+                except CheckpointError:
+                    continue
+            else:
+                continue
+            break
+    return found
+
+
+def load_default_model(device: str = "cpu", dtype: str | torch.dtype = "float32",
+                       cache: str | os.PathLike | None = None) -> LoadedModel:
+    """GPT-2 small from the local Hugging Face cache if present, otherwise a seeded random
+    gpt2-small, labelled untrained."""
+    for cached in find_hf_models(cache):
+        if cached.preset == "gpt2-small":
+            loaded = load_checkpoint(cached.path, device=device, dtype=dtype)
+            loaded.source = "hf-cache"
+            loaded.label = f"GPT-2 small (124M) from the Hugging Face cache ({cached.path})"
+            return loaded
+    loaded = random_model("gpt2-small", seed=0, device=device, dtype=dtype)
+    loaded.notices.append("no GPT-2 weights found in the Hugging Face cache "
+                          f"({hf_hub_cache()}); using a random initialisation")
+    return loaded
+
+
+def open_model(checkpoint: str | None = None, preset_name: str | None = None, device: str = "cpu",
+               dtype: str | torch.dtype = "float32", seed: int = 0) -> LoadedModel:
+    """The CLI's and the app's one way to get a model: a checkpoint path, a preset
+    (random init), ``hf:NAME`` for a model in the HF cache, or the default."""
+    if checkpoint and preset_name:
+        raise ValueError("give either a checkpoint or a preset, not both")
+    if checkpoint:
+        if checkpoint.startswith("hf:"):
+            want = checkpoint[3:]
+            for cached in find_hf_models():
+                if want in (cached.name, cached.preset):
+                    loaded = load_checkpoint(cached.path, device=device, dtype=dtype)
+                    loaded.source = "hf-cache"
+                    return loaded
+            raise ValueError(f"{want!r} is not in the Hugging Face cache at {hf_hub_cache()}")
+        return load_checkpoint(checkpoint, device=device, dtype=dtype)
+    if preset_name:
+        return random_model(preset_name, seed=seed, device=device, dtype=dtype)
+    return load_default_model(device=device, dtype=dtype)

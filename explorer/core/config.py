@@ -1,0 +1,124 @@
+"""GPTConfig and the model presets.
+
+Owns the numbers that define a GPT-2-architecture model; builds nothing itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+NORM_POSITIONS = ("pre", "post")
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Sizes and switches of a GPT-2-architecture model (the book's GPT_CONFIG dict, typed)."""
+
+    vocab_size: int = 50257
+    context_length: int = 1024
+    emb_dim: int = 768
+    n_heads: int = 12
+    n_layers: int = 12
+    drop_rate: float = 0.1
+    qkv_bias: bool = True
+    norm_position: str = "pre"  # "pre" (GPT-2) or "post" (the 2017 Transformer)
+    tie_weights: bool = True  # out_head shares tok_emb's weight, as in GPT-2
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                problems.append(f"{name} must be a positive integer, got {value!r}")
+        if not problems and self.emb_dim % self.n_heads:
+            problems.append(
+                f"emb_dim ({self.emb_dim}) must be divisible by n_heads ({self.n_heads})"
+            )
+        if not 0.0 <= float(self.drop_rate) < 1.0:
+            problems.append(f"drop_rate must be in [0, 1), got {self.drop_rate!r}")
+        if self.norm_position not in NORM_POSITIONS:
+            problems.append(
+                f"norm_position must be 'pre' or 'post', got {self.norm_position!r}"
+            )
+        if problems:
+            raise ValueError("invalid GPTConfig: " + "; ".join(problems))
+
+    @property
+    def head_dim(self) -> int:
+        return self.emb_dim // self.n_heads
+
+    @property
+    def hidden_dim(self) -> int:
+        """Width inside the feed-forward block (4 x emb_dim, as in GPT-2)."""
+        return 4 * self.emb_dim
+
+    def replace(self, **changes: Any) -> "GPTConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "GPTConfig":
+        """Build from our own dict or the book's GPT_CONFIG dict (unknown keys rejected)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise ValueError(f"unknown GPTConfig keys: {', '.join(unknown)}")
+        return cls(**data)
+
+    @classmethod
+    def from_hf_dict(cls, data: dict[str, Any]) -> "GPTConfig":
+        """Build from a Hugging Face GPT-2 ``config.json``."""
+        try:
+            return cls(
+                vocab_size=int(data["vocab_size"]),
+                context_length=int(data.get("n_positions", data.get("n_ctx", 1024))),
+                emb_dim=int(data["n_embd"]),
+                n_heads=int(data["n_head"]),
+                n_layers=int(data["n_layer"]),
+                drop_rate=float(data.get("resid_pdrop", 0.1)),
+                qkv_bias=True,
+                norm_position="pre",
+                tie_weights=bool(data.get("tie_word_embeddings", True)),
+            )
+        except KeyError as exc:
+            raise ValueError(f"Hugging Face config.json lacks the key {exc.args[0]!r}") from None
+
+
+PRESETS: dict[str, GPTConfig] = {
+    "gpt2-small": GPTConfig(emb_dim=768, n_layers=12, n_heads=12),  # 124M
+    "gpt2-medium": GPTConfig(emb_dim=1024, n_layers=24, n_heads=16),  # 355M
+    "gpt2-large": GPTConfig(emb_dim=1280, n_layers=36, n_heads=20),  # 774M
+    "gpt2-xl": GPTConfig(emb_dim=1600, n_layers=48, n_heads=25),  # 1558M
+    # A few hundred thousand parameters: for tests and quick experiments.
+    "tiny": GPTConfig(context_length=64, emb_dim=32, n_heads=4, n_layers=2),
+}
+
+# The book's GPT_CONFIG_124M: no qkv bias, separate output head.
+BOOK_GPT_CONFIG_124M = GPTConfig(qkv_bias=False, tie_weights=False)
+
+
+def preset(name: str, **overrides: Any) -> GPTConfig:
+    """Return a preset by name, optionally with fields replaced."""
+    try:
+        base = PRESETS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}"
+        ) from None
+    return base.replace(**overrides) if overrides else base
+
+
+def preset_for_emb_dim(emb_dim: int) -> str | None:
+    """The GPT-2 preset with this embedding width, if any."""
+    for name, cfg in PRESETS.items():
+        if name.startswith("gpt2") and cfg.emb_dim == emb_dim:
+            return name
+    return None

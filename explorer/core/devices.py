@@ -1,0 +1,85 @@
+"""Device names and memory: 'auto', 'cpu', 'cuda', 'cuda:N', 'mps'. Generic on purpose:
+nothing here assumes a particular accelerator."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+
+def available_devices() -> list[str]:
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+def resolve_device(name: str | None = "auto") -> torch.device:
+    """A torch.device for a user's choice, or ValueError saying what is available."""
+    name = (name or "auto").strip().lower()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(
+            f"unknown device {name!r}; available here: {', '.join(available_devices())}"
+        ) from None
+    if device.type == "cpu":
+        return device
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device {name!r} requested, but this PyTorch has no usable CUDA GPU "
+                f"(available here: {', '.join(available_devices())})"
+            )
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device {name!r} does not exist; this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s)")
+        return device
+    if device.type == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ValueError(f"device 'mps' requested, but Apple's MPS is not available here "
+                             f"(available: {', '.join(available_devices())})")
+        return device
+    raise ValueError(f"unsupported device {name!r}; use one of: auto, "
+                     f"{', '.join(available_devices())}")
+
+
+def resolve_dtype(name: str | torch.dtype) -> torch.dtype:
+    if isinstance(name, torch.dtype):
+        return name
+    try:
+        return DTYPES[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; use float32, bfloat16 or float16") from None
+
+
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Memory available for new tensors on ``device`` (None when it cannot be told)."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    if device.type in ("cpu", "mps"):  # MPS uses unified memory
+        try:
+            with open("/proc/meminfo", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    return None

@@ -1,0 +1,200 @@
+"""Token-by-token generation as a plain Python generator (no Qt, no threads).
+
+``generate_stream`` yields one ``Step`` per new token. It keeps a KV cache, so each step
+runs the model on one token; the caller stops generation simply by not asking for the
+next step (or by ``close()``), which takes effect before the next token is computed.
+Owns sampling and prompt preparation; the model and the tokenizer are given to it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+
+from .model import GPTModel
+from .tokenizer import END_OF_TEXT, END_OF_TEXT_ID, IncrementalDecoder, token_piece
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How to pick each next token. ``greedy`` takes the argmax; otherwise sampling with
+    ``temperature``, then ``top_k`` and ``top_p`` filtering, from a ``seed``."""
+
+    max_new_tokens: int = 20
+    greedy: bool = True
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = 0
+    stop_at_eot: bool = True
+    show_top_k: int = 5  # candidates reported per step
+
+    def validate(self, vocab_size: int) -> None:
+        problems = []
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens <= 0:
+            problems.append(f"max new tokens must be a positive integer, got {self.max_new_tokens!r}")
+        if not self.greedy and not self.temperature > 0:
+            problems.append(f"temperature must be > 0 when sampling, got {self.temperature!r}")
+        if self.top_k is not None and not 1 <= self.top_k <= vocab_size:
+            problems.append(f"top-k must be between 1 and the vocabulary size {vocab_size}, "
+                            f"got {self.top_k!r}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            problems.append(f"top-p must be in (0, 1], got {self.top_p!r}")
+        if not 1 <= self.show_top_k <= vocab_size:
+            problems.append(f"show_top_k must be between 1 and {vocab_size}")
+        if problems:
+            raise ValueError("invalid generation settings: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One generated token, as the model saw it."""
+
+    index: int  # 0 for the first new token
+    position: int  # its position in the sequence (prompt tokens come first)
+    token_id: int
+    piece: str  # the token's own display piece (byte escapes if partial UTF-8)
+    text: str  # text to append to the output (partial UTF-8 held back until complete)
+    prob: float  # the model's probability of this token (softmax of the raw logits)
+    top_ids: tuple[int, ...]  # the model's most likely candidates at this step
+    top_probs: tuple[float, ...]
+    elapsed: float  # seconds since generation started (prompt pass included)
+    step_seconds: float  # seconds this token took
+    is_eot: bool = False
+
+
+def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = False
+                   ) -> tuple[list[int], list[str]]:
+    """The ids the model will see and notices for the user. An empty prompt is an error
+    unless ``start_with_eot``; a prompt longer than the context is cropped from the left."""
+    ids = [int(i) for i in ids]
+    notices = []
+    if not ids:
+        if not start_with_eot:
+            raise ValueError("the prompt is empty: type some text, or start from "
+                             f"{END_OF_TEXT} explicitly")
+        ids = [END_OF_TEXT_ID]
+        notices.append(f"empty prompt: starting from {END_OF_TEXT}")
+    if len(ids) > context_length:
+        dropped = len(ids) - context_length
+        notices.append(f"the prompt has {len(ids)} tokens but the model's context is "
+                       f"{context_length}: the first {dropped} were dropped")
+        ids = ids[-context_length:]
+    return ids, notices
+
+
+def _pick(logits: torch.Tensor, s: GenerationSettings, gen: torch.Generator | None) -> int:
+    """Choose the next id from one row of logits (vocab,)."""
+    if s.greedy:
+        return int(torch.argmax(logits))
+    scaled = logits.float().cpu() / s.temperature
+    if s.top_k is not None and s.top_k < scaled.numel():
+        kth = torch.topk(scaled, s.top_k).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    if s.top_p is not None and s.top_p < 1.0:
+        sorted_logits, order = torch.sort(scaled, descending=True)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        remove = cumulative > s.top_p
+        remove[1:] = remove[:-1].clone()  # keep the token that crosses top_p
+        remove[0] = False
+        scaled[order[remove]] = float("-inf")
+    probs = torch.softmax(scaled, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=gen))
+
+
+class GenerationStream:
+    """Iterator of ``Step``s. Before the first step, ``prompt_ids`` and ``notices`` tell
+    what the model will see; after it, ``prompt_seconds`` is the prompt pass's time."""
+
+    def __init__(self, model: GPTModel, prompt_ids: list[int],
+                 settings: GenerationSettings = GenerationSettings(),
+                 start_with_eot: bool = False) -> None:
+        settings.validate(model.cfg.vocab_size)
+        self.model = model
+        self.settings = settings
+        self.prompt_ids, self.notices = prepare_prompt(
+            prompt_ids, model.cfg.context_length, start_with_eot)
+        self.ids: list[int] = list(self.prompt_ids)
+        self.prompt_seconds: float | None = None
+        self.stopped_by: str | None = None  # "eot", "max_new_tokens", "closed"
+        self._iter = self._run()
+
+    def __iter__(self) -> "GenerationStream":
+        return self
+
+    def __next__(self) -> Step:
+        return next(self._iter)
+
+    def close(self) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = "closed"
+        self._iter.close()
+
+    def _run(self) -> Iterator[Step]:
+        model, s = self.model, self.settings
+        ctx = model.cfg.context_length
+        device = next(model.parameters()).device
+        gen = torch.Generator().manual_seed(s.seed) if (not s.greedy and s.seed is not None) else None
+        decoder = IncrementalDecoder()
+        start = time.perf_counter()
+        with torch.inference_mode():
+            cache = model.new_cache()
+            logits = model(torch.tensor([self.ids], device=device), cache=cache, last_only=True)[0, -1]
+            self.prompt_seconds = time.perf_counter() - start
+            last = time.perf_counter()
+            for index in range(s.max_new_tokens):
+                token = _pick(logits, s, gen)
+                probs = torch.softmax(logits.float(), dim=-1)
+                top = torch.topk(probs, s.show_top_k)
+                now = time.perf_counter()
+                step = Step(
+                    index=index, position=len(self.ids), token_id=token,
+                    piece=token_piece(token), text=decoder.push(token),
+                    prob=float(probs[token]),
+                    top_ids=tuple(top.indices.tolist()), top_probs=tuple(top.values.tolist()),
+                    elapsed=now - start, step_seconds=now - last,
+                    is_eot=token == END_OF_TEXT_ID,
+                )
+                self.ids.append(token)
+                yield step
+                if step.is_eot and s.stop_at_eot:
+                    self.stopped_by = "eot"
+                    return
+                if index + 1 == s.max_new_tokens:
+                    break
+                last = time.perf_counter()
+                if cache is not None and cache.length < ctx:
+                    logits = model(torch.tensor([[token]], device=device), cache=cache,
+                                   last_only=True)[0, -1]
+                else:  # context full: slide the window, recompute without a cache
+                    cache = None
+                    window = torch.tensor([self.ids[-ctx:]], device=device)
+                    logits = model(window, last_only=True)[0, -1]
+        self.stopped_by = "max_new_tokens"
+
+
+def generate_stream(model: GPTModel, prompt_ids: list[int],
+                    settings: GenerationSettings = GenerationSettings(),
+                    start_with_eot: bool = False) -> GenerationStream:
+    """A stream of generated tokens; see ``GenerationStream``."""
+    return GenerationStream(model, prompt_ids, settings, start_with_eot)
+
+
+@dataclass
+class GenerationResult:
+    prompt_ids: list[int]
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def new_ids(self) -> list[int]:
+        return [s.token_id for s in self.steps]
+
+
+def generate(model: GPTModel, prompt_ids: list[int],
+             settings: GenerationSettings = GenerationSettings()) -> GenerationResult:
+    """Run a stream to the end and collect its steps."""
+    stream = generate_stream(model, prompt_ids, settings)
+    return GenerationResult(stream.prompt_ids, list(stream))

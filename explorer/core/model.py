@@ -1,0 +1,183 @@
+"""TransformerBlock and GPTModel with the book's module names, Pre-LN or Post-LN.
+
+Every node of the block graph is a module, so forward hooks see it by its path:
+``trf_blocks.3.norm1``, ``trf_blocks.3.att``, ``trf_blocks.3.drop1`` ... (see nodes.py).
+The model owns no capture logic and no loading logic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .config import GPTConfig
+from .layers import FeedForward, HookPoint, LayerKV, LayerNorm, MultiHeadAttention
+
+
+class TransformerBlock(nn.Module):
+    """One block. Pre-LN (GPT-2): x + drop(att(norm1(x))), then x + drop(ff(norm2(x))).
+    Post-LN (2017 Transformer): norm1(x + drop(att(x))), then norm2(x + drop(ff(x))).
+
+    ``drop_shortcut`` is the book's single dropout module, used twice; the hook points
+    ``drop1``/``drop2`` name its two uses and ``add1``/``add2`` the residual adds.
+    """
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.post_ln = cfg.norm_position == "post"
+        self.att = MultiHeadAttention(
+            d_in=cfg.emb_dim, d_out=cfg.emb_dim, context_length=cfg.context_length,
+            dropout=cfg.drop_rate, num_heads=cfg.n_heads, qkv_bias=cfg.qkv_bias,
+        )
+        self.ff = FeedForward(cfg)
+        self.norm1 = LayerNorm(cfg.emb_dim)
+        self.norm2 = LayerNorm(cfg.emb_dim)
+        self.drop_shortcut = nn.Dropout(cfg.drop_rate)
+        self.drop1 = HookPoint()
+        self.add1 = HookPoint()
+        self.drop2 = HookPoint()
+        self.add2 = HookPoint()
+
+    def forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        if self.post_ln:
+            shortcut = x  # (B, T, C)
+            x = self.drop1(self.drop_shortcut(self.att(x, kv, pos)))
+            x = self.norm1(self.add1(x + shortcut))
+            shortcut = x
+            x = self.drop2(self.drop_shortcut(self.ff(x)))
+            return self.norm2(self.add2(x + shortcut))
+        shortcut = x  # (B, T, C)
+        x = self.drop1(self.drop_shortcut(self.att(self.norm1(x), kv, pos)))
+        x = self.add1(x + shortcut)
+        shortcut = x
+        x = self.drop2(self.drop_shortcut(self.ff(self.norm2(x))))
+        return self.add2(x + shortcut)
+
+
+class KVCache:
+    """Keys and values of every layer for the tokens seen so far."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.layers = [LayerKV() for _ in range(n_layers)]
+        self.length = 0
+
+
+class GPTModel(nn.Module):
+    """GPT-2 architecture: embeddings, N transformer blocks, final norm, output head."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
+        self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
+        self.emb_add = HookPoint()  # token + position embedding
+        self.drop_emb = nn.Dropout(cfg.drop_rate)
+        self.trf_blocks = nn.Sequential(*[TransformerBlock(cfg) for _ in range(cfg.n_layers)])
+        self.final_norm = LayerNorm(cfg.emb_dim)
+        self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        """Share the output head with the token embedding when the config says so."""
+        if self.cfg.tie_weights:
+            self.out_head.weight = self.tok_emb.weight
+
+    def forward(self, in_idx: torch.Tensor, cache: KVCache | None = None,
+                last_only: bool = False) -> torch.Tensor:
+        """Logits (B, T, vocab) for token ids (B, T); with ``cache``, the ids continue the
+        cached sequence and the cache is extended; ``last_only`` computes logits for the
+        last position only (B, 1, vocab)."""
+        _, t = in_idx.shape  # (B, T)
+        pos = cache.length if cache is not None else 0
+        if pos + t > self.cfg.context_length:
+            raise ValueError(
+                f"sequence of {pos + t} tokens exceeds the context length "
+                f"{self.cfg.context_length}"
+            )
+        positions = torch.arange(pos, pos + t, device=in_idx.device)
+        x = self.emb_add(self.tok_emb(in_idx) + self.pos_emb(positions))  # (B, T, C)
+        x = self.drop_emb(x)
+        for i, block in enumerate(self.trf_blocks):
+            x = block(x, cache.layers[i] if cache is not None else None, pos)
+        x = self.final_norm(x)
+        if last_only:
+            x = x[:, -1:, :]
+        logits = self.out_head(x)  # (B, T, vocab)
+        if cache is not None:
+            cache.length = pos + t
+        return logits
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.cfg.n_layers)
+
+
+@dataclass(frozen=True)
+class ParameterCounts:
+    embeddings: int
+    attention: int
+    feed_forward: int
+    norms: int
+    head: int  # 0 when tied to the token embedding
+
+    @property
+    def total(self) -> int:
+        return self.embeddings + self.attention + self.feed_forward + self.norms + self.head
+
+    def rows(self) -> list[tuple[str, int]]:
+        return [
+            ("embeddings (tok_emb + pos_emb)", self.embeddings),
+            ("attention (W_query/W_key/W_value/out_proj)", self.attention),
+            ("feed-forward (ff.layers.0/2)", self.feed_forward),
+            ("layer norms (norm1/norm2/final_norm)", self.norms),
+            ("output head (out_head)" + (", tied" if not self.head else ""), self.head),
+            ("total", self.total),
+        ]
+
+
+def count_parameters(cfg: GPTConfig) -> ParameterCounts:
+    """Parameter counts per component, from the config alone (no model is built)."""
+    c, v, L = cfg.emb_dim, cfg.vocab_size, cfg.n_layers
+    attention = L * (3 * (c * c + (c if cfg.qkv_bias else 0)) + c * c + c)
+    feed_forward = L * (c * 4 * c + 4 * c + 4 * c * c + c)
+    norms = (2 * L + 1) * 2 * c
+    return ParameterCounts(
+        embeddings=v * c + cfg.context_length * c,
+        attention=attention,
+        feed_forward=feed_forward,
+        norms=norms,
+        head=0 if cfg.tie_weights else v * c,
+    )
+
+
+def init_weights(model: GPTModel, seed: int = 0) -> GPTModel:
+    """GPT-2's initialisation, seeded: N(0, 0.02) for weights and embeddings, zero biases,
+    residual projections (out_proj, ff.layers.2) scaled by 1/sqrt(2 * n_layers)."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    resid_std = 0.02 / math.sqrt(2 * model.cfg.n_layers)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(("scale",)):
+                param.fill_(1.0)
+            elif name.endswith(("shift", "bias")):
+                param.zero_()
+            else:
+                std = resid_std if name.endswith(("out_proj.weight", "ff.layers.2.weight")) else 0.02
+                values = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, std, generator=gen)
+                param.copy_(values)
+    return model
+
+
+def build_model(cfg: GPTConfig, device: str | torch.device = "cpu",
+                dtype: torch.dtype = torch.float32, seed: int | None = 0) -> GPTModel:
+    """A GPTModel in eval mode; seeded GPT-2 initialisation, or uninitialised memory when
+    ``seed`` is None (for a loader that fills every parameter)."""
+    with torch.device("meta"):
+        model = GPTModel(cfg)
+    model.to_empty(device=device)
+    model.tie_weights()  # to_empty gives each use of a shared parameter its own tensor
+    if seed is not None:
+        init_weights(model, seed)
+    return model.to(dtype=dtype).eval()

@@ -1,0 +1,155 @@
+"""The canonical node table: every node of the block graph, in forward order.
+
+Forward order is the order in which the nodes' outputs are produced, so a node inside
+another (the attention pattern inside attention, the feed-forward internals inside the
+feed-forward block) comes before the node that contains it.
+
+One table for the whole application. The block graph, the inspector, the capture code
+and the tests read it; nobody else lists node names. A node's hook name is the module
+path inside ``GPTModel`` (``trf_blocks.{layer}.{key}`` for block nodes).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from .config import GPTConfig
+
+
+@dataclass(frozen=True)
+class Node:
+    key: str  # module path relative to its parent (block or model)
+    label: str  # short text on the graph
+    description: str  # one line for tooltips and the inspector
+    kind: str  # embedding | norm | attention | pattern | dropout | add | linear | gelu | ffn | logits
+    width: str  # last dimension: "emb", "hidden" (4 x emb), "vocab", "ctx" (attention keys)
+    parent: str | None = None  # "ff" or "att" for nodes inside those (expandable in the graph)
+
+    @property
+    def in_ffn(self) -> bool:
+        return self.parent == "ff"
+
+    def shape(self, cfg: GPTConfig, batch: int, tokens: int) -> tuple[int, ...]:
+        """The tensor shape this node produces for a (batch, tokens) input."""
+        if self.kind == "pattern":
+            return (batch, cfg.n_heads, tokens, tokens)
+        if self.key == "pos_emb":
+            return (tokens, cfg.emb_dim)
+        last = {"emb": cfg.emb_dim, "hidden": cfg.hidden_dim, "vocab": cfg.vocab_size}[self.width]
+        return (batch, tokens, last)
+
+
+_NORM1 = Node("norm1", "LayerNorm 1", "Layer normalisation before attention: each token "
+              "vector rescaled to mean 0, variance 1, then scale and shift.", "norm", "emb")
+_NORM2 = Node("norm2", "LayerNorm 2", "Layer normalisation before the feed-forward block.",
+              "norm", "emb")
+_ATT = Node("att", "Multi-head attention", "Causal self-attention: each token mixes in "
+            "value vectors of earlier tokens, weighted per head, then out_proj.",
+            "attention", "emb")
+_PATTERN = Node("att.attn_weights", "Attention pattern", "Softmax attention weights per "
+                "head: row = query token, column = key token; rows sum to 1.",
+                "pattern", "ctx", parent="att")
+_DROP1 = Node("drop1", "Dropout", "drop_shortcut on the attention output (identity in "
+              "eval mode; zeroes a share drop_rate and rescales the rest in training).",
+              "dropout", "emb")
+_ADD1 = Node("add1", "Add (shortcut)", "Residual add: attention branch + the block's input.",
+             "add", "emb")
+_FF0 = Node("ff.layers.0", "Linear 1 (expand)", "First feed-forward Linear: widens each "
+            "token from emb_dim to 4 x emb_dim values.", "linear", "hidden", parent="ff")
+_GELU = Node("ff.layers.1", "GELU", "GELU non-linearity (tanh approximation): smooth, "
+             "passes positives, squashes negatives towards a small dip.", "gelu", "hidden",
+             parent="ff")
+_FF2 = Node("ff.layers.2", "Linear 2 (project)", "Second feed-forward Linear: back from "
+            "4 x emb_dim to emb_dim values.", "linear", "emb", parent="ff")
+_FF = Node("ff", "Feed-forward", "Position-wise MLP: Linear, GELU, Linear; the embedding "
+           "size comes out unchanged.", "ffn", "emb")
+_DROP2 = Node("drop2", "Dropout", "drop_shortcut on the feed-forward output.", "dropout", "emb")
+_ADD2 = Node("add2", "Add (shortcut)", "Residual add: feed-forward branch + the shortcut.",
+             "add", "emb")
+_POST = {  # Post-LN descriptions: the norms come after the adds
+    "norm1": Node("norm1", "LayerNorm 1", "Layer normalisation after the first residual add "
+                  "(Post-LN).", "norm", "emb"),
+    "norm2": Node("norm2", "LayerNorm 2", "Layer normalisation after the second residual add "
+                  "(Post-LN): the block's output.", "norm", "emb"),
+}
+
+_BLOCK_ORDER = {
+    "pre": (_NORM1, _PATTERN, _ATT, _DROP1, _ADD1, _NORM2, _FF0, _GELU, _FF2, _FF, _DROP2, _ADD2),
+    "post": (_PATTERN, _ATT, _DROP1, _ADD1, _POST["norm1"], _FF0, _GELU, _FF2, _FF, _DROP2,
+             _ADD2, _POST["norm2"]),
+}
+
+MODEL_NODES_BEFORE = (
+    Node("tok_emb", "Token embedding", "Looks up one emb_dim vector per token id.",
+         "embedding", "emb"),
+    Node("pos_emb", "Position embedding", "One learned emb_dim vector per position 0..T-1.",
+         "embedding", "emb"),
+    Node("emb_add", "Embedding sum", "Token embedding + position embedding.", "add", "emb"),
+    Node("drop_emb", "Dropout", "Dropout on the embeddings (identity in eval mode).",
+         "dropout", "emb"),
+)
+MODEL_NODES_AFTER = (
+    Node("final_norm", "Final LayerNorm", "Layer normalisation after the last block.",
+         "norm", "emb"),
+    Node("out_head", "Output head", "Linear emb_dim -> vocabulary: one logit per token "
+         "of the vocabulary.", "logits", "vocab"),
+)
+
+
+def block_nodes(norm_position: str = "pre") -> tuple[Node, ...]:
+    """Nodes of one transformer block in forward order."""
+    try:
+        return _BLOCK_ORDER[norm_position]
+    except KeyError:
+        raise ValueError(f"norm_position must be 'pre' or 'post', got {norm_position!r}") from None
+
+
+def block_hook_name(layer: int, key: str) -> str:
+    return f"trf_blocks.{layer}.{key}"
+
+
+def all_hook_names(cfg: GPTConfig, include_pattern: bool = True) -> list[str]:
+    """Every node of the whole model in forward order, as hook names."""
+    names = [n.key for n in MODEL_NODES_BEFORE]
+    for layer in range(cfg.n_layers):
+        names += [block_hook_name(layer, n.key) for n in block_nodes(cfg.norm_position)
+                  if include_pattern or n.kind != "pattern"]
+    names += [n.key for n in MODEL_NODES_AFTER]
+    return names
+
+
+def select_hook_names(cfg: GPTConfig, pattern: str | list[str] | None = None,
+                      layer: int | None = None, include_pattern: bool = False) -> list[str]:
+    """Hook names matching a glob (``trf_blocks.*.add2``), a list of names, or one layer,
+    in forward order. An unknown explicit name raises ``KeyError``."""
+    names = all_hook_names(cfg, include_pattern=True)
+    if layer is not None:
+        if not 0 <= layer < cfg.n_layers:
+            raise ValueError(f"layer {layer} out of range 0..{cfg.n_layers - 1}")
+        prefix = f"trf_blocks.{layer}."
+        names = [n for n in names if n.startswith(prefix)]
+    if pattern is None:
+        return [n for n in names if include_pattern or not n.endswith("attn_weights")]
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern)
+    chosen = []
+    for pat in patterns:
+        hits = [n for n in names if fnmatch.fnmatchcase(n, pat)]
+        if not hits:
+            raise KeyError(f"no node matches {pat!r}")
+        chosen += hits
+    order = {n: i for i, n in enumerate(names)}
+    return sorted(set(chosen), key=order.__getitem__)
+
+
+def node_for_hook(hook_name: str) -> Node:
+    """The table entry of a hook name (block nodes in either norm position)."""
+    for node in MODEL_NODES_BEFORE + MODEL_NODES_AFTER:
+        if node.key == hook_name:
+            return node
+    parts = hook_name.split(".", 2)
+    if len(parts) == 3 and parts[0] == "trf_blocks" and parts[1].isdigit():
+        for node in _BLOCK_ORDER["pre"]:
+            if node.key == parts[2]:
+                return node
+    raise KeyError(f"unknown node {hook_name!r}")
