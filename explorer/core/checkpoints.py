@@ -199,7 +199,7 @@ def _read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, st
     return tensors, {str(k): str(v) for k, v in meta.items()}
 
 
-_GLOBAL_RE = re.compile(r"(?:GLOBAL|global|Unsupported global:?)\s*:?\s*([\w.]+(?:\s[\w.]+)?)")
+_GLOBAL_RE = re.compile(r"GLOBAL\s+([\w.]+)")
 
 
 def _read_torch(path: Path, fmt: str) -> dict[str, torch.Tensor]:
@@ -257,13 +257,17 @@ def read_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], d
         else:
             tensors = _read_torch(p, fmt)
         config_json = p.parent / "config.json"
-    if config_json.is_file():
+    if config_json.is_file() and "config" not in info:
         try:
-            hf = json.loads(config_json.read_text())
-            if hf.get("model_type", "gpt2") == "gpt2":
-                info["hf_config"] = hf
+            beside = json.loads(config_json.read_text())
         except (ValueError, OSError):
-            info.setdefault("notices", []).append(f"ignored unreadable {config_json}")
+            beside = None
+        if isinstance(beside, dict) and "n_head" in beside and beside.get("model_type", "gpt2") == "gpt2":
+            info["hf_config"] = beside  # Hugging Face's config.json
+        elif isinstance(beside, dict) and "n_heads" in beside:
+            info["book_config"] = beside  # the book's GPT_CONFIG dict saved as JSON
+        else:
+            info.setdefault("notices", []).append(f"ignored {config_json}: not a GPT-2 config")
     return tensors, info
 
 
@@ -340,25 +344,30 @@ def infer_config(path: Path, sd: dict[str, torch.Tensor], info: dict[str, Any],
         raise CheckpointError(path, f"transformer blocks are not numbered 0..N-1 ({layers[:5]}...)"
                               if layers else "no transformer blocks (trf_blocks.*) found")
     hf = info.get("hf_config")
-    if hf and "n_head" in hf:
+    book = info.get("book_config") or {}
+    if hf:
         n_heads = int(hf["n_head"])
+    elif book:
+        n_heads = int(book["n_heads"])
     else:
         guess = preset_for_emb_dim(emb)
         n_heads = preset(guess).n_heads if guess else (emb // 64 if emb % 64 == 0 else 0)
         if not n_heads:
             raise CheckpointError(path, f"cannot tell the number of heads for emb_dim {emb}; "
-                                        "put a config.json beside the file")
-        notices.append(f"n_heads not stored in the file: assumed {n_heads} "
-                       f"(head size {emb // n_heads}, as GPT-2)")
+                                        "put a config.json with n_heads beside the file")
+        notices.append(f"n_heads not stored in the file: assumed {n_heads} (head size "
+                       f"{emb // n_heads}, as GPT-2); put a config.json with \"n_heads\" "
+                       "beside the file if that is wrong")
     out_head = sd.get("out_head.weight")
     tied = out_head is None or (out_head.shape == sd["tok_emb.weight"].shape
                                 and torch.equal(out_head, sd["tok_emb.weight"]))
-    drop = float(hf.get("resid_pdrop", 0.1)) if hf else 0.1
+    drop = float(hf.get("resid_pdrop", 0.1)) if hf else float(book.get("drop_rate", 0.1))
+    norm_position = str(book.get("norm_position", "pre"))
     try:
         return GPTConfig(vocab_size=int(vocab), context_length=int(context), emb_dim=int(emb),
                          n_heads=n_heads, n_layers=len(layers), drop_rate=drop,
                          qkv_bias="trf_blocks.0.att.W_query.bias" in sd,
-                         norm_position="pre", tie_weights=tied)
+                         norm_position=norm_position, tie_weights=tied)
     except ValueError as exc:
         raise CheckpointError(path, str(exc)) from None
 

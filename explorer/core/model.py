@@ -81,9 +81,21 @@ class GPTModel(nn.Module):
         self.tie_weights()
 
     def tie_weights(self) -> None:
-        """Share the output head with the token embedding when the config says so."""
+        """Share the output head with the token embedding when the config says so, and
+        lay the head's weight out column-major.
+
+        The weight keeps its shape (vocab, emb) and its values; only its memory layout
+        changes, to the one the CPU matrix-vector kernels read fastest (the head is the
+        largest matrix of a decode step). The embedding lookup reads the same tensor.
+        """
+        head = self.tok_emb.weight if self.cfg.tie_weights else self.out_head.weight
+        if head.device.type != "meta" and head.dim() == 2 and head.stride(0) != 1:
+            with torch.no_grad():
+                column_major = head.detach().t().contiguous().t()  # (V, C), strides (1, V)
+            head = nn.Parameter(column_major, requires_grad=head.requires_grad)
         if self.cfg.tie_weights:
-            self.out_head.weight = self.tok_emb.weight
+            self.tok_emb.weight = head
+        self.out_head.weight = head
 
     def forward(self, in_idx: torch.Tensor, cache: KVCache | None = None,
                 last_only: bool = False) -> torch.Tensor:
@@ -177,7 +189,8 @@ def build_model(cfg: GPTConfig, device: str | torch.device = "cpu",
     with torch.device("meta"):
         model = GPTModel(cfg)
     model.to_empty(device=device)
-    model.tie_weights()  # to_empty gives each use of a shared parameter its own tensor
     if seed is not None:
         init_weights(model, seed)
-    return model.to(dtype=dtype).eval()
+    model = model.to(dtype=dtype)
+    model.tie_weights()  # to_empty gave each use of the shared weight its own tensor
+    return model.eval()

@@ -1,0 +1,324 @@
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from explorer.core import checkpoints
+from explorer.core.checkpoints import (CheckpointError, detect_format, find_hf_models,
+                                       load_checkpoint, load_default_model, random_model,
+                                       save_checkpoint)
+from explorer.core.config import preset
+from explorer.core.model import build_model
+from tests import book_model
+
+transformers = pytest.importorskip("transformers")
+
+HF_CONFIGS = {
+    "small4": dict(n_embd=64, n_layer=2, n_head=4, n_positions=32, vocab_size=500),
+    "wide6": dict(n_embd=96, n_layer=3, n_head=6, n_positions=48, vocab_size=700),
+}
+
+
+def make_hf_model(name, seed=0):
+    torch.manual_seed(seed)
+    cfg = transformers.GPT2Config(**HF_CONFIGS[name])
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    with torch.no_grad():  # non-trivial norms and biases, so a wrong map shows
+        for n, p in model.named_parameters():
+            if n.endswith("bias") or ".ln_" in n:
+                p.add_(torch.randn_like(p) * 0.1)
+    return model
+
+
+def hf_logits(model, ids):
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def our_logits(loaded, ids):
+    with torch.no_grad():
+        return loaded.model(ids)
+
+
+@pytest.fixture(params=list(HF_CONFIGS))
+def hf_model(request):
+    return make_hf_model(request.param)
+
+
+def _ids(model, n=12):
+    return torch.randint(0, model.config.vocab_size, (2, n))
+
+
+def test_hf_safetensors_folder_matches_transformers(hf_model, tmp_path):
+    hf_model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file()
+    assert detect_format(tmp_path) == "hf-folder"
+    loaded = load_checkpoint(tmp_path)
+    cfg = hf_model.config
+    assert (loaded.config.emb_dim, loaded.config.n_layers, loaded.config.n_heads) == (
+        cfg.n_embd, cfg.n_layer, cfg.n_head)
+    assert loaded.config.tie_weights and loaded.config.qkv_bias
+    ids = _ids(hf_model)
+    assert (our_logits(loaded, ids) - hf_logits(hf_model, ids)).abs().max() <= 1e-4
+
+
+def test_hf_bin_with_prefix_and_lm_head_matches(hf_model, tmp_path):
+    sd = hf_model.state_dict()
+    assert "lm_head.weight" in sd and any(k.startswith("transformer.") for k in sd)
+    torch.save(sd, tmp_path / "pytorch_model.bin")
+    hf_model.config.to_json_file(tmp_path / "config.json")
+    loaded = load_checkpoint(tmp_path / "pytorch_model.bin")  # config.json beside it is read
+    assert loaded.config.n_heads == hf_model.config.n_head and not loaded.notices
+    ids = _ids(hf_model)
+    assert (our_logits(loaded, ids) - hf_logits(hf_model, ids)).abs().max() <= 1e-4
+    assert loaded.model.out_head.weight is loaded.model.tok_emb.weight
+
+
+def test_hf_bin_without_prefix_head_and_with_mask_buffers(tmp_path):
+    hf = make_hf_model("small4", seed=1)
+    sd = {k.removeprefix("transformer."): v for k, v in hf.state_dict().items()
+          if k != "lm_head.weight"}
+    for i in range(hf.config.n_layer):  # the causal-mask buffers older files carry
+        sd[f"h.{i}.attn.bias"] = torch.tril(torch.ones(1, 1, 32, 32))
+        sd[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    path = tmp_path / "weights.ckpt"  # any extension: the format comes from the bytes
+    torch.save(sd, path)
+    hf.config.to_json_file(tmp_path / "config.json")
+    loaded = load_checkpoint(path)
+    ids = _ids(hf)
+    assert (our_logits(loaded, ids) - hf_logits(hf, ids)).abs().max() <= 1e-4
+
+
+def test_hf_file_without_config_assumes_gpt2_head_size(tmp_path):
+    hf = make_hf_model("small4")
+    hf.save_pretrained(tmp_path / "src")
+    lone = tmp_path / "lone.safetensors"
+    lone.write_bytes((tmp_path / "src" / "model.safetensors").read_bytes())
+    loaded = load_checkpoint(lone)
+    assert loaded.config.n_heads == 1  # 64 dims / GPT-2's head size 64
+    assert any("n_heads" in n for n in loaded.notices)
+
+
+def _book_cfg(cfg):
+    return {k: getattr(cfg, k) for k in ("vocab_size", "context_length", "emb_dim", "n_heads",
+                                         "n_layers", "drop_rate", "qkv_bias")}
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_book_pth_state_dict_matches_book_model(tmp_path, qkv_bias):
+    # GPT-2's head size (64), as the book's configs have: the heads need no config file.
+    cfg = preset("tiny", qkv_bias=qkv_bias, tie_weights=False, emb_dim=128, n_heads=2)
+    book = book_model.GPTModel(_book_cfg(cfg)).eval()
+    torch.save(book.state_dict(), tmp_path / "model.pth")
+    loaded = load_checkpoint(tmp_path / "model.pth")
+    assert loaded.config == cfg.replace(drop_rate=0.1)
+    ids = torch.randint(0, cfg.vocab_size, (2, 10))
+    with torch.no_grad():
+        assert (our_logits(loaded, ids) - book(ids)).abs().max() <= 1e-4
+
+
+def test_book_config_json_beside_the_file_gives_the_heads(tmp_path):
+    cfg = preset("tiny", qkv_bias=False, tie_weights=False)  # 32 dims, 4 heads
+    book = book_model.GPTModel(_book_cfg(cfg)).eval()
+    torch.save(book.state_dict(), tmp_path / "model.pth")
+    (tmp_path / "config.json").write_text(json.dumps(_book_cfg(cfg)))
+    loaded = load_checkpoint(tmp_path / "model.pth")
+    assert loaded.config.n_heads == 4 and not loaded.notices
+    ids = torch.randint(0, cfg.vocab_size, (2, 10))
+    with torch.no_grad():
+        assert (our_logits(loaded, ids) - book(ids)).abs().max() <= 1e-4
+
+
+def test_book_training_checkpoint_with_optimizer_loads(tmp_path):
+    cfg = BOOK_TINY
+    book = book_model.GPTModel(_book_cfg(cfg))
+    opt = torch.optim.AdamW(book.parameters())
+    torch.save({"model_state_dict": book.state_dict(), "optimizer_state_dict": opt.state_dict()},
+               tmp_path / "model_and_optimizer.pth")
+    loaded = load_checkpoint(tmp_path / "model_and_optimizer.pth")
+    torch.testing.assert_close(loaded.model.tok_emb.weight, book.tok_emb.weight)
+
+
+@pytest.mark.parametrize("norm_position", ["pre", "post"])
+def test_project_format_round_trip(tmp_path, norm_position):
+    cfg = preset("tiny", norm_position=norm_position)
+    model = build_model(cfg, seed=9)
+    path = save_checkpoint(model, tmp_path / "mine.bin", trained=False)
+    assert detect_format(path) == "safetensors"
+    loaded = load_checkpoint(path)
+    assert loaded.source == "gpt-block-explorer" and loaded.config == cfg
+    assert not loaded.trained and "UNTRAINED" in loaded.label
+    ids = torch.randint(0, cfg.vocab_size, (1, 9))
+    with torch.no_grad():
+        assert torch.equal(loaded.model(ids), model(ids))
+
+
+def test_bfloat16_load(tmp_path):
+    hf = make_hf_model("small4")
+    hf.save_pretrained(tmp_path)
+    loaded = load_checkpoint(tmp_path, dtype="bfloat16")
+    assert loaded.dtype == torch.bfloat16
+    ids = _ids(hf)
+    diff = (our_logits(loaded, ids).float() - hf_logits(hf, ids)).abs().max()
+    assert 0 < diff < 0.5
+
+
+# --- bad input: a specific message naming the file, and nothing else breaks ------------
+
+def _write(tmp_path, name, data):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+def _tiny_safetensors(tmp_path):
+    return save_checkpoint(build_model(preset("tiny")), tmp_path / "good.safetensors")
+
+
+@pytest.mark.parametrize("maker,message", [
+    (lambda t: _write(t, "empty.bin", b""), "empty"),
+    (lambda t: _write(t, "lfs.safetensors", b"version https://git-lfs.github.com/spec/v1\n"
+                      b"oid sha256:abc\nsize 548105171\n"), "Git LFS pointer"),
+    (lambda t: _write(t, "page.bin", b"\n<!DOCTYPE html><html><body>Sign in</body></html>"), "HTML"),
+    (lambda t: _write(t, "noise.pth", os.urandom(4096)), "not a recognised checkpoint"),
+    (lambda t: _write(t, "huge.safetensors", (10**13).to_bytes(8, "little") + b'{"a": 1}'),
+     "corrupt safetensors header"),
+    (lambda t: t / "missing.safetensors", "no such file"),
+    (lambda t: t, "a folder without model.safetensors"),
+])
+def test_unusable_files_are_named_and_explained(tmp_path, maker, message):
+    path = maker(tmp_path)
+    with pytest.raises(CheckpointError, match=message) as info:
+        load_checkpoint(path)
+    assert str(path) in str(info.value)
+
+
+def test_truncated_safetensors(tmp_path):
+    good = _tiny_safetensors(tmp_path)
+    cut = _write(tmp_path, "cut.safetensors", good.read_bytes()[:-1000])
+    with pytest.raises(CheckpointError, match="truncated safetensors"):
+        load_checkpoint(cut)
+
+
+def test_truncated_torch_zip(tmp_path):
+    torch.save(build_model(preset("tiny")).state_dict(), tmp_path / "full.pth")
+    data = (tmp_path / "full.pth").read_bytes()
+    cut = _write(tmp_path, "cut.pth", data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="cut.pth"):
+        load_checkpoint(cut)
+
+
+def test_zip_that_is_not_torch(tmp_path):
+    with zipfile.ZipFile(tmp_path / "notes.zip", "w") as zf:
+        zf.writestr("readme.txt", "hello")
+    with pytest.raises(CheckpointError, match="not a PyTorch checkpoint"):
+        load_checkpoint(tmp_path / "notes.zip")
+
+
+class _Evil:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+def test_pickle_that_would_run_code_is_refused_and_never_runs(tmp_path):
+    marker = tmp_path / "PWNED"
+    torch.save({"tok_emb.weight": torch.zeros(2, 2), "x": _Evil(str(marker))}, tmp_path / "evil.pth")
+    with pytest.raises(CheckpointError, match="refused") as info:
+        load_checkpoint(tmp_path / "evil.pth")
+    assert "weights_only" in str(info.value)
+    assert not marker.exists()
+
+
+def test_pickle_of_non_state_dict(tmp_path):
+    torch.save([torch.zeros(3)], tmp_path / "list.pth")
+    with pytest.raises(CheckpointError, match="not a state dict"):
+        load_checkpoint(tmp_path / "list.pth")
+
+
+BOOK_TINY = preset("tiny", qkv_bias=False, tie_weights=False, emb_dim=64, n_heads=1)
+
+
+def _book_sd():
+    cfg = BOOK_TINY
+    return book_model.GPTModel(_book_cfg(cfg)).state_dict()
+
+
+def test_missing_key_is_named(tmp_path):
+    sd = _book_sd()
+    del sd["trf_blocks.1.norm2.scale"]
+    torch.save(sd, tmp_path / "m.pth")
+    with pytest.raises(CheckpointError, match=r"missing key.*trf_blocks\.1\.norm2\.scale"):
+        load_checkpoint(tmp_path / "m.pth")
+
+
+def test_unexpected_key_is_named(tmp_path):
+    sd = _book_sd()
+    sd["trf_blocks.0.extra.weight"] = torch.zeros(3)
+    torch.save(sd, tmp_path / "m.pth")
+    with pytest.raises(CheckpointError, match=r"unexpected key.*trf_blocks\.0\.extra\.weight"):
+        load_checkpoint(tmp_path / "m.pth")
+
+
+def test_shape_mismatch_names_key_and_both_shapes(tmp_path):
+    sd = _book_sd()
+    sd["trf_blocks.0.ff.layers.2.weight"] = torch.zeros(64, 128)  # should be (64, 256)
+    torch.save(sd, tmp_path / "m.pth")
+    with pytest.raises(CheckpointError, match=r"trf_blocks\.0\.ff\.layers\.2\.weight.*\(64, 128\).*\(64, 256\)"):
+        load_checkpoint(tmp_path / "m.pth")
+
+
+def test_nan_weights_are_refused(tmp_path):
+    sd = _book_sd()
+    sd["trf_blocks.0.norm1.shift"][3] = float("nan")
+    torch.save(sd, tmp_path / "m.pth")
+    with pytest.raises(CheckpointError, match="NaN"):
+        load_checkpoint(tmp_path / "m.pth")
+
+
+def test_memory_estimate_refuses_what_does_not_fit(tmp_path, monkeypatch):
+    path = _tiny_safetensors(tmp_path)
+    monkeypatch.setattr(checkpoints, "free_memory_bytes", lambda device: 1000)
+    with pytest.raises(MemoryError, match="GiB"):
+        load_checkpoint(path)
+    with pytest.raises(MemoryError, match="gpt2-xl"):
+        random_model("gpt2-xl")
+
+
+# --- the local Hugging Face cache ------------------------------------------------------
+
+def _fake_cache(root: Path, repo="models--openai-community--gpt2"):
+    snap = root / repo / "snapshots" / "0123abc"
+    make_hf_model("small4").save_pretrained(snap)
+    (root / repo / "refs").mkdir(parents=True)
+    (root / repo / "refs" / "main").write_text("0123abc")
+    return snap
+
+
+@pytest.mark.parametrize("repo", ["models--openai-community--gpt2", "models--gpt2"])
+def test_hf_cache_is_found_without_network(tmp_path, repo):
+    snap = _fake_cache(tmp_path, repo)
+    (tmp_path / "models--gpt2-medium" / "snapshots" / "x").mkdir(parents=True)  # no weights yet
+    found = find_hf_models(tmp_path)
+    assert [(m.name, m.preset, m.path) for m in found] == [("gpt2", "gpt2-small", snap)]
+
+
+def test_hf_home_decides_the_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    _fake_cache(tmp_path / "hub")
+    assert [m.name for m in find_hf_models()] == ["gpt2"]
+
+
+def test_default_model_prefers_the_cache_and_labels_random_as_untrained(tmp_path):
+    _fake_cache(tmp_path / "with")
+    cached = load_default_model(cache=tmp_path / "with")
+    assert cached.trained and cached.source == "hf-cache" and "Hugging Face cache" in cached.label
+    fallback = load_default_model(cache=tmp_path / "empty")
+    assert not fallback.trained and "UNTRAINED" in fallback.label
+    assert fallback.config == preset("gpt2-small")

@@ -1,0 +1,80 @@
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from explorer.cli import main
+from explorer.core.checkpoints import save_checkpoint
+from explorer.core.config import preset
+from explorer.core.model import build_model
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_tokenize_prints_ids_and_pieces(capsys):
+    code, out, _ = run(capsys, "tokenize", "Every effort moves you")
+    assert code == 0
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert [int(r[1]) for r in rows] == [6109, 3626, 6100, 345]
+    assert "' effort'" in out and out.startswith("4 tokens")
+
+
+def test_info_prints_config_and_the_book_counts(capsys):
+    code, out, _ = run(capsys, "info", "--preset", "tiny")
+    assert code == 0 and "UNTRAINED" in out
+    assert "emb_dim         32" in out
+    total = [line for line in out.splitlines() if line.strip().startswith("total")][0]
+    from explorer.core.model import count_parameters
+    assert f"{count_parameters(preset('tiny')).total:,}" in total
+
+
+def test_generate_streams_tokens_from_a_checkpoint(capsys, tmp_path):
+    model = build_model(preset("tiny"), seed=2)
+    path = save_checkpoint(model, tmp_path / "tiny.safetensors")
+    code, out, err = run(capsys, "generate", "Every effort moves you", "--checkpoint", str(path),
+                         "--max-new-tokens", "6", "--no-stop")
+    assert code == 0
+    assert out.startswith("Every effort moves you")
+    from explorer.core.generation import GenerationSettings, generate
+    ids = generate(model, [6109, 3626, 6100, 345],
+                   GenerationSettings(max_new_tokens=6, stop_at_eot=False)).new_ids
+    from explorer.core.tokenizer import decode
+    assert out.rstrip("\n") == "Every effort moves you" + decode(ids)
+    assert "6 tokens" in err and "tok/s" in err
+
+
+def test_generate_sampling_and_top_candidates(capsys):
+    code, out, err = run(capsys, "generate", "Hello", "--preset", "tiny", "--temperature", "0.8",
+                         "--top-k", "5", "--max-new-tokens", "3", "--show-top", "2", "--no-stop")
+    assert code == 0 and out.count("[") == 3 and "UNTRAINED" in err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["generate", "", "--preset", "tiny"], "prompt is empty"),
+    (["generate", "hi", "--preset", "tiny", "--temperature", "0"], "temperature"),
+    (["generate", "hi", "--preset", "tiny", "--top-k", "0"], "top-k"),
+    (["generate", "hi", "--preset", "tiny", "--max-new-tokens", "0"], "max new tokens"),
+    (["info", "--preset", "tiny", "--device", "tpu"], "device"),
+    (["info", "--preset", "nope"], "unknown preset"),
+    (["info", "--checkpoint", "/nonexistent/model.bin"], "no such file"),
+])
+def test_bad_input_exits_2_with_a_message(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_cuda_is_explained(capsys):
+    code, _, err = run(capsys, "info", "--preset", "tiny", "--device", "cuda")
+    assert code == 2 and "no usable CUDA" in err
+
+
+def test_python_dash_m_runs_the_cli():
+    done = subprocess.run([sys.executable, "-m", "explorer", "tokenize", "Hello world"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "15496" in done.stdout and "995" in done.stdout
