@@ -122,22 +122,31 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    import torch
+
+    from .core.config import preset
+    from .core.devices import resolve_device, resolve_dtype
     from .core.model import count_parameters
 
-    loaded = _load(args)
-    cfg = loaded.config
-    print(f"model: {loaded.label}")
-    print(f"device: {loaded.device}   dtype: {str(loaded.dtype).replace('torch.', '')}")
+    if args.preset:  # a preset needs no weights: describe it without building it
+        cfg = preset(args.preset)
+        device, dtype = resolve_device(args.device), resolve_dtype(args.dtype)
+        print(f"model: {args.preset} (random initialisation, seed {args.seed}) · UNTRAINED")
+    else:
+        loaded = _load(args)
+        cfg, device, dtype = loaded.config, loaded.device, loaded.dtype
+        print(f"model: {loaded.label}")
+        actual = sum(p.numel() for p in loaded.model.parameters())
+        assert actual == count_parameters(cfg).total, (actual, count_parameters(cfg).total)
+    print(f"device: {device}   dtype: {str(dtype).replace('torch.', '')}")
     print("config:")
     for key, value in cfg.to_dict().items():
         print(f"  {key:15s} {value}")
     counts = count_parameters(cfg)
-    actual = sum(p.numel() for p in loaded.model.parameters())
-    assert actual == counts.total, (actual, counts.total)
     print("parameters:")
     for name, n in counts.rows():
         print(f"  {name:45s} {n:>15,}")
-    size = loaded.model.tok_emb.weight.element_size()
+    size = torch.tensor([], dtype=dtype).element_size()
     print(f"memory: weights {counts.total * size / 2**20:,.1f} MiB; "
           f"KV cache at full context {2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * size / 2**20:,.1f} MiB")
     return 0

@@ -177,8 +177,10 @@ def init_weights(model: GPTModel, seed: int = 0) -> GPTModel:
                 param.zero_()
             else:
                 std = resid_std if name.endswith(("out_proj.weight", "ff.layers.2.weight")) else 0.02
-                values = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, std, generator=gen)
-                param.copy_(values)
+                if param.device.type == "cpu" and param.dtype == torch.float32:
+                    param.normal_(0.0, std, generator=gen)
+                else:  # same values on every device: draw on the CPU, then copy
+                    param.copy_(torch.empty(param.shape).normal_(0.0, std, generator=gen))
     return model
 
 

@@ -322,3 +322,15 @@ def test_default_model_prefers_the_cache_and_labels_random_as_untrained(tmp_path
     fallback = load_default_model(cache=tmp_path / "empty")
     assert not fallback.trained and "UNTRAINED" in fallback.label
     assert fallback.config == preset("gpt2-small")
+
+
+def test_open_model_takes_hf_names_from_the_cache(tmp_path, monkeypatch):
+    from explorer.core.checkpoints import open_model
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    _fake_cache(tmp_path)
+    loaded = open_model("hf:gpt2")
+    assert loaded.source == "hf-cache" and loaded.config.emb_dim == 64
+    with pytest.raises(ValueError, match="not in the Hugging Face cache"):
+        open_model("hf:gpt2-xl")
+    with pytest.raises(ValueError, match="either"):
+        open_model("x.bin", "tiny")
