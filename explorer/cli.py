@@ -57,6 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("info", help="config, parameter counts per component and memory")
     _add_model_args(i)
+
+    n = sub.add_parser("inspect", help="statistics of every node for a prompt, in forward order")
+    n.add_argument("prompt")
+    n.add_argument("--layer", type=int, default=None, help="only this block (0-based)")
+    n.add_argument("--node", action="append", default=None, metavar="NAME",
+                   help="a hook name or glob, e.g. 'trf_blocks.*.add2' (repeatable)")
+    n.add_argument("--attention", action="store_true", help="include the attention patterns")
+    n.add_argument("--save", metavar="OUT.npz",
+                   help="also write the captured tensors, keyed by hook name")
+    n.add_argument("--float16", action="store_true", help="save tensors as float16")
+    _add_model_args(n)
     return parser
 
 
@@ -152,13 +163,57 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inspect(args: argparse.Namespace) -> int:
+    import numpy as np
+    import torch
+
+    from .core.capture import Capture
+    from .core.generation import prepare_prompt
+    from .core.tokenizer import encode
+
+    prompt_ids = encode(args.prompt)
+    prepare_prompt(prompt_ids, 2**31)  # an empty prompt fails before the model loads
+    loaded = _load(args)
+    prompt_ids, notices = prepare_prompt(prompt_ids, loaded.config.context_length)
+    for notice in notices:
+        print(f"note: {notice}", file=sys.stderr)
+    try:
+        cap = Capture(loaded.model, args.node, layer=args.layer, tensors=bool(args.save),
+                      float16=args.float16, attention=args.attention)
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+    with torch.inference_mode(), cap:
+        loaded.model(torch.tensor([prompt_ids], device=loaded.device))
+    print(f"model: {loaded.label}")
+    print(f"prompt: {len(prompt_ids)} tokens")
+    head = (f"{'node':34s} {'shape':>20s} {'mean':>9s} {'std':>9s} {'min':>9s} {'max':>9s} "
+            f"{'rms':>9s} {'kurt':>8s} {'neg%':>6s} {'top dims':>16s}")
+    print(head)
+    print("-" * len(head))
+    for rec in cap:
+        st = rec.stats
+        dims = ",".join(str(int(d)) for d in st.top_dims[:3])
+        print(f"{rec.name:34s} {str(rec.shape):>20s} {st.mean:9.4f} {st.std:9.4f} {st.min:9.3f} "
+              f"{st.max:9.3f} {st.rms:9.4f} {st.kurtosis:8.2f} {100 * st.frac_neg:6.1f} {dims:>16s}"
+              + (f"  NaN={st.n_nan} Inf={st.n_inf}" if st.n_nan or st.n_inf else ""))
+    if args.save:
+        arrays = {name: t.numpy() for name, t in cap.tensors().items()}
+        np.savez(args.save, **arrays)
+        print(f"saved {len(arrays)} tensors to {args.save}", file=sys.stderr)
+        if cap.dropped:
+            print(f"note: over the memory budget, not saved: {', '.join(cap.dropped)}",
+                  file=sys.stderr)
+    return 0
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     print("The desktop app is not built yet; the headless commands are:\n", file=sys.stderr)
     build_parser().print_help()
     return 0
 
 
-COMMANDS = {"generate": cmd_generate, "tokenize": cmd_tokenize, "info": cmd_info, "gui": cmd_gui}
+COMMANDS = {"generate": cmd_generate, "tokenize": cmd_tokenize, "info": cmd_info,
+            "inspect": cmd_inspect, "gui": cmd_gui}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -78,3 +78,23 @@ def test_python_dash_m_runs_the_cli():
     done = subprocess.run([sys.executable, "-m", "explorer", "tokenize", "Hello world"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "15496" in done.stdout and "995" in done.stdout
+
+
+def test_inspect_prints_nodes_in_forward_order_and_saves_npz(capsys, tmp_path):
+    out_file = tmp_path / "caps.npz"
+    code, out, _ = run(capsys, "inspect", "Every effort moves you", "--preset", "tiny",
+                       "--layer", "0", "--save", str(out_file))
+    assert code == 0
+    from explorer.core.nodes import block_nodes
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith("trf_blocks.")]
+    assert rows == [f"trf_blocks.0.{n.key}" for n in block_nodes("pre") if n.kind != "pattern"]
+    assert "(1, 4, 128)" in out  # the feed-forward's hidden width for the tiny preset
+    import numpy as np
+    saved = np.load(out_file)
+    assert sorted(saved.files) == sorted(rows)
+    assert saved["trf_blocks.0.ff.layers.1"].shape == (1, 4, 128)
+
+
+def test_inspect_unknown_node_is_an_error(capsys):
+    code, _, err = run(capsys, "inspect", "hi", "--preset", "tiny", "--node", "nope")
+    assert code == 2 and "no node matches 'nope'" in err

@@ -8,12 +8,14 @@ Owns sampling and prompt preparation; the model and the tokenizer are given to i
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import torch
 
+from .capture import Capture, StepCapture, StepRecorder
 from .model import GPTModel
 from .tokenizer import END_OF_TEXT, END_OF_TEXT_ID, IncrementalDecoder, token_piece
 
@@ -31,6 +33,7 @@ class GenerationSettings:
     seed: int | None = 0
     stop_at_eot: bool = True
     show_top_k: int = 5  # candidates reported per step
+    capture_steps: bool = False  # attach every node's vector and statistics to each step
 
     def validate(self, vocab_size: int) -> None:
         problems = []
@@ -64,6 +67,9 @@ class Step:
     elapsed: float  # seconds since generation started (prompt pass included)
     step_seconds: float  # seconds this token took
     is_eot: bool = False
+    # With capture_steps: every node at the position whose forward pass chose this
+    # token (position - 1), i.e. what the model computed to predict it.
+    capture: StepCapture | None = None
 
 
 def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = False
@@ -111,10 +117,13 @@ class GenerationStream:
 
     def __init__(self, model: GPTModel, prompt_ids: list[int],
                  settings: GenerationSettings = GenerationSettings(),
-                 start_with_eot: bool = False) -> None:
+                 start_with_eot: bool = False, prompt_capture: dict | None = None) -> None:
         settings.validate(model.cfg.vocab_size)
         self.model = model
         self.settings = settings
+        # Keyword arguments of Capture for the prompt pass (all positions), or None.
+        self._prompt_capture_args = prompt_capture
+        self.prompt_capture: Capture | None = None
         self.prompt_ids, self.notices = prepare_prompt(
             prompt_ids, model.cfg.context_length, start_with_eot)
         self.ids: list[int] = list(self.prompt_ids)
@@ -139,10 +148,17 @@ class GenerationStream:
         device = next(model.parameters()).device
         gen = torch.Generator().manual_seed(s.seed) if (not s.greedy and s.seed is not None) else None
         decoder = IncrementalDecoder()
+        recorder = StepRecorder(model) if s.capture_steps else None
         start = time.perf_counter()
-        with torch.inference_mode():
+        with torch.inference_mode(), (recorder or contextlib.nullcontext()):
             cache = model.new_cache()
-            logits = model(torch.tensor([self.ids], device=device), cache=cache, last_only=True)[0, -1]
+            prompt = torch.tensor([self.ids], device=device)
+            if self._prompt_capture_args is not None:
+                with Capture(model, **self._prompt_capture_args) as cap:
+                    logits = model(prompt, cache=cache)[0, -1]
+                self.prompt_capture = cap
+            else:
+                logits = model(prompt, cache=cache, last_only=True)[0, -1]
             self.prompt_seconds = time.perf_counter() - start
             last = time.perf_counter()
             for index in range(s.max_new_tokens):
@@ -157,6 +173,7 @@ class GenerationStream:
                     top_ids=tuple(top.indices.tolist()), top_probs=tuple(top.values.tolist()),
                     elapsed=now - start, step_seconds=now - last,
                     is_eot=token == END_OF_TEXT_ID,
+                    capture=recorder.snapshot(len(self.ids) - 1) if recorder else None,
                 )
                 self.ids.append(token)
                 yield step
@@ -178,9 +195,12 @@ class GenerationStream:
 
 def generate_stream(model: GPTModel, prompt_ids: list[int],
                     settings: GenerationSettings = GenerationSettings(),
-                    start_with_eot: bool = False) -> GenerationStream:
-    """A stream of generated tokens; see ``GenerationStream``."""
-    return GenerationStream(model, prompt_ids, settings, start_with_eot)
+                    start_with_eot: bool = False,
+                    prompt_capture: dict | None = None) -> GenerationStream:
+    """A stream of generated tokens; see ``GenerationStream``. ``prompt_capture`` holds
+    keyword arguments of ``Capture`` for a full capture of the prompt pass."""
+    return GenerationStream(model, prompt_ids, settings, start_with_eot, prompt_capture)
+
 
 
 @dataclass

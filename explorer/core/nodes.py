@@ -18,6 +18,37 @@ from .config import GPTConfig
 
 
 @dataclass(frozen=True)
+class HistRange:
+    lo: float
+    hi: float
+    bins: int
+
+    @property
+    def width(self) -> float:
+        return (self.hi - self.lo) / self.bins
+
+    def edges(self) -> list[float]:
+        return [self.lo + i * self.width for i in range(self.bins + 1)]
+
+
+# Zero is a bin edge in every range that spans it, so "negative" is a whole number of bins.
+_HIST_BY_KIND = {
+    "embedding": HistRange(-1.0, 1.0, 100),
+    "norm": HistRange(-10.0, 10.0, 100),
+    "attention": HistRange(-10.0, 10.0, 100),
+    "pattern": HistRange(0.0, 1.0, 100),
+    "dropout": HistRange(-10.0, 10.0, 100),
+    "add": HistRange(-50.0, 50.0, 100),
+    "linear": HistRange(-10.0, 10.0, 100),
+    "gelu": HistRange(-1.0, 9.0, 100),
+    "ffn": HistRange(-20.0, 20.0, 100),
+    "logits": HistRange(-200.0, 50.0, 125),
+}
+_HIST_BY_KEY = {"ff.layers.2": HistRange(-20.0, 20.0, 100), "drop2": HistRange(-20.0, 20.0, 100), "emb_add": HistRange(-1.0, 1.0, 100),
+                "drop_emb": HistRange(-1.0, 1.0, 100)}
+
+
+@dataclass(frozen=True)
 class Node:
     key: str  # module path relative to its parent (block or model)
     label: str  # short text on the graph
@@ -25,10 +56,19 @@ class Node:
     kind: str  # embedding | norm | attention | pattern | dropout | add | linear | gelu | ffn | logits
     width: str  # last dimension: "emb", "hidden" (4 x emb), "vocab", "ctx" (attention keys)
     parent: str | None = None  # "ff" or "att" for nodes inside those (expandable in the graph)
+    # In eval mode this node outputs the very tensor of another node (dropout is the
+    # identity; ff returns its last Linear's output), so capture can reuse that one.
+    same_in_eval: str | None = None
 
     @property
     def in_ffn(self) -> bool:
         return self.parent == "ff"
+
+    @property
+    def hist(self) -> "HistRange":
+        """Fixed histogram bins for this node, the same for every layer, prompt and step,
+        so histograms of one node can be compared; values outside are counted apart."""
+        return _HIST_BY_KEY.get(self.key) or _HIST_BY_KIND[self.kind]
 
     def shape(self, cfg: GPTConfig, batch: int, tokens: int) -> tuple[int, ...]:
         """The tensor shape this node produces for a (batch, tokens) input."""
@@ -52,7 +92,7 @@ _PATTERN = Node("att.attn_weights", "Attention pattern", "Softmax attention weig
                 "pattern", "ctx", parent="att")
 _DROP1 = Node("drop1", "Dropout", "drop_shortcut on the attention output (identity in "
               "eval mode; zeroes a share drop_rate and rescales the rest in training).",
-              "dropout", "emb")
+              "dropout", "emb", same_in_eval="att")
 _ADD1 = Node("add1", "Add (shortcut)", "Residual add: attention branch + the block's input.",
              "add", "emb")
 _FF0 = Node("ff.layers.0", "Linear 1 (expand)", "First feed-forward Linear: widens each "
@@ -63,8 +103,9 @@ _GELU = Node("ff.layers.1", "GELU", "GELU non-linearity (tanh approximation): sm
 _FF2 = Node("ff.layers.2", "Linear 2 (project)", "Second feed-forward Linear: back from "
             "4 x emb_dim to emb_dim values.", "linear", "emb", parent="ff")
 _FF = Node("ff", "Feed-forward", "Position-wise MLP: Linear, GELU, Linear; the embedding "
-           "size comes out unchanged.", "ffn", "emb")
-_DROP2 = Node("drop2", "Dropout", "drop_shortcut on the feed-forward output.", "dropout", "emb")
+           "size comes out unchanged.", "ffn", "emb", same_in_eval="ff.layers.2")
+_DROP2 = Node("drop2", "Dropout", "drop_shortcut on the feed-forward output.", "dropout", "emb",
+              same_in_eval="ff")
 _ADD2 = Node("add2", "Add (shortcut)", "Residual add: feed-forward branch + the shortcut.",
              "add", "emb")
 _POST = {  # Post-LN descriptions: the norms come after the adds
@@ -87,7 +128,7 @@ MODEL_NODES_BEFORE = (
          "embedding", "emb"),
     Node("emb_add", "Embedding sum", "Token embedding + position embedding.", "add", "emb"),
     Node("drop_emb", "Dropout", "Dropout on the embeddings (identity in eval mode).",
-         "dropout", "emb"),
+         "dropout", "emb", same_in_eval="emb_add"),
 )
 MODEL_NODES_AFTER = (
     Node("final_norm", "Final LayerNorm", "Layer normalisation after the last block.",
@@ -107,6 +148,16 @@ def block_nodes(norm_position: str = "pre") -> tuple[Node, ...]:
 
 def block_hook_name(layer: int, key: str) -> str:
     return f"trf_blocks.{layer}.{key}"
+
+
+def eval_source(hook_name: str) -> str:
+    """The node whose tensor this node outputs in eval mode (itself if none)."""
+    node = node_for_hook(hook_name)
+    while node.same_in_eval:
+        prefix = hook_name[: len(hook_name) - len(node.key)]
+        hook_name = prefix + node.same_in_eval
+        node = node_for_hook(hook_name)
+    return hook_name
 
 
 def all_hook_names(cfg: GPTConfig, include_pattern: bool = True) -> list[str]:

@@ -1,0 +1,263 @@
+"""Capturing what flows through the model's nodes, with temporary forward hooks.
+
+- ``Capture``: a context manager for one or more forward passes. Choose the nodes (all,
+  one layer, hook names, or globs such as ``trf_blocks.*.add2``) and whether to keep
+  full tensors (optionally float16) within a memory budget; statistics are always kept.
+- ``StepRecorder``: used by generation; keeps only the last position's vector of every
+  node, and computes all their statistics in a few vectorised operations per token.
+
+Hooks are registered on entry and every handle is removed on exit, also when the
+forward raises. Hooks never return a value, so capturing never changes the output.
+Attention patterns are hooked only when asked for: hooking them makes attention
+materialise its softmax weights instead of running the fused kernel.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import torch
+
+from .model import GPTModel
+from .nodes import Node, eval_source, node_for_hook, select_hook_names
+from .stats import NodeStats, RowStats, row_stats, tensor_stats
+
+DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
+
+
+@dataclass
+class NodeCapture:
+    """One node's capture: where it was, its shape, its statistics, maybe its tensor."""
+
+    name: str
+    node: Node
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+    stats: NodeStats
+    tensor: torch.Tensor | None = None  # detached CPU copy when kept
+
+    @property
+    def layer(self) -> int | None:
+        parts = self.name.split(".")
+        return int(parts[1]) if parts[0] == "trf_blocks" else None
+
+
+class Capture:
+    """``with Capture(model, ...) as cap: model(ids)``, then ``cap[name]``.
+
+    nodes: None for every node, or a hook name / glob / list of them.
+    layer: only nodes of this block.
+    tensors: which nodes keep their full tensor: False (none), True (all chosen), or a
+        hook name / glob / list.
+    float16: keep tensors as float16 (half the memory).
+    budget_bytes: kept tensors never exceed this; a tensor that would is dropped (its
+        statistics stay) and listed in ``dropped``.
+    attention: also capture the attention patterns (att.attn_weights).
+    """
+
+    def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
+                 layer: int | None = None, tensors: bool | str | Iterable[str] = False,
+                 float16: bool = False, budget_bytes: int = DEFAULT_BUDGET_BYTES,
+                 attention: bool = False, topk: int = 5) -> None:
+        self.model = model
+        cfg = model.cfg
+        chosen = select_hook_names(cfg, None if nodes is None else
+                                   (nodes if isinstance(nodes, str) else list(nodes)),
+                                   layer=layer, include_pattern=attention)
+        if not attention:
+            chosen = [n for n in chosen if not n.endswith("attn_weights")]
+        self.names = chosen
+        if tensors is True:
+            keep = set(chosen)
+        elif tensors is False or tensors is None:
+            keep = set()
+        else:
+            patterns = [tensors] if isinstance(tensors, str) else list(tensors)
+            keep = {n for n in chosen if any(fnmatch.fnmatchcase(n, p) for p in patterns)}
+        self.keep = keep
+        self.float16 = float16
+        self.budget_bytes = int(budget_bytes)
+        self.topk = topk
+        self.records: dict[str, NodeCapture] = {}
+        self.dropped: list[str] = []
+        self.kept_bytes = 0
+        self._handles: list = []
+        self._seen: dict[tuple, NodeStats] = {}  # statistics of tensors seen in this pass
+
+    # context manager -----------------------------------------------------------------
+    def __enter__(self) -> "Capture":
+        modules = dict(self.model.named_modules())
+        try:
+            for name in self.names:
+                self._handles.append(modules[name].register_forward_hook(self._hook_for(name)))
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.remove()
+        self._seen.clear()
+
+    # access ---------------------------------------------------------------------------
+    def __getitem__(self, name: str) -> NodeCapture:
+        return self.records[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.records
+
+    def __iter__(self):
+        return iter(self.records.values())
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {n: r.tensor for n, r in self.records.items() if r.tensor is not None}
+
+    # the hook -------------------------------------------------------------------------
+    def _hook_for(self, name: str):
+        node = node_for_hook(name)
+
+        def hook(module, inputs, output) -> None:
+            self._record(name, node, output)
+
+        return hook
+
+    def _record(self, name: str, node: Node, output: torch.Tensor) -> None:
+        out = output.detach()
+        # In eval mode a dropout passes its input through, and ff returns ff.layers.2's
+        # tensor: the same data, whose statistics are already known (same bins too).
+        version = None if out.is_inference() else out._version
+        key = (out.data_ptr(), tuple(out.shape), tuple(out.stride()), out.dtype, version,
+               node.hist)
+        stats = self._seen.get(key)
+        if stats is None:
+            stats = tensor_stats(out, node.hist, self.topk)
+            self._seen[key] = stats
+        kept = None
+        if name in self.keep:
+            previous = self.records.get(name)
+            if previous is not None and previous.tensor is not None:  # a later pass replaces it
+                self.kept_bytes -= previous.tensor.numel() * previous.tensor.element_size()
+            dtype = torch.float16 if self.float16 else torch.float32
+            nbytes = out.numel() * torch.tensor([], dtype=dtype).element_size()
+            if self.kept_bytes + nbytes <= self.budget_bytes:
+                kept = out.to(device="cpu", dtype=dtype, copy=True)
+                self.kept_bytes += nbytes
+            elif name not in self.dropped:
+                self.dropped.append(name)
+        self.records[name] = NodeCapture(
+            name=name, node=node, shape=tuple(out.shape),
+            dtype=str(out.dtype).replace("torch.", ""), device=str(out.device),
+            stats=stats, tensor=kept)
+
+
+# ------------------------------------------------------------------------ per token
+
+class StepCapture:
+    """Every node's vector at one position, recorded during generation, and their
+    statistics. The vectors are CPU copies of exactly what the model computed; the
+    statistics of a width group are computed from them once, when first asked for, so
+    recording costs the decode loop almost nothing (the logits' statistics are computed
+    at once and their 50,257-value vector is not kept unless asked)."""
+
+    def __init__(self, position: int, where: dict[str, tuple[int, int]],
+                 vectors: list[np.ndarray | None], stats: list[RowStats | None],
+                 hist: list[tuple[torch.Tensor, torch.Tensor, int]], topk: int) -> None:
+        self.position = position
+        self.names = tuple(where)
+        self._where = where
+        self._vectors = vectors
+        self._stats = stats
+        self._hist = hist
+        self._topk = topk
+
+    def vector(self, name: str) -> np.ndarray | None:
+        group, row = self._where[name]
+        vectors = self._vectors[group]
+        return None if vectors is None else vectors[row]
+
+    def stats(self, name: str) -> NodeStats:
+        group, row = self._where[name]
+        if self._stats[group] is None:
+            lo, width, bins = self._hist[group]
+            self._stats[group] = row_stats(torch.from_numpy(self._vectors[group]),
+                                           lo.cpu(), width.cpu(), bins, self._topk)
+        return self._stats[group].node_stats(row, node_for_hook(name).hist)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._where
+
+
+class StepRecorder:
+    """Hooks that keep the last position's output of each node; ``snapshot()`` turns the
+    latest forward pass into a ``StepCapture`` (one stack and one copy per width).
+    In eval mode, nodes that output another node's tensor (``Node.same_in_eval``) are
+    not hooked: their vector is the other node's."""
+
+    def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
+                 keep_logits: bool = False, topk: int = 5) -> None:
+        self.model = model
+        names = select_hook_names(model.cfg, None if nodes is None else
+                                  (nodes if isinstance(nodes, str) else list(nodes)))
+        self.names = tuple(n for n in names if not n.endswith("attn_weights"))
+        self.keep_logits = keep_logits
+        self.topk = topk
+        groups: dict[tuple[str, int], list[str]] = {}
+        for name in self.names:
+            node = node_for_hook(name)
+            groups.setdefault((node.width, node.hist.bins), []).append(name)
+        self._groups = list(groups.values())
+        self._where = {n: (g, r) for g, names_ in enumerate(self._groups) for r, n in enumerate(names_)}
+        self._hist = [(torch.tensor([node_for_hook(n).hist.lo for n in g]),
+                       torch.tensor([node_for_hook(n).hist.width for n in g]),
+                       node_for_hook(g[0]).hist.bins) for g in self._groups]
+        self._latest: dict[str, torch.Tensor] = {}
+        self._source: dict[str, str] = {}
+        self._handles: list = []
+
+    def __enter__(self) -> "StepRecorder":
+        modules = dict(self.model.named_modules())
+        latest = self._latest
+        self._source = {n: (n if self.model.training else eval_source(n)) for n in self.names}
+        try:
+            for name in sorted(set(self._source.values())):
+                def hook(module, inputs, output, name=name) -> None:
+                    latest[name] = output.detach().select(-2, -1)  # last position: (..., C)
+                self._handles.append(modules[name].register_forward_hook(hook))
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.remove()
+        self._latest.clear()
+
+    def snapshot(self, position: int) -> StepCapture:
+        latest, source = self._latest, self._source
+        vectors: list[np.ndarray | None] = []
+        stats: list[RowStats | None] = []
+        for g, names in enumerate(self._groups):
+            X = torch.stack([latest[source[n]].reshape(-1) for n in names]).float()  # (R, C)
+            if names[0] == "out_head":  # statistics now; keep 50,257 values only if asked
+                lo, width, bins = self._hist[g]
+                stats.append(row_stats(X, lo.to(X.device), width.to(X.device), bins, self.topk))
+                vectors.append(X.cpu().numpy() if self.keep_logits else None)
+            else:
+                stats.append(None)
+                vectors.append(X.cpu().numpy())
+        latest.clear()
+        return StepCapture(position, self._where, vectors, stats, self._hist, self.topk)

@@ -1,0 +1,116 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.core.nodes import HistRange
+from explorer.core.stats import SCALAR_NAMES, row_stats, tensor_stats
+
+H = HistRange(-4.0, 4.0, 80)
+
+
+def numpy_reference(a: np.ndarray, hist: HistRange, topk: int = 5) -> dict:
+    a = a.astype(np.float64)
+    flat = a.reshape(-1)
+    fin = flat[np.isfinite(flat)]
+    mean = fin.mean()
+    var = ((fin - mean) ** 2).mean()
+    m4 = ((fin - mean) ** 4).mean()
+    counts, _ = np.histogram(fin, bins=np.linspace(hist.lo, hist.hi, hist.bins + 1))
+    rows = a.reshape(-1, a.shape[-1])
+    per_dim = np.nan_to_num(np.abs(rows), nan=0.0, posinf=0.0).max(axis=0)
+    return dict(
+        mean=mean, std=math.sqrt(var), min=fin.min(), max=fin.max(),
+        absmax=np.abs(fin).max(), rms=math.sqrt((fin ** 2).mean()),
+        kurtosis=m4 / var ** 2 - 3.0, frac_neg=(fin < 0).mean(), frac_zero=(fin == 0).mean(),
+        hist=counts, under=int((fin < hist.lo).sum()) + int(np.isneginf(flat).sum()),
+        over=int((fin > hist.hi).sum()) + int(np.isposinf(flat).sum()),
+        top_dims=np.argsort(-per_dim, kind="stable")[:topk],
+        token_l2=np.sqrt((a ** 2).sum(-1)),
+        n_nan=int(np.isnan(flat).sum()), n_inf=int(np.isinf(flat).sum()))
+
+
+def known_tensor(seed=0, shape=(2, 7, 16)):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g) * 1.7 + 0.3
+    x[0, 1, :4] = 0.0  # exact zeros
+    x[1, 2, 5] = 9.0  # above the histogram
+    x[0, 3, 6] = -6.5  # below it
+    x[1, 6, 11] = 7.5  # the largest |value| of its dim
+    return x
+
+
+def check(stats, ref, rtol=1e-5):
+    for name in SCALAR_NAMES:
+        assert getattr(stats, name) == pytest.approx(ref[name], rel=rtol, abs=1e-6), name
+    np.testing.assert_array_equal(stats.hist, ref["hist"])
+    assert (stats.under, stats.over, stats.n_nan, stats.n_inf) == (
+        ref["under"], ref["over"], ref["n_nan"], ref["n_inf"])
+
+
+def test_tensor_stats_match_numpy():
+    x = known_tensor()
+    stats = tensor_stats(x, H, topk=3)
+    ref = numpy_reference(x.numpy(), H, topk=3)
+    check(stats, ref)
+    assert stats.count == x.numel()
+    assert stats.frac_zero == pytest.approx(4 / x.numel())
+    assert stats.hist.sum() + stats.under + stats.over == x.numel()
+    np.testing.assert_array_equal(stats.top_dims, ref["top_dims"])
+    assert stats.top_dims[0] == 5 and stats.top_values[0] == pytest.approx(9.0)
+    assert stats.token_l2.shape == (2, 7)
+    np.testing.assert_allclose(stats.token_l2, ref["token_l2"], rtol=1e-5)
+
+
+def test_kurtosis_of_known_distributions():
+    g = torch.Generator().manual_seed(1)
+    gauss = tensor_stats(torch.randn(200_000, generator=g).reshape(-1, 100), H)
+    uniform = tensor_stats(torch.rand(200_000, generator=g).reshape(-1, 100), H)
+    assert abs(gauss.kurtosis) < 0.05  # excess kurtosis of a Gaussian is 0
+    assert uniform.kurtosis == pytest.approx(-1.2, abs=0.03)
+    assert gauss.std == pytest.approx(1.0, abs=0.01)
+
+
+def test_nan_and_inf_are_counted_not_dropped_silently():
+    x = known_tensor(2)
+    x[0, 0, 0] = float("nan")
+    x[1, 1, 1] = float("inf")
+    x[1, 1, 2] = float("-inf")
+    stats = tensor_stats(x, H)
+    ref = numpy_reference(x.numpy(), H)
+    check(stats, ref)
+    assert (stats.n_nan, stats.n_inf) == (1, 2)
+    assert math.isnan(stats.token_l2[0, 0]) and math.isinf(stats.token_l2[1, 1])
+
+
+def test_constant_and_bfloat16_tensors():
+    zeros = tensor_stats(torch.zeros(3, 4), H)
+    assert zeros.std == 0 and zeros.frac_zero == 1 and math.isnan(zeros.kurtosis)
+    x = known_tensor(3).bfloat16()
+    check(tensor_stats(x, H), numpy_reference(x.float().numpy(), H), rtol=1e-4)
+
+
+def test_row_stats_match_numpy_row_by_row():
+    X = known_tensor(4).reshape(14, 16)[:6].clone()
+    X[2, 3] = float("nan")
+    X[4, 0] = float("inf")
+    ranges = [HistRange(-4.0, 4.0, 80), HistRange(-2.0, 2.0, 80)] * 3
+    lo = torch.tensor([r.lo for r in ranges])
+    width = torch.tensor([r.width for r in ranges])
+    rs = row_stats(X, lo, width, 80, topk=4)
+    for r, hist in enumerate(ranges):
+        stats = rs.node_stats(r, hist)
+        ref = numpy_reference(X[r:r + 1].numpy(), hist, topk=4)
+        check(stats, ref)
+        assert float(stats.token_l2) == pytest.approx(float(ref["token_l2"][0]), rel=1e-5, nan_ok=True)
+        if np.isfinite(X[r].numpy()).all():
+            np.testing.assert_array_equal(np.sort(stats.top_dims), np.sort(ref["top_dims"]))
+
+
+def test_values_on_bin_edges_follow_histc():
+    x = torch.tensor([[-4.0, -3.95, 0.0, 3.95, 4.0, 4.5]])
+    t = tensor_stats(x, H)
+    r = row_stats(x, torch.tensor([H.lo]), torch.tensor([H.width]), H.bins).node_stats(0, H)
+    np.testing.assert_array_equal(t.hist, r.hist)
+    assert t.hist[0] == 2 and t.hist[-1] == 2 and t.over == r.over == 1  # hi is in the last bin
