@@ -15,6 +15,7 @@ materialise its softmax weights instead of running the fused kernel.
 from __future__ import annotations
 
 import fnmatch
+import weakref
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -86,7 +87,9 @@ class Capture:
         self.dropped: list[str] = []
         self.kept_bytes = 0
         self._handles: list = []
-        self._seen: dict[tuple, NodeStats] = {}  # statistics of tensors seen in this pass
+        self._eval_source = {n: eval_source(n) for n in chosen if eval_source(n) != n}
+        self._alive: dict[str, weakref.ref] = {}  # the output objects seen, while they live
+        self._refs: dict[int, int] = {}  # kept tensor id -> records holding it
 
     # context manager -----------------------------------------------------------------
     def __enter__(self) -> "Capture":
@@ -106,7 +109,7 @@ class Capture:
         handles, self._handles = self._handles, []
         for handle in handles:
             handle.remove()
-        self._seen.clear()
+        self._alive.clear()
 
     # access ---------------------------------------------------------------------------
     def __getitem__(self, name: str) -> NodeCapture:
@@ -132,31 +135,50 @@ class Capture:
 
     def _record(self, name: str, node: Node, output: torch.Tensor) -> None:
         out = output.detach()
-        # In eval mode a dropout passes its input through, and ff returns ff.layers.2's
-        # tensor: the same data, whose statistics are already known (same bins too).
-        version = None if out.is_inference() else out._version
-        key = (out.data_ptr(), tuple(out.shape), tuple(out.stride()), out.dtype, version,
-               node.hist)
-        stats = self._seen.get(key)
-        if stats is None:
+        # In eval mode a dropout passes its input through and ff returns ff.layers.2's
+        # tensor: the very same object, whose statistics (and kept copy) already exist.
+        twin = None
+        source = self._eval_source.get(name)
+        if source is not None and not self.model.training:
+            ref = self._alive.get(source)
+            if ref is not None and ref() is output:
+                twin = self.records[source]
+        if twin is not None and twin.node.hist == node.hist:
+            stats = twin.stats
+        else:
             stats = tensor_stats(out, node.hist, self.topk)
-            self._seen[key] = stats
+        try:
+            self._alive[name] = weakref.ref(output)
+        except TypeError:
+            pass
         kept = None
         if name in self.keep:
-            previous = self.records.get(name)
-            if previous is not None and previous.tensor is not None:  # a later pass replaces it
-                self.kept_bytes -= previous.tensor.numel() * previous.tensor.element_size()
-            dtype = torch.float16 if self.float16 else torch.float32
-            nbytes = out.numel() * torch.tensor([], dtype=dtype).element_size()
-            if self.kept_bytes + nbytes <= self.budget_bytes:
-                kept = out.to(device="cpu", dtype=dtype, copy=True)
-                self.kept_bytes += nbytes
-            elif name not in self.dropped:
-                self.dropped.append(name)
+            self._release(self.records.get(name))  # a later pass replaces an earlier one
+            if twin is not None and twin.tensor is not None:
+                kept = twin.tensor  # shared, costs nothing more
+                self._refs[id(kept)] = self._refs.get(id(kept), 0) + 1
+            else:
+                dtype = torch.float16 if self.float16 else torch.float32
+                nbytes = out.numel() * torch.tensor([], dtype=dtype).element_size()
+                if self.kept_bytes + nbytes <= self.budget_bytes:
+                    kept = out.to(device="cpu", dtype=dtype, copy=True)
+                    self.kept_bytes += nbytes
+                    self._refs[id(kept)] = 1
+                elif name not in self.dropped:
+                    self.dropped.append(name)
         self.records[name] = NodeCapture(
             name=name, node=node, shape=tuple(out.shape),
             dtype=str(out.dtype).replace("torch.", ""), device=str(out.device),
             stats=stats, tensor=kept)
+
+    def _release(self, record: NodeCapture | None) -> None:
+        if record is None or record.tensor is None:
+            return
+        key = id(record.tensor)
+        self._refs[key] -= 1
+        if not self._refs[key]:
+            del self._refs[key]
+            self.kept_bytes -= record.tensor.numel() * record.tensor.element_size()
 
 
 # ------------------------------------------------------------------------ per token
@@ -169,13 +191,14 @@ class StepCapture:
     at once and their 50,257-value vector is not kept unless asked)."""
 
     def __init__(self, position: int, where: dict[str, tuple[int, int]],
-                 vectors: list[np.ndarray | None], stats: list[RowStats | None],
+                 vectors: list[np.ndarray | None], computed: dict[str, NodeStats],
                  hist: list[tuple[torch.Tensor, torch.Tensor, int]], topk: int) -> None:
         self.position = position
         self.names = tuple(where)
         self._where = where
         self._vectors = vectors
-        self._stats = stats
+        self._computed = computed  # statistics computed while recording (the logits)
+        self._stats: list[RowStats | None] = [None] * len(vectors)
         self._hist = hist
         self._topk = topk
 
@@ -185,6 +208,8 @@ class StepCapture:
         return None if vectors is None else vectors[row]
 
     def stats(self, name: str) -> NodeStats:
+        if name in self._computed:
+            return self._computed[name]
         group, row = self._where[name]
         if self._stats[group] is None:
             lo, width, bins = self._hist[group]
@@ -249,15 +274,13 @@ class StepRecorder:
     def snapshot(self, position: int) -> StepCapture:
         latest, source = self._latest, self._source
         vectors: list[np.ndarray | None] = []
-        stats: list[RowStats | None] = []
-        for g, names in enumerate(self._groups):
+        computed: dict[str, NodeStats] = {}
+        for names in self._groups:
             X = torch.stack([latest[source[n]].reshape(-1) for n in names]).float()  # (R, C)
-            if names[0] == "out_head":  # statistics now; keep 50,257 values only if asked
-                lo, width, bins = self._hist[g]
-                stats.append(row_stats(X, lo.to(X.device), width.to(X.device), bins, self.topk))
+            if names == ["out_head"]:  # statistics now; keep 50,257 values only if asked
+                computed["out_head"] = tensor_stats(X, node_for_hook("out_head").hist, self.topk)
                 vectors.append(X.cpu().numpy() if self.keep_logits else None)
             else:
-                stats.append(None)
                 vectors.append(X.cpu().numpy())
         latest.clear()
-        return StepCapture(position, self._where, vectors, stats, self._hist, self.topk)
+        return StepCapture(position, self._where, vectors, computed, self._hist, self.topk)
