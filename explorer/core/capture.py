@@ -29,6 +29,41 @@ from .stats import NodeStats, RowStats, row_stats, tensor_stats
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
 
 
+class _Hooks:
+    """Forward hooks on named modules of a model, registered on ``__enter__`` and all
+    removed on ``__exit__`` (also when registering or the forward pass fails)."""
+
+    def __init__(self, model: GPTModel) -> None:
+        self.model = model
+        self._handles: list = []
+
+    def _hooks(self) -> dict[str, object]:
+        """Hook name -> forward hook; called on entry."""
+        raise NotImplementedError
+
+    def __enter__(self):
+        modules = dict(self.model.named_modules())
+        try:
+            for name, hook in self._hooks().items():
+                self._handles.append(modules[name].register_forward_hook(hook))
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def remove(self) -> None:
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.remove()
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop per-pass state once the hooks are gone."""
+
+
 @dataclass
 class NodeCapture:
     """One node's capture: where it was, its shape, its statistics, maybe its tensor."""
@@ -47,7 +82,7 @@ class NodeCapture:
         return int(parts[1]) if parts[0] == "trf_blocks" else None
 
 
-class Capture:
+class Capture(_Hooks):
     """``with Capture(model, ...) as cap: model(ids)``, then ``cap[name]``.
 
     nodes: None for every node, or a hook name / glob / list of them.
@@ -64,7 +99,7 @@ class Capture:
                  layer: int | None = None, tensors: bool | str | Iterable[str] = False,
                  float16: bool = False, budget_bytes: int = DEFAULT_BUDGET_BYTES,
                  attention: bool = False, topk: int = 5) -> None:
-        self.model = model
+        super().__init__(model)
         cfg = model.cfg
         chosen = select_hook_names(cfg, None if nodes is None else
                                    (nodes if isinstance(nodes, str) else list(nodes)),
@@ -86,29 +121,15 @@ class Capture:
         self.records: dict[str, NodeCapture] = {}
         self.dropped: list[str] = []
         self.kept_bytes = 0
-        self._handles: list = []
         self._eval_source = {n: eval_source(n) for n in chosen if eval_source(n) != n}
         self._alive: dict[str, weakref.ref] = {}  # the output objects seen, while they live
         self._refs: dict[int, int] = {}  # kept tensor id -> records holding it
 
     # context manager -----------------------------------------------------------------
-    def __enter__(self) -> "Capture":
-        modules = dict(self.model.named_modules())
-        try:
-            for name in self.names:
-                self._handles.append(modules[name].register_forward_hook(self._hook_for(name)))
-        except BaseException:
-            self.remove()
-            raise
-        return self
+    def _hooks(self) -> dict[str, object]:
+        return {name: self._hook_for(name) for name in self.names}
 
-    def __exit__(self, *exc) -> None:
-        self.remove()
-
-    def remove(self) -> None:
-        handles, self._handles = self._handles, []
-        for handle in handles:
-            handle.remove()
+    def _forget(self) -> None:
         self._alive.clear()
 
     # access ---------------------------------------------------------------------------
@@ -221,7 +242,7 @@ class StepCapture:
         return name in self._where
 
 
-class StepRecorder:
+class StepRecorder(_Hooks):
     """Hooks that keep the last position's output of each node; ``snapshot()`` turns the
     latest forward pass into a ``StepCapture`` (one stack and one copy per width).
     In eval mode, nodes that output another node's tensor (``Node.same_in_eval``) are
@@ -229,7 +250,7 @@ class StepRecorder:
 
     def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
                  keep_logits: bool = False, topk: int = 5) -> None:
-        self.model = model
+        super().__init__(model)
         names = select_hook_names(model.cfg, None if nodes is None else
                                   (nodes if isinstance(nodes, str) else list(nodes)))
         self.names = tuple(n for n in names if not n.endswith("attn_weights"))
@@ -246,29 +267,19 @@ class StepRecorder:
                        node_for_hook(g[0]).hist.bins) for g in self._groups]
         self._latest: dict[str, torch.Tensor] = {}
         self._source: dict[str, str] = {}
-        self._handles: list = []
 
-    def __enter__(self) -> "StepRecorder":
-        modules = dict(self.model.named_modules())
+    def _hooks(self) -> dict[str, object]:
         latest = self._latest
         self._source = {n: (n if self.model.training else eval_source(n)) for n in self.names}
-        try:
-            for name in sorted(set(self._source.values())):
-                def hook(module, inputs, output, name=name) -> None:
-                    latest[name] = output.detach().select(-2, -1)  # last position: (..., C)
-                self._handles.append(modules[name].register_forward_hook(hook))
-        except BaseException:
-            self.remove()
-            raise
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.remove()
+        def hook_for(name: str):
+            def hook(module, inputs, output) -> None:
+                latest[name] = output.detach().select(-2, -1)  # the last position: (..., C)
+            return hook
 
-    def remove(self) -> None:
-        handles, self._handles = self._handles, []
-        for handle in handles:
-            handle.remove()
+        return {name: hook_for(name) for name in sorted(set(self._source.values()))}
+
+    def _forget(self) -> None:
         self._latest.clear()
 
     def snapshot(self, position: int) -> StepCapture:
