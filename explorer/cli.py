@@ -1,8 +1,8 @@
 """The ``gpt-explorer`` command line.
 
-``gpt-explorer`` with no command opens the desktop app once it exists (until then it
-prints this help); ``generate``, ``tokenize`` and ``info`` work headless. Parses
-arguments and prints; the work is done by explorer.core.
+``gpt-explorer`` with no command opens the desktop app; ``generate``, ``tokenize``,
+``info`` and ``inspect`` work headless. Parses arguments and prints; the work is done
+by explorer.core (and explorer.ui for the app).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    sub.add_parser("gui", help="open the desktop app (the default)")
+    gui = sub.add_parser("gui", help="open the desktop app (the default)")
+    _add_model_args(gui)
 
     g = sub.add_parser("generate", help="generate text token by token")
     g.add_argument("prompt", help="the prompt text")
@@ -207,9 +208,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
-    print("The desktop app is not built yet; the headless commands are:\n", file=sys.stderr)
-    build_parser().print_help()
-    return 0
+    from .ui.app import run
+    from .ui.engine import ModelSpec
+
+    explicit = any(getattr(args, k, None) for k in ("checkpoint", "preset"))
+    spec = ModelSpec(checkpoint=args.checkpoint, preset=args.preset, device=args.device,
+                     dtype=args.dtype, seed=args.seed) if explicit else None
+    return run(spec)
 
 
 COMMANDS = {"generate": cmd_generate, "tokenize": cmd_tokenize, "info": cmd_info,
@@ -220,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     command = args.command or "gui"
+    if args.command is None:  # no command: the app on the remembered or default model
+        args = parser.parse_args(["gui"])
     try:
         return COMMANDS[command](args)
     except (ValueError, MemoryError, FileNotFoundError) as exc:

@@ -98,3 +98,12 @@ def test_inspect_prints_nodes_in_forward_order_and_saves_npz(capsys, tmp_path):
 def test_inspect_unknown_node_is_an_error(capsys):
     code, _, err = run(capsys, "inspect", "hi", "--preset", "tiny", "--node", "nope")
     assert code == 2 and "no node matches 'nope'" in err
+
+
+def test_no_command_opens_the_app_on_the_remembered_or_default_model(monkeypatch):
+    import explorer.ui.app as app
+    seen = []
+    monkeypatch.setattr(app, "run", lambda spec=None, argv=None: seen.append(spec) or 0)
+    assert main([]) == 0 and seen == [None]
+    assert main(["gui", "--preset", "tiny", "--device", "cpu"]) == 0
+    assert seen[-1].preset == "tiny" and seen[-1].device == "cpu"

@@ -82,6 +82,21 @@ class NodeCapture:
         return int(parts[1]) if parts[0] == "trf_blocks" else None
 
 
+@dataclass(frozen=True)
+class NodeView:
+    """A node's capture as views need it: numpy only, no torch. ``array`` is the tensor
+    (float32) when it was kept; for a generation step it is the one position's vector,
+    shaped (1, 1, C)."""
+
+    name: str
+    node: Node
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+    stats: NodeStats
+    array: np.ndarray | None
+
+
 class Capture(_Hooks):
     """``with Capture(model, ...) as cap: model(ids)``, then ``cap[name]``.
 
@@ -144,6 +159,12 @@ class Capture(_Hooks):
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return {n: r.tensor for n, r in self.records.items() if r.tensor is not None}
+
+    def views(self) -> dict[str, NodeView]:
+        """Numpy views of every record, in forward order (arrays shared, not copied)."""
+        return {n: NodeView(n, r.node, r.shape, r.dtype, r.device, r.stats,
+                            None if r.tensor is None else r.tensor.float().numpy())
+                for n, r in self.records.items()}
 
     # the hook -------------------------------------------------------------------------
     def _hook_for(self, name: str):
@@ -240,6 +261,18 @@ class StepCapture:
 
     def __contains__(self, name: str) -> bool:
         return name in self._where
+
+    def views(self, dtype: str = "float32", device: str = "cpu") -> dict[str, NodeView]:
+        """Numpy views of every node at this position (statistics computed here)."""
+        out = {}
+        for name in self.names:
+            vec = self.vector(name)
+            array = None if vec is None else vec.reshape(1, 1, -1)
+            width = vec.shape[-1] if vec is not None else self.stats(name).count
+            shape = (1, width) if name == "pos_emb" else (1, 1, width)
+            out[name] = NodeView(name, node_for_hook(name), shape, dtype, device,
+                                 self.stats(name), array)
+        return out
 
 
 class StepRecorder(_Hooks):

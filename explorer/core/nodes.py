@@ -146,6 +146,16 @@ def block_nodes(norm_position: str = "pre") -> tuple[Node, ...]:
         raise ValueError(f"norm_position must be 'pre' or 'post', got {norm_position!r}") from None
 
 
+BLOCK_INPUT = "input"  # the residual stream entering a block (the previous node's output)
+
+
+def shortcut_sources(norm_position: str = "pre") -> dict[str, str]:
+    """For each residual add of a block, the node whose output the shortcut carries:
+    the block input for add1; add1 (Pre-LN) or norm1 (Post-LN) for add2."""
+    block_nodes(norm_position)  # validates
+    return {"add1": BLOCK_INPUT, "add2": "add1" if norm_position == "pre" else "norm1"}
+
+
 def block_hook_name(layer: int, key: str) -> str:
     return f"trf_blocks.{layer}.{key}"
 

@@ -1,0 +1,344 @@
+"""The block graph: the selected transformer block drawn as clickable nodes in forward
+order, with the shortcut arrows, the embeddings before it and the head after it.
+
+Built from the core's node table (nodes.py) and nothing else: order, labels, tooltips,
+shapes and the shortcut sources all come from there. Nodes are coloured by a chosen
+statistic of the shown pass; a layer strip below jumps between blocks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsItem, QGraphicsPathItem,
+                               QGraphicsRectItem, QGraphicsScene, QGraphicsSimpleTextItem,
+                               QGraphicsView, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
+                               QWidget)
+
+from ..core.nodes import (BLOCK_INPUT, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, Node,
+                          block_hook_name, block_nodes, shortcut_sources)
+from .session import Session
+
+NODE_W, NODE_H, ROW = 190.0, 36.0, 62.0
+STATISTICS = {"std": "std", "abs-max": "absmax", "RMS": "rms", "kurtosis": "kurtosis"}
+_CMAP = pg.colormap.get("viridis")
+
+
+def _colour(t: float) -> QColor:
+    """viridis at t in [0, 1]."""
+    return _CMAP.map(max(0.0, min(1.0, t)), mode="qcolor")
+
+
+def _text_colour(fill: QColor) -> QColor:
+    return QColor("black") if fill.lightnessF() > 0.55 else QColor("white")
+
+
+class NodeItem(QGraphicsRectItem):
+    """One clickable node box."""
+
+    def __init__(self, name: str, node: Node, graph: "BlockGraphView") -> None:
+        super().__init__(-NODE_W / 2, -NODE_H / 2, NODE_W, NODE_H)
+        self.name, self.node, self.graph = name, node, graph
+        self.setFlag(QGraphicsItem.ItemIsSelectable, False)
+        self.setCursor(Qt.PointingHandCursor)
+        self.setAcceptHoverEvents(True)
+        self.text = QGraphicsSimpleTextItem(node.label, self)
+        font = QFont()
+        font.setPointSize(10)
+        self.text.setFont(font)
+        self._centre_text()
+        self.set_fill(QColor("#e8e8e8"))
+        self.set_selected(False)
+
+    def _centre_text(self) -> None:
+        r = self.text.boundingRect()
+        self.text.setPos(-r.width() / 2, -r.height() / 2)
+
+    def set_fill(self, colour: QColor) -> None:
+        self.setBrush(QBrush(colour))
+        self.text.setBrush(QBrush(_text_colour(colour)))
+
+    def set_selected(self, selected: bool) -> None:
+        self.setPen(QPen(QColor("#ff8c00") if selected else QColor("#555555"), 4 if selected else 1))
+        self.setZValue(2 if selected else 1)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        self.graph.nodeClicked.emit(self.name)
+        event.accept()
+
+
+class BlockGraphView(QWidget):
+    """Toolbar (layer, colour statistic, expand feed-forward) over the graph and a strip
+    of all layers."""
+
+    nodeClicked = Signal(str)
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.items: dict[str, NodeItem] = {}
+        self.edge_labels: dict[str, QGraphicsSimpleTextItem] = {}
+
+        self.layer_box = QSpinBox()
+        self.layer_box.setPrefix("layer ")
+        self.layer_box.setToolTip("Which transformer block is drawn (Up/Down keys)")
+        self.stat_box = QComboBox()
+        self.stat_box.addItems(list(STATISTICS))
+        self.stat_box.setToolTip("Statistic that colours the nodes")
+        self.expand_ff = QCheckBox("Expand feed-forward")
+        self.expand_ff.setChecked(True)
+        self.legend = QLabel()
+        bar = QHBoxLayout()
+        for w in (QLabel("Block:"), self.layer_box, QLabel("Colour by:"), self.stat_box,
+                  self.expand_ff):
+            bar.addWidget(w)
+        bar.addStretch(1)
+        bar.addWidget(self.legend)
+
+        self.scene = QGraphicsScene(self)
+        self.view = QGraphicsView(self.scene)
+        self.view.setRenderHint(QPainter.Antialiasing)
+        self.view.setFocusPolicy(Qt.StrongFocus)
+        self.strip = LayerStrip(session)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(bar)
+        layout.addWidget(self.view, 1)
+        layout.addWidget(self.strip)
+
+        self.layer_box.valueChanged.connect(session.set_layer)
+        self.stat_box.currentTextChanged.connect(lambda _: self.recolour())
+        self.expand_ff.toggled.connect(lambda _: self.rebuild())
+        self.nodeClicked.connect(session.set_node)
+        session.modelChanged.connect(self.rebuild)
+        session.layerChanged.connect(self._on_layer)
+        session.passChanged.connect(self.refresh)
+        session.nodeChanged.connect(self._on_node)
+
+    # ---------------------------------------------------------------- building
+    def rebuild(self) -> None:
+        self.scene.clear()
+        self.items.clear()
+        self.edge_labels.clear()
+        info = self.session.model
+        if info is None:
+            self.scene.addSimpleText("Loading the model…")
+            return
+        cfg = info.config
+        self.layer_box.blockSignals(True)
+        self.layer_box.setRange(0, cfg.n_layers - 1)
+        self.layer_box.setSuffix(f" of {cfg.n_layers - 1}")
+        self.layer_box.setValue(self.session.layer)
+        self.layer_box.blockSignals(False)
+        layer = self.session.layer
+        expand = self.expand_ff.isChecked()
+
+        y = 0.0
+        tok, pos = MODEL_NODES_BEFORE[0], MODEL_NODES_BEFORE[1]
+        self._add(tok.key, tok, -NODE_W * 0.6, y)
+        self._add(pos.key, pos, NODE_W * 0.6, y)
+        chain: list[str] = []
+        for node in MODEL_NODES_BEFORE[2:]:
+            y += ROW
+            self._add(node.key, node, 0, y)
+            chain.append(node.key)
+        self._arrow(self.items["tok_emb"], self.items["emb_add"])
+        self._arrow(self.items["pos_emb"], self.items["emb_add"])
+
+        block_top = y + ROW * 0.55
+        y += ROW * 0.35
+        block_input = chain[-1]
+        for node in block_nodes(cfg.norm_position):
+            name = block_hook_name(layer, node.key)
+            if node.parent == "att":  # the pattern sits beside attention
+                continue
+            if node.in_ffn and not expand:
+                continue
+            y += ROW
+            self._add(name, node, 0, y)
+            chain.append(name)
+            if node.key == "att":
+                pattern = block_hook_name(layer, "att.attn_weights")
+                child = next(n for n in block_nodes(cfg.norm_position) if n.parent == "att")
+                self._add(pattern, child, NODE_W * 1.15, y)
+                self._arrow(self.items[name], self.items[pattern], dashed=True)
+        block_bottom = y + ROW * 0.45
+        frame = self.scene.addRect(QRectF(-NODE_W * 1.0, block_top, NODE_W * 2.75, block_bottom - block_top),
+                                   QPen(QColor("#7a7a7a"), 1, Qt.DashLine), QBrush(QColor(240, 244, 250)))
+        frame.setZValue(-1)
+        title = self.scene.addSimpleText(f"Transformer block {layer} "
+                                         f"({'Pre-LN' if cfg.norm_position == 'pre' else 'Post-LN'})")
+        title.setPos(-NODE_W * 0.95, block_top + 4)
+        for node in MODEL_NODES_AFTER:
+            y += ROW
+            self._add(node.key, node, 0, y)
+            chain.append(node.key)
+        for a, b in zip(chain, chain[1:]):
+            self._arrow(self.items[a], self.items[b], label_for=a)
+        for add_key, source_key in shortcut_sources(cfg.norm_position).items():
+            source = block_input if source_key == BLOCK_INPUT else block_hook_name(layer, source_key)
+            self._shortcut(self.items[source], self.items[block_hook_name(layer, add_key)])
+        self.view.setSceneRect(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20))
+        self.refresh()
+
+    def _add(self, name: str, node: Node, x: float, y: float) -> None:
+        item = NodeItem(name, node, self)
+        item.setPos(x, y)
+        self.scene.addItem(item)
+        self.items[name] = item
+
+    def _arrow(self, a: NodeItem, b: NodeItem, dashed: bool = False, label_for: str | None = None) -> None:
+        start, end = a.pos(), b.pos()
+        if abs(start.y() - end.y()) < 1:  # side by side
+            p0, p1 = QPointF(start.x() + NODE_W / 2, start.y()), QPointF(end.x() - NODE_W / 2, end.y())
+        else:
+            p0 = QPointF(start.x(), start.y() + NODE_H / 2)
+            p1 = QPointF(end.x(), end.y() - NODE_H / 2)
+        path = QPainterPath(p0)
+        path.lineTo(p1)
+        self._head(path, p0, p1)
+        pen = QPen(QColor("#444444"), 1.4, Qt.DashLine if dashed else Qt.SolidLine)
+        self.scene.addPath(path, pen)
+        if label_for is not None:
+            text = self.scene.addSimpleText("")
+            text.setBrush(QBrush(QColor("#555555")))
+            text.setPos((p0.x() + p1.x()) / 2 + 8, (p0.y() + p1.y()) / 2 - 9)
+            self.edge_labels[label_for] = text
+
+    @staticmethod
+    def _head(path: QPainterPath, p0: QPointF, p1: QPointF) -> None:
+        angle = math.atan2(p1.y() - p0.y(), p1.x() - p0.x())
+        for da in (2.6, -2.6):
+            path.moveTo(p1)
+            path.lineTo(p1.x() + 9 * math.cos(angle + da), p1.y() + 9 * math.sin(angle + da))
+
+    def _shortcut(self, a: NodeItem, b: NodeItem) -> None:
+        x = -NODE_W * 0.5 - 10
+        p0 = QPointF(a.pos().x() - NODE_W / 2, a.pos().y())
+        p1 = QPointF(b.pos().x() - NODE_W / 2, b.pos().y())
+        path = QPainterPath(p0)
+        path.cubicTo(QPointF(x - 60, p0.y()), QPointF(x - 60, p1.y()), p1)
+        self._head(path, QPointF(p1.x() - 20, p1.y()), p1)
+        item = QGraphicsPathItem(path)
+        item.setPen(QPen(QColor("#2a7ab0"), 2))
+        self.scene.addItem(item)
+        label = self.scene.addSimpleText("shortcut")
+        label.setBrush(QBrush(QColor("#2a7ab0")))
+        label.setPos(x - 95, (p0.y() + p1.y()) / 2 - 8)
+
+    # ---------------------------------------------------------------- updating
+    def refresh(self) -> None:
+        current = self.session.current
+        info = self.session.model
+        for name, label in self.edge_labels.items():
+            view = current.views.get(name) if current else None
+            label.setText(str(view.shape) if view else "")
+        for name, item in self.items.items():
+            view = current.views.get(name) if current else None
+            if view is None:
+                item.setToolTip(f"{name}\n{item.node.description}")
+                continue
+            s = view.stats
+            item.setToolTip(
+                f"{name}\n{item.node.description}\nshape {view.shape}\n"
+                f"mean {s.mean:.4g}   std {s.std:.4g}\nmin {s.min:.4g}   max {s.max:.4g}\n"
+                f"abs-max {s.absmax:.4g}   RMS {s.rms:.4g}")
+        self.recolour()
+        self._on_node(self.session.node)
+        self.strip.update()
+        if info is not None and current is None:
+            self.legend.setText("Run a prompt (Ctrl+Enter) to colour the nodes")
+
+    def recolour(self) -> None:
+        stat = STATISTICS[self.stat_box.currentText()]
+        current = self.session.current
+        values = {}
+        for name in self.items:
+            view = current.views.get(name) if current else None
+            if view is not None:
+                v = getattr(view.stats, stat)
+                if np.isfinite(v):
+                    values[name] = v
+        if not values:
+            for item in self.items.values():
+                item.set_fill(QColor("#e8e8e8"))
+            return
+        logs = {n: math.log10(abs(v) + 1e-12) for n, v in values.items()}
+        lo, hi = min(logs.values()), max(logs.values())
+        for name, item in self.items.items():
+            if name in logs:
+                item.set_fill(_colour((logs[name] - lo) / (hi - lo) if hi > lo else 0.5))
+            else:
+                item.set_fill(QColor("#e8e8e8"))
+        vmin, vmax = min(values.values(), key=abs), max(values.values(), key=abs)
+        self.legend.setText(f"{self.stat_box.currentText()} (log scale): dark {vmin:.3g} → "
+                            f"bright {vmax:.3g}")
+
+    def _on_layer(self, layer: int) -> None:
+        self.rebuild()
+
+    def _on_node(self, name: str) -> None:
+        for item_name, item in self.items.items():
+            item.set_selected(item_name == name)
+        if name in self.items:
+            self.view.ensureVisible(self.items[name], 20, 40)
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802
+        if event.key() == Qt.Key_Up:
+            self.session.set_layer(self.session.layer - 1)
+        elif event.key() == Qt.Key_Down:
+            self.session.set_layer(self.session.layer + 1)
+        else:
+            super().keyPressEvent(event)
+
+
+class LayerStrip(QWidget):
+    """All layers in a row, coloured by the residual stream's std after each block;
+    click one to show it."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.setMinimumHeight(28)
+        self.setMaximumHeight(28)
+        self.setToolTip("All blocks, coloured by the std of each block's output; click to jump")
+        session.modelChanged.connect(self.update)
+        session.layerChanged.connect(lambda _: self.update())
+
+    def _values(self) -> list[float | None]:
+        info, current = self.session.model, self.session.current
+        if info is None:
+            return []
+        out = []
+        for layer in range(info.config.n_layers):
+            key = "add2" if info.config.norm_position == "pre" else "norm2"
+            view = current.views.get(block_hook_name(layer, key)) if current else None
+            out.append(view.stats.std if view else None)
+        return out
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        values = self._values()
+        if not values:
+            return
+        painter = QPainter(self)
+        w = self.width() / len(values)
+        finite = [math.log10(v + 1e-12) for v in values if v]
+        lo, hi = (min(finite), max(finite)) if finite else (0, 1)
+        for i, v in enumerate(values):
+            t = (math.log10(v + 1e-12) - lo) / (hi - lo) if v and hi > lo else 0.5
+            painter.fillRect(QRectF(i * w, 0, w - 1, self.height()),
+                             _colour(t) if v else QColor("#dddddd"))
+            if i == self.session.layer:
+                painter.setPen(QPen(QColor("#ff8c00"), 3))
+                painter.drawRect(QRectF(i * w + 1, 1, w - 3, self.height() - 3))
+        painter.end()
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        values = self._values()
+        if values:
+            self.session.set_layer(int(event.position().x() / (self.width() / len(values))))

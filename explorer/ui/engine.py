@@ -1,0 +1,168 @@
+"""The engine: one QObject, living in its own QThread, that owns the model and does all
+torch work (loading, the prompt pass with full capture, generation). The GUI talks to
+it only through queued signals and receives numpy-only results; it never touches a
+tensor. Stopping sets a threading.Event that generation checks between tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+from PySide6.QtCore import QObject, Signal, Slot
+
+from ..core.capture import Capture, NodeView
+from ..core.checkpoints import LoadedModel, open_model
+from ..core.config import GPTConfig
+from ..core.generation import GenerationSettings, generate_stream, prepare_prompt
+from ..core.tokenizer import encode, token_piece
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model to load: a checkpoint path (or hf:NAME), a preset, or the default."""
+
+    checkpoint: str | None = None
+    preset: str | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    seed: int = 0
+
+    def describe(self) -> str:
+        return self.checkpoint or (f"{self.preset} (random init)" if self.preset else "default model")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    label: str
+    config: GPTConfig
+    trained: bool
+    device: str
+    dtype: str
+    notices: tuple[str, ...]
+    spec: ModelSpec
+
+
+@dataclass
+class PassResult:
+    """A forward pass as the views see it: the tokens and every node's NodeView."""
+
+    ids: list[int]
+    pieces: list[str]
+    views: dict[str, NodeView]
+    step: int | None = None  # None for the prompt pass, else the generation step index
+    token_id: int | None = None  # the token this pass chose (a step) or predicts next
+    prob: float | None = None
+    top_ids: tuple[int, ...] = ()
+    top_probs: tuple[float, ...] = ()
+    top_pieces: tuple[str, ...] = ()
+    notices: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _top(logits_row: torch.Tensor, k: int = 10) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    probs = torch.softmax(logits_row.float(), dim=-1)
+    top = torch.topk(probs, k)
+    return tuple(top.indices.tolist()), tuple(top.values.tolist())
+
+
+class Engine(QObject):
+    modelLoaded = Signal(object)  # ModelInfo
+    loadFailed = Signal(str)
+    progress = Signal(str)  # what the engine is doing now
+    promptDone = Signal(object)  # PassResult of the prompt pass
+    stepDone = Signal(object)  # PassResult of one generated token
+    generationDone = Signal(str)  # why it stopped: max_new_tokens, eot, stopped, error
+    failed = Signal(str)  # an error during a run, in words
+
+    def __init__(self, memory_budget: int = 1 << 30) -> None:
+        super().__init__()
+        self.loaded: LoadedModel | None = None
+        self.stop_event = threading.Event()
+        self.memory_budget = memory_budget
+
+    # ---------------------------------------------------------------------- models
+    @Slot(object)
+    def load(self, spec: ModelSpec) -> None:
+        """Load a model; on failure the previous model stays loaded."""
+        self.progress.emit(f"Loading {spec.describe()}…")
+        try:
+            loaded = open_model(spec.checkpoint, spec.preset, device=spec.device,
+                                dtype=spec.dtype, seed=spec.seed)
+        except (ValueError, MemoryError, OSError, RuntimeError) as exc:
+            self.loadFailed.emit(str(exc))
+            return
+        self.loaded = loaded
+        self.modelLoaded.emit(ModelInfo(
+            label=loaded.label, config=loaded.config, trained=loaded.trained,
+            device=str(loaded.device), dtype=str(loaded.dtype).replace("torch.", ""),
+            notices=tuple(loaded.notices), spec=spec))
+
+    # ---------------------------------------------------------------------- runs
+    def _prompt_ids(self, text: str) -> tuple[list[int], list[str]]:
+        cfg = self.loaded.config
+        return prepare_prompt(encode(text), cfg.context_length)
+
+    @Slot(str)
+    def analyse(self, text: str) -> None:
+        """One forward pass over the prompt with every node captured in full."""
+        if self.loaded is None:
+            self.failed.emit("no model is loaded yet")
+            return
+        try:
+            ids, notices = self._prompt_ids(text)
+            self.progress.emit(f"Running the prompt ({len(ids)} tokens)…")
+            model = self.loaded.model
+            start = time.perf_counter()
+            with torch.inference_mode(), Capture(model, tensors=True, attention=True,
+                                                 budget_bytes=self.memory_budget) as cap:
+                model(torch.tensor([ids], device=self.loaded.device))
+            if cap.dropped:
+                notices.append(f"{len(cap.dropped)} tensors were over the memory budget: "
+                               "only their statistics are shown")
+            top_ids, top_probs = _top(cap["out_head"].tensor[0, -1]) if cap["out_head"].tensor is not None else ((), ())
+            self.promptDone.emit(PassResult(
+                ids=ids, pieces=[token_piece(i) for i in ids], views=cap.views(),
+                token_id=top_ids[0] if top_ids else None,
+                prob=top_probs[0] if top_probs else None, top_ids=top_ids,
+                top_probs=top_probs, top_pieces=tuple(token_piece(i) for i in top_ids),
+                notices=notices, seconds=time.perf_counter() - start))
+        except (ValueError, RuntimeError, MemoryError) as exc:
+            self.failed.emit(str(exc))
+
+    @Slot(str, object)
+    def generate(self, text: str, settings: GenerationSettings) -> None:
+        """Generate token by token; each step arrives with every node's vector."""
+        if self.loaded is None:
+            self.failed.emit("no model is loaded yet")
+            self.generationDone.emit("error")
+            return
+        self.stop_event.clear()
+        try:
+            ids, notices = self._prompt_ids(text)
+            settings = dataclasses.replace(settings, capture_steps=True,
+                                           show_top_k=max(settings.show_top_k, 10))
+            stream = generate_stream(self.loaded.model, ids, settings)
+            seen = list(stream.prompt_ids)
+            for step in stream:
+                seen.append(step.token_id)
+                self.stepDone.emit(PassResult(
+                    ids=list(seen), pieces=[], views=step.capture.views(), step=step.index,
+                    token_id=step.token_id, prob=step.prob, top_ids=step.top_ids,
+                    top_probs=step.top_probs, top_pieces=tuple(token_piece(i) for i in step.top_ids),
+                    notices=notices if step.index == 0 else [], seconds=step.elapsed))
+                if self.stop_event.is_set():  # checked between tokens
+                    stream.close()
+                    self.generationDone.emit("stopped")
+                    return
+            self.generationDone.emit(stream.stopped_by or "max_new_tokens")
+        except (ValueError, RuntimeError, MemoryError) as exc:
+            self.failed.emit(str(exc))
+            self.generationDone.emit("error")
+        except Exception:  # never let a worker exception pass silently
+            self.failed.emit(traceback.format_exc(limit=3))
+            self.generationDone.emit("error")

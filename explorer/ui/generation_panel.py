@@ -1,0 +1,206 @@
+"""Prompt and generation: the prompt box with its GPT-2 tokens shown live as chips, the
+generation settings, Generate / Stop, the generated tokens (each clickable: selecting
+one makes every view show that step), and the top-k candidates of the shown step."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox,
+                               QHBoxLayout, QLabel, QListView, QListWidget, QListWidgetItem,
+                               QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+
+from ..core.generation import GenerationSettings
+from ..core.tokenizer import encode, token_piece
+from .session import Session
+
+DEFAULT_PROMPT = "Every effort moves you"
+
+
+def _chip_list() -> QListWidget:
+    chips = QListWidget()
+    chips.setFlow(QListView.LeftToRight)
+    chips.setWrapping(True)
+    chips.setResizeMode(QListView.Adjust)
+    chips.setSpacing(3)
+    chips.setUniformItemSizes(False)
+    return chips
+
+
+def _visible(piece: str) -> str:
+    """Make leading spaces and newlines visible on a chip."""
+    return piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥") or "∅"
+
+
+class GenerationPanel(QWidget):
+    runRequested = Signal(str, object)  # prompt text, GenerationSettings
+    stopRequested = Signal()
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
+        self.prompt.setPlaceholderText("Type a prompt, then Ctrl+Enter")
+        self.prompt.setMaximumHeight(90)
+        self.chips = _chip_list()
+        self.chips.setMaximumHeight(70)
+        self.chips.setToolTip("The prompt's GPT-2 tokens: piece and id (· is a space)")
+        self.token_count = QLabel()
+
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 1024)
+        self.max_tokens.setValue(20)
+        self.sample = QCheckBox("Sample (off: greedy)")
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.05, 5.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(1.0)
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 50257)
+        self.top_k.setSpecialValueText("off")
+        self.top_k.setValue(40)
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(1.0)
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.seed.setValue(123)
+        for w in (self.temperature, self.top_k, self.top_p, self.seed):
+            w.setEnabled(False)
+        self.sample.toggled.connect(lambda on: [w.setEnabled(on) for w in
+                                                (self.temperature, self.top_k, self.top_p, self.seed)])
+        settings = QFormLayout()
+        settings.addRow("Max new tokens", self.max_tokens)
+        settings.addRow(self.sample)
+        settings.addRow("Temperature", self.temperature)
+        settings.addRow("Top-k", self.top_k)
+        settings.addRow("Top-p", self.top_p)
+        settings.addRow("Seed", self.seed)
+        settings_box = QGroupBox("Generation")
+        settings_box.setLayout(settings)
+
+        self.generate_button = QPushButton("Generate  (Ctrl+Enter)")
+        self.generate_button.clicked.connect(self.request_run)
+        self.stop_button = QPushButton("Stop  (Esc)")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stopRequested.emit)
+
+        self.output = _chip_list()
+        self.output.setToolTip("Click the prompt or a generated token: every view shows that step")
+        self.output.currentRowChanged.connect(self._select_row)
+        self.topk_plot = pg.PlotWidget(background="w")
+        self.topk_plot.setLabel("bottom", "probability")
+        self.topk_plot.setMinimumWidth(260)
+        self.topk_plot.invertY(True)
+        self.topk_bars = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.8, brush="#3c78c8")
+        self.topk_plot.addItem(self.topk_bars)
+        self.topk_plot.setMouseEnabled(x=False, y=False)
+
+        left = QVBoxLayout()
+        left.addWidget(QLabel("Prompt"))
+        left.addWidget(self.prompt)
+        row = QHBoxLayout()
+        row.addWidget(self.token_count)
+        row.addStretch(1)
+        left.addLayout(row)
+        left.addWidget(self.chips)
+        left.addWidget(QLabel("Output — click a token to see that step"))
+        left.addWidget(self.output, 1)
+        buttons = QVBoxLayout()
+        buttons.addWidget(settings_box)
+        buttons.addWidget(self.generate_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addStretch(1)
+        layout = QHBoxLayout(self)
+        layout.addLayout(left, 3)
+        layout.addLayout(buttons, 1)
+        layout.addWidget(self.topk_plot, 2)
+
+        self._retokenize = QTimer(self, singleShot=True, interval=120)
+        self._retokenize.timeout.connect(self.update_chips)
+        self.prompt.textChanged.connect(self._retokenize.start)
+        session.stepsChanged.connect(self.update_output)
+        session.passChanged.connect(self.update_topk)
+        session.modelChanged.connect(self.update_chips)
+        self.update_chips()
+
+    # ------------------------------------------------------------------ settings
+    def settings(self) -> GenerationSettings:
+        sample = self.sample.isChecked()
+        return GenerationSettings(
+            max_new_tokens=self.max_tokens.value(), greedy=not sample,
+            temperature=self.temperature.value(),
+            top_k=(self.top_k.value() or None) if sample else None,
+            top_p=self.top_p.value() if sample and self.top_p.value() < 1.0 else None,
+            seed=self.seed.value())
+
+    def set_running(self, running: bool) -> None:
+        self.generate_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+
+    def request_run(self) -> None:
+        if not self.generate_button.isEnabled():
+            return
+        text = self.prompt.toPlainText()
+        if not text.strip():
+            self.token_count.setText("<span style='color:#b00020'>The prompt is empty: type "
+                                     "some text first.</span>")
+            return
+        self.runRequested.emit(text, self.settings())
+
+    # ------------------------------------------------------------------ views
+    def update_chips(self) -> None:
+        ids = encode(self.prompt.toPlainText())
+        self.chips.clear()
+        for tid in ids[:2000]:
+            item = QListWidgetItem(f"{_visible(token_piece(tid))}\n{tid}")
+            item.setTextAlignment(Qt.AlignCenter)
+            item.setBackground(Qt.white)
+            self.chips.addItem(item)
+        ctx = self.session.model.config.context_length if self.session.model else None
+        note = ""
+        if ctx and len(ids) > ctx:
+            note = (f" — <span style='color:#b06000'>longer than the context ({ctx}): the first "
+                    f"{len(ids) - ctx} will be dropped</span>")
+        self.token_count.setText(f"{len(ids)} tokens{note}")
+
+    def update_output(self) -> None:
+        self.output.blockSignals(True)
+        wanted = self.output.currentRow()
+        self.output.clear()
+        if self.session.prompt is not None:
+            item = QListWidgetItem(f"prompt\n{len(self.session.prompt.ids)} tokens")
+            item.setTextAlignment(Qt.AlignCenter)
+            self.output.addItem(item)
+        for step in self.session.steps:
+            item = QListWidgetItem(f"{_visible(token_piece(step.token_id))}\n{step.prob:.2g}")
+            item.setTextAlignment(Qt.AlignCenter)
+            item.setToolTip(f"step {step.step}: id {step.token_id}, p = {step.prob:.4f}")
+            self.output.addItem(item)
+        if 0 <= wanted < self.output.count():
+            self.output.setCurrentRow(wanted)
+        self.output.blockSignals(False)
+        self.output.scrollToBottom()
+
+    def _select_row(self, row: int) -> None:
+        if row < 0 or self.session.prompt is None:
+            return
+        self.session.show_step(None if row == 0 else row - 1)
+
+    def update_topk(self) -> None:
+        current = self.session.current
+        if current is None or not current.top_ids:
+            self.topk_bars.setOpts(x0=[0], y=[0], width=[0], height=0.8)
+            return
+        probs = list(current.top_probs)
+        self.topk_bars.setOpts(x0=[0] * len(probs), y=list(range(len(probs))), width=probs, height=0.8)
+        ticks = [(i, f"{_visible(p)} {v:.3g}") for i, (p, v) in enumerate(zip(current.top_pieces, probs))]
+        self.topk_plot.getAxis("left").setTicks([ticks])
+        what = "next token after the prompt" if current.step is None else f"step {current.step}"
+        self.topk_plot.setTitle(f"Top candidates — {what}")
+        self.topk_plot.setXRange(0, max(probs) * 1.05 or 1.0)
+        self.topk_plot.setYRange(-0.6, len(probs) - 0.4)
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(900, 260)

@@ -1,0 +1,251 @@
+"""The tensor inspector: everything about the selected node of the shown pass — name,
+description, shape, dtype, device, the statistics table, a histogram on the node's
+fixed bins, a tokens x dimensions heatmap, per-token L2 norms, the raw values in a
+lazy table, and export. Reads numpy views from the session; computes nothing heavy."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
+                               QPushButton, QTableView, QTableWidget, QTableWidgetItem,
+                               QTabWidget, QVBoxLayout, QWidget)
+
+from ..core.capture import NodeView
+from .session import Session
+
+STAT_ROWS = [("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
+             ("abs-max", "absmax"), ("RMS", "rms"), ("kurtosis (excess)", "kurtosis"),
+             ("share negative", "frac_neg"), ("share exact zeros", "frac_zero")]
+
+
+def as_matrix(view: NodeView) -> np.ndarray | None:
+    """The view's values as (rows, features): positions x dims; the attention pattern
+    as (heads x query positions) x key positions."""
+    if view.array is None:
+        return None
+    a = view.array
+    return a.reshape(-1, a.shape[-1])
+
+
+class ValuesModel(QAbstractTableModel):
+    """Serves cells on demand, so a (1024, 3072) tensor shows without freezing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.row_labels: list[str] = []
+
+    def set_matrix(self, matrix: np.ndarray | None, row_labels: list[str]) -> None:
+        self.beginResetModel()
+        self.matrix = matrix if matrix is not None else np.zeros((0, 0), dtype=np.float32)
+        self.row_labels = row_labels
+        self.endResetModel()
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
+        return self.matrix.shape[0]
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
+        return self.matrix.shape[1] if self.matrix.ndim == 2 else 0
+
+    def data(self, index, role=Qt.DisplayRole):
+        if role == Qt.DisplayRole and index.isValid():
+            return f"{self.matrix[index.row(), index.column()]:.4g}"
+        return None
+
+    def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
+        if role != Qt.DisplayRole:
+            return None
+        if orientation == Qt.Vertical and section < len(self.row_labels):
+            return self.row_labels[section]
+        return str(section)
+
+
+class InspectorView(QWidget):
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.title = QLabel()
+        self.title.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.title.setWordWrap(True)
+        self.stats_table = QTableWidget(len(STAT_ROWS) + 3, 2)
+        self.stats_table.setHorizontalHeaderLabels(["statistic", "value"])
+        self.stats_table.verticalHeader().setVisible(False)
+        self.stats_table.horizontalHeader().setStretchLastSection(True)
+        self.stats_table.setMaximumHeight(330)
+
+        self.tabs = QTabWidget()
+        self.hist_plot = pg.PlotWidget(background="w")
+        self.hist_plot.setLabel("bottom", "value")
+        self.hist_plot.setLabel("left", "count")
+        self.hist_curve = self.hist_plot.plot([0, 1], [0], stepMode="center", fillLevel=0,
+                                              brush=(60, 120, 200, 150), pen=pg.mkPen("#1f4e8c"))
+        self.hist_note = pg.TextItem(color="#333333", anchor=(1, 0))
+        self.hist_plot.addItem(self.hist_note)
+
+        self.heat_plot = pg.PlotWidget(background="w")
+        self.heat_plot.setLabel("bottom", "dimension")
+        self.heat_image = pg.ImageItem(axisOrder="row-major")
+        self.heat_image.setColorMap(pg.colormap.get("CET-D1"))  # diverging blue-white-red
+        self.heat_plot.addItem(self.heat_image)
+        self.heat_plot.invertY(True)
+        self.heat_bar = pg.ColorBarItem(colorMap=pg.colormap.get("CET-D1"), interactive=False)
+        self.heat_bar.setImageItem(self.heat_image, insert_in=self.heat_plot.getPlotItem())
+
+        self.norm_plot = pg.PlotWidget(background="w")
+        self.norm_plot.setLabel("left", "L2 norm")
+        self.norm_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#3c78c8")
+        self.norm_plot.addItem(self.norm_bars)
+
+        self.values = ValuesModel()
+        self.values_view = QTableView()
+        self.values_view.setModel(self.values)
+
+        self.tabs.addTab(self.hist_plot, "Histogram")
+        self.tabs.addTab(self.heat_plot, "Heatmap")
+        self.tabs.addTab(self.norm_plot, "Token norms")
+        self.tabs.addTab(self.values_view, "Values")
+
+        self.token_box = QComboBox()
+        self.token_box.setToolTip("Focus one position: the heatmap and values jump to it")
+        self.token_box.currentIndexChanged.connect(self._focus_token)
+        export_npy = QPushButton("Export .npy…")
+        export_npy.clicked.connect(self.export_npy)
+        export_csv = QPushButton("Statistics CSV…")
+        export_csv.clicked.connect(self.export_csv)
+        copy_plot = QPushButton("Copy plot")
+        copy_plot.setToolTip("Copy the visible plot to the clipboard as an image")
+        copy_plot.clicked.connect(self.copy_plot)
+        tools = QHBoxLayout()
+        tools.addWidget(QLabel("Token:"))
+        tools.addWidget(self.token_box, 1)
+        tools.addWidget(export_npy)
+        tools.addWidget(export_csv)
+        tools.addWidget(copy_plot)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.title)
+        layout.addWidget(self.stats_table)
+        layout.addLayout(tools)
+        layout.addWidget(self.tabs, 1)
+
+        session.nodeChanged.connect(lambda _: self.refresh())
+        session.passChanged.connect(self.refresh)
+        session.modelChanged.connect(self.refresh)
+        self.refresh()
+
+    # ------------------------------------------------------------------ showing
+    def _row_labels(self, view: NodeView, rows: int) -> list[str]:
+        current = self.session.current
+        if current is None:
+            return [str(i) for i in range(rows)]
+        if current.step is not None:
+            return [f"step {current.step}"]
+        pieces = current.pieces
+        if view.node.kind == "pattern":
+            heads = rows // max(1, len(pieces))
+            return [f"h{h} {i}:{pieces[i]!r}" for h in range(heads) for i in range(len(pieces))]
+        return [f"{i}: {p!r}" for i, p in enumerate(pieces)][:rows]
+
+    def refresh(self) -> None:
+        view = self.session.view()
+        name = self.session.node
+        if view is None:
+            self.title.setText(f"<b>{name}</b><br>Run a prompt (Ctrl+Enter) to see its values.")
+            self._clear()
+            return
+        current = self.session.current
+        where = "prompt pass" if current.step is None else f"generation step {current.step}"
+        self.title.setText(
+            f"<b>{name}</b> — {view.node.label} ({where})<br>{view.node.description}<br>"
+            f"shape <b>{view.shape}</b> · dtype {view.dtype} · device {view.device}")
+        s = view.stats
+        rows = [(label, getattr(s, key)) for label, key in STAT_ROWS]
+        rows += [("NaN / Inf", f"{s.n_nan} / {s.n_inf}"),
+                 ("top dims by |value|", ", ".join(f"{int(d)} ({v:.3g})"
+                                                   for d, v in zip(s.top_dims, s.top_values))),
+                 ("values", f"{s.count:,}")]
+        for r, (label, value) in enumerate(rows):
+            self.stats_table.setItem(r, 0, QTableWidgetItem(label))
+            text = f"{value:.6g}" if isinstance(value, float) else str(value)
+            self.stats_table.setItem(r, 1, QTableWidgetItem(text))
+        h = s.hist_range
+        edges = np.asarray(h.edges())
+        self.hist_curve.setData(edges, s.hist.astype(float))
+        self.hist_plot.setXRange(h.lo, h.hi, padding=0.02)
+        self.hist_plot.enableAutoRange(axis="y")
+        self.hist_note.setText(f"below {h.lo:g}: {s.under:,}\nabove {h.hi:g}: {s.over:,}")
+        self.hist_note.setPos(h.hi, max(1.0, float(s.hist.max())))
+        matrix = as_matrix(view)
+        labels = self._row_labels(view, 0 if matrix is None else matrix.shape[0])
+        if matrix is not None:
+            finite = matrix[np.isfinite(matrix)]
+            level = float(np.abs(finite).max()) if finite.size else 1.0
+            level = level or 1.0
+            self.heat_image.setImage(np.ascontiguousarray(matrix, dtype=np.float32),
+                                     levels=(-level, level))
+            self.heat_bar.setLevels((-level, level))
+            ticks = [(i + 0.5, lab) for i, lab in enumerate(labels)]
+            step = max(1, len(ticks) // 30)
+            self.heat_plot.getAxis("left").setTicks([ticks[::step]])
+            self.heat_plot.autoRange()
+        else:
+            self.heat_image.clear()
+        l2 = np.atleast_1d(s.token_l2).reshape(-1)
+        self.norm_bars.setOpts(x=np.arange(l2.size), height=l2, width=0.8)
+        self.norm_plot.autoRange()
+        self.values.set_matrix(matrix, labels)
+        self.token_box.blockSignals(True)
+        self.token_box.clear()
+        self.token_box.addItems(labels if matrix is not None else [])
+        self.token_box.blockSignals(False)
+
+    def _clear(self) -> None:
+        self.stats_table.clearContents()
+        self.hist_curve.setData([0, 1], [0])
+        self.heat_image.clear()
+        self.values.set_matrix(None, [])
+        self.token_box.clear()
+
+    def _focus_token(self, row: int) -> None:
+        if row < 0:
+            return
+        self.values_view.scrollTo(self.values.index(row, 0))
+        self.values_view.selectRow(row)
+        self.heat_plot.setYRange(row - 0.5, row + 1.5, padding=0)
+
+    # ------------------------------------------------------------------ export
+    def export_npy(self) -> None:
+        view = self.session.view()
+        if view is None or view.array is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export tensor", f"{view.name}.npy", "NumPy (*.npy)")
+        if path:
+            np.save(path, view.array)
+
+    def export_csv(self) -> None:
+        view = self.session.view()
+        if view is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export statistics", f"{view.name}.csv", "CSV (*.csv)")
+        if path:
+            write_stats_csv(path, view)
+
+    def copy_plot(self) -> None:
+        QGuiApplication.clipboard().setPixmap(self.tabs.currentWidget().grab())
+
+
+def write_stats_csv(path: str, view: NodeView) -> None:
+    s = view.stats
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["node", "statistic", "value"])
+        for label, key in STAT_ROWS:
+            writer.writerow([view.name, label, getattr(s, key)])
+        writer.writerow([view.name, "NaN", s.n_nan])
+        writer.writerow([view.name, "Inf", s.n_inf])
+        writer.writerow([view.name, "top dims", " ".join(str(int(d)) for d in s.top_dims)])

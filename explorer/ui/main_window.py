@@ -1,0 +1,263 @@
+"""The main window: assembles the views in docks, the menus and shortcuts, the status
+bar, and wires the session to the engine's thread. Owns no model and draws nothing
+itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+from PySide6.QtCore import QSettings, Qt, QThread, Signal, Slot
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
+                               QProgressBar)
+
+from .. import __version__
+from ..core.config import PRESETS
+from ..core.generation import GenerationSettings
+from .block_graph import BlockGraphView
+from .engine import Engine, ModelInfo, ModelSpec, PassResult
+from .generation_panel import GenerationPanel
+from .inspector import InspectorView
+from .session import Session
+
+
+class MainWindow(QMainWindow):
+    requestLoad = Signal(object)
+    requestAnalyse = Signal(str)
+    requestGenerate = Signal(str, object)
+
+    def __init__(self, spec: ModelSpec | None = None, settings: QSettings | None = None) -> None:
+        super().__init__()
+        self.setWindowTitle("GPT Block Explorer")
+        self.settings = settings or QSettings("GPT Block Explorer", "gpt-block-explorer")
+        self.session = Session()
+        self.running = False
+        self._step_times: list[float] = []
+
+        # views
+        self.graph = BlockGraphView(self.session)
+        self.inspector = InspectorView(self.session)
+        self.generation = GenerationPanel(self.session)
+        self.setCentralWidget(self.graph)
+        self.inspector_dock = self._dock("Tensor inspector", "inspector", self.inspector,
+                                         Qt.RightDockWidgetArea)
+        self.generation_dock = self._dock("Prompt and generation", "generation",
+                                          self.generation, Qt.BottomDockWidgetArea)
+        self._default_state = self.saveState()
+
+        # status bar
+        self.model_label = QLabel("no model")
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)
+        self.busy.setMaximumWidth(120)
+        self.busy.hide()
+        self.status_text = QLabel()
+        self.statusBar().addWidget(self.model_label, 1)
+        self.statusBar().addPermanentWidget(self.status_text)
+        self.statusBar().addPermanentWidget(self.busy)
+
+        # the engine's thread; leave the GUI a core
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
+        self.thread = QThread(self)
+        self.thread.setObjectName("engine")
+        self.engine = Engine()
+        self.engine.moveToThread(self.thread)
+        self.requestLoad.connect(self.engine.load)
+        self.requestAnalyse.connect(self.engine.analyse)
+        self.requestGenerate.connect(self.engine.generate)
+        self.engine.modelLoaded.connect(self.on_model_loaded)
+        self.engine.loadFailed.connect(self.on_load_failed)
+        self.engine.progress.connect(self.on_progress)
+        self.engine.promptDone.connect(self.on_prompt_done)
+        self.engine.stepDone.connect(self.on_step_done)
+        self.engine.generationDone.connect(self.on_generation_done)
+        self.engine.failed.connect(self.on_failed)
+        self.thread.start()
+
+        self.generation.runRequested.connect(self.run)
+        self.generation.stopRequested.connect(self.stop)
+        self._menus()
+        self._restore()
+        self.load_model(spec or self._last_spec())
+
+    def _dock(self, title: str, name: str, widget, area) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    # ------------------------------------------------------------------ menus
+    def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcuts(shortcut if isinstance(shortcut, list) else [shortcut])
+        action.setStatusTip(tip)
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self._action(file_menu, "&Open checkpoint…", self.open_checkpoint, QKeySequence.Open,
+                     "Load a checkpoint file or Hugging Face folder")
+        presets = file_menu.addMenu("Random &preset (untrained)")
+        for name in PRESETS:
+            self._action(presets, name, lambda _=False, n=name: self.load_model(ModelSpec(preset=n)))
+        self._action(file_menu, "&Default model", lambda: self.load_model(ModelSpec()))
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", self.close, QKeySequence.Quit)
+        run_menu = self.menuBar().addMenu("&Run")
+        self.generate_action = self._action(
+            run_menu, "&Generate", self.generation.request_run,
+            [QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")],
+            "Run the prompt through the model and generate")
+        self.generate_action.setShortcutContext(Qt.ApplicationShortcut)
+        self.stop_action = self._action(run_menu, "&Stop", self.stop, QKeySequence("Esc"),
+                                        "Stop before the next token")
+        self.stop_action.setShortcutContext(Qt.ApplicationShortcut)
+        view_menu = self.menuBar().addMenu("&View")
+        view_menu.addAction(self.inspector_dock.toggleViewAction())
+        view_menu.addAction(self.generation_dock.toggleViewAction())
+        self._action(view_menu, "&Reset layout", self.reset_layout)
+        help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&About", self.about)
+
+    # ------------------------------------------------------------------ actions
+    def load_model(self, spec: ModelSpec) -> None:
+        self.busy.show()
+        self.model_label.setText(f"Loading {spec.describe()}…")
+        self.requestLoad.emit(spec)
+
+    def open_checkpoint(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open checkpoint", "",
+                                              "Checkpoints (*.safetensors *.bin *.pth *.pt *.ckpt);;All files (*)")
+        if path:
+            self.load_model(ModelSpec(checkpoint=path))
+
+    @Slot(str, object)
+    def run(self, text: str, settings: GenerationSettings) -> None:
+        if self.running or self.session.model is None:
+            return
+        self.running = True
+        self._step_times = []
+        self.generation.set_running(True)
+        self.busy.show()
+        self.requestAnalyse.emit(text)
+        self.requestGenerate.emit(text, settings)
+        self._save_generation(settings)
+
+    @Slot()
+    def stop(self) -> None:
+        if self.running:
+            self.engine.stop_event.set()  # thread-safe; checked between tokens
+            self.status_text.setText("Stopping…")
+
+    def reset_layout(self) -> None:
+        self.restoreState(self._default_state)
+        self.inspector_dock.show()
+        self.generation_dock.show()
+
+    def about(self) -> None:
+        import PySide6
+        import pyqtgraph
+        import tiktoken
+        QMessageBox.about(self, "About GPT Block Explorer",
+                          f"<b>GPT Block Explorer {__version__}</b><br>See inside a GPT-2 model."
+                          f"<br><br>PyTorch {torch.__version__}<br>PySide6 {PySide6.__version__}"
+                          f"<br>pyqtgraph {pyqtgraph.__version__}<br>tiktoken {tiktoken.__version__}")
+
+    # ------------------------------------------------------------------ engine results
+    @Slot(object)
+    def on_model_loaded(self, info: ModelInfo) -> None:
+        self.busy.hide()
+        self.session.set_model(info)
+        self.model_label.setText(f"{'' if info.trained else '⚠ '}{info.label} · {info.device} · "
+                                 f"{info.dtype}")
+        self.status_text.setText("; ".join(info.notices))
+        self.settings.setValue("model/spec", dataclasses.asdict(info.spec))
+
+    @Slot(str)
+    def on_load_failed(self, message: str) -> None:
+        self.busy.hide()
+        keep = self.session.model.label if self.session.model else "no model"
+        self.model_label.setText(f"{keep} (kept)")
+        QMessageBox.warning(self, "Could not load the model", message)
+
+    @Slot(str)
+    def on_progress(self, text: str) -> None:
+        self.status_text.setText(text)
+
+    @Slot(object)
+    def on_prompt_done(self, result: PassResult) -> None:
+        self.session.set_prompt(result)
+        note = "; ".join(result.notices)
+        self.status_text.setText(f"Prompt pass: {len(result.ids)} tokens in {result.seconds:.2f} s"
+                                 + (f" — {note}" if note else ""))
+
+    @Slot(object)
+    def on_step_done(self, result: PassResult) -> None:
+        self.session.add_step(result)
+        self._step_times.append(result.seconds)
+        if len(self._step_times) > 1:
+            span = self._step_times[-1] - self._step_times[0]
+            rate = (len(self._step_times) - 1) / span if span > 0 else float("nan")
+            self.status_text.setText(f"Generating: {len(self._step_times)} tokens, {rate:.1f} tok/s")
+
+    @Slot(str)
+    def on_generation_done(self, reason: str) -> None:
+        self.running = False
+        self.busy.hide()
+        self.generation.set_running(False)
+        words = {"stopped": "stopped by you", "eot": "reached <|endoftext|>",
+                 "max_new_tokens": "reached the token limit", "error": "failed"}
+        self.status_text.setText(f"{self.status_text.text()} — {words.get(reason, reason)}")
+
+    @Slot(str)
+    def on_failed(self, message: str) -> None:
+        QMessageBox.warning(self, "GPT Block Explorer", message)
+
+    # ------------------------------------------------------------------ settings
+    def _last_spec(self) -> ModelSpec:
+        saved = self.settings.value("model/spec")
+        if isinstance(saved, dict):
+            try:
+                return ModelSpec(**saved)
+            except TypeError:
+                pass
+        return ModelSpec()
+
+    def _save_generation(self, s: GenerationSettings) -> None:
+        p = self.generation
+        self.settings.setValue("generation/max_new_tokens", p.max_tokens.value())
+        self.settings.setValue("generation/sample", p.sample.isChecked())
+        self.settings.setValue("generation/temperature", p.temperature.value())
+        self.settings.setValue("generation/top_k", p.top_k.value())
+        self.settings.setValue("generation/top_p", p.top_p.value())
+        self.settings.setValue("generation/seed", p.seed.value())
+        self.settings.setValue("generation/prompt", p.prompt.toPlainText())
+
+    def _restore(self) -> None:
+        s, p = self.settings, self.generation
+        if s.value("window/geometry") is not None:
+            self.restoreGeometry(s.value("window/geometry"))
+            self.restoreState(s.value("window/state"))
+        else:
+            self.resize(1500, 950)
+        p.max_tokens.setValue(int(s.value("generation/max_new_tokens", p.max_tokens.value())))
+        p.sample.setChecked(str(s.value("generation/sample", "false")).lower() == "true")
+        p.temperature.setValue(float(s.value("generation/temperature", p.temperature.value())))
+        p.top_k.setValue(int(s.value("generation/top_k", p.top_k.value())))
+        p.top_p.setValue(float(s.value("generation/top_p", p.top_p.value())))
+        p.seed.setValue(int(s.value("generation/seed", p.seed.value())))
+        p.prompt.setPlainText(str(s.value("generation/prompt", p.prompt.toPlainText())))
+
+    def closeEvent(self, event) -> None:  # noqa: N802
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState())
+        self.engine.stop_event.set()
+        self.thread.quit()
+        self.thread.wait()
+        super().closeEvent(event)

@@ -1,0 +1,92 @@
+"""The shared state of one window: the loaded model, the prompt pass, the generated
+steps, and what is selected (layer, node, step). Views read it and listen to its
+signals; only the main window and the views' own clicks change it. Holds no tensors:
+every capture here is numpy (see engine.PassResult)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+from ..core.capture import NodeView
+from ..core.nodes import block_hook_name, block_nodes
+from .engine import ModelInfo, PassResult
+
+
+class Session(QObject):
+    modelChanged = Signal()
+    passChanged = Signal()  # the shown pass (prompt or a step) changed
+    stepsChanged = Signal()  # a step was added or the steps were cleared
+    layerChanged = Signal(int)
+    nodeChanged = Signal(str)  # hook name
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model: ModelInfo | None = None
+        self.prompt: PassResult | None = None
+        self.steps: list[PassResult] = []
+        self.current: PassResult | None = None  # what the views show
+        self.layer = 0
+        self.node = "trf_blocks.0.norm1"
+
+    # -------------------------------------------------------------------- changes
+    def set_model(self, info: ModelInfo) -> None:
+        self.model = info
+        self.prompt, self.steps, self.current = None, [], None
+        self.layer = min(self.layer, info.config.n_layers - 1)
+        self.node = self._in_layer(self.node, self.layer)
+        self.modelChanged.emit()
+        self.stepsChanged.emit()
+        self.passChanged.emit()
+
+    def set_prompt(self, result: PassResult) -> None:
+        self.prompt, self.steps = result, []
+        self.current = result
+        self.stepsChanged.emit()
+        self.passChanged.emit()
+
+    def add_step(self, result: PassResult) -> None:
+        self.steps.append(result)
+        self.stepsChanged.emit()
+
+    def show_pass(self, result: PassResult | None) -> None:
+        self.current = result
+        self.passChanged.emit()
+
+    def show_step(self, index: int | None) -> None:
+        """None shows the prompt pass; an index shows that generated step."""
+        self.show_pass(self.prompt if index is None else self.steps[index])
+
+    def set_layer(self, layer: int) -> None:
+        if self.model is None:
+            return
+        layer = max(0, min(layer, self.model.config.n_layers - 1))
+        if layer != self.layer:
+            self.layer = layer
+            self.layerChanged.emit(layer)
+            self.set_node(self._in_layer(self.node, layer))
+
+    def set_node(self, name: str) -> None:
+        parts = name.split(".")
+        if parts[0] == "trf_blocks" and int(parts[1]) != self.layer:
+            self.layer = int(parts[1])
+            self.layerChanged.emit(self.layer)
+        if name != self.node:
+            self.node = name
+            self.nodeChanged.emit(name)
+
+    # -------------------------------------------------------------------- reads
+    def view(self, name: str | None = None) -> NodeView | None:
+        if self.current is None:
+            return None
+        return self.current.views.get(name or self.node)
+
+    def block_names(self) -> list[str]:
+        position = self.model.config.norm_position if self.model else "pre"
+        return [block_hook_name(self.layer, n.key) for n in block_nodes(position)]
+
+    @staticmethod
+    def _in_layer(name: str, layer: int) -> str:
+        parts = name.split(".", 2)
+        if parts[0] == "trf_blocks" and len(parts) == 3:
+            return block_hook_name(layer, parts[2])
+        return name

@@ -1,0 +1,177 @@
+"""The desktop app, driven as a user would: keys, clicks, and what each shows."""
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from explorer.core.capture import Capture
+from explorer.core.config import preset
+from explorer.core.model import build_model
+from explorer.core.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, block_hook_name,
+                                 block_nodes)
+from explorer.core.tokenizer import encode
+from explorer.ui.inspector import STAT_ROWS, ValuesModel
+from tests.ui.conftest import run_and_wait
+
+
+def expected_graph_names(cfg, layer, expand=True):
+    names = [n.key for n in MODEL_NODES_BEFORE + MODEL_NODES_AFTER]
+    names += [block_hook_name(layer, n.key) for n in block_nodes(cfg.norm_position)
+              if expand or not n.in_ffn]
+    return set(names)
+
+
+def test_graph_is_built_from_the_node_table(make_window):
+    window = make_window()
+    cfg = window.session.model.config
+    assert set(window.graph.items) == expected_graph_names(cfg, 0)
+    window.graph.expand_ff.setChecked(False)
+    assert set(window.graph.items) == expected_graph_names(cfg, 0, expand=False)
+    assert "UNTRAINED" in window.model_label.text()
+
+
+def test_post_ln_model_is_drawn_in_post_ln_order(make_window, tmp_path):
+    from explorer.core.checkpoints import save_checkpoint
+    path = save_checkpoint(build_model(preset("tiny", norm_position="post")),
+                           tmp_path / "post.safetensors")
+    window = make_window(preset=None, checkpoint=str(path))
+    assert window.session.model.config.norm_position == "post"
+    order = sorted((item.y(), name) for name, item in window.graph.items.items()
+                   if name.startswith("trf_blocks.0.") and not name.endswith("attn_weights"))
+    assert [name.split(".", 2)[2] for _, name in order] == [
+        n.key for n in block_nodes("post") if n.kind != "pattern"]
+    pre = make_window()
+    assert [name.split(".", 2)[2] for _, name in sorted(
+        (item.y(), name) for name, item in pre.graph.items.items()
+        if name.startswith("trf_blocks.0.") and not name.endswith("attn_weights"))] == [
+        n.key for n in block_nodes("pre") if n.kind != "pattern"]
+
+
+def test_ctrl_enter_generates_token_by_token_and_steps_are_clickable(qtbot, make_window):
+    window = make_window()
+    window.generation.max_tokens.setValue(6)
+    QTest.keyClick(window.generation.prompt, Qt.Key_Return, Qt.ControlModifier)
+    qtbot.waitUntil(lambda: not window.running and bool(window.session.steps), timeout=60_000)
+    steps = window.session.steps
+    assert len(steps) == 6 and [s.step for s in steps] == list(range(6))
+    assert window.generation.output.count() == 7  # the prompt pass + 6 tokens
+    assert "tok/s" in window.status_text.text()
+    # the prompt pass: every node of the prompt, full tensors
+    prompt = window.session.prompt
+    assert prompt.ids == encode("Every effort moves you")
+    assert prompt.views["trf_blocks.1.ff.layers.1"].array.shape == (1, 4, 128)
+    # click step 3: the views show that position's vectors
+    window.generation.output.setCurrentRow(4)
+    assert window.session.current is steps[3]
+    window.session.set_node("trf_blocks.1.add2")
+    assert "(1, 1, 32)" in window.inspector.title.text()
+    assert "generation step 3" in window.inspector.title.text()
+
+
+def test_clicking_a_node_shows_its_real_statistics(qtbot, make_window):
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=1)
+    window.session.show_step(None)  # the prompt pass
+    item = window.graph.items["trf_blocks.0.norm2"]
+    view = window.graph.view
+    pos = view.mapFromScene(item.scenePos())
+    view.ensureVisible(item)
+    pos = view.mapFromScene(item.scenePos())
+    QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier, pos)
+    assert window.session.node == "trf_blocks.0.norm2"
+    assert "trf_blocks.0.norm2" in window.inspector.title.text()
+    assert "(1, 4, 32)" in window.inspector.title.text()
+    # the same model, run directly through the core, gives the same numbers
+    model = build_model(preset("tiny"), seed=0)
+    with torch.inference_mode(), Capture(model, "trf_blocks.0.norm2") as cap:
+        model(torch.tensor([encode("Every effort moves you")]))
+    shown = {window.inspector.stats_table.item(r, 0).text(): window.inspector.stats_table.item(r, 1).text()
+             for r in range(len(STAT_ROWS))}
+    assert float(shown["std"]) == pytest.approx(cap["trf_blocks.0.norm2"].stats.std, rel=1e-4)
+    assert float(shown["mean"]) == pytest.approx(cap["trf_blocks.0.norm2"].stats.mean, abs=1e-5)
+    assert window.graph.items["trf_blocks.0.norm2"].pen().width() == 4  # highlighted
+
+
+def test_stop_ends_generation_before_the_next_token(qtbot, make_window):
+    window = make_window()
+    window.generation.max_tokens.setValue(1000)
+    window.generation.request_run()
+    qtbot.waitUntil(lambda: len(window.session.steps) >= 2, timeout=60_000)
+    QTest.keyClick(window, Qt.Key_Escape)
+    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    assert len(window.session.steps) < 1000
+    assert "stopped by you" in window.status_text.text()
+    assert window.generation.generate_button.isEnabled()
+
+
+def test_layer_keys_and_strip_change_the_block(qtbot, make_window):
+    window = make_window()
+    window.graph.view.setFocus()
+    QTest.keyClick(window.graph, Qt.Key_Down)
+    assert window.session.layer == 1
+    assert "trf_blocks.1.add2" in window.graph.items and "trf_blocks.0.add2" not in window.graph.items
+    QTest.keyClick(window.graph, Qt.Key_Up)
+    assert window.session.layer == 0
+    strip = window.graph.strip
+    QTest.mouseClick(strip, Qt.LeftButton, Qt.NoModifier, strip.rect().topRight() + type(strip.rect().topRight())(-2, 5))
+    assert window.session.layer == 1
+
+
+def test_a_bad_checkpoint_keeps_the_previous_model(qtbot, make_window, warnings, tmp_path):
+    window = make_window()
+    before = window.session.model
+    bad = tmp_path / "page.bin"
+    bad.write_text("<!DOCTYPE html><html>Sign in</html>")
+    from explorer.ui.engine import ModelSpec
+    window.load_model(ModelSpec(checkpoint=str(bad)))
+    qtbot.waitUntil(lambda: bool(warnings), timeout=30_000)
+    assert "HTML" in warnings[0][1] and str(bad) in warnings[0][1]
+    assert window.session.model is before and "(kept)" in window.model_label.text()
+    run_and_wait(qtbot, window, max_tokens=2)  # still usable
+    assert len(window.session.steps) == 2
+
+
+def test_empty_prompt_is_refused_in_the_panel(make_window):
+    window = make_window()
+    window.generation.prompt.setPlainText("   ")
+    window.generation.request_run()
+    assert not window.running and "empty" in window.generation.token_count.text()
+
+
+def test_prompt_tokens_show_live_as_chips(qtbot, make_window):
+    window = make_window()
+    window.generation.prompt.setPlainText("Hello world")
+    qtbot.waitUntil(lambda: window.generation.chips.count() == 2, timeout=5_000)
+    assert window.generation.chips.item(0).text() == "Hello\n15496"
+    assert window.generation.chips.item(1).text() == "·world\n995"
+
+
+def test_settings_are_remembered(qtbot, make_window, tmp_path):
+    window = make_window()
+    window.generation.prompt.setPlainText("Remember me")
+    run_and_wait(qtbot, window, max_tokens=3)
+    window.close()
+    from PySide6.QtCore import QSettings
+    settings = QSettings(str(tmp_path / "settings0.ini"), QSettings.IniFormat)
+    assert settings.value("generation/prompt") == "Remember me"
+    assert int(settings.value("generation/max_new_tokens")) == 3
+    assert settings.value("model/spec")["preset"] == "tiny"
+
+
+def test_values_table_is_lazy_for_large_tensors():
+    model = ValuesModel()
+    matrix = np.arange(1024 * 3072, dtype=np.float32).reshape(1024, 3072)
+    model.set_matrix(matrix, [str(i) for i in range(1024)])
+    assert (model.rowCount(), model.columnCount()) == (1024, 3072)
+    assert model.data(model.index(1023, 3071)) == f"{1024 * 3072 - 1:.4g}"
+
+
+def test_many_qt_calls_do_not_crash_this_pyside():
+    # PySide6 6.12.0 aborts Python 3.11 ("none_dealloc") after a few thousand calls.
+    from PySide6.QtCore import QObject
+    obj = QObject()
+    for i in range(30_000):
+        obj.setObjectName(f"n{i % 7}")
+    assert obj.objectName() == f"n{29_999 % 7}"
