@@ -30,6 +30,14 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of a preset's random initialisation")
 
 
+def _add_screenshot_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--screenshot", metavar="OUT.png",
+                   help="render the window offscreen after running the prompt, save it, exit")
+    p.add_argument("--prompt", default=None, help="the prompt for --screenshot")
+    p.add_argument("--node", dest="screenshot_node", default=None, metavar="NAME",
+                   help="the node selected in --screenshot, e.g. trf_blocks.0.ff.layers.1")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpt-explorer", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -37,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     gui = sub.add_parser("gui", help="open the desktop app (the default)")
     _add_model_args(gui)
+    _add_screenshot_args(gui)
+    _add_screenshot_args(parser)
 
     g = sub.add_parser("generate", help="generate text token by token")
     g.add_argument("prompt", help="the prompt text")
@@ -208,13 +218,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
-    from .ui.app import run
+    from .ui import app
     from .ui.engine import ModelSpec
 
     explicit = any(getattr(args, k, None) for k in ("checkpoint", "preset"))
     spec = ModelSpec(checkpoint=args.checkpoint, preset=args.preset, device=args.device,
                      dtype=args.dtype, seed=args.seed) if explicit else None
-    return run(spec)
+    if args.screenshot:
+        return app.screenshot(args.screenshot, spec, args.prompt, args.screenshot_node)
+    return app.run(spec)
 
 
 COMMANDS = {"generate": cmd_generate, "tokenize": cmd_tokenize, "info": cmd_info,
@@ -226,7 +238,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = args.command or "gui"
     if args.command is None:  # no command: the app on the remembered or default model
+        top = args
         args = parser.parse_args(["gui"])
+        args.screenshot, args.prompt, args.screenshot_node = (
+            top.screenshot, top.prompt, top.screenshot_node)
     try:
         return COMMANDS[command](args)
     except (ValueError, MemoryError, FileNotFoundError) as exc:

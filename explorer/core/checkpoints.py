@@ -469,7 +469,8 @@ def random_model(preset_name: str = "gpt2-small", seed: int = 0, device: str = "
     need = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
     check_memory(need, dev, f"{preset_name} in {str(dt).replace('torch.', '')}")
     model = build_model(cfg, device=dev, dtype=dt, seed=seed)
-    label = f"{preset_name} · random init (seed {seed}) · UNTRAINED: output is noise"
+    post = " · Post-LN" if cfg.norm_position == "post" else ""
+    label = f"{preset_name}{post} · random init (seed {seed}) · UNTRAINED: output is noise"
     return LoadedModel(model, cfg, "preset", label, trained=False)
 
 
@@ -559,9 +560,11 @@ def load_default_model(device: str = "cpu", dtype: str | torch.dtype = "float32"
 
 
 def open_model(checkpoint: str | None = None, preset_name: str | None = None, device: str = "cpu",
-               dtype: str | torch.dtype = "float32", seed: int = 0) -> LoadedModel:
+               dtype: str | torch.dtype = "float32", seed: int = 0,
+               norm_position: str = "pre") -> LoadedModel:
     """The CLI's and the app's one way to get a model: a checkpoint path, a preset
-    (random init), ``hf:NAME`` for a model in the HF cache, or the default."""
+    (random init, Pre-LN or Post-LN), ``hf:NAME`` for a model in the HF cache, or the
+    default."""
     if checkpoint and preset_name:
         raise ValueError("give either a checkpoint or a preset, not both")
     if checkpoint:
@@ -575,5 +578,6 @@ def open_model(checkpoint: str | None = None, preset_name: str | None = None, de
             raise ValueError(f"{want!r} is not in the Hugging Face cache at {hf_hub_cache()}")
         return load_checkpoint(checkpoint, device=device, dtype=dtype)
     if preset_name:
-        return random_model(preset_name, seed=seed, device=device, dtype=dtype)
+        return random_model(preset_name, seed=seed, device=device, dtype=dtype,
+                            norm_position=norm_position)
     return load_default_model(device=device, dtype=dtype)

@@ -65,14 +65,23 @@ class KVCache:
         self.length = 0
 
 
+def _embedding(num: int, dim: int) -> nn.Embedding:
+    """nn.Embedding with its usual N(0, 1) initialisation, except on the meta device,
+    where there is nothing to initialise (and normal_ there costs a 2-second import)."""
+    weight = torch.empty(num, dim)
+    if weight.device.type != "meta":
+        nn.init.normal_(weight)
+    return nn.Embedding(num, dim, _weight=weight)
+
+
 class GPTModel(nn.Module):
     """GPT-2 architecture: embeddings, N transformer blocks, final norm, output head."""
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
-        self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
+        self.tok_emb = _embedding(cfg.vocab_size, cfg.emb_dim)
+        self.pos_emb = _embedding(cfg.context_length, cfg.emb_dim)
         self.emb_add = HookPoint()  # token + position embedding
         self.drop_emb = nn.Dropout(cfg.drop_rate)
         self.trf_blocks = nn.Sequential(*[TransformerBlock(cfg) for _ in range(cfg.n_layers)])

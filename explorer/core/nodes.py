@@ -156,6 +156,12 @@ def shortcut_sources(norm_position: str = "pre") -> dict[str, str]:
     return {"add1": BLOCK_INPUT, "add2": "add1" if norm_position == "pre" else "norm1"}
 
 
+def residual_branches() -> dict[str, str]:
+    """For each residual add, the node that carries the branch being added (in either
+    norm position): add = branch + shortcut."""
+    return {"add1": "drop1", "add2": "drop2"}
+
+
 def block_hook_name(layer: int, key: str) -> str:
     return f"trf_blocks.{layer}.{key}"
 

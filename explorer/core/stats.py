@@ -189,3 +189,13 @@ def row_stats(X: torch.Tensor, lo: torch.Tensor, width: torch.Tensor, bins: int,
         n_inf=n_inf.cpu().numpy(), top_dims=top.indices.cpu().numpy(),
         top_values=top.values.cpu().numpy(), l2=l2.cpu().numpy(), hist=counts[:, 1:-1],
         under=counts[:, 0], over=counts[:, -1], count=C)
+
+
+def branch_ratio(added: np.ndarray, branch: np.ndarray) -> np.ndarray:
+    """Per position, ||branch|| / ||shortcut|| for a residual add ``added = branch +
+    shortcut`` (the shortcut is recovered as ``added - branch``); shape = shape[:-1]."""
+    added = np.asarray(added, dtype=np.float64)
+    branch = np.asarray(branch, dtype=np.float64)
+    shortcut = np.linalg.norm(added - branch, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.linalg.norm(branch, axis=-1) / shortcut

@@ -31,6 +31,7 @@ class ModelSpec:
     device: str = "cpu"
     dtype: str = "float32"
     seed: int = 0
+    norm_position: str = "pre"  # for a preset
 
     def describe(self) -> str:
         return self.checkpoint or (f"{self.preset} (random init)" if self.preset else "default model")
@@ -92,7 +93,7 @@ class Engine(QObject):
         self.progress.emit(f"Loading {spec.describe()}…")
         try:
             loaded = open_model(spec.checkpoint, spec.preset, device=spec.device,
-                                dtype=spec.dtype, seed=spec.seed)
+                                dtype=spec.dtype, seed=spec.seed, norm_position=spec.norm_position)
         except (ValueError, MemoryError, OSError, RuntimeError) as exc:
             self.loadFailed.emit(str(exc))
             return

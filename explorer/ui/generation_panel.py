@@ -4,17 +4,22 @@ one makes every view show that step), and the top-k candidates of the shown step
 
 from __future__ import annotations
 
+import html
+
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox,
                                QHBoxLayout, QLabel, QListView, QListWidget, QListWidgetItem,
-                               QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+                               QPlainTextEdit, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout,
+                               QWidget)
 
 from ..core.generation import GenerationSettings
 from ..core.tokenizer import encode, token_piece
 from .session import Session
 
 DEFAULT_PROMPT = "Every effort moves you"
+MAX_CHIPS = 200  # chips drawn for a long prompt (the count shows them all)
+CHIP_COLOURS = ("#dce8fb", "#fbe8d0")
 
 
 def _chip_list() -> QListWidget:
@@ -25,6 +30,10 @@ def _chip_list() -> QListWidget:
     chips.setSpacing(3)
     chips.setUniformItemSizes(False)
     return chips
+
+
+def _short(text: str, limit: int = 12) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _visible(piece: str) -> str:
@@ -42,9 +51,10 @@ class GenerationPanel(QWidget):
         self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
         self.prompt.setPlaceholderText("Type a prompt, then Ctrl+Enter")
         self.prompt.setMaximumHeight(90)
-        self.chips = _chip_list()
+        self.chips = QTextBrowser()  # rich text lays out hundreds of chips in a few ms
         self.chips.setMaximumHeight(70)
         self.chips.setToolTip("The prompt's GPT-2 tokens: piece and id (· is a space)")
+        self.token_ids: list[int] = []
         self.token_count = QLabel()
 
         self.max_tokens = QSpinBox()
@@ -96,6 +106,7 @@ class GenerationPanel(QWidget):
         self.topk_bars = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.8, brush="#3c78c8")
         self.topk_plot.addItem(self.topk_bars)
         self.topk_plot.setMouseEnabled(x=False, y=False)
+        self.topk_plot.getAxis("left").setWidth(130)
 
         left = QVBoxLayout()
         left.addWidget(QLabel("Prompt"))
@@ -152,12 +163,12 @@ class GenerationPanel(QWidget):
     # ------------------------------------------------------------------ views
     def update_chips(self) -> None:
         ids = encode(self.prompt.toPlainText())
-        self.chips.clear()
-        for tid in ids[:2000]:
-            item = QListWidgetItem(f"{_visible(token_piece(tid))}\n{tid}")
-            item.setTextAlignment(Qt.AlignCenter)
-            item.setBackground(Qt.white)
-            self.chips.addItem(item)
+        self.token_ids = ids
+        chips = [f"<span style='background:{CHIP_COLOURS[i % 2]}'>&nbsp;"
+                 f"{html.escape(_visible(token_piece(tid)))}<sub> {tid}</sub>&nbsp;</span>"
+                 for i, tid in enumerate(ids[:MAX_CHIPS])]
+        more = f" … {len(ids) - MAX_CHIPS} more" if len(ids) > MAX_CHIPS else ""
+        self.chips.setHtml(" ".join(chips) + more)
         ctx = self.session.model.config.context_length if self.session.model else None
         note = ""
         if ctx and len(ids) > ctx:
@@ -195,10 +206,11 @@ class GenerationPanel(QWidget):
             return
         probs = list(current.top_probs)
         self.topk_bars.setOpts(x0=[0] * len(probs), y=list(range(len(probs))), width=probs, height=0.8)
-        ticks = [(i, f"{_visible(p)} {v:.3g}") for i, (p, v) in enumerate(zip(current.top_pieces, probs))]
+        ticks = [(i, f"{_short(_visible(p))} {v:.2g}") for i, (p, v) in
+                 enumerate(zip(current.top_pieces, probs))]
         self.topk_plot.getAxis("left").setTicks([ticks])
-        what = "next token after the prompt" if current.step is None else f"step {current.step}"
-        self.topk_plot.setTitle(f"Top candidates — {what}")
+        what = "after the prompt" if current.step is None else f"step {current.step}"
+        self.topk_plot.setTitle(f"Next-token candidates ({what})")
         self.topk_plot.setXRange(0, max(probs) * 1.05 or 1.0)
         self.topk_plot.setYRange(-0.6, len(probs) - 0.4)
 

@@ -16,6 +16,8 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QTabWidget, QVBoxLayout, QWidget)
 
 from ..core.capture import NodeView
+from ..core.nodes import residual_branches
+from ..core.stats import branch_ratio
 from .session import Session
 
 STAT_ROWS = [("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
@@ -105,10 +107,23 @@ class InspectorView(QWidget):
         self.values_view = QTableView()
         self.values_view.setModel(self.values)
 
+        self.ratio_plot = pg.PlotWidget(background="w")
+        self.ratio_plot.setLabel("left", "‖branch‖ / ‖shortcut‖")
+        self.ratio_plot.setLabel("bottom", "position")
+        self.ratio_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#c8783c")
+        self.ratio_plot.addItem(self.ratio_bars)
+
         self.tabs.addTab(self.hist_plot, "Histogram")
         self.tabs.addTab(self.heat_plot, "Heatmap")
         self.tabs.addTab(self.norm_plot, "Token norms")
+        self.tabs.addTab(self.ratio_plot, "Branch / shortcut")
         self.tabs.addTab(self.values_view, "Values")
+        self.ratio_tab = self.tabs.indexOf(self.ratio_plot)
+        self.heat_tab = self.tabs.indexOf(self.heat_plot)
+        self.values_tab = self.tabs.indexOf(self.values_view)
+        self._shown: tuple | None = None
+        self._dirty: set[int] = set()
+        self.tabs.currentChanged.connect(self._render_tab)
 
         self.token_box = QComboBox()
         self.token_box.setToolTip("Focus one position: the heatmap and values jump to it")
@@ -182,29 +197,58 @@ class InspectorView(QWidget):
         self.hist_note.setPos(h.hi, max(1.0, float(s.hist.max())))
         matrix = as_matrix(view)
         labels = self._row_labels(view, 0 if matrix is None else matrix.shape[0])
-        if matrix is not None:
-            finite = matrix[np.isfinite(matrix)]
-            level = float(np.abs(finite).max()) if finite.size else 1.0
-            level = level or 1.0
+        self._shown = (view, matrix, labels)
+        l2 = np.atleast_1d(s.token_l2).reshape(-1)
+        self.norm_bars.setOpts(x=np.arange(l2.size), height=l2, width=0.8)
+        self.norm_plot.autoRange()
+        ratio = self.branch_ratio(view)
+        self.tabs.setTabVisible(self.ratio_tab, ratio is not None)
+        if ratio is not None:
+            self.ratio_bars.setOpts(x=np.arange(ratio.size), height=ratio, width=0.8)
+            self.ratio_plot.autoRange()
+            self.title.setText(self.title.text() + f"<br>this add's branch is {np.nanmedian(ratio):.3g}× "
+                               "the shortcut's size (median over positions)")
+        self.token_box.blockSignals(True)
+        self.token_box.clear()
+        self.token_box.addItems(labels[:4096] if matrix is not None else [])
+        self.token_box.blockSignals(False)
+        self._dirty = {self.heat_tab, self.values_tab}  # drawn when shown
+        self._render_tab(self.tabs.currentIndex())
+
+    def _render_tab(self, index: int) -> None:
+        """The heatmap and the values table are drawn only when their tab is shown."""
+        if index not in self._dirty or self._shown is None:
+            return
+        self._dirty.discard(index)
+        view, matrix, labels = self._shown
+        if index == self.values_tab:
+            self.values.set_matrix(matrix, labels)
+        elif index == self.heat_tab:
+            if matrix is None:
+                self.heat_image.clear()
+                return
+            level = view.stats.absmax if np.isfinite(view.stats.absmax) and view.stats.absmax else 1.0
             self.heat_image.setImage(np.ascontiguousarray(matrix, dtype=np.float32),
-                                     levels=(-level, level))
+                                     levels=(-level, level), autoDownsample=True)
             self.heat_bar.setLevels((-level, level))
             ticks = [(i + 0.5, lab) for i, lab in enumerate(labels)]
             step = max(1, len(ticks) // 30)
             self.heat_plot.getAxis("left").setTicks([ticks[::step]])
             self.heat_plot.autoRange()
-        else:
-            self.heat_image.clear()
-        l2 = np.atleast_1d(s.token_l2).reshape(-1)
-        self.norm_bars.setOpts(x=np.arange(l2.size), height=l2, width=0.8)
-        self.norm_plot.autoRange()
-        self.values.set_matrix(matrix, labels)
-        self.token_box.blockSignals(True)
-        self.token_box.clear()
-        self.token_box.addItems(labels if matrix is not None else [])
-        self.token_box.blockSignals(False)
+
+    def branch_ratio(self, view: NodeView) -> np.ndarray | None:
+        """For a residual add: ||branch|| / ||shortcut|| per position, else None."""
+        key = view.name.split(".", 2)[-1]
+        branch_key = residual_branches().get(key) if view.name.startswith("trf_blocks.") else None
+        if branch_key is None or view.array is None:
+            return None
+        branch = self.session.view(view.name[: -len(key)] + branch_key)
+        if branch is None or branch.array is None:
+            return None
+        return branch_ratio(view.array, branch.array).reshape(-1)
 
     def _clear(self) -> None:
+        self._shown = None
         self.stats_table.clearContents()
         self.hist_curve.setData([0, 1], [0])
         self.heat_image.clear()
@@ -214,6 +258,8 @@ class InspectorView(QWidget):
     def _focus_token(self, row: int) -> None:
         if row < 0:
             return
+        self._render_tab(self.values_tab)
+        self._render_tab(self.heat_tab)
         self.values_view.scrollTo(self.values.index(row, 0))
         self.values_view.selectRow(row)
         self.heat_plot.setYRange(row - 0.5, row + 1.5, padding=0)

@@ -35,6 +35,7 @@ class MainWindow(QMainWindow):
         self.session = Session()
         self.running = False
         self._step_times: list[float] = []
+        self.warn = QMessageBox.warning  # replaced where no one can click a dialog away
 
         # views
         self.graph = BlockGraphView(self.session)
@@ -101,6 +102,8 @@ class MainWindow(QMainWindow):
 
     def _menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
+        self._action(file_menu, "&Choose model…", self.choose_model, QKeySequence("Ctrl+M"),
+                     "GPT-2 from the Hugging Face cache, a checkpoint, or a random preset")
         self._action(file_menu, "&Open checkpoint…", self.open_checkpoint, QKeySequence.Open,
                      "Load a checkpoint file or Hugging Face folder")
         presets = file_menu.addMenu("Random &preset (untrained)")
@@ -130,6 +133,12 @@ class MainWindow(QMainWindow):
         self.busy.show()
         self.model_label.setText(f"Loading {spec.describe()}…")
         self.requestLoad.emit(spec)
+
+    def choose_model(self) -> None:
+        from .model_dialog import ModelDialog
+        dialog = ModelDialog(self, self.session.model.spec if self.session.model else None)
+        if dialog.exec():
+            self.load_model(dialog.spec())
 
     def open_checkpoint(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open checkpoint", "",
@@ -176,6 +185,7 @@ class MainWindow(QMainWindow):
         self.session.set_model(info)
         self.model_label.setText(f"{'' if info.trained else '⚠ '}{info.label} · {info.device} · "
                                  f"{info.dtype}")
+        self.setWindowTitle(f"GPT Block Explorer — {info.label}")
         self.status_text.setText("; ".join(info.notices))
         self.settings.setValue("model/spec", dataclasses.asdict(info.spec))
 
@@ -184,7 +194,7 @@ class MainWindow(QMainWindow):
         self.busy.hide()
         keep = self.session.model.label if self.session.model else "no model"
         self.model_label.setText(f"{keep} (kept)")
-        QMessageBox.warning(self, "Could not load the model", message)
+        self.warn(self, "Could not load the model", message)
 
     @Slot(str)
     def on_progress(self, text: str) -> None:
@@ -217,7 +227,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def on_failed(self, message: str) -> None:
-        QMessageBox.warning(self, "GPT Block Explorer", message)
+        self.warn(self, "GPT Block Explorer", message)
 
     # ------------------------------------------------------------------ settings
     def _last_spec(self) -> ModelSpec:

@@ -1,0 +1,103 @@
+"""GUI responsiveness: how late the GUI thread's event loop runs while the app loads
+gpt2-small, runs a 1024-token prompt, and generates 64 tokens. A QTimer probe fires
+every 5 ms on the GUI thread; its lateness is the time the GUI could not react.
+Budget (DESIGN.md): no GUI-thread slot over 50 ms.
+
+    python benchmarks/bench_gui_latency.py [--preset gpt2-small]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from PySide6.QtCore import QSettings, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from benchmarks.common import machine_line  # noqa: E402
+from explorer.core.resources import resource_path  # noqa: E402
+from explorer.ui.engine import ModelSpec  # noqa: E402
+from explorer.ui.main_window import MainWindow  # noqa: E402
+
+PERIOD_MS = 5
+
+
+class Probe:
+    def __init__(self) -> None:
+        self.late: list[float] = []
+        self.last = time.perf_counter()
+        self.timer = QTimer()
+        self.timer.setInterval(PERIOD_MS)
+        self.timer.timeout.connect(self.tick)
+        self.timer.start()
+
+    def tick(self) -> None:
+        now = time.perf_counter()
+        self.late.append(max(0.0, (now - self.last) * 1000 - PERIOD_MS))
+        self.last = now
+
+    def take(self) -> np.ndarray:
+        out, self.late = np.asarray(self.late), []
+        return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="gpt2-small")
+    ap.add_argument("--new-tokens", type=int, default=64)
+    args = ap.parse_args()
+    print(f"machine: {machine_line()}")
+    app = QApplication([])
+    probe = Probe()
+
+    def wait(done, limit=900.0):
+        end = time.monotonic() + limit
+        while not done():
+            if time.monotonic() > end:
+                raise TimeoutError
+            app.processEvents()
+            time.sleep(0.001)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        window = MainWindow(ModelSpec(preset=args.preset), QSettings(f"{tmp}/s.ini", QSettings.IniFormat))
+        window.warn = lambda *a: print("warning:", a[-1])
+        window.show()
+        start = time.perf_counter()
+        wait(lambda: time.perf_counter() - start > 0.3 or window.session.model is not None)
+        phases = {"window start-up (first paint)": probe.take()}
+        wait(lambda: window.session.model is not None)
+        phases["model load"] = probe.take()
+        text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:6000]
+        window.generation.prompt.setPlainText(text)  # over 1024 tokens: cropped to the context
+        window.generation.max_tokens.setValue(1)
+        app.processEvents()
+        probe.take()
+        window.generation.request_run()
+        wait(lambda: not window.running)
+        phases["1024-token prompt pass"] = probe.take()
+        window.generation.prompt.setPlainText("Every effort moves you")
+        window.generation.max_tokens.setValue(args.new_tokens)
+        app.processEvents()
+        probe.take()
+        window.generation.request_run()
+        wait(lambda: not window.running)
+        phases[f"prompt + {args.new_tokens} generated tokens"] = probe.take()
+        print(f"generated: {len(window.session.steps)} tokens; {window.status_text.text()}")
+        window.close()
+    print(f"GUI event-loop lateness with {args.preset} (probe every {PERIOD_MS} ms; budget 50 ms):")
+    for name, late in phases.items():
+        print(f"  {name:32s} max {late.max():7.1f} ms   p99 {np.percentile(late, 99):6.1f} ms   "
+              f"({late.size} probes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
