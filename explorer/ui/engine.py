@@ -7,6 +7,7 @@ tensor. Stopping sets a threading.Event that generation checks between tokens.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import threading
 import time
 import traceback
@@ -98,6 +99,9 @@ class Engine(QObject):
             self.loadFailed.emit(str(exc))
             return
         self.loaded = loaded
+        # The model's thousands of long-lived objects would make every full garbage
+        # collection (which holds the GIL, so the GUI thread too) take ~100 ms: exempt them.
+        gc.freeze()
         self.modelLoaded.emit(ModelInfo(
             label=loaded.label, config=loaded.config, trained=loaded.trained,
             device=str(loaded.device), dtype=str(loaded.dtype).replace("torch.", ""),

@@ -5,6 +5,7 @@ itself."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 
 import torch
@@ -81,6 +82,7 @@ class MainWindow(QMainWindow):
         self.generation.stopRequested.connect(self.stop)
         self._menus()
         self._restore()
+        gc.freeze()  # the widgets live as long as the window: keep them out of GC passes
         self.load_model(spec or self._last_spec())
 
     def _dock(self, title: str, name: str, widget, area) -> QDockWidget:

@@ -176,3 +176,59 @@ def test_many_qt_calls_do_not_crash_this_pyside():
     for i in range(30_000):
         obj.setObjectName(f"n{i % 7}")
     assert obj.objectName() == f"n{29_999 % 7}"
+
+
+def test_clicking_every_node_shows_its_hook_name_and_shape(qtbot, make_window):
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=1)
+    window.session.show_step(None)
+    view = window.graph.view
+    for layer in (0, 1):
+        window.session.set_layer(layer)
+        for name, item in list(window.graph.items.items()):
+            view.ensureVisible(item, 5, 5)
+            QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier,
+                             view.mapFromScene(item.scenePos()))
+            assert window.session.node == name
+            shape = str(window.session.prompt.views[name].shape)
+            title = window.inspector.title.text()
+            assert f"<b>{name}</b>" in title and shape in title, (name, title)
+    assert window.session.layer == 1
+
+
+def test_screenshot_command_renders_the_window(tmp_path, monkeypatch):
+    from PySide6.QtGui import QImage
+    from explorer.ui import app
+    from explorer.ui.engine import ModelSpec
+    out = tmp_path / "shot.png"
+    code = app.screenshot(str(out), ModelSpec(preset="tiny"), prompt="Hello world",
+                          node="trf_blocks.1.ff.layers.1", max_new_tokens=3)
+    assert code == 0
+    image = QImage(str(out))
+    assert image.width() == 1600 and image.height() == 1000
+    assert app.screenshot(str(tmp_path / "x.png"), ModelSpec(preset="tiny"), node="nope") == 2
+
+
+def test_model_dialog_returns_the_chosen_spec(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    from explorer.ui.model_dialog import ModelDialog
+    dialog = ModelDialog()
+    qtbot.addWidget(dialog)
+    assert not dialog.use_cache.isEnabled() and dialog.use_preset.isChecked()
+    assert [dialog.device_box.itemText(i) for i in range(dialog.device_box.count())][0] == "cpu"
+    dialog.preset_box.setCurrentText("gpt2-medium")
+    dialog.norm_box.setCurrentIndex(1)
+    dialog.seed.setValue(7)
+    dialog.dtype_box.setCurrentText("bfloat16")
+    spec = dialog.spec()
+    assert (spec.preset, spec.norm_position, spec.seed, spec.dtype, spec.device) == (
+        "gpt2-medium", "post", 7, "bfloat16", "cpu")
+    dialog.use_file.setChecked(True)
+    dialog.path.setText(" /models/mine.safetensors ")
+    assert dialog.spec().checkpoint == "/models/mine.safetensors"
+
+
+def test_window_title_says_which_model_and_whether_trained(make_window):
+    window = make_window(norm_position="post")
+    assert "tiny" in window.windowTitle() and "Post-LN" in window.windowTitle()
+    assert "UNTRAINED" in window.windowTitle()
