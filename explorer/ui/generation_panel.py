@@ -48,6 +48,8 @@ class GenerationPanel(QWidget):
     def __init__(self, session: Session) -> None:
         super().__init__()
         self.session = session
+        self.running = False
+        self._chips_pending = False
         self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
         self.prompt.setPlaceholderText("Type a prompt, then Ctrl+Enter")
         self.prompt.setMaximumHeight(90)
@@ -147,8 +149,11 @@ class GenerationPanel(QWidget):
             seed=self.seed.value())
 
     def set_running(self, running: bool) -> None:
+        self.running = running
         self.generate_button.setEnabled(not running)
         self.stop_button.setEnabled(running)
+        if not running and self._chips_pending:
+            self.update_chips()
 
     def request_run(self) -> None:
         if not self.generate_button.isEnabled():
@@ -162,6 +167,10 @@ class GenerationPanel(QWidget):
 
     # ------------------------------------------------------------------ views
     def update_chips(self) -> None:
+        if self.running:  # the run has its prompt; redraw the chips when it ends
+            self._chips_pending = True
+            return
+        self._chips_pending = False
         ids = encode(self.prompt.toPlainText())
         self.token_ids = ids
         chips = [f"<span style='background:{CHIP_COLOURS[i % 2]}'>&nbsp;"
