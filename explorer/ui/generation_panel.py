@@ -50,6 +50,7 @@ class GenerationPanel(QWidget):
         self.session = session
         self.running = False
         self._chips_pending = False
+        self._shown_prompt = None  # the prompt pass whose steps the output list shows
         self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
         self.prompt.setPlaceholderText("Type a prompt, then Ctrl+Enter")
         self.prompt.setMaximumHeight(90)
@@ -134,7 +135,7 @@ class GenerationPanel(QWidget):
         self._retokenize.timeout.connect(self.update_chips)
         self.prompt.textChanged.connect(self._retokenize.start)
         session.stepsChanged.connect(self.update_output)
-        session.passChanged.connect(self.update_topk)
+        session.passChanged.connect(self.update_topk, Qt.QueuedConnection)
         session.modelChanged.connect(self.update_chips)
         self.update_chips()
 
@@ -186,21 +187,23 @@ class GenerationPanel(QWidget):
         self.token_count.setText(f"{len(ids)} tokens{note}")
 
     def update_output(self) -> None:
-        self.output.blockSignals(True)
-        wanted = self.output.currentRow()
-        self.output.clear()
-        if self.session.prompt is not None:
-            item = QListWidgetItem(f"prompt\n{len(self.session.prompt.ids)} tokens")
-            item.setTextAlignment(Qt.AlignCenter)
-            self.output.addItem(item)
-        for step in self.session.steps:
+        """Append the new steps' chips (rebuild only when the run changed)."""
+        session = self.session
+        expected = (1 if session.prompt is not None else 0) + len(session.steps)
+        if session.prompt is None or self.output.count() > expected or self._shown_prompt is not session.prompt:
+            self.output.blockSignals(True)
+            self.output.clear()
+            self.output.blockSignals(False)
+            self._shown_prompt = session.prompt
+            if session.prompt is not None:
+                item = QListWidgetItem(f"prompt\n{len(session.prompt.ids)} tokens")
+                item.setTextAlignment(Qt.AlignCenter)
+                self.output.addItem(item)
+        for step in session.steps[self.output.count() - 1:] if session.prompt is not None else []:
             item = QListWidgetItem(f"{_visible(token_piece(step.token_id))}\n{step.prob:.2g}")
             item.setTextAlignment(Qt.AlignCenter)
             item.setToolTip(f"step {step.step}: id {step.token_id}, p = {step.prob:.4f}")
             self.output.addItem(item)
-        if 0 <= wanted < self.output.count():
-            self.output.setCurrentRow(wanted)
-        self.output.blockSignals(False)
         self.output.scrollToBottom()
 
     def _select_row(self, row: int) -> None:

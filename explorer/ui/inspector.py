@@ -149,7 +149,7 @@ class InspectorView(QWidget):
         layout.addWidget(self.tabs, 1)
 
         session.nodeChanged.connect(lambda _: self.refresh())
-        session.passChanged.connect(self.refresh)
+        session.passChanged.connect(self.refresh, Qt.QueuedConnection)  # one event per view
         session.modelChanged.connect(self.refresh)
         self.refresh()
 

@@ -13,6 +13,9 @@ from .engine import ModelInfo, PassResult
 
 
 class Session(QObject):
+    """Views connect ``passChanged`` queued, so after a new pass each view redraws in an
+    event of its own and the event loop runs in between."""
+
     modelChanged = Signal()
     passChanged = Signal()  # the shown pass (prompt or a step) changed
     stepsChanged = Signal()  # a step was added or the steps were cleared
