@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from PySide6.QtCore import QObject, Signal, Slot
 
+from ..core.analysis import logit_lens
 from ..core.capture import Capture, NodeView
 from ..core.checkpoints import LoadedModel, open_model
 from ..core.config import GPTConfig
@@ -80,6 +81,7 @@ class Engine(QObject):
     stepDone = Signal(object)  # PassResult of one generated token
     generationDone = Signal(str)  # why it stopped: max_new_tokens, eot, stopped, error
     failed = Signal(str)  # an error during a run, in words
+    lensDone = Signal(object)  # list[LensRow]
 
     def __init__(self, memory_budget: int = 1 << 30) -> None:
         super().__init__()
@@ -171,3 +173,14 @@ class Engine(QObject):
         except Exception:  # never let a worker exception pass silently
             self.failed.emit(traceback.format_exc(limit=3))
             self.generationDone.emit("error")
+
+    @Slot(object, int)
+    def lens(self, views: dict, position: int) -> None:
+        """The logit lens at one position, from the residual streams in ``views``."""
+        if self.loaded is None:
+            return
+        try:
+            residuals = {n: torch.from_numpy(v.array) for n, v in views.items() if v.array is not None}
+            self.lensDone.emit(logit_lens(self.loaded.model, residuals, position))
+        except (ValueError, RuntimeError, IndexError) as exc:
+            self.failed.emit(f"logit lens: {exc}")

@@ -18,10 +18,14 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QM
 from .. import __version__
 from ..core.config import PRESETS
 from ..core.generation import GenerationSettings
+from .attention_view import AttentionView
 from .block_graph import BlockGraphView
+from .distributions import DistributionsView
 from .engine import Engine, ModelInfo, ModelSpec, PassResult
+from .gelu_view import GeluView
 from .generation_panel import GenerationPanel
 from .inspector import InspectorView
+from .lens_view import LensView
 from .session import Session
 
 
@@ -44,8 +48,18 @@ class MainWindow(QMainWindow):
         self.inspector = InspectorView(self.session)
         self.generation = GenerationPanel(self.session)
         self.setCentralWidget(self.graph)
+        self.gelu = GeluView(self.session)
+        self.distributions = DistributionsView(self.session)
+        self.attention = AttentionView(self.session)
+        self.lens = LensView(self.session)
         self.inspector_dock = self._dock("Tensor inspector", "inspector", self.inspector,
                                          Qt.RightDockWidgetArea)
+        self.plot_docks = [self._dock(title, name, widget, Qt.RightDockWidgetArea) for title, name, widget in (
+            ("GELU", "gelu", self.gelu), ("Distributions", "distributions", self.distributions),
+            ("Attention", "attention", self.attention), ("Logit lens", "lens", self.lens))]
+        for dock in self.plot_docks:
+            self.tabifyDockWidget(self.inspector_dock, dock)
+        self.inspector_dock.raise_()
         self.generation_dock = self._dock("Prompt and generation", "generation",
                                           self.generation, Qt.BottomDockWidgetArea)
         self._default_state = self.saveState()
@@ -80,6 +94,8 @@ class MainWindow(QMainWindow):
         self.engine.stepDone.connect(self.on_step_done)
         self.engine.generationDone.connect(self.on_generation_done)
         self.engine.failed.connect(self.on_failed)
+        self.lens.lensRequested.connect(self.engine.lens)
+        self.engine.lensDone.connect(self.lens.show_rows)
         self.thread.start()
 
         self.generation.runRequested.connect(self.run)
@@ -129,6 +145,8 @@ class MainWindow(QMainWindow):
         self.stop_action.setShortcutContext(Qt.ApplicationShortcut)
         view_menu = self.menuBar().addMenu("&View")
         view_menu.addAction(self.inspector_dock.toggleViewAction())
+        for dock in self.plot_docks:
+            view_menu.addAction(dock.toggleViewAction())
         view_menu.addAction(self.generation_dock.toggleViewAction())
         self._action(view_menu, "&Reset layout", self.reset_layout)
         help_menu = self.menuBar().addMenu("&Help")
@@ -172,8 +190,9 @@ class MainWindow(QMainWindow):
 
     def reset_layout(self) -> None:
         self.restoreState(self._default_state)
-        self.inspector_dock.show()
-        self.generation_dock.show()
+        for dock in [self.inspector_dock, self.generation_dock, *self.plot_docks]:
+            dock.show()
+        self.inspector_dock.raise_()
 
     def about(self) -> None:
         import PySide6

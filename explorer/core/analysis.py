@@ -1,0 +1,122 @@
+"""Numbers behind the explanatory plots: GELU curves and where real GELU inputs fall,
+statistics of every node across layers, and the logit lens. Qt-free; the views only
+draw what these return."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .layers import gelu_tanh_formula
+from .model import GPTModel
+from .nodes import block_hook_name, block_nodes
+from .tokenizer import token_piece
+
+GELU_DIP_X = -0.7518  # where exact GELU has its minimum (about -0.17)
+
+
+@dataclass(frozen=True)
+class GeluCurves:
+    x: np.ndarray
+    tanh: np.ndarray  # the model's GELU (tanh approximation)
+    exact: np.ndarray  # x * Phi(x)
+    relu: np.ndarray
+    d_tanh: np.ndarray  # derivatives
+    d_exact: np.ndarray
+    d_relu: np.ndarray
+    max_gap: float  # largest |tanh - exact| over x
+    max_gap_at: float
+
+
+def gelu_curves(lo: float = -4.0, hi: float = 4.0, points: int = 801) -> GeluCurves:
+    x = torch.linspace(lo, hi, points, dtype=torch.float64, requires_grad=True)
+    curves = {"tanh": gelu_tanh_formula(x),  # the book's formula, as the model computes it
+              "exact": x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0))),
+              "relu": torch.clamp(x, min=0.0)}
+    grads = {k: torch.autograd.grad(v.sum(), x)[0] for k, v in curves.items()}
+    gap = (curves["tanh"] - curves["exact"]).abs()
+    i = int(gap.argmax())
+    return GeluCurves(
+        x=x.detach().numpy(), tanh=curves["tanh"].detach().numpy(),
+        exact=curves["exact"].detach().numpy(), relu=curves["relu"].detach().numpy(),
+        d_tanh=grads["tanh"].numpy(), d_exact=grads["exact"].numpy(), d_relu=grads["relu"].numpy(),
+        max_gap=float(gap[i].detach()), max_gap_at=float(x[i].detach()))
+
+
+@dataclass(frozen=True)
+class GeluInputShares:
+    count: int
+    negative: float  # x < 0: GELU output in (-0.17, 0]
+    dip: float  # |x - (-0.75)| < 0.5: around GELU's minimum
+    identity: float  # x > 3: GELU(x) ~ x
+
+
+def gelu_input_shares(values: np.ndarray) -> GeluInputShares:
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = v[np.isfinite(v)]
+    n = max(v.size, 1)
+    return GeluInputShares(count=v.size, negative=float((v < 0).sum() / n),
+                           dip=float((np.abs(v - GELU_DIP_X) < 0.5).sum() / n),
+                           identity=float((v > 3).sum() / n))
+
+
+def layer_table(views: dict, n_layers: int, norm_position: str, stat: str) -> tuple[list[str], np.ndarray]:
+    """A nodes x layers matrix of one statistic (NaN where a node was not captured);
+    rows are the block's node keys in forward order (patterns left out)."""
+    keys = [n.key for n in block_nodes(norm_position) if n.kind != "pattern"]
+    table = np.full((len(keys), n_layers), np.nan)
+    for r, key in enumerate(keys):
+        for layer in range(n_layers):
+            view = views.get(block_hook_name(layer, key))
+            if view is not None:
+                table[r, layer] = getattr(view.stats, stat)
+    return keys, table
+
+
+def residual_profile(views: dict, n_layers: int, norm_position: str) -> tuple[list[str], np.ndarray]:
+    """The residual stream's std after each add (and norm, for Post-LN), layer by layer,
+    as points in forward order with their hook names."""
+    keys = ["add1", "add2"] if norm_position == "pre" else ["norm1", "norm2"]
+    names, values = [], []
+    for layer in range(n_layers):
+        for key in keys:
+            name = block_hook_name(layer, key)
+            if name in views:
+                names.append(name)
+                values.append(views[name].stats.std)
+    return names, np.asarray(values, dtype=float)
+
+
+@dataclass(frozen=True)
+class LensRow:
+    name: str  # the residual-stream node read (trf_blocks.N.add1 / add2)
+    top_ids: tuple[int, ...]
+    top_pieces: tuple[str, ...]
+    top_probs: tuple[float, ...]
+
+
+def logit_lens(model: GPTModel, residuals: dict[str, torch.Tensor], position: int,
+               k: int = 5) -> list[LensRow]:
+    """Apply the final norm and the output head to the residual stream after each add
+    (the tensors in ``residuals``, shape (1, T, C)) at one position: what the model
+    would predict if it stopped there."""
+    names = list(residuals)
+    if not names:
+        return []
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    with torch.inference_mode():
+        stack = torch.stack([residuals[n][0, position] for n in names]).to(device, dtype)  # (R, C)
+        probs = torch.softmax(model.out_head(model.final_norm(stack)).float(), dim=-1)
+        top = torch.topk(probs, k, dim=-1)
+    rows = []
+    for name, ids, ps in zip(names, top.indices.tolist(), top.values.tolist()):
+        rows.append(LensRow(name, tuple(ids), tuple(token_piece(i) for i in ids), tuple(ps)))
+    return rows
+
+
+def lens_nodes(n_layers: int) -> list[str]:
+    return [block_hook_name(layer, key) for layer in range(n_layers) for key in ("add1", "add2")]

@@ -1,0 +1,169 @@
+"""Activation distributions: one histogram per node of the selected layer in forward
+order (each on its node's fixed bins), a nodes x layers heatmap of a chosen statistic
+(click a cell to select that node and layer everywhere), and the residual stream's std
+after each add, layer by layer."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton,
+                               QSplitter, QVBoxLayout, QWidget)
+
+from ..core.analysis import layer_table, residual_profile
+from ..core.nodes import block_hook_name, block_nodes
+from .lazy import LazyRefresh
+from .session import Session
+
+TABLE_STATS = {"std": "std", "abs-max": "absmax", "kurtosis": "kurtosis", "RMS": "rms"}
+COLUMNS = 3
+
+
+class DistributionsView(LazyRefresh, QWidget):
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.small = pg.GraphicsLayoutWidget()
+        self.small.setBackground("w")
+        self.small_plots: dict[str, pg.PlotItem] = {}
+
+        self.stat_box = QComboBox()
+        self.stat_box.addItems(list(TABLE_STATS))
+        self.stat_box.currentTextChanged.connect(lambda _: self.refresh_table())
+        rescale = QPushButton("Rescale")
+        rescale.setToolTip("Fit every histogram to its data (the bins stay fixed)")
+        rescale.clicked.connect(self.rescale)
+        export = QPushButton("Table CSV…")
+        export.clicked.connect(self.export_csv)
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("Across layers:"))
+        bar.addWidget(self.stat_box)
+        bar.addStretch(1)
+        bar.addWidget(rescale)
+        bar.addWidget(export)
+
+        self.table_plot = pg.PlotWidget(background="w")
+        self.table_plot.setLabel("bottom", "layer")
+        self.table_image = pg.ImageItem(axisOrder="row-major")
+        self.table_image.setColorMap(pg.colormap.get("viridis"))
+        self.table_plot.addItem(self.table_image)
+        self.table_plot.invertY(True)
+        self.table_image.mouseClickEvent = self._table_click
+        self.table_keys: list[str] = []
+        self.table: np.ndarray | None = None
+
+        self.resid_plot = pg.PlotWidget(background="w")
+        self.resid_plot.setLabel("bottom", "layer (two points per layer: after each add)")
+        self.resid_plot.setLabel("left", "residual stream std")
+        self.resid_curve = self.resid_plot.plot([], [], pen=pg.mkPen("#1f4e8c", width=2), symbol="o",
+                                                symbolSize=5)
+
+        split = QSplitter(Qt.Vertical)
+        split.addWidget(self.small)
+        split.addWidget(self.table_plot)
+        split.addWidget(self.resid_plot)
+        split.setSizes([450, 250, 200])
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(split, 1)
+        self._order: str | None = None  # the norm position the small plots were built for
+        self.small_curves: dict[str, pg.PlotDataItem] = {}
+        session.passChanged.connect(self.request_refresh, Qt.QueuedConnection)
+        session.layerChanged.connect(self.request_refresh)
+        session.modelChanged.connect(self.request_refresh)
+
+    # ------------------------------------------------------------------ drawing
+    def redraw(self) -> None:
+        self.refresh_small()
+        self.refresh_table()
+        self.refresh_residual()
+
+    def _build_small(self, norm_position: str) -> None:
+        """One plot per block node, created once per node order and then only updated."""
+        self.small.clear()
+        self.small_plots.clear()
+        self.small_curves.clear()
+        nodes = [n for n in block_nodes(norm_position) if n.kind != "pattern"]
+        for i, node in enumerate(nodes):
+            plot = self.small.addPlot(row=i // COLUMNS, col=i % COLUMNS, title=node.label)
+            plot.setMouseEnabled(x=False, y=False)
+            plot.hideAxis("left")
+            h = node.hist
+            plot.setXRange(h.lo, h.hi, padding=0)
+            self.small_plots[node.key] = plot
+            self.small_curves[node.key] = plot.plot(
+                np.asarray(h.edges()), np.zeros(h.bins), stepMode="center", fillLevel=0,
+                brush=(60, 120, 200, 150), pen=pg.mkPen("#1f4e8c"))
+        self._order = norm_position
+
+    def refresh_small(self) -> None:
+        info, current = self.session.model, self.session.current
+        if info is None:
+            return
+        if self._order != info.config.norm_position:
+            self._build_small(info.config.norm_position)
+        for key, curve in self.small_curves.items():
+            view = current.views.get(block_hook_name(self.session.layer, key)) if current else None
+            h = self.small_plots[key]
+            counts = view.stats.hist.astype(float) if view is not None else np.zeros(len(curve.xData) - 1)
+            curve.setData(curve.xData, counts)
+            h.setYRange(0, max(1.0, float(counts.max())) * 1.05, padding=0)
+            h.setTitle(f"{h.titleLabel.text.split(' (')[0]} (layer {self.session.layer})")
+
+    def rescale(self) -> None:
+        for plot in self.small_plots.values():
+            plot.enableAutoRange()
+
+    def refresh_table(self) -> None:
+        info, current = self.session.model, self.session.current
+        if info is None or current is None:
+            self.table_image.clear()
+            return
+        stat = TABLE_STATS[self.stat_box.currentText()]
+        self.table_keys, self.table = layer_table(current.views, info.config.n_layers,
+                                                  info.config.norm_position, stat)
+        shown = np.log10(np.abs(self.table) + 1e-12) if stat != "kurtosis" else self.table
+        finite = shown[np.isfinite(shown)]
+        levels = (float(finite.min()), float(finite.max())) if finite.size else (0, 1)
+        self.table_image.setImage(np.nan_to_num(shown, nan=levels[0]).astype(np.float32),
+                                  levels=levels if levels[1] > levels[0] else (levels[0], levels[0] + 1))
+        self.table_plot.getAxis("left").setTicks([[(i + 0.5, k) for i, k in enumerate(self.table_keys)]])
+        scale = "log10 |value|" if stat != "kurtosis" else "value"
+        self.table_plot.setTitle(f"{self.stat_box.currentText()} per node and layer ({scale}); click a cell")
+        self.table_plot.autoRange()
+
+    def refresh_residual(self) -> None:
+        info, current = self.session.model, self.session.current
+        if info is None or current is None:
+            self.resid_curve.setData([], [])
+            return
+        names, values = residual_profile(current.views, info.config.n_layers, info.config.norm_position)
+        self.resid_curve.setData(np.arange(len(values)) / 2.0, values)
+        self.resid_plot.autoRange()
+
+    def _table_click(self, event) -> None:
+        if self.table is None:
+            return
+        pos = event.pos()
+        row, col = int(pos.y()), int(pos.x())
+        if 0 <= row < len(self.table_keys) and 0 <= col < self.table.shape[1]:
+            self.session.set_node(block_hook_name(col, self.table_keys[row]))
+            event.accept()
+
+    def export_csv(self) -> None:
+        if self.table is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export table", "distributions.csv", "CSV (*.csv)")
+        if path:
+            write_table_csv(path, self.table_keys, self.table, self.stat_box.currentText())
+
+
+def write_table_csv(path: str, keys: list[str], table: np.ndarray, stat: str) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow([f"node \\ layer ({stat})"] + list(range(table.shape[1])))
+        for key, row in zip(keys, table):
+            writer.writerow([key] + [f"{v:.6g}" for v in row])

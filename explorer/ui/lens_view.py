@@ -1,0 +1,92 @@
+"""Logit lens: for one position, the top-5 next tokens read off the residual stream
+after each add of every layer (final norm + output head applied there), as a
+layers x rank table, so the prediction can be watched forming through the depth.
+The numbers come from the engine thread (they need the model)."""
+
+from __future__ import annotations
+
+import csv
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from ..core.analysis import lens_nodes
+from .lazy import LazyRefresh
+from .session import Session
+
+
+class LensView(LazyRefresh, QWidget):
+    lensRequested = Signal(object, int)  # views dict, position
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.rows = []
+        self.position_box = QComboBox()
+        self.position_box.currentIndexChanged.connect(lambda _: self.request())
+        export = QPushButton("CSV…")
+        export.clicked.connect(self.export_csv)
+        self.note = QLabel()
+        bar = QHBoxLayout()
+        bar.addWidget(QLabel("Position:"))
+        bar.addWidget(self.position_box, 1)
+        bar.addWidget(export)
+        self.table = QTableWidget(0, 5)
+        self.table.setHorizontalHeaderLabels([f"#{i + 1}" for i in range(5)])
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(self.note)
+        layout.addWidget(self.table, 1)
+        session.passChanged.connect(self.request_refresh, Qt.QueuedConnection)
+
+    def redraw(self) -> None:
+        current = self.session.current
+        self.position_box.blockSignals(True)
+        self.position_box.clear()
+        if current is not None:
+            if current.step is None:
+                self.position_box.addItems([f"{i}: {p!r}" for i, p in enumerate(current.pieces)])
+                self.position_box.setCurrentIndex(len(current.pieces) - 1)
+            else:
+                self.position_box.addItem(f"generation step {current.step}")
+        self.position_box.blockSignals(False)
+        self.request()
+
+    def request(self) -> None:
+        current, info = self.session.current, self.session.model
+        if current is None or info is None:
+            return
+        names = lens_nodes(info.config.n_layers)
+        views = {n: current.views[n] for n in names if n in current.views}
+        position = 0 if current.step is not None else max(0, self.position_box.currentIndex())
+        self.note.setText("Computing…")
+        self.lensRequested.emit(views, position)
+
+    def show_rows(self, rows) -> None:
+        self.rows = rows
+        self.table.setRowCount(len(rows))
+        self.table.setVerticalHeaderLabels([r.name.replace("trf_blocks.", "L") for r in rows])
+        final = rows[-1].top_ids[0] if rows else None
+        for r, row in enumerate(rows):
+            for c, (tid, piece, p) in enumerate(zip(row.top_ids, row.top_pieces, row.top_probs)):
+                item = QTableWidgetItem(f"{piece!r}  {p:.3g}")
+                if tid == final:  # the model's final choice, wherever it appears
+                    item.setBackground(QBrush(QColor("#ffe6a8")))
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+        self.note.setText("Rows: the residual stream after each add; highlighted: the model's "
+                          "final top token.")
+
+    def export_csv(self) -> None:
+        if not self.rows:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, "Export logit lens", "logit_lens.csv", "CSV (*.csv)")
+        if path:
+            with open(path, "w", newline="", encoding="utf-8") as fh:
+                writer = csv.writer(fh)
+                writer.writerow(["node", "rank", "token_id", "piece", "probability"])
+                for row in self.rows:
+                    for rank, (tid, piece, p) in enumerate(zip(row.top_ids, row.top_pieces, row.top_probs), 1):
+                        writer.writerow([row.name, rank, tid, piece, f"{p:.6g}"])

@@ -1,0 +1,92 @@
+"""The explanatory views: GELU, distributions, attention, logit lens."""
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF
+
+from explorer.core.analysis import gelu_input_shares
+from explorer.core.nodes import block_nodes
+from explorer.ui.distributions import write_table_csv
+from tests.ui.conftest import run_and_wait
+
+
+def show(qtbot, window, title):
+    dock = next(d for d in window.plot_docks if d.windowTitle() == title)
+    dock.raise_()
+    qtbot.waitUntil(lambda: dock.widget().isVisible(), timeout=5_000)
+    qtbot.wait(50)
+    return dock.widget()
+
+
+@pytest.fixture
+def ran(qtbot, make_window):
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=2)
+    window.session.show_step(None)
+    qtbot.wait(50)
+    return window
+
+
+def test_gelu_view_overlays_the_real_inputs(qtbot, ran):
+    view = show(qtbot, ran, "GELU")
+    inputs = ran.session.prompt.views["trf_blocks.0.ff.layers.0"]
+    shares = gelu_input_shares(inputs.array)
+    assert f"{100 * shares.negative:.1f}% are negative" in view.info.text()
+    assert "Largest |tanh approximation − exact|" in view.info.text()
+    heights = view.hist_bars.opts["height"]
+    assert np.sum(heights) == pytest.approx(1 - (inputs.stats.under + inputs.stats.over) / inputs.stats.count)
+    ran.session.set_layer(1)
+    qtbot.wait(20)
+    assert "Layer 1" in view.info.text()
+
+
+def test_distributions_small_multiples_and_clickable_table(qtbot, ran):
+    view = show(qtbot, ran, "Distributions")
+    keys = [n.key for n in block_nodes("pre") if n.kind != "pattern"]
+    assert list(view.small_curves) == keys
+    counts = view.small_curves["add2"].yData
+    np.testing.assert_array_equal(counts, ran.session.prompt.views["trf_blocks.0.add2"].stats.hist)
+    assert view.table.shape == (len(keys), 2) and view.table_keys == keys
+
+    class Click:
+        def __init__(self, x, y):
+            self._p = QPointF(x, y)
+            self.accepted = False
+
+        def pos(self):
+            return self._p
+
+        def accept(self):
+            self.accepted = True
+
+    click = Click(1.5, keys.index("ff.layers.1") + 0.5)
+    view._table_click(click)
+    assert click.accepted and ran.session.node == "trf_blocks.1.ff.layers.1" and ran.session.layer == 1
+    names, values = view.resid_curve.getData()
+    assert len(values) == 4
+
+
+def test_distributions_table_csv(tmp_path):
+    path = tmp_path / "t.csv"
+    write_table_csv(str(path), ["norm1", "att"], np.array([[1.0, 2.0], [3.0, np.nan]]), "std")
+    lines = path.read_text().splitlines()
+    assert lines[0].endswith(",0,1") and lines[1] == "norm1,1,2" and lines[2] == "att,3,nan"
+
+
+def test_attention_view_shows_every_head_and_one_large(qtbot, ran):
+    view = show(qtbot, ran, "Attention")
+    assert len(view.images) == ran.session.model.config.n_heads
+    pattern = ran.session.prompt.views["trf_blocks.0.att.attn_weights"].array[0]
+    np.testing.assert_array_equal(view.images[2][0].image, pattern[2])
+    assert np.all(np.triu(pattern[2], 1) == 0)  # the causal mask: nothing above the diagonal
+    view.head_box.setCurrentIndex(2)  # head 1
+    assert [h for _, h in view.images] == [1]
+
+
+def test_logit_lens_ends_at_the_model_prediction(qtbot, ran):
+    view = show(qtbot, ran, "Logit lens")
+    n_layers = ran.session.model.config.n_layers
+    qtbot.waitUntil(lambda: view.table.rowCount() == 2 * n_layers, timeout=30_000)
+    top = ran.session.prompt.top_pieces[0]
+    assert view.table.item(2 * n_layers - 1, 0).text().startswith(repr(top))
+    assert view.position_box.currentIndex() == len(ran.session.prompt.pieces) - 1
