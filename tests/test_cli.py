@@ -107,3 +107,17 @@ def test_no_command_opens_the_app_on_the_remembered_or_default_model(monkeypatch
     assert main([]) == 0 and seen == [None]
     assert main(["gui", "--preset", "tiny", "--device", "cpu"]) == 0
     assert seen[-1].preset == "tiny" and seen[-1].device == "cpu"
+
+
+def test_compare_ln_prints_both_orders_and_saves_the_figure(capsys, tmp_path):
+    plot = tmp_path / "cmp.png"
+    code, out, _ = run(capsys, "compare-ln", "Every effort moves you", "--preset", "tiny",
+                       "--depths", "2,4", "--depth", "2", "--plot", str(plot))
+    assert code == 0
+    assert "Pre-LN norm" in out and "Post-LN next tokens" in out
+    assert "per layer at depth 2" in out and "Theorem 1" in out
+    rows = [line.split() for line in out.splitlines() if line.strip().split(" ")[0] in ("2", "4")
+            and len(line.split()) == 3]
+    assert [int(r[0]) for r in rows][-2:] == [2, 4]  # last layer against depth
+    from PySide6.QtGui import QImage
+    assert QImage(str(plot)).width() == 1400

@@ -18,6 +18,8 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from ..core.analysis import logit_lens
 from ..core.capture import Capture, NodeView
+from ..core.compare import EXPERIMENT_CONFIG, compare_prompt, gradient_experiment
+from ..core.resources import resource_path
 from ..core.checkpoints import LoadedModel, open_model
 from ..core.config import GPTConfig
 from ..core.generation import GenerationSettings, generate_stream, prepare_prompt
@@ -82,6 +84,9 @@ class Engine(QObject):
     generationDone = Signal(str)  # why it stopped: max_new_tokens, eot, stopped, error
     failed = Signal(str)  # an error during a run, in words
     lensDone = Signal(object)  # list[LensRow]
+    compareDone = Signal(object)  # (RunSummary pre, RunSummary post)
+    gradientProgress = Signal(int, int)
+    gradientsDone = Signal(object)  # GradientResult, or None when stopped
 
     def __init__(self, memory_budget: int = 1 << 30) -> None:
         super().__init__()
@@ -184,3 +189,32 @@ class Engine(QObject):
             self.lensDone.emit(logit_lens(self.loaded.model, residuals, position))
         except (ValueError, RuntimeError, IndexError) as exc:
             self.failed.emit(f"logit lens: {exc}")
+
+    @Slot(str)
+    def compare(self, text: str) -> None:
+        """The prompt through the loaded model and its twin with the other norm order."""
+        if self.loaded is None:
+            return
+        try:
+            ids, _ = self._prompt_ids(text)
+            self.progress.emit("Comparing Pre-LN and Post-LN…")
+            self.compareDone.emit(compare_prompt(self.loaded.model, ids))
+        except (ValueError, RuntimeError, MemoryError) as exc:
+            self.failed.emit(f"Pre-LN/Post-LN comparison: {exc}")
+
+    @Slot(object, str, int)
+    def gradients(self, depths: list[int], scheme: str, seed: int) -> None:
+        """Xiong et al.'s experiment at initialisation; Stop cancels between runs."""
+        self.stop_event.clear()
+        text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:4000]
+
+        def progress(done: int, total: int) -> bool:
+            self.gradientProgress.emit(done, total)
+            return not self.stop_event.is_set()
+
+        try:
+            self.gradientsDone.emit(gradient_experiment(EXPERIMENT_CONFIG, encode(text), depths,
+                                                        scheme, seed, progress))
+        except (ValueError, RuntimeError, MemoryError) as exc:
+            self.failed.emit(f"gradient experiment: {exc}")
+            self.gradientsDone.emit(None)

@@ -26,6 +26,7 @@ from .gelu_view import GeluView
 from .generation_panel import GenerationPanel
 from .inspector import InspectorView
 from .lens_view import LensView
+from .ln_compare import LnCompareView
 from .session import Session
 
 
@@ -52,11 +53,13 @@ class MainWindow(QMainWindow):
         self.distributions = DistributionsView(self.session)
         self.attention = AttentionView(self.session)
         self.lens = LensView(self.session)
+        self.ln_compare = LnCompareView(self.session)
         self.inspector_dock = self._dock("Tensor inspector", "inspector", self.inspector,
                                          Qt.RightDockWidgetArea)
         self.plot_docks = [self._dock(title, name, widget, Qt.RightDockWidgetArea) for title, name, widget in (
             ("GELU", "gelu", self.gelu), ("Distributions", "distributions", self.distributions),
-            ("Attention", "attention", self.attention), ("Logit lens", "lens", self.lens))]
+            ("Attention", "attention", self.attention), ("Logit lens", "lens", self.lens),
+            ("Pre-LN vs Post-LN", "ln_compare", self.ln_compare))]
         for dock in self.plot_docks:
             self.tabifyDockWidget(self.inspector_dock, dock)
         self.inspector_dock.raise_()
@@ -96,6 +99,12 @@ class MainWindow(QMainWindow):
         self.engine.failed.connect(self.on_failed)
         self.lens.lensRequested.connect(self.engine.lens)
         self.engine.lensDone.connect(self.lens.show_rows)
+        self.ln_compare.compareRequested.connect(self.engine.compare)
+        self.ln_compare.gradientsRequested.connect(self.engine.gradients)
+        self.ln_compare.stopRequested.connect(self.engine.stop_event.set)
+        self.engine.compareDone.connect(self.ln_compare.show_runs)
+        self.engine.gradientProgress.connect(self.ln_compare.show_progress)
+        self.engine.gradientsDone.connect(self.ln_compare.show_gradients)
         self.thread.start()
 
         self.generation.runRequested.connect(self.run)

@@ -90,3 +90,25 @@ def test_logit_lens_ends_at_the_model_prediction(qtbot, ran):
     top = ran.session.prompt.top_pieces[0]
     assert view.table.item(2 * n_layers - 1, 0).text().startswith(repr(top))
     assert view.position_box.currentIndex() == len(ran.session.prompt.pieces) - 1
+
+
+def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran):
+    view = show(qtbot, ran, "Pre-LN vs Post-LN")
+    view.compare_button.click()
+    qtbot.waitUntil(lambda: bool(view.runs), timeout=30_000)
+    assert set(view.runs) == {"pre", "post"}
+    assert "Pre-LN</b> next tokens" in view.top_label.text()
+    assert len(view.plots["residual"].listDataItems()) == 2
+    view.depths.setText("2, 3")
+    view.run_button.click()
+    qtbot.waitUntil(lambda: view.result is not None, timeout=60_000)
+    assert view.result.depths == [2, 3] and "Theorem 1" in view.claim.text()
+    assert len(view.plots["depth"].listDataItems()) == 2
+    assert view.run_button.isEnabled() and not view.stop_button.isEnabled()
+
+
+def test_ln_compare_rejects_bad_depths(qtbot, ran):
+    view = show(qtbot, ran, "Pre-LN vs Post-LN")
+    view.depths.setText("six")
+    view.run_button.click()
+    assert "whole numbers" in view.claim.text() and view.run_button.isEnabled()

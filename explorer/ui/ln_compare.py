@@ -1,0 +1,198 @@
+"""Pre-LN versus Post-LN, side by side: the loaded model and its twin with the norms
+moved (same weights, same prompt) — residual stream size per layer with linked axes,
+histograms of the selected node in both, the next-token candidates of both — and the
+gradient experiment at initialisation (Xiong et al. 2020), run in the engine thread
+with progress and Stop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
+                               QPushButton, QSpinBox, QVBoxLayout, QWidget)
+
+from ..core.compare import FINAL_NORM_NOTE, INITS, GradientResult, RunSummary
+from ..core.nodes import node_for_hook
+from .session import Session
+
+PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
+NAMES = {"pre": "Pre-LN", "post": "Post-LN"}
+
+
+def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
+    """The four plots, in a GraphicsLayoutWidget (shared by the view and the CLI figure)."""
+    plots = {
+        "residual": layout.addPlot(row=0, col=0, title="Residual stream: mean per-token norm after each block"),
+        "hist": layout.addPlot(row=0, col=1, title="Selected node, both orders"),
+        "grad": layout.addPlot(row=1, col=0, title="Gradient norm of ff.layers.2.weight per layer"),
+        "depth": layout.addPlot(row=1, col=1, title="Last layer's gradient norm against depth"),
+    }
+    for key, plot in plots.items():
+        plot.addLegend(offset=(5, 5))
+        plot.showGrid(x=True, y=True, alpha=0.2)
+    plots["residual"].setLabel("bottom", "layer")
+    plots["grad"].setLabel("bottom", "layer")
+    plots["grad"].setLogMode(y=True)
+    plots["depth"].setLabel("bottom", "depth (layers)")
+    plots["depth"].setLogMode(x=True, y=True)
+    return plots
+
+
+def draw_runs(plots: dict[str, pg.PlotItem], runs: dict[str, RunSummary], node: str | None) -> None:
+    plots["residual"].clear()
+    plots["hist"].clear()
+    for position, run in runs.items():
+        plots["residual"].plot(np.arange(len(run.residual_norm)), run.residual_norm, pen=PENS[position],
+                               symbol="o", symbolSize=5, symbolBrush=PENS[position].color(),
+                               name=NAMES[position])
+        view = run.views.get(node) if node else None
+        if view is not None:
+            h = view.stats.hist_range
+            plots["hist"].plot(np.asarray(h.edges()), view.stats.hist.astype(float), stepMode="center",
+                               pen=PENS[position], name=NAMES[position])
+
+
+def draw_gradients(plots: dict[str, pg.PlotItem], result: GradientResult, depth: int) -> None:
+    plots["grad"].clear()
+    plots["depth"].clear()
+    for position in ("pre", "post"):
+        per_layer = result.per_layer.get((position, depth))
+        if per_layer is not None:
+            plots["grad"].plot(np.arange(len(per_layer)), per_layer, pen=PENS[position], symbol="o",
+                               symbolSize=4, symbolBrush=PENS[position].color(),
+                               name=f"{NAMES[position]}, depth {depth}")
+        plots["depth"].plot(result.depths, result.last_layer(position), pen=PENS[position], symbol="s",
+                            symbolSize=7, symbolBrush=PENS[position].color(), name=NAMES[position])
+
+
+class LnCompareView(QWidget):
+    compareRequested = Signal(str)  # prompt text
+    gradientsRequested = Signal(object, str, int)  # depths, init, seed
+    stopRequested = Signal()
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.runs: dict[str, RunSummary] = {}
+        self.result: GradientResult | None = None
+        self.compare_button = QPushButton("Compare on the prompt")
+        self.compare_button.setToolTip("Run the prompt through the model and its twin with the norms moved")
+        self.compare_button.clicked.connect(self._compare)
+        self.depths = QLineEdit("6, 12, 24")
+        self.depths.setToolTip("Depths for the gradient experiment, comma separated")
+        self.init_box = QComboBox()
+        self.init_box.addItems(list(INITS))
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.run_button = QPushButton("Gradient experiment")
+        self.run_button.clicked.connect(self._gradients)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stopRequested.emit)
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(140)
+        self.progress.hide()
+        bar = QHBoxLayout()
+        for w in (self.compare_button, QLabel("Depths:"), self.depths, QLabel("Init:"), self.init_box,
+                  QLabel("Seed:"), self.seed, self.run_button, self.stop_button, self.progress):
+            bar.addWidget(w)
+        bar.addStretch(1)
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("w")
+        self.plots = comparison_plots(self.canvas)
+        self.top_label = QLabel()
+        self.top_label.setWordWrap(True)
+        self.claim = QLabel(FINAL_NORM_NOTE)
+        self.claim.setWordWrap(True)
+        self.claim.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.top_label)
+        layout.addWidget(self.claim)
+        session.nodeChanged.connect(lambda _: self._redraw_runs())
+
+    # ------------------------------------------------------------------ requests
+    def _compare(self) -> None:
+        text = self.session_prompt()
+        if text:
+            self.compareRequested.emit(text)
+
+    def session_prompt(self) -> str:
+        prompt = self.session.prompt
+        from ..core.tokenizer import decode
+        return decode(prompt.ids) if prompt is not None else ""
+
+    def _gradients(self) -> None:
+        try:
+            depths = sorted({int(d) for d in self.depths.text().replace(" ", "").split(",") if d})
+        except ValueError:
+            self.claim.setText("Depths must be whole numbers separated by commas, e.g. 6, 12, 24.")
+            return
+        if not depths or min(depths) < 1 or max(depths) > 96:
+            self.claim.setText("Choose depths between 1 and 96.")
+            return
+        self.set_running(True)
+        self.gradientsRequested.emit(depths, self.init_box.currentText(), self.seed.value())
+
+    def set_running(self, running: bool) -> None:
+        self.run_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+        self.progress.setVisible(running)
+        if running:
+            self.progress.setValue(0)
+
+    # ------------------------------------------------------------------ results
+    def show_runs(self, runs: tuple[RunSummary, RunSummary]) -> None:
+        self.runs = {r.norm_position: r for r in runs}
+        self._redraw_runs()
+        words = []
+        for position, run in self.runs.items():
+            cands = ", ".join(f"{p!r} {v:.3g}" for p, v in zip(run.top_pieces, run.top_probs))
+            words.append(f"<b>{NAMES[position]}</b> next tokens: {cands}")
+        self.top_label.setText("<br>".join(words))
+
+    def _redraw_runs(self) -> None:
+        if self.runs:
+            draw_runs(self.plots, self.runs, self.session.node)
+            self.plots["hist"].setTitle(f"{self.session.node} ({node_for_hook(self.session.node).label}), "
+                                        "both orders")
+
+    def show_progress(self, done: int, total: int) -> None:
+        self.progress.setMaximum(total)
+        self.progress.setValue(done)
+
+    def show_gradients(self, result: GradientResult | None) -> None:
+        self.set_running(False)
+        if result is None:
+            self.claim.setText("Gradient experiment stopped.")
+            return
+        self.result = result
+        depth = result.depths[len(result.depths) // 2]
+        draw_gradients(self.plots, result, depth)
+        self.claim.setText(result.summary().replace("\n", "<br>") + "<br>" + FINAL_NORM_NOTE)
+
+
+def save_figure(path: str, runs: dict[str, RunSummary], result: GradientResult, depth: int,
+                node: str = "trf_blocks.0.add2") -> None:
+    """Render the comparison offscreen to a PNG (for ``gpt-explorer compare-ln --plot``)."""
+    import os
+    import sys
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    canvas = pg.GraphicsLayoutWidget()
+    canvas.setBackground("w")
+    canvas.resize(1400, 900)
+    plots = comparison_plots(canvas)
+    draw_runs(plots, runs, node)
+    plots["hist"].setTitle(f"{node}, both orders")
+    draw_gradients(plots, result, depth)
+    canvas.show()
+    app.processEvents()
+    if not canvas.grab().save(path):
+        raise ValueError(f"could not write {path}")
+    canvas.close()
