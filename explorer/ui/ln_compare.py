@@ -13,11 +13,20 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QProgr
                                QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from ..core.compare import FINAL_NORM_NOTE, INITS, GradientResult, RunSummary
-from ..core.nodes import node_for_hook
+from ..core.nodes import block_nodes, node_for_hook
 from .session import Session
 
 PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
 NAMES = {"pre": "Pre-LN", "post": "Post-LN"}
+
+
+def node_orders_html() -> str:
+    """Both blocks' node order, from the node table, as two lines of text."""
+    lines = []
+    for position in ("pre", "post"):
+        keys = [n.label for n in block_nodes(position) if n.parent is None]
+        lines.append(f"<b>{NAMES[position]} block:</b> input → " + " → ".join(keys) + " → output")
+    return "<br>".join(lines)
 
 
 def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
@@ -103,11 +112,14 @@ class LnCompareView(QWidget):
         self.plots = comparison_plots(self.canvas)
         self.top_label = QLabel()
         self.top_label.setWordWrap(True)
+        self.orders = QLabel(node_orders_html())
+        self.orders.setWordWrap(True)
         self.claim = QLabel(FINAL_NORM_NOTE)
         self.claim.setWordWrap(True)
         self.claim.setTextInteractionFlags(Qt.TextSelectableByMouse)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
+        layout.addWidget(self.orders)
         layout.addWidget(self.canvas, 1)
         layout.addWidget(self.top_label)
         layout.addWidget(self.claim)

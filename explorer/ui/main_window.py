@@ -103,6 +103,7 @@ class MainWindow(QMainWindow):
         self.ln_compare.gradientsRequested.connect(self.engine.gradients)
         self.ln_compare.stopRequested.connect(self.engine.stop_event.set)
         self.engine.compareDone.connect(self.ln_compare.show_runs)
+        self.engine.compareDone.connect(self.on_compare_done)
         self.engine.gradientProgress.connect(self.ln_compare.show_progress)
         self.engine.gradientsDone.connect(self.ln_compare.show_gradients)
         self.thread.start()
@@ -258,6 +259,10 @@ class MainWindow(QMainWindow):
         words = {"stopped": "stopped by you", "eot": "reached <|endoftext|>",
                  "max_new_tokens": "reached the token limit", "error": "failed"}
         self.status_text.setText(f"{self.status_text.text()} — {words.get(reason, reason)}")
+
+    @Slot(object)
+    def on_compare_done(self, runs) -> None:
+        self.status_text.setText("Pre-LN and Post-LN compared on the prompt")
 
     @Slot(str)
     def on_failed(self, message: str) -> None:

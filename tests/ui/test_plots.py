@@ -94,6 +94,7 @@ def test_logit_lens_ends_at_the_model_prediction(qtbot, ran):
 
 def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran):
     view = show(qtbot, ran, "Pre-LN vs Post-LN")
+    assert "Post-LN block:</b> input → Multi-head attention → Dropout → Add (shortcut) → LayerNorm 1" in view.orders.text()
     view.compare_button.click()
     qtbot.waitUntil(lambda: bool(view.runs), timeout=30_000)
     assert set(view.runs) == {"pre", "post"}
