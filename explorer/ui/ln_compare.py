@@ -8,16 +8,59 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
-                               QPushButton, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLayout, QLabel,
+                               QLineEdit, QProgressBar, QPushButton, QSpinBox, QVBoxLayout,
+                               QWidget)
 
 from ..core.compare import FINAL_NORM_NOTE, INITS, GradientResult, RunSummary
-from ..core.nodes import block_nodes, node_for_hook
+from ..core.nodes import BLOCK_INPUT, block_nodes, node_for_hook, shortcut_sources
 from .session import Session
 
 PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
 NAMES = {"pre": "Pre-LN", "post": "Post-LN"}
+
+
+class OrderGraphs(QGraphicsView):
+    """Both blocks side by side as small node graphs in forward order, with their
+    shortcut arrows (the order and the shortcut sources come from the node table)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        scene = QGraphicsScene(self)
+        self.setScene(scene)
+        self.setRenderHint(QPainter.Antialiasing)
+        self.setMaximumHeight(150)
+        w, h, gap = 118.0, 22.0, 14.0
+        for row, position in enumerate(("pre", "post")):
+            y = row * 60.0
+            title = scene.addSimpleText(NAMES[position])
+            title.setPos(0, y + 3)
+            x0 = 70.0
+            boxes = {}
+            nodes = [n for n in block_nodes(position) if n.parent is None]
+            for i, node in enumerate(nodes):
+                x = x0 + i * (w + gap)
+                colour = "#fff3b0" if node.kind == "norm" else "#dce8fb" if node.kind == "add" else "#eeeeee"
+                scene.addRect(QRectF(x, y, w, h), QPen(QColor("#555555")), QBrush(QColor(colour)))
+                text = scene.addSimpleText(node.label)
+                text.setPos(x + (w - text.boundingRect().width()) / 2, y + 3)
+                if i:
+                    scene.addLine(x - gap, y + h / 2, x, y + h / 2, QPen(QColor("#444444")))
+                boxes[node.key] = x
+            for add, source in shortcut_sources(position).items():
+                sx = x0 - 10 if source == BLOCK_INPUT else boxes[source] + w / 2
+                path = QPainterPath(QPointF(sx, y + h))
+                tx = boxes[add] + w / 2
+                path.cubicTo(QPointF(sx, y + h + 22), QPointF(tx, y + h + 22), QPointF(tx, y + h))
+                scene.addPath(path, QPen(QColor("#2a7ab0"), 1.5))
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        self.fitInView(self.scene().itemsBoundingRect(), Qt.KeepAspectRatio)
 
 
 def node_orders_html() -> str:
@@ -119,6 +162,8 @@ class LnCompareView(QWidget):
         self.claim.setTextInteractionFlags(Qt.TextSelectableByMouse)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
+        self.order_graphs = OrderGraphs()
+        layout.addWidget(self.order_graphs)
         layout.addWidget(self.orders)
         layout.addWidget(self.canvas, 1)
         layout.addWidget(self.top_label)
