@@ -62,6 +62,8 @@ class MainWindow(QMainWindow):
             ("Pre-LN vs Post-LN", "ln_compare", self.ln_compare))]
         for dock in self.plot_docks:
             self.tabifyDockWidget(self.inspector_dock, dock)
+            if hasattr(dock.widget(), "visibility_changed"):  # lazy views redraw when shown
+                dock.visibilityChanged.connect(dock.widget().visibility_changed)
         self.inspector_dock.raise_()
         self.generation_dock = self._dock("Prompt and generation", "generation",
                                           self.generation, Qt.BottomDockWidgetArea)
