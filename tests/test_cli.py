@@ -121,3 +121,22 @@ def test_compare_ln_prints_both_orders_and_saves_the_figure(capsys, tmp_path):
     assert [int(r[0]) for r in rows][-2:] == [2, 4]  # last layer against depth
     from PySide6.QtGui import QImage
     assert QImage(str(plot)).width() == 1400
+
+
+def test_train_saves_and_resumes(capsys, tmp_path):
+    out = tmp_path / "run"
+    code, stdout, err = run(capsys, "train", "--preset", "tiny", "--steps", "4", "--eval-every", "2",
+                            "--out", str(out))
+    assert code == 0 and "step 4: train loss" in stdout and "sample: 'Every effort moves you" in stdout
+    assert (out / "model.safetensors").is_file() and (out / "optimizer.pt").is_file()
+    code, stdout, err = run(capsys, "train", "--resume", "--steps", "6", "--out", str(out))
+    assert code == 0 and "resuming" in err and "step 6: train loss" in stdout
+    import json
+    assert json.loads((out / "trainer.json").read_text())["step"] == 6
+
+
+def test_train_refuses_unreadable_text(capsys, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe\x00bad")
+    code, _, err = run(capsys, "train", "--text", str(bad), "--out", str(tmp_path / "r"))
+    assert code == 2 and "UTF-8" in err

@@ -1,0 +1,75 @@
+import json
+
+import pytest
+import torch
+
+from explorer.core.checkpoints import load_checkpoint
+from explorer.core.training import (EvalEvent, StepEvent, Trainer, TrainSettings, default_text,
+                                    learning_rate)
+
+TEXT = default_text()
+
+
+def fast(**changes) -> TrainSettings:
+    base = dict(preset="tiny", max_steps=40, batch_size=8, lr=3e-3, min_lr=3e-4, warmup_steps=5,
+                eval_every=20, eval_batches=2, sample_tokens=5, seed=7)
+    base.update(changes)
+    return TrainSettings(**base)
+
+
+def test_a_few_dozen_steps_reduce_the_loss():
+    trainer = Trainer(TEXT, fast())
+    events = list(trainer.run())
+    evals = [e for e in events if isinstance(e, EvalEvent)]
+    steps = [e for e in events if isinstance(e, StepEvent)]
+    assert [e.step for e in evals] == [0, 20, 40] and len(steps) == 40
+    assert evals[0].train_loss == pytest.approx(10.82, abs=0.1)  # ln(50257) for a fresh model
+    assert evals[-1].train_loss < evals[0].train_loss - 1.5
+    assert evals[-1].val_loss < evals[0].val_loss - 1.0
+    assert evals[-1].sample.startswith("Every effort moves you")
+
+
+def test_learning_rate_warms_up_then_decays_to_the_minimum():
+    s = fast(max_steps=100, warmup_steps=10)
+    lrs = [learning_rate(i, s) for i in range(100)]
+    assert lrs[0] == pytest.approx(s.lr / 10) and lrs[9] == pytest.approx(s.lr)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    assert learning_rate(100, s) == pytest.approx(s.min_lr)
+
+
+def test_saved_checkpoint_reloads_to_identical_logits(tmp_path):
+    trainer = Trainer(TEXT, fast(max_steps=5, eval_every=5), tmp_path)
+    list(trainer.run())
+    loaded = load_checkpoint(tmp_path / "model.safetensors")
+    assert loaded.trained and loaded.config == trainer.model.cfg
+    ids = torch.tensor([[6109, 3626, 6100, 345]])
+    trainer.model.eval()
+    with torch.no_grad():
+        assert torch.equal(loaded.model(ids), trainer.model(ids))
+
+
+def test_resuming_continues_exactly_where_it_stopped(tmp_path):
+    straight = Trainer(TEXT, fast(max_steps=12, eval_every=6))
+    list(straight.run())
+
+    first = Trainer(TEXT, fast(max_steps=12, eval_every=6), tmp_path)
+    for event in first.run():  # interrupted after step 7, as Ctrl+C would
+        if isinstance(event, StepEvent) and event.step == 7:
+            break
+    first.save()
+    assert json.loads((tmp_path / "trainer.json").read_text())["step"] == 7
+    resumed = Trainer.resume(tmp_path, TEXT)
+    assert resumed.state.step == 7
+    steps = [e.step for e in resumed.run() if isinstance(e, StepEvent)]
+    assert steps == [8, 9, 10, 11, 12]
+    for (name, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_bad_settings_and_short_texts_are_refused():
+    with pytest.raises(ValueError, match="min_lr"):
+        fast(min_lr=1.0).validate()
+    with pytest.raises(ValueError, match="too short"):
+        Trainer("Just a few words.", fast())
+    with pytest.raises(ValueError, match="no resumable"):
+        Trainer.resume("/nonexistent/run", TEXT)
