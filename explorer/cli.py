@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--lr", type=float, default=None, help="peak learning rate")
     t.add_argument("--eval-every", type=int, default=None)
     t.add_argument("--seed", type=int, default=None)
+    t.add_argument("--plot", metavar="OUT.png", help="save the loss curve at the end")
     return parser
 
 
@@ -323,9 +324,11 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"{len(trainer.train_ids):,} training and {len(trainer.val_ids):,} validation tokens; "
           f"checkpoints in {args.out}", file=sys.stderr)
     total = None if s.max_minutes else s.max_steps
+    losses: list[tuple[int, float]] = []
     try:
         for event in trainer.run():
             if isinstance(event, StepEvent):
+                losses.append((event.step, event.loss))
                 done = f"{event.step}/{total}" if total else f"{event.step}"
                 bar = ""
                 if total:
@@ -346,6 +349,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 130
     print(f"done at step {trainer.state.step}; explore it with: gpt-explorer gui --checkpoint "
           f"{Path(args.out) / 'model.safetensors'}", file=sys.stderr)
+    if args.plot:
+        from .ui.train_panel import save_loss_figure
+        save_loss_figure(args.plot, losses, trainer.state.history)
+        print(f"saved {args.plot}", file=sys.stderr)
     return 0
 
 

@@ -129,8 +129,11 @@ def test_train_saves_and_resumes(capsys, tmp_path):
                             "--out", str(out))
     assert code == 0 and "step 4: train loss" in stdout and "sample: 'Every effort moves you" in stdout
     assert (out / "model.safetensors").is_file() and (out / "optimizer.pt").is_file()
-    code, stdout, err = run(capsys, "train", "--resume", "--steps", "6", "--out", str(out))
+    code, stdout, err = run(capsys, "train", "--resume", "--steps", "6", "--out", str(out),
+                            "--plot", str(tmp_path / "loss.png"))
     assert code == 0 and "resuming" in err and "step 6: train loss" in stdout
+    from PySide6.QtGui import QImage
+    assert QImage(str(tmp_path / "loss.png")).width() == 900
     import json
     assert json.loads((out / "trainer.json").read_text())["step"] == 6
 

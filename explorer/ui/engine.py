@@ -87,6 +87,8 @@ class Engine(QObject):
     compareDone = Signal(object)  # (RunSummary pre, RunSummary post)
     gradientProgress = Signal(int, int)
     gradientsDone = Signal(object)  # GradientResult, or None when stopped
+    trainEvent = Signal(object)  # StepEvent | EvalEvent | CheckpointEvent
+    trainDone = Signal(str)  # the last checkpoint's path ("" if none)
 
     def __init__(self, memory_budget: int = 1 << 30) -> None:
         super().__init__()
@@ -218,3 +220,27 @@ class Engine(QObject):
         except (ValueError, RuntimeError, MemoryError) as exc:
             self.failed.emit(f"gradient experiment: {exc}")
             self.gradientsDone.emit(None)
+
+    @Slot(object, object, str)
+    def train(self, text_path: str | None, settings, out_dir: str) -> None:
+        """Train a small GPT; Stop saves a checkpoint before the next step."""
+        from pathlib import Path
+
+        from ..core.training import CheckpointEvent, Trainer, default_text
+
+        self.stop_event.clear()
+        last = ""
+        try:
+            text = Path(text_path).read_text(encoding="utf-8") if text_path else default_text()
+            trainer = Trainer(text, settings, out_dir)
+            self.progress.emit(f"Training {settings.preset}…")
+            for event in trainer.run():
+                if isinstance(event, CheckpointEvent):
+                    last = event.path
+                self.trainEvent.emit(event)
+                if self.stop_event.is_set():
+                    last = str(trainer.save())
+                    break
+        except (OSError, UnicodeDecodeError, ValueError, RuntimeError, MemoryError) as exc:
+            self.failed.emit(f"training: {exc}")
+        self.trainDone.emit(last)

@@ -28,12 +28,14 @@ from .inspector import InspectorView
 from .lens_view import LensView
 from .ln_compare import LnCompareView
 from .session import Session
+from .train_panel import TrainPanel
 
 
 class MainWindow(QMainWindow):
     requestLoad = Signal(object)
     requestAnalyse = Signal(str)
     requestGenerate = Signal(str, object)
+    requestTrain = Signal(object, object, str)
 
     def __init__(self, spec: ModelSpec | None = None, settings: QSettings | None = None) -> None:
         super().__init__()
@@ -54,6 +56,7 @@ class MainWindow(QMainWindow):
         self.attention = AttentionView(self.session)
         self.lens = LensView(self.session)
         self.ln_compare = LnCompareView(self.session)
+        self.train_panel = TrainPanel()
         self.inspector_dock = self._dock("Tensor inspector", "inspector", self.inspector,
                                          Qt.RightDockWidgetArea)
         self.plot_docks = [self._dock(title, name, widget, Qt.RightDockWidgetArea) for title, name, widget in (
@@ -67,6 +70,9 @@ class MainWindow(QMainWindow):
         self.inspector_dock.raise_()
         self.generation_dock = self._dock("Prompt and generation", "generation",
                                           self.generation, Qt.BottomDockWidgetArea)
+        self.train_dock = self._dock("Train", "train", self.train_panel, Qt.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.generation_dock, self.train_dock)
+        self.generation_dock.raise_()
         self._default_state = self.saveState()
 
         # status bar
@@ -92,6 +98,7 @@ class MainWindow(QMainWindow):
         self.requestLoad.connect(self.engine.load)
         self.requestAnalyse.connect(self.engine.analyse)
         self.requestGenerate.connect(self.engine.generate)
+        self.requestTrain.connect(self.engine.train)
         self.engine.modelLoaded.connect(self.on_model_loaded)
         self.engine.loadFailed.connect(self.on_load_failed)
         self.engine.progress.connect(self.on_progress)
@@ -108,6 +115,11 @@ class MainWindow(QMainWindow):
         self.engine.compareDone.connect(self.on_compare_done)
         self.engine.gradientProgress.connect(self.ln_compare.show_progress)
         self.engine.gradientsDone.connect(self.ln_compare.show_gradients)
+        self.train_panel.trainRequested.connect(self.start_training)
+        self.train_panel.stopRequested.connect(self.engine.stop_event.set)
+        self.train_panel.loadRequested.connect(lambda path: self.load_model(ModelSpec(checkpoint=path)))
+        self.engine.trainEvent.connect(self.train_panel.on_event)
+        self.engine.trainDone.connect(self.on_training_done)
         self.thread.start()
 
         self.generation.runRequested.connect(self.run)
@@ -160,6 +172,7 @@ class MainWindow(QMainWindow):
         for dock in self.plot_docks:
             view_menu.addAction(dock.toggleViewAction())
         view_menu.addAction(self.generation_dock.toggleViewAction())
+        view_menu.addAction(self.train_dock.toggleViewAction())
         self._action(view_menu, "&Reset layout", self.reset_layout)
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&About", self.about)
@@ -194,6 +207,25 @@ class MainWindow(QMainWindow):
         self.requestGenerate.emit(text, settings)
         self._save_generation(settings)
 
+    @Slot(object, object, str)
+    def start_training(self, text_path, settings, out_dir: str) -> None:
+        if self.running:
+            self.train_panel.set_running(False)
+            self.warn(self, "GPT Block Explorer", "Stop the generation first.")
+            return
+        self.running = True  # the engine thread is busy: no generation meanwhile
+        self.generation.set_running(True)
+        self.generation.stop_button.setEnabled(False)
+        self.busy.show()
+        self.requestTrain.emit(text_path, settings, out_dir)
+
+    @Slot(str)
+    def on_training_done(self, path: str) -> None:
+        self.running = False
+        self.busy.hide()
+        self.generation.set_running(False)
+        self.train_panel.on_done(path)
+
     @Slot()
     def stop(self) -> None:
         if self.running:
@@ -202,9 +234,10 @@ class MainWindow(QMainWindow):
 
     def reset_layout(self) -> None:
         self.restoreState(self._default_state)
-        for dock in [self.inspector_dock, self.generation_dock, *self.plot_docks]:
+        for dock in [self.inspector_dock, self.generation_dock, self.train_dock, *self.plot_docks]:
             dock.show()
         self.inspector_dock.raise_()
+        self.generation_dock.raise_()
 
     def about(self) -> None:
         import PySide6

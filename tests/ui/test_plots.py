@@ -113,3 +113,37 @@ def test_ln_compare_rejects_bad_depths(qtbot, ran):
     view.depths.setText("six")
     view.run_button.click()
     assert "whole numbers" in view.claim.text() and view.run_button.isEnabled()
+
+
+def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_window, tmp_path):
+    window = make_window()
+    panel = window.train_panel
+    panel.preset.setCurrentText("tiny")
+    panel.steps.setValue(6)
+    panel.out_dir.setText(str(tmp_path / "run"))
+    panel.start_button.click()
+    assert window.running and not window.generation.generate_button.isEnabled()
+    qtbot.waitUntil(lambda: not window.running, timeout=120_000)
+    assert [s for s, _ in panel.steps_seen] == list(range(1, 7))
+    assert [e.step for e in panel.evals] == [0, 6]
+    assert "step 6 (validation loss" in panel.samples.toPlainText()
+    assert panel.load_button.isEnabled() and panel.checkpoint.endswith("model.safetensors")
+    panel.load_button.click()
+    qtbot.waitUntil(lambda: window.session.model.spec.checkpoint == panel.checkpoint, timeout=30_000)
+    assert window.session.model.trained and "UNTRAINED" not in window.windowTitle()
+    assert window.generation.generate_button.isEnabled()
+
+
+def test_stopping_training_saves_a_checkpoint(qtbot, make_window, tmp_path):
+    window = make_window()
+    panel = window.train_panel
+    panel.preset.setCurrentText("tiny")
+    panel.steps.setValue(10_000)
+    panel.out_dir.setText(str(tmp_path / "run"))
+    panel.start_button.click()
+    qtbot.waitUntil(lambda: len(panel.steps_seen) >= 2, timeout=60_000)
+    panel.stop_button.click()
+    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    assert len(panel.steps_seen) < 100 and (tmp_path / "run" / "model.safetensors").is_file()
+    import json
+    assert json.loads((tmp_path / "run" / "trainer.json").read_text())["step"] == len(panel.steps_seen)
