@@ -143,3 +143,22 @@ def test_train_refuses_unreadable_text(capsys, tmp_path):
     bad.write_bytes(b"\xff\xfe\x00bad")
     code, _, err = run(capsys, "train", "--text", str(bad), "--out", str(tmp_path / "r"))
     assert code == 2 and "UTF-8" in err
+
+
+def test_ctrl_c_during_training_saves_and_says_how_to_resume(capsys, tmp_path, monkeypatch):
+    from explorer.core import training
+
+    original = training.Trainer.run
+
+    def interrupted(self):
+        for event in original(self):
+            yield event
+            if isinstance(event, training.StepEvent) and event.step == 3:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(training.Trainer, "run", interrupted)
+    out = tmp_path / "run"
+    code, _, err = run(capsys, "train", "--preset", "tiny", "--steps", "50", "--out", str(out))
+    assert code == 130 and "--resume" in err
+    import json
+    assert json.loads((out / "trainer.json").read_text())["step"] == 3

@@ -39,6 +39,10 @@ class TrainPanel(QWidget):
         self.lr.setRange(1e-5, 1e-1)
         self.lr.setSingleStep(1e-4)
         self.lr.setValue(defaults.lr)
+        self.minutes = QDoubleSpinBox()
+        self.minutes.setRange(0, 24 * 60)
+        self.minutes.setSpecialValueText("no limit")
+        self.minutes.setToolTip("Stop after this many minutes even if the steps are not done")
         self.batch = QSpinBox()
         self.batch.setRange(1, 256)
         self.batch.setValue(defaults.batch_size)
@@ -50,6 +54,7 @@ class TrainPanel(QWidget):
         form.addRow("Text", text_row)
         form.addRow("Model", self.preset)
         form.addRow("Steps", self.steps)
+        form.addRow("Time limit (minutes)", self.minutes)
         form.addRow("Peak learning rate", self.lr)
         form.addRow("Batch size", self.batch)
         form.addRow("Checkpoints in", self.out_dir)
@@ -113,6 +118,7 @@ class TrainPanel(QWidget):
         return TrainSettings(preset=self.preset.currentText(), max_steps=self.steps.value(),
                              lr=self.lr.value(), min_lr=min(self.lr.value(), TrainSettings().min_lr),
                              batch_size=self.batch.value(),
+                             max_minutes=self.minutes.value() or None,
                              warmup_steps=min(TrainSettings().warmup_steps, self.steps.value() // 5))
 
     def start(self) -> None:
