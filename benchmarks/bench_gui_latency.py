@@ -71,7 +71,7 @@ def main() -> int:
         window.warn = lambda *a: print("warning:", a[-1])
         window.show()
         start = time.perf_counter()
-        wait(lambda: time.perf_counter() - start > 0.3 or window.session.model is not None)
+        wait(lambda: time.perf_counter() - start > 1.0)
         phases = {"window start-up (first paint)": probe.take()}
         wait(lambda: window.session.model is not None)
         phases["model load"] = probe.take()

@@ -9,7 +9,7 @@ import html
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox,
-                               QHBoxLayout, QLabel, QListView, QListWidget, QListWidgetItem,
+                               QHBoxLayout, QLabel,
                                QPlainTextEdit, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout,
                                QWidget)
 
@@ -20,16 +20,6 @@ from .session import Session
 DEFAULT_PROMPT = "Every effort moves you"
 MAX_CHIPS = 200  # chips drawn for a long prompt (the count shows them all)
 CHIP_COLOURS = ("#dce8fb", "#fbe8d0")
-
-
-def _chip_list() -> QListWidget:
-    chips = QListWidget()
-    chips.setFlow(QListView.LeftToRight)
-    chips.setWrapping(True)
-    chips.setResizeMode(QListView.Adjust)
-    chips.setSpacing(3)
-    chips.setUniformItemSizes(False)
-    return chips
 
 
 def _short(text: str, limit: int = 12) -> str:
@@ -50,7 +40,8 @@ class GenerationPanel(QWidget):
         self.session = session
         self.running = False
         self._chips_pending = False
-        self._shown_prompt = None  # the prompt pass whose steps the output list shows
+        self._shown_prompt = None  # the prompt pass whose steps the output shows
+        self._shown_steps = 0
         self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
         self.prompt.setPlaceholderText("Type a prompt, then Ctrl+Enter")
         self.prompt.setMaximumHeight(90)
@@ -99,9 +90,12 @@ class GenerationPanel(QWidget):
         self.stop_button.setEnabled(False)
         self.stop_button.clicked.connect(self.stopRequested.emit)
 
-        self.output = _chip_list()
+        self.output = QTextBrowser()  # one rich-text document: appending a token is one call
+        self.output.setOpenLinks(False)
         self.output.setToolTip("Click the prompt or a generated token: every view shows that step")
-        self.output.currentRowChanged.connect(self._select_row)
+        self.output.anchorClicked.connect(lambda url: self.select(None if url.toString() == "prompt"
+                                                                  else int(url.toString())))
+        self.selected: int | None = None  # None: the prompt pass; else a step index
         self.topk_plot = pg.PlotWidget(background="w")
         self.topk_plot.setLabel("bottom", "probability")
         self.topk_plot.setMinimumWidth(260)
@@ -187,29 +181,49 @@ class GenerationPanel(QWidget):
         self.token_count.setText(f"{len(ids)} tokens{note}")
 
     def update_output(self) -> None:
-        """Append the new steps' chips (rebuild only when the run changed)."""
+        """Append the new steps' tokens (redraw everything only when the run changed)."""
         session = self.session
-        expected = (1 if session.prompt is not None else 0) + len(session.steps)
-        if session.prompt is None or self.output.count() > expected or self._shown_prompt is not session.prompt:
-            self.output.blockSignals(True)
-            self.output.clear()
-            self.output.blockSignals(False)
-            self._shown_prompt = session.prompt
-            if session.prompt is not None:
-                item = QListWidgetItem(f"prompt\n{len(session.prompt.ids)} tokens")
-                item.setTextAlignment(Qt.AlignCenter)
-                self.output.addItem(item)
-        for step in session.steps[self.output.count() - 1:] if session.prompt is not None else []:
-            item = QListWidgetItem(f"{_visible(token_piece(step.token_id))}\n{step.prob:.2g}")
-            item.setTextAlignment(Qt.AlignCenter)
-            item.setToolTip(f"step {step.step}: id {step.token_id}, p = {step.prob:.4f}")
-            self.output.addItem(item)
-        self.output.scrollToBottom()
-
-    def _select_row(self, row: int) -> None:
-        if row < 0 or self.session.prompt is None:
+        if session.prompt is None or self._shown_prompt is not session.prompt or \
+                self._shown_steps > len(session.steps):
+            self._shown_prompt, self._shown_steps, self.selected = session.prompt, 0, None
+            self._redraw_output()
             return
-        self.session.show_step(None if row == 0 else row - 1)
+        new = session.steps[self._shown_steps:]
+        if new:
+            cursor = self.output.textCursor()
+            cursor.movePosition(cursor.MoveOperation.End)
+            cursor.insertHtml("".join(self._token_html(step) for step in new))
+            self._shown_steps = len(session.steps)
+            self.output.ensureCursorVisible()
+
+    def _token_html(self, step) -> str:
+        colour = "#ffd27f" if self.selected == step.step else CHIP_COLOURS[step.step % 2]
+        return (f"<a href='{step.step}' style='text-decoration:none; color:black'>"
+                f"<span style='background:{colour}'>&nbsp;{html.escape(_visible(token_piece(step.token_id)))}"
+                f"<sub> {step.prob:.2g}</sub>&nbsp;</span></a> ")
+
+    def _redraw_output(self) -> None:
+        session = self.session
+        if session.prompt is None:
+            self.output.clear()
+            return
+        colour = "#ffd27f" if self.selected is None else "#e0e0e0"
+        prompt = (f"<a href='prompt' style='text-decoration:none; color:black'><span style='background:{colour}'>"
+                  f"&nbsp;prompt ({len(session.prompt.ids)} tokens)&nbsp;</span></a> ")
+        self.output.setHtml(prompt + "".join(self._token_html(s) for s in session.steps))
+        self._shown_steps = len(session.steps)
+
+    def output_count(self) -> int:
+        """Clickable entries shown: the prompt pass and each generated token."""
+        return (1 if self._shown_prompt is not None else 0) + self._shown_steps
+
+    def select(self, index: int | None) -> None:
+        """Show the prompt pass (None) or a generated step everywhere."""
+        if self.session.prompt is None:
+            return
+        self.selected = index
+        self.session.show_step(index)
+        self._redraw_output()
 
     def update_topk(self) -> None:
         current = self.session.current

@@ -11,8 +11,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
-                               QPushButton, QTableView, QTableWidget, QTableWidgetItem,
+from PySide6.QtWidgets import (QFileDialog, QFormLayout, QHBoxLayout, QLabel,
+                               QPushButton, QSpinBox, QTableView, QTableWidget, QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
 
 from ..core.capture import NodeView
@@ -125,9 +125,10 @@ class InspectorView(QWidget):
         self._dirty: set[int] = set()
         self.tabs.currentChanged.connect(self._render_tab)
 
-        self.token_box = QComboBox()
-        self.token_box.setToolTip("Focus one position: the heatmap and values jump to it")
-        self.token_box.currentIndexChanged.connect(self._focus_token)
+        self.token_box = QSpinBox()  # constant cost, however many rows there are
+        self.token_box.setToolTip("Focus one row (a position): the heatmap and values jump to it")
+        self.token_box.valueChanged.connect(self._focus_token)
+        self.token_label = QLabel()
         export_npy = QPushButton("Export .npy…")
         export_npy.clicked.connect(self.export_npy)
         export_csv = QPushButton("Statistics CSV…")
@@ -137,7 +138,8 @@ class InspectorView(QWidget):
         copy_plot.clicked.connect(self.copy_plot)
         tools = QHBoxLayout()
         tools.addWidget(QLabel("Token:"))
-        tools.addWidget(self.token_box, 1)
+        tools.addWidget(self.token_box)
+        tools.addWidget(self.token_label, 1)
         tools.addWidget(export_npy)
         tools.addWidget(export_csv)
         tools.addWidget(copy_plot)
@@ -209,9 +211,10 @@ class InspectorView(QWidget):
             self.title.setText(self.title.text() + f"<br>this add's branch is {np.nanmedian(ratio):.3g}× "
                                "the shortcut's size (median over positions)")
         self.token_box.blockSignals(True)
-        self.token_box.clear()
-        self.token_box.addItems(labels[:4096] if matrix is not None else [])
+        self.token_box.setRange(0, max(0, len(labels) - 1) if matrix is not None else 0)
+        self.token_box.setValue(0)
         self.token_box.blockSignals(False)
+        self.token_label.setText(labels[0] if matrix is not None and labels else "")
         self._dirty = {self.heat_tab, self.values_tab}  # drawn when shown
         self._render_tab(self.tabs.currentIndex())
 
@@ -253,11 +256,14 @@ class InspectorView(QWidget):
         self.hist_curve.setData([0, 1], [0])
         self.heat_image.clear()
         self.values.set_matrix(None, [])
-        self.token_box.clear()
+        self.token_box.setRange(0, 0)
+        self.token_label.clear()
 
     def _focus_token(self, row: int) -> None:
-        if row < 0:
+        if row < 0 or self._shown is None:
             return
+        labels = self._shown[2]
+        self.token_label.setText(labels[row] if row < len(labels) else "")
         self._render_tab(self.values_tab)
         self._render_tab(self.heat_tab)
         self.values_view.scrollTo(self.values.index(row, 0))

@@ -56,15 +56,17 @@ def test_ctrl_enter_generates_token_by_token_and_steps_are_clickable(qtbot, make
     qtbot.waitUntil(lambda: not window.running and bool(window.session.steps), timeout=60_000)
     steps = window.session.steps
     assert len(steps) == 6 and [s.step for s in steps] == list(range(6))
-    assert window.generation.output.count() == 7  # the prompt pass + 6 tokens
+    assert window.generation.output_count() == 7  # the prompt pass + 6 tokens
+    assert window.generation.output.toPlainText().count("·") >= 0 and "prompt (4 tokens)" in window.generation.output.toPlainText()
     assert "tok/s" in window.status_text.text()
     # the prompt pass: every node of the prompt, full tensors
     prompt = window.session.prompt
     assert prompt.ids == encode("Every effort moves you")
     assert prompt.views["trf_blocks.1.ff.layers.1"].array.shape == (1, 4, 128)
     # click step 3: the views show that position's vectors
-    window.generation.output.setCurrentRow(4)
-    assert window.session.current is steps[3]
+    from PySide6.QtCore import QUrl
+    window.generation.output.anchorClicked.emit(QUrl("3"))  # a click on the 4th token
+    assert window.session.current is steps[3] and window.generation.selected == 3
     window.session.set_node("trf_blocks.1.add2")
     assert "(1, 1, 32)" in window.inspector.title.text()
     assert "generation step 3" in window.inspector.title.text()
