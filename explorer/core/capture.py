@@ -41,11 +41,15 @@ class _Hooks:
         """Hook name -> forward hook; called on entry."""
         raise NotImplementedError
 
+    pre = False  # register forward pre-hooks (called before the module runs) instead
+
     def __enter__(self):
         modules = dict(self.model.named_modules())
         try:
             for name, hook in self._hooks().items():
-                self._handles.append(modules[name].register_forward_hook(hook))
+                register = (modules[name].register_forward_pre_hook if self.pre
+                            else modules[name].register_forward_hook)
+                self._handles.append(register(hook))
         except BaseException:
             self.remove()
             raise
@@ -328,3 +332,25 @@ class StepRecorder(_Hooks):
                 vectors.append(X.cpu().numpy())
         latest.clear()
         return StepCapture(position, self._where, vectors, computed, self._hist, self.topk)
+
+
+class Cancelled(Exception):
+    """A forward pass stopped by ``StopCheck``."""
+
+
+class StopCheck(_Hooks):
+    """``with StopCheck(model, should_stop)``: before each transformer block runs, ask
+    ``should_stop()``; if it says yes, raise ``Cancelled``, so a long forward pass (a
+    1024-token prompt on a large model) stops within one block."""
+
+    pre = True
+
+    def __init__(self, model: GPTModel, should_stop) -> None:
+        super().__init__(model)
+        self.should_stop = should_stop
+
+    def _hooks(self) -> dict[str, object]:
+        def check(module, inputs) -> None:
+            if self.should_stop():
+                raise Cancelled("stopped")
+        return {f"trf_blocks.{i}": check for i in range(self.model.cfg.n_layers)}

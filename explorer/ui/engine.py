@@ -17,7 +17,7 @@ import torch
 from PySide6.QtCore import QObject, Signal, Slot
 
 from ..core.analysis import logit_lens
-from ..core.capture import Capture, NodeView
+from ..core.capture import Cancelled, Capture, NodeView, StopCheck
 from ..core.compare import EXPERIMENT_CONFIG, compare_prompt, gradient_experiment
 from ..core.resources import resource_path
 from ..core.checkpoints import LoadedModel, open_model
@@ -95,6 +95,7 @@ class Engine(QObject):
         self.loaded: LoadedModel | None = None
         self.stop_event = threading.Event()
         self.memory_budget = memory_budget
+        self._cancelled = False  # the last prompt pass was stopped
 
     # ---------------------------------------------------------------------- models
     @Slot(object)
@@ -132,9 +133,16 @@ class Engine(QObject):
             self.progress.emit(f"Running the prompt ({len(ids)} tokens)…")
             model = self.loaded.model
             start = time.perf_counter()
-            with torch.inference_mode(), Capture(model, tensors=True, attention=True,
-                                                 budget_bytes=self.memory_budget) as cap:
-                model(torch.tensor([ids], device=self.loaded.device))
+            self._cancelled = False
+            try:
+                with torch.inference_mode(), StopCheck(model, self.stop_event.is_set), \
+                        Capture(model, tensors=True, attention=True,
+                                budget_bytes=self.memory_budget) as cap:
+                    model(torch.tensor([ids], device=self.loaded.device))
+            except Cancelled:
+                self._cancelled = True  # the generation queued behind it is skipped too
+                self.progress.emit("Stopped during the prompt pass")
+                return
             if cap.dropped:
                 notices.append(f"{len(cap.dropped)} tensors were over the memory budget: "
                                "only their statistics are shown")
@@ -154,6 +162,11 @@ class Engine(QObject):
         if self.loaded is None:
             self.failed.emit("no model is loaded yet")
             self.generationDone.emit("error")
+            return
+        if self._cancelled:
+            self._cancelled = False
+            self.stop_event.clear()
+            self.generationDone.emit("stopped")
             return
         self.stop_event.clear()
         try:
