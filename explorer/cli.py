@@ -8,6 +8,7 @@ by explorer.core (and explorer.ui for the app).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Sequence
 
@@ -41,6 +42,8 @@ def _add_screenshot_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpt-explorer", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="what to log to stderr (the log file always gets INFO and up)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     gui = sub.add_parser("gui", help="open the desktop app (the default)")
@@ -380,11 +383,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:  # no command: the app on the remembered or default model
         top = args
         args = parser.parse_args(["gui"])
-        args.screenshot, args.prompt, args.screenshot_node = (
-            top.screenshot, top.prompt, top.screenshot_node)
+        args.screenshot, args.prompt, args.screenshot_node, args.log_level = (
+            top.screenshot, top.prompt, top.screenshot_node, top.log_level)
+    from .log import setup_logging
+
+    setup_logging(args.log_level, to_file=command == "gui")
+    logging.getLogger("explorer").info("gpt-explorer %s %s", __version__, command)
     try:
         return COMMANDS[command](args)
     except (ValueError, MemoryError, FileNotFoundError) as exc:
+        logging.getLogger("explorer").info("%s failed: %s", command, exc)
         print(f"gpt-explorer {command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

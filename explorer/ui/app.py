@@ -4,12 +4,29 @@ offscreen to a PNG for ``--screenshot``."""
 from __future__ import annotations
 
 import faulthandler
+import logging
 import os
 import sys
 import tempfile
 import time
+import traceback
 
 from .engine import ModelSpec
+
+
+def install_excepthook(window) -> None:
+    """Uncaught exceptions (in a slot, say) are logged and shown, never fatal."""
+    log = logging.getLogger("explorer.ui")
+
+    def hook(kind, value, tb) -> None:
+        log.error("uncaught exception", exc_info=(kind, value, tb))
+        text = "".join(traceback.format_exception_only(kind, value)).strip()
+        try:
+            window.warn(window, "Unexpected error", f"{text}\n\nThe details are in the log file.")
+        except Exception:  # the window may be gone already
+            sys.__excepthook__(kind, value, tb)
+
+    sys.excepthook = hook
 
 
 def run(spec: ModelSpec | None = None, argv: list[str] | None = None) -> int:
@@ -22,8 +39,12 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None) -> int:
     app.setApplicationName("GPT Block Explorer")
     app.setOrganizationName("GPT Block Explorer")
     window = MainWindow(spec)
+    install_excepthook(window)
     window.show()
-    return app.exec()
+    try:
+        return app.exec()
+    finally:
+        sys.excepthook = sys.__excepthook__
 
 
 def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = None,

@@ -1,0 +1,1 @@
+from tests.ui.conftest import make_window, warnings  # noqa: F401  (the app fixtures)

@@ -1,0 +1,56 @@
+"""More hostile files, each refused with a message naming the file and the problem."""
+
+import os
+
+import pytest
+import torch
+
+from explorer.core.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from explorer.core.config import preset
+from explorer.core.model import build_model
+
+
+def _sd():
+    return build_model(preset("tiny", emb_dim=64, n_heads=1, qkv_bias=False, tie_weights=False)).state_dict()
+
+
+def test_wrong_dtype_is_refused(tmp_path):
+    sd = {k: v.clone() for k, v in _sd().items()}
+    sd["trf_blocks.0.norm1.scale"] = torch.ones(64, dtype=torch.int64)
+    torch.save(sd, tmp_path / "ints.pth")
+    with pytest.raises(CheckpointError, match=r"ints.pth.*norm1.scale.*int64"):
+        load_checkpoint(tmp_path / "ints.pth")
+
+
+def test_inf_weights_are_refused(tmp_path):
+    sd = {k: v.clone() for k, v in _sd().items()}
+    sd["trf_blocks.1.ff.layers.0.bias"][0] = float("inf")
+    torch.save(sd, tmp_path / "inf.pth")
+    with pytest.raises(CheckpointError, match="NaN/Inf"):
+        load_checkpoint(tmp_path / "inf.pth")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
+def test_unreadable_file_is_refused(tmp_path):
+    path = save_checkpoint(build_model(preset("tiny")), tmp_path / "locked.safetensors")
+    path.chmod(0)
+    with pytest.raises(CheckpointError, match="permission denied"):
+        load_checkpoint(path)
+
+
+def test_safetensors_with_a_lying_entry_is_refused(tmp_path):
+    import json
+    import struct
+    header = {"tok_emb.weight": {"dtype": "F32", "shape": [1000000, 1000000], "data_offsets": [0, 16]}}
+    raw = json.dumps(header).encode()
+    (tmp_path / "lie.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * 16)
+    with pytest.raises(CheckpointError, match="declares 16 bytes"):
+        load_checkpoint(tmp_path / "lie.safetensors")
+
+
+def test_a_failed_load_leaves_the_process_able_to_load_again(tmp_path):
+    (tmp_path / "bad.bin").write_bytes(b"\x00" * 100)
+    with pytest.raises(CheckpointError):
+        load_checkpoint(tmp_path / "bad.bin")
+    good = save_checkpoint(build_model(preset("tiny")), tmp_path / "good.safetensors")
+    assert load_checkpoint(good).config == preset("tiny")
