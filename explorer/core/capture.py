@@ -22,6 +22,7 @@ from typing import Iterable
 import numpy as np
 import torch
 
+from .cancel import Cancelled, check  # noqa: F401  (Cancelled is part of this API)
 from .model import GPTModel
 from .nodes import Node, eval_source, node_for_hook, select_hook_names
 from .stats import NodeStats, RowStats, row_stats, tensor_stats
@@ -334,10 +335,6 @@ class StepRecorder(_Hooks):
         return StepCapture(position, self._where, vectors, computed, self._hist, self.topk)
 
 
-class Cancelled(Exception):
-    """A forward pass stopped by ``StopCheck``."""
-
-
 class StopCheck(_Hooks):
     """``with StopCheck(model, should_stop)``: before each transformer block runs, ask
     ``should_stop()``; if it says yes, raise ``Cancelled``, so a long forward pass (a
@@ -350,7 +347,6 @@ class StopCheck(_Hooks):
         self.should_stop = should_stop
 
     def _hooks(self) -> dict[str, object]:
-        def check(module, inputs) -> None:
-            if self.should_stop():
-                raise Cancelled("stopped")
-        return {f"trf_blocks.{i}": check for i in range(self.model.cfg.n_layers)}
+        def before_block(module, inputs) -> None:
+            check(self.should_stop)
+        return {f"trf_blocks.{i}": before_block for i in range(self.model.cfg.n_layers)}

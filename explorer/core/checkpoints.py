@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from .cancel import check
 from .config import GPTConfig, preset, preset_for_emb_dim
 from .devices import free_memory_bytes, resolve_device, resolve_dtype
 from .model import GPTModel, build_model, count_parameters
@@ -409,14 +410,32 @@ def check_memory(need_bytes: int, device: torch.device, what: str) -> None:
                           "bfloat16, or another device")
 
 
+def _fingerprint(path: Path) -> list[tuple[str, int, int]]:
+    files = _hf_folder_weights(path) if path.is_dir() else [path]
+    out = []
+    for f in files:
+        try:
+            st = f.stat()
+            out.append((str(f), st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((str(f), -1, -1))
+    return out
+
+
 def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | torch.dtype = "float32",
-                    config: GPTConfig | None = None) -> LoadedModel:
-    """Load any supported checkpoint into a GPTModel in eval mode."""
+                    config: GPTConfig | None = None, should_stop=None) -> LoadedModel:
+    """Load any supported checkpoint into a GPTModel in eval mode. ``should_stop`` is
+    asked between the phases (read, convert, check, place); nothing is half-loaded."""
     p = Path(path).expanduser()
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     file_bytes = tensor_bytes_in_file(p)  # also detects the format and reads headers
     check_memory(file_bytes * 2, torch.device("cpu"), f"loading {p.name}")
+    before = _fingerprint(p)
     sd, info = read_state_dict(p)
+    if _fingerprint(p) != before:
+        raise CheckpointError(p, "the file changed while it was being read (still downloading or "
+                                 "being written?); try again when it is complete")
+    check(should_stop)
     notices: list[str] = list(info.get("notices", []))
     if is_hf_state_dict(sd):
         sd = convert_hf_state_dict(p, sd)
@@ -426,6 +445,7 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
         family = "explorer" if info["format"] == PROJECT_FORMAT else "book"
     cfg = config or infer_config(p, sd, info, notices)
     validate_state_dict(p, sd, cfg)
+    check(should_stop)
     params_bytes = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
     if dev.type != "cpu":
         check_memory(params_bytes, dev, f"{p.name} in {str(dt).replace('torch.', '')}")
@@ -462,13 +482,16 @@ def _gpt2_layers(cfg: GPTConfig) -> int:
 
 
 def random_model(preset_name: str = "gpt2-small", seed: int = 0, device: str = "cpu",
-                 dtype: str | torch.dtype = "float32", **overrides: Any) -> LoadedModel:
+                 dtype: str | torch.dtype = "float32", should_stop=None,
+                 **overrides: Any) -> LoadedModel:
     """A seeded GPT-2 initialisation of a preset: it runs, but it was never trained."""
     cfg = preset(preset_name, **overrides)
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     need = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
     check_memory(need, dev, f"{preset_name} in {str(dt).replace('torch.', '')}")
+    check(should_stop)
     model = build_model(cfg, device=dev, dtype=dt, seed=seed)
+    check(should_stop)
     post = " · Post-LN" if cfg.norm_position == "post" else ""
     label = f"{preset_name}{post} · random init (seed {seed}) · UNTRAINED: output is noise"
     return LoadedModel(model, cfg, "preset", label, trained=False)
@@ -561,7 +584,7 @@ def load_default_model(device: str = "cpu", dtype: str | torch.dtype = "float32"
 
 def open_model(checkpoint: str | None = None, preset_name: str | None = None, device: str = "cpu",
                dtype: str | torch.dtype = "float32", seed: int = 0,
-               norm_position: str = "pre") -> LoadedModel:
+               norm_position: str = "pre", should_stop=None) -> LoadedModel:
     """The CLI's and the app's one way to get a model: a checkpoint path, a preset
     (random init, Pre-LN or Post-LN), ``hf:NAME`` for a model in the HF cache, or the
     default."""
@@ -572,12 +595,13 @@ def open_model(checkpoint: str | None = None, preset_name: str | None = None, de
             want = checkpoint[3:]
             for cached in find_hf_models():
                 if want in (cached.name, cached.preset):
-                    loaded = load_checkpoint(cached.path, device=device, dtype=dtype)
+                    loaded = load_checkpoint(cached.path, device=device, dtype=dtype,
+                                             should_stop=should_stop)
                     loaded.source = "hf-cache"
                     return loaded
             raise ValueError(f"{want!r} is not in the Hugging Face cache at {hf_hub_cache()}")
-        return load_checkpoint(checkpoint, device=device, dtype=dtype)
+        return load_checkpoint(checkpoint, device=device, dtype=dtype, should_stop=should_stop)
     if preset_name:
         return random_model(preset_name, seed=seed, device=device, dtype=dtype,
-                            norm_position=norm_position)
+                            should_stop=should_stop, norm_position=norm_position)
     return load_default_model(device=device, dtype=dtype)

@@ -101,10 +101,14 @@ class Engine(QObject):
     @Slot(object)
     def load(self, spec: ModelSpec) -> None:
         """Load a model; on failure the previous model stays loaded."""
-        self.progress.emit(f"Loading {spec.describe()}…")
+        self.progress.emit(f"Loading {spec.describe()}…")  # the caller clears stop_event
         try:
             loaded = open_model(spec.checkpoint, spec.preset, device=spec.device,
-                                dtype=spec.dtype, seed=spec.seed, norm_position=spec.norm_position)
+                                dtype=spec.dtype, seed=spec.seed, norm_position=spec.norm_position,
+                                should_stop=self.stop_event.is_set)
+        except Cancelled:
+            self.loadFailed.emit(f"Loading {spec.describe()} was stopped; the previous model stays.")
+            return
         except (ValueError, MemoryError, OSError, RuntimeError) as exc:
             self.loadFailed.emit(str(exc))
             return
@@ -168,8 +172,7 @@ class Engine(QObject):
             self.stop_event.clear()
             self.generationDone.emit("stopped")
             return
-        self.stop_event.clear()
-        try:
+        try:  # stop_event was cleared by whoever asked for the run
             ids, notices = self._prompt_ids(text)
             settings = dataclasses.replace(settings, capture_steps=True,
                                            show_top_k=max(settings.show_top_k, 10))

@@ -43,6 +43,7 @@ class MainWindow(QMainWindow):
         self.settings = settings or QSettings("GPT Block Explorer", "gpt-block-explorer")
         self.session = Session()
         self.running = False
+        self.loading = False
         self._step_times: list[float] = []
         self.warn = QMessageBox.warning  # replaced where no one can click a dialog away
 
@@ -179,6 +180,8 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ actions
     def load_model(self, spec: ModelSpec) -> None:
+        self.loading = True
+        self.engine.stop_event.clear()  # here, not in the engine: an early Esc must count
         self.busy.show()
         self.model_label.setText(f"Loading {spec.describe()}…")
         self.requestLoad.emit(spec)
@@ -201,6 +204,7 @@ class MainWindow(QMainWindow):
             return
         self.running = True
         self._step_times = []
+        self.engine.stop_event.clear()  # a Stop from an earlier action must not end this one
         self.generation.set_running(True)
         self.busy.show()
         self.requestAnalyse.emit(text)
@@ -228,8 +232,8 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def stop(self) -> None:
-        if self.running:
-            self.engine.stop_event.set()  # thread-safe; checked between tokens
+        if self.running or self.loading:
+            self.engine.stop_event.set()  # thread-safe; checked between tokens, blocks, phases
             self.status_text.setText("Stopping…")
 
     def reset_layout(self) -> None:
@@ -251,6 +255,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ engine results
     @Slot(object)
     def on_model_loaded(self, info: ModelInfo) -> None:
+        self.loading = False
         self.busy.hide()
         self.session.set_model(info)
         self.model_label.setText(f"{'' if info.trained else '⚠ '}{info.label} · {info.device} · "
@@ -261,6 +266,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def on_load_failed(self, message: str) -> None:
+        self.loading = False
         self.busy.hide()
         keep = self.session.model.label if self.session.model else "no model"
         self.model_label.setText(f"{keep} (kept)")

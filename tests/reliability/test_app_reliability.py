@@ -36,3 +36,18 @@ def test_out_of_memory_load_is_reported_and_the_model_kept(qtbot, make_window, w
     qtbot.waitUntil(lambda: bool(warnings), timeout=30_000)
     assert "GiB" in warnings[-1][1] and "gpt2-xl" in warnings[-1][1]
     assert window.session.model is before
+
+
+def test_stopping_a_model_load_keeps_the_previous_model(qtbot, make_window, warnings):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    window = make_window()
+    before = window.session.model
+    window.load_model(ModelSpec(preset="gpt2-small"))
+    QTest.keyClick(window, Qt.Key_Escape)
+    qtbot.waitUntil(lambda: not window.loading, timeout=60_000)
+    assert warnings and "was stopped" in warnings[-1][1]
+    assert window.session.model is before
+    from tests.ui.conftest import run_and_wait
+    run_and_wait(qtbot, window, max_tokens=2)  # the next action works
+    assert len(window.session.steps) == 2

@@ -54,3 +54,27 @@ def test_a_failed_load_leaves_the_process_able_to_load_again(tmp_path):
         load_checkpoint(tmp_path / "bad.bin")
     good = save_checkpoint(build_model(preset("tiny")), tmp_path / "good.safetensors")
     assert load_checkpoint(good).config == preset("tiny")
+
+
+def test_a_file_that_changes_while_it_loads_is_refused(tmp_path, monkeypatch):
+    from explorer.core import checkpoints
+    path = save_checkpoint(build_model(preset("tiny")), tmp_path / "growing.safetensors")
+    original = checkpoints.read_state_dict
+
+    def read_then_grow(p):
+        result = original(p)
+        with open(path, "ab") as fh:  # a download still writing to the file
+            fh.write(b"\0" * 10)
+        return result
+
+    monkeypatch.setattr(checkpoints, "read_state_dict", read_then_grow)
+    with pytest.raises(CheckpointError, match="changed while it was being read"):
+        load_checkpoint(path)
+
+
+def test_a_load_can_be_stopped_and_nothing_is_half_loaded(tmp_path):
+    from explorer.core.cancel import Cancelled
+    path = save_checkpoint(build_model(preset("tiny")), tmp_path / "m.safetensors")
+    with pytest.raises(Cancelled):
+        load_checkpoint(path, should_stop=lambda: True)
+    assert load_checkpoint(path, should_stop=lambda: False).config == preset("tiny")
