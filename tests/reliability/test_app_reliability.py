@@ -51,3 +51,47 @@ def test_stopping_a_model_load_keeps_the_previous_model(qtbot, make_window, warn
     from tests.ui.conftest import run_and_wait
     run_and_wait(qtbot, window, max_tokens=2)  # the next action works
     assert len(window.session.steps) == 2
+
+
+def test_closing_the_window_during_a_model_load_exits_cleanly(qtbot, make_window):
+    window = make_window()
+    window.load_model(ModelSpec(preset="gpt2-small"))
+    start = time.monotonic()
+    window.close()
+    assert window.thread.isFinished() and time.monotonic() - start < 30
+
+
+def test_invalid_generation_settings_cannot_be_entered(make_window):
+    panel = make_window().generation
+    panel.sample.setChecked(True)
+    panel.temperature.setValue(0.0)
+    panel.top_p.setValue(0.0)
+    panel.max_tokens.setValue(0)
+    panel.top_k.setValue(99_999)
+    s = panel.settings()
+    assert s.temperature > 0 and 0 < (s.top_p or 1.0) <= 1 and s.max_new_tokens >= 1
+    assert s.top_k is None or 1 <= s.top_k <= 50257
+    s.validate(50257)  # whatever the user types, the settings the panel produces are valid
+    panel.sample.setChecked(False)
+    assert not panel.temperature.isEnabled() and not panel.top_k.isEnabled()
+
+
+def test_nan_activations_are_counted_in_the_inspector(qtbot, make_window):
+    import numpy as np
+    from explorer.core.capture import NodeView
+    from explorer.core.nodes import node_for_hook
+    from explorer.core.stats import tensor_stats
+    from explorer.ui.engine import PassResult
+    import torch
+    window = make_window()
+    array = np.ones((1, 2, 32), dtype=np.float32)
+    array[0, 1, :3] = np.nan
+    node = node_for_hook("trf_blocks.0.add2")
+    view = NodeView("trf_blocks.0.add2", node, (1, 2, 32), "float32", "cpu",
+                    tensor_stats(torch.from_numpy(array), node.hist), array)
+    window.session.set_prompt(PassResult(ids=[1, 2], pieces=["a", "b"], views={view.name: view}))
+    window.session.set_node(view.name)
+    window.inspector.refresh()
+    cells = {window.inspector.stats_table.item(r, 0).text(): window.inspector.stats_table.item(r, 1).text()
+             for r in range(window.inspector.stats_table.rowCount()) if window.inspector.stats_table.item(r, 0)}
+    assert cells["NaN / Inf"] == "3 / 0" and float(cells["mean"]) == 1.0
