@@ -109,6 +109,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-every", type=int, default=None)
     t.add_argument("--seed", type=int, default=None)
     t.add_argument("--plot", metavar="OUT.png", help="save the loss curve at the end")
+
+    d = sub.add_parser("diff", help="compare two models node by node; find the first divergence")
+    d.add_argument("prompt")
+    d.add_argument("--a", default="default", metavar="SPEC",
+                   help="model A: default, preset:NAME, hf:NAME or a checkpoint path")
+    d.add_argument("--b", required=True, metavar="SPEC",
+                   help="model B: as --a, or mutation:NAME (a change of A): "
+                        "no-shortcut, post-ln, relu, ff-1024, unbiased-ln, eps, dropout-on")
+    d.add_argument("--layer", type=int, default=0, help="block a mutation is made in (default 0)")
+    d.add_argument("--tol", type=float, default=1e-4, help="largest |A-B| still called equal")
+    d.add_argument("--device", default="cpu")
     return parser
 
 
@@ -359,6 +370,38 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_from_spec(spec: str, device: str):
+    from .core.checkpoints import open_model
+
+    if spec == "default":
+        return open_model(device=device)
+    if spec.startswith("preset:"):
+        return open_model(preset_name=spec[len("preset:"):], device=device)
+    return open_model(spec, device=device)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .core.divergence import MUTATIONS, find_divergence, mutate
+    from .core.generation import prepare_prompt
+    from .core.tokenizer import encode
+
+    ids = encode(args.prompt)
+    prepare_prompt(ids, 2**31)
+    a = _model_from_spec(args.a, args.device)
+    if args.b.startswith("mutation:"):
+        name = args.b[len("mutation:"):]
+        b_model = mutate(a.model, name, layer=args.layer)
+        b_label = f"A with {MUTATIONS[name]} (block {args.layer})"
+    else:
+        b = _model_from_spec(args.b, args.device)
+        b_model, b_label = b.model, b.label
+    ids, notices = prepare_prompt(ids, a.config.context_length)
+    result = find_divergence(a.model, b_model, ids, args.tol)
+    print(f"A: {a.label}\nB: {b_label}\nprompt: {len(ids)} tokens, tolerance {args.tol:g}\n")
+    print(result.table())
+    return 0
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     from .ui import app
     from .ui.engine import ModelSpec
@@ -372,7 +415,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"generate": cmd_generate, "tokenize": cmd_tokenize, "info": cmd_info,
-            "inspect": cmd_inspect, "compare-ln": cmd_compare_ln, "train": cmd_train,
+            "inspect": cmd_inspect, "compare-ln": cmd_compare_ln, "train": cmd_train, "diff": cmd_diff,
             "gui": cmd_gui}
 
 

@@ -162,3 +162,14 @@ def test_ctrl_c_during_training_saves_and_says_how_to_resume(capsys, tmp_path, m
     assert code == 130 and "--resume" in err
     import json
     assert json.loads((out / "trainer.json").read_text())["step"] == 3
+
+
+def test_diff_points_at_the_first_diverging_node(capsys, tmp_path):
+    code, out, _ = run(capsys, "diff", "Every effort moves you", "--a", "preset:tiny",
+                       "--b", "mutation:unbiased-ln", "--layer", "1")
+    assert code == 0 and out.strip().endswith("first divergence: trf_blocks.1.norm1")
+    marked = [line for line in out.splitlines() if "<- first divergence" in line]
+    assert len(marked) == 1 and marked[0].startswith("trf_blocks.1.norm1")
+    path = save_checkpoint(build_model(preset("tiny"), seed=0), tmp_path / "same.safetensors")
+    code, out, _ = run(capsys, "diff", "Every effort moves you", "--a", "preset:tiny", "--b", str(path))
+    assert code == 0 and "no node differs by more than 0.0001" in out

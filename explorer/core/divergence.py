@@ -1,0 +1,164 @@
+"""The divergence finder: run two models on the same prompt, compare them node by node in
+forward order, and point at the first node where they differ beyond a tolerance, with
+the size of the difference at every node after it.
+
+Model B is a checkpoint, another model, or a *mutation* of model A — the seeds'
+debugging exercises: remove a shortcut, move the norms (Post-LN), GELU -> ReLU, a second
+feed-forward Linear sized 4C -> 1024 (shapes stop matching), LayerNorm with unbiased
+variance, a different eps, dropout left on. Qt-free.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .capture import Capture
+from .compare import post_ln_twin
+from .model import GPTModel
+from .nodes import all_hook_names
+
+MUTATIONS = {
+    "no-shortcut": "remove the first shortcut of the block (add1 returns only the attention branch)",
+    "post-ln": "move the norms after the adds (Post-LN), same weights",
+    "relu": "GELU -> ReLU in the block's feed-forward",
+    "ff-1024": "second feed-forward Linear sized 4*emb -> 1024 (the seeds' exercise)",
+    "unbiased-ln": "norm1 with unbiased variance (divide by n-1)",
+    "eps": "norm1 with eps 1e-2 instead of 1e-5",
+    "dropout-on": "dropout left on (the model in training mode)",
+}
+
+
+class _UnbiasedLayerNorm(nn.Module):
+    """The book's LayerNorm, but with torch.var's default unbiased estimate."""
+
+    def __init__(self, original) -> None:
+        super().__init__()
+        self.scale, self.shift, self.eps = original.scale, original.shift, original.eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(dim=-1, keepdim=True)
+        var = x.var(dim=-1, keepdim=True, unbiased=True)
+        return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
+
+
+def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPTModel:
+    """A deep copy of ``model`` with one change made at block ``layer``."""
+    if mutation not in MUTATIONS:
+        raise ValueError(f"unknown mutation {mutation!r}; choose one of: {', '.join(MUTATIONS)}")
+    if not 0 <= layer < model.cfg.n_layers:
+        raise ValueError(f"layer {layer} out of range 0..{model.cfg.n_layers - 1}")
+    if mutation == "post-ln":
+        return post_ln_twin(model)
+    b = copy.deepcopy(model)
+    b.tie_weights()
+    block = b.trf_blocks[layer]
+    if mutation == "no-shortcut":
+        branch = {}
+        block.drop1.register_forward_hook(lambda m, i, o: branch.__setitem__("x", o))
+        block.add1.register_forward_hook(lambda m, i, o: branch["x"])  # drop the shortcut
+    elif mutation == "relu":
+        block.ff.layers[1] = nn.ReLU()
+    elif mutation == "ff-1024":
+        cfg = b.cfg
+        torch.manual_seed(seed)
+        param = next(b.parameters())
+        block.ff.layers[2] = nn.Linear(cfg.hidden_dim, 1024).to(param.device, param.dtype)
+    elif mutation == "unbiased-ln":
+        block.norm1 = _UnbiasedLayerNorm(block.norm1)
+    elif mutation == "eps":
+        block.norm1.eps = 1e-2
+    elif mutation == "dropout-on":
+        if b.cfg.drop_rate == 0:
+            raise ValueError("this model's drop_rate is 0: dropout left on changes nothing")
+        torch.manual_seed(seed)
+        b.train()
+    return b
+
+
+@dataclass
+class NodeDiff:
+    name: str
+    shape_a: tuple[int, ...] | None
+    shape_b: tuple[int, ...] | None
+    max_abs: float  # inf when the shapes differ, nan when a side is missing
+    relative: float  # max |a - b| / max |a|
+
+    @property
+    def status(self) -> str:
+        if self.shape_b is None:
+            return "not reached in B"
+        if self.shape_a != self.shape_b:
+            return "shapes differ"
+        return "differs" if math.isfinite(self.max_abs) and self.max_abs > 0 else "same"
+
+
+@dataclass
+class Divergence:
+    rows: list[NodeDiff]
+    tolerance: float
+    first: str | None  # the first node beyond the tolerance, or None
+    error_b: str | None = None  # the exception model B raised, if any
+    notes: list[str] = field(default_factory=list)
+
+    def table(self) -> str:
+        lines = [f"{'node':34s} {'shape A':>16s} {'shape B':>16s} {'max |A-B|':>11s} {'relative':>10s}"]
+        for r in self.rows:
+            mark = "  <- first divergence" if r.name == self.first else ""
+            sa = str(r.shape_a) if r.shape_a else "-"
+            sb = str(r.shape_b) if r.shape_b else "-"
+            lines.append(f"{r.name:34s} {sa:>16s} {sb:>16s} {r.max_abs:11.3g} {r.relative:10.3g}{mark}")
+        if self.first is None:
+            lines.append(f"no node differs by more than {self.tolerance:g}")
+        else:
+            lines.append(f"first divergence: {self.first}")
+        if self.error_b:
+            lines.append(f"model B failed: {self.error_b}")
+        return "\n".join(lines)
+
+
+def _capture(model: GPTModel, ids: torch.Tensor) -> tuple[Capture, str | None]:
+    cap = Capture(model, tensors=True, budget_bytes=1 << 62)
+    error = None
+    grad = torch.is_grad_enabled()
+    try:
+        with torch.no_grad(), cap:
+            model(ids)
+    except RuntimeError as exc:  # e.g. shapes that no longer add up
+        error = str(exc).splitlines()[0]
+    torch.set_grad_enabled(grad)
+    return cap, error
+
+
+def find_divergence(a: GPTModel, b: GPTModel, ids: list[int], tolerance: float = 1e-4) -> Divergence:
+    """Compare every node of A (in A's forward order) with the same-named node of B."""
+    tokens = torch.tensor([ids], device=next(a.parameters()).device)
+    cap_a, error_a = _capture(a, tokens)
+    if error_a:
+        raise ValueError(f"model A failed on the prompt: {error_a}")
+    cap_b, error_b = _capture(b, tokens.to(next(b.parameters()).device))
+    rows, first = [], None
+    for name in all_hook_names(a.cfg, include_pattern=False):
+        ta = cap_a[name].tensor if name in cap_a else None
+        tb = cap_b[name].tensor if name in cap_b else None
+        if ta is None:
+            continue
+        if tb is None:
+            rows.append(NodeDiff(name, tuple(ta.shape), None, float("nan"), float("nan")))
+            continue
+        if ta.shape != tb.shape:
+            diff = NodeDiff(name, tuple(ta.shape), tuple(tb.shape), float("inf"), float("inf"))
+        else:
+            d = (ta.float() - tb.float()).abs().max().item()
+            scale = ta.float().abs().max().item() or 1.0
+            diff = NodeDiff(name, tuple(ta.shape), tuple(tb.shape), d, d / scale)
+        rows.append(diff)
+        if first is None and (diff.shape_a != diff.shape_b or diff.max_abs > tolerance):
+            first = name
+    if first is None and error_b:
+        first = next((r.name for r in rows if r.shape_b is None), None)
+    return Divergence(rows, tolerance, first, error_b)

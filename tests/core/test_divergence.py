@@ -1,0 +1,59 @@
+import pytest
+import torch
+
+from explorer.core.config import preset
+from explorer.core.divergence import MUTATIONS, find_divergence, mutate
+from explorer.core.model import build_model
+from explorer.core.tokenizer import encode
+
+IDS = encode("Every effort moves you forward, and then some more")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model(preset("tiny", n_layers=3), seed=2)
+
+
+def test_identical_models_do_not_diverge(model):
+    result = find_divergence(model, model, IDS)
+    assert result.first is None and all(r.max_abs == 0 for r in result.rows)
+
+
+@pytest.mark.parametrize("mutation,layer,node", [
+    ("no-shortcut", 1, "trf_blocks.1.add1"),
+    ("post-ln", 0, "trf_blocks.0.norm1"),
+    ("relu", 2, "trf_blocks.2.ff.layers.1"),
+    ("ff-1024", 1, "trf_blocks.1.ff.layers.2"),
+    ("unbiased-ln", 1, "trf_blocks.1.norm1"),
+    ("eps", 2, "trf_blocks.2.norm1"),
+    ("dropout-on", 0, "drop_emb"),
+])
+def test_each_mutation_is_found_where_it_was_made(model, mutation, layer, node):
+    result = find_divergence(model, mutate(model, mutation, layer=layer), IDS)
+    assert result.first == node
+    names = [r.name for r in result.rows]
+    before = names[: names.index(node)]
+    assert all(r.max_abs == 0 for r in result.rows if r.name in before)  # not earlier
+    assert set(MUTATIONS) >= {mutation}
+
+
+def test_ff_1024_reports_the_shapes_and_the_clear_error(model):
+    result = find_divergence(model, mutate(model, "ff-1024", layer=1), IDS)
+    row = next(r for r in result.rows if r.name == "trf_blocks.1.ff.layers.2")
+    assert row.shape_a[-1] == 32 and row.shape_b[-1] == 1024 and row.status == "shapes differ"
+    assert result.error_b and "1024" in result.error_b
+    assert any(r.status == "not reached in B" for r in result.rows)
+    assert "first divergence: trf_blocks.1.ff.layers.2" in result.table()
+
+
+def test_differences_after_the_first_node_are_reported(model):
+    result = find_divergence(model, mutate(model, "relu", layer=0), IDS)
+    after = [r for r in result.rows if r.name == "out_head"][0]
+    assert after.max_abs > 0 and after.relative > 0
+
+
+def test_unknown_mutation_and_bad_layer(model):
+    with pytest.raises(ValueError, match="relu"):
+        mutate(model, "swap-heads")
+    with pytest.raises(ValueError, match="layer 9"):
+        mutate(model, "relu", layer=9)
