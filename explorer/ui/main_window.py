@@ -21,6 +21,7 @@ from ..core.generation import GenerationSettings
 from .attention_view import AttentionView
 from .block_graph import BlockGraphView
 from .distributions import DistributionsView
+from .explanation_view import ExplanationView
 from .engine import Engine, ModelInfo, ModelSpec, PassResult
 from .gelu_view import GeluView
 from .generation_panel import GenerationPanel
@@ -56,11 +57,13 @@ class MainWindow(QMainWindow):
         self.distributions = DistributionsView(self.session)
         self.attention = AttentionView(self.session)
         self.lens = LensView(self.session)
+        self.explanation = ExplanationView(self.session)
         self.ln_compare = LnCompareView(self.session)
         self.train_panel = TrainPanel()
         self.inspector_dock = self._dock("Tensor inspector", "inspector", self.inspector,
                                          Qt.RightDockWidgetArea)
         self.plot_docks = [self._dock(title, name, widget, Qt.RightDockWidgetArea) for title, name, widget in (
+            ("Explain", "explain", self.explanation),
             ("GELU", "gelu", self.gelu), ("Distributions", "distributions", self.distributions),
             ("Attention", "attention", self.attention), ("Logit lens", "lens", self.lens),
             ("Pre-LN vs Post-LN", "ln_compare", self.ln_compare))]

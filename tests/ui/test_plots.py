@@ -147,3 +147,15 @@ def test_stopping_training_saves_a_checkpoint(qtbot, make_window, tmp_path):
     assert len(panel.steps_seen) < 100 and (tmp_path / "run" / "model.safetensors").is_file()
     import json
     assert json.loads((tmp_path / "run" / "trainer.json").read_text())["step"] == len(panel.steps_seen)
+
+
+def test_explain_tab_follows_the_selected_node_with_live_numbers(qtbot, ran):
+    view = show(qtbot, ran, "Explain")
+    ran.session.set_node("trf_blocks.0.ff.layers.0")
+    qtbot.wait(20)
+    text = view.text.text()
+    assert "What it does." in text and "widened each token from 32 to 128 values" in text
+    assert "Common mistake." in text
+    ran.session.set_node("trf_blocks.1.ff")
+    qtbot.wait(20)
+    assert "does not change the embedding size" in view.text.text()

@@ -1,0 +1,45 @@
+"""Explain: for the selected node, what it does in plain words, what it did here with the
+current numbers, and the common mistake about it (text from explorer.core.explain)."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
+
+from ..core.explain import explain
+from .lazy import LazyRefresh
+from .session import Session
+
+
+class ExplanationView(LazyRefresh, QWidget):
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.RichText)
+        self.text.setAlignment(Qt.AlignTop | Qt.AlignLeft)
+        self.text.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.text)
+        layout = QVBoxLayout(self)
+        layout.addWidget(scroll)
+        session.passChanged.connect(self.request_refresh, Qt.QueuedConnection)
+        session.nodeChanged.connect(self.request_refresh)
+
+    def redraw(self) -> None:
+        current = self.session.current
+        views = current.views if current is not None else {}
+        pieces = (self.session.prompt.pieces if self.session.prompt is not None else [])
+        position = None if current is None or current.step is None else 0
+        if current is not None and current.step is not None:
+            pieces = [f"generated token {current.step}"]
+        e = explain(self.session.node, views, pieces, position)
+        self.text.setText(
+            f"<h3>{html.escape(e.node)}</h3>"
+            f"<p><b>What it does.</b> {html.escape(e.what)}</p>"
+            f"<p><b>What it did here.</b> {html.escape(e.here)}</p>"
+            f"<p><b>Common mistake.</b> {html.escape(e.mistake)}</p>")

@@ -1,0 +1,75 @@
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.core.capture import Capture
+from explorer.core.config import preset
+from explorer.core.explain import MISTAKE, WHAT, explain
+from explorer.core.model import build_model
+from explorer.core.nodes import all_hook_names, node_for_hook
+from explorer.core.tokenizer import encode, token_piece
+
+
+@pytest.fixture(scope="module")
+def captured():
+    model = build_model(preset("tiny"), seed=5)
+    ids = encode("Every effort moves you")
+    with torch.inference_mode(), Capture(model, tensors=True, attention=True) as cap:
+        model(torch.tensor([ids]))
+    return cap.views(), [token_piece(i) for i in ids]
+
+
+def numbers(text):
+    return [float(x) for x in re.findall(r"-?\d+\.?\d*(?:e-?\d+)?", text)]
+
+
+def test_every_node_has_an_explanation_and_a_mistake(captured):
+    views, pieces = captured
+    for name in all_hook_names(preset("tiny")):
+        e = explain(name, views, pieces)
+        assert e.what and e.mistake and "shape" in e.here
+    assert set(WHAT) == set(MISTAKE)
+
+
+def test_norm_reports_the_token_std_before_and_after(captured):
+    views, pieces = captured
+    e = explain("trf_blocks.0.norm1", views, pieces)
+    before = views["drop_emb"].array[0, -1].std()
+    after = views["trf_blocks.0.norm1"].array[0, -1].std()
+    assert f"brought token ' you' from std {before:.3g} to {after:.3g}" in e.here
+
+
+def test_linear_widening_and_ffn_mistake(captured):
+    views, pieces = captured
+    assert "widened each token from 32 to 128 values" in explain("trf_blocks.1.ff.layers.0", views, pieces).here
+    assert "does not change the embedding size" in explain("trf_blocks.1.ff", views, pieces).mistake
+
+
+def test_add_reports_branch_to_shortcut_ratio(captured):
+    views, pieces = captured
+    e = explain("trf_blocks.0.add1", views, pieces, position=1)
+    branch = views["trf_blocks.0.drop1"].array[0, 1]
+    total = views["trf_blocks.0.add1"].array[0, 1]
+    ratio = np.linalg.norm(branch) / np.linalg.norm(total - branch)
+    assert f"{ratio:.2g}× the shortcut's size" in e.here and "' effort'" in e.here
+
+
+def test_dropout_in_eval_mode_changed_nothing(captured):
+    views, pieces = captured
+    assert "changed nothing here (eval mode)" in explain("trf_blocks.1.drop2", views, pieces).here
+
+
+def test_attention_and_logits_name_real_tokens(captured):
+    views, pieces = captured
+    e = explain("trf_blocks.0.att.attn_weights", views, pieces)
+    weights = views["trf_blocks.0.att.attn_weights"].array[0][:, -1, :].mean(0)
+    assert repr(pieces[int(np.argmax(weights))]) in e.here
+    top = int(np.argmax(views["out_head"].array[0, -1]))
+    assert f"token id {top}" in explain("out_head", views, pieces).here
+
+
+def test_without_a_capture_it_says_to_run_a_prompt():
+    e = explain("trf_blocks.0.norm1", {}, [])
+    assert "Run a prompt" in e.here and e.what.startswith(WHAT[node_for_hook("trf_blocks.0.norm1").kind][:20])
