@@ -62,8 +62,11 @@ class NodeItem(QGraphicsRectItem):
         self.setBrush(QBrush(colour))
         self.text.setBrush(QBrush(_text_colour(colour)))
 
+    diverged = False  # marked by the divergence finder
+
     def set_selected(self, selected: bool) -> None:
-        self.setPen(QPen(QColor("#ff8c00") if selected else QColor("#555555"), 4 if selected else 1))
+        colour = "#ff8c00" if selected else "#d40000" if self.diverged else "#555555"
+        self.setPen(QPen(QColor(colour), 4 if selected or self.diverged else 1))
         self.setZValue(2 if selected else 1)
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)
@@ -282,8 +285,21 @@ class BlockGraphView(QWidget):
     def _on_layer(self, layer: int) -> None:
         self.rebuild()
 
+    def mark_divergence(self, name: str) -> None:
+        """Outline the first diverging node in red (and show its layer)."""
+        self.diverged = name or None
+        if name.startswith("trf_blocks.") and int(name.split(".")[1]) != self.session.layer:
+            self.session.set_layer(int(name.split(".")[1]))
+        self._apply_marks()
+
+    def _apply_marks(self) -> None:
+        for item_name, item in self.items.items():
+            item.diverged = item_name == getattr(self, "diverged", None)
+            item.set_selected(item_name == self.session.node)
+
     def _on_node(self, name: str) -> None:
         for item_name, item in self.items.items():
+            item.diverged = item_name == getattr(self, "diverged", None)
             item.set_selected(item_name == name)
         if name in self.items:
             self.view.ensureVisible(self.items[name], 20, 40)

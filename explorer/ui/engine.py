@@ -20,7 +20,7 @@ from ..core.analysis import logit_lens
 from ..core.capture import Cancelled, Capture, NodeView, StopCheck
 from ..core.compare import EXPERIMENT_CONFIG, compare_prompt, gradient_experiment
 from ..core.resources import resource_path
-from ..core.checkpoints import LoadedModel, open_model
+from ..core.checkpoints import LoadedModel, load_checkpoint, open_model
 from ..core.config import GPTConfig
 from ..core.generation import GenerationSettings, generate_stream, prepare_prompt
 from ..core.tokenizer import encode, token_piece
@@ -89,6 +89,7 @@ class Engine(QObject):
     gradientsDone = Signal(object)  # GradientResult, or None when stopped
     trainEvent = Signal(object)  # StepEvent | EvalEvent | CheckpointEvent
     trainDone = Signal(str)  # the last checkpoint's path ("" if none)
+    diffDone = Signal(object)  # Divergence
 
     def __init__(self, memory_budget: int = 1 << 30) -> None:
         super().__init__()
@@ -260,3 +261,20 @@ class Engine(QObject):
         except (OSError, UnicodeDecodeError, ValueError, RuntimeError, MemoryError) as exc:
             self.failed.emit(f"training: {exc}")
         self.trainDone.emit(last)
+
+    @Slot(str, str, int, float)
+    def diff(self, text: str, spec: str, layer: int, tolerance: float) -> None:
+        """The divergence finder: the loaded model against a change of it or a checkpoint."""
+        from ..core.divergence import find_divergence, mutate
+
+        if self.loaded is None:
+            return
+        try:
+            ids, _ = self._prompt_ids(text)
+            if spec.startswith("file:"):
+                other = load_checkpoint(spec[len("file:"):], device=str(self.loaded.device)).model
+            else:
+                other = mutate(self.loaded.model, spec, layer=layer)
+            self.diffDone.emit(find_divergence(self.loaded.model, other, ids, tolerance))
+        except (ValueError, RuntimeError, MemoryError, OSError) as exc:
+            self.failed.emit(f"divergence finder: {exc}")

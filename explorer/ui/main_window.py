@@ -21,6 +21,7 @@ from ..core.generation import GenerationSettings
 from .attention_view import AttentionView
 from .block_graph import BlockGraphView
 from .distributions import DistributionsView
+from .divergence_view import DivergenceView
 from .explanation_view import ExplanationView
 from .engine import Engine, ModelInfo, ModelSpec, PassResult
 from .gelu_view import GeluView
@@ -58,6 +59,7 @@ class MainWindow(QMainWindow):
         self.attention = AttentionView(self.session)
         self.lens = LensView(self.session)
         self.explanation = ExplanationView(self.session)
+        self.divergence = DivergenceView(self.session)
         self.ln_compare = LnCompareView(self.session)
         self.train_panel = TrainPanel()
         self.inspector_dock = self._dock("Tensor inspector", "inspector", self.inspector,
@@ -66,7 +68,8 @@ class MainWindow(QMainWindow):
             ("Explain", "explain", self.explanation),
             ("GELU", "gelu", self.gelu), ("Distributions", "distributions", self.distributions),
             ("Attention", "attention", self.attention), ("Logit lens", "lens", self.lens),
-            ("Pre-LN vs Post-LN", "ln_compare", self.ln_compare))]
+            ("Pre-LN vs Post-LN", "ln_compare", self.ln_compare),
+            ("Divergence", "divergence", self.divergence))]
         for dock in self.plot_docks:
             self.tabifyDockWidget(self.inspector_dock, dock)
             if hasattr(dock.widget(), "visibility_changed"):  # lazy views redraw when shown
@@ -124,6 +127,9 @@ class MainWindow(QMainWindow):
         self.train_panel.loadRequested.connect(lambda path: self.load_model(ModelSpec(checkpoint=path)))
         self.engine.trainEvent.connect(self.train_panel.on_event)
         self.engine.trainDone.connect(self.on_training_done)
+        self.divergence.diffRequested.connect(self.engine.diff)
+        self.engine.diffDone.connect(self.divergence.show_result)
+        self.divergence.firstFound.connect(self.graph.mark_divergence)
         self.thread.start()
 
         self.generation.runRequested.connect(self.run)

@@ -159,3 +159,16 @@ def test_explain_tab_follows_the_selected_node_with_live_numbers(qtbot, ran):
     ran.session.set_node("trf_blocks.1.ff")
     qtbot.wait(20)
     assert "does not change the embedding size" in view.text.text()
+
+
+def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
+    view = show(qtbot, ran, "Divergence")
+    view.kind.setCurrentIndex(view.kind.findData("relu"))
+    view.layer.setValue(1)
+    view.request()
+    qtbot.waitUntil(lambda: view.result is not None, timeout=30_000)
+    assert view.result.first == "trf_blocks.1.ff.layers.1"
+    assert "First divergence: <b>trf_blocks.1.ff.layers.1</b>" in view.summary.text()
+    assert ran.session.layer == 1
+    item = ran.graph.items["trf_blocks.1.ff.layers.1"]
+    assert item.diverged and item.pen().color().name() == "#d40000"

@@ -1,0 +1,93 @@
+"""Divergence finder: model B — a change of the loaded model from the seeds' list, or a
+checkpoint — runs on the current prompt beside model A; the table shows the largest
+difference at every node in forward order and the first node beyond the tolerance,
+which the block graph marks in red."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel,
+                               QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QWidget)
+
+from ..core.divergence import MUTATIONS, Divergence
+from .session import Session
+
+CHECKPOINT = "checkpoint file…"
+
+
+class DivergenceView(QWidget):
+    diffRequested = Signal(str, str, int, float)  # prompt text, mutation or "file:PATH", layer, tolerance
+    firstFound = Signal(str)  # the first diverging node ("" for none)
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.kind = QComboBox()
+        for name, words in MUTATIONS.items():
+            self.kind.addItem(name, name)
+            self.kind.setItemData(self.kind.count() - 1, words, Qt.ToolTipRole)
+        self.kind.addItem(CHECKPOINT, "file")
+        self.layer = QSpinBox()
+        self.layer.setPrefix("block ")
+        self.tol = QDoubleSpinBox()
+        self.tol.setDecimals(6)
+        self.tol.setRange(0.0, 10.0)
+        self.tol.setSingleStep(1e-4)
+        self.tol.setValue(1e-4)
+        run = QPushButton("Find the first divergence")
+        run.clicked.connect(self.request)
+        bar = QHBoxLayout()
+        for w in (QLabel("Model B = A with:"), self.kind, self.layer, QLabel("tolerance"), self.tol, run):
+            bar.addWidget(w)
+        bar.addStretch(1)
+        self.summary = QLabel("Run a prompt, choose a change, and find where the two models part.")
+        self.summary.setWordWrap(True)
+        self.table = QTableWidget(0, 4)
+        self.table.setHorizontalHeaderLabels(["shape A", "shape B", "max |A−B|", "relative"])
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.table, 1)
+        session.modelChanged.connect(self._layers)
+        self.result: Divergence | None = None
+
+    def _layers(self) -> None:
+        if self.session.model is not None:
+            self.layer.setRange(0, self.session.model.config.n_layers - 1)
+
+    def request(self) -> None:
+        if self.session.prompt is None:
+            self.summary.setText("Run a prompt first (Ctrl+Enter): both models get the same prompt.")
+            return
+        from ..core.tokenizer import decode
+        spec = self.kind.currentData()
+        if spec == "file":
+            path, _ = QFileDialog.getOpenFileName(self, "Model B checkpoint")
+            if not path:
+                return
+            spec = "file:" + path
+        self.summary.setText("Comparing…")
+        self.diffRequested.emit(decode(self.session.prompt.ids), spec, self.layer.value(), self.tol.value())
+
+    def show_result(self, result: Divergence) -> None:
+        self.result = result
+        self.table.setRowCount(len(result.rows))
+        self.table.setVerticalHeaderLabels([r.name for r in result.rows])
+        for i, r in enumerate(result.rows):
+            cells = [str(r.shape_a), str(r.shape_b) if r.shape_b else "not reached",
+                     f"{r.max_abs:.3g}", f"{r.relative:.3g}"]
+            for j, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if r.name == result.first:
+                    item.setBackground(QBrush(QColor("#ffb3b3")))
+                self.table.setItem(i, j, item)
+        text = (f"First divergence: <b>{result.first}</b>" if result.first
+                else f"No node differs by more than {result.tolerance:g}.")
+        if result.error_b:
+            text += f"<br>Model B failed: {result.error_b}"
+        self.summary.setText(text)
+        if result.first:
+            self.table.scrollToItem(self.table.item([r.name for r in result.rows].index(result.first), 0))
+        self.firstFound.emit(result.first or "")
