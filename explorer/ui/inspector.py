@@ -153,6 +153,7 @@ class InspectorView(QWidget):
         session.nodeChanged.connect(lambda _: self.refresh())
         session.passChanged.connect(self.refresh, Qt.QueuedConnection)  # one event per view
         session.modelChanged.connect(self.refresh)
+        session.hiddenChanged.connect(lambda _: self.refresh())
         self.refresh()
 
     # ------------------------------------------------------------------ showing
@@ -171,6 +172,11 @@ class InspectorView(QWidget):
     def refresh(self) -> None:
         view = self.session.view()
         name = self.session.node
+        if self.session.hidden:
+            self.title.setText(f"<b>{name}</b><br>Predict first: answer the question in the "
+                               "Learn tab to reveal this tensor.")
+            self._clear()
+            return
         if view is None:
             self.title.setText(f"<b>{name}</b><br>Run a prompt (Ctrl+Enter) to see its values.")
             self._clear()

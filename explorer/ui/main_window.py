@@ -27,6 +27,7 @@ from .engine import Engine, ModelInfo, ModelSpec, PassResult
 from .gelu_view import GeluView
 from .generation_panel import GenerationPanel
 from .inspector import InspectorView
+from .learn_view import LearnView
 from .lens_view import LensView
 from .ln_compare import LnCompareView
 from .session import Session
@@ -60,12 +61,13 @@ class MainWindow(QMainWindow):
         self.lens = LensView(self.session)
         self.explanation = ExplanationView(self.session)
         self.divergence = DivergenceView(self.session)
+        self.learn = LearnView(self.session)
         self.ln_compare = LnCompareView(self.session)
         self.train_panel = TrainPanel()
         self.inspector_dock = self._dock("Tensor inspector", "inspector", self.inspector,
                                          Qt.RightDockWidgetArea)
         self.plot_docks = [self._dock(title, name, widget, Qt.RightDockWidgetArea) for title, name, widget in (
-            ("Explain", "explain", self.explanation),
+            ("Explain", "explain", self.explanation), ("Learn", "learn", self.learn),
             ("GELU", "gelu", self.gelu), ("Distributions", "distributions", self.distributions),
             ("Attention", "attention", self.attention), ("Logit lens", "lens", self.lens),
             ("Pre-LN vs Post-LN", "ln_compare", self.ln_compare),

@@ -21,6 +21,7 @@ class Session(QObject):
     stepsChanged = Signal()  # a step was added or the steps were cleared
     layerChanged = Signal(int)
     nodeChanged = Signal(str)  # hook name
+    hiddenChanged = Signal(bool)  # learn mode covers the inspector until an answer
 
     def __init__(self) -> None:
         super().__init__()
@@ -30,6 +31,7 @@ class Session(QObject):
         self.current: PassResult | None = None  # what the views show
         self.layer = 0
         self.node = "trf_blocks.0.norm1"
+        self.hidden = False
 
     # -------------------------------------------------------------------- changes
     def set_model(self, info: ModelInfo) -> None:
@@ -76,6 +78,11 @@ class Session(QObject):
         if name != self.node:
             self.node = name
             self.nodeChanged.emit(name)
+
+    def set_hidden(self, hidden: bool) -> None:
+        if hidden != self.hidden:
+            self.hidden = hidden
+            self.hiddenChanged.emit(hidden)
 
     # -------------------------------------------------------------------- reads
     def view(self, name: str | None = None) -> NodeView | None:
