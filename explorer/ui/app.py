@@ -94,7 +94,10 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
                 window.close()
                 return 2
             window.session.set_node(node)
-        app.processEvents()
+        settle = time.monotonic() + 0.5  # let queued redraws and layouts finish
+        while time.monotonic() < settle:
+            app.processEvents()
+            time.sleep(0.01)
         ok = window.grab().save(path)
         window.close()
     if not ok:

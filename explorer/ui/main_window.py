@@ -10,7 +10,7 @@ import os
 import sys
 
 import torch
-from PySide6.QtCore import QSettings, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QSettings, Qt, QThread, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QProgressBar)
@@ -79,9 +79,10 @@ class MainWindow(QMainWindow):
         self.inspector_dock.raise_()
         self.generation_dock = self._dock("Prompt and generation", "generation",
                                           self.generation, Qt.BottomDockWidgetArea)
-        self.train_dock = self._dock("Train", "train", self.train_panel, Qt.BottomDockWidgetArea)
-        self.tabifyDockWidget(self.generation_dock, self.train_dock)
-        self.generation_dock.raise_()
+        self.train_dock = self._dock("Train", "train", self.train_panel, Qt.RightDockWidgetArea)
+        self.tabifyDockWidget(self.plot_docks[-1], self.train_dock)
+        self.inspector_dock.raise_()
+
         self._default_state = self.saveState()
 
         # status bar
@@ -253,6 +254,7 @@ class MainWindow(QMainWindow):
             dock.show()
         self.inspector_dock.raise_()
         self.generation_dock.raise_()
+        self._default_dock_sizes()
 
     def about(self) -> None:
         import PySide6
@@ -347,6 +349,7 @@ class MainWindow(QMainWindow):
             self.restoreState(s.value("window/state"))
         else:
             self.resize(1500, 950)
+            QTimer.singleShot(0, self._default_dock_sizes)
         p.max_tokens.setValue(int(s.value("generation/max_new_tokens", p.max_tokens.value())))
         p.sample.setChecked(str(s.value("generation/sample", "false")).lower() == "true")
         p.temperature.setValue(float(s.value("generation/temperature", p.temperature.value())))
@@ -354,6 +357,11 @@ class MainWindow(QMainWindow):
         p.top_p.setValue(float(s.value("generation/top_p", p.top_p.value())))
         p.seed.setValue(int(s.value("generation/seed", p.seed.value())))
         p.prompt.setPlainText(str(s.value("generation/prompt", p.prompt.toPlainText())))
+
+    def _default_dock_sizes(self) -> None:
+        """The graph keeps the room: a short bottom dock, an inspector of moderate width."""
+        self.resizeDocks([self.generation_dock], [290], Qt.Vertical)
+        self.resizeDocks([self.inspector_dock], [620], Qt.Horizontal)
 
     def closeEvent(self, event) -> None:  # noqa: N802
         self.settings.setValue("window/geometry", self.saveGeometry())
