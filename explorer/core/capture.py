@@ -81,11 +81,6 @@ class NodeCapture:
     stats: NodeStats
     tensor: torch.Tensor | None = None  # detached CPU copy when kept
 
-    @property
-    def layer(self) -> int | None:
-        parts = self.name.split(".")
-        return int(parts[1]) if parts[0] == "trf_blocks" else None
-
 
 @dataclass(frozen=True)
 class NodeView:

@@ -123,15 +123,12 @@ class Divergence:
 
 def _capture(model: GPTModel, ids: torch.Tensor) -> tuple[Capture, str | None]:
     cap = Capture(model, tensors=True, budget_bytes=1 << 62)
-    error = None
-    grad = torch.is_grad_enabled()
     try:
         with torch.no_grad(), cap:
             model(ids)
     except RuntimeError as exc:  # e.g. shapes that no longer add up
-        error = str(exc).splitlines()[0]
-    torch.set_grad_enabled(grad)
-    return cap, error
+        return cap, str(exc).splitlines()[0]
+    return cap, None
 
 
 def find_divergence(a: GPTModel, b: GPTModel, ids: list[int], tolerance: float = 1e-4) -> Divergence:

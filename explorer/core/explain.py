@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .nodes import node_for_hook, residual_branches
+from .nodes import block_hook_name, block_nodes, node_for_hook, residual_branches
 
 WHAT = {
     "embedding": "Turns each token id (or each position) into a vector of learned numbers. "
@@ -67,19 +67,27 @@ def _token_std(array: np.ndarray, position: int) -> float:
     return float(np.asarray(array).reshape(-1, array.shape[-1])[position].std())
 
 
-def _input_of(name: str, views: dict) -> str | None:
-    """The node whose output feeds this node, when the table tells."""
+def _input_of(name: str, views: dict, norm_position: str) -> str | None:
+    """The node whose output feeds this one, from the node table: the previous node at the
+    same level of the block, or for the block's first node the block's input (the
+    previous block's last node, or the embeddings' dropout)."""
     if not name.startswith("trf_blocks."):
         return None
-    prefix, key = name.rsplit(".", 1)[0] + ".", name.split(".", 2)[2]
+    node = node_for_hook(name)
     layer = int(name.split(".")[1])
-    block_input = "drop_emb" if layer == 0 else f"trf_blocks.{layer - 1}.add2"
-    feeds = {"norm1": block_input, "norm2": prefix + "add1", "ff.layers.1": prefix + "ff.layers.0"}
-    source = feeds.get(key)
+    siblings = [n.key for n in block_nodes(norm_position) if n.parent == node.parent]
+    i = siblings.index(node.key)
+    if i > 0:
+        source = block_hook_name(layer, siblings[i - 1])
+    elif node.parent is None:
+        source = "drop_emb" if layer == 0 else block_hook_name(layer - 1, siblings[-1])
+    else:
+        return None
     return source if source in views else None
 
 
-def explain(name: str, views: dict, pieces: list[str], position: int | None = None) -> Explanation:
+def explain(name: str, views: dict, pieces: list[str], position: int | None = None,
+            norm_position: str = "pre") -> Explanation:
     """Explain ``name`` using the captured ``views`` of one pass (prompt pieces given)."""
     node = node_for_hook(name)
     view = views.get(name)
@@ -102,7 +110,7 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
     if array is not None and node.kind != "pattern":
         token = _piece(pieces, pos)
         if node.kind == "norm":
-            source = _input_of(name, views)
+            source = _input_of(name, views, norm_position)
             if source and views[source].array is not None:
                 before = _token_std(views[source].array, pos)
                 after = _token_std(array, pos)
@@ -112,7 +120,7 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
         elif node.key == "ff.layers.2":
             parts.append(f"It narrowed each token from {width * 4} back to {width} values.")
         elif node.kind == "gelu":
-            source = _input_of(name, views)
+            source = _input_of(name, views, norm_position)
             if source and views[source].array is not None:
                 x = np.asarray(views[source].array).reshape(-1)
                 parts.append(f"{100 * float((x < 0).mean()):.0f}% of its inputs were negative and "

@@ -223,8 +223,8 @@ class Engine(QObject):
 
     @Slot(object, str, int)
     def gradients(self, depths: list[int], scheme: str, seed: int) -> None:
-        """Xiong et al.'s experiment at initialisation; Stop cancels between runs."""
-        self.stop_event.clear()
+        """Xiong et al.'s experiment at initialisation; Stop cancels between runs (the
+        caller clears stop_event)."""
         text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:4000]
 
         def progress(done: int, total: int) -> bool:
@@ -245,8 +245,7 @@ class Engine(QObject):
 
         from ..core.training import CheckpointEvent, Trainer, default_text
 
-        self.stop_event.clear()
-        last = ""
+        last = ""  # the caller cleared stop_event
         try:
             text = Path(text_path).read_text(encoding="utf-8") if text_path else default_text()
             trainer = Trainer(text, settings, out_dir)

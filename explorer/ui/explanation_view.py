@@ -37,7 +37,8 @@ class ExplanationView(LazyRefresh, QWidget):
         position = None if current is None or current.step is None else 0
         if current is not None and current.step is not None:
             pieces = [f"generated token {current.step}"]
-        e = explain(self.session.node, views, pieces, position)
+        norm_position = self.session.model.config.norm_position if self.session.model else "pre"
+        e = explain(self.session.node, views, pieces, position, norm_position)
         self.text.setText(
             f"<h3>{html.escape(e.node)}</h3>"
             f"<p><b>What it does.</b> {html.escape(e.what)}</p>"

@@ -39,6 +39,7 @@ class MainWindow(QMainWindow):
     requestAnalyse = Signal(str)
     requestGenerate = Signal(str, object)
     requestTrain = Signal(object, object, str)
+    requestGradients = Signal(object, str, int)
 
     def __init__(self, spec: ModelSpec | None = None, settings: QSettings | None = None) -> None:
         super().__init__()
@@ -119,7 +120,8 @@ class MainWindow(QMainWindow):
         self.lens.lensRequested.connect(self.engine.lens)
         self.engine.lensDone.connect(self.lens.show_rows)
         self.ln_compare.compareRequested.connect(self.engine.compare)
-        self.ln_compare.gradientsRequested.connect(self.engine.gradients)
+        self.ln_compare.gradientsRequested.connect(self.start_gradients)
+        self.requestGradients.connect(self.engine.gradients)
         self.ln_compare.stopRequested.connect(self.engine.stop_event.set)
         self.engine.compareDone.connect(self.ln_compare.show_runs)
         self.engine.compareDone.connect(self.on_compare_done)
@@ -230,10 +232,16 @@ class MainWindow(QMainWindow):
             self.warn(self, "GPT Block Explorer", "Stop the generation first.")
             return
         self.running = True  # the engine thread is busy: no generation meanwhile
+        self.engine.stop_event.clear()
         self.generation.set_running(True)
         self.generation.stop_button.setEnabled(False)
         self.busy.show()
         self.requestTrain.emit(text_path, settings, out_dir)
+
+    @Slot(object, str, int)
+    def start_gradients(self, depths, scheme: str, seed: int) -> None:
+        self.engine.stop_event.clear()
+        self.requestGradients.emit(depths, scheme, seed)
 
     @Slot(str)
     def on_training_done(self, path: str) -> None:

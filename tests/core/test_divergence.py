@@ -1,5 +1,4 @@
 import pytest
-import torch
 
 from explorer.core.config import preset
 from explorer.core.divergence import MUTATIONS, find_divergence, mutate

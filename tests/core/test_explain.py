@@ -73,3 +73,23 @@ def test_attention_and_logits_name_real_tokens(captured):
 def test_without_a_capture_it_says_to_run_a_prompt():
     e = explain("trf_blocks.0.norm1", {}, [])
     assert "Run a prompt" in e.here and e.what.startswith(WHAT[node_for_hook("trf_blocks.0.norm1").kind][:20])
+
+
+def test_gelu_reports_the_share_of_negative_inputs(captured):
+    views, pieces = captured
+    x = views["trf_blocks.1.ff.layers.0"].array
+    share = 100 * float((x < 0).mean())
+    assert f"{share:.0f}% of its inputs were negative" in explain("trf_blocks.1.ff.layers.1", views, pieces).here
+
+
+def test_post_ln_norms_read_their_own_inputs():
+    model = build_model(preset("tiny", norm_position="post"), seed=5)
+    ids = encode("Every effort moves you")
+    with torch.inference_mode(), Capture(model, tensors=True) as cap:
+        model(torch.tensor([ids]))
+    views, pieces = cap.views(), [token_piece(i) for i in ids]
+    e = explain("trf_blocks.1.norm1", views, pieces, norm_position="post")
+    before = views["trf_blocks.1.add1"].array[0, -1].std()  # Post-LN: norm1 follows add1
+    assert f"from std {before:.3g}" in e.here
+    e2 = explain("trf_blocks.1.norm1", views, pieces, norm_position="pre")
+    assert e2.here != e.here  # the Pre-LN reading would take the previous block's output

@@ -11,7 +11,7 @@ from explorer.core.config import preset
 from explorer.core.model import build_model
 from explorer.core.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, block_hook_name,
                                  block_nodes)
-from explorer.core.tokenizer import encode
+from explorer.core.tokenizer import encode, token_piece
 from explorer.ui.inspector import STAT_ROWS, ValuesModel
 from tests.ui.conftest import run_and_wait
 
@@ -57,7 +57,9 @@ def test_ctrl_enter_generates_token_by_token_and_steps_are_clickable(qtbot, make
     steps = window.session.steps
     assert len(steps) == 6 and [s.step for s in steps] == list(range(6))
     assert window.generation.output_count() == 7  # the prompt pass + 6 tokens
-    assert window.generation.output.toPlainText().count("·") >= 0 and "prompt (4 tokens)" in window.generation.output.toPlainText()
+    shown = window.generation.output.toPlainText()
+    assert "prompt (4 tokens)" in shown
+    assert all(token_piece(s.token_id).replace(" ", "·") in shown for s in steps)
     assert "tok/s" in window.status_text.text()
     # the prompt pass: every node of the prompt, full tensors
     prompt = window.session.prompt

@@ -115,13 +115,18 @@ def test_ln_compare_rejects_bad_depths(qtbot, ran):
     assert "whole numbers" in view.claim.text() and view.run_button.isEnabled()
 
 
-def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_window, tmp_path):
-    window = make_window()
+def start_training(window, steps, out):
     panel = window.train_panel
     panel.preset.setCurrentText("tiny")
-    panel.steps.setValue(6)
-    panel.out_dir.setText(str(tmp_path / "run"))
+    panel.steps.setValue(steps)
+    panel.out_dir.setText(str(out))
     panel.start_button.click()
+    return panel
+
+
+def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_window, tmp_path):
+    window = make_window()
+    panel = start_training(window, 6, tmp_path / "run")
     assert window.running and not window.generation.generate_button.isEnabled()
     qtbot.waitUntil(lambda: not window.running, timeout=120_000)
     assert [s for s, _ in panel.steps_seen] == list(range(1, 7))
@@ -136,11 +141,7 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
 
 def test_stopping_training_saves_a_checkpoint(qtbot, make_window, tmp_path):
     window = make_window()
-    panel = window.train_panel
-    panel.preset.setCurrentText("tiny")
-    panel.steps.setValue(10_000)
-    panel.out_dir.setText(str(tmp_path / "run"))
-    panel.start_button.click()
+    panel = start_training(window, 10_000, tmp_path / "run")
     qtbot.waitUntil(lambda: len(panel.steps_seen) >= 2, timeout=60_000)
     panel.stop_button.click()
     qtbot.waitUntil(lambda: not window.running, timeout=60_000)
