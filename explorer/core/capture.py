@@ -95,6 +95,14 @@ class NodeView:
     device: str
     stats: NodeStats
     array: np.ndarray | None
+    valid: np.ndarray | None = None  # shape[:-1] bool, False at a batch's padding
+
+    def real_rows(self) -> np.ndarray | None:
+        """The array as (vectors, features) without padding positions."""
+        if self.array is None:
+            return None
+        rows = self.array.reshape(-1, self.array.shape[-1])
+        return rows if self.valid is None else rows[self.valid.reshape(-1)]
 
 
 class Capture(_Hooks):
@@ -108,13 +116,24 @@ class Capture(_Hooks):
     budget_bytes: kept tensors never exceed this; a tensor that would is dropped (its
         statistics stay) and listed in ``dropped``.
     attention: also capture the attention patterns (att.attn_weights).
+    mask: a batch's (B, T) bool mask of real tokens (``batch.Batch.mask``): statistics
+        leave the padding positions out (for attention patterns: the padding queries).
     """
 
     def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
                  layer: int | None = None, tensors: bool | str | Iterable[str] = False,
                  float16: bool = False, budget_bytes: int = DEFAULT_BUDGET_BYTES,
-                 attention: bool = False, topk: int = 5) -> None:
+                 attention: bool = False, topk: int = 5,
+                 mask: torch.Tensor | np.ndarray | None = None) -> None:
         super().__init__(model)
+        if mask is not None:
+            mask = torch.as_tensor(mask, dtype=torch.bool)
+            if mask.dim() != 2:
+                raise ValueError(f"the mask must be (batch, tokens), not {tuple(mask.shape)}")
+            if bool(mask.all()):
+                mask = None  # nothing is padding: no masking cost
+        self.mask = mask
+        self._masks: dict[tuple, torch.Tensor] = {}  # (device, shape) -> mask for that shape
         cfg = model.cfg
         chosen = select_hook_names(cfg, None if nodes is None else
                                    (nodes if isinstance(nodes, str) else list(nodes)),
@@ -163,8 +182,33 @@ class Capture(_Hooks):
     def views(self) -> dict[str, NodeView]:
         """Numpy views of every record, in forward order (arrays shared, not copied)."""
         return {n: NodeView(n, r.node, r.shape, r.dtype, r.device, r.stats,
-                            None if r.tensor is None else r.tensor.float().numpy())
+                            None if r.tensor is None else r.tensor.float().numpy(),
+                            self._valid_numpy(r.shape))
                 for n, r in self.records.items()}
+
+    # padding ------------------------------------------------------------------------
+    def _valid_for(self, node: Node, out: torch.Tensor) -> torch.Tensor | None:
+        """The mask of real vectors for this output (None: all are real)."""
+        if self.mask is None:
+            return None
+        key = (str(out.device), tuple(out.shape))
+        if key not in self._masks:
+            self._masks[key] = self._shape_mask(tuple(out.shape)).to(out.device)
+        return self._masks[key]
+
+    def _shape_mask(self, shape: tuple[int, ...]) -> torch.Tensor:
+        B, T = self.mask.shape
+        lead = shape[:-1]
+        if lead == (B, T):
+            return self.mask
+        if len(lead) == 3 and (lead[0], lead[2]) == (B, T):  # pattern: (B, H, T queries)
+            return self.mask[:, None, :].expand(lead)
+        if lead == (T,):  # the position embedding: one vector per position
+            return self.mask.any(0)
+        raise ValueError(f"the batch mask {(B, T)} does not fit a tensor of shape {shape}")
+
+    def _valid_numpy(self, shape: tuple[int, ...]) -> np.ndarray | None:
+        return None if self.mask is None else self._shape_mask(shape).numpy()
 
     # the hook -------------------------------------------------------------------------
     def _hook_for(self, name: str):
@@ -188,7 +232,7 @@ class Capture(_Hooks):
         if twin is not None and twin.node.hist == node.hist:
             stats = twin.stats
         else:
-            stats = tensor_stats(out, node.hist, self.topk)
+            stats = tensor_stats(out, node.hist, self.topk, self._valid_for(node, out))
         try:
             self._alive[name] = weakref.ref(output)
         except TypeError:

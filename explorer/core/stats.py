@@ -60,14 +60,25 @@ def _kurtosis(var: float, m4: float) -> float:
     return m4 / (var * var) - 3.0 if var > 0 else float("nan")
 
 
-def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5) -> NodeStats:
-    """Statistics of a whole tensor; the last axis holds the features."""
+def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5,
+                 valid: torch.Tensor | None = None) -> NodeStats:
+    """Statistics of a whole tensor; the last axis holds the features.
+
+    valid: optional bool tensor of shape ``x.shape[:-1]``; only the vectors where it is
+    True count (a batch's padding positions are False). Their ``token_l2`` is NaN."""
     x = x.detach()
     if x.dim() == 0:
         x = x.reshape(1)
-    rows = x.reshape(-1, x.shape[-1])
-    if rows.dtype != torch.float32:
-        rows = rows.float()
+    all_rows = x.reshape(-1, x.shape[-1])
+    if all_rows.dtype != torch.float32:
+        all_rows = all_rows.float()
+    keep = None
+    if valid is not None:
+        if tuple(valid.shape) != tuple(x.shape[:-1]):
+            raise ValueError(f"the mask's shape {tuple(valid.shape)} does not match the "
+                             f"tensor's positions {tuple(x.shape[:-1])}")
+        keep = valid.to(device=x.device, dtype=torch.bool).reshape(-1)
+    rows = all_rows if keep is None else all_rows[keep]
     n = rows.numel()
     values = rows.reshape(-1)
     mean_t = values.mean() if n else torch.tensor(float("nan"))
@@ -109,10 +120,16 @@ def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5) -> NodeStats:
     absrows = rows.abs()
     if finite_mask is not None:
         absrows = torch.where(finite_mask, absrows, torch.zeros((), device=rows.device))
-    per_dim = absrows.amax(dim=0)
+    if rows.shape[0]:
+        per_dim = absrows.amax(dim=0)
+    else:  # every position is padding
+        per_dim = torch.full((rows.shape[1],), float("nan"), device=rows.device)
     k = min(topk, per_dim.numel())
     top = torch.topk(per_dim, k)
-    token_l2 = torch.linalg.vector_norm(rows, dim=-1).reshape(x.shape[:-1])
+    token_l2 = torch.linalg.vector_norm(all_rows, dim=-1)
+    if keep is not None:
+        token_l2 = token_l2.masked_fill(~keep, float("nan"))
+    token_l2 = token_l2.reshape(x.shape[:-1])
     return NodeStats(
         count=n, mean=mean, std=std, min=mn, max=mx, absmax=absmax, rms=rms, kurtosis=kurt,
         frac_neg=frac_neg, frac_zero=frac_zero, n_nan=n_nan, n_inf=n_inf,
