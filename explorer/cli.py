@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(i)
 
     n = sub.add_parser("inspect", help="statistics of every node for a prompt, in forward order")
-    n.add_argument("prompt")
+    n.add_argument("prompt", nargs="+", help="the prompt; several prompts run as one batch "
+                   "(padded on the right, padding left out of the statistics)")
     n.add_argument("--layer", type=int, default=None, help="only this block (0-based)")
     n.add_argument("--node", action="append", default=None, metavar="NAME",
                    help="a hook name or glob, e.g. 'trf_blocks.*.add2' (repeatable)")
@@ -219,25 +220,26 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
+    from .core.batch import make_batch
     from .core.capture import Capture
-    from .core.generation import prepare_prompt
-    from .core.tokenizer import encode
 
-    prompt_ids = encode(args.prompt)
-    prepare_prompt(prompt_ids, 2**31)  # an empty prompt fails before the model loads
+    prompts = list(args.prompt)
+    if len(prompts) == 1 and not prompts[0]:
+        raise ValueError("the prompt is empty: type some text")
+    make_batch(prompts, 2**31)  # an empty prompt fails before the model loads
     loaded = _load(args)
-    prompt_ids, notices = prepare_prompt(prompt_ids, loaded.config.context_length)
-    for notice in notices:
-        print(f"note: {notice}", file=sys.stderr)
+    batch = make_batch(prompts, loaded.config.context_length)
+    for notice in batch.notices:
+        print(f"note: {notice if batch.size > 1 else notice.split(': ', 1)[1]}", file=sys.stderr)
     try:
         cap = Capture(loaded.model, args.node, layer=args.layer, tensors=bool(args.save),
-                      float16=args.float16, attention=args.attention)
+                      float16=args.float16, attention=args.attention, mask=batch.mask)
     except KeyError as exc:
         raise ValueError(exc.args[0]) from None
     with torch.inference_mode(), cap:
-        loaded.model(torch.tensor([prompt_ids], device=loaded.device))
+        loaded.model(torch.tensor(batch.ids, device=loaded.device))
     print(f"model: {loaded.label}")
-    print(f"prompt: {len(prompt_ids)} tokens")
+    print(f"prompt: {batch.width} tokens" if batch.size == 1 else f"batch: {batch.describe()}")
     head = (f"{'node':34s} {'shape':>20s} {'mean':>9s} {'std':>9s} {'min':>9s} {'max':>9s} "
             f"{'rms':>9s} {'kurt':>8s} {'neg%':>6s} {'top dims':>16s}")
     print(head)
@@ -250,6 +252,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
               + (f"  NaN={st.n_nan} Inf={st.n_inf}" if st.n_nan or st.n_inf else ""))
     if args.save:
         arrays = {name: t.numpy() for name, t in cap.tensors().items()}
+        if batch.size > 1:
+            arrays["batch_mask"] = batch.mask  # True at real tokens, False at padding
         np.savez(args.save, **arrays)
         print(f"saved {len(arrays)} tensors to {args.save}", file=sys.stderr)
         if cap.dropped:

@@ -95,6 +95,23 @@ def test_inspect_prints_nodes_in_forward_order_and_saves_npz(capsys, tmp_path):
     assert saved["trf_blocks.0.ff.layers.1"].shape == (1, 4, 128)
 
 
+def test_inspect_runs_several_prompts_as_a_padded_batch(capsys, tmp_path):
+    out_file = tmp_path / "batch.npz"
+    code, out, _ = run(capsys, "inspect", "Every effort moves you", "Hello", "--preset", "tiny",
+                       "--node", "trf_blocks.1.add2", "--save", str(out_file))
+    assert code == 0
+    assert "batch: 2 prompts × 4 positions; 3 padding positions kept out" in out
+    import numpy as np
+    saved = np.load(out_file)
+    assert saved["trf_blocks.1.add2"].shape == (2, 4, 32)
+    np.testing.assert_array_equal(saved["batch_mask"], [[1, 1, 1, 1], [1, 0, 0, 0]])
+    real = saved["trf_blocks.1.add2"][saved["batch_mask"]].astype(np.float64)
+    row = next(line for line in out.splitlines() if line.startswith("trf_blocks.1.add2"))
+    assert float(row.split()[4]) == pytest.approx(real.mean(), abs=1e-4)  # the mean column
+    code, _, err = run(capsys, "inspect", "fine", "", "--preset", "tiny")
+    assert code == 2 and "prompt 2 of the batch is empty" in err
+
+
 def test_inspect_unknown_node_is_an_error(capsys):
     code, _, err = run(capsys, "inspect", "hi", "--preset", "tiny", "--node", "nope")
     assert code == 2 and "no node matches 'nope'" in err

@@ -65,8 +65,8 @@ class Batch:
     def describe(self) -> str:
         shape = f"{self.size} prompts × {self.width} positions"
         if not self.padded:
-            return f"batch of {shape}"
-        return (f"batch of {shape}; {self.padded} padding position"
+            return shape
+        return (f"{shape}; {self.padded} padding position"
                 f"{'s' if self.padded != 1 else ''} kept out of every statistic")
 
 

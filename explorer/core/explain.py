@@ -104,6 +104,9 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
     else:
         rows = int(np.prod(array.shape[:-1]))
     pos = (rows - 1) if position is None else position
+    if position is None and view.valid is not None:  # a batch: the last real token
+        real = view.valid[0, 0] if node.kind == "pattern" else view.valid.reshape(-1)
+        pos = int(np.flatnonzero(real)[-1]) if real.any() else pos
     width = view.shape[-1]
     parts = [f"Here its output has shape {view.shape}: mean {s.mean:.3g}, std {s.std:.3g}, "
              f"largest |value| {s.absmax:.3g}."]
@@ -122,7 +125,7 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
         elif node.kind == "gelu":
             source = _input_of(name, views, norm_position)
             if source and views[source].array is not None:
-                x = np.asarray(views[source].array).reshape(-1)
+                x = views[source].real_rows().reshape(-1)  # a batch's padding left out
                 parts.append(f"{100 * float((x < 0).mean()):.0f}% of its inputs were negative and "
                              f"came out between -0.17 and 0.")
         elif node.kind == "add":

@@ -22,16 +22,22 @@ class AttentionView(LazyRefresh, QWidget):
         self.session = session
         self.head_box = QComboBox()
         self.head_box.currentIndexChanged.connect(self.request_refresh)
+        self.sample_box = QComboBox()  # a batch's samples; hidden for one prompt
+        self.sample_box.setToolTip("Which prompt of the batch")
+        self.sample_box.currentIndexChanged.connect(self.request_refresh)
+        self.sample_box.setVisible(False)
         self.hover = QLabel("Hover a cell to read its weight")
         bar = QHBoxLayout()
         bar.addWidget(QLabel("Heads:"))
         bar.addWidget(self.head_box)
+        bar.addWidget(self.sample_box)
         bar.addStretch(1)
         bar.addWidget(self.hover)
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
         self.images: list[tuple[pg.ImageItem, int]] = []
         self.pattern: np.ndarray | None = None
+        self.pieces: list[str] = []
         self.canvas.scene().sigMouseMoved.connect(self._moved)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
@@ -59,9 +65,10 @@ class AttentionView(LazyRefresh, QWidget):
             self.canvas.addLabel("Run a prompt to see the attention patterns "
                                  "(they are captured for the prompt pass).", color="#333333")
             return
-        self.pattern = view.array[0]  # (H, T, T)
+        sample = self._sample(prompt)
+        self.pattern = view.array[sample]  # (H, T, T)
         heads = self.pattern.shape[0]
-        pieces = prompt.pieces
+        self.pieces = pieces = prompt.sample_pieces(sample)
         choice = self.head_box.currentIndex()
         shown = range(heads) if choice <= 0 else [choice - 1]
         columns = int(np.ceil(np.sqrt(len(shown))))
@@ -87,6 +94,19 @@ class AttentionView(LazyRefresh, QWidget):
         note = "" if current is None or current.step is None else " (prompt pass; steps carry no patterns)"
         self.hover.setText(f"layer {self.session.layer}{note}")
 
+    def _sample(self, prompt) -> int:
+        """The chosen sample of a batch (0 for one prompt); refills the choice box."""
+        batch = prompt.batch
+        size = batch.size if batch is not None else 1
+        if self.sample_box.count() != size:
+            self.sample_box.blockSignals(True)
+            self.sample_box.clear()
+            self.sample_box.addItems([f"sample {b} ({n} tokens)" for b, n in
+                                      enumerate(batch.lengths if batch else [len(prompt.ids)])])
+            self.sample_box.blockSignals(False)
+        self.sample_box.setVisible(size > 1)
+        return max(0, min(self.sample_box.currentIndex(), size - 1))
+
     def _moved(self, pos) -> None:
         if self.pattern is None:
             return
@@ -96,7 +116,7 @@ class AttentionView(LazyRefresh, QWidget):
                 q, k = int(p.y()), int(p.x())
                 t = self.pattern.shape[-1]
                 if 0 <= q < t and 0 <= k < t:
-                    pieces = self.session.prompt.pieces
+                    pieces = self.pieces
                     self.hover.setText(f"head {h}: query {q} {pieces[q]!r} → key {k} {pieces[k]!r}: "
                                        f"weight {self.pattern[h, q, k]:.4f}")
                 return

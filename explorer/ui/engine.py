@@ -17,6 +17,7 @@ import torch
 from PySide6.QtCore import QObject, Signal, Slot
 
 from ..core.analysis import logit_lens
+from ..core.batch import Batch, make_batch
 from ..core.capture import Cancelled, Capture, NodeView, StopCheck
 from ..core.compare import EXPERIMENT_CONFIG, compare_prompt, gradient_experiment
 from ..core.resources import resource_path
@@ -67,6 +68,19 @@ class PassResult:
     top_pieces: tuple[str, ...] = ()
     notices: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    batch: Batch | None = None  # several prompts at once (ids/pieces: the first one's)
+
+    def row_labels(self) -> list[str]:
+        """A label per vector of a (B, T, C) node, in ``reshape(-1, C)`` order."""
+        if self.batch is not None:
+            return self.batch.row_labels()
+        if self.step is not None:
+            return [f"step {self.step}"]
+        return [f"{i}: {p!r}" for i, p in enumerate(self.pieces)]
+
+    def sample_pieces(self, b: int = 0) -> list[str]:
+        """Sample b's pieces per position (a batch's padding labelled ``[pad]``)."""
+        return self.batch.pieces(b) if self.batch is not None else list(self.pieces)
 
 
 def _top(logits_row: torch.Tensor, k: int = 10) -> tuple[tuple[int, ...], tuple[float, ...]]:
@@ -135,31 +149,70 @@ class Engine(QObject):
             return
         try:
             ids, notices = self._prompt_ids(text)
-            self.progress.emit(f"Running the prompt ({len(ids)} tokens)…")
+        except ValueError as exc:
+            self.failed.emit(str(exc))
+            return
+        self._run_pass(Batch(ids=(tuple(ids),), lengths=(len(ids),), notices=tuple(notices)),
+                       single=True)
+
+    @Slot(object)
+    def analyse_batch(self, prompts: list[str]) -> None:
+        """Several prompts at once, padded on the right; padding stays out of statistics.
+        Ends with generationDone: "batch", "stopped" or "error" (nothing is generated)."""
+        if self.loaded is None:
+            self.failed.emit("no model is loaded yet")
+            self.generationDone.emit("error")
+            return
+        try:
+            batch = make_batch(list(prompts), self.loaded.config.context_length)
+        except ValueError as exc:
+            self.failed.emit(str(exc))
+            self.generationDone.emit("error")
+            return
+        done = self._run_pass(batch, single=False)
+        if self._cancelled:  # nothing is queued behind a batch
+            self._cancelled = False
+            self.stop_event.clear()
+            self.generationDone.emit("stopped")
+        else:
+            self.generationDone.emit("batch" if done else "error")
+
+    def _run_pass(self, batch: Batch, single: bool) -> bool:
+        """The forward pass with full capture; emits promptDone and says whether it did."""
+        try:
+            what = (f"the prompt ({batch.width} tokens)" if single else batch.describe())
+            self.progress.emit(f"Running {what}…")
             model = self.loaded.model
+            notices = list(batch.notices)
             start = time.perf_counter()
             self._cancelled = False
             try:
                 with torch.inference_mode(), StopCheck(model, self.stop_event.is_set), \
-                        Capture(model, tensors=True, attention=True,
+                        Capture(model, tensors=True, attention=True, mask=batch.mask,
                                 budget_bytes=self.memory_budget) as cap:
-                    model(torch.tensor([ids], device=self.loaded.device))
+                    model(torch.tensor(batch.ids, device=self.loaded.device))
             except Cancelled:
                 self._cancelled = True  # the generation queued behind it is skipped too
                 self.progress.emit("Stopped during the prompt pass")
-                return
+                return False
             if cap.dropped:
                 notices.append(f"{len(cap.dropped)} tensors were over the memory budget: "
                                "only their statistics are shown")
-            top_ids, top_probs = _top(cap["out_head"].tensor[0, -1]) if cap["out_head"].tensor is not None else ((), ())
+            logits = cap["out_head"].tensor
+            last = batch.lengths[0] - 1  # the first prompt's last real token
+            top_ids, top_probs = _top(logits[0, last]) if logits is not None else ((), ())
+            ids = batch.sample(0)
             self.promptDone.emit(PassResult(
                 ids=ids, pieces=[token_piece(i) for i in ids], views=cap.views(),
                 token_id=top_ids[0] if top_ids else None,
                 prob=top_probs[0] if top_probs else None, top_ids=top_ids,
                 top_probs=top_probs, top_pieces=tuple(token_piece(i) for i in top_ids),
-                notices=notices, seconds=time.perf_counter() - start))
+                notices=notices, seconds=time.perf_counter() - start,
+                batch=None if single else batch))
+            return True
         except (ValueError, RuntimeError, MemoryError) as exc:
             self.failed.emit(str(exc))
+            return False
 
     @Slot(str, object)
     def generate(self, text: str, settings: GenerationSettings) -> None:

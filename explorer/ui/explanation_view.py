@@ -33,7 +33,10 @@ class ExplanationView(LazyRefresh, QWidget):
     def redraw(self) -> None:
         current = self.session.current
         views = current.views if current is not None else {}
-        pieces = (self.session.prompt.pieces if self.session.prompt is not None else [])
+        prompt = self.session.prompt
+        pieces = [] if prompt is None else (
+            [p for b in range(prompt.batch.size) for p in prompt.batch.pieces(b)]
+            if prompt.batch is not None else prompt.pieces)  # one per vector, sample-major
         position = None if current is None or current.step is None else 0
         if current is not None and current.step is not None:
             pieces = [f"generated token {current.step}"]

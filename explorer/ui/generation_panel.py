@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox
                                QPlainTextEdit, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout,
                                QWidget)
 
+from ..core.batch import MAX_BATCH, split_prompts
 from ..core.generation import GenerationSettings
 from ..core.tokenizer import encode, token_piece
 from .session import Session
@@ -28,11 +29,14 @@ def _short(text: str, limit: int = 12) -> str:
 
 def _visible(piece: str) -> str:
     """Make leading spaces and newlines visible on a chip."""
-    return piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥") or "∅"
+    shown = piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥") or "∅"
+    # other control or invisible characters (a blank label tells nothing): their code
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in shown)
 
 
 class GenerationPanel(QWidget):
     runRequested = Signal(str, object)  # prompt text, GenerationSettings
+    batchRequested = Signal(object)  # list[str]: one prompt per line, one forward pass
     stopRequested = Signal()
 
     def __init__(self, session: Session) -> None:
@@ -50,6 +54,10 @@ class GenerationPanel(QWidget):
         self.chips.setToolTip("The prompt's GPT-2 tokens: piece and id (· is a space)")
         self.token_ids: list[int] = []
         self.token_count = QLabel()
+        self.batch = QCheckBox("Batch: one prompt per line")
+        self.batch.setToolTip("Run several prompts at once (padded on the right) to see the "
+                              "batch dimension at every node; generation runs one prompt at a time")
+        self.batch.toggled.connect(self._batch_toggled)
 
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 1024)
@@ -83,6 +91,7 @@ class GenerationPanel(QWidget):
         settings.addRow("Seed", self.seed)
         settings_box = QGroupBox("Generation")
         settings_box.setLayout(settings)
+        self.settings_box = settings_box
 
         self.generate_button = QPushButton("Generate  (Ctrl+Enter)")
         self.generate_button.clicked.connect(self.request_run)
@@ -111,6 +120,7 @@ class GenerationPanel(QWidget):
         row = QHBoxLayout()
         row.addWidget(self.token_count)
         row.addStretch(1)
+        row.addWidget(self.batch)
         left.addLayout(row)
         left.addWidget(self.chips)
         left.addWidget(QLabel("Output — click a token to see that step"))
@@ -150,10 +160,31 @@ class GenerationPanel(QWidget):
         if not running and self._chips_pending:
             self.update_chips()
 
+    def _batch_toggled(self, on: bool) -> None:
+        self.settings_box.setEnabled(not on)
+        self.generate_button.setText("Run batch  (Ctrl+Enter)" if on else "Generate  (Ctrl+Enter)")
+        self.prompt.setPlaceholderText("One prompt per line, then Ctrl+Enter" if on
+                                       else "Type a prompt, then Ctrl+Enter")
+        self.prompt.setMaximumHeight(130 if on else 90)
+        self.update_chips()
+
+    def prompts(self) -> list[str]:
+        """Batch mode: the prompts, one per non-blank line."""
+        return split_prompts(self.prompt.toPlainText())
+
     def request_run(self) -> None:
         if not self.generate_button.isEnabled():
             return
         text = self.prompt.toPlainText()
+        if self.batch.isChecked():
+            prompts = self.prompts()
+            error = ("The batch is empty: type one prompt per line." if not prompts else
+                     f"At most {MAX_BATCH} prompts at once." if len(prompts) > MAX_BATCH else "")
+            if error:
+                self.token_count.setText(f"<span style='color:#b00020'>{error}</span>")
+                return
+            self.batchRequested.emit(prompts)
+            return
         if not text.strip():
             self.token_count.setText("<span style='color:#b00020'>The prompt is empty: type "
                                      "some text first.</span>")
@@ -166,19 +197,43 @@ class GenerationPanel(QWidget):
             self._chips_pending = True
             return
         self._chips_pending = False
+        ctx = self.session.model.config.context_length if self.session.model else None
+        if self.batch.isChecked():
+            self._batch_chips(ctx)
+            return
         ids = encode(self.prompt.toPlainText())
         self.token_ids = ids
-        chips = [f"<span style='background:{CHIP_COLOURS[i % 2]}'>&nbsp;"
-                 f"{html.escape(_visible(token_piece(tid)))}<sub> {tid}</sub>&nbsp;</span>"
-                 for i, tid in enumerate(ids[:MAX_CHIPS])]
         more = f" … {len(ids) - MAX_CHIPS} more" if len(ids) > MAX_CHIPS else ""
-        self.chips.setHtml(" ".join(chips) + more)
-        ctx = self.session.model.config.context_length if self.session.model else None
+        self.chips.setHtml(self._chip_html(ids[:MAX_CHIPS]) + more)
         note = ""
         if ctx and len(ids) > ctx:
             note = (f" — <span style='color:#b06000'>longer than the context ({ctx}): the first "
                     f"{len(ids) - ctx} will be dropped</span>")
         self.token_count.setText(f"{len(ids)} tokens{note}")
+
+    @staticmethod
+    def _chip_html(ids: list[int]) -> str:
+        return " ".join(f"<span style='background:{CHIP_COLOURS[i % 2]}'>&nbsp;"
+                        f"{html.escape(_visible(token_piece(tid)))}<sub> {tid}</sub>&nbsp;</span>"
+                        for i, tid in enumerate(ids))
+
+    def _batch_chips(self, ctx: int | None) -> None:
+        """One row of chips per prompt, padded to the longest with grey [pad] chips."""
+        rows = [encode(p) for p in self.prompts()[:MAX_BATCH]]
+        if ctx:
+            rows = [r[-ctx:] for r in rows]
+        self.token_ids = rows[0] if rows else []
+        width = max((len(r) for r in rows), default=0)
+        pad = "<span style='background:#d0d0d0; color:#606060'>&nbsp;[pad]&nbsp;</span>"
+        lines = [f"<b>s{b}</b> " + self._chip_html(r[:MAX_CHIPS]) + (" " + pad) * min(width - len(r), MAX_CHIPS)
+                 for b, r in enumerate(rows)]
+        self.chips.setHtml("<br>".join(lines))
+        if not rows:
+            self.token_count.setText("Batch: no prompts yet (one per line)")
+            return
+        lengths = ", ".join(str(len(r)) for r in rows)
+        self.token_count.setText(f"Batch of {len(rows)} × {width} tokens (lengths {lengths}; "
+                                 f"{sum(width - len(r) for r in rows)} padding)")
 
     def update_output(self) -> None:
         """Append the new steps' tokens (redraw everything only when the run changed)."""
@@ -208,8 +263,11 @@ class GenerationPanel(QWidget):
             self.output.clear()
             return
         colour = "#ffd27f" if self.selected is None else "#e0e0e0"
+        batch = session.prompt.batch
+        what = (f"batch ({batch.size} prompts × {batch.width} tokens)" if batch is not None
+                else f"prompt ({len(session.prompt.ids)} tokens)")
         prompt = (f"<a href='prompt' style='text-decoration:none; color:black'><span style='background:{colour}'>"
-                  f"&nbsp;prompt ({len(session.prompt.ids)} tokens)&nbsp;</span></a> ")
+                  f"&nbsp;{what}&nbsp;</span></a> ")
         self.output.setHtml(prompt + "".join(self._token_html(s) for s in session.steps))
         self._shown_steps = len(session.steps)
 
@@ -236,6 +294,8 @@ class GenerationPanel(QWidget):
                  enumerate(zip(current.top_pieces, probs))]
         self.topk_plot.getAxis("left").setTicks([ticks])
         what = "after the prompt" if current.step is None else f"step {current.step}"
+        if current.batch is not None:
+            what = "after prompt s0 of the batch"
         self.topk_plot.setTitle(f"Next-token candidates ({what})")
         self.topk_plot.setXRange(0, max(probs) * 1.05 or 1.0)
         self.topk_plot.setYRange(-0.6, len(probs) - 0.4)

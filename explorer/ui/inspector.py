@@ -10,7 +10,7 @@ import csv
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QBrush, QColor, QGuiApplication
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel,
                                QPushButton, QSpinBox, QTableView, QTableWidget, QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
@@ -37,15 +37,20 @@ def as_matrix(view: NodeView) -> np.ndarray | None:
 class ValuesModel(QAbstractTableModel):
     """Serves cells on demand, so a (1024, 3072) tensor shows without freezing."""
 
+    PAD_BRUSH = QBrush(QColor("#d8d8d8"))
+
     def __init__(self) -> None:
         super().__init__()
         self.matrix = np.zeros((0, 0), dtype=np.float32)
         self.row_labels: list[str] = []
+        self.real: np.ndarray | None = None  # per row: False for a batch's padding
 
-    def set_matrix(self, matrix: np.ndarray | None, row_labels: list[str]) -> None:
+    def set_matrix(self, matrix: np.ndarray | None, row_labels: list[str],
+                   real: np.ndarray | None = None) -> None:
         self.beginResetModel()
         self.matrix = matrix if matrix is not None else np.zeros((0, 0), dtype=np.float32)
         self.row_labels = row_labels
+        self.real = real
         self.endResetModel()
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
@@ -57,6 +62,8 @@ class ValuesModel(QAbstractTableModel):
     def data(self, index, role=Qt.DisplayRole):
         if role == Qt.DisplayRole and index.isValid():
             return f"{self.matrix[index.row(), index.column()]:.4g}"
+        if role == Qt.BackgroundRole and self.real is not None and not self.real[index.row()]:
+            return self.PAD_BRUSH  # padding: computed by the model, left out of statistics
         return None
 
     def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
@@ -163,11 +170,14 @@ class InspectorView(QWidget):
             return [str(i) for i in range(rows)]
         if current.step is not None:
             return [f"step {current.step}"]
-        pieces = current.pieces
-        if view.node.kind == "pattern":
-            heads = rows // max(1, len(pieces))
-            return [f"h{h} {i}:{pieces[i]!r}" for h in range(heads) for i in range(len(pieces))]
-        return [f"{i}: {p!r}" for i, p in enumerate(pieces)][:rows]
+        if view.node.kind == "pattern":  # (B, H, T queries): sample, head, query
+            B, H, T = view.shape[:3]
+            prefix = (lambda b: f"s{b} ") if current.batch is not None else (lambda b: "")
+            return [f"{prefix(b)}h{h} {t}: {p if p == '[pad]' else repr(p)}" for b in range(B)
+                    for h in range(H) for t, p in enumerate(current.sample_pieces(b)[:T])]
+        if view.name == "pos_emb":
+            return [f"position {t}" for t in range(rows)]
+        return current.row_labels()[:rows]
 
     def refresh(self) -> None:
         view = self.session.view()
@@ -183,9 +193,16 @@ class InspectorView(QWidget):
             return
         current = self.session.current
         where = "prompt pass" if current.step is None else f"generation step {current.step}"
+        if current.batch is not None:
+            where = "batch pass"
+        padding = ""
+        if view.valid is not None:
+            real, total = int(view.valid.sum()), view.valid.size
+            padding = (f"<br>batch: statistics over the {real} real vectors of {total}; the "
+                       f"{total - real} padding rows are grey and left out")
         self.title.setText(
             f"<b>{name}</b> — {view.node.label} ({where})<br>{view.node.description}<br>"
-            f"shape <b>{view.shape}</b> · dtype {view.dtype} · device {view.device}")
+            f"shape <b>{view.shape}</b> · dtype {view.dtype} · device {view.device}{padding}")
         s = view.stats
         rows = [(label, getattr(s, key)) for label, key in STAT_ROWS]
         rows += [("NaN / Inf", f"{s.n_nan} / {s.n_inf}"),
@@ -205,14 +222,19 @@ class InspectorView(QWidget):
         self.hist_note.setPos(h.hi, max(1.0, float(s.hist.max())))
         matrix = as_matrix(view)
         labels = self._row_labels(view, 0 if matrix is None else matrix.shape[0])
-        self._shown = (view, matrix, labels)
+        real = None if view.valid is None else view.valid.reshape(-1)
+        self._shown = (view, matrix, labels, real)
         l2 = np.atleast_1d(s.token_l2).reshape(-1)
-        self.norm_bars.setOpts(x=np.arange(l2.size), height=l2, width=0.8)
+        brushes = None if real is None else ["#3c78c8" if r else "#d0d0d0" for r in real]
+        self.norm_bars.setOpts(x=np.arange(l2.size), height=np.nan_to_num(l2, nan=0.0), width=0.8,
+                               brushes=brushes, brush="#3c78c8")
+        self.norm_plot.setLabel("bottom", "vector (sample-major; padding has no bar)"
+                                if real is not None else "position")
         self.norm_plot.autoRange()
         ratio = self.branch_ratio(view)
         self.tabs.setTabVisible(self.ratio_tab, ratio is not None)
         if ratio is not None:
-            self.ratio_bars.setOpts(x=np.arange(ratio.size), height=ratio, width=0.8)
+            self.ratio_bars.setOpts(x=np.arange(ratio.size), height=np.nan_to_num(ratio, nan=0.0), width=0.8)
             self.ratio_plot.autoRange()
             self.title.setText(self.title.text() + f"<br>this add's branch is {np.nanmedian(ratio):.3g}× "
                                "the shortcut's size (median over positions)")
@@ -229,14 +251,16 @@ class InspectorView(QWidget):
         if index not in self._dirty or self._shown is None:
             return
         self._dirty.discard(index)
-        view, matrix, labels = self._shown
+        view, matrix, labels, real = self._shown
         if index == self.values_tab:
-            self.values.set_matrix(matrix, labels)
+            self.values.set_matrix(matrix, labels, real)
         elif index == self.heat_tab:
             if matrix is None:
                 self.heat_image.clear()
                 return
             level = view.stats.absmax if np.isfinite(view.stats.absmax) and view.stats.absmax else 1.0
+            if real is not None:  # padding rows drawn empty (NaN is transparent)
+                matrix = np.where(real[:, None], matrix, np.nan)
             self.heat_image.setImage(np.ascontiguousarray(matrix, dtype=np.float32),
                                      levels=(-level, level), autoDownsample=True)
             self.heat_bar.setLevels((-level, level))
@@ -254,7 +278,10 @@ class InspectorView(QWidget):
         branch = self.session.view(view.name[: -len(key)] + branch_key)
         if branch is None or branch.array is None:
             return None
-        return branch_ratio(view.array, branch.array).reshape(-1)
+        ratio = branch_ratio(view.array, branch.array)
+        if view.valid is not None:
+            ratio = np.where(view.valid, ratio, np.nan)  # padding is not a real token
+        return ratio.reshape(-1)
 
     def _clear(self) -> None:
         self._shown = None

@@ -57,8 +57,10 @@ class LearnView(QWidget):
     def ask(self, name: str) -> None:
         if not self.enabled.isChecked() or self.session.model is None:
             return
-        tokens = len(self.session.prompt.ids) if self.session.prompt else 4
-        self.question = question_for(name, self.session.model.config, 1, tokens, self.score.asked)
+        prompt = self.session.prompt
+        batch, tokens = (1, 4) if prompt is None else (
+            (prompt.batch.size, prompt.batch.width) if prompt.batch is not None else (1, len(prompt.ids)))
+        self.question = question_for(name, self.session.model.config, batch, tokens, self.score.asked)
         self.prompt.setText(f"<b>{html.escape(self.question.text)}</b>")
         for i, button in enumerate(self.buttons):
             if i < len(self.question.options):

@@ -47,7 +47,8 @@ class LensView(LazyRefresh, QWidget):
         self.position_box.clear()
         if current is not None:
             if current.step is None:
-                self.position_box.addItems([f"{i}: {p!r}" for i, p in enumerate(current.pieces)])
+                prefix = "s0 " if current.batch is not None else ""  # a batch: its first prompt
+                self.position_box.addItems([f"{prefix}{i}: {p!r}" for i, p in enumerate(current.pieces)])
                 self.position_box.setCurrentIndex(len(current.pieces) - 1)
             else:
                 self.position_box.addItem(f"generation step {current.step}")

@@ -37,6 +37,7 @@ from .train_panel import TrainPanel
 class MainWindow(QMainWindow):
     requestLoad = Signal(object)
     requestAnalyse = Signal(str)
+    requestBatch = Signal(object)
     requestGenerate = Signal(str, object)
     requestTrain = Signal(object, object, str)
     requestGradients = Signal(object, str, int)
@@ -108,6 +109,7 @@ class MainWindow(QMainWindow):
         self.engine.moveToThread(self.thread)
         self.requestLoad.connect(self.engine.load)
         self.requestAnalyse.connect(self.engine.analyse)
+        self.requestBatch.connect(self.engine.analyse_batch)
         self.requestGenerate.connect(self.engine.generate)
         self.requestTrain.connect(self.engine.train)
         self.engine.modelLoaded.connect(self.on_model_loaded)
@@ -138,6 +140,7 @@ class MainWindow(QMainWindow):
         self.thread.start()
 
         self.generation.runRequested.connect(self.run)
+        self.generation.batchRequested.connect(self.run_batch)
         self.generation.stopRequested.connect(self.stop)
         self._menus()
         self._restore()
@@ -225,6 +228,17 @@ class MainWindow(QMainWindow):
         self.requestGenerate.emit(text, settings)
         self._save_generation(settings)
 
+    @Slot(object)
+    def run_batch(self, prompts: list[str]) -> None:
+        """Several prompts in one forward pass (no generation)."""
+        if self.running or self.session.model is None:
+            return
+        self.running = True
+        self.engine.stop_event.clear()
+        self.generation.set_running(True)
+        self.busy.show()
+        self.requestBatch.emit(prompts)
+
     @Slot(object, object, str)
     def start_training(self, text_path, settings, out_dir: str) -> None:
         if self.running:
@@ -301,8 +315,9 @@ class MainWindow(QMainWindow):
     def on_prompt_done(self, result: PassResult) -> None:
         self.session.set_prompt(result)
         note = "; ".join(result.notices)
-        self.status_text.setText(f"Prompt pass: {len(result.ids)} tokens in {result.seconds:.2f} s"
-                                 + (f" — {note}" if note else ""))
+        what = (f"Batch pass: {result.batch.describe()}," if result.batch is not None
+                else f"Prompt pass: {len(result.ids)} tokens")
+        self.status_text.setText(f"{what} in {result.seconds:.2f} s" + (f" — {note}" if note else ""))
 
     @Slot(object)
     def on_step_done(self, result: PassResult) -> None:
@@ -319,7 +334,8 @@ class MainWindow(QMainWindow):
         self.busy.hide()
         self.generation.set_running(False)
         words = {"stopped": "stopped by you", "eot": "reached <|endoftext|>",
-                 "max_new_tokens": "reached the token limit", "error": "failed"}
+                 "max_new_tokens": "reached the token limit", "error": "failed",
+                 "batch": "done"}
         self.status_text.setText(f"{self.status_text.text()} — {words.get(reason, reason)}")
 
     @Slot(object)

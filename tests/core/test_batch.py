@@ -25,7 +25,7 @@ def test_prompts_are_padded_on_the_right_and_masked():
     assert batch.ids[0] == tuple(encode(PROMPTS[0]))
     assert batch.ids[1] == (15496, PAD_ID, PAD_ID, PAD_ID)
     np.testing.assert_array_equal(batch.mask, [[1, 1, 1, 1], [1, 0, 0, 0]])
-    assert batch.padded == 3 and "3 padding positions kept out" in batch.describe()
+    assert batch.padded == 3 and batch.describe() == "2 prompts × 4 positions; 3 padding positions kept out of every statistic"
     assert batch.pieces(1) == ["Hello", PAD_LABEL, PAD_LABEL, PAD_LABEL]
     assert batch.row_labels()[4:6] == ["s1 0: 'Hello'", "s1 1: [pad]"]
     assert batch.sample(1) == [15496]

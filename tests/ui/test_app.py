@@ -236,3 +236,9 @@ def test_window_title_says_which_model_and_whether_trained(make_window):
     window = make_window(norm_position="post")
     assert "tiny" in window.windowTitle() and "Post-LN" in window.windowTitle()
     assert "UNTRAINED" in window.windowTitle()
+
+
+def test_invisible_token_pieces_are_shown_by_their_code():
+    from explorer.ui.generation_panel import _visible
+    assert _visible(" you") == "·you" and _visible("\n") == "⏎" and _visible("é") == "é"
+    assert _visible("\u200b") == "\\u200b" and _visible("\x0c") == "\\u000c"

@@ -1,0 +1,114 @@
+"""Batches in the app: several prompts in one pass, the batch dimension at every view,
+padding shown as such and left out of the statistics."""
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from explorer.core.batch import make_batch
+from explorer.core.capture import Capture
+from explorer.core.config import preset
+from explorer.core.model import build_model
+from explorer.ui.inspector import STAT_ROWS, ValuesModel
+
+PROMPTS = "Every effort moves you\nHello"  # 4 and 1 tokens: padded to 2 x 4
+
+
+def run_batch(qtbot, window, text=PROMPTS):
+    panel = window.generation
+    panel.batch.setChecked(True)
+    panel.prompt.setPlainText(text)
+    panel.update_chips()
+    QTest.keyClick(panel.prompt, Qt.Key_Return, Qt.ControlModifier)
+    qtbot.waitUntil(lambda: not window.running and window.session.prompt is not None, timeout=60_000)
+
+
+def test_batch_mode_shows_each_prompt_and_its_padding_before_running(make_window):
+    window = make_window()
+    panel = window.generation
+    panel.batch.setChecked(True)
+    panel.prompt.setPlainText(PROMPTS)
+    panel.update_chips()
+    assert "Batch of 2 × 4 tokens (lengths 4, 1; 3 padding)" in panel.token_count.text()
+    chips = panel.chips.toPlainText()
+    assert chips.count("[pad]") == 3 and "s1" in chips
+    assert not panel.settings_box.isEnabled() and "Run batch" in panel.generate_button.text()
+    panel.prompt.setPlainText("\n \n")
+    panel.request_run()
+    assert "The batch is empty" in panel.token_count.text() and not window.running
+
+
+def test_a_batch_pass_shows_the_batch_dimension_and_keeps_padding_out(qtbot, make_window):
+    window = make_window()
+    run_batch(qtbot, window)
+    session = window.session
+    assert session.steps == []  # a batch runs one forward pass, no generation
+    assert session.prompt.batch.lengths == (4, 1)
+    assert "batch (2 prompts × 4 tokens)" in window.generation.output.toPlainText()
+    assert "3 padding positions kept out" in window.status_text.text()
+    # the graph's edges and the inspector say (2, 4, C)
+    label = window.graph.edge_labels["trf_blocks.0.norm2"]  # views redraw in queued events
+    qtbot.waitUntil(lambda: label.text() == "(2, 4, 32)", timeout=10_000)
+    window.session.set_node("trf_blocks.0.norm2")
+    title = window.inspector.title.text()
+    assert "(2, 4, 32)" in title and "statistics over the 5 real vectors of 8; the 3 padding rows" in title
+    # the numbers shown are those of the real tokens only (the core with the same mask)
+    model = build_model(preset("tiny"), seed=0)
+    batch = make_batch(PROMPTS.splitlines(), 64)
+    with torch.inference_mode(), Capture(model, "trf_blocks.0.norm2", tensors=True) as cap:
+        model(torch.tensor(batch.ids))
+    real = cap["trf_blocks.0.norm2"].tensor.numpy()[batch.mask].astype(np.float64)
+    shown = {window.inspector.stats_table.item(r, 0).text(): window.inspector.stats_table.item(r, 1).text()
+             for r in range(len(STAT_ROWS))}
+    assert float(shown["mean"]) == pytest.approx(real.mean(), abs=1e-5)
+    assert float(shown["max"]) == pytest.approx(real.max(), rel=1e-5)
+    with_padding = cap["trf_blocks.0.norm2"].tensor.numpy().astype(np.float64)
+    assert float(shown["max"]) != pytest.approx(with_padding.max(), rel=1e-5) or \
+        float(shown["mean"]) != pytest.approx(with_padding.mean(), abs=1e-5)
+    # the values table labels every row with its sample and greys the padding
+    inspector = window.inspector
+    inspector.tabs.setCurrentIndex(inspector.values_tab)
+    values: ValuesModel = inspector.values
+    labels = [values.headerData(r, Qt.Vertical) for r in range(values.rowCount())]
+    assert labels == ["s0 0: 'Every'", "s0 1: ' effort'", "s0 2: ' moves'", "s0 3: ' you'",
+                      "s1 0: 'Hello'", "s1 1: [pad]", "s1 2: [pad]", "s1 3: [pad]"]
+    assert values.data(values.index(5, 0), Qt.BackgroundRole) is ValuesModel.PAD_BRUSH
+    assert values.data(values.index(4, 0), Qt.BackgroundRole) is None
+    # the heatmap draws padding rows empty
+    inspector.tabs.setCurrentIndex(inspector.heat_tab)
+    image = inspector.heat_image.image
+    assert image.shape == (8, 32) and np.isnan(image[5:]).all() and np.isfinite(image[:5]).all()
+
+
+def test_attention_and_learn_mode_see_the_batch(qtbot, make_window):
+    window = make_window()
+    run_batch(qtbot, window)
+    attention = window.attention
+    attention.redraw()
+    assert attention.sample_box.isVisibleTo(window) and attention.sample_box.count() == 2
+    attention.sample_box.setCurrentIndex(1)
+    attention.redraw()
+    assert attention.pieces == ["Hello", "[pad]", "[pad]", "[pad]"]
+    real = window.session.prompt.views["trf_blocks.0.att.attn_weights"].array[1]
+    np.testing.assert_array_equal(attention.pattern, real)
+    learn = window.learn
+    learn.enabled.setChecked(True)
+    learn.ask("trf_blocks.0.ff.layers.0")
+    question = learn.question
+    assert "a batch of 2 and 4 tokens" in question.text
+    assert question.options[question.answer] == "(2, 4, 128)"
+    learn.enabled.setChecked(False)
+
+
+def test_switching_back_to_one_prompt_generates_again(qtbot, make_window):
+    window = make_window()
+    run_batch(qtbot, window)
+    window.generation.batch.setChecked(False)
+    window.generation.prompt.setPlainText("Every effort moves you")
+    window.generation.max_tokens.setValue(2)
+    window.generation.request_run()
+    qtbot.waitUntil(lambda: not window.running and len(window.session.steps) == 2, timeout=60_000)
+    assert window.session.prompt.batch is None
+    assert window.session.prompt.views["trf_blocks.0.norm1"].valid is None
