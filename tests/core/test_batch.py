@@ -121,3 +121,19 @@ def test_a_mask_that_does_not_fit_the_pass_is_refused(model):
     with torch.inference_mode(), Capture(model, mask=np.ones((1, 5), dtype=bool)) as cap:
         model(torch.tensor([[1, 2, 3, 4, 5]]))
     assert cap.mask is None and cap.views()["out_head"].valid is None  # nothing padded
+
+
+def test_explanations_read_real_tokens_of_a_batch(model):
+    from explorer.core.explain import explain
+    batch = make_batch(PROMPTS, 64)
+    views = run(model, batch).views()
+    pieces = [p for b in range(batch.size) for p in batch.pieces(b)]  # one per vector
+    e = explain("trf_blocks.0.norm1", views, pieces)
+    # by default the last real token (sample 1's 'Hello'), never a padding position
+    after = views["trf_blocks.0.norm1"].array[1, 0].std()
+    assert "brought token 'Hello' from" in e.here and f"to {after:.3g}" in e.here
+    gelu = explain("trf_blocks.0.ff.layers.1", views, pieces).here
+    x = views["trf_blocks.0.ff.layers.0"].array
+    real, everything = 100 * float((x[batch.mask] < 0).mean()), 100 * float((x < 0).mean())
+    assert f"{real:.0f}% of its inputs were negative" in gelu
+    assert f"{real:.0f}" != f"{everything:.0f}"  # (50% vs 49%: the padding would show)
