@@ -298,9 +298,9 @@ class StepCapture:
             return self._computed[name]
         group, row = self._where[name]
         if self._stats[group] is None:
-            lo, width, bins = self._hist[group]
+            lo, hi, bins = self._hist[group]
             self._stats[group] = row_stats(torch.from_numpy(self._vectors[group]),
-                                           lo.cpu(), width.cpu(), bins, self._topk)
+                                           lo.cpu(), hi.cpu(), bins, self._topk)
         return self._stats[group].node_stats(row, node_for_hook(name).hist)
 
     def __contains__(self, name: str) -> bool:
@@ -340,7 +340,7 @@ class StepRecorder(_Hooks):
         self._groups = list(groups.values())
         self._where = {n: (g, r) for g, names_ in enumerate(self._groups) for r, n in enumerate(names_)}
         self._hist = [(torch.tensor([node_for_hook(n).hist.lo for n in g]),
-                       torch.tensor([node_for_hook(n).hist.width for n in g]),
+                       torch.tensor([node_for_hook(n).hist.hi for n in g]),
                        node_for_hook(g[0]).hist.bins) for g in self._groups]
         self._latest: dict[str, torch.Tensor] = {}
         self._source: dict[str, str] = {}

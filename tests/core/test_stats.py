@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.nodes import HistRange
+from explorer.core.nodes import _HIST_BY_KIND as HIST_BY_KIND, HistRange
 from explorer.core.stats import SCALAR_NAMES, row_stats, tensor_stats
 
 H = HistRange(-4.0, 4.0, 80)
@@ -97,8 +97,8 @@ def test_row_stats_match_numpy_row_by_row():
     X[4, 0] = float("inf")
     ranges = [HistRange(-4.0, 4.0, 80), HistRange(-2.0, 2.0, 80)] * 3
     lo = torch.tensor([r.lo for r in ranges])
-    width = torch.tensor([r.width for r in ranges])
-    rs = row_stats(X, lo, width, 80, topk=4)
+    hi = torch.tensor([r.hi for r in ranges])
+    rs = row_stats(X, lo, hi, 80, topk=4)
     for r, hist in enumerate(ranges):
         stats = rs.node_stats(r, hist)
         ref = numpy_reference(X[r:r + 1].numpy(), hist, topk=4)
@@ -111,6 +111,26 @@ def test_row_stats_match_numpy_row_by_row():
 def test_values_on_bin_edges_follow_histc():
     x = torch.tensor([[-4.0, -3.95, 0.0, 3.95, 4.0, 4.5]])
     t = tensor_stats(x, H)
-    r = row_stats(x, torch.tensor([H.lo]), torch.tensor([H.width]), H.bins).node_stats(0, H)
+    r = row_stats(x, torch.tensor([H.lo]), torch.tensor([H.hi]), H.bins).node_stats(0, H)
     np.testing.assert_array_equal(t.hist, r.hist)
     assert t.hist[0] == 2 and t.hist[-1] == 2 and t.over == r.over == 1  # hi is in the last bin
+
+
+@pytest.mark.parametrize("kind", sorted(HIST_BY_KIND))
+def test_histograms_bin_exactly_as_histc_for_every_node_kind(kind):
+    """The fast byte-code histogram must put every value where torch.histc does, also
+    values on and next to every bin edge, at the ends, and outside the range."""
+    h = HIST_BY_KIND[kind]
+    edges = torch.linspace(h.lo, h.hi, h.bins + 1, dtype=torch.float32)
+    near = torch.cat([edges, torch.nextafter(edges, edges + 1), torch.nextafter(edges, edges - 1)])
+    spread = torch.empty(20_000).uniform_(h.lo - 0.2 * (h.hi - h.lo), h.hi + 0.2 * (h.hi - h.lo))
+    x = torch.cat([near, spread, torch.tensor([-0.0, 0.0])]).reshape(1, -1)
+    s = tensor_stats(x, h)
+    expected = torch.histc(x, bins=h.bins, min=h.lo, max=h.hi).long().numpy()
+    np.testing.assert_array_equal(s.hist, expected)
+    assert s.under == int((x < h.lo).sum()) and s.over == int((x > h.hi).sum())
+    assert s.hist.sum() + s.under + s.over == x.numel()
+    r = row_stats(x, torch.tensor([h.lo]), torch.tensor([h.hi]), h.bins).node_stats(0, h)
+    np.testing.assert_array_equal(r.hist, expected)
+    assert (r.under, r.over) == (s.under, s.over)
+    assert s.frac_neg == pytest.approx(float((x < 0).float().mean()))  # -0.0 is not negative
