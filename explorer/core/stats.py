@@ -173,7 +173,9 @@ def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5,
         del d2
         under, over = under + neg_inf, over + pos_inf
     # Per feature: the largest |value| over every position.
-    if rows.shape[0] and finite_mask is None:
+    if rows.shape[0] == 1 and finite_mask is None:  # one vector (a generated token's logits)
+        per_dim = rows[0].abs()
+    elif rows.shape[0] and finite_mask is None:
         per_dim = torch.maximum(rows.amax(dim=0), rows.amin(dim=0).neg_())
     elif rows.shape[0]:
         absrows = torch.where(finite_mask, rows.abs(), torch.zeros((), device=rows.device))
