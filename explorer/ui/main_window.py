@@ -238,6 +238,7 @@ class MainWindow(QMainWindow):
         self.generation.set_running(True)
         self.busy.show()
         self.requestBatch.emit(prompts)
+        self._save_generation(self.generation.settings())
 
     @Slot(object, object, str)
     def start_training(self, text_path, settings, out_dir: str) -> None:
@@ -365,6 +366,7 @@ class MainWindow(QMainWindow):
         self.settings.setValue("generation/top_p", p.top_p.value())
         self.settings.setValue("generation/seed", p.seed.value())
         self.settings.setValue("generation/prompt", p.prompt.toPlainText())
+        self.settings.setValue("generation/batch", p.batch.isChecked())
 
     def _restore(self) -> None:
         s, p = self.settings, self.generation
@@ -381,6 +383,7 @@ class MainWindow(QMainWindow):
         p.top_p.setValue(float(s.value("generation/top_p", p.top_p.value())))
         p.seed.setValue(int(s.value("generation/seed", p.seed.value())))
         p.prompt.setPlainText(str(s.value("generation/prompt", p.prompt.toPlainText())))
+        p.batch.setChecked(str(s.value("generation/batch", "false")).lower() == "true")
 
     def _default_dock_sizes(self) -> None:
         """The graph keeps the room: a short bottom dock, an inspector of moderate width."""

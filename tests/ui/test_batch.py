@@ -112,3 +112,24 @@ def test_switching_back_to_one_prompt_generates_again(qtbot, make_window):
     qtbot.waitUntil(lambda: not window.running and len(window.session.steps) == 2, timeout=60_000)
     assert window.session.prompt.batch is None
     assert window.session.prompt.views["trf_blocks.0.norm1"].valid is None
+
+
+def test_batch_mode_and_its_prompts_are_remembered(qtbot, tmp_path, warnings):
+    from PySide6.QtCore import QSettings
+
+    from explorer.ui.engine import ModelSpec
+    from explorer.ui.main_window import MainWindow
+    path = str(tmp_path / "remember.ini")
+    first = MainWindow(ModelSpec(preset="tiny"), QSettings(path, QSettings.IniFormat))
+    qtbot.addWidget(first)
+    first.show()
+    qtbot.waitUntil(lambda: first.session.model is not None, timeout=60_000)
+    run_batch(qtbot, first)
+    first.close()
+    second = MainWindow(ModelSpec(preset="tiny"), QSettings(path, QSettings.IniFormat))
+    qtbot.addWidget(second)
+    assert second.generation.batch.isChecked()
+    assert second.generation.prompts() == PROMPTS.splitlines()
+    assert "Run batch" in second.generation.generate_button.text()
+    qtbot.waitUntil(lambda: second.session.model is not None, timeout=60_000)
+    second.close()
