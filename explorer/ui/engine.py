@@ -27,6 +27,9 @@ from ..core.generation import GenerationSettings, generate_stream, prepare_promp
 from ..core.tokenizer import encode, token_piece
 
 
+GUI_CATCH_UP_S = 0.5  # the longest the engine waits for the GUI to draw a pass
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Which model to load: a checkpoint path (or hf:NAME), a preset, or the default."""
@@ -109,8 +112,35 @@ class Engine(QObject):
         super().__init__()
         self.loaded: LoadedModel | None = None
         self.stop_event = threading.Event()
+        # Cleared by the GUI while it draws a new pass; the engine waits (briefly) for it
+        # before its next long stretch of Python work, which would otherwise compete with
+        # the drawing for the GIL and make the window late.
+        self.gui_idle = threading.Event()
+        self.gui_idle.set()
+        self._retired: list = []  # passes the GUI no longer shows, to be freed here
         self.memory_budget = memory_budget
         self._cancelled = False  # the last prompt pass was stopped
+
+    # ---------------------------------------------------------------------- memory
+    def retire(self, *passes) -> None:
+        """Called from the GUI thread with passes it replaced: they are freed here later
+        (drop_retired), never on the GUI thread, where freeing a 1024-token pass's
+        gigabyte of tensors at once takes ~60 ms."""
+        self._retired.extend(p for p in passes if p is not None)
+
+    @Slot()
+    def drop_retired(self) -> None:
+        """Free retired passes one tensor at a time; between two, the GIL can go to the
+        GUI thread, so it never waits long. Call once the GUI has drawn the new pass
+        (its views hold the old tensors until then)."""
+        while self._retired:
+            views = getattr(self._retired.pop(), "views", None)
+            while isinstance(views, dict) and views:
+                _, view = views.popitem()
+                big = view.array is not None and view.array.nbytes > (1 << 20)
+                del view
+                if big:
+                    time.sleep(0.001)  # let the GUI thread in
 
     # ---------------------------------------------------------------------- models
     @Slot(object)
@@ -226,6 +256,8 @@ class Engine(QObject):
             self.stop_event.clear()
             self.generationDone.emit("stopped")
             return
+        self.gui_idle.wait(GUI_CATCH_UP_S)  # the prompt pass's views are being drawn
+        self.drop_retired()  # the passes they showed before
         try:  # stop_event was cleared by whoever asked for the run
             ids, notices = self._prompt_ids(text)
             settings = dataclasses.replace(settings, capture_steps=True,

@@ -38,6 +38,7 @@ class MainWindow(QMainWindow):
     requestLoad = Signal(object)
     requestAnalyse = Signal(str)
     requestBatch = Signal(object)
+    requestDrop = Signal()
     requestGenerate = Signal(str, object)
     requestTrain = Signal(object, object, str)
     requestGradients = Signal(object, str, int)
@@ -107,9 +108,13 @@ class MainWindow(QMainWindow):
         self.thread.setObjectName("engine")
         self.engine = Engine()
         self.engine.moveToThread(self.thread)
+        self._idle_probe = QTimer(self, singleShot=True, interval=40)
+        self._idle_probe.timeout.connect(self.engine.gui_idle.set)
+        self._idle_probe.timeout.connect(self.requestDrop)  # queued: when the engine is free
         self.requestLoad.connect(self.engine.load)
         self.requestAnalyse.connect(self.engine.analyse)
         self.requestBatch.connect(self.engine.analyse_batch)
+        self.requestDrop.connect(self.engine.drop_retired)
         self.requestGenerate.connect(self.engine.generate)
         self.requestTrain.connect(self.engine.train)
         self.engine.modelLoaded.connect(self.on_model_loaded)
@@ -291,6 +296,8 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ engine results
     @Slot(object)
     def on_model_loaded(self, info: ModelInfo) -> None:
+        self.engine.retire(self.session.prompt, *self.session.steps)  # freed by the engine
+        self._idle_probe.start()
         self.loading = False
         self.busy.hide()
         self.session.set_model(info)
@@ -314,6 +321,12 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def on_prompt_done(self, result: PassResult) -> None:
+        # The engine waits until the views have drawn this pass (or half a second): the
+        # timer fires once the views' queued refreshes and the paint they cause (Qt
+        # paints ~5 ms after the first change) are done, as the GUI thread runs them first.
+        self.engine.retire(self.session.prompt, *self.session.steps)
+        self.engine.gui_idle.clear()
+        self._idle_probe.start()
         self.session.set_prompt(result)
         note = "; ".join(result.notices)
         what = (f"Batch pass: {result.batch.describe()}," if result.batch is not None

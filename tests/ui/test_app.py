@@ -242,3 +242,31 @@ def test_invisible_token_pieces_are_shown_by_their_code():
     from explorer.ui.generation_panel import _visible
     assert _visible(" you") == "·you" and _visible("\n") == "⏎" and _visible("é") == "é"
     assert _visible("\u200b") == "\\u200b" and _visible("\x0c") == "\\u000c"
+
+
+def test_replaced_passes_are_freed_by_the_engine_not_the_gui(qtbot, make_window):
+    """A new pass retires the old one to the engine, which empties it once the views
+    have drawn the new one (freeing a big pass on the GUI thread blocks it ~60 ms)."""
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=2)
+    old = window.session.prompt
+    old_steps = list(window.session.steps)
+    assert old.views and old_steps[0].views
+    run_and_wait(qtbot, window, max_tokens=1)
+    assert window.session.prompt is not old
+    qtbot.waitUntil(lambda: not old.views and not window.engine._retired, timeout=10_000)
+    assert all(not s.views for s in old_steps)
+    assert window.session.prompt.views  # the shown pass is untouched
+
+
+def test_the_engine_waits_for_the_gui_only_a_bounded_time(qtbot, make_window):
+    from explorer.core.generation import GenerationSettings
+    window = make_window()
+    engine = window.engine
+    done = []
+    engine.generationDone.connect(done.append)
+    engine.gui_idle.clear()  # as if the GUI never finished drawing
+    engine.generate("Every effort moves you", GenerationSettings(max_new_tokens=2))
+    qtbot.waitUntil(lambda: bool(done), timeout=10_000)
+    assert done == ["max_new_tokens"]
+    engine.gui_idle.set()
