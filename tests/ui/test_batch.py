@@ -133,3 +133,24 @@ def test_batch_mode_and_its_prompts_are_remembered(qtbot, tmp_path, warnings):
     assert "Run batch" in second.generation.generate_button.text()
     qtbot.waitUntil(lambda: second.session.model is not None, timeout=60_000)
     second.close()
+
+
+def test_a_stopped_or_refused_batch_keeps_the_shown_pass(qtbot, make_window, warnings):
+    window = make_window()
+    run_batch(qtbot, window)
+    shown = window.session.prompt
+    engine = window.engine
+    done, passes = [], []
+    engine.generationDone.connect(done.append)
+    engine.promptDone.connect(passes.append)
+    engine.stop_event.set()  # Stop pressed: checked before the first block runs
+    engine.analyse_batch(["Every effort moves you", "Hello"])
+    qtbot.waitUntil(lambda: done == ["stopped"], timeout=10_000)
+    assert not engine.stop_event.is_set() and passes == []
+    engine.analyse_batch(["fine", ""])  # bypassing the panel's own check
+    qtbot.waitUntil(lambda: len(done) == 2, timeout=10_000)
+    assert done[-1] == "error" and "prompt 2 of the batch is empty" in warnings[-1][1]
+    assert window.session.prompt is shown and passes == []
+    engine.analyse_batch(["Every effort moves you", "Hello"])  # and the next one works
+    qtbot.waitUntil(lambda: len(passes) == 1, timeout=10_000)
+    assert passes[0].batch.lengths == (4, 1)
