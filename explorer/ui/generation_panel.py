@@ -295,7 +295,7 @@ class GenerationPanel(QWidget):
         self.topk_plot.getAxis("left").setTicks([ticks])
         what = "after the prompt" if current.step is None else f"step {current.step}"
         if current.batch is not None:
-            what = "after prompt s0 of the batch"
+            what = "batch prompt s0"
         self.topk_plot.setTitle(f"Next-token candidates ({what})")
         self.topk_plot.setXRange(0, max(probs) * 1.05 or 1.0)
         self.topk_plot.setYRange(-0.6, len(probs) - 0.4)
