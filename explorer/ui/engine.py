@@ -232,6 +232,7 @@ class Engine(QObject):
             last = batch.lengths[0] - 1  # the first prompt's last real token
             top_ids, top_probs = _top(logits[0, last]) if logits is not None else ((), ())
             ids = batch.sample(0)
+            self.gui_idle.clear()  # set again by the window once it has drawn this pass
             self.promptDone.emit(PassResult(
                 ids=ids, pieces=[token_piece(i) for i in ids], views=cap.views(),
                 token_id=top_ids[0] if top_ids else None,
