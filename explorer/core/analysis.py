@@ -55,12 +55,18 @@ class GeluInputShares:
 
 
 def gelu_input_shares(values: np.ndarray) -> GeluInputShares:
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
-    v = v[np.isfinite(v)]
+    """Shares of the GELU's inputs in its three regimes. Counts in the values' own
+    precision without copies where it can: the GUI thread calls this for 3 million
+    values (a 1024-token prompt of gpt2-small)."""
+    v = np.asarray(values).reshape(-1)
+    if v.dtype.kind != "f":
+        v = v.astype(np.float64)
+    if not np.isfinite(v.sum(dtype=np.float64)):  # rare: leave NaN and Inf out
+        v = v[np.isfinite(v)]
     n = max(v.size, 1)
-    return GeluInputShares(count=v.size, negative=float((v < 0).sum() / n),
-                           dip=float((np.abs(v - GELU_DIP_X) < 0.5).sum() / n),
-                           identity=float((v > 3).sum() / n))
+    dip = np.count_nonzero(np.abs(v - v.dtype.type(GELU_DIP_X)) < 0.5)
+    return GeluInputShares(count=int(v.size), negative=float(np.count_nonzero(v < 0) / n),
+                           dip=float(dip / n), identity=float(np.count_nonzero(v > 3) / n))
 
 
 def layer_table(views: dict, n_layers: int, norm_position: str, stat: str) -> tuple[list[str], np.ndarray]:

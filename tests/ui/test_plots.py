@@ -83,6 +83,25 @@ def test_attention_view_shows_every_head_and_one_large(qtbot, ran):
     assert [h for _, h in view.images] == [1]
 
 
+def test_attention_plots_are_reused_and_big_patterns_shrink_by_block_max(qtbot, ran):
+    from explorer.ui.attention_view import block_max
+    view = show(qtbot, ran, "Attention")
+    view.head_box.setCurrentIndex(0)
+    view.redraw()
+    plots = [p for p, _ in view.plots]
+    ran.session.set_layer(1)
+    view.redraw()
+    assert [p for p, _ in view.plots] == plots  # a new layer replaces images, not plots
+    np.testing.assert_array_equal(view.images[0][0].image,
+                                  ran.session.prompt.views["trf_blocks.1.att.attn_weights"].array[0][0])
+    ran.session.set_layer(0)
+    w = np.zeros((10, 10), np.float32)
+    w[9, 3], w[0, 0] = 0.9, 0.2
+    small = block_max(w, 4)  # 10 tokens in blocks of 4: 3 x 3 cells, the peak kept
+    assert small.shape == (3, 3) and small[2, 0] == pytest.approx(0.9) and small[0, 0] == pytest.approx(0.2)
+    assert small.sum() == pytest.approx(1.1)
+
+
 def test_logit_lens_ends_at_the_model_prediction(qtbot, ran):
     view = show(qtbot, ran, "Logit lens")
     n_layers = ran.session.model.config.n_layers
