@@ -67,7 +67,7 @@ class AttentionView(LazyRefresh, QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(self.canvas, 1)
-        session.passChanged.connect(self.request_refresh, Qt.QueuedConnection)
+        session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
         session.modelChanged.connect(self._heads)
 

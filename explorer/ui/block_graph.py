@@ -120,7 +120,7 @@ class BlockGraphView(QWidget):
         self.nodeClicked.connect(session.set_node)
         session.modelChanged.connect(self.rebuild)
         session.layerChanged.connect(self._on_layer)
-        session.passChanged.connect(self.refresh, Qt.QueuedConnection)  # one event per view
+        session.on_pass(self.refresh)  # in a loop turn of its own
         session.nodeChanged.connect(self._on_node)
 
     # ---------------------------------------------------------------- building

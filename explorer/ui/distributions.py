@@ -71,7 +71,7 @@ class DistributionsView(LazyRefresh, QWidget):
         layout.addWidget(split, 1)
         self._order: str | None = None  # the norm position the small plots were built for
         self.small_curves: dict[str, pg.PlotDataItem] = {}
-        session.passChanged.connect(self.request_refresh, Qt.QueuedConnection)
+        session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
         session.modelChanged.connect(self.request_refresh)
 

@@ -27,7 +27,7 @@ class ExplanationView(LazyRefresh, QWidget):
         scroll.setWidget(self.text)
         layout = QVBoxLayout(self)
         layout.addWidget(scroll)
-        session.passChanged.connect(self.request_refresh, Qt.QueuedConnection)
+        session.on_pass(self.request_refresh)
         session.nodeChanged.connect(self.request_refresh)
 
     def redraw(self) -> None:

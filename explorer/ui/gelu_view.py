@@ -64,7 +64,7 @@ class GeluView(LazyRefresh, QWidget):
         layout.addLayout(top)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.info)
-        session.passChanged.connect(self.request_refresh, pg.QtCore.Qt.QueuedConnection)
+        session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
 
     def _toggle_deriv(self, on: bool) -> None:

@@ -139,7 +139,7 @@ class GenerationPanel(QWidget):
         self._retokenize.timeout.connect(self.update_chips)
         self.prompt.textChanged.connect(self._retokenize.start)
         session.stepsChanged.connect(self.update_output)
-        session.passChanged.connect(self.update_topk, Qt.QueuedConnection)
+        session.on_pass(self.update_topk)
         session.modelChanged.connect(self.update_chips)
         self.update_chips()
 

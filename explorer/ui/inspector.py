@@ -158,7 +158,7 @@ class InspectorView(QWidget):
         layout.addWidget(self.tabs, 1)
 
         session.nodeChanged.connect(lambda _: self.refresh())
-        session.passChanged.connect(self.refresh, Qt.QueuedConnection)  # one event per view
+        session.on_pass(self.refresh)  # in a loop turn of its own
         session.modelChanged.connect(self.refresh)
         session.hiddenChanged.connect(lambda _: self.refresh())
         self.refresh()

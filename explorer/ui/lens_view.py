@@ -39,7 +39,7 @@ class LensView(LazyRefresh, QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.note)
         layout.addWidget(self.table, 1)
-        session.passChanged.connect(self.request_refresh, Qt.QueuedConnection)
+        session.on_pass(self.request_refresh)
 
     def redraw(self) -> None:
         current = self.session.current
