@@ -3,7 +3,11 @@ gpt2-small, runs a 1024-token prompt, and generates 64 tokens. A QTimer probe fi
 every 5 ms on the GUI thread; its lateness is the time the GUI could not react.
 Budget (DESIGN.md): no GUI-thread slot over 50 ms.
 
-    python benchmarks/bench_gui_latency.py [--preset gpt2-small]
+    python benchmarks/bench_gui_latency.py [--preset gpt2-small] [--tab attention]
+
+--tab brings a right-hand tab to the front first (attention, gelu, distributions, lens,
+explanation, ln_compare, ...: the main window's attribute), so its redraw is measured
+too; by default the tensor inspector is in front.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="gpt2-small")
     ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--tab", default=None, help="a right-hand tab to show, e.g. attention")
     args = ap.parse_args()
     print(f"machine: {machine_line()}")
     app = QApplication([])
@@ -75,6 +80,12 @@ def main() -> int:
         phases = {"window start-up (first paint)": probe.take()}
         wait(lambda: window.session.model is not None)
         phases["model load"] = probe.take()
+        if args.tab:
+            shown = [d for d in window.plot_docks if d.widget() is getattr(window, args.tab, None)]
+            if not shown:
+                raise SystemExit(f"no tab {args.tab!r}")
+            shown[0].raise_()
+            app.processEvents()
         text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:6000]
         window.generation.prompt.setPlainText(text)  # over 1024 tokens: cropped to the context
         window.generation.max_tokens.setValue(1)
@@ -92,7 +103,8 @@ def main() -> int:
         phases[f"prompt + {args.new_tokens} generated tokens"] = probe.take()
         print(f"generated: {len(window.session.steps)} tokens; {window.status_text.text()}")
         window.close()
-    print(f"GUI event-loop lateness with {args.preset} (probe every {PERIOD_MS} ms; budget 50 ms):")
+    tab = f", {args.tab} tab in front" if args.tab else ""
+    print(f"GUI event-loop lateness with {args.preset}{tab} (probe every {PERIOD_MS} ms; budget 50 ms):")
     for name, late in phases.items():
         print(f"  {name:32s} max {late.max():7.1f} ms   p99 {np.percentile(late, 99):6.1f} ms   "
               f"({late.size} probes)")

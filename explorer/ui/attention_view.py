@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from ..core.nodes import block_hook_name
@@ -14,7 +13,7 @@ from .lazy import LazyRefresh
 from .session import Session
 
 CMAP = pg.colormap.get("inferno")
-GRID_PIXELS = 256  # a head in the all-heads grid is drawn at most this many cells wide
+GRID_CELLS = 400_000  # cells in the all-heads mosaic at most (a dock is ~600 pixels wide)
 
 
 def block_max(weights: np.ndarray, factor: int) -> np.ndarray:
@@ -29,17 +28,31 @@ def block_max(weights: np.ndarray, factor: int) -> np.ndarray:
         padded = np.zeros((size, size), dtype=np.float32)
         padded[:T, :T] = w
         w = padded
-    # strided maxima (numpy's max over a short axis is ten times slower)
-    cols = w[:, 0::factor].copy()
+    # rows first (a reduction over a middle axis runs along contiguous memory), then
+    # strided maxima over the columns (numpy's max over a short last axis is slow)
+    rows = w.reshape(size // factor, factor, size).max(axis=1)
+    out = rows[:, 0::factor].copy()
     for i in range(1, factor):
-        np.maximum(cols, w[:, i::factor], out=cols)
-    out = cols[0::factor].copy()
-    for i in range(1, factor):
-        np.maximum(out, cols[i::factor], out=out)
+        np.maximum(out, rows[:, i::factor], out=out)
+    return out
+
+
+def mosaic(tiles: list[np.ndarray], columns: int, gap: int) -> np.ndarray:
+    """Square tiles side by side, ``columns`` per row, ``gap`` NaN cells (drawn
+    transparent) between them: one image instead of one plot per head."""
+    n = tiles[0].shape[0]
+    rows = -(-len(tiles) // columns)
+    out = np.full((rows * (n + gap) - gap, columns * (n + gap) - gap), np.nan, dtype=np.float32)
+    for i, tile in enumerate(tiles):
+        r, c = divmod(i, columns)
+        out[r * (n + gap): r * (n + gap) + n, c * (n + gap): c * (n + gap) + n] = tile
     return out
 
 
 class AttentionView(LazyRefresh, QWidget):
+    """One plot and one image: every head as a tile of a mosaic, or one head large.
+    Nothing is rebuilt on a new pass (a pyqtgraph plot takes ~15 ms to make)."""
+
     def __init__(self, session: Session) -> None:
         super().__init__()
         self.session = session
@@ -56,13 +69,20 @@ class AttentionView(LazyRefresh, QWidget):
         bar.addWidget(self.sample_box)
         bar.addStretch(1)
         bar.addWidget(self.hover)
-        self.canvas = pg.GraphicsLayoutWidget()
-        self.canvas.setBackground("w")
-        self.images: list[tuple[pg.ImageItem, int]] = []
+        self.canvas = pg.PlotWidget(background="w")
+        self.plot = self.canvas.getPlotItem()
+        self.plot.invertY(True)
+        self.plot.setAspectLocked(True)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setColorMap(CMAP)
+        self.plot.addItem(self.image)
+        self.message = pg.TextItem(color="#333333")
+        self.plot.addItem(self.message)
+        self.labels: list[pg.TextItem] = []  # "head h" over each tile
         self.pattern: np.ndarray | None = None
         self.pieces: list[str] = []
-        self.plots: list[tuple[pg.PlotItem, pg.ImageItem]] = []
-        self._key = None  # the arrangement the plots were built for
+        self.shown_heads: list[int] = []
+        self._grid = (1, 1, 1, 0)  # columns, tile cells, weights per cell, gap
         self.canvas.scene().sigMouseMoved.connect(self._moved)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
@@ -84,60 +104,77 @@ class AttentionView(LazyRefresh, QWidget):
         prompt = self.session.prompt
         view = prompt.views.get(block_hook_name(self.session.layer, "att.attn_weights")) if prompt else None
         if view is None or view.array is None:
-            self.pattern = None
-            self._layout(None)
-            self.canvas.addLabel("Run a prompt to see the attention patterns "
-                                 "(they are captured for the prompt pass).", color="#333333")
+            self.pattern, self.shown_heads = None, []
+            self.image.clear()
+            self._set_labels([])
+            self.message.setText("Run a prompt to see the attention patterns "
+                                 "(they are captured for the prompt pass).")
             return
+        self.message.setText("")
         sample = self._sample(prompt)
         self.pattern = view.array[sample]  # (H, T, T)
         heads, T = self.pattern.shape[0], self.pattern.shape[-1]
         self.pieces = pieces = prompt.sample_pieces(sample)
         choice = self.head_box.currentIndex()
-        shown = list(range(heads)) if choice <= 0 else [choice - 1]
-        self._layout(shown)
-        factor = 1 if len(shown) == 1 else max(1, -(-T // GRID_PIXELS))
-        for (plot, image), h in zip(self.plots, shown):
-            image.setImage(block_max(self.pattern[h], factor), levels=(0.0, 1.0))
-            image.setRect(0, 0, T, T)  # token coordinates, whatever the resolution
-            plot.setTitle(f"head {h}")
-            if len(shown) == 1:
-                ticks = [(t + 0.5, repr(p)) for t, p in enumerate(pieces)]
-                step = max(1, len(ticks) // 25)
-                plot.getAxis("left").setTicks([ticks[::step]])
-                plot.getAxis("bottom").setTicks([ticks[::step]])
-            plot.setRange(xRange=(0, T), yRange=(0, T), padding=0.02)
-        self.images = [(image, h) for (_, image), h in zip(self.plots, shown)]
+        self.shown_heads = list(range(heads)) if choice <= 0 else [choice - 1]
+        left, bottom = self.plot.getAxis("left"), self.plot.getAxis("bottom")
+        if len(self.shown_heads) == 1:
+            h = self.shown_heads[0]
+            self._grid = (1, T, 1, 0)
+            self.image.setImage(np.asarray(self.pattern[h], dtype=np.float32), levels=(0.0, 1.0))
+            ticks = [(t + 0.5, repr(p)) for t, p in enumerate(pieces)]
+            step = max(1, len(ticks) // 25)
+            left.setTicks([ticks[::step]])
+            bottom.setTicks([ticks[::step]])
+            self.plot.setLabel("left", "query token")
+            self.plot.setLabel("bottom", "key token")
+            self.plot.showAxis("left")
+            self.plot.showAxis("bottom")
+            self._set_labels([])
+            self.plot.setTitle(f"head {h}")
+        else:
+            side = max(64, int(np.sqrt(GRID_CELLS / len(self.shown_heads))))  # a tile's cells
+            factor = 1
+            while -(-T // factor) > side:  # powers of two: 1024 tokens divide evenly
+                factor *= 2
+            tiles = [block_max(self.pattern[h], factor) for h in self.shown_heads]
+            n = tiles[0].shape[0]
+            columns = int(np.ceil(np.sqrt(len(tiles))))
+            gap = max(1, n // 12)
+            self._grid = (columns, n, factor, gap)
+            self.image.setImage(mosaic(tiles, columns, gap), levels=(0.0, 1.0))
+            self.plot.hideAxis("left")
+            self.plot.hideAxis("bottom")
+            self.plot.setTitle("")
+            self._set_labels([(f"head {h}", (i % columns) * (n + gap), (i // columns) * (n + gap))
+                              for i, h in enumerate(self.shown_heads)])
+        self.plot.autoRange(padding=0.02)
         note = "" if current is None or current.step is None else " (prompt pass; steps carry no patterns)"
-        shrunk = f"; each cell of the grid is the max of {factor}×{factor} weights" if factor > 1 else ""
+        factor = self._grid[2]
+        shrunk = f"; each cell is the max of {factor}×{factor} weights" if factor > 1 else ""
         self.hover.setText(f"layer {self.session.layer}{note}{shrunk}")
 
-    def _layout(self, shown: list[int] | None) -> None:
-        """Build the plots only when the arrangement changes (a pyqtgraph plot takes
-        ~15 ms to make): a new pass or layer reuses them and replaces the images."""
-        key = None if shown is None else (len(shown), len(shown) == 1)
-        if key == self._key and shown is not None:
-            return
-        self._key = key
-        self.canvas.clear()
-        self.plots, self.images = [], []
-        if shown is None:
-            return
-        columns = int(np.ceil(np.sqrt(len(shown))))
-        for i in range(len(shown)):
-            plot = self.canvas.addPlot(row=i // columns, col=i % columns)
-            plot.invertY(True)
-            plot.setAspectLocked(True)
-            image = pg.ImageItem(axisOrder="row-major")
-            image.setColorMap(CMAP)
-            plot.addItem(image)
-            if len(shown) == 1:
-                plot.setLabel("left", "query token")
-                plot.setLabel("bottom", "key token")
+    def _set_labels(self, labels: list[tuple[str, float, float]]) -> None:
+        while len(self.labels) < len(labels):
+            item = pg.TextItem(color="#333333", anchor=(0, 1))
+            self.plot.addItem(item)
+            self.labels.append(item)
+        for i, item in enumerate(self.labels):
+            if i < len(labels):
+                text, x, y = labels[i]
+                item.setText(text)
+                item.setPos(x, y)
+                item.show()
             else:
-                plot.hideAxis("left")
-                plot.hideAxis("bottom")
-            self.plots.append((plot, image))
+                item.hide()
+
+    def tile(self, head: int) -> np.ndarray | None:
+        """The cells drawn for ``head`` (what the mosaic or the large view shows)."""
+        if head not in self.shown_heads or self.image.image is None:
+            return None
+        columns, n, _, gap = self._grid
+        r, c = divmod(self.shown_heads.index(head), columns)
+        return self.image.image[r * (n + gap): r * (n + gap) + n, c * (n + gap): c * (n + gap) + n]
 
     def _sample(self, prompt) -> int:
         """The chosen sample of a batch (0 for one prompt); refills the choice box."""
@@ -153,15 +190,22 @@ class AttentionView(LazyRefresh, QWidget):
         return max(0, min(self.sample_box.currentIndex(), size - 1))
 
     def _moved(self, pos) -> None:
-        if self.pattern is None:
+        if self.pattern is None or not self.shown_heads:
             return
-        for image, h in self.images:
-            if image.sceneBoundingRect().contains(pos):
-                p = image.getViewBox().mapSceneToView(pos)  # token coordinates
-                q, k = int(p.y()), int(p.x())
-                t = self.pattern.shape[-1]
-                if 0 <= q < t and 0 <= k < t:
-                    pieces = self.pieces
-                    self.hover.setText(f"head {h}: query {q} {pieces[q]!r} → key {k} {pieces[k]!r}: "
-                                       f"weight {self.pattern[h, q, k]:.4f}")
-                return
+        p = self.plot.getViewBox().mapSceneToView(pos)
+        columns, n, factor, gap = self._grid
+        x, y = int(np.floor(p.x())), int(np.floor(p.y()))
+        if x < 0 or y < 0:
+            return
+        c, kx = divmod(x, n + gap)
+        r, qy = divmod(y, n + gap)
+        i = r * columns + c
+        if kx >= n or qy >= n or c >= columns or i >= len(self.shown_heads):
+            return
+        h, T = self.shown_heads[i], self.pattern.shape[-1]
+        q, k = qy * factor, kx * factor  # a cell's first query and key
+        if q < T and k < T:
+            pieces = self.pieces
+            what = "" if factor == 1 else f" (cell max {self.tile(h)[qy, kx]:.4f})"
+            self.hover.setText(f"head {h}: query {q} {pieces[q]!r} → key {k} {pieces[k]!r}: "
+                               f"weight {self.pattern[h, q, k]:.4f}{what}")

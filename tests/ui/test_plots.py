@@ -75,24 +75,28 @@ def test_distributions_table_csv(tmp_path):
 
 def test_attention_view_shows_every_head_and_one_large(qtbot, ran):
     view = show(qtbot, ran, "Attention")
-    assert len(view.images) == ran.session.model.config.n_heads
+    heads = ran.session.model.config.n_heads
+    assert view.shown_heads == list(range(heads))
     pattern = ran.session.prompt.views["trf_blocks.0.att.attn_weights"].array[0]
-    np.testing.assert_array_equal(view.images[2][0].image, pattern[2])
+    for h in range(heads):  # every head is a tile of the one mosaic image
+        np.testing.assert_array_equal(view.tile(h), pattern[h])
     assert np.all(np.triu(pattern[2], 1) == 0)  # the causal mask: nothing above the diagonal
+    assert np.isnan(view.image.image).any()  # the gaps between tiles are empty
     view.head_box.setCurrentIndex(2)  # head 1
-    assert [h for _, h in view.images] == [1]
+    assert view.shown_heads == [1]
+    np.testing.assert_array_equal(view.image.image, pattern[1])
 
 
-def test_attention_plots_are_reused_and_big_patterns_shrink_by_block_max(qtbot, ran):
+def test_attention_image_is_reused_and_big_patterns_shrink_by_block_max(qtbot, ran):
     from explorer.ui.attention_view import block_max
     view = show(qtbot, ran, "Attention")
     view.head_box.setCurrentIndex(0)
     view.redraw()
-    plots = [p for p, _ in view.plots]
+    image = view.image
     ran.session.set_layer(1)
     view.redraw()
-    assert [p for p, _ in view.plots] == plots  # a new layer replaces images, not plots
-    np.testing.assert_array_equal(view.images[0][0].image,
+    assert view.image is image  # a new layer replaces the pixels, not the plot
+    np.testing.assert_array_equal(view.tile(0),
                                   ran.session.prompt.views["trf_blocks.1.att.attn_weights"].array[0][0])
     ran.session.set_layer(0)
     w = np.zeros((10, 10), np.float32)
@@ -100,6 +104,25 @@ def test_attention_plots_are_reused_and_big_patterns_shrink_by_block_max(qtbot, 
     small = block_max(w, 4)  # 10 tokens in blocks of 4: 3 x 3 cells, the peak kept
     assert small.shape == (3, 3) and small[2, 0] == pytest.approx(0.9) and small[0, 0] == pytest.approx(0.2)
     assert small.sum() == pytest.approx(1.1)
+
+
+def test_hovering_a_mosaic_cell_reads_that_head_and_weight(qtbot, ran):
+    from PySide6.QtCore import QPointF
+
+    from explorer.ui.attention_view import mosaic
+    view = show(qtbot, ran, "Attention")
+    view.head_box.setCurrentIndex(0)
+    view.redraw()
+    columns, n, factor, gap = view._grid
+    assert factor == 1  # a short prompt: full resolution
+    q, k = n - 1, 1
+    x, y = (1 % columns) * (n + gap) + k + 0.5, (1 // columns) * (n + gap) + q + 0.5  # head 1
+    view._moved(view.plot.getViewBox().mapViewToScene(QPointF(x, y)))
+    assert view.hover.text().startswith(f"head 1: query {q} ")
+    assert f"weight {view.pattern[1, q, k]:.4f}" in view.hover.text()
+    tiles = [np.full((2, 2), float(i), np.float32) for i in range(3)]
+    m = mosaic(tiles, columns=2, gap=1)  # 2 x 2 tiles, one empty, NaN gaps
+    assert m.shape == (5, 5) and m[3, 0] == 2 and np.isnan(m[2]).all() and np.isnan(m[3, 3])
 
 
 def test_logit_lens_ends_at_the_model_prediction(qtbot, ran):
