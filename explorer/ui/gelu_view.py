@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from ..core.analysis import gelu_curves, gelu_input_shares
 from ..core.nodes import block_hook_name
@@ -38,6 +38,10 @@ class GeluView(LazyRefresh, QWidget):
             "exact": self.plot.plot(c.x, c.d_exact, pen=pg.mkPen("#d2691e", width=1, style=pg.QtCore.Qt.DotLine)),
             "relu": self.plot.plot(c.x, c.d_relu, pen=pg.mkPen("#888888", width=1, style=pg.QtCore.Qt.DotLine)),
         }
+        # The curves never change: keep them as pixmaps, so a new pass, which changes
+        # only the bars, does not redraw 6 x 801 points of wide and dashed lines (~30 ms).
+        for line in [*self.lines.values(), *self.deriv.values()]:
+            line.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
         self.plot.setXRange(-4, 4, padding=0)
         self.plot.setYRange(-0.5, 4, padding=0)
         # the real inputs, on a second y axis

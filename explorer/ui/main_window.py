@@ -109,8 +109,7 @@ class MainWindow(QMainWindow):
         self.engine = Engine()
         self.engine.moveToThread(self.thread)
         self._idle_probe = QTimer(self, singleShot=True, interval=40)
-        self._idle_probe.timeout.connect(self.engine.gui_idle.set)
-        self._idle_probe.timeout.connect(self.requestDrop)  # queued: when the engine is free
+        self._idle_probe.timeout.connect(self._gui_caught_up)
         self.requestLoad.connect(self.engine.load)
         self.requestAnalyse.connect(self.engine.analyse)
         self.requestBatch.connect(self.engine.analyse_batch)
@@ -318,6 +317,15 @@ class MainWindow(QMainWindow):
     @Slot(str)
     def on_progress(self, text: str) -> None:
         self.status_text.setText(text)
+
+    def _gui_caught_up(self) -> None:
+        """Once every view has redrawn the new pass (one per loop turn) and painted, let
+        the engine go on and free the pass that was replaced."""
+        if self.session.pending():
+            self._idle_probe.start()  # views still to redraw: look again shortly
+            return
+        self.engine.gui_idle.set()
+        self.requestDrop.emit()  # queued: runs when the engine is free
 
     @Slot(object)
     def on_prompt_done(self, result: PassResult) -> None:
