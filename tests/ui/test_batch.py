@@ -154,3 +154,18 @@ def test_a_stopped_or_refused_batch_keeps_the_shown_pass(qtbot, make_window, war
     engine.analyse_batch(["Every effort moves you", "Hello"])  # and the next one works
     qtbot.waitUntil(lambda: len(passes) == 1, timeout=10_000)
     assert passes[0].batch.lengths == (4, 1)
+
+
+def test_a_big_batch_draws_a_bounded_number_of_chips(make_window):
+    from explorer.ui.generation_panel import MAX_CHIPS
+    window = make_window()
+    panel = window.generation
+    panel.batch.setChecked(True)
+    panel.prompt.setPlainText("\n".join(["word " * 60] * 15 + ["short"]))  # 16 prompts
+    panel.update_chips()
+    text = panel.chips.toPlainText()
+    rows = text.splitlines()
+    assert len(rows) == 16 and all(r.endswith("…") for r in rows)
+    drawn = text.count("·word") + text.count("[pad]")
+    assert drawn <= 2 * MAX_CHIPS + 16 * 8  # not 16 x 60 tokens
+    assert "Batch of 16 × 61 tokens" in panel.token_count.text()
