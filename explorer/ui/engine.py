@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from PySide6.QtCore import QObject, Signal, Slot
 
-from ..core.analysis import logit_lens
+from ..core.analysis import gelu_input_shares, logit_lens
 from ..core.batch import Batch, make_batch
 from ..core.capture import Cancelled, Capture, NodeView, StopCheck
 from ..core.compare import EXPERIMENT_CONFIG, compare_prompt, gradient_experiment
@@ -72,6 +72,7 @@ class PassResult:
     notices: list[str] = field(default_factory=list)
     seconds: float = 0.0
     batch: Batch | None = None  # several prompts at once (ids/pieces: the first one's)
+    gelu_shares: dict = field(default_factory=dict)  # GELU input name -> GeluInputShares
 
     def row_labels(self) -> list[str]:
         """A label per vector of a (B, T, C) node, in ``reshape(-1, C)`` order."""
@@ -232,9 +233,13 @@ class Engine(QObject):
             last = batch.lengths[0] - 1  # the first prompt's last real token
             top_ids, top_probs = _top(logits[0, last]) if logits is not None else ((), ())
             ids = batch.sample(0)
+            views = cap.views()
+            # the GELU tab's shares, counted here: 3 million inputs a layer at T=1024
+            shares = {n: gelu_input_shares(v.real_rows()) for n, v in views.items()
+                      if n.endswith(".ff.layers.0") and v.array is not None}
             self.gui_idle.clear()  # set again by the window once it has drawn this pass
             self.promptDone.emit(PassResult(
-                ids=ids, pieces=[token_piece(i) for i in ids], views=cap.views(),
+                ids=ids, pieces=[token_piece(i) for i in ids], views=views, gelu_shares=shares,
                 token_id=top_ids[0] if top_ids else None,
                 prob=top_probs[0] if top_probs else None, top_ids=top_ids,
                 top_probs=top_probs, top_pieces=tuple(token_piece(i) for i in top_ids),

@@ -91,7 +91,9 @@ class GeluView(LazyRefresh, QWidget):
         centres = np.asarray(h.edges()[:-1]) + h.width / 2
         self.hist_bars.setOpts(x=centres, height=counts / total, width=h.width * 0.95)
         self.hist_box.setYRange(0, max(float(counts.max()) / total, 1e-6) * 1.1, padding=0)
-        shares = gelu_input_shares(view.real_rows()) if view.array is not None else None  # no padding
+        shares = self.session.current.gelu_shares.get(name)  # counted by the engine
+        if shares is None and view.array is not None:  # a generation step: one vector
+            shares = gelu_input_shares(view.real_rows())  # (padding left out)
         where = "prompt" if self.session.current.step is None else f"step {self.session.current.step}"
         text = f"Layer {self.session.layer}, {where}: {view.stats.count:,} GELU inputs ({name})."
         if shares is not None:

@@ -32,6 +32,10 @@ def test_gelu_view_overlays_the_real_inputs(qtbot, ran):
     inputs = ran.session.prompt.views["trf_blocks.0.ff.layers.0"]
     shares = gelu_input_shares(inputs.array)
     assert f"{100 * shares.negative:.1f}% are negative" in view.info.text()
+    assert f"{100 * shares.dip:.1f}% lie in the dip" in view.info.text()
+    # counted by the engine with the pass, for every layer, not by the GUI thread
+    assert ran.session.prompt.gelu_shares["trf_blocks.0.ff.layers.0"] == shares
+    assert len(ran.session.prompt.gelu_shares) == ran.session.model.config.n_layers
     assert "Largest |tanh approximation − exact|" in view.info.text()
     heights = view.hist_bars.opts["height"]
     assert np.sum(heights) == pytest.approx(1 - (inputs.stats.under + inputs.stats.over) / inputs.stats.count)
