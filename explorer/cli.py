@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     gui = sub.add_parser("gui", help="open the desktop app (the default)")
     _add_model_args(gui)
     _add_screenshot_args(gui)
+    # with no command, the app's options work as they are: gpt-explorer --preset tiny
+    _add_model_args(parser)
     _add_screenshot_args(parser)
 
     g = sub.add_parser("generate", help="generate text token by token")
@@ -427,11 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     command = args.command or "gui"
-    if args.command is None:  # no command: the app on the remembered or default model
-        top = args
-        args = parser.parse_args(["gui"])
-        args.screenshot, args.prompt, args.screenshot_node, args.log_level = (
-            top.screenshot, top.prompt, top.screenshot_node, top.log_level)
+    if args.command is None:  # no command: the app, with the options given to the program
+        args.command = "gui"
     from .log import setup_logging
 
     setup_logging(args.log_level, to_file=command == "gui")

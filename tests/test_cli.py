@@ -124,6 +124,8 @@ def test_no_command_opens_the_app_on_the_remembered_or_default_model(monkeypatch
     assert main([]) == 0 and seen == [None]
     assert main(["gui", "--preset", "tiny", "--device", "cpu"]) == 0
     assert seen[-1].preset == "tiny" and seen[-1].device == "cpu"
+    assert main(["--preset", "tiny", "--seed", "3"]) == 0  # as the README's ./start.sh example
+    assert seen[-1].preset == "tiny" and seen[-1].seed == 3
 
 
 def test_compare_ln_prints_both_orders_and_saves_the_figure(capsys, tmp_path):
