@@ -22,6 +22,11 @@ PAD_LABEL = "[pad]"
 MAX_BATCH = 16
 
 
+def shown_piece(piece: str) -> str:
+    """A token piece as labels show it: quoted, except the padding marker."""
+    return piece if piece == PAD_LABEL else repr(piece)
+
+
 @dataclass(frozen=True)
 class Batch:
     """Token ids of B prompts padded to T positions, and which positions are real."""
@@ -59,7 +64,7 @@ class Batch:
 
     def row_labels(self) -> list[str]:
         """One label per (sample, position), in the order of ``x.reshape(-1, C)``."""
-        return [f"s{b} {t}: {p if p == PAD_LABEL else repr(p)}"
+        return [f"s{b} {t}: {shown_piece(p)}"
                 for b in range(self.size) for t, p in enumerate(self.pieces(b))]
 
     def describe(self) -> str:

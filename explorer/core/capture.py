@@ -187,7 +187,7 @@ class Capture(_Hooks):
                 for n, r in self.records.items()}
 
     # padding ------------------------------------------------------------------------
-    def _valid_for(self, node: Node, out: torch.Tensor) -> torch.Tensor | None:
+    def _valid_for(self, out: torch.Tensor) -> torch.Tensor | None:
         """The mask of real vectors for this output (None: all are real)."""
         if self.mask is None:
             return None
@@ -232,7 +232,7 @@ class Capture(_Hooks):
         if twin is not None and twin.node.hist == node.hist:
             stats = twin.stats
         else:
-            stats = tensor_stats(out, node.hist, self.topk, self._valid_for(node, out))
+            stats = tensor_stats(out, node.hist, self.topk, self._valid_for(out))
         try:
             self._alive[name] = weakref.ref(output)
         except TypeError:

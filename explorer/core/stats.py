@@ -58,7 +58,7 @@ class NodeStats:
 
 
 def histogram(values: torch.Tensor, hist: HistRange, mx: float,
-              scratch: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]:
+              scratch: torch.Tensor | None = None) -> tuple[np.ndarray, int, int]:
     """Counts of finite ``values`` (1-D) on ``hist``'s fixed bins, exactly as
     ``torch.histc`` bins them (the top edge belongs to the last bin), with the values
     below and above the range counted apart; ``mx`` is the values' maximum.

@@ -75,11 +75,10 @@ class PassResult:
     gelu_shares: dict = field(default_factory=dict)  # GELU input name -> GeluInputShares
 
     def row_labels(self) -> list[str]:
-        """A label per vector of a (B, T, C) node, in ``reshape(-1, C)`` order."""
+        """For a prompt or batch pass: a label per vector of a (B, T, C) node, in
+        ``reshape(-1, C)`` order."""
         if self.batch is not None:
             return self.batch.row_labels()
-        if self.step is not None:
-            return [f"step {self.step}"]
         return [f"{i}: {p!r}" for i, p in enumerate(self.pieces)]
 
     def sample_pieces(self, b: int = 0) -> list[str]:
@@ -135,13 +134,9 @@ class Engine(QObject):
         GUI thread, so it never waits long. Call once the GUI has drawn the new pass
         (its views hold the old tensors until then)."""
         while self._retired:
-            views = getattr(self._retired.pop(), "views", None)
-            while isinstance(views, dict) and views:
-                _, view = views.popitem()
-                big = view.array is not None and view.array.nbytes > (1 << 20)
-                del view
-                if big:
-                    time.sleep(0.001)  # let the GUI thread in
+            views = self._retired.pop().views
+            while views:
+                views.popitem()
 
     # ---------------------------------------------------------------------- models
     @Slot(object)

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel,
                                QPushButton, QSpinBox, QTableView, QTableWidget, QTableWidgetItem,
                                QTabWidget, QVBoxLayout, QWidget)
 
+from ..core.batch import shown_piece
 from ..core.capture import NodeView
 from ..core.nodes import residual_branches
 from ..core.stats import branch_ratio
@@ -173,7 +174,7 @@ class InspectorView(QWidget):
         if view.node.kind == "pattern":  # (B, H, T queries): sample, head, query
             B, H, T = view.shape[:3]
             prefix = (lambda b: f"s{b} ") if current.batch is not None else (lambda b: "")
-            return [f"{prefix(b)}h{h} {t}: {p if p == '[pad]' else repr(p)}" for b in range(B)
+            return [f"{prefix(b)}h{h} {t}: {shown_piece(p)}" for b in range(B)
                     for h in range(H) for t, p in enumerate(current.sample_pieces(b)[:T])]
         if view.name == "pos_emb":
             return [f"position {t}" for t in range(rows)]

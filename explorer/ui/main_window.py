@@ -329,11 +329,10 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def on_prompt_done(self, result: PassResult) -> None:
-        # The engine waits until the views have drawn this pass (or half a second): the
-        # timer fires once the views' queued refreshes and the paint they cause (Qt
-        # paints ~5 ms after the first change) are done, as the GUI thread runs them first.
+        # The engine (which cleared gui_idle before sending this) waits until every view
+        # has redrawn the pass and painted (_gui_caught_up), or half a second; the pass
+        # this one replaces is freed by the engine, not here.
         self.engine.retire(self.session.prompt, *self.session.steps)
-        self.engine.gui_idle.clear()
         self._idle_probe.start()
         self.session.set_prompt(result)
         note = "; ".join(result.notices)
