@@ -134,3 +134,36 @@ def test_histograms_bin_exactly_as_histc_for_every_node_kind(kind):
     np.testing.assert_array_equal(r.hist, expected)
     assert (r.under, r.over) == (s.under, s.over)
     assert s.frac_neg == pytest.approx(float((x < 0).float().mean()))  # -0.0 is not negative
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_small_tensors_run_on_one_thread_and_give_the_thread_count_back(threads):
+    """Small tensors' statistics run with one torch thread (quicker than waking the
+    others for each small operation); the caller's thread count is restored, also when
+    the statistics fail, and the figures are those of the numpy reference."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        x = known_tensor(3, shape=(3, 50, 64))
+        seen = []
+        real = torch.linalg.vector_norm
+
+        def spy(*args, **kwargs):
+            seen.append(torch.get_num_threads())
+            return real(*args, **kwargs)
+
+        torch.linalg.vector_norm = spy
+        try:
+            s = tensor_stats(x, H)
+        finally:
+            torch.linalg.vector_norm = real
+        assert seen == [1]
+        assert torch.get_num_threads() == threads
+        ref = numpy_reference(x.numpy(), H)
+        assert (s.min, s.max) == (pytest.approx(ref["min"]), pytest.approx(ref["max"]))
+        np.testing.assert_array_equal(s.top_dims, ref["top_dims"])
+        with pytest.raises(ValueError, match="mask"):
+            tensor_stats(x, H, valid=torch.ones(2, 2, dtype=torch.bool))
+        assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)
