@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPus
 from ..core.analysis import layer_table, residual_profile
 from ..core.nodes import block_hook_name, block_nodes
 from .lazy import LazyRefresh
+from .plot_text import set_ticks, set_title
 from .session import Session
 
 TABLE_STATS = {"std": "std", "abs-max": "absmax", "kurtosis": "kurtosis", "RMS": "rms"}
@@ -51,6 +52,9 @@ class DistributionsView(LazyRefresh, QWidget):
         self.table_image.setColorMap(pg.colormap.get("viridis"))
         self.table_plot.addItem(self.table_image)
         self.table_plot.invertY(True)
+        # Fixed axis sizes: new tick labels after each pass then repaint the plot once,
+        # instead of relayouting it and repainting again.
+        self.table_plot.getAxis("left").setWidth(90)
         self.table_image.mouseClickEvent = self._table_click
         self.table_keys: list[str] = []
         self.table: np.ndarray | None = None
@@ -58,6 +62,7 @@ class DistributionsView(LazyRefresh, QWidget):
         self.resid_plot = pg.PlotWidget(background="w")
         self.resid_plot.setLabel("bottom", "layer (two points per layer: after each add)")
         self.resid_plot.setLabel("left", "residual stream std")
+        self.resid_plot.getAxis("left").setWidth(60)
         self.resid_curve = self.resid_plot.plot([], [], pen=pg.mkPen("#1f4e8c", width=2), symbol="o",
                                                 symbolSize=5)
 
@@ -71,6 +76,7 @@ class DistributionsView(LazyRefresh, QWidget):
         layout.addWidget(split, 1)
         self._order: str | None = None  # the norm position the small plots were built for
         self.small_curves: dict[str, pg.PlotDataItem] = {}
+        self._labels: dict[str, str] = {}  # node key -> its label, for the plot titles
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
         session.modelChanged.connect(self.request_refresh)
@@ -86,6 +92,7 @@ class DistributionsView(LazyRefresh, QWidget):
         self.small.clear()
         self.small_plots.clear()
         self.small_curves.clear()
+        self._labels.clear()
         nodes = [n for n in block_nodes(norm_position) if n.kind != "pattern"]
         for i, node in enumerate(nodes):
             plot = self.small.addPlot(row=i // COLUMNS, col=i % COLUMNS, title=node.label)
@@ -94,6 +101,7 @@ class DistributionsView(LazyRefresh, QWidget):
             h = node.hist
             plot.setXRange(h.lo, h.hi, padding=0)
             self.small_plots[node.key] = plot
+            self._labels[node.key] = node.label
             self.small_curves[node.key] = plot.plot(
                 np.asarray(h.edges()), np.zeros(h.bins), stepMode="center", fillLevel=0,
                 brush=(60, 120, 200, 150), pen=pg.mkPen("#1f4e8c"))
@@ -111,7 +119,7 @@ class DistributionsView(LazyRefresh, QWidget):
             counts = view.stats.hist.astype(float) if view is not None else np.zeros(len(curve.xData) - 1)
             curve.setData(curve.xData, counts)
             h.setYRange(0, max(1.0, float(counts.max())) * 1.05, padding=0)
-            h.setTitle(f"{h.titleLabel.text.split(' (')[0]} (layer {self.session.layer})")
+            set_title(h, f"{self._labels[key]} (layer {self.session.layer})")
 
     def rescale(self) -> None:
         for plot in self.small_plots.values():
@@ -130,9 +138,10 @@ class DistributionsView(LazyRefresh, QWidget):
         levels = (float(finite.min()), float(finite.max())) if finite.size else (0, 1)
         self.table_image.setImage(np.nan_to_num(shown, nan=levels[0]).astype(np.float32),
                                   levels=levels if levels[1] > levels[0] else (levels[0], levels[0] + 1))
-        self.table_plot.getAxis("left").setTicks([[(i + 0.5, k) for i, k in enumerate(self.table_keys)]])
+        set_ticks(self.table_plot.getAxis("left"), [[(i + 0.5, k) for i, k in enumerate(self.table_keys)]])
         scale = "log10 |value|" if stat != "kurtosis" else "value"
-        self.table_plot.setTitle(f"{self.stat_box.currentText()} per node and layer ({scale}); click a cell")
+        set_title(self.table_plot.getPlotItem(),
+                  f"{self.stat_box.currentText()} per node and layer ({scale}); click a cell")
         self.table_plot.autoRange()
 
     def refresh_residual(self) -> None:

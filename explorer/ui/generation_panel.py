@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox
 from ..core.batch import MAX_BATCH, split_prompts
 from ..core.generation import GenerationSettings
 from ..core.tokenizer import encode, token_piece
+from .plot_text import set_ticks, set_title
 from .session import Session
 
 DEFAULT_PROMPT = "Every effort moves you"
@@ -297,11 +298,11 @@ class GenerationPanel(QWidget):
         self.topk_bars.setOpts(x0=[0] * len(probs), y=list(range(len(probs))), width=probs, height=0.8)
         ticks = [(i, f"{_short(_visible(p))} {v:.2g}") for i, (p, v) in
                  enumerate(zip(current.top_pieces, probs))]
-        self.topk_plot.getAxis("left").setTicks([ticks])
+        set_ticks(self.topk_plot.getAxis("left"), [ticks])
         what = "after the prompt" if current.step is None else f"step {current.step}"
         if current.batch is not None:
             what = "batch prompt s0"
-        self.topk_plot.setTitle(f"Next-token candidates ({what})")
+        set_title(self.topk_plot.getPlotItem(), f"Next-token candidates ({what})")
         self.topk_plot.setXRange(0, max(probs) * 1.05 or 1.0)
         self.topk_plot.setYRange(-0.6, len(probs) - 0.4)
 

@@ -19,6 +19,7 @@ from ..core.batch import shown_piece
 from ..core.capture import NodeView
 from ..core.nodes import residual_branches
 from ..core.stats import branch_ratio
+from .plot_text import set_label, set_ticks
 from .session import Session
 
 STAT_ROWS = [("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
@@ -229,8 +230,8 @@ class InspectorView(QWidget):
         brushes = None if real is None else ["#3c78c8" if r else "#d0d0d0" for r in real]
         self.norm_bars.setOpts(x=np.arange(l2.size), height=np.nan_to_num(l2, nan=0.0), width=0.8,
                                brushes=brushes, brush="#3c78c8")
-        self.norm_plot.setLabel("bottom", "vector (sample-major; padding has no bar)"
-                                if real is not None else "position")
+        set_label(self.norm_plot.getPlotItem(), "bottom", "vector (sample-major; padding has no bar)"
+                  if real is not None else "position")
         self.norm_plot.autoRange()
         ratio = self.branch_ratio(view)
         self.tabs.setTabVisible(self.ratio_tab, ratio is not None)
@@ -267,7 +268,7 @@ class InspectorView(QWidget):
             self.heat_bar.setLevels((-level, level))
             ticks = [(i + 0.5, lab) for i, lab in enumerate(labels)]
             step = max(1, len(ticks) // 30)
-            self.heat_plot.getAxis("left").setTicks([ticks[::step]])
+            set_ticks(self.heat_plot.getAxis("left"), [ticks[::step]])
             self.heat_plot.autoRange()
 
     def branch_ratio(self, view: NodeView) -> np.ndarray | None:

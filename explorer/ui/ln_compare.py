@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLa
 
 from ..core.compare import FINAL_NORM_NOTE, INITS, GradientResult, RunSummary
 from ..core.nodes import BLOCK_INPUT, block_nodes, node_for_hook, shortcut_sources
+from .plot_text import set_title
 from .session import Session
 
 PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
@@ -213,8 +214,8 @@ class LnCompareView(QWidget):
     def _redraw_runs(self) -> None:
         if self.runs:
             draw_runs(self.plots, self.runs, self.session.node)
-            self.plots["hist"].setTitle(f"{self.session.node} ({node_for_hook(self.session.node).label}), "
-                                        "both orders")
+            set_title(self.plots["hist"], f"{self.session.node} "
+                      f"({node_for_hook(self.session.node).label}), both orders")
 
     def show_progress(self, done: int, total: int) -> None:
         self.progress.setMaximum(total)

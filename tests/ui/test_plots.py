@@ -70,6 +70,28 @@ def test_distributions_small_multiples_and_clickable_table(qtbot, ran):
     assert len(values) == 4
 
 
+def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monkeypatch):
+    """A title or tick labels set again to the same text would relayout the plot and
+    repaint it once more; after a pass the views set only what changed."""
+    import pyqtgraph as pg
+
+    view = show(qtbot, ran, "Distributions")
+    ran.session.set_layer(1)
+    qtbot.wait(20)
+    assert view.small_plots["add2"].titleLabel.text.endswith("(layer 1)")
+    calls = []
+    monkeypatch.setattr(pg.PlotItem, "setTitle", lambda self, *a, **k: calls.append(("title", a)))
+    monkeypatch.setattr(pg.AxisItem, "setTicks", lambda self, *a, **k: calls.append(("ticks", a)))
+    monkeypatch.setattr(pg.AxisItem, "setLabel", lambda self, *a, **k: calls.append(("label", a)))
+    view.redraw()
+    ran.inspector.refresh()
+    assert calls == []
+    ran.session.set_layer(0)  # new titles: set, once per plot
+    qtbot.wait(20)
+    titles = [a[0] for kind, a in calls if kind == "title"]
+    assert len(titles) == len(view.small_plots) and all(t.endswith("(layer 0)") for t in titles)
+
+
 def test_distributions_table_csv(tmp_path):
     path = tmp_path / "t.csv"
     write_table_csv(str(path), ["norm1", "att"], np.array([[1.0, 2.0], [3.0, np.nan]]), "std")
