@@ -6,10 +6,12 @@ after each add, layer by layer."""
 from __future__ import annotations
 
 import csv
+import math
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
 
@@ -57,11 +59,13 @@ class DistributionsView(LazyRefresh, QWidget):
         self.table_plot.getAxis("left").setWidth(90)
         self.table_image.mouseClickEvent = self._table_click
         self.table_keys: list[str] = []
+        # one row label per row only where rows are tall enough for text, else every k-th
+        self.table_plot.getViewBox().sigResized.connect(self._fit_row_labels)
         self.table: np.ndarray | None = None
 
         self.resid_plot = pg.PlotWidget(background="w")
         self.resid_plot.setLabel("bottom", "layer (two points per layer: after each add)")
-        self.resid_plot.setLabel("left", "residual stream std")
+        self.resid_plot.setLabel("left", "residual std")
         self.resid_plot.getAxis("left").setWidth(60)
         self.resid_curve = self.resid_plot.plot([], [], pen=pg.mkPen("#1f4e8c", width=2), symbol="o",
                                                 symbolSize=5)
@@ -138,11 +142,24 @@ class DistributionsView(LazyRefresh, QWidget):
         levels = (float(finite.min()), float(finite.max())) if finite.size else (0, 1)
         self.table_image.setImage(np.nan_to_num(shown, nan=levels[0]).astype(np.float32),
                                   levels=levels if levels[1] > levels[0] else (levels[0], levels[0] + 1))
-        set_ticks(self.table_plot.getAxis("left"), [[(i + 0.5, k) for i, k in enumerate(self.table_keys)]])
+        self._fit_row_labels()
         scale = "log10 |value|" if stat != "kurtosis" else "value"
         set_title(self.table_plot.getPlotItem(),
                   f"{self.stat_box.currentText()} per node and layer ({scale}); click a cell")
         self.table_plot.autoRange()
+
+    def row_label_step(self) -> int:
+        """Show every k-th row label, so that the labels never overlap."""
+        rows = len(self.table_keys)
+        height = self.table_plot.getViewBox().height()
+        if not rows or height <= 0:
+            return 1
+        text = QFontMetrics(self.table_plot.getAxis("left").font()).height()
+        return max(1, math.ceil(text / (height / rows)))
+
+    def _fit_row_labels(self, *_args) -> None:
+        ticks = [(i + 0.5, k) for i, k in enumerate(self.table_keys)]
+        set_ticks(self.table_plot.getAxis("left"), [ticks[::self.row_label_step()]])
 
     def refresh_residual(self) -> None:
         info, current = self.session.model, self.session.current

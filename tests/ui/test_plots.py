@@ -92,6 +92,29 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     assert len(titles) == len(view.small_plots) and all(t.endswith("(layer 0)") for t in titles)
 
 
+def test_distributions_row_labels_never_overlap(qtbot, ran):
+    """Eleven node rows in a short table: every k-th label, so that the shown labels
+    fit one text line each; all of them once the table is tall enough."""
+    from PySide6.QtGui import QFontMetrics
+
+    view = show(qtbot, ran, "Distributions")
+    axis = view.table_plot.getAxis("left")
+    line = QFontMetrics(axis.font()).height()
+    rows = len(view.table_keys)
+    steps = []
+    for height in (120, 260, 600):
+        view.table_plot.setFixedHeight(height)
+        qtbot.wait(30)
+        shown = axis._tickLevels[0]
+        box = view.table_plot.getViewBox().height()
+        assert len(shown) * line <= box + line  # one line per shown label, at most
+        assert [k for _, k in shown] == view.table_keys[::view.row_label_step()]
+        if box / rows >= line:
+            assert len(shown) == rows
+        steps.append(view.row_label_step())
+    assert steps[0] > 1 and steps[-1] == 1
+
+
 def test_distributions_table_csv(tmp_path):
     path = tmp_path / "t.csv"
     write_table_csv(str(path), ["norm1", "att"], np.array([[1.0, 2.0], [3.0, np.nan]]), "std")
