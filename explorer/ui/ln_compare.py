@@ -15,12 +15,13 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLa
                                QWidget)
 
 from ..core.compare import FINAL_NORM_NOTE, INITS, GradientResult, RunSummary
-from ..core.nodes import BLOCK_INPUT, block_nodes, node_for_hook, shortcut_sources
+from ..core.nodes import BLOCK_INPUT, block_nodes, shortcut_sources
 from .plot_text import set_title
 from .session import Session
 
 PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
 NAMES = {"pre": "Pre-LN", "post": "Post-LN"}
+TITLE_SIZE = "10pt"
 
 
 class OrderGraphs(QGraphicsView):
@@ -75,17 +76,21 @@ def node_orders_html() -> str:
 
 def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
     """The four plots, in a GraphicsLayoutWidget (shared by the view and the CLI figure)."""
-    plots = {
-        "residual": layout.addPlot(row=0, col=0, title="Residual stream: mean per-token norm after each block"),
-        "hist": layout.addPlot(row=0, col=1, title="Selected node, both orders"),
-        "grad": layout.addPlot(row=1, col=0, title="Gradient norm of ff.layers.2.weight per layer"),
-        "depth": layout.addPlot(row=1, col=1, title="Last layer's gradient norm against depth"),
-    }
+    # Short titles (the detail is on the axes), so that two plots fit side by side in a
+    # dock; longer ones set the layout's minimum width and the right column was cut off.
+    titles = {"residual": "Residual stream after each block", "hist": "Selected node, both orders",
+              "grad": "Gradient of ff.layers.2.weight per layer",
+              "depth": "Last layer's gradient vs depth"}
+    plots = {key: layout.addPlot(row=i // 2, col=i % 2) for i, key in enumerate(titles)}
     for key, plot in plots.items():
+        plot.setTitle(titles[key], size=TITLE_SIZE)
         plot.addLegend(offset=(5, 5))
         plot.showGrid(x=True, y=True, alpha=0.2)
     plots["residual"].setLabel("bottom", "layer")
+    plots["residual"].setLabel("left", "mean norm")
     plots["grad"].setLabel("bottom", "layer")
+    plots["grad"].setLabel("left", "grad norm")
+    plots["depth"].setLabel("left", "grad norm")
     plots["grad"].setLogMode(y=True)
     plots["depth"].setLabel("bottom", "depth (layers)")
     plots["depth"].setLogMode(x=True, y=True)
@@ -134,6 +139,7 @@ class LnCompareView(QWidget):
         self.compare_button.clicked.connect(self._compare)
         self.depths = QLineEdit("6, 12, 24")
         self.depths.setToolTip("Depths for the gradient experiment, comma separated")
+        self.depths.setMinimumWidth(self.depths.fontMetrics().horizontalAdvance("6, 12, 24, 48") + 16)
         self.init_box = QComboBox()
         self.init_box.addItems(list(INITS))
         self.seed = QSpinBox()
@@ -214,8 +220,7 @@ class LnCompareView(QWidget):
     def _redraw_runs(self) -> None:
         if self.runs:
             draw_runs(self.plots, self.runs, self.session.node)
-            set_title(self.plots["hist"], f"{self.session.node} "
-                      f"({node_for_hook(self.session.node).label}), both orders")
+            set_title(self.plots["hist"], f"{self.session.node}, both orders", size=TITLE_SIZE)
 
     def show_progress(self, done: int, total: int) -> None:
         self.progress.setMaximum(total)
@@ -247,7 +252,7 @@ def save_figure(path: str, runs: dict[str, RunSummary], result: GradientResult, 
     canvas.resize(1400, 900)
     plots = comparison_plots(canvas)
     draw_runs(plots, runs, node)
-    plots["hist"].setTitle(f"{node}, both orders")
+    plots["hist"].setTitle(f"{node}, both orders", size=TITLE_SIZE)
     draw_gradients(plots, result, depth)
     canvas.show()
     app.processEvents()

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pyqtgraph as pg
 
 
-def set_title(plot: pg.PlotItem, text: str) -> None:
+def set_title(plot: pg.PlotItem, text: str, **style) -> None:
     if plot.titleLabel.text != text or not plot.titleLabel.isVisible():
-        plot.setTitle(text)
+        plot.setTitle(text, **style)
 
 
 def set_ticks(axis: pg.AxisItem, ticks: list) -> None:
