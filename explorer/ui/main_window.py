@@ -13,7 +13,7 @@ import torch
 from PySide6.QtCore import QSettings, Qt, QThread, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
-                               QProgressBar)
+                               QProgressBar, QTabBar)
 
 from .. import __version__
 from ..core.config import PRESETS
@@ -85,6 +85,7 @@ class MainWindow(QMainWindow):
         self.train_dock = self._dock("Train", "train", self.train_panel, Qt.RightDockWidgetArea)
         self.tabifyDockWidget(self.plot_docks[-1], self.train_dock)
         self.inspector_dock.raise_()
+        self._full_tab_titles()
 
         self._default_state = self.saveState()
 
@@ -156,7 +157,16 @@ class MainWindow(QMainWindow):
         dock.setObjectName(name)
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
+        dock.dockLocationChanged.connect(lambda _area: self._full_tab_titles())
         return dock
+
+    def _full_tab_titles(self) -> None:
+        """Tabbed docks show whole titles and scroll buttons: with ten tabs in one dock
+        area, eliding cut the titles to 'GE…' and 'Le…'."""
+        for bar in self.findChildren(QTabBar):
+            if bar.parent() is self:  # the main window's dock tab bars, not a view's tabs
+                bar.setElideMode(Qt.ElideNone)
+                bar.setUsesScrollButtons(True)
 
     # ------------------------------------------------------------------ menus
     def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
@@ -280,6 +290,7 @@ class MainWindow(QMainWindow):
         for dock in [self.inspector_dock, self.generation_dock, self.train_dock, *self.plot_docks]:
             dock.show()
         self.inspector_dock.raise_()
+        self._full_tab_titles()
         self.generation_dock.raise_()
         self._default_dock_sizes()
 
@@ -393,6 +404,7 @@ class MainWindow(QMainWindow):
         if s.value("window/geometry") is not None:
             self.restoreGeometry(s.value("window/geometry"))
             self.restoreState(s.value("window/state"))
+            self._full_tab_titles()
         else:
             self.resize(1500, 950)
             QTimer.singleShot(0, self._default_dock_sizes)

@@ -289,3 +289,23 @@ def test_views_redraw_after_a_pass_one_per_event_loop_turn(qtbot, make_window):
         QApplication.processEvents()
         turns += 1
     assert session.pending() == 0 and turns >= listeners
+
+
+def test_dock_tabs_show_whole_titles_and_scroll(qtbot, make_window):
+    """Ten docks share the right-hand area: their tabs keep whole titles (eliding cut
+    them to 'GE…'), and the bar scrolls instead."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QTabBar
+
+    window = make_window()
+    bars = [b for b in window.findChildren(QTabBar) if b.parent() is window and b.count() > 1]
+    assert bars
+    titles = {d.windowTitle() for d in [window.inspector_dock, window.train_dock, *window.plot_docks]}
+    shown = {bar.tabText(i) for bar in bars for i in range(bar.count())}
+    assert titles <= shown
+    for bar in bars:
+        assert bar.elideMode() == Qt.ElideNone and bar.usesScrollButtons()
+    window.reset_layout()  # a restored layout may bring new tab bars: the same for them
+    for bar in window.findChildren(QTabBar):
+        if bar.parent() is window and bar.count() > 1:
+            assert bar.elideMode() == Qt.ElideNone
