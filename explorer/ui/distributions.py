@@ -56,7 +56,9 @@ class DistributionsView(LazyRefresh, QWidget):
         self.table_plot.invertY(True)
         # Fixed axis sizes: new tick labels after each pass then repaint the plot once,
         # instead of relayouting it and repainting again.
-        self.table_plot.getAxis("left").setWidth(90)
+        left = self.table_plot.getAxis("left")
+        keys = {n.key for order in ("pre", "post") for n in block_nodes(order)}
+        left.setWidth(max(QFontMetrics(left.font()).horizontalAdvance(k) for k in keys) + 20)
         self.table_image.mouseClickEvent = self._table_click
         self.table_keys: list[str] = []
         # one row label per row only where rows are tall enough for text, else every k-th
@@ -64,9 +66,10 @@ class DistributionsView(LazyRefresh, QWidget):
         self.table: np.ndarray | None = None
 
         self.resid_plot = pg.PlotWidget(background="w")
-        self.resid_plot.setLabel("bottom", "layer (two points per layer: after each add)")
-        self.resid_plot.setLabel("left", "residual std")
+        self.resid_plot.setLabel("bottom", "layer: the residual stream after each add (two per layer)")
+        self.resid_plot.setLabel("left", "std")
         self.resid_plot.getAxis("left").setWidth(60)
+        self.resid_plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
         self.resid_curve = self.resid_plot.plot([], [], pen=pg.mkPen("#1f4e8c", width=2), symbol="o",
                                                 symbolSize=5)
 
