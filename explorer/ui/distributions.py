@@ -19,10 +19,12 @@ from ..core.analysis import layer_table, residual_profile
 from ..core.nodes import block_hook_name, block_nodes
 from .lazy import LazyRefresh
 from .plot_text import set_ticks, set_title
+from .scrolling import scrolling
 from .session import Session
 
 TABLE_STATS = {"std": "std", "abs-max": "absmax", "kurtosis": "kurtosis", "RMS": "rms"}
 COLUMNS = 3
+MIN_SMALL_ROW = 65  # px per row of small multiples: title, axis and a visible histogram
 
 
 class DistributionsView(LazyRefresh, QWidget):
@@ -78,9 +80,13 @@ class DistributionsView(LazyRefresh, QWidget):
         split.addWidget(self.table_plot)
         split.addWidget(self.resid_plot)
         split.setSizes([450, 250, 200])
+        # below these heights the plots scroll rather than shrink to their titles
+        self.small.setMinimumHeight(MIN_SMALL_ROW * 4)
+        self.table_plot.setMinimumHeight(130)
+        self.resid_plot.setMinimumHeight(110)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
-        layout.addWidget(split, 1)
+        layout.addWidget(scrolling(split), 1)
         self._order: str | None = None  # the norm position the small plots were built for
         self.small_curves: dict[str, pg.PlotDataItem] = {}
         self._labels: dict[str, str] = {}  # node key -> its label, for the plot titles

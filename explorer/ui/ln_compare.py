@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLa
 from ..core.compare import FINAL_NORM_NOTE, INITS, GradientResult, RunSummary
 from ..core.nodes import BLOCK_INPUT, block_nodes, shortcut_sources
 from .plot_text import set_title
+from .scrolling import scrolling
 from .session import Session
 
 PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
@@ -167,14 +168,19 @@ class LnCompareView(QWidget):
         self.claim = QLabel(FINAL_NORM_NOTE)
         self.claim.setWordWrap(True)
         self.claim.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        layout = QVBoxLayout(self)
-        layout.addLayout(bar)
+        outer = QVBoxLayout(self)
+        outer.addLayout(bar)
+        content = QWidget()
+        layout = QVBoxLayout(content)
+        layout.setContentsMargins(0, 0, 0, 0)
         self.order_graphs = OrderGraphs()
         layout.addWidget(self.order_graphs)
         layout.addWidget(self.orders)
+        self.canvas.setMinimumHeight(360)  # two rows of plots; below it the tab scrolls
         layout.addWidget(self.canvas, 1)
         layout.addWidget(self.top_label)
         layout.addWidget(self.claim)
+        outer.addWidget(scrolling(content), 1)
         session.nodeChanged.connect(lambda _: self._redraw_runs())
 
     # ------------------------------------------------------------------ requests

@@ -115,6 +115,25 @@ def test_distributions_row_labels_never_overlap(qtbot, ran):
     assert steps[0] > 1 and steps[-1] == 1
 
 
+def test_dense_tabs_scroll_in_a_small_window_instead_of_squashing_their_plots(qtbot, ran):
+    """At 1280x800 the right-hand dock is ~390 px high: the distributions' small
+    multiples and the Pre-LN vs Post-LN plots keep their minimum heights and scroll."""
+    from PySide6.QtWidgets import QScrollArea
+
+    from explorer.ui.distributions import MIN_SMALL_ROW
+
+    ran.resize(1280, 800)
+    for title, plot_area in (("Distributions", lambda v: v.small),
+                             ("Pre-LN vs Post-LN", lambda v: v.canvas)):
+        view = show(qtbot, ran, title)
+        qtbot.wait(50)
+        area = view.findChild(QScrollArea)
+        assert area is not None and area.verticalScrollBar().maximum() > 0
+        assert plot_area(view).height() >= plot_area(view).minimumHeight() > 0
+    assert ran.distributions.small.height() >= 4 * MIN_SMALL_ROW
+    assert ran.ln_compare.canvas.height() >= 360
+
+
 def test_distributions_table_csv(tmp_path):
     path = tmp_path / "t.csv"
     write_table_csv(str(path), ["norm1", "att"], np.array([[1.0, 2.0], [3.0, np.nan]]), "std")
