@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
@@ -90,15 +90,27 @@ class DistributionsView(LazyRefresh, QWidget):
         self._order: str | None = None  # the norm position the small plots were built for
         self.small_curves: dict[str, pg.PlotDataItem] = {}
         self._labels: dict[str, str] = {}  # node key -> its label, for the plot titles
+        self._todo: list = []  # parts of a redraw still to draw, one per loop turn
+        self._next = QTimer(self, singleShot=True, interval=0)
+        self._next.timeout.connect(self._next_part)
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
         session.modelChanged.connect(self.request_refresh)
 
     # ------------------------------------------------------------------ drawing
     def redraw(self) -> None:
+        """The small multiples now, the table and the residual plot in the next turns of
+        the event loop: each plot's repaint (7-15 ms, some twice) then lets input in
+        between instead of all three coming in one go."""
+        self._todo = [self.refresh_table, self.refresh_residual]
         self.refresh_small()
-        self.refresh_table()
-        self.refresh_residual()
+        self._next.start()
+
+    def _next_part(self) -> None:
+        if self._todo:
+            self._todo.pop(0)()
+        if self._todo:
+            self._next.start()
 
     def _build_small(self, norm_position: str) -> None:
         """One plot per block node, created once per node order and then only updated."""

@@ -85,6 +85,7 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     monkeypatch.setattr(pg.AxisItem, "setLabel", lambda self, *a, **k: calls.append(("label", a)))
     view.redraw()
     ran.inspector.refresh()
+    qtbot.wait(30)  # the table and the residual plot are drawn in the next loop turns
     assert calls == []
     ran.session.set_layer(0)  # new titles: set, once per plot
     qtbot.wait(20)
