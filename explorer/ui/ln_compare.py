@@ -95,6 +95,15 @@ def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
     plots["grad"].setLogMode(y=True)
     plots["depth"].setLabel("bottom", "depth (layers)")
     plots["depth"].setLogMode(x=True, y=True)
+    # Until there is data, each plot says what fills it (drawing clears the hint); the
+    # log axes get a range of a few decades, or their empty 1..10 crowds its labels.
+    for key, press in (("residual", "Compare on the prompt"), ("hist", "Compare on the prompt"),
+                       ("grad", "Gradient experiment"), ("depth", "Gradient experiment")):
+        hint = pg.TextItem(f"press “{press}”", color="#888888", anchor=(0.5, 0.5))
+        plots[key].addItem(hint)
+        plots[key].setRange(xRange=(0, 1), yRange=(-3, 0) if key in ("grad", "depth") else (0, 1),
+                            padding=0, disableAutoRange=False)  # data still fits itself
+        hint.setPos(0.5, -1.5 if key in ("grad", "depth") else 0.5)
     return plots
 
 

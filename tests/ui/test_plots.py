@@ -204,18 +204,31 @@ def test_logit_lens_ends_at_the_model_prediction(qtbot, ran):
 
 
 def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran):
+    import pyqtgraph as pg
+
+    def hints(key):  # the "press …" text an empty plot shows
+        return [i.toPlainText() for i in view.plots[key].items if isinstance(i, pg.TextItem)]
+
     view = show(qtbot, ran, "Pre-LN vs Post-LN")
     assert "Post-LN block:</b> input → Multi-head attention → Dropout → Add (shortcut) → LayerNorm 1" in view.orders.text()
+    assert hints("residual") == ["press “Compare on the prompt”"]
+    assert hints("depth") == ["press “Gradient experiment”"]
     view.compare_button.click()
     qtbot.waitUntil(lambda: bool(view.runs), timeout=30_000)
     assert set(view.runs) == {"pre", "post"}
     assert "Pre-LN</b> next tokens" in view.top_label.text()
     assert len(view.plots["residual"].listDataItems()) == 2
+    assert hints("residual") == [] and hints("hist") == [] and hints("grad") != []
+    qtbot.wait(50)  # the plots fit their data (the hint's placeholder range does not stay)
+    norms = np.concatenate([r.residual_norm for r in view.runs.values()])
+    (x0, x1), (y0, y1) = view.plots["residual"].getViewBox().viewRange()
+    assert y0 <= norms.min() and y1 >= norms.max() and x1 >= len(view.runs["pre"].residual_norm) - 1
     view.depths.setText("2, 3")
     view.run_button.click()
     qtbot.waitUntil(lambda: view.result is not None, timeout=60_000)
     assert view.result.depths == [2, 3] and "Theorem 1" in view.claim.text()
     assert len(view.plots["depth"].listDataItems()) == 2
+    assert hints("grad") == [] and hints("depth") == []
     assert view.run_button.isEnabled() and not view.stop_button.isEnabled()
 
 
