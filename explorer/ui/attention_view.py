@@ -146,7 +146,10 @@ class AttentionView(LazyRefresh, QWidget):
             self.plot.hideAxis("left")
             self.plot.hideAxis("bottom")
             self.plot.setTitle("")
-            self._set_labels([(f"head {h}", (i % columns) * (n + gap), (i // columns) * (n + gap))
+            # each label inside its tile's top-right corner, over the masked future (always
+            # zero in a causal pattern), so it neither hides weights nor runs into the row
+            # above when the tiles are small
+            self._set_labels([(f"head {h}", (i % columns) * (n + gap) + n, (i // columns) * (n + gap))
                               for i, h in enumerate(self.shown_heads)])
         self.plot.autoRange(padding=0.02)
         note = "" if current is None or current.step is None else " (prompt pass; steps carry no patterns)"
@@ -156,7 +159,7 @@ class AttentionView(LazyRefresh, QWidget):
 
     def _set_labels(self, labels: list[tuple[str, float, float]]) -> None:
         while len(self.labels) < len(labels):
-            item = pg.TextItem(color="#333333", anchor=(0, 1))
+            item = pg.TextItem(color="#f0f0f0", anchor=(1, 0), fill=(40, 40, 40, 170))
             self.plot.addItem(item)
             self.labels.append(item)
         for i, item in enumerate(self.labels):

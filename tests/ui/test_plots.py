@@ -151,6 +151,13 @@ def test_attention_view_shows_every_head_and_one_large(qtbot, ran):
         np.testing.assert_array_equal(view.tile(h), pattern[h])
     assert np.all(np.triu(pattern[2], 1) == 0)  # the causal mask: nothing above the diagonal
     assert np.isnan(view.image.image).any()  # the gaps between tiles are empty
+    # each head's label sits inside its tile's top-right corner: over the masked future
+    columns, n, _, gap = view._grid
+    shown = [lab for lab in view.labels if lab.isVisible()]
+    assert [lab.toPlainText() for lab in shown] == [f"head {h}" for h in range(heads)]
+    for h, lab in enumerate(shown):
+        assert (lab.pos().x(), lab.pos().y()) == ((h % columns) * (n + gap) + n, (h // columns) * (n + gap))
+        assert tuple(lab.anchor) == (1, 0)
     view.head_box.setCurrentIndex(2)  # head 1
     assert view.shown_heads == [1]
     np.testing.assert_array_equal(view.image.image, pattern[1])
