@@ -106,6 +106,10 @@ class DistributionsView(LazyRefresh, QWidget):
         self.refresh_small()
         self._next.start()
 
+    def busy(self) -> bool:
+        """Whether parts of the last redraw are still to be drawn."""
+        return bool(self._todo)
+
     def _next_part(self) -> None:
         if self._todo:
             self._todo.pop(0)()

@@ -15,6 +15,9 @@ def show(qtbot, window, title):
     dock.raise_()
     qtbot.waitUntil(lambda: dock.widget().isVisible(), timeout=5_000)
     qtbot.wait(50)
+    busy = getattr(dock.widget(), "busy", None)  # a view that draws its plots in turns
+    if busy is not None:
+        qtbot.waitUntil(lambda: not busy(), timeout=5_000)
     return dock.widget()
 
 
@@ -66,6 +69,7 @@ def test_distributions_small_multiples_and_clickable_table(qtbot, ran):
     click = Click(1.5, keys.index("ff.layers.1") + 0.5)
     view._table_click(click)
     assert click.accepted and ran.session.node == "trf_blocks.1.ff.layers.1" and ran.session.layer == 1
+    qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)  # its three plots take three turns
     names, values = view.resid_curve.getData()
     assert len(values) == 4
 
