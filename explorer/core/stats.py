@@ -121,6 +121,9 @@ def _kurtosis(var: float, m4: float) -> float:
 # a (128, 768) tensor's statistics took 0.6 ms on one thread and 1.1 ms on two; a
 # (128, 3072) tensor's were quicker on two.
 ONE_THREAD_BELOW = 1 << 18
+# Only OpenMP builds of torch can change their thread count again and again; the native
+# thread pool warns and keeps its size.
+_OPENMP = "parallel backend: OpenMP" in torch.__config__.parallel_info()
 
 
 def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5,
@@ -130,7 +133,7 @@ def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5,
     valid: optional bool tensor of shape ``x.shape[:-1]``; only the vectors where it is
     True count (a batch's padding positions are False). Their ``token_l2`` is NaN."""
     threads = torch.get_num_threads()
-    if threads > 1 and x.device.type == "cpu" and x.numel() < ONE_THREAD_BELOW:
+    if _OPENMP and threads > 1 and x.device.type == "cpu" and x.numel() < ONE_THREAD_BELOW:
         torch.set_num_threads(1)
         try:
             return _tensor_stats(x, hist, topk, valid)
