@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
@@ -21,6 +21,7 @@ from .lazy import LazyRefresh
 from .plot_text import set_ticks, set_title
 from .scrolling import scrolling
 from .session import Session
+from .turns import Turns
 
 TABLE_STATS = {"std": "std", "abs-max": "absmax", "kurtosis": "kurtosis", "RMS": "rms"}
 COLUMNS = 3
@@ -90,9 +91,7 @@ class DistributionsView(LazyRefresh, QWidget):
         self._order: str | None = None  # the norm position the small plots were built for
         self.small_curves: dict[str, pg.PlotDataItem] = {}
         self._labels: dict[str, str] = {}  # node key -> its label, for the plot titles
-        self._todo: list = []  # parts of a redraw still to draw, one per loop turn
-        self._next = QTimer(self, singleShot=True, interval=0)
-        self._next.timeout.connect(self._next_part)
+        self._parts = Turns(self)  # the parts of a redraw still to draw
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
         session.modelChanged.connect(self.request_refresh)
@@ -102,19 +101,12 @@ class DistributionsView(LazyRefresh, QWidget):
         """The small multiples now, the table and the residual plot in the next turns of
         the event loop: each plot's repaint (7-15 ms, some twice) then lets input in
         between instead of all three coming in one go."""
-        self._todo = [self.refresh_table, self.refresh_residual]
         self.refresh_small()
-        self._next.start()
+        self._parts.run([self.refresh_table, self.refresh_residual])
 
     def busy(self) -> bool:
         """Whether parts of the last redraw are still to be drawn."""
-        return bool(self._todo)
-
-    def _next_part(self) -> None:
-        if self._todo:
-            self._todo.pop(0)()
-        if self._todo:
-            self._next.start()
+        return bool(self._parts.pending())
 
     def _build_small(self, norm_position: str) -> None:
         """One plot per block node, created once per node order and then only updated."""

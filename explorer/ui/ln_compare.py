@@ -87,6 +87,7 @@ def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
         plot.setTitle(titles[key], size=TITLE_SIZE)
         plot.addLegend(offset=(5, 5))
         plot.showGrid(x=True, y=True, alpha=0.2)
+        plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
     plots["residual"].setLabel("bottom", "layer")
     plots["residual"].setLabel("left", "mean norm")
     plots["grad"].setLabel("bottom", "layer")
@@ -97,13 +98,15 @@ def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
     plots["depth"].setLogMode(x=True, y=True)
     # Until there is data, each plot says what fills it (drawing clears the hint); the
     # log axes get a range of a few decades, or their empty 1..10 crowds its labels.
-    for key, press in (("residual", "Compare on the prompt"), ("hist", "Compare on the prompt"),
-                       ("grad", "Gradient experiment"), ("depth", "Gradient experiment")):
+    for key, press, (y0, y1) in (("residual", "Compare on the prompt", (0, 1)),
+                                 ("hist", "Compare on the prompt", (0, 1)),
+                                 ("grad", "Gradient experiment", (-3, 0)),  # log10 units
+                                 ("depth", "Gradient experiment", (-3, 0))):
         hint = pg.TextItem(f"press “{press}”", color="#888888", anchor=(0.5, 0.5))
         plots[key].addItem(hint)
-        plots[key].setRange(xRange=(0, 1), yRange=(-3, 0) if key in ("grad", "depth") else (0, 1),
-                            padding=0, disableAutoRange=False)  # data still fits itself
-        hint.setPos(0.5, -1.5 if key in ("grad", "depth") else 0.5)
+        plots[key].setRange(xRange=(0, 1), yRange=(y0, y1), padding=0,
+                            disableAutoRange=False)  # drawn data still fits itself
+        hint.setPos(0.5, (y0 + y1) / 2)
     return plots
 
 

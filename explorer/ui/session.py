@@ -5,12 +5,15 @@ every capture here is numpy (see engine.PassResult)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import shiboken6
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from ..core.capture import NodeView
 from ..core.nodes import block_hook_name, block_nodes
 from .engine import ModelInfo, PassResult
+from .turns import Turns
 
 
 class Session(QObject):
@@ -36,9 +39,7 @@ class Session(QObject):
         self.node = "trf_blocks.0.norm1"
         self.hidden = False
         self._pass_listeners: list = []
-        self._due: list = []  # listeners still to call for the latest pass
-        self._drip = QTimer(self, singleShot=True, interval=0)  # a timer: one per loop turn
-        self._drip.timeout.connect(self._call_next)
+        self._turns = Turns(self)  # the listeners still to call for the latest pass
         self.passChanged.connect(self._schedule)
 
     def on_pass(self, callback) -> None:
@@ -47,26 +48,19 @@ class Session(QObject):
         self._pass_listeners.append(callback)
 
     def _schedule(self) -> None:
-        self._due = list(self._pass_listeners)  # a newer pass replaces what was pending
-        self._drip.start()
+        # a newer pass replaces what was pending
+        self._turns.run([partial(self._call, cb) for cb in self._pass_listeners])
 
-    def _call_next(self) -> None:
-        if not self._due:
-            return
-        callback = self._due.pop(0)
-        try:
-            owner = getattr(callback, "__self__", None)
-            if isinstance(owner, QObject) and not shiboken6.isValid(owner):
-                self._pass_listeners.remove(callback)  # its view is gone (window closed)
-            else:
-                callback()
-        finally:
-            if self._due:
-                self._drip.start()
+    def _call(self, callback) -> None:
+        owner = getattr(callback, "__self__", None)
+        if isinstance(owner, QObject) and not shiboken6.isValid(owner):
+            self._pass_listeners.remove(callback)  # its view is gone (window closed)
+        else:
+            callback()
 
     def pending(self) -> int:
         """Views not yet redrawn for the latest pass."""
-        return len(self._due)
+        return self._turns.pending()
 
     # -------------------------------------------------------------------- changes
     def set_model(self, info: ModelInfo) -> None:
