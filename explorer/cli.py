@@ -113,6 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=None)
     t.add_argument("--plot", metavar="OUT.png", help="save the loss curve at the end")
 
+    dl = sub.add_parser("download", help="download GPT-2 from the Hugging Face Hub into its "
+                                         "cache (resumable); it becomes the default model")
+    dl.add_argument("model", nargs="?", default="gpt2",
+                    help="gpt2 (124M, the default), gpt2-medium, gpt2-large, gpt2-xl, or a "
+                         "repository id such as openai-community/gpt2")
+    dl.add_argument("--revision", default="main", help="branch, tag or commit (default main)")
+
     d = sub.add_parser("diff", help="compare two models node by node; find the first divergence")
     d.add_argument("prompt")
     d.add_argument("--a", default="default", metavar="SPEC",
@@ -127,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args: argparse.Namespace):
-    from .core.checkpoints import open_model
+    from .core.sources import open_model
 
     loaded = open_model(args.checkpoint, args.preset, device=args.device, dtype=args.dtype,
                         seed=args.seed)
@@ -376,8 +383,58 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_download(args: argparse.Namespace) -> int:
+    from .core import hub
+
+    repo_id, _ = hub.resolve(args.model)
+    resumed = hub.partial_bytes(repo_id)
+    print(f"{repo_id} from {hub.endpoint()} into {hub.cache_dir()}"
+          + (f"; resuming after {resumed / 1e6:,.1f} MB" if resumed else ""), file=sys.stderr)
+    tty = sys.stderr.isatty()
+    last = {"share": -1, "width": 0}
+
+    def show(p: "hub.DownloadProgress") -> None:
+        if p.phase == "done":
+            return
+        text = p.line()
+        if tty:
+            pad = " " * max(0, last["width"] - len(text))
+            sys.stderr.write("\r" + text + pad)
+            last["width"] = len(text)
+        else:  # a log file: a line per tenth, and each check
+            share = int(10 * p.done_bytes / p.total_bytes) if p.total_bytes else 0
+            if share == last["share"] and p.phase == "download":
+                return
+            last["share"] = share
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    try:
+        result = hub.download(repo_id, progress=show, revision=args.revision)
+    except KeyboardInterrupt:
+        kept = hub.partial_bytes(repo_id)
+        print(f"\ninterrupted: {kept / 1e6:,.1f} MB kept in the cache; run the same command "
+              "again to resume", file=sys.stderr)
+        return 130
+    finally:
+        if tty and last["width"]:
+            sys.stderr.write("\n")
+    for notice in result.notices:
+        print(f"note: {notice}", file=sys.stderr)
+    if result.already_complete:
+        print(f"{repo_id} is already complete in the cache ({result.folder}); nothing to "
+              "download", file=sys.stderr)
+    else:
+        print(f"downloaded {result.fetched_bytes / 1e6:,.1f} MB; every weights file matches "
+              f"the Hub's sha256", file=sys.stderr)
+    print(f"{repo_id} is now the default model: gpt-explorer (the app), gpt-explorer generate …",
+          file=sys.stderr)
+    print(result.folder)
+    return 0
+
+
 def _model_from_spec(spec: str, device: str):
-    from .core.checkpoints import open_model
+    from .core.sources import open_model
 
     if spec == "default":
         return open_model(device=device)
@@ -422,7 +479,7 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 COMMANDS = {"generate": cmd_generate, "tokenize": cmd_tokenize, "info": cmd_info,
             "inspect": cmd_inspect, "compare-ln": cmd_compare_ln, "train": cmd_train, "diff": cmd_diff,
-            "gui": cmd_gui}
+            "download": cmd_download, "gui": cmd_gui}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -435,9 +492,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     setup_logging(args.log_level, to_file=command == "gui")
     logging.getLogger("explorer").info("gpt-explorer %s %s", __version__, command)
+    from .core.hub import HubError
+
     try:
         return COMMANDS[command](args)
-    except (ValueError, MemoryError, FileNotFoundError) as exc:
+    except (ValueError, MemoryError, FileNotFoundError, HubError) as exc:
         logging.getLogger("explorer").info("%s failed: %s", command, exc)
         print(f"gpt-explorer {command}: error: {exc}", file=sys.stderr)
         return 2

@@ -20,5 +20,5 @@ fi
 extras="${1:-}"
 echo "==> installing gpt-block-explorer${extras:+[$extras]}"
 pip_q -e "$root${extras:+[$extras]}"
-python -c "import torch, tiktoken, safetensors, explorer" \
+python -c "import torch, tiktoken, safetensors, huggingface_hub, explorer" \
   || { echo "installation failed: see the messages above" >&2; exit 1; }

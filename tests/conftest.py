@@ -1,12 +1,37 @@
+import atexit
 import os
+import shutil
+import tempfile
 
-import pytest
-import torch
-
+# Before anything imports huggingface_hub (which reads its settings once): the tests
+# never see the developer's Hugging Face cache or the explorer's remembered state, and
+# nothing can reach a real hub — port 9 on 127.0.0.1 refuses every connection. A test
+# that needs a hub starts tests/hub_server.py and points HF_ENDPOINT at it.
+_ISOLATED = tempfile.mkdtemp(prefix="explorer-tests-")
+atexit.register(shutil.rmtree, _ISOLATED, ignore_errors=True)
+os.environ["HF_HOME"] = os.path.join(_ISOLATED, "hf-home")
+os.environ.pop("HF_HUB_CACHE", None)
+os.environ.pop("HUGGINGFACE_HUB_CACHE", None)
+os.environ.pop("HF_HUB_OFFLINE", None)
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+os.environ["GPT_EXPLORER_STATE_DIR"] = os.path.join(_ISOLATED, "state")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _deterministic():
     torch.manual_seed(1234)
     yield
+
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face cache and explorer state of this test's own."""
+    cache = tmp_path / "hf-cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("GPT_EXPLORER_STATE_DIR", str(tmp_path / "state"))
+    return cache

@@ -1,12 +1,13 @@
-"""Checkpoints: format detection, key maps, safe loading, saving, and the local Hugging
-Face cache.
+"""Checkpoints: format detection, key maps, safe loading and saving of files and folders.
 
 Reads Hugging Face GPT-2 weights (safetensors or ``pytorch_model.bin``, with or without
-the ``transformer.`` prefix and ``lm_head``), the book's ``.pth`` state dicts, and the
+the ``transformer.`` prefix and ``lm_head``), OpenAI's TensorFlow checkpoint folder (the
+book's ``gpt2/124M``, via tf_checkpoint.py), the book's ``.pth`` state dicts, and the
 project's own format (safetensors with the config in its metadata). The format comes
 from the file's bytes, never its extension. Pickles are read with ``weights_only=True``
 only. Every failure is a ``CheckpointError`` that names the file and the problem.
-This module builds models through model.build_model; it owns no model code.
+This module builds models through model.build_model; it owns no model code, and does not
+decide where a model comes from (sources.py) or fetch anything (hub.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ import torch
 from .cancel import check
 from .config import GPTConfig, preset, preset_for_emb_dim
 from .devices import free_memory_bytes, resolve_device, resolve_dtype
-from .model import GPTModel, build_model, count_parameters
+from .model import GPTModel, count_parameters, describe_size
+from .tf_bundle import BundleError, open_bundle
+from .tf_checkpoint import is_tf_checkpoint, read_tf_checkpoint, tf_files
 
 PROJECT_FORMAT = "gpt-block-explorer"
 PROJECT_FORMAT_VERSION = "1"
@@ -65,20 +68,36 @@ class LoadedModel:
     def dtype(self) -> torch.dtype:
         return next(self.model.parameters()).dtype
 
+    @property
+    def size(self) -> str:
+        """Its shape in words, from the config: '12 layers · 768 wide · 12 heads · …'."""
+        return describe_size(self.config)
+
 
 # --------------------------------------------------------------------------- detection
 
 def detect_format(path: str | os.PathLike) -> str:
-    """'hf-folder', 'safetensors', 'torch-zip' or 'torch-legacy', from the bytes; a
-    CheckpointError says what the file is when it is none of those."""
+    """'hf-folder', 'openai-tf', 'safetensors', 'torch-zip' or 'torch-legacy', from the
+    bytes; a CheckpointError says what the file is when it is none of those."""
     p = Path(path)
     if not p.exists():
+        if is_tf_checkpoint(p):  # a checkpoint prefix such as gpt2/124M/model.ckpt
+            return "openai-tf"
         raise CheckpointError(p, "no such file or folder")
     if p.is_dir():
         if _hf_folder_weights(p):
             return "hf-folder"
+        if is_tf_checkpoint(p):
+            return "openai-tf"
         raise CheckpointError(p, "a folder without model.safetensors, "
-                                 "model.safetensors.index.json or pytorch_model.bin")
+                                 "model.safetensors.index.json or pytorch_model.bin (Hugging "
+                                 "Face), and without a TensorFlow checkpoint (model.ckpt.index, "
+                                 "as in the book's gpt2/124M)")
+    if is_tf_checkpoint(p):
+        return "openai-tf"
+    if re.search(r"\.data-\d{5}-of-\d{5}$", p.name):
+        raise CheckpointError(p, "the data half of a TensorFlow checkpoint: open its folder or "
+                                 "its .index file")
     try:
         size = p.stat().st_size
         with open(p, "rb") as fh:
@@ -110,6 +129,8 @@ def detect_format(path: str | os.PathLike) -> str:
         return "torch-legacy"
     if len(head) >= 9 and head[8:9] == b"{":
         return "safetensors"
+    if p.suffix == ".index":
+        raise CheckpointError(p, "not a TensorFlow tensor bundle index (no table magic at its end)")
     raise CheckpointError(p, "not a recognised checkpoint (expected safetensors, a PyTorch "
                              ".bin/.pth file, or a Hugging Face model folder)")
 
@@ -177,6 +198,11 @@ def tensor_bytes_in_file(path: str | os.PathLike) -> int:
     fmt = detect_format(p)
     if fmt == "hf-folder":
         return sum(tensor_bytes_in_file(w) for w in _hf_folder_weights(p))
+    if fmt == "openai-tf":
+        try:
+            return open_bundle(p).total_bytes()
+        except BundleError as exc:
+            raise CheckpointError(exc.path, exc.problem) from None
     if fmt == "safetensors":
         return _safetensors_header(p)[1]
     if fmt == "torch-zip":
@@ -231,11 +257,21 @@ def _unwrap_state_dict(path: Path, obj: Any) -> dict[str, torch.Tensor]:
     raise CheckpointError(path, f"holds a {kind}, not a state dict of named tensors")
 
 
-def read_state_dict(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def read_state_dict(path: str | os.PathLike, should_stop=None
+                    ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Raw tensors of a checkpoint and what is known about it (format, configs)."""
     p = Path(path)
     fmt = detect_format(p)
     info: dict[str, Any] = {"format": fmt}
+    if fmt == "openai-tf":
+        try:
+            tensors, hf_config, notices = read_tf_checkpoint(p, should_stop)
+        except BundleError as exc:
+            raise CheckpointError(exc.path, exc.problem) from None
+        if hf_config is not None:
+            info["hf_config"] = hf_config
+        info["notices"] = notices
+        return tensors, info
     if fmt == "hf-folder":
         tensors: dict[str, torch.Tensor] = {}
         for weights in _hf_folder_weights(p):
@@ -354,8 +390,10 @@ def infer_config(path: Path, sd: dict[str, torch.Tensor], info: dict[str, Any],
         guess = preset_for_emb_dim(emb)
         n_heads = preset(guess).n_heads if guess else (emb // 64 if emb % 64 == 0 else 0)
         if not n_heads:
+            where = ("its hparams.json (with n_head)" if info.get("format") == "openai-tf"
+                     else "a config.json with n_heads")
             raise CheckpointError(path, f"cannot tell the number of heads for emb_dim {emb}; "
-                                        "put a config.json with n_heads beside the file")
+                                        f"put {where} beside the file")
         notices.append(f"n_heads not stored in the file: assumed {n_heads} (head size "
                        f"{emb // n_heads}, as GPT-2); put a config.json with \"n_heads\" "
                        "beside the file if that is wrong")
@@ -410,8 +448,14 @@ def check_memory(need_bytes: int, device: torch.device, what: str) -> None:
                           "bfloat16, or another device")
 
 
-def _fingerprint(path: Path) -> list[tuple[str, int, int]]:
-    files = _hf_folder_weights(path) if path.is_dir() else [path]
+def _fingerprint(path: Path, fmt: str) -> list[tuple[str, int, int]]:
+    if fmt == "openai-tf":
+        try:
+            files = tf_files(path)
+        except BundleError:
+            files = []
+    else:
+        files = _hf_folder_weights(path) if path.is_dir() else [path]
     out = []
     for f in files:
         try:
@@ -430,9 +474,10 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     file_bytes = tensor_bytes_in_file(p)  # also detects the format and reads headers
     check_memory(file_bytes * 2, torch.device("cpu"), f"loading {p.name}")
-    before = _fingerprint(p)
-    sd, info = read_state_dict(p)
-    if _fingerprint(p) != before:
+    fmt = detect_format(p)
+    before = _fingerprint(p, fmt)
+    sd, info = read_state_dict(p, should_stop)
+    if _fingerprint(p, fmt) != before:
         raise CheckpointError(p, "the file changed while it was being read (still downloading or "
                                  "being written?); try again when it is complete")
     check(should_stop)
@@ -472,6 +517,7 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
 
 
 _FORMAT_NAMES = {"hf-folder": "Hugging Face folder", "safetensors": "safetensors",
+                 "openai-tf": "OpenAI TensorFlow checkpoint",
                  "torch-zip": "PyTorch state dict", "torch-legacy": "PyTorch state dict (legacy)",
                  PROJECT_FORMAT: "explorer checkpoint"}
 
@@ -479,22 +525,6 @@ _FORMAT_NAMES = {"hf-folder": "Hugging Face folder", "safetensors": "safetensors
 def _gpt2_layers(cfg: GPTConfig) -> int:
     name = preset_for_emb_dim(cfg.emb_dim)
     return preset(name).n_layers if name else -1
-
-
-def random_model(preset_name: str = "gpt2-small", seed: int = 0, device: str = "cpu",
-                 dtype: str | torch.dtype = "float32", should_stop=None,
-                 **overrides: Any) -> LoadedModel:
-    """A seeded GPT-2 initialisation of a preset: it runs, but it was never trained."""
-    cfg = preset(preset_name, **overrides)
-    dev, dt = resolve_device(device), resolve_dtype(dtype)
-    need = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
-    check_memory(need, dev, f"{preset_name} in {str(dt).replace('torch.', '')}")
-    check(should_stop)
-    model = build_model(cfg, device=dev, dtype=dt, seed=seed)
-    check(should_stop)
-    post = " · Post-LN" if cfg.norm_position == "post" else ""
-    label = f"{preset_name}{post} · random init (seed {seed}) · UNTRAINED: output is noise"
-    return LoadedModel(model, cfg, "preset", label, trained=False)
 
 
 def save_checkpoint(model: GPTModel, path: str | os.PathLike, trained: bool = True,
@@ -514,94 +544,3 @@ def save_checkpoint(model: GPTModel, path: str | os.PathLike, trained: bool = Tr
     save_file(sd, str(tmp), metadata=meta)
     os.replace(tmp, p)
     return p
-
-
-# --------------------------------------------------------------------------- HF cache
-
-@dataclass(frozen=True)
-class CachedModel:
-    name: str  # gpt2, gpt2-medium, ...
-    preset: str  # gpt2-small, gpt2-medium, ...
-    path: Path  # the snapshot folder
-
-
-_HF_NAMES = {"gpt2": "gpt2-small", "gpt2-medium": "gpt2-medium", "gpt2-large": "gpt2-large",
-             "gpt2-xl": "gpt2-xl"}
-
-
-def hf_hub_cache() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
-    return Path(home).expanduser() / "hub"
-
-
-def find_hf_models(cache: str | os.PathLike | None = None) -> list[CachedModel]:
-    """GPT-2 models in the local Hugging Face cache with weights present (no network,
-    no huggingface_hub), smallest first."""
-    root = Path(cache) if cache else hf_hub_cache()
-    found = []
-    for name, preset_name in _HF_NAMES.items():
-        for repo in (f"models--openai-community--{name}", f"models--{name}"):
-            snapshots = root / repo / "snapshots"
-            if not snapshots.is_dir():
-                continue
-            ref = root / repo / "refs" / "main"
-            candidates = []
-            if ref.is_file():
-                candidates.append(snapshots / ref.read_text().strip())
-            candidates += sorted(snapshots.iterdir(), key=lambda d: d.stat().st_mtime, reverse=True)
-            for snap in candidates:
-                try:
-                    if snap.is_dir() and _hf_folder_weights(snap) and all(
-                            w.is_file() for w in _hf_folder_weights(snap)):
-                        found.append(CachedModel(name, preset_name, snap))
-                        break
-                except CheckpointError:
-                    continue
-            else:
-                continue
-            break
-    return found
-
-
-def load_default_model(device: str = "cpu", dtype: str | torch.dtype = "float32",
-                       cache: str | os.PathLike | None = None) -> LoadedModel:
-    """GPT-2 small from the local Hugging Face cache if present, otherwise a seeded random
-    gpt2-small, labelled untrained."""
-    for cached in find_hf_models(cache):
-        if cached.preset == "gpt2-small":
-            loaded = load_checkpoint(cached.path, device=device, dtype=dtype)
-            loaded.source = "hf-cache"
-            loaded.label = f"GPT-2 small (124M) from the Hugging Face cache ({cached.path})"
-            return loaded
-    loaded = random_model("gpt2-small", seed=0, device=device, dtype=dtype)
-    loaded.notices.append("no GPT-2 weights found in the Hugging Face cache "
-                          f"({hf_hub_cache()}); using a random initialisation")
-    return loaded
-
-
-def open_model(checkpoint: str | None = None, preset_name: str | None = None, device: str = "cpu",
-               dtype: str | torch.dtype = "float32", seed: int = 0,
-               norm_position: str = "pre", should_stop=None) -> LoadedModel:
-    """The CLI's and the app's one way to get a model: a checkpoint path, a preset
-    (random init, Pre-LN or Post-LN), ``hf:NAME`` for a model in the HF cache, or the
-    default."""
-    if checkpoint and preset_name:
-        raise ValueError("give either a checkpoint or a preset, not both")
-    if checkpoint:
-        if checkpoint.startswith("hf:"):
-            want = checkpoint[3:]
-            for cached in find_hf_models():
-                if want in (cached.name, cached.preset):
-                    loaded = load_checkpoint(cached.path, device=device, dtype=dtype,
-                                             should_stop=should_stop)
-                    loaded.source = "hf-cache"
-                    return loaded
-            raise ValueError(f"{want!r} is not in the Hugging Face cache at {hf_hub_cache()}")
-        return load_checkpoint(checkpoint, device=device, dtype=dtype, should_stop=should_stop)
-    if preset_name:
-        return random_model(preset_name, seed=seed, device=device, dtype=dtype,
-                            should_stop=should_stop, norm_position=norm_position)
-    return load_default_model(device=device, dtype=dtype)

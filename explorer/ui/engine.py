@@ -21,7 +21,8 @@ from ..core.batch import Batch, make_batch
 from ..core.capture import Cancelled, Capture, NodeView, StopCheck
 from ..core.compare import EXPERIMENT_CONFIG, compare_prompt, gradient_experiment
 from ..core.resources import resource_path
-from ..core.checkpoints import LoadedModel, load_checkpoint, open_model
+from ..core.checkpoints import LoadedModel, load_checkpoint
+from ..core.sources import open_model
 from ..core.config import GPTConfig
 from ..core.generation import GenerationSettings, generate_stream, prepare_prompt
 from ..core.tokenizer import encode, token_piece
@@ -48,6 +49,7 @@ class ModelSpec:
 @dataclass(frozen=True)
 class ModelInfo:
     label: str
+    size: str  # its shape from the config: '12 layers · 768 wide · 12 heads · 124.4M parameters'
     config: GPTConfig
     trained: bool
     device: str
@@ -158,7 +160,7 @@ class Engine(QObject):
         # collection (which holds the GIL, so the GUI thread too) take ~100 ms: exempt them.
         gc.freeze()
         self.modelLoaded.emit(ModelInfo(
-            label=loaded.label, config=loaded.config, trained=loaded.trained,
+            label=loaded.label, size=loaded.size, config=loaded.config, trained=loaded.trained,
             device=str(loaded.device), dtype=str(loaded.dtype).replace("torch.", ""),
             notices=tuple(loaded.notices), spec=spec))
 

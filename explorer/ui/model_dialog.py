@@ -8,7 +8,7 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QDialog, QDialogButtonBo
                                QFileDialog, QFormLayout, QHBoxLayout, QLineEdit, QPushButton,
                                QRadioButton, QSpinBox, QVBoxLayout, QWidget)
 
-from ..core.checkpoints import find_hf_models, hf_hub_cache
+from ..core import hub
 from ..core.config import PRESETS
 from ..core.devices import available_devices
 from .engine import ModelSpec
@@ -19,14 +19,14 @@ class ModelDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Choose a model")
         current = current or ModelSpec()
-        self.cached = find_hf_models()
+        self.cached = hub.find_cached()
 
         self.use_cache = QRadioButton("GPT-2 from the Hugging Face cache")
         self.cache_box = QComboBox()
         for m in self.cached:
-            self.cache_box.addItem(f"{m.name}  ({m.path})", f"hf:{m.name}")
+            self.cache_box.addItem(f"{m.name}  ({m.folder})", f"hf:{m.name}")
         if not self.cached:
-            self.cache_box.addItem(f"none found in {hf_hub_cache()}")
+            self.cache_box.addItem(f"none found in {hub.cache_dir()} (File ▸ Get GPT-2…)")
             self.use_cache.setEnabled(False)
         self.use_file = QRadioButton("Checkpoint file or folder")
         self.path = QLineEdit(current.checkpoint if current.checkpoint and not

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from explorer.core import checkpoints
-from explorer.core.checkpoints import (CheckpointError, detect_format, find_hf_models,
-                                       load_checkpoint, load_default_model, random_model,
+from explorer.core.checkpoints import (CheckpointError, detect_format, load_checkpoint,
                                        save_checkpoint)
+from explorer.core.sources import random_model
 from explorer.core.config import preset
 from explorer.core.model import build_model
 from tests import book_model
@@ -288,49 +288,3 @@ def test_memory_estimate_refuses_what_does_not_fit(tmp_path, monkeypatch):
         load_checkpoint(path)
     with pytest.raises(MemoryError, match="gpt2-xl"):
         random_model("gpt2-xl")
-
-
-# --- the local Hugging Face cache ------------------------------------------------------
-
-def _fake_cache(root: Path, repo="models--openai-community--gpt2"):
-    snap = root / repo / "snapshots" / "0123abc"
-    make_hf_model("small4").save_pretrained(snap)
-    (root / repo / "refs").mkdir(parents=True)
-    (root / repo / "refs" / "main").write_text("0123abc")
-    return snap
-
-
-@pytest.mark.parametrize("repo", ["models--openai-community--gpt2", "models--gpt2"])
-def test_hf_cache_is_found_without_network(tmp_path, repo):
-    snap = _fake_cache(tmp_path, repo)
-    (tmp_path / "models--gpt2-medium" / "snapshots" / "x").mkdir(parents=True)  # no weights yet
-    found = find_hf_models(tmp_path)
-    assert [(m.name, m.preset, m.path) for m in found] == [("gpt2", "gpt2-small", snap)]
-
-
-def test_hf_home_decides_the_cache(tmp_path, monkeypatch):
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    monkeypatch.setenv("HF_HOME", str(tmp_path))
-    _fake_cache(tmp_path / "hub")
-    assert [m.name for m in find_hf_models()] == ["gpt2"]
-
-
-def test_default_model_prefers_the_cache_and_labels_random_as_untrained(tmp_path):
-    _fake_cache(tmp_path / "with")
-    cached = load_default_model(cache=tmp_path / "with")
-    assert cached.trained and cached.source == "hf-cache" and "Hugging Face cache" in cached.label
-    fallback = load_default_model(cache=tmp_path / "empty")
-    assert not fallback.trained and "UNTRAINED" in fallback.label
-    assert fallback.config == preset("gpt2-small")
-
-
-def test_open_model_takes_hf_names_from_the_cache(tmp_path, monkeypatch):
-    from explorer.core.checkpoints import open_model
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
-    _fake_cache(tmp_path)
-    loaded = open_model("hf:gpt2")
-    assert loaded.source == "hf-cache" and loaded.config.emb_dim == 64
-    with pytest.raises(ValueError, match="not in the Hugging Face cache"):
-        open_model("hf:gpt2-xl")
-    with pytest.raises(ValueError, match="either"):
-        open_model("x.bin", "tiny")

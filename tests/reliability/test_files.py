@@ -68,8 +68,8 @@ def test_a_file_that_changes_while_it_loads_is_refused(tmp_path, monkeypatch):
     path = save_checkpoint(build_model(preset("tiny")), tmp_path / "growing.safetensors")
     original = checkpoints.read_state_dict
 
-    def read_then_grow(p):
-        result = original(p)
+    def read_then_grow(p, should_stop=None):
+        result = original(p, should_stop)
         with open(path, "ab") as fh:  # a download still writing to the file
             fh.write(b"\0" * 10)
         return result

@@ -1,0 +1,114 @@
+"""What the explorer remembers between runs outside the window's settings: which model
+the default is after a download, and which weight files have been checked against
+their published checksum (so a 6 GB file is hashed once, not at every start).
+
+Small JSON files in the platform's state folder, written atomically. A missing,
+unreadable or corrupt file reads as empty: losing it costs a re-check, nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("explorer.state")
+
+MAX_VERIFIED = 200  # remembered checks; the oldest are forgotten first
+
+
+def state_dir() -> Path:
+    """~/.local/state/gpt-block-explorer (Linux), ~/Library/Application Support/… (macOS),
+    %LOCALAPPDATA%\\gpt-block-explorer (Windows); GPT_EXPLORER_STATE_DIR overrides."""
+    if os.environ.get("GPT_EXPLORER_STATE_DIR"):
+        return Path(os.environ["GPT_EXPLORER_STATE_DIR"]).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "gpt-block-explorer"
+    if os.name == "nt":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home())) / "gpt-block-explorer"
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "gpt-block-explorer"
+
+
+def _read(name: str) -> dict[str, Any]:
+    path = state_dir() / name
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(name: str, data: dict[str, Any]) -> None:
+    folder = state_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)  # insertion order: oldest first
+        os.replace(tmp, folder / name)
+    except OSError as exc:  # a read-only home costs a re-check next time, nothing else
+        log.warning("could not write %s: %s", folder / name, exc)
+
+
+# ------------------------------------------------------------------------ default model
+
+def default_repo() -> str | None:
+    """The Hub repository that the last successful download made the default."""
+    value = _read("default-model.json").get("repo_id")
+    return value if isinstance(value, str) and value else None
+
+
+def set_default_repo(repo_id: str) -> None:
+    _write("default-model.json", {"repo_id": repo_id})
+
+
+# ------------------------------------------------------------------------ checked files
+
+def _stamp(path: Path) -> tuple[str, int, int] | None:
+    try:
+        real = path.resolve()
+        st = real.stat()
+    except OSError:
+        return None
+    return str(real), st.st_size, st.st_mtime_ns
+
+
+def was_verified(path: str | os.PathLike, checksum: str) -> bool:
+    """True when this very file (same size and modification time) was checked before
+    against ``checksum`` (e.g. 'sha256:…' or 'crc32c')."""
+    stamp = _stamp(Path(path))
+    if stamp is None:
+        return False
+    entry = _read("verified.json").get(stamp[0])
+    return (isinstance(entry, dict) and entry.get("size") == stamp[1]
+            and entry.get("mtime_ns") == stamp[2] and entry.get("checksum") == checksum)
+
+
+def mark_verified(path: str | os.PathLike, checksum: str) -> None:
+    stamp = _stamp(Path(path))
+    if stamp is None:
+        return
+    data = _read("verified.json")
+    data.pop(stamp[0], None)
+    data[stamp[0]] = {"size": stamp[1], "mtime_ns": stamp[2], "checksum": checksum}
+    while len(data) > MAX_VERIFIED:
+        data.pop(next(iter(data)))
+    _write("verified.json", data)
+
+
+def forget_verified(path: str | os.PathLike) -> None:
+    data = _read("verified.json")
+    try:
+        key = str(Path(path).resolve())
+    except OSError:
+        return
+    if data.pop(key, None) is not None:
+        _write("verified.json", data)
