@@ -13,9 +13,10 @@ import torch
 from PySide6.QtCore import QSettings, Qt, QThread, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
-                               QProgressBar, QTabBar)
+                               QProgressBar, QTabBar, QVBoxLayout, QWidget)
 
 from .. import __version__
+from ..core import hub
 from ..core.config import PRESETS
 from ..core.generation import GenerationSettings
 from .attention_view import AttentionView
@@ -24,9 +25,11 @@ from .distributions import DistributionsView
 from .divergence_view import DivergenceView
 from .explanation_view import ExplanationView
 from .engine import Engine, ModelInfo, ModelSpec, PassResult
+from .first_run import FirstRunBanner
 from .gelu_view import GeluView
 from .generation_panel import GenerationPanel
 from .inspector import InspectorView
+from .jobs import JobRunner
 from .learn_view import LearnView
 from .lens_view import LensView
 from .ln_compare import LnCompareView
@@ -57,7 +60,16 @@ class MainWindow(QMainWindow):
         self.graph = BlockGraphView(self.session)
         self.inspector = InspectorView(self.session)
         self.generation = GenerationPanel(self.session)
-        self.setCentralWidget(self.graph)
+        self.banner = FirstRunBanner(self.settings)
+        central = QWidget()
+        column = QVBoxLayout(central)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(self.banner)
+        column.addWidget(self.graph, 1)
+        self.setCentralWidget(central)
+        self.jobs = JobRunner("downloads", self)  # work that needs no model: downloads
+        self._get_gpt2 = None
         self.gelu = GeluView(self.session)
         self.distributions = DistributionsView(self.session)
         self.attention = AttentionView(self.session)
@@ -144,6 +156,10 @@ class MainWindow(QMainWindow):
         self.divergence.firstFound.connect(self.graph.mark_divergence)
         self.thread.start()
 
+        self.banner.downloadRequested.connect(lambda: self.get_gpt2(start="gpt2"))
+        self.banner.openFolderRequested.connect(self.open_folder)
+        self.banner.openFileRequested.connect(self.open_checkpoint)
+        self.banner.trainRequested.connect(self.show_training)
         self.generation.runRequested.connect(self.run)
         self.generation.batchRequested.connect(self.run_batch)
         self.generation.stopRequested.connect(self.stop)
@@ -180,10 +196,15 @@ class MainWindow(QMainWindow):
 
     def _menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
+        self.get_gpt2_action = self._action(
+            file_menu, "&Get GPT-2…", self.get_gpt2, QKeySequence("Ctrl+Shift+G"),
+            "Download GPT-2 (124M to 1.5B) from the Hugging Face Hub, with progress and resume")
         self._action(file_menu, "&Choose model…", self.choose_model, QKeySequence("Ctrl+M"),
                      "GPT-2 from the Hugging Face cache, a checkpoint, or a random preset")
         self._action(file_menu, "&Open checkpoint…", self.open_checkpoint, QKeySequence.Open,
-                     "Load a checkpoint file or Hugging Face folder")
+                     "Load a checkpoint file (.pth, .safetensors, .bin, model.ckpt.index)")
+        self._action(file_menu, "Open &folder…", self.open_folder, QKeySequence("Ctrl+Shift+O"),
+                     "Load a model folder: the book's gpt2/124M or a Hugging Face folder")
         presets = file_menu.addMenu("Random &preset (untrained)")
         for name in PRESETS:
             self._action(presets, name, lambda _=False, n=name: self.load_model(ModelSpec(preset=n)))
@@ -224,10 +245,44 @@ class MainWindow(QMainWindow):
             self.load_model(dialog.spec())
 
     def open_checkpoint(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open checkpoint", "",
-                                              "Checkpoints (*.safetensors *.bin *.pth *.pt *.ckpt);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open checkpoint", "",
+            "Checkpoints (*.safetensors *.bin *.pth *.pt *.ckpt *.index);;All files (*)")
         if path:
             self.load_model(ModelSpec(checkpoint=path))
+
+    def open_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(
+            self, "Open a model folder (the book's gpt2/124M, or a Hugging Face folder)")
+        if path:
+            self.load_model(ModelSpec(checkpoint=path))
+
+    def get_gpt2(self, start: str | None = None):
+        """File ▸ Get GPT-2…; ``start`` names a size to download right away."""
+        from .get_gpt2 import GetGpt2Dialog
+        if self._get_gpt2 is None:
+            self._get_gpt2 = GetGpt2Dialog(self.jobs, self)
+            self._get_gpt2.modelReady.connect(self._downloaded)
+        dialog = self._get_gpt2
+        dialog.refresh()
+        dialog.show()
+        dialog.raise_()
+        if start and dialog.job is None:
+            names = [m.name for m in hub.GPT2_MODELS]
+            dialog.table.selectRow(names.index(start))
+            dialog.start()
+        return dialog
+
+    @Slot(str)
+    def _downloaded(self, repo_id: str) -> None:
+        self.load_model(ModelSpec(checkpoint=f"hf:{repo_id}"))
+        if self._get_gpt2 is not None:
+            self._get_gpt2.close()
+
+    def show_training(self) -> None:
+        self.train_dock.show()
+        self.train_dock.raise_()
+        self.train_panel.start_button.setFocus()
 
     @Slot(str, object)
     def run(self, text: str, settings: GenerationSettings) -> None:
@@ -311,9 +366,10 @@ class MainWindow(QMainWindow):
         self.loading = False
         self.busy.hide()
         self.session.set_model(info)
-        self.model_label.setText(f"{'' if info.trained else '⚠ '}{info.label} · {info.device} · "
-                                 f"{info.dtype}")
-        self.setWindowTitle(f"GPT Block Explorer — {info.label}")
+        self.model_label.setText(f"{'' if info.trained else '⚠ '}{info.label} · {info.size} · "
+                                 f"{info.device} · {info.dtype}")
+        self.setWindowTitle(f"GPT Block Explorer — {info.label} · {info.size}")
+        self.banner.model_loaded(info.trained)
         self.status_text.setText("; ".join(info.notices))
         self.settings.setValue("model/spec", dataclasses.asdict(info.spec))
 
@@ -426,6 +482,7 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
         self.engine.stop_event.set()
+        self.jobs.shutdown()
         self.thread.quit()
         self.thread.wait()
         super().closeEvent(event)
