@@ -12,7 +12,7 @@ import torch
 
 from .layers import gelu_tanh_formula
 from .model import GPTModel
-from .nodes import block_hook_name, block_nodes
+from .nodes import block_hook_name, block_nodes, residual_nodes
 from .tokenizer import token_piece
 
 GELU_DIP_X = -0.7518  # where exact GELU has its minimum (about -0.17)
@@ -85,7 +85,7 @@ def layer_table(views: dict, n_layers: int, norm_position: str, stat: str) -> tu
 def residual_profile(views: dict, n_layers: int, norm_position: str) -> tuple[list[str], np.ndarray]:
     """The residual stream's std after each add (and norm, for Post-LN), layer by layer,
     as points in forward order with their hook names."""
-    keys = ["add1", "add2"] if norm_position == "pre" else ["norm1", "norm2"]
+    keys = residual_nodes(norm_position)
     names, values = [], []
     for layer in range(n_layers):
         for key in keys:
@@ -98,7 +98,7 @@ def residual_profile(views: dict, n_layers: int, norm_position: str) -> tuple[li
 
 @dataclass(frozen=True)
 class LensRow:
-    name: str  # the residual-stream node read (trf_blocks.N.add1 / add2)
+    name: str  # the residual-stream node read (after each half of a block)
     top_ids: tuple[int, ...]
     top_pieces: tuple[str, ...]
     top_probs: tuple[float, ...]
@@ -124,5 +124,7 @@ def logit_lens(model: GPTModel, residuals: dict[str, torch.Tensor], position: in
     return rows
 
 
-def lens_nodes(n_layers: int) -> list[str]:
-    return [block_hook_name(layer, key) for layer in range(n_layers) for key in ("add1", "add2")]
+def lens_nodes(n_layers: int, norm_position: str = "pre") -> list[str]:
+    """The residual stream after each half of every block, in forward order."""
+    return [block_hook_name(layer, key) for layer in range(n_layers)
+            for key in residual_nodes(norm_position)]

@@ -24,7 +24,8 @@ import torch
 
 from .cancel import Cancelled, check  # noqa: F401  (Cancelled is part of this API)
 from .model import GPTModel
-from .nodes import Node, eval_source, node_for_hook, select_hook_names
+from .nodes import (LOGITS, Node, block_module_name, eval_source, is_pattern, node_for_hook,
+                    select_hook_names)
 from .stats import NodeStats, RowStats, row_stats, tensor_stats
 
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
@@ -139,7 +140,7 @@ class Capture(_Hooks):
                                    (nodes if isinstance(nodes, str) else list(nodes)),
                                    layer=layer, include_pattern=attention)
         if not attention:
-            chosen = [n for n in chosen if not n.endswith("attn_weights")]
+            chosen = [n for n in chosen if not is_pattern(n)]
         self.names = chosen
         if tensors is True:
             keep = set(chosen)
@@ -313,7 +314,7 @@ class StepCapture:
             vec = self.vector(name)
             array = None if vec is None else vec.reshape(1, 1, -1)
             width = vec.shape[-1] if vec is not None else self.stats(name).count
-            shape = (1, width) if name == "pos_emb" else (1, 1, width)
+            shape = (1, 1, width) if node_for_hook(name).batched else (1, width)
             out[name] = NodeView(name, node_for_hook(name), shape, dtype, device,
                                  self.stats(name), array)
         return out
@@ -330,7 +331,7 @@ class StepRecorder(_Hooks):
         super().__init__(model)
         names = select_hook_names(model.cfg, None if nodes is None else
                                   (nodes if isinstance(nodes, str) else list(nodes)))
-        self.names = tuple(n for n in names if not n.endswith("attn_weights"))
+        self.names = tuple(n for n in names if not is_pattern(n))
         self.keep_logits = keep_logits
         self.topk = topk
         groups: dict[tuple[str, int], list[str]] = {}
@@ -365,8 +366,8 @@ class StepRecorder(_Hooks):
         computed: dict[str, NodeStats] = {}
         for names in self._groups:
             X = torch.stack([latest[source[n]].reshape(-1) for n in names]).float()  # (R, C)
-            if names == ["out_head"]:  # statistics now; keep 50,257 values only if asked
-                computed["out_head"] = tensor_stats(X, node_for_hook("out_head").hist, self.topk)
+            if names == [LOGITS]:  # statistics now; keep 50,257 values only if asked
+                computed[LOGITS] = tensor_stats(X, node_for_hook(LOGITS).hist, self.topk)
                 vectors.append(X.cpu().numpy() if self.keep_logits else None)
             else:
                 vectors.append(X.cpu().numpy())
@@ -388,4 +389,4 @@ class StopCheck(_Hooks):
     def _hooks(self) -> dict[str, object]:
         def before_block(module, inputs) -> None:
             check(self.should_stop)
-        return {f"trf_blocks.{i}": before_block for i in range(self.model.cfg.n_layers)}
+        return {block_module_name(i): before_block for i in range(self.model.cfg.n_layers)}

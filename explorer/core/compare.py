@@ -25,7 +25,7 @@ from .capture import Capture
 from .config import GPTConfig
 from .layers import LayerNorm
 from .model import GPTModel, build_model, init_weights
-from .nodes import block_hook_name
+from .nodes import block_hook_name, block_output
 from .tokenizer import token_piece
 
 FINAL_NORM_NOTE = ("The Post-LN twin keeps final_norm: its blocks already end in a "
@@ -59,7 +59,7 @@ class RunSummary:
 def summarise_run(model: GPTModel, ids: list[int], k: int = 5) -> RunSummary:
     """One prompt through one model: each block's output size, and the top-k next tokens."""
     cfg = model.cfg
-    out_key = "add2" if cfg.norm_position == "pre" else "norm2"
+    out_key = block_output(cfg.norm_position)
     with torch.inference_mode(), Capture(model) as cap:
         logits = model(torch.tensor([ids], device=next(model.parameters()).device))
     names = [block_hook_name(layer, out_key) for layer in range(cfg.n_layers)]

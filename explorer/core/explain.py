@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .nodes import block_hook_name, block_nodes, node_for_hook, residual_branches
+from .nodes import (EMBEDDINGS, block_hook_name, block_nodes, layer_of, node_for_hook,
+                    residual_branches)
 
 WHAT = {
     "embedding": "Turns each token id (or each position) into a vector of learned numbers. "
@@ -71,16 +72,16 @@ def _input_of(name: str, views: dict, norm_position: str) -> str | None:
     """The node whose output feeds this one, from the node table: the previous node at the
     same level of the block, or for the block's first node the block's input (the
     previous block's last node, or the embeddings' dropout)."""
-    if not name.startswith("trf_blocks."):
+    layer = layer_of(name)
+    if layer is None:
         return None
     node = node_for_hook(name)
-    layer = int(name.split(".")[1])
     siblings = [n.key for n in block_nodes(norm_position) if n.parent == node.parent]
     i = siblings.index(node.key)
     if i > 0:
         source = block_hook_name(layer, siblings[i - 1])
     elif node.parent is None:
-        source = "drop_emb" if layer == 0 else block_hook_name(layer - 1, siblings[-1])
+        source = EMBEDDINGS if layer == 0 else block_hook_name(layer - 1, siblings[-1])
     else:
         return None
     return source if source in views else None

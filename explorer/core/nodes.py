@@ -70,11 +70,16 @@ class Node:
         so histograms of one node can be compared; values outside are counted apart."""
         return _HIST_BY_KEY.get(self.key) or _HIST_BY_KIND[self.kind]
 
+    @property
+    def batched(self) -> bool:
+        """False for the position embedding: one vector per position, no batch axis."""
+        return self.key != "pos_emb"
+
     def shape(self, cfg: GPTConfig, batch: int, tokens: int) -> tuple[int, ...]:
         """The tensor shape this node produces for a (batch, tokens) input."""
         if self.kind == "pattern":
             return (batch, cfg.n_heads, tokens, tokens)
-        if self.key == "pos_emb":
+        if not self.batched:
             return (tokens, cfg.emb_dim)
         last = {"emb": cfg.emb_dim, "hidden": cfg.hidden_dim, "vocab": cfg.vocab_size}[self.width]
         return (batch, tokens, last)
@@ -162,8 +167,77 @@ def residual_branches() -> dict[str, str]:
     return {"add1": "drop1", "add2": "drop2"}
 
 
+BLOCKS = "trf_blocks"  # the module list of the transformer blocks
+# Nodes that other parts of the app look for by their role, named here only.
+ATTENTION = "att"
+PATTERN = "att.attn_weights"  # inside attention; drawn beside it
+GELU_INPUT = "ff.layers.0"  # what the GELU receives: Linear 1's output
+GELU_OUTPUT = "ff.layers.1"
+LOGITS = "out_head"
+EMBEDDINGS = "drop_emb"  # the residual stream entering block 0
+FIRST_BLOCK_NODE = "norm1"
+
+
 def block_hook_name(layer: int, key: str) -> str:
-    return f"trf_blocks.{layer}.{key}"
+    return f"{BLOCKS}.{layer}.{key}"
+
+
+def block_module_name(layer: int) -> str:
+    """The module path of a whole block (``trf_blocks.3``)."""
+    return f"{BLOCKS}.{layer}"
+
+
+def parse_hook(hook_name: str) -> tuple[int | None, str]:
+    """(layer, key) of a hook name: ``trf_blocks.3.ff.layers.1`` -> (3, 'ff.layers.1');
+    a node outside the blocks -> (None, its name). ``KeyError`` for an unknown name."""
+    parts = hook_name.split(".", 2)
+    if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isdigit():
+        if not any(n.key == parts[2] for n in _BLOCK_ORDER["pre"]):
+            raise KeyError(f"unknown node {hook_name!r}")
+        return int(parts[1]), parts[2]
+    if any(n.key == hook_name for n in MODEL_NODES_BEFORE + MODEL_NODES_AFTER):
+        return None, hook_name
+    raise KeyError(f"unknown node {hook_name!r}")
+
+
+def layer_of(hook_name: str) -> int | None:
+    """The block a node belongs to (None for the embeddings, final norm and head)."""
+    return parse_hook(hook_name)[0]
+
+
+def same_node_in_layer(hook_name: str, layer: int) -> str:
+    """The same node of another block; nodes outside the blocks stay as they are."""
+    block, key = parse_hook(hook_name)
+    return hook_name if block is None else block_hook_name(layer, key)
+
+
+def block_output(norm_position: str = "pre") -> str:
+    """The node whose output leaves a block: the second add (Pre-LN) or the second
+    norm (Post-LN)."""
+    return residual_nodes(norm_position)[1]
+
+
+def residual_nodes(norm_position: str = "pre") -> tuple[str, str]:
+    """The residual stream after each half of a block: (add1, add2) in Pre-LN,
+    (norm1, norm2) in Post-LN, where the norms come after the adds."""
+    block_nodes(norm_position)  # validates
+    return ("add1", "add2") if norm_position == "pre" else ("norm1", "norm2")
+
+
+def drawn_beside(norm_position: str = "pre") -> dict[str, Node]:
+    """Nodes the block graph draws beside another instead of in the forward chain: the
+    attention pattern beside attention. Key: the node it sits beside."""
+    return {n.parent: n for n in block_nodes(norm_position) if n.kind == "pattern"}
+
+
+def short_label(hook_name: str) -> str:
+    """A compact label: 'L3 add2' for a block node, the name itself otherwise."""
+    layer, key = parse_hook(hook_name)
+    return key if layer is None else f"L{layer} {key}"
+
+
+def is_pattern(hook_name: str) -> bool:
+    return node_for_hook(hook_name).kind == "pattern"
 
 
 def eval_source(hook_name: str) -> str:
@@ -194,8 +268,7 @@ def select_hook_names(cfg: GPTConfig, pattern: str | list[str] | None = None,
     if layer is not None:
         if not 0 <= layer < cfg.n_layers:
             raise ValueError(f"layer {layer} out of range 0..{cfg.n_layers - 1}")
-        prefix = f"trf_blocks.{layer}."
-        names = [n for n in names if n.startswith(prefix)]
+        names = [n for n in names if layer_of(n) == layer]
     if pattern is None:
         return [n for n in names if include_pattern or not n.endswith("attn_weights")]
     patterns = [pattern] if isinstance(pattern, str) else list(pattern)
@@ -215,7 +288,7 @@ def node_for_hook(hook_name: str) -> Node:
         if node.key == hook_name:
             return node
     parts = hook_name.split(".", 2)
-    if len(parts) == 3 and parts[0] == "trf_blocks" and parts[1].isdigit():
+    if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isdigit():
         for node in _BLOCK_ORDER["pre"]:
             if node.key == parts[2]:
                 return node

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from .config import GPTConfig
-from .nodes import block_nodes, node_for_hook
+from .nodes import block_nodes, layer_of, node_for_hook
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def norm_question(cfg: GPTConfig) -> Question:
 def question_for(name: str, cfg: GPTConfig, batch: int, tokens: int, seed: int) -> Question:
     """A question about the node just selected (the kind rotates with ``seed``)."""
     kind = seed % 4
-    if kind == 1 and name.startswith("trf_blocks."):
+    if kind == 1 and layer_of(name) is not None:
         return width_question(name, cfg)
     if kind == 2:
         return first_node_question(cfg, seed)

@@ -8,7 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from ..core.nodes import block_hook_name
+from ..core.nodes import PATTERN, block_hook_name
 from .lazy import LazyRefresh
 from .session import Session
 
@@ -102,7 +102,7 @@ class AttentionView(LazyRefresh, QWidget):
     def redraw(self) -> None:
         current = self.session.current
         prompt = self.session.prompt
-        view = prompt.views.get(block_hook_name(self.session.layer, "att.attn_weights")) if prompt else None
+        view = prompt.views.get(block_hook_name(self.session.layer, PATTERN)) if prompt else None
         if view is None or view.array is None:
             self.pattern, self.shown_heads = None, []
             self.image.clear()

@@ -20,7 +20,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsItem, QGraphicsPat
                                QWidget)
 
 from ..core.nodes import (BLOCK_INPUT, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, Node,
-                          block_hook_name, block_nodes, shortcut_sources)
+                          block_hook_name, block_nodes, block_output, drawn_beside, layer_of,
+                          shortcut_sources)
 from .session import Session
 
 NODE_W, NODE_H, ROW = 190.0, 36.0, 62.0
@@ -150,26 +151,26 @@ class BlockGraphView(QWidget):
             y += ROW
             self._add(node.key, node, 0, y)
             chain.append(node.key)
-        self._arrow(self.items["tok_emb"], self.items["emb_add"])
-        self._arrow(self.items["pos_emb"], self.items["emb_add"])
+        for source in (tok, pos):  # both embeddings feed the sum
+            self._arrow(self.items[source.key], self.items[MODEL_NODES_BEFORE[2].key])
 
         block_top = y + ROW * 0.55
         y += ROW * 0.35
         block_input = chain[-1]
+        beside = drawn_beside(cfg.norm_position)
+        aside = {n.key for n in beside.values()}
         for node in block_nodes(cfg.norm_position):
             name = block_hook_name(layer, node.key)
-            if node.parent == "att":  # the pattern sits beside attention
-                continue
-            if node.in_ffn and not expand:
+            if node.key in aside or (node.in_ffn and not expand):
                 continue
             y += ROW
             self._add(name, node, 0, y)
             chain.append(name)
-            if node.key == "att":
-                pattern = block_hook_name(layer, "att.attn_weights")
-                child = next(n for n in block_nodes(cfg.norm_position) if n.parent == "att")
-                self._add(pattern, child, NODE_W * 1.15, y)
-                self._arrow(self.items[name], self.items[pattern], dashed=True)
+            if node.key in beside:  # e.g. the attention pattern beside attention
+                child = beside[node.key]
+                child_name = block_hook_name(layer, child.key)
+                self._add(child_name, child, NODE_W * 1.15, y)
+                self._arrow(self.items[name], self.items[child_name], dashed=True)
         block_bottom = y + ROW * 0.45
         frame = self.scene.addRect(QRectF(-NODE_W * 1.0, block_top, NODE_W * 2.75, block_bottom - block_top),
                                    QPen(QColor("#7a7a7a"), 1, Qt.DashLine), QBrush(QColor(240, 244, 250)))
@@ -288,8 +289,9 @@ class BlockGraphView(QWidget):
     def mark_divergence(self, name: str) -> None:
         """Outline the first diverging node in red (and show its layer)."""
         self.diverged = name or None
-        if name.startswith("trf_blocks.") and int(name.split(".")[1]) != self.session.layer:
-            self.session.set_layer(int(name.split(".")[1]))
+        layer = layer_of(name) if name else None
+        if layer is not None and layer != self.session.layer:
+            self.session.set_layer(layer)
         self._apply_marks()
 
     def _apply_marks(self) -> None:
@@ -332,7 +334,7 @@ class LayerStrip(QWidget):
             return []
         out = []
         for layer in range(info.config.n_layers):
-            key = "add2" if info.config.norm_position == "pre" else "norm2"
+            key = block_output(info.config.norm_position)
             view = current.views.get(block_hook_name(layer, key)) if current else None
             out.append(view.stats.std if view else None)
         return out

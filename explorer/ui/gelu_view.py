@@ -9,7 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from ..core.analysis import gelu_curves, gelu_input_shares
-from ..core.nodes import block_hook_name
+from ..core.nodes import GELU_INPUT, block_hook_name
 from .lazy import LazyRefresh
 from .session import Session
 
@@ -79,7 +79,7 @@ class GeluView(LazyRefresh, QWidget):
         c = self.curves
         gap = (f"Largest |tanh approximation − exact| on [−4, 4]: {c.max_gap:.2e} at x = "
                f"{c.max_gap_at:+.2f}.")
-        name = block_hook_name(self.session.layer, "ff.layers.0")
+        name = block_hook_name(self.session.layer, GELU_INPUT)
         view = self.session.view(name)
         if view is None:
             self.hist_bars.setOpts(x=[0], height=[0])

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel,
 
 from ..core.batch import shown_piece
 from ..core.capture import NodeView
-from ..core.nodes import residual_branches
+from ..core.nodes import block_hook_name, parse_hook, residual_branches
 from ..core.stats import branch_ratio
 from .plot_text import set_label, set_ticks
 from .session import Session
@@ -177,7 +177,7 @@ class InspectorView(QWidget):
             prefix = (lambda b: f"s{b} ") if current.batch is not None else (lambda b: "")
             return [f"{prefix(b)}h{h} {t}: {shown_piece(p)}" for b in range(B)
                     for h in range(H) for t, p in enumerate(current.sample_pieces(b)[:T])]
-        if view.name == "pos_emb":
+        if not view.node.batched:
             return [f"position {t}" for t in range(rows)]
         return current.row_labels()[:rows]
 
@@ -273,11 +273,11 @@ class InspectorView(QWidget):
 
     def branch_ratio(self, view: NodeView) -> np.ndarray | None:
         """For a residual add: ||branch|| / ||shortcut|| per position, else None."""
-        key = view.name.split(".", 2)[-1]
-        branch_key = residual_branches().get(key) if view.name.startswith("trf_blocks.") else None
+        layer, key = parse_hook(view.name)
+        branch_key = residual_branches().get(key) if layer is not None else None
         if branch_key is None or view.array is None:
             return None
-        branch = self.session.view(view.name[: -len(key)] + branch_key)
+        branch = self.session.view(block_hook_name(layer, branch_key))
         if branch is None or branch.array is None:
             return None
         ratio = branch_ratio(view.array, branch.array)

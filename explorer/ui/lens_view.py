@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPus
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ..core.analysis import lens_nodes
+from ..core.nodes import short_label
 from .lazy import LazyRefresh
 from .session import Session
 
@@ -59,7 +60,7 @@ class LensView(LazyRefresh, QWidget):
         current, info = self.session.current, self.session.model
         if current is None or info is None:
             return
-        names = lens_nodes(info.config.n_layers)
+        names = lens_nodes(info.config.n_layers, info.config.norm_position)
         views = {n: current.views[n] for n in names if n in current.views}
         position = 0 if current.step is not None else max(0, self.position_box.currentIndex())
         self.note.setText("Computing…")
@@ -68,7 +69,7 @@ class LensView(LazyRefresh, QWidget):
     def show_rows(self, rows) -> None:
         self.rows = rows
         self.table.setRowCount(len(rows))
-        self.table.setVerticalHeaderLabels([r.name.replace("trf_blocks.", "L") for r in rows])
+        self.table.setVerticalHeaderLabels([short_label(r.name) for r in rows])
         final = rows[-1].top_ids[0] if rows else None
         for r, row in enumerate(rows):
             for c, (tid, piece, p) in enumerate(zip(row.top_ids, row.top_pieces, row.top_probs)):

@@ -11,7 +11,8 @@ import shiboken6
 from PySide6.QtCore import QObject, Signal
 
 from ..core.capture import NodeView
-from ..core.nodes import block_hook_name, block_nodes
+from ..core.nodes import (FIRST_BLOCK_NODE, block_hook_name, block_nodes, layer_of,
+                          same_node_in_layer)
 from .engine import ModelInfo, PassResult
 from .turns import Turns
 
@@ -36,7 +37,7 @@ class Session(QObject):
         self.steps: list[PassResult] = []
         self.current: PassResult | None = None  # what the views show
         self.layer = 0
-        self.node = "trf_blocks.0.norm1"
+        self.node = block_hook_name(0, FIRST_BLOCK_NODE)
         self.hidden = False
         self._pass_listeners: list = []
         self._turns = Turns(self)  # the listeners still to call for the latest pass
@@ -67,7 +68,7 @@ class Session(QObject):
         self.model = info
         self.prompt, self.steps, self.current = None, [], None
         self.layer = min(self.layer, info.config.n_layers - 1)
-        self.node = self._in_layer(self.node, self.layer)
+        self.node = same_node_in_layer(self.node, self.layer)
         self.modelChanged.emit()
         self.stepsChanged.emit()
         self.passChanged.emit()
@@ -97,12 +98,12 @@ class Session(QObject):
         if layer != self.layer:
             self.layer = layer
             self.layerChanged.emit(layer)
-            self.set_node(self._in_layer(self.node, layer))
+            self.set_node(same_node_in_layer(self.node, layer))
 
     def set_node(self, name: str) -> None:
-        parts = name.split(".")
-        if parts[0] == "trf_blocks" and int(parts[1]) != self.layer:
-            self.layer = int(parts[1])
+        layer = layer_of(name)
+        if layer is not None and layer != self.layer:
+            self.layer = layer
             self.layerChanged.emit(self.layer)
         if name != self.node:
             self.node = name
@@ -122,10 +123,3 @@ class Session(QObject):
     def block_names(self) -> list[str]:
         position = self.model.config.norm_position if self.model else "pre"
         return [block_hook_name(self.layer, n.key) for n in block_nodes(position)]
-
-    @staticmethod
-    def _in_layer(name: str, layer: int) -> str:
-        parts = name.split(".", 2)
-        if parts[0] == "trf_blocks" and len(parts) == 3:
-            return block_hook_name(layer, parts[2])
-        return name

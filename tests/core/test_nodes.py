@@ -1,0 +1,39 @@
+"""The node table owns names, parsing and roles; the rest of the app asks it."""
+
+import pytest
+
+from explorer.core import nodes
+from explorer.core.analysis import lens_nodes
+from explorer.core.config import preset
+from explorer.core.nodes import (all_hook_names, block_output, drawn_beside, layer_of,
+                                 parse_hook, residual_nodes, same_node_in_layer, short_label)
+
+
+def test_parse_hook_splits_every_node_of_both_orders():
+    for position in ("pre", "post"):
+        cfg = preset("tiny", norm_position=position)
+        for name in all_hook_names(cfg):
+            layer, key = parse_hook(name)
+            if layer is None:
+                assert key == name
+            else:
+                assert nodes.block_hook_name(layer, key) == name
+    assert parse_hook("trf_blocks.11.ff.layers.1") == (11, "ff.layers.1")
+    assert parse_hook("out_head") == (None, "out_head")
+    for bad in ("trf_blocks.x.norm1", "trf_blocks.3.nothing", "head", ""):
+        with pytest.raises(KeyError):
+            parse_hook(bad)
+
+
+def test_roles_and_positions():
+    assert block_output("pre") == "add2" and block_output("post") == "norm2"
+    assert residual_nodes("post") == ("norm1", "norm2")
+    assert {k: n.key for k, n in drawn_beside("pre").items()} == {"att": nodes.PATTERN}
+    assert same_node_in_layer("trf_blocks.0.ff.layers.1", 5) == "trf_blocks.5.ff.layers.1"
+    assert same_node_in_layer("final_norm", 5) == "final_norm"
+    assert layer_of("trf_blocks.7.add1") == 7 and layer_of("tok_emb") is None
+    assert short_label("trf_blocks.3.add2") == "L3 add2"
+    assert lens_nodes(2, "post") == ["trf_blocks.0.norm1", "trf_blocks.0.norm2",
+                                     "trf_blocks.1.norm1", "trf_blocks.1.norm2"]
+    with pytest.raises(ValueError):
+        residual_nodes("middle")
