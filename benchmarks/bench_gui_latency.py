@@ -37,7 +37,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from benchmarks.common import machine_line  # noqa: E402
 from explorer.core.resources import resource_path  # noqa: E402
-from explorer.ui.engine import ModelSpec  # noqa: E402
+from explorer.core.sources import ModelSpec  # noqa: E402
 from explorer.ui.main_window import MainWindow  # noqa: E402
 
 PERIOD_MS = 5

@@ -27,6 +27,9 @@ import torch
 from .cancel import check
 from .config import GPTConfig, preset, preset_for_emb_dim
 from .devices import free_memory_bytes, resolve_device, resolve_dtype
+from .errors import CheckpointError
+from .keymaps import (convert_hf_state_dict, drop_book_buffers, infer_config, is_hf_state_dict,
+                      validate_state_dict)
 from .model import GPTModel, count_parameters, describe_size
 from .tf_bundle import BundleError, open_bundle
 from .tf_checkpoint import is_tf_checkpoint, read_tf_checkpoint, tf_files
@@ -37,15 +40,6 @@ _SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "
                             "I16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 _MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
 GIB = 1024 ** 3
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used; the message names the file and the problem."""
-
-    def __init__(self, path: str | os.PathLike, problem: str) -> None:
-        self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{path}: {problem}")
 
 
 @dataclass
@@ -308,135 +302,6 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
     return tensors, info
 
 
-# --------------------------------------------------------------------------- key maps
-
-_HF_LAYER_RE = re.compile(r"^h\.(\d+)\.(.+)$")
-_HF_BLOCK_MAP = {"ln_1.weight": "norm1.scale", "ln_1.bias": "norm1.shift",
-                 "ln_2.weight": "norm2.scale", "ln_2.bias": "norm2.shift",
-                 "attn.c_proj.weight": "att.out_proj.weight", "attn.c_proj.bias": "att.out_proj.bias",
-                 "mlp.c_fc.weight": "ff.layers.0.weight", "mlp.c_fc.bias": "ff.layers.0.bias",
-                 "mlp.c_proj.weight": "ff.layers.2.weight", "mlp.c_proj.bias": "ff.layers.2.bias"}
-_HF_TOP_MAP = {"wte.weight": "tok_emb.weight", "wpe.weight": "pos_emb.weight",
-               "ln_f.weight": "final_norm.scale", "ln_f.bias": "final_norm.shift",
-               "lm_head.weight": "out_head.weight"}
-_HF_IGNORED = ("attn.bias", "attn.masked_bias")  # causal-mask buffers of older files
-
-
-def is_hf_state_dict(sd: dict[str, torch.Tensor]) -> bool:
-    return any(k.endswith("wte.weight") for k in sd)
-
-
-def convert_hf_state_dict(path: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Hugging Face GPT-2 names -> ours. Conv1D weights are (in, out): transposed; the
-    fused c_attn is split into W_query, W_key, W_value."""
-    out: dict[str, torch.Tensor] = {}
-    for key, t in sd.items():
-        k = key[len("transformer."):] if key.startswith("transformer.") else key
-        if k in _HF_TOP_MAP:
-            out[_HF_TOP_MAP[k]] = t
-            continue
-        m = _HF_LAYER_RE.match(k)
-        if not m:
-            raise CheckpointError(path, f"unexpected key {key!r} for a GPT-2 checkpoint")
-        layer, rest = m.group(1), m.group(2)
-        prefix = f"trf_blocks.{layer}."
-        if rest in _HF_IGNORED:
-            continue
-        if rest in ("attn.c_attn.weight", "attn.c_attn.bias"):
-            kind = rest.rsplit(".", 1)[1]
-            if t.shape[-1] % 3:
-                raise CheckpointError(path, f"{key!r} has shape {tuple(t.shape)}: its last "
-                                            "dimension is not 3 x emb_dim")
-            parts = t.chunk(3, dim=-1)
-            for name, part in zip(("W_query", "W_key", "W_value"), parts):
-                out[prefix + f"att.{name}.{kind}"] = part.t().contiguous() if kind == "weight" else part.contiguous()
-            continue
-        if rest not in _HF_BLOCK_MAP:
-            raise CheckpointError(path, f"unexpected key {key!r} for a GPT-2 checkpoint")
-        target = _HF_BLOCK_MAP[rest]
-        out[prefix + target] = t.t().contiguous() if target.endswith("weight") and "norm" not in target else t
-    return out
-
-
-def _drop_book_buffers(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in sd.items() if not k.endswith(".att.mask")}
-
-
-# --------------------------------------------------------------------------- config
-
-def infer_config(path: Path, sd: dict[str, torch.Tensor], info: dict[str, Any],
-                 notices: list[str]) -> GPTConfig:
-    """The config of a converted state dict: from the checkpoint's own config when it has
-    one, otherwise from tensor shapes (heads from config.json or GPT-2's sizes)."""
-    if "config" in info:
-        return info["config"]
-    for needed in ("tok_emb.weight", "pos_emb.weight"):
-        if needed not in sd:
-            raise CheckpointError(path, f"missing key {needed!r}: not a GPT-2-architecture "
-                                        "state dict")
-    vocab, emb = sd["tok_emb.weight"].shape
-    context = sd["pos_emb.weight"].shape[0]
-    layers = sorted({int(k.split(".")[1]) for k in sd if k.startswith("trf_blocks.")})
-    if not layers or layers != list(range(len(layers))):
-        raise CheckpointError(path, f"transformer blocks are not numbered 0..N-1 ({layers[:5]}...)"
-                              if layers else "no transformer blocks (trf_blocks.*) found")
-    hf = info.get("hf_config")
-    book = info.get("book_config") or {}
-    if hf:
-        n_heads = int(hf["n_head"])
-    elif book:
-        n_heads = int(book["n_heads"])
-    else:
-        guess = preset_for_emb_dim(emb)
-        n_heads = preset(guess).n_heads if guess else (emb // 64 if emb % 64 == 0 else 0)
-        if not n_heads:
-            where = ("its hparams.json (with n_head)" if info.get("format") == "openai-tf"
-                     else "a config.json with n_heads")
-            raise CheckpointError(path, f"cannot tell the number of heads for emb_dim {emb}; "
-                                        f"put {where} beside the file")
-        notices.append(f"n_heads not stored in the file: assumed {n_heads} (head size "
-                       f"{emb // n_heads}, as GPT-2); put a config.json with \"n_heads\" "
-                       "beside the file if that is wrong")
-    out_head = sd.get("out_head.weight")
-    tied = out_head is None or (out_head.shape == sd["tok_emb.weight"].shape
-                                and torch.equal(out_head, sd["tok_emb.weight"]))
-    drop = float(hf.get("resid_pdrop", 0.1)) if hf else float(book.get("drop_rate", 0.1))
-    norm_position = str(book.get("norm_position", "pre"))
-    try:
-        return GPTConfig(vocab_size=int(vocab), context_length=int(context), emb_dim=int(emb),
-                         n_heads=n_heads, n_layers=len(layers), drop_rate=drop,
-                         qkv_bias="trf_blocks.0.att.W_query.bias" in sd,
-                         norm_position=norm_position, tie_weights=tied)
-    except ValueError as exc:
-        raise CheckpointError(path, str(exc)) from None
-
-
-def validate_state_dict(path: Path, sd: dict[str, torch.Tensor], cfg: GPTConfig) -> None:
-    """Names, shapes and values against the model the config describes."""
-    with torch.device("meta"):
-        expected = GPTModel(cfg).state_dict()
-    missing = [k for k in expected if k not in sd and not (cfg.tie_weights and k == "out_head.weight")]
-    unexpected = [k for k in sd if k not in expected]
-    if missing:
-        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
-        raise CheckpointError(path, f"missing key(s) {', '.join(repr(k) for k in missing[:3])}{more}")
-    if unexpected:
-        more = f" and {len(unexpected) - 3} more" if len(unexpected) > 3 else ""
-        raise CheckpointError(path, f"unexpected key(s) {', '.join(repr(k) for k in unexpected[:3])}{more}")
-    for key, ref in expected.items():
-        if key not in sd:
-            continue
-        t = sd[key]
-        if tuple(t.shape) != tuple(ref.shape):
-            raise CheckpointError(path, f"shape mismatch for {key!r}: the file has "
-                                        f"{tuple(t.shape)}, the model needs {tuple(ref.shape)}")
-        if not t.is_floating_point():
-            raise CheckpointError(path, f"{key!r} has dtype {t.dtype}; weights must be floating point")
-        if not torch.isfinite(t).all():
-            bad = int((~torch.isfinite(t)).sum())
-            raise CheckpointError(path, f"{key!r} contains {bad:,} NaN/Inf value(s)")
-
-
 # --------------------------------------------------------------------------- loading
 
 def check_memory(need_bytes: int, device: torch.device, what: str) -> None:
@@ -486,7 +351,7 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
         sd = convert_hf_state_dict(p, sd)
         family = "hf"
     else:
-        sd = _drop_book_buffers(sd)
+        sd = drop_book_buffers(sd)
         family = "explorer" if info["format"] == PROJECT_FORMAT else "book"
     cfg = config or infer_config(p, sd, info, notices)
     validate_state_dict(p, sd, cfg)

@@ -21,12 +21,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .capture import Capture
 from .config import GPTConfig
 from .layers import LayerNorm
 from .model import GPTModel, build_model, init_weights
 from .nodes import block_hook_name, block_output
-from .tokenizer import token_piece
+from .passes import STATISTICS, run_prompt
 
 FINAL_NORM_NOTE = ("The Post-LN twin keeps final_norm: its blocks already end in a "
                    "LayerNorm, but the output head was trained on final_norm's scale and "
@@ -56,29 +55,28 @@ class RunSummary:
     views: dict  # every node's NodeView (statistics only)
 
 
-def summarise_run(model: GPTModel, ids: list[int], k: int = 5) -> RunSummary:
+def summarise_run(model: GPTModel, ids: list[int], k: int = 5, should_stop=None) -> RunSummary:
     """One prompt through one model: each block's output size, and the top-k next tokens."""
     cfg = model.cfg
     out_key = block_output(cfg.norm_position)
-    with torch.inference_mode(), Capture(model) as cap:
-        logits = model(torch.tensor([ids], device=next(model.parameters()).device))
+    run = run_prompt(model, ids, STATISTICS, should_stop)
     names = [block_hook_name(layer, out_key) for layer in range(cfg.n_layers)]
-    probs = torch.softmax(logits[0, -1].float(), dim=-1)
-    top = torch.topk(probs, k)
+    views = run.views
     return RunSummary(
         norm_position=cfg.norm_position, residual_names=names,
-        residual_norm=np.array([float(np.mean(cap[n].stats.token_l2)) for n in names]),
-        residual_std=np.array([cap[n].stats.std for n in names]),
-        top_ids=tuple(top.indices.tolist()),
-        top_pieces=tuple(token_piece(i) for i in top.indices.tolist()),
-        top_probs=tuple(top.values.tolist()), views=cap.views())
+        residual_norm=np.array([float(np.mean(views[n].stats.token_l2)) for n in names]),
+        residual_std=np.array([views[n].stats.std for n in names]),
+        top_ids=run.top_ids[:k], top_pieces=run.top_pieces[:k], top_probs=run.top_probs[:k],
+        views=views)
 
 
-def compare_prompt(model: GPTModel, ids: list[int]) -> tuple[RunSummary, RunSummary]:
+def compare_prompt(model: GPTModel, ids: list[int], should_stop=None
+                   ) -> tuple[RunSummary, RunSummary]:
     """The prompt through the model and through its twin with the other norm order."""
     other = "post" if model.cfg.norm_position == "pre" else "pre"
     twin = post_ln_twin(model, other)
-    first, second = summarise_run(model, ids), summarise_run(twin, ids)
+    first, second = summarise_run(model, ids, should_stop=should_stop), summarise_run(
+        twin, ids, should_stop=should_stop)
     return (first, second) if model.cfg.norm_position == "pre" else (second, first)
 
 

@@ -14,13 +14,14 @@ import copy
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import nn
 
-from .capture import Capture
 from .compare import post_ln_twin
 from .model import GPTModel
 from .nodes import all_hook_names
+from .passes import Keep, run_prompt
 
 MUTATIONS = {
     "no-shortcut": "remove the first shortcut of the block (add1 returns only the attention branch)",
@@ -121,27 +122,22 @@ class Divergence:
         return "\n".join(lines)
 
 
-def _capture(model: GPTModel, ids: torch.Tensor) -> tuple[Capture, str | None]:
-    cap = Capture(model, tensors=True, budget_bytes=1 << 62)
-    try:
-        with torch.no_grad(), cap:
-            model(ids)
-    except RuntimeError as exc:  # e.g. shapes that no longer add up
-        return cap, str(exc).splitlines()[0]
-    return cap, None
+EVERY_TENSOR = Keep(budget_bytes=1 << 62, attention=False)  # both models, every node in full
 
 
-def find_divergence(a: GPTModel, b: GPTModel, ids: list[int], tolerance: float = 1e-4) -> Divergence:
+def find_divergence(a: GPTModel, b: GPTModel, ids: list[int], tolerance: float = 1e-4,
+                    should_stop=None) -> Divergence:
     """Compare every node of A (in A's forward order) with the same-named node of B."""
-    tokens = torch.tensor([ids], device=next(a.parameters()).device)
-    cap_a, error_a = _capture(a, tokens)
-    if error_a:
-        raise ValueError(f"model A failed on the prompt: {error_a}")
-    cap_b, error_b = _capture(b, tokens.to(next(b.parameters()).device))
+    run_a = run_prompt(a, ids, EVERY_TENSOR, should_stop, tolerate_errors=True)
+    if run_a.error:
+        raise ValueError(f"model A failed on the prompt: {run_a.error}")
+    run_b = run_prompt(b, ids, EVERY_TENSOR, should_stop, tolerate_errors=True)
+    error_b = run_b.error
     rows, first = [], None
     for name in all_hook_names(a.cfg, include_pattern=False):
-        ta = cap_a[name].tensor if name in cap_a else None
-        tb = cap_b[name].tensor if name in cap_b else None
+        va, vb = run_a.views.get(name), run_b.views.get(name)
+        ta = va.array if va is not None else None
+        tb = vb.array if vb is not None else None
         if ta is None:
             continue
         if tb is None:
@@ -150,8 +146,8 @@ def find_divergence(a: GPTModel, b: GPTModel, ids: list[int], tolerance: float =
         if ta.shape != tb.shape:
             diff = NodeDiff(name, tuple(ta.shape), tuple(tb.shape), float("inf"), float("inf"))
         else:
-            d = (ta.float() - tb.float()).abs().max().item()
-            scale = ta.float().abs().max().item() or 1.0
+            d = float(np.abs(ta - tb).max())
+            scale = float(np.abs(ta).max()) or 1.0
             diff = NodeDiff(name, tuple(ta.shape), tuple(tb.shape), d, d / scale)
         rows.append(diff)
         if first is None and (diff.shape_a != diff.shape_b or diff.max_abs > tolerance):

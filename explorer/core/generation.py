@@ -3,7 +3,9 @@
 ``generate_stream`` yields one ``Step`` per new token. It keeps a KV cache, so each step
 runs the model on one token; the caller stops generation simply by not asking for the
 next step (or by ``close()``), which takes effect before the next token is computed.
-Owns sampling and prompt preparation; the model and the tokenizer are given to it.
+Given a ``Prefill`` (passes.prompt_and_prefill: the captured prompt pass), it continues
+from there instead of running the prompt again. Owns sampling and prompt preparation;
+the model and the tokenizer are given to it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Iterator
 
 import torch
 
-from .capture import Capture, StepCapture, StepRecorder
-from .model import GPTModel
+from .capture import StepCapture, StepRecorder
+from .model import GPTModel, KVCache
 from .tokenizer import END_OF_TEXT, END_OF_TEXT_ID, IncrementalDecoder, token_piece
 
 
@@ -72,6 +74,19 @@ class Step:
     capture: StepCapture | None = None
 
 
+@dataclass
+class Prefill:
+    """Where generation continues after a prompt pass run elsewhere: the prompt's ids,
+    its KV cache, the last position's logits (vocab,) and, for step capture, every
+    node's vector at that position."""
+
+    ids: list[int]
+    cache: KVCache
+    logits: torch.Tensor
+    step: StepCapture | None
+    seconds: float
+
+
 def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = False
                    ) -> tuple[list[int], list[str]]:
     """The ids the model will see and notices for the user. An empty prompt is an error
@@ -117,15 +132,18 @@ class GenerationStream:
 
     def __init__(self, model: GPTModel, prompt_ids: list[int],
                  settings: GenerationSettings = GenerationSettings(),
-                 start_with_eot: bool = False, prompt_capture: dict | None = None) -> None:
+                 start_with_eot: bool = False, prefill: Prefill | None = None) -> None:
         settings.validate(model.cfg.vocab_size)
         self.model = model
         self.settings = settings
-        # Keyword arguments of Capture for the prompt pass (all positions), or None.
-        self._prompt_capture_args = prompt_capture
-        self.prompt_capture: Capture | None = None
         self.prompt_ids, self.notices = prepare_prompt(
             prompt_ids, model.cfg.context_length, start_with_eot)
+        if prefill is not None:
+            if list(prefill.ids) != self.prompt_ids:
+                raise ValueError("the prefill is of another prompt")
+            if settings.capture_steps and prefill.step is None:
+                raise ValueError("step capture needs a prefill with the last position's vectors")
+        self.prefill = prefill
         self.ids: list[int] = list(self.prompt_ids)
         self.prompt_seconds: float | None = None
         self.stopped_by: str | None = None  # "eot", "max_new_tokens", "closed"
@@ -151,15 +169,17 @@ class GenerationStream:
         recorder = StepRecorder(model) if s.capture_steps else None
         start = time.perf_counter()
         with torch.inference_mode(), (recorder or contextlib.nullcontext()):
-            cache = model.new_cache()
-            prompt = torch.tensor([self.ids], device=device)
-            if self._prompt_capture_args is not None:
-                with Capture(model, **self._prompt_capture_args) as cap:
-                    logits = model(prompt, cache=cache)[0, -1]
-                self.prompt_capture = cap
+            first_capture = None
+            if self.prefill is not None:  # the prompt pass already ran, captured
+                prefill, self.prefill = self.prefill, None  # its cache grows: use it once
+                cache, logits, first_capture = prefill.cache, prefill.logits, prefill.step
+                self.prompt_seconds = prefill.seconds
+                start -= prefill.seconds  # elapsed counts the prompt pass, as without one
             else:
+                cache = model.new_cache()
+                prompt = torch.tensor([self.ids], device=device)
                 logits = model(prompt, cache=cache, last_only=True)[0, -1]
-            self.prompt_seconds = time.perf_counter() - start
+                self.prompt_seconds = time.perf_counter() - start
             last = time.perf_counter()
             for index in range(s.max_new_tokens):
                 token = _pick(logits, s, gen)
@@ -173,7 +193,8 @@ class GenerationStream:
                     top_ids=tuple(top.indices.tolist()), top_probs=tuple(top.values.tolist()),
                     elapsed=now - start, step_seconds=now - last,
                     is_eot=token == END_OF_TEXT_ID,
-                    capture=recorder.snapshot(len(self.ids) - 1) if recorder else None,
+                    capture=(first_capture if index == 0 and first_capture is not None
+                             else recorder.snapshot(len(self.ids) - 1) if recorder else None),
                 )
                 self.ids.append(token)
                 yield step
@@ -196,10 +217,10 @@ class GenerationStream:
 def generate_stream(model: GPTModel, prompt_ids: list[int],
                     settings: GenerationSettings = GenerationSettings(),
                     start_with_eot: bool = False,
-                    prompt_capture: dict | None = None) -> GenerationStream:
-    """A stream of generated tokens; see ``GenerationStream``. ``prompt_capture`` holds
-    keyword arguments of ``Capture`` for a full capture of the prompt pass."""
-    return GenerationStream(model, prompt_ids, settings, start_with_eot, prompt_capture)
+                    prefill: Prefill | None = None) -> GenerationStream:
+    """A stream of generated tokens; see ``GenerationStream``. With ``prefill`` (from
+    passes.prompt_and_prefill) the prompt is not run again."""
+    return GenerationStream(model, prompt_ids, settings, start_with_eot, prefill)
 
 
 

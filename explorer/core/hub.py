@@ -1,39 +1,22 @@
-"""GPT-2 from the Hugging Face Hub: download it into the standard cache, find it there.
-
-Everything goes through ``huggingface_hub``, so the files land where ``transformers`` and
-every other tool look, and ``HF_ENDPOINT``, ``HF_HOME``, ``HF_HUB_CACHE``,
-``HF_HUB_OFFLINE``, proxies and tokens work as in the rest of that ecosystem. Only what
-the explorer needs is fetched: ``config.json`` and the safetensors weights.
-
-The weights are fetched resumably: the library's metadata call gives the file's sha256
-(its ETag), size and location; its ``http_get`` streams the bytes into
-``blobs/<sha256>.incomplete``, which a stop, Ctrl+C or a dropped connection leaves in
-place for the next run to continue. A finished file is hashed, and only a file whose
-sha256 equals the published one is moved into the cache, where the library links it into
-the snapshot. A mismatch removes the bytes and says so. Files that arrived in the cache
-some other way are checked the same way before they are used (see ``verify``).
-
-Failures are ``HubError``: one line that says what happened. Builds no model.
+"""GPT-2 and the Hugging Face Hub: the four sizes, where the Hub and its cache are, and
+what the cache holds — found with ``huggingface_hub``'s own cache lookup, no network —
+with every weights file checked against the sha256 the Hub published for it before it
+is used (``verify``). Fetching is download.py's. Failures are ``HubError``: one line
+that says what happened. Builds no model.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import logging
 import os
 import re
-import shutil
-import time
-from collections import deque
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from . import state
-from .cancel import Cancelled, check
+from .cancel import check
 from .config import preset
 
 log = logging.getLogger("explorer.hub")
@@ -43,10 +26,6 @@ WEIGHTS = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 CHUNK = 8 * 1024 * 1024
-# huggingface_hub's http_get hands over bytes in chunks of constants.DOWNLOAD_CHUNK_SIZE
-# (10 MiB): progress, Stop and what a dropped connection keeps would come in steps of
-# 10 MiB (ten seconds each at 1 MB/s). The explorer asks for 1 MiB chunks.
-TRANSFER_CHUNK = 1024 * 1024
 
 
 class HubError(Exception):
@@ -143,90 +122,6 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
 
 
-# --------------------------------------------------------------------------- progress
-
-@dataclass
-class DownloadProgress:
-    """Where a download is: bytes of all files, speed over the last seconds, time left."""
-
-    phase: str  # "download" | "verify" | "done"
-    filename: str
-    done_bytes: int
-    total_bytes: int
-    bytes_per_second: float | None = None
-    seconds_left: float | None = None
-
-    def line(self) -> str:
-        mb = 1e6
-        share = f" ({100 * self.done_bytes / self.total_bytes:.0f}%)" if self.total_bytes else ""
-        text = (f"{self.filename}: {self.done_bytes / mb:,.1f} of {self.total_bytes / mb:,.1f} MB"
-                f"{share}")
-        if self.phase == "verify":
-            return f"{self.filename}: checking its sha256…"
-        if self.bytes_per_second:
-            text += f", {self.bytes_per_second / mb:,.1f} MB/s"
-        if self.seconds_left is not None:
-            minutes, seconds = divmod(int(round(self.seconds_left)), 60)
-            text += f", {minutes}:{seconds:02d} left"
-        return text
-
-
-class _Meter:
-    """Counts bytes for the progress callback (at most ten calls a second) and asks
-    ``should_stop`` on every chunk, so Stop takes effect before the next chunk."""
-
-    def __init__(self, callback, should_stop, total: int, done: int) -> None:
-        self.callback, self.should_stop = callback, should_stop
-        self.total, self.done = total, done
-        self.filename = ""
-        self.samples: deque[tuple[float, int]] = deque()
-        self.last_call = 0.0
-
-    def add(self, n: int) -> None:
-        check(self.should_stop)
-        self.done += n
-        now = time.monotonic()
-        self.samples.append((now, self.done))
-        while len(self.samples) > 2 and now - self.samples[0][0] > 5.0:
-            self.samples.popleft()
-        if now - self.last_call >= 0.1:
-            self.report("download")
-
-    def report(self, phase: str) -> None:
-        self.last_call = time.monotonic()
-        if self.callback is None:
-            return
-        speed = left = None
-        if len(self.samples) >= 2:
-            (t0, b0), (t1, b1) = self.samples[0], self.samples[-1]
-            if t1 > t0 and b1 > b0:
-                speed = (b1 - b0) / (t1 - t0)
-                left = max(0.0, (self.total - self.done) / speed)
-        self.callback(DownloadProgress(phase, self.filename, self.done, self.total, speed, left))
-
-    def bar_class(self):
-        """A stand-in for tqdm that http_get drives: each update is a chunk written."""
-        meter = self
-
-        class Bar:
-            def __init__(self, *args, **kwargs) -> None:
-                pass
-
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc) -> bool:
-                return False
-
-            def update(self, n: int = 1) -> None:
-                meter.add(int(n))
-
-            def close(self) -> None:
-                pass
-
-        return Bar
-
-
 # --------------------------------------------------------------------------- checking
 
 def sha256_of(path: str | os.PathLike, should_stop=None) -> str:
@@ -257,13 +152,13 @@ def verify(path: str | os.PathLike, should_stop=None) -> str | None:
     if actual == expected:
         state.mark_verified(blob, f"sha256:{expected}")
         return None
-    _remove(blob, pointer)
+    remove_from_cache(blob, pointer)
     return (f"{pointer.name} in the Hugging Face cache was corrupt (its sha256 is "
             f"{actual[:12]}…, the Hub published {expected[:12]}…): removed it from the cache; "
             "download it again")
 
 
-def _remove(blob: Path, pointer: Path | None = None) -> None:
+def remove_from_cache(blob: Path, pointer: Path | None = None) -> None:
     state.forget_verified(blob)
     for p in (pointer, blob):
         if p is not None:
@@ -304,7 +199,7 @@ def _cached(repo_id: str, filename: str, cache: Path) -> Path | None:
     return Path(found) if isinstance(found, str) else None
 
 
-def _shard_names(index: Path) -> list[str]:
+def shard_names(index: Path) -> list[str]:
     """The shard files an index names, each a plain file name in the same folder."""
     try:
         names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
@@ -330,7 +225,7 @@ def cached_model(repo_id: str, cache: str | os.PathLike | None = None) -> Cached
     index = _cached(repo_id, WEIGHTS_INDEX, root)
     if index is not None:
         try:
-            shards = [_cached(repo_id, name, root) for name in _shard_names(index)]
+            shards = [_cached(repo_id, name, root) for name in shard_names(index)]
         except HubError:
             return None
         if shards and all(s is not None for s in shards):
@@ -375,222 +270,3 @@ def verified(cached: CachedModel, should_stop=None) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------- download
-
-@dataclass
-class DownloadResult:
-    repo_id: str
-    folder: Path  # the snapshot in the cache
-    fetched_bytes: int  # 0 when everything was already there
-    total_bytes: int
-    notices: list[str] = field(default_factory=list)
-
-    @property
-    def already_complete(self) -> bool:
-        return self.fetched_bytes == 0
-
-
-@contextmanager
-def _plain_errors(repo_id: str, hub: str) -> Iterator[None]:
-    """The library's and the network's exceptions, as one line each."""
-    import httpx2
-    from huggingface_hub import errors
-
-    try:
-        yield
-    except (HubError, Cancelled, KeyboardInterrupt):
-        raise
-    except errors.GatedRepoError:
-        raise HubError(f"{repo_id} is gated on {hub}: accept its terms on the website and log "
-                       "in (huggingface-cli login)") from None
-    except errors.RepositoryNotFoundError:
-        raise HubError(f"repository {repo_id} not found on {hub} (or it is private)") from None
-    except errors.RevisionNotFoundError:
-        raise HubError(f"{repo_id} has no such revision on {hub}") from None
-    except errors.RemoteEntryNotFoundError as exc:
-        what = str(exc).split("for url:")[-1].strip().rstrip(".") if "for url:" in str(exc) else ""
-        raise HubError(f"{repo_id} on {hub} lacks a file the explorer needs"
-                       + (f" ({what.rsplit('/', 1)[-1]})" if what else "")) from None
-    except errors.OfflineModeIsEnabled:
-        raise HubError("HF_HUB_OFFLINE is set: downloads are switched off") from None
-    except errors.LocalEntryNotFoundError:
-        raise HubUnreachable(f"cannot reach the Hugging Face Hub at {hub} (no network?) and "
-                             "the files are not in the cache") from None
-    except errors.FileMetadataError as exc:
-        raise HubError(f"{hub} does not answer like the Hugging Face Hub "
-                       f"({str(exc).splitlines()[0]})") from None
-    except errors.HfHubHTTPError as exc:
-        status = exc.response.status_code if exc.response is not None else "?"
-        raise HubError(f"the Hub at {hub} answered HTTP {status} for {repo_id}; try again "
-                       "later") from None
-    except httpx2.ProxyError as exc:
-        raise HubError(f"the proxy refused the connection to {hub} ({exc})") from None
-    except httpx2.TransportError as exc:
-        reason = str(exc) or type(exc).__name__
-        raise HubUnreachable(f"cannot reach the Hugging Face Hub at {hub} ({reason}): no "
-                             "network, or a proxy or firewall in the way?") from None
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", -1)):
-            raise HubError(f"no room to write {repo_id} ({exc.strerror}: the disk is full or "
-                           "a size limit was reached); free some space and run it again, it "
-                           "resumes") from None
-        raise HubError(f"downloading {repo_id} failed: {exc}") from None
-
-
-def _metadata(repo_id: str, filename: str, revision: str, hub: str, headers: dict):
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
-
-    url = hf_hub_url(repo_id, filename, revision=revision, endpoint=hub)
-    meta = get_hf_file_metadata(url, headers=headers)
-    if not meta.commit_hash or not meta.etag:
-        raise HubError(f"{hub} does not answer like the Hugging Face Hub (no commit or ETag "
-                       f"for {filename})")
-    if not SHA256_RE.fullmatch(meta.etag):
-        raise HubError(f"{repo_id}: the Hub publishes no sha256 for {filename} (ETag "
-                       f"{meta.etag!r}), so it cannot be checked; not used")
-    if meta.size is None:
-        raise HubError(f"{repo_id}: the Hub gives no size for {filename}")
-    return url, meta
-
-
-def download(name: str, progress: Callable[[DownloadProgress], None] | None = None,
-             should_stop: Callable[[], bool] | None = None, *, revision: str = "main",
-             cache: str | os.PathLike | None = None, hub: str | None = None,
-             make_default: bool = True) -> DownloadResult:
-    """Fetch config.json and the safetensors weights of a GPT-2 (a size name or a repo
-    id) into the Hugging Face cache; resume what an earlier run left; check every
-    weights file's sha256. On success, the downloaded model becomes the default."""
-    from huggingface_hub import errors, hf_hub_download
-    from huggingface_hub.file_download import repo_folder_name
-    from huggingface_hub.utils import build_hf_headers
-
-    from huggingface_hub import constants
-
-    repo_id, _ = resolve(name)
-    root = Path(cache) if cache else cache_dir()
-    hub = (hub or endpoint()).rstrip("/")
-    constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, TRANSFER_CHUNK)
-    if offline():
-        raise HubError("HF_HUB_OFFLINE is set: downloads are switched off (unset it to download)")
-    headers = build_hf_headers()
-    notices: list[str] = []
-    try:
-        with _plain_errors(repo_id, hub):
-            try:
-                files = [(WEIGHTS, *_metadata(repo_id, WEIGHTS, revision, hub, headers))]
-            except errors.RemoteEntryNotFoundError:  # no single file: a sharded checkpoint?
-                index = Path(hf_hub_download(repo_id, WEIGHTS_INDEX, revision=revision,
-                                             cache_dir=str(root), endpoint=hub))
-                files = [(n, *_metadata(repo_id, n, revision, hub, headers))
-                         for n in _shard_names(index)]
-            commit = files[0][2].commit_hash
-            config = Path(hf_hub_download(repo_id, CONFIG, revision=commit, cache_dir=str(root),
-                                          endpoint=hub))
-            _check_config(config, repo_id)
-            storage = root / repo_folder_name(repo_id=repo_id, repo_type="model")
-            total = sum(meta.size for _, _, meta in files)
-            meter = _Meter(progress, should_stop, total, 0)
-            fetched = 0
-            for filename, url, meta in files:
-                meter.filename = filename
-                fetched += _fetch(repo_id, filename, url, meta, storage, revision, root, hub,
-                                  headers, meter, notices)
-            meter.report("done")
-    except HubUnreachable as exc:
-        # offline, but a complete, checked copy is already here: nothing to do
-        cached = find_repo(repo_id, root)
-        if cached is None or verified(cached, should_stop) is not None:
-            raise
-        if make_default:
-            state.set_default_repo(cached.repo_id)
-        return DownloadResult(cached.repo_id, cached.folder, 0,
-                              sum(w.stat().st_size for w in cached.weights),
-                              [f"{exc}; the copy in the cache is complete"])
-    if make_default:
-        state.set_default_repo(repo_id)
-    return DownloadResult(repo_id, config.parent, fetched, total, notices)
-
-
-def _check_config(config: Path, repo_id: str) -> None:
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise HubError(f"{repo_id}: its config.json is unreadable ({exc})") from None
-    if not isinstance(data, dict) or data.get("model_type", "gpt2") != "gpt2" or "n_embd" not in data:
-        kind = data.get("model_type") if isinstance(data, dict) else type(data).__name__
-        raise HubError(f"{repo_id} is not a GPT-2 model (its config.json says model_type "
-                       f"{kind!r}); the explorer runs GPT-2-architecture models")
-
-
-def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision: str,
-           root: Path, hub: str, headers: dict, meter: _Meter, notices: list[str]) -> int:
-    """One weights file into the cache, resumed if part of it is there; returns the
-    bytes fetched now."""
-    from urllib.parse import urlparse
-
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.file_download import http_get
-    from huggingface_hub.utils import WeakFileLock
-
-    sha, size = meta.etag, int(meta.size)
-    blob = storage / "blobs" / sha
-    pointer = storage / "snapshots" / meta.commit_hash / filename
-    if blob.is_file():
-        meter.report("verify")
-        problem = verify(pointer if pointer.exists() else blob, meter.should_stop)
-        if problem is None:
-            meter.done += size
-            if not pointer.exists():
-                hf_hub_download(repo_id, filename, revision=revision, cache_dir=str(root),
-                                endpoint=hub)
-            return 0
-        notices.append(problem)
-        _remove(blob, pointer)
-    blob.parent.mkdir(parents=True, exist_ok=True)
-    partial = blob.with_name(sha + ".incomplete")
-    lock = root / ".locks" / storage.name / f"{sha}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    get_headers = dict(headers)
-    if urlparse(meta.location).netloc != urlparse(url).netloc:
-        get_headers.pop("authorization", None)  # never send a token to a CDN
-    with WeakFileLock(lock):
-        resume = partial.stat().st_size if partial.exists() else 0
-        if resume > size:
-            resume = 0  # not this file's bytes: start again
-        free = shutil.disk_usage(blob.parent).free
-        if size - resume > free:
-            raise HubError(f"no room to write {repo_id}: {filename} needs "
-                           f"{(size - resume) / 1e6:,.0f} MB more in {blob.parent}, only "
-                           f"{free / 1e6:,.0f} MB are free")
-        meter.done += resume
-        with open(partial, "r+b" if resume else "wb") as fh:
-            fh.seek(resume)
-            fh.truncate()
-            http_get(meta.location, fh, resume_size=resume, headers=get_headers,
-                     expected_size=size, tqdm_class=meter.bar_class())
-        meter.report("download")  # the file's last bytes, whatever the throttle said
-        meter.report("verify")
-        actual = sha256_of(partial, meter.should_stop)
-        if actual != sha:
-            partial.unlink()
-            raise HubError(f"{filename} of {repo_id}: the downloaded bytes do not match the "
-                           f"Hub's sha256 ({actual[:12]}… instead of {sha[:12]}…); removed them "
-                           "from the cache, run the download again")
-        os.replace(partial, blob)
-        state.mark_verified(blob, f"sha256:{sha}")
-    # the library links the blob into the snapshot and records the revision's commit
-    hf_hub_download(repo_id, filename, revision=revision, cache_dir=str(root), endpoint=hub)
-    return size - resume
-
-
-def partial_bytes(name: str, cache: str | os.PathLike | None = None) -> int:
-    """Bytes of unfinished weights downloads of this model in the cache (to resume)."""
-    from huggingface_hub.file_download import repo_folder_name
-
-    repo_id, _ = resolve(name)
-    blobs = (Path(cache) if cache else cache_dir()) / repo_folder_name(
-        repo_id=repo_id, repo_type="model") / "blobs"
-    try:
-        return sum(p.stat().st_size for p in blobs.glob("*.incomplete"))
-    except OSError:
-        return 0

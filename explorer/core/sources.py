@@ -1,13 +1,24 @@
-"""Where a model comes from: a seeded random initialisation of a preset, a checkpoint
-file or folder, a GPT-2 in the local Hugging Face cache, or the default — the GPT-2 that
-was last downloaded, else GPT-2 small, else any GPT-2 in the cache, else an untrained
-gpt2-small, labelled as such. Cached weights are checked against their published sha256
-before they are used (hub.verified). Loads through checkpoints.py; fetches nothing.
+"""Where a model comes from, in one grammar for the CLI, the dialogs and the engine:
+
+    default          the GPT-2 last downloaded, else GPT-2 small (or the smallest GPT-2)
+                     in the Hugging Face cache, else an untrained gpt2-small, labelled so
+    preset:NAME      a seeded random initialisation of a preset (Pre-LN or Post-LN)
+    hf:NAME          a GPT-2 in the local Hugging Face cache (gpt2, gpt2-medium, or a
+                     repository id such as openai-community/gpt2)
+    PATH             a checkpoint file or folder (checkpoints.py: Hugging Face, the book's
+                     .pth, OpenAI's TensorFlow folder, the explorer's own format)
+    mutation:NAME    a change of another model (divergence.py), not a model by itself
+
+``ModelSpec`` is a parsed model source plus where it runs; ``open_model`` loads one.
+Cached weights are checked against their published sha256 before they are used
+(hub.verified). Loads through checkpoints.py; fetches nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,7 +26,7 @@ import torch
 from . import hub, state
 from .cancel import check
 from .checkpoints import CheckpointError, LoadedModel, check_memory, load_checkpoint
-from .config import preset
+from .config import GPTConfig, preset
 from .devices import resolve_device, resolve_dtype
 from .model import build_model, count_parameters
 
@@ -87,17 +98,113 @@ def load_default_model(device: str = "cpu", dtype: str | torch.dtype = "float32"
     return loaded
 
 
-def open_model(checkpoint: str | None = None, preset_name: str | None = None, device: str = "cpu",
-               dtype: str | torch.dtype = "float32", seed: int = 0,
-               norm_position: str = "pre", should_stop=None) -> LoadedModel:
-    """The CLI's and the app's one way to get a model: a checkpoint path, a preset
-    (random init, Pre-LN or Post-LN), ``hf:NAME`` for a model in the HF cache, or the
-    default."""
-    if checkpoint and preset_name:
-        raise ValueError("give either a checkpoint or a preset, not both")
-    if checkpoint:
-        if checkpoint.startswith("hf:"):
-            want = checkpoint[3:]
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model to load and where: a checkpoint path (or ``hf:NAME``), a preset, or
+    neither for the default."""
+
+    checkpoint: str | None = None
+    preset: str | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    seed: int = 0
+    norm_position: str = "pre"  # for a preset
+
+    def __post_init__(self) -> None:
+        if self.checkpoint and self.preset:
+            raise ValueError("give either a checkpoint or a preset, not both")
+
+    @classmethod
+    def parse(cls, text: str, **where: Any) -> "ModelSpec":
+        """``default``, ``preset:NAME``, ``hf:NAME`` or a path (see the module doc);
+        ``where`` sets device, dtype, seed, norm_position."""
+        text = (text or "").strip()
+        if not text:
+            raise ValueError("an empty model source; use default, preset:NAME, hf:NAME or a path")
+        if text == "default":
+            return cls(**where)
+        if text.startswith("preset:"):
+            return cls(preset=text[len("preset:"):], **where)
+        if text.startswith("mutation:"):
+            raise ValueError(f"{text!r} changes another model; it is not a model by itself")
+        return cls(checkpoint=text, **where)
+
+    def source(self) -> str:
+        """The spec's source in the grammar (parse's inverse, without device and dtype)."""
+        if self.preset:
+            return f"preset:{self.preset}"
+        return self.checkpoint or "default"
+
+    def describe(self) -> str:
+        return self.checkpoint or (f"{self.preset} (random init)" if self.preset else "default model")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "ModelSpec":
+        """From saved settings; a field of the wrong type or an unknown one is an error."""
+        if not isinstance(data, dict):
+            raise ValueError("a saved model is not a mapping")
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        unknown = set(data) - set(types)
+        if unknown:
+            raise ValueError(f"unknown saved model fields: {', '.join(sorted(map(str, unknown)))}")
+        for key, value in data.items():
+            want = (int,) if key == "seed" else (str, type(None))
+            if not isinstance(value, want) or isinstance(value, bool):
+                raise ValueError(f"the saved model's {key} is {value!r}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A loaded model as the app shows it (no tensors): what it is, its shape, where."""
+
+    label: str
+    size: str  # from the config: '12 layers · 768 wide · 12 heads · 124.4M parameters'
+    config: GPTConfig
+    trained: bool
+    device: str
+    dtype: str
+    notices: tuple[str, ...]
+    spec: ModelSpec
+
+    @classmethod
+    def of(cls, loaded: LoadedModel, spec: ModelSpec) -> "ModelInfo":
+        return cls(label=loaded.label, size=loaded.size, config=loaded.config,
+                   trained=loaded.trained, device=str(loaded.device),
+                   dtype=str(loaded.dtype).replace("torch.", ""),
+                   notices=tuple(loaded.notices), spec=spec)
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """``mutation:NAME``: a change of a loaded model, made in one block."""
+
+    name: str
+    layer: int = 0
+
+
+def parse_source(text: str, layer: int = 0, **where: Any) -> ModelSpec | Mutation:
+    """A model source in the grammar: a ModelSpec, or a Mutation of another model."""
+    text = (text or "").strip()
+    if text.startswith("mutation:"):
+        from .divergence import MUTATIONS
+        name = text[len("mutation:"):]
+        if name not in MUTATIONS:
+            raise ValueError(f"unknown mutation {name!r}; choose one of {', '.join(MUTATIONS)}")
+        return Mutation(name, layer)
+    return ModelSpec.parse(text, **where)
+
+
+def open_model(spec: ModelSpec | None = None, should_stop=None) -> LoadedModel:
+    """The CLI's and the app's one way to get a model."""
+    spec = spec or ModelSpec()
+    device, dtype = spec.device, spec.dtype
+    if spec.checkpoint:
+        if spec.checkpoint.startswith("hf:"):
+            want = spec.checkpoint[3:]
             try:
                 cached = hub.find_repo(want)
             except hub.HubError as exc:
@@ -106,8 +213,18 @@ def open_model(checkpoint: str | None = None, preset_name: str | None = None, de
                 raise ValueError(f"{want!r} is not in the Hugging Face cache at {hub.cache_dir()}; "
                                  f"get it with `gpt-explorer download {want}`")
             return load_cached(cached, device, dtype, should_stop)
-        return load_checkpoint(checkpoint, device=device, dtype=dtype, should_stop=should_stop)
-    if preset_name:
-        return random_model(preset_name, seed=seed, device=device, dtype=dtype,
-                            should_stop=should_stop, norm_position=norm_position)
+        return load_checkpoint(spec.checkpoint, device=device, dtype=dtype, should_stop=should_stop)
+    if spec.preset:
+        return random_model(spec.preset, seed=spec.seed, device=device, dtype=dtype,
+                            should_stop=should_stop, norm_position=spec.norm_position)
     return load_default_model(device=device, dtype=dtype, should_stop=should_stop)
+
+
+def model_for(source: ModelSpec | Mutation, base: LoadedModel, should_stop=None):
+    """The GPTModel a source names, next to a loaded ``base`` (on its device): a mutation
+    of it, or another model loaded."""
+    if isinstance(source, Mutation):
+        from .divergence import mutate
+        return mutate(base.model, source.name, layer=source.layer)
+    spec = dataclasses.replace(source, device=str(base.device))
+    return open_model(spec, should_stop).model

@@ -20,7 +20,7 @@ import torch
 
 from . import state
 from .cancel import check
-from .tf_bundle import BundleError, TensorBundle, index_for, open_bundle
+from .tf_bundle import BundleError, TensorBundle, open_bundle
 
 _BLOCK_RE = re.compile(r"^model/h(\d+)/(ln_1|ln_2|attn/c_attn|attn/c_proj|mlp/c_fc|mlp/c_proj)/([gbw])$")
 _TOP = {"model/wte": "wte.weight", "model/wpe": "wpe.weight", "model/ln_f/g": "ln_f.weight",

@@ -246,3 +246,22 @@ class Trainer:
 
 def default_text() -> str:
     return resource_path("the-verdict.txt").read_text(encoding="utf-8")
+
+
+def train(text_path: str | None, settings: TrainSettings, out_dir: str | Path, report,
+          should_stop=None) -> str:
+    """Train on a text file (default: "The Verdict"), reporting every event; a stop
+    saves a checkpoint at the current step. Returns the last checkpoint's path."""
+    try:
+        text = Path(text_path).read_text(encoding="utf-8") if text_path else default_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{text_path}: cannot read it as UTF-8 text ({exc})") from None
+    trainer = Trainer(text, settings, out_dir)
+    last = ""
+    for event in trainer.run():
+        if isinstance(event, CheckpointEvent):
+            last = event.path
+        report(event)
+        if should_stop is not None and should_stop():
+            return str(trainer.save())
+    return last

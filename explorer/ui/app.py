@@ -11,7 +11,7 @@ import tempfile
 import time
 import traceback
 
-from .engine import ModelSpec
+from ..core.sources import ModelSpec
 
 
 def install_excepthook(window) -> None:

@@ -53,7 +53,7 @@ class AttentionView(LazyRefresh, QWidget):
     """One plot and one image: every head as a tile of a mosaic, or one head large.
     Nothing is rebuilt on a new pass (a pyqtgraph plot takes ~15 ms to make)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session
         self.head_box = QComboBox()

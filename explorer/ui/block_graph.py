@@ -81,7 +81,7 @@ class BlockGraphView(QWidget):
 
     nodeClicked = Signal(str)
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session
         self.items: dict[str, NodeItem] = {}
@@ -123,6 +123,7 @@ class BlockGraphView(QWidget):
         session.layerChanged.connect(self._on_layer)
         session.on_pass(self.refresh)  # in a loop turn of its own
         session.nodeChanged.connect(self._on_node)
+        session.markChanged.connect(self.mark_divergence)
 
     # ---------------------------------------------------------------- building
     def rebuild(self) -> None:
@@ -287,23 +288,18 @@ class BlockGraphView(QWidget):
         self.rebuild()
 
     def mark_divergence(self, name: str) -> None:
-        """Outline the first diverging node in red (and show its layer)."""
-        self.diverged = name or None
+        """Outline the session's marked node (the first divergence) in red, and show its
+        layer; an empty name clears the outline."""
         layer = layer_of(name) if name else None
         if layer is not None and layer != self.session.layer:
             self.session.set_layer(layer)
-        self._apply_marks()
+        self._on_node(self.session.node, scroll=False)
 
-    def _apply_marks(self) -> None:
+    def _on_node(self, name: str, scroll: bool = True) -> None:
         for item_name, item in self.items.items():
-            item.diverged = item_name == getattr(self, "diverged", None)
-            item.set_selected(item_name == self.session.node)
-
-    def _on_node(self, name: str) -> None:
-        for item_name, item in self.items.items():
-            item.diverged = item_name == getattr(self, "diverged", None)
+            item.diverged = item_name == self.session.mark
             item.set_selected(item_name == name)
-        if name in self.items:
+        if scroll and name in self.items:
             self.view.ensureVisible(self.items[name], 20, 40)
 
     def keyPressEvent(self, event) -> None:  # noqa: N802

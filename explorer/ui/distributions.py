@@ -29,7 +29,7 @@ MIN_SMALL_ROW = 65  # px per row of small multiples: title, axis and a visible h
 
 
 class DistributionsView(LazyRefresh, QWidget):
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session
         self.small = pg.GraphicsLayoutWidget()

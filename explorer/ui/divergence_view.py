@@ -5,25 +5,25 @@ which the block graph marks in red."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel,
                                QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
-from ..core.divergence import MUTATIONS, Divergence
+from ..core.divergence import MUTATIONS, Divergence, find_divergence
+from ..core.sources import model_for, parse_source
 from .session import Session
 
 CHECKPOINT = "checkpoint file…"
 
 
 class DivergenceView(QWidget):
-    diffRequested = Signal(str, str, int, float)  # prompt text, mutation or "file:PATH", layer, tolerance
-    firstFound = Signal(str)  # the first diverging node ("" for none)
+    """Marks the first diverging node in the session (the block graph outlines it)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine) -> None:
         super().__init__()
-        self.session = session
+        self.session, self.engine = session, engine
         self.kind = QComboBox()
         for name, words in MUTATIONS.items():
             self.kind.addItem(name, name)
@@ -50,26 +50,37 @@ class DivergenceView(QWidget):
         layout.addLayout(bar)
         layout.addWidget(self.summary)
         layout.addWidget(self.table, 1)
-        session.modelChanged.connect(self._layers)
+        session.modelChanged.connect(self._new_model)
         self.result: Divergence | None = None
 
-    def _layers(self) -> None:
+    def _new_model(self) -> None:
+        """A result belongs to the model it was found with: a new model clears it."""
         if self.session.model is not None:
             self.layer.setRange(0, self.session.model.config.n_layers - 1)
+        self.result = None
+        self.table.setRowCount(0)
+        self.summary.setText("Run a prompt, choose a change, and find where the two models part.")
 
     def request(self) -> None:
         if self.session.prompt is None:
             self.summary.setText("Run a prompt first (Ctrl+Enter): both models get the same prompt.")
             return
-        from ..core.tokenizer import decode
-        spec = self.kind.currentData()
-        if spec == "file":
+        kind = self.kind.currentData()
+        if kind == "file":
             path, _ = QFileDialog.getOpenFileName(self, "Model B checkpoint")
             if not path:
                 return
-            spec = "file:" + path
+            source = parse_source(path)
+        else:
+            source = parse_source(f"mutation:{kind}", layer=self.layer.value())
+        ids, tolerance = list(self.session.prompt.ids), self.tol.value()
         self.summary.setText("Comparing…")
-        self.diffRequested.emit(decode(self.session.prompt.ids), spec, self.layer.value(), self.tol.value())
+        self.engine.submit(
+            lambda ctx: find_divergence(ctx.model, model_for(source, ctx.loaded, ctx.should_stop),
+                                        ids, tolerance, ctx.should_stop),
+            "divergence finder", finished=self.show_result,
+            failed=lambda m: (self.summary.setText("The comparison failed."),
+                              self.session.report_error("Divergence finder", m)))
 
     def show_result(self, result: Divergence) -> None:
         self.result = result
@@ -90,4 +101,4 @@ class DivergenceView(QWidget):
         self.summary.setText(text)
         if result.first:
             self.table.scrollToItem(self.table.item([r.name for r in result.rows].index(result.first), 0))
-        self.firstFound.emit(result.first or "")
+        self.session.set_mark(result.first or "")

@@ -14,7 +14,7 @@ from .session import Session
 
 
 class ExplanationView(LazyRefresh, QWidget):
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session
         self.text = QLabel()

@@ -15,7 +15,7 @@ from .session import Session
 
 
 class GeluView(LazyRefresh, QWidget):
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session
         self.curves = gelu_curves(-4.0, 4.0, 801)

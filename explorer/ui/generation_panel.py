@@ -1,13 +1,14 @@
 """Prompt and generation: the prompt box with its GPT-2 tokens shown live as chips, the
 generation settings, Generate / Stop, the generated tokens (each clickable: selecting
-one makes every view show that step), and the top-k candidates of the shown step."""
+one makes every view show that step), and the top-k candidates of the shown step. The
+runs themselves are engine jobs (runs.py); the panel keeps its own settings."""
 
 from __future__ import annotations
 
 import html
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QSize, QTimer
 from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox,
                                QHBoxLayout, QLabel,
                                QPlainTextEdit, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout,
@@ -17,6 +18,7 @@ from ..core.batch import MAX_BATCH, split_prompts
 from ..core.generation import GenerationSettings
 from ..core.tokenizer import encode, token_piece
 from .plot_text import set_ticks, set_title
+from .runs import Runs
 from .session import Session
 
 DEFAULT_PROMPT = "Every effort moves you"
@@ -36,13 +38,11 @@ def _visible(piece: str) -> str:
 
 
 class GenerationPanel(QWidget):
-    runRequested = Signal(str, object)  # prompt text, GenerationSettings
-    batchRequested = Signal(object)  # list[str]: one prompt per line, one forward pass
-    stopRequested = Signal()
-
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session
+        self.runs = Runs(session, engine)
+        self.settings_store = None  # the window's QSettings, once restored
         self.running = False
         self._chips_pending = False
         self._shown_prompt = None  # the prompt pass whose steps the output shows
@@ -98,7 +98,7 @@ class GenerationPanel(QWidget):
         self.generate_button.clicked.connect(self.request_run)
         self.stop_button = QPushButton("Stop  (Esc)")
         self.stop_button.setEnabled(False)
-        self.stop_button.clicked.connect(self.stopRequested.emit)
+        self.stop_button.clicked.connect(self.runs.stop)
 
         self.output = QTextBrowser()  # one rich-text document: appending a token is one call
         self.output.setOpenLinks(False)
@@ -142,6 +142,7 @@ class GenerationPanel(QWidget):
         session.stepsChanged.connect(self.update_output)
         session.on_pass(self.update_topk)
         session.modelChanged.connect(self.update_chips)
+        session.busyChanged.connect(self.set_running)
         self.update_chips()
 
     # ------------------------------------------------------------------ settings
@@ -184,13 +185,49 @@ class GenerationPanel(QWidget):
             if error:
                 self.token_count.setText(f"<span style='color:#b00020'>{error}</span>")
                 return
-            self.batchRequested.emit(prompts)
+            self.save_settings()
+            self.runs.start_batch(prompts)
             return
         if not text.strip():
             self.token_count.setText("<span style='color:#b00020'>The prompt is empty: type "
                                      "some text first.</span>")
             return
-        self.runRequested.emit(text, self.settings())
+        self.save_settings()  # what the user typed survives whatever happens next
+        self.runs.start(encode(text), self.settings())
+
+    # ------------------------------------------------------------------ remembered
+    def save_settings(self, store=None) -> None:
+        store = store or self.settings_store
+        if store is None:
+            return
+        values = {"max_new_tokens": self.max_tokens.value(), "sample": self.sample.isChecked(),
+                  "temperature": self.temperature.value(), "top_k": self.top_k.value(),
+                  "top_p": self.top_p.value(), "seed": self.seed.value(),
+                  "prompt": self.prompt.toPlainText(), "batch": self.batch.isChecked()}
+        for key, value in values.items():
+            store.setValue(f"generation/{key}", value)
+
+    def restore_settings(self, store) -> None:
+        """The last run's settings; a value that cannot be read keeps the default."""
+        self.settings_store = store
+
+        def read(key, convert, widget_value):
+            try:
+                return convert(store.value(f"generation/{key}", widget_value))
+            except (TypeError, ValueError):
+                return widget_value
+
+        def flag(value) -> bool:
+            return str(value).lower() == "true"
+
+        self.max_tokens.setValue(read("max_new_tokens", int, self.max_tokens.value()))
+        self.sample.setChecked(read("sample", flag, "false"))
+        self.temperature.setValue(read("temperature", float, self.temperature.value()))
+        self.top_k.setValue(read("top_k", int, self.top_k.value()))
+        self.top_p.setValue(read("top_p", float, self.top_p.value()))
+        self.seed.setValue(read("seed", int, self.seed.value()))
+        self.prompt.setPlainText(read("prompt", str, self.prompt.toPlainText()))
+        self.batch.setChecked(read("batch", flag, "false"))
 
     # ------------------------------------------------------------------ views
     def update_chips(self) -> None:

@@ -1,7 +1,7 @@
 """File ▸ Get GPT-2…: the four sizes with their download size, the memory they need and
 whether this machine holds them, and what is already in the Hugging Face cache; a
 download with a progress bar (bytes, speed, time left), Cancel and resume. The download
-is a job on its own thread (core.hub.download), so the loaded model stays usable; when
+is a job on its own thread (core.download.download), so the loaded model stays usable; when
 it is done, ``modelReady`` asks the window to load it. Errors are a line in the dialog.
 """
 
@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QDialog, QHBoxLayout, QHeaderV
                                QProgressBar, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from ..core import hub
+from ..core import download, hub
 from ..core.devices import free_memory_bytes
 from .jobs import JobRunner
 
@@ -93,7 +93,7 @@ class GetGpt2Dialog(QDialog):
             disk = None
         cached = {c.model.name for c in hub.find_cached() if c.model}
         for row, model in enumerate(hub.GPT2_MODELS):
-            partial = hub.partial_bytes(model.name)
+            partial = download.partial_bytes(model.name)
             if model.name in cached:
                 here = "in the cache ✓"
             else:
@@ -136,19 +136,16 @@ class GetGpt2Dialog(QDialog):
         self.table.setEnabled(False)
         name = model.name
         self.job = self.runner.submit(
-            lambda report, should_stop: hub.download(name, progress=report, should_stop=should_stop),
-            name=f"download {name}")
-        self.job.progress.connect(self._progress)
-        self.job.finished.connect(self._finished)
-        self.job.failed.connect(self._failed)
-        self.job.cancelled.connect(self._cancelled)
+            lambda ctx: download.download(name, progress=ctx.report, should_stop=ctx.should_stop),
+            f"download {name}", progress=self._progress, finished=self._finished,
+            failed=self._failed, cancelled=self._cancelled)
 
     def cancel(self) -> None:
         if self.job is not None:
             self.job.cancel()
             self.status.setText("Stopping after the current chunk…")
 
-    def _progress(self, p: hub.DownloadProgress) -> None:
+    def _progress(self, p: download.DownloadProgress) -> None:
         if p.total_bytes:
             self.progress.setValue(int(1000 * p.done_bytes / p.total_bytes))
         self.status.setText(p.line())
@@ -161,7 +158,7 @@ class GetGpt2Dialog(QDialog):
         self.refresh()
         self._selection_changed()
 
-    def _finished(self, result: hub.DownloadResult) -> None:
+    def _finished(self, result: download.DownloadResult) -> None:
         self._end()
         self.progress.setValue(1000)
         what = ("already complete in the cache" if result.already_complete
@@ -178,7 +175,7 @@ class GetGpt2Dialog(QDialog):
     def _cancelled(self) -> None:
         model = self.selected()
         self._end()
-        kept = hub.partial_bytes(model.name)
+        kept = download.partial_bytes(model.name)
         self.status.setText(f"Stopped. {_size(kept)} kept in the cache: Download continues "
                             "from there." if kept else "Stopped.")
 

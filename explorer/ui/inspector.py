@@ -77,7 +77,7 @@ class ValuesModel(QAbstractTableModel):
 
 
 class InspectorView(QWidget):
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session
         self.title = QLabel()

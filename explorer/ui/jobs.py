@@ -1,10 +1,11 @@
 """Jobs: plain core callables run off the GUI thread, each with its own stop token.
 
-A job is ``fn(report, should_stop)``: it calls ``report(anything)`` for progress and
-asks ``should_stop()`` at safe points (raising ``Cancelled``). ``JobRunner.submit``
-returns a ``Job`` whose signals bring progress, the result, a failure (one line, the
-details in the log) or the cancellation to the GUI thread as data. Cancelling one job
-never touches another. Nothing here creates or touches a widget off the GUI thread.
+A job is ``fn(ctx)``: it calls ``ctx.report(anything)`` for progress and passes
+``ctx.should_stop`` to core code, which raises ``Cancelled`` at its next safe point.
+``JobRunner.submit`` connects the given handlers first, then queues the job; its
+progress, result, failure (one line, the details in the log) or cancellation reach the
+GUI thread as data, through queued signals. Cancelling one job never touches another.
+Nothing here creates or touches a widget off the GUI thread.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from ..core.cancel import Cancelled
 
 log = logging.getLogger("explorer.ui.jobs")
 
+# Exceptions whose message is already the one line a user reads; others get their type.
+EXPECTED = (ValueError, OSError, MemoryError, LookupError)
+
 
 class Job(QObject):
     """One piece of work; lives on the GUI thread, runs on its runner's thread."""
@@ -28,8 +32,7 @@ class Job(QObject):
     failed = Signal(str)  # what went wrong, in one line
     cancelled = Signal()
 
-    def __init__(self, fn: Callable[[Callable[[Any], None], Callable[[], bool]], Any],
-                 name: str = "job") -> None:
+    def __init__(self, fn: Callable[["JobContext"], Any], name: str = "job") -> None:
         super().__init__()
         self.fn, self.name = fn, name
         self._stop = threading.Event()
@@ -37,42 +40,65 @@ class Job(QObject):
         self.done = False
 
     def cancel(self) -> None:
-        """Ask this job to stop at its next safe point (thread-safe)."""
+        """Ask this job to stop at its next safe point (thread-safe); a queued job then
+        never starts."""
         self._stop.set()
 
     def should_stop(self) -> bool:
         return self._stop.is_set()
 
-    def report(self, value: Any) -> None:
-        self.progress.emit(value)
 
-    def _run(self) -> None:
-        self.running = True
-        try:
-            if self.should_stop():
-                raise Cancelled("stopped before it started")
-            result = self.fn(self.report, self.should_stop)
-        except Cancelled:
-            self.cancelled.emit()
-        except Exception as exc:  # a job never takes the window down
-            log.error("%s failed", self.name, exc_info=True)
-            self.failed.emit(one_line(exc))
-        else:
-            self.finished.emit(result)
-        finally:
-            self.running = False
-            self.done = True
+class JobContext:
+    """What a running job sees: its reports and stop token, and for the engine's jobs
+    the loaded model."""
+
+    def __init__(self, job: Job, runner: "JobRunner", loaded: Any = None) -> None:
+        self.job, self.runner, self.loaded = job, runner, loaded
+
+    @property
+    def model(self):
+        if self.loaded is None:
+            raise ValueError("no model is loaded yet")
+        return self.loaded.model
+
+    def report(self, value: Any) -> None:
+        self.runner.before_report(value)
+        self.job.progress.emit(value)
+
+    def should_stop(self) -> bool:
+        return self.job.should_stop()
 
 
 def one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    if isinstance(exc, EXPECTED) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class _Worker(QObject):
+    def __init__(self, runner: "JobRunner") -> None:
+        super().__init__()
+        self.runner = runner
+
     @Slot(object)
     def run(self, job: Job) -> None:
-        job._run()
+        job.running = True
+        try:
+            if job.should_stop():
+                raise Cancelled("stopped before it started")
+            result = job.fn(self.runner.context(job))
+        except Cancelled:
+            job.cancelled.emit()
+        except Exception as exc:  # a job never takes the window down
+            log.error("%s failed", job.name, exc_info=True)
+            job.failed.emit(one_line(exc))
+        else:
+            job.finished.emit(result)
+        finally:
+            job.running = False
+            job.done = True
 
 
 class JobRunner(QObject):
@@ -84,24 +110,40 @@ class JobRunner(QObject):
         super().__init__(parent)
         self.thread = QThread(self)
         self.thread.setObjectName(name)
-        self._worker = _Worker()
+        self._worker = _Worker(self)
         self._worker.moveToThread(self.thread)
         self._submit.connect(self._worker.run)
         self.thread.start()
         self.jobs: list[Job] = []
 
-    def submit(self, fn, name: str = "job") -> Job:
+    def submit(self, fn: Callable[[JobContext], Any], name: str = "job", *,
+               progress=None, finished=None, failed=None, cancelled=None) -> Job:
+        """Queue ``fn(ctx)``; the handlers are connected before it can start."""
         job = Job(fn, name)
-        self.jobs = [j for j in self.jobs if not j.done] + [job]  # keep running ones alive
+        for signal, handler in ((job.progress, progress), (job.finished, finished),
+                                (job.failed, failed), (job.cancelled, cancelled)):
+            if handler is not None:
+                signal.connect(handler)
+        self.jobs = [j for j in self.jobs if not j.done] + [job]  # keep live ones referenced
         self._submit.emit(job)
         return job
+
+    def context(self, job: Job) -> JobContext:
+        """Called on the runner's thread when the job starts."""
+        return JobContext(job, self)
+
+    def before_report(self, value: Any) -> None:
+        """Called on the runner's thread before each report reaches the GUI."""
 
     def busy(self) -> bool:
         return any(not j.done for j in self.jobs)
 
-    def shutdown(self) -> None:
-        """Cancel every job and wait for the thread (at the end of the window)."""
+    def cancel_all(self) -> None:
         for job in self.jobs:
             job.cancel()
+
+    def shutdown(self) -> None:
+        """Cancel every job and wait for the thread (at the end of the window)."""
+        self.cancel_all()
         self.thread.quit()
         self.thread.wait()

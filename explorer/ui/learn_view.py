@@ -16,7 +16,7 @@ from .session import Session
 
 
 class LearnView(QWidget):
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session
         self.score = Score()

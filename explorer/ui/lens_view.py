@@ -1,29 +1,28 @@
 """Logit lens: for one position, the top-5 next tokens read off the residual stream
 after each add of every layer (final norm + output head applied there), as a
 layers x rank table, so the prediction can be watched forming through the depth.
-The numbers come from the engine thread (they need the model)."""
+The numbers come from an engine job (core.analysis.logit_lens: it needs the model)."""
 
 from __future__ import annotations
 
 import csv
 
-from PySide6.QtCore import Qt, Signal
+import torch
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from ..core.analysis import lens_nodes
+from ..core.analysis import lens_nodes, logit_lens
 from ..core.nodes import short_label
 from .lazy import LazyRefresh
 from .session import Session
 
 
 class LensView(LazyRefresh, QWidget):
-    lensRequested = Signal(object, int)  # views dict, position
-
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine) -> None:
         super().__init__()
-        self.session = session
+        self.session, self.engine = session, engine
+        self._asked = 0  # the latest request: older answers are not shown
         self.rows = []
         self.position_box = QComboBox()
         self.position_box.currentIndexChanged.connect(lambda _: self.request())
@@ -61,10 +60,20 @@ class LensView(LazyRefresh, QWidget):
         if current is None or info is None:
             return
         names = lens_nodes(info.config.n_layers, info.config.norm_position)
-        views = {n: current.views[n] for n in names if n in current.views}
+        arrays = {n: current.views[n].array for n in names
+                  if n in current.views and current.views[n].array is not None}
         position = 0 if current.step is not None else max(0, self.position_box.currentIndex())
         self.note.setText("Computing…")
-        self.lensRequested.emit(views, position)
+        self._asked += 1
+        asked = self._asked
+
+        def lens(ctx):  # the arrays are the pass's own memory: nothing is copied
+            residuals = {n: torch.from_numpy(a) for n, a in arrays.items()}
+            return logit_lens(ctx.model, residuals, position)
+
+        self.engine.submit(lens, "logit lens",
+                           finished=lambda rows: asked == self._asked and self.show_rows(rows),
+                           failed=lambda m: self.note.setText(f"Logit lens failed: {m}"))
 
     def show_rows(self, rows) -> None:
         self.rows = rows

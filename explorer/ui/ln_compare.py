@@ -6,23 +6,23 @@ with progress and Stop."""
 
 from __future__ import annotations
 
-import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLayout, QLabel,
                                QLineEdit, QProgressBar, QPushButton, QSpinBox, QVBoxLayout,
                                QWidget)
 
-from ..core.compare import FINAL_NORM_NOTE, INITS, GradientResult, RunSummary
+from ..core.compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, INITS, GradientResult,
+                            RunSummary, compare_prompt, gradient_experiment)
+from ..core.resources import resource_path
+from ..core.tokenizer import encode
 from ..core.nodes import BLOCK_INPUT, block_nodes, shortcut_sources
+from .figures import NAMES, TITLE_SIZE, comparison_plots, draw_gradients, draw_runs
 from .plot_text import set_title
 from .scrolling import scrolling
 from .session import Session
 
-PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
-NAMES = {"pre": "Pre-LN", "post": "Post-LN"}
-TITLE_SIZE = "10pt"
 
 
 class OrderGraphs(QGraphicsView):
@@ -75,76 +75,11 @@ def node_orders_html() -> str:
     return "<br>".join(lines)
 
 
-def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
-    """The four plots, in a GraphicsLayoutWidget (shared by the view and the CLI figure)."""
-    # Short titles (the detail is on the axes), so that two plots fit side by side in a
-    # dock; longer ones set the layout's minimum width and the right column was cut off.
-    titles = {"residual": "Residual stream after each block", "hist": "Selected node, both orders",
-              "grad": "Gradient of ff.layers.2.weight per layer",
-              "depth": "Last layer's gradient vs depth"}
-    plots = {key: layout.addPlot(row=i // 2, col=i % 2) for i, key in enumerate(titles)}
-    for key, plot in plots.items():
-        plot.setTitle(titles[key], size=TITLE_SIZE)
-        plot.addLegend(offset=(5, 5))
-        plot.showGrid(x=True, y=True, alpha=0.2)
-        plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
-    plots["residual"].setLabel("bottom", "layer")
-    plots["residual"].setLabel("left", "mean norm")
-    plots["grad"].setLabel("bottom", "layer")
-    plots["grad"].setLabel("left", "grad norm")
-    plots["depth"].setLabel("left", "grad norm")
-    plots["grad"].setLogMode(y=True)
-    plots["depth"].setLabel("bottom", "depth (layers)")
-    plots["depth"].setLogMode(x=True, y=True)
-    # Until there is data, each plot says what fills it (drawing clears the hint); the
-    # log axes get a range of a few decades, or their empty 1..10 crowds its labels.
-    for key, press, (y0, y1) in (("residual", "Compare on the prompt", (0, 1)),
-                                 ("hist", "Compare on the prompt", (0, 1)),
-                                 ("grad", "Gradient experiment", (-3, 0)),  # log10 units
-                                 ("depth", "Gradient experiment", (-3, 0))):
-        hint = pg.TextItem(f"press “{press}”", color="#888888", anchor=(0.5, 0.5))
-        plots[key].addItem(hint)
-        plots[key].setRange(xRange=(0, 1), yRange=(y0, y1), padding=0,
-                            disableAutoRange=False)  # drawn data still fits itself
-        hint.setPos(0.5, (y0 + y1) / 2)
-    return plots
-
-
-def draw_runs(plots: dict[str, pg.PlotItem], runs: dict[str, RunSummary], node: str | None) -> None:
-    plots["residual"].clear()
-    plots["hist"].clear()
-    for position, run in runs.items():
-        plots["residual"].plot(np.arange(len(run.residual_norm)), run.residual_norm, pen=PENS[position],
-                               symbol="o", symbolSize=5, symbolBrush=PENS[position].color(),
-                               name=NAMES[position])
-        view = run.views.get(node) if node else None
-        if view is not None:
-            h = view.stats.hist_range
-            plots["hist"].plot(np.asarray(h.edges()), view.stats.hist.astype(float), stepMode="center",
-                               pen=PENS[position], name=NAMES[position])
-
-
-def draw_gradients(plots: dict[str, pg.PlotItem], result: GradientResult, depth: int) -> None:
-    plots["grad"].clear()
-    plots["depth"].clear()
-    for position in ("pre", "post"):
-        per_layer = result.per_layer.get((position, depth))
-        if per_layer is not None:
-            plots["grad"].plot(np.arange(len(per_layer)), per_layer, pen=PENS[position], symbol="o",
-                               symbolSize=4, symbolBrush=PENS[position].color(),
-                               name=f"{NAMES[position]}, depth {depth}")
-        plots["depth"].plot(result.depths, result.last_layer(position), pen=PENS[position], symbol="s",
-                            symbolSize=7, symbolBrush=PENS[position].color(), name=NAMES[position])
-
-
 class LnCompareView(QWidget):
-    compareRequested = Signal(str)  # prompt text
-    gradientsRequested = Signal(object, str, int)  # depths, init, seed
-    stopRequested = Signal()
-
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, engine) -> None:
         super().__init__()
-        self.session = session
+        self.session, self.engine = session, engine
+        self.gradient_job = None
         self.runs: dict[str, RunSummary] = {}
         self.result: GradientResult | None = None
         self.compare_button = QPushButton("Compare on the prompt")
@@ -161,7 +96,7 @@ class LnCompareView(QWidget):
         self.run_button.clicked.connect(self._gradients)
         self.stop_button = QPushButton("Stop")
         self.stop_button.setEnabled(False)
-        self.stop_button.clicked.connect(self.stopRequested.emit)
+        self.stop_button.clicked.connect(self.stop)
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(140)
         self.progress.hide()
@@ -197,14 +132,16 @@ class LnCompareView(QWidget):
 
     # ------------------------------------------------------------------ requests
     def _compare(self) -> None:
-        text = self.session_prompt()
-        if text:
-            self.compareRequested.emit(text)
-
-    def session_prompt(self) -> str:
         prompt = self.session.prompt
-        from ..core.tokenizer import decode
-        return decode(prompt.ids) if prompt is not None else ""
+        if prompt is None:
+            self.top_label.setText("Run a prompt first (Ctrl+Enter): both orders get it.")
+            return
+        ids = list(prompt.ids)
+        self.top_label.setText("Comparing Pre-LN and Post-LN…")
+        self.engine.submit(lambda ctx: compare_prompt(ctx.model, ids, ctx.should_stop),
+                           "Pre-LN vs Post-LN", finished=self.show_runs,
+                           failed=lambda m: self.session.report_error(
+                               "Pre-LN/Post-LN comparison", m))
 
     def _gradients(self) -> None:
         try:
@@ -216,7 +153,30 @@ class LnCompareView(QWidget):
             self.claim.setText("Choose depths between 1 and 96.")
             return
         self.set_running(True)
-        self.gradientsRequested.emit(depths, self.init_box.currentText(), self.seed.value())
+        scheme, seed = self.init_box.currentText(), self.seed.value()
+
+        def experiment(ctx):
+            text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:4000]
+
+            def progress(done: int, total: int) -> bool:
+                ctx.report((done, total))
+                return not ctx.should_stop()
+
+            return gradient_experiment(EXPERIMENT_CONFIG, encode(text), depths, scheme, seed,
+                                       progress)
+
+        self.gradient_job = self.engine.submit(
+            experiment, "gradient experiment", progress=lambda p: self.show_progress(*p),
+            finished=self.show_gradients, cancelled=lambda: self.show_gradients(None),
+            failed=self._gradients_failed)
+
+    def stop(self) -> None:
+        if self.gradient_job is not None:
+            self.gradient_job.cancel()  # after the current run
+
+    def _gradients_failed(self, message: str) -> None:
+        self.show_gradients(None)
+        self.session.report_error("Gradient experiment", message)
 
     def set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)
@@ -245,6 +205,7 @@ class LnCompareView(QWidget):
         self.progress.setValue(done)
 
     def show_gradients(self, result: GradientResult | None) -> None:
+        self.gradient_job = None
         self.set_running(False)
         if result is None:
             self.claim.setText("Gradient experiment stopped.")
@@ -253,27 +214,3 @@ class LnCompareView(QWidget):
         depth = result.depths[len(result.depths) // 2]
         draw_gradients(self.plots, result, depth)
         self.claim.setText(result.summary().replace("\n", "<br>") + "<br>" + FINAL_NORM_NOTE)
-
-
-def save_figure(path: str, runs: dict[str, RunSummary], result: GradientResult, depth: int,
-                node: str = "trf_blocks.0.add2") -> None:
-    """Render the comparison offscreen to a PNG (for ``gpt-explorer compare-ln --plot``)."""
-    import os
-    import sys
-
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    canvas = pg.GraphicsLayoutWidget()
-    canvas.setBackground("w")
-    canvas.resize(1400, 900)
-    plots = comparison_plots(canvas)
-    draw_runs(plots, runs, node)
-    plots["hist"].setTitle(f"{node}, both orders", size=TITLE_SIZE)
-    draw_gradients(plots, result, depth)
-    canvas.show()
-    app.processEvents()
-    if not canvas.grab().save(path):
-        raise ValueError(f"could not write {path}")
-    canvas.close()

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QDialog, QDialogButtonBo
 from ..core import hub
 from ..core.config import PRESETS
 from ..core.devices import available_devices
-from .engine import ModelSpec
+from ..core.sources import ModelSpec
 
 
 class ModelDialog(QDialog):

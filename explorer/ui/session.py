@@ -1,20 +1,25 @@
 """The shared state of one window: the loaded model, the prompt pass, the generated
-steps, and what is selected (layer, node, step). Views read it and listen to its
-signals; only the main window and the views' own clicks change it. Holds no tensors:
-every capture here is numpy (see engine.PassResult)."""
+steps, what is selected (layer, node, step) and marked, and what the window is doing
+(busy, a status line, errors to show). Views read it, listen to its signals and change
+it through its methods; none of them knows another. Holds no tensors: every capture here
+is numpy (core.passes.Pass)."""
 
 from __future__ import annotations
 
 from functools import partial
+from typing import Callable
 
 import shiboken6
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..core.capture import NodeView
 from ..core.nodes import (FIRST_BLOCK_NODE, block_hook_name, block_nodes, layer_of,
                           same_node_in_layer)
-from .engine import ModelInfo, PassResult
+from ..core.passes import Pass
+from ..core.sources import ModelInfo, ModelSpec
 from .turns import Turns
+
+CATCH_UP_PROBE_MS = 40  # how often to look whether every view has drawn a new pass
 
 
 class Session(QObject):
@@ -29,18 +34,30 @@ class Session(QObject):
     layerChanged = Signal(int)
     nodeChanged = Signal(str)  # hook name
     hiddenChanged = Signal(bool)  # learn mode covers the inspector until an answer
+    markChanged = Signal(str)  # a node to outline (the divergence finder's), "" for none
+    busyChanged = Signal(bool)  # a run (prompt, generation, batch, training) is going on
+    statusChanged = Signal(str)  # one line about what the window is doing
+    errorRaised = Signal(str, str)  # title, message: the window shows it
+    modelRequested = Signal(object)  # a view asks for a model to be loaded (ModelSpec)
+    caughtUp = Signal()  # every view has redrawn the latest pass
 
-    def __init__(self) -> None:
+    def __init__(self, retire: Callable[..., None] | None = None) -> None:
         super().__init__()
         self.model: ModelInfo | None = None
-        self.prompt: PassResult | None = None
-        self.steps: list[PassResult] = []
-        self.current: PassResult | None = None  # what the views show
+        self.prompt: Pass | None = None
+        self.steps: list[Pass] = []
+        self.current: Pass | None = None  # what the views show
         self.layer = 0
         self.node = block_hook_name(0, FIRST_BLOCK_NODE)
         self.hidden = False
+        self.mark = ""
+        self.busy = False
+        self.status = ""
+        self._retire = retire or (lambda *passes: None)  # who frees replaced passes
         self._pass_listeners: list = []
         self._turns = Turns(self)  # the listeners still to call for the latest pass
+        self._probe = QTimer(self, singleShot=True, interval=CATCH_UP_PROBE_MS)
+        self._probe.timeout.connect(self._look_caught_up)
         self.passChanged.connect(self._schedule)
 
     def on_pass(self, callback) -> None:
@@ -51,6 +68,13 @@ class Session(QObject):
     def _schedule(self) -> None:
         # a newer pass replaces what was pending
         self._turns.run([partial(self._call, cb) for cb in self._pass_listeners])
+        self._probe.start()
+
+    def _look_caught_up(self) -> None:
+        if self._turns.pending():
+            self._probe.start()  # views still to redraw: look again shortly
+        else:
+            self.caughtUp.emit()
 
     def _call(self, callback) -> None:
         owner = getattr(callback, "__self__", None)
@@ -65,25 +89,28 @@ class Session(QObject):
 
     # -------------------------------------------------------------------- changes
     def set_model(self, info: ModelInfo) -> None:
+        self._retire(self.prompt, *self.steps)
         self.model = info
         self.prompt, self.steps, self.current = None, [], None
+        self.set_mark("")  # marks belong to the model they were found in
         self.layer = min(self.layer, info.config.n_layers - 1)
         self.node = same_node_in_layer(self.node, self.layer)
         self.modelChanged.emit()
         self.stepsChanged.emit()
         self.passChanged.emit()
 
-    def set_prompt(self, result: PassResult) -> None:
+    def set_prompt(self, result: Pass) -> None:
+        self._retire(self.prompt, *self.steps)
         self.prompt, self.steps = result, []
         self.current = result
         self.stepsChanged.emit()
         self.passChanged.emit()
 
-    def add_step(self, result: PassResult) -> None:
+    def add_step(self, result: Pass) -> None:
         self.steps.append(result)
         self.stepsChanged.emit()
 
-    def show_pass(self, result: PassResult | None) -> None:
+    def show_pass(self, result: Pass | None) -> None:
         self.current = result
         self.passChanged.emit()
 
@@ -108,6 +135,27 @@ class Session(QObject):
         if name != self.node:
             self.node = name
             self.nodeChanged.emit(name)
+
+    def set_mark(self, name: str) -> None:
+        if name != self.mark:
+            self.mark = name
+            self.markChanged.emit(name)
+
+    def set_busy(self, busy: bool) -> None:
+        if busy != self.busy:
+            self.busy = busy
+            self.busyChanged.emit(busy)
+
+    def set_status(self, text: str) -> None:
+        self.status = text
+        self.statusChanged.emit(text)
+
+    def report_error(self, title: str, message: str) -> None:
+        """Show an error (the window opens the dialog, on the GUI thread)."""
+        self.errorRaised.emit(title, message)
+
+    def request_model(self, spec: ModelSpec) -> None:
+        self.modelRequested.emit(spec)
 
     def set_hidden(self, hidden: bool) -> None:
         if hidden != self.hidden:

@@ -1,29 +1,28 @@
 """Train: settings for a small GPT trained on a text file (by default "The Verdict"), a
 live loss curve (per step, and the periodic train/validation evaluations), the sample
 generations as they improve, Stop, and "Load into explorer" for the latest checkpoint.
-Training runs in the engine thread; the window stays responsive."""
+Training is an engine job (core.training.train); the window stays responsive."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QPushButton,
                                QSpinBox, QVBoxLayout, QWidget)
 
-from ..core.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings
+from ..core.sources import ModelSpec
+from ..core.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
+from .figures import LossCurves
+from .session import Session
 
 
 class TrainPanel(QWidget):
-    trainRequested = Signal(object, object, str)  # text path or None, TrainSettings, out dir
-    stopRequested = Signal()
-    loadRequested = Signal(str)  # checkpoint path
-
-    def __init__(self, default_out: str = "runs/app-train") -> None:
+    def __init__(self, session: Session, engine, default_out: str = "runs/app-train") -> None:
         super().__init__()
+        self.session, self.engine = session, engine
+        self.job = None
         defaults = TrainSettings()
         self.text_path = QLineEdit()
         self.text_path.setPlaceholderText("The Verdict (built in)")
@@ -63,10 +62,11 @@ class TrainPanel(QWidget):
         self.start_button.clicked.connect(self.start)
         self.stop_button = QPushButton("Stop (saves)")
         self.stop_button.setEnabled(False)
-        self.stop_button.clicked.connect(self.stopRequested.emit)
+        self.stop_button.clicked.connect(self.stop)
         self.load_button = QPushButton("Load into explorer")
         self.load_button.setEnabled(False)
-        self.load_button.clicked.connect(lambda: self.loadRequested.emit(self.checkpoint))
+        self.load_button.clicked.connect(
+            lambda: self.session.request_model(ModelSpec(checkpoint=self.checkpoint)))
         self.progress = QProgressBar()
         self.status = QLabel("Trains on this machine's CPU: the default takes a few minutes.")
         self.status.setWordWrap(True)
@@ -75,14 +75,7 @@ class TrainPanel(QWidget):
             buttons.addWidget(b)
 
         self.plot = pg.PlotWidget(background="w")
-        self.plot.addLegend(offset=(10, 10))
-        self.plot.setLabel("bottom", "step")
-        self.plot.setLabel("left", "cross-entropy loss")
-        self.step_curve = self.plot.plot([], [], pen=pg.mkPen("#9bb8e0", width=1), name="train (each step)")
-        self.train_curve = self.plot.plot([], [], pen=pg.mkPen("#1f4e8c", width=2), symbol="o",
-                                          symbolSize=6, symbolBrush="#1f4e8c", name="train (evaluation)")
-        self.val_curve = self.plot.plot([], [], pen=pg.mkPen("#d2691e", width=2), symbol="s",
-                                        symbolSize=6, symbolBrush="#d2691e", name="validation")
+        self.curves = LossCurves(self.plot.getPlotItem())
         self.samples = QPlainTextEdit()
         self.samples.setReadOnly(True)
         self.samples.setPlaceholderText("Sample generations appear here at each evaluation.")
@@ -110,9 +103,8 @@ class TrainPanel(QWidget):
     def _reset(self) -> None:
         self.steps_seen: list[tuple[int, float]] = []
         self.evals: list[EvalEvent] = []
-        self.step_curve.setData([], [])
-        self.train_curve.setData([], [])
-        self.val_curve.setData([], [])
+        self.curves.set_steps([])
+        self.curves.set_evals([], [], [])
 
     def settings(self) -> TrainSettings:
         return TrainSettings(preset=self.preset.currentText(), max_steps=self.steps.value(),
@@ -122,13 +114,30 @@ class TrainPanel(QWidget):
                              warmup_steps=min(TrainSettings().warmup_steps, self.steps.value() // 5))
 
     def start(self) -> None:
+        if self.session.busy or self.job is not None:
+            self.session.report_error("GPT Block Explorer", "Stop the generation first.")
+            return
         self._reset()
         self.samples.clear()
         self.set_running(True)
         self.progress.setMaximum(self.steps.value())
         self.progress.setValue(0)
         path = self.text_path.text().strip() or None
-        self.trainRequested.emit(path, self.settings(), self.out_dir.text().strip() or "runs/app-train")
+        settings, out = self.settings(), self.out_dir.text().strip() or "runs/app-train"
+        self.session.set_busy(True)  # the engine is busy: no generation meanwhile
+        self.session.set_status(f"Training {settings.preset}…")
+        self.job = self.engine.submit(
+            lambda ctx: train(path, settings, out, ctx.report, ctx.should_stop), "training",
+            progress=self.on_event, finished=self.on_done, failed=self._failed,
+            cancelled=lambda: self.on_done(""))
+
+    def stop(self) -> None:
+        if self.job is not None:
+            self.job.cancel()  # saves a checkpoint before the next step
+
+    def _failed(self, message: str) -> None:
+        self.on_done("")
+        self.session.report_error("Training", message)
 
     def set_running(self, running: bool) -> None:
         self.start_button.setEnabled(not running)
@@ -138,16 +147,14 @@ class TrainPanel(QWidget):
     def on_event(self, event) -> None:
         if isinstance(event, StepEvent):
             self.steps_seen.append((event.step, event.loss))
-            steps = np.array(self.steps_seen)
-            self.step_curve.setData(steps[:, 0], steps[:, 1])
+            self.curves.set_steps(self.steps_seen)
             self.progress.setValue(event.step)
             self.status.setText(f"step {event.step}: loss {event.loss:.3f}, lr {event.lr:.2e}, "
                                 f"{event.tokens_per_second:,.0f} tokens/s, {event.elapsed:,.0f} s")
         elif isinstance(event, EvalEvent):
             self.evals.append(event)
-            x = [e.step for e in self.evals]
-            self.train_curve.setData(x, [e.train_loss for e in self.evals])
-            self.val_curve.setData(x, [e.val_loss for e in self.evals])
+            self.curves.set_evals([e.step for e in self.evals], [e.train_loss for e in self.evals],
+                                  [e.val_loss for e in self.evals])
             self.samples.appendPlainText(f"step {event.step} (validation loss {event.val_loss:.2f}): "
                                          f"{event.sample}\n")
         elif isinstance(event, CheckpointEvent):
@@ -156,40 +163,11 @@ class TrainPanel(QWidget):
             self.load_button.setToolTip(event.path)
 
     def on_done(self, path: str) -> None:
+        self.job = None
+        self.session.set_busy(False)
         self.set_running(False)
         if path:
             self.checkpoint = path
             self.load_button.setEnabled(True)
             self.status.setText(f"{self.status.text()} — saved {Path(path).name}; "
                                 "load it into the explorer to look inside")
-
-
-def save_loss_figure(path: str, steps: list[tuple[int, float]], evals: list[dict]) -> None:
-    """The loss curve as a PNG, rendered offscreen (for ``gpt-explorer train --plot``)."""
-    import os
-    import sys
-
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    plot = pg.PlotWidget(background="w")
-    plot.resize(900, 500)
-    plot.addLegend(offset=(10, 10))
-    plot.setLabel("bottom", "step")
-    plot.setLabel("left", "cross-entropy loss")
-    plot.showGrid(x=True, y=True, alpha=0.2)
-    if steps:
-        arr = np.array(steps)
-        plot.plot(arr[:, 0], arr[:, 1], pen=pg.mkPen("#9bb8e0", width=1), name="train (each step)")
-    if evals:
-        x = [e["step"] for e in evals]
-        plot.plot(x, [e["train_loss"] for e in evals], pen=pg.mkPen("#1f4e8c", width=2), symbol="o",
-                  symbolBrush="#1f4e8c", name="train (evaluation)")
-        plot.plot(x, [e["val_loss"] for e in evals], pen=pg.mkPen("#d2691e", width=2), symbol="s",
-                  symbolBrush="#d2691e", name="validation")
-    plot.show()
-    app.processEvents()
-    if not plot.grab().save(path):
-        raise ValueError(f"could not write {path}")
-    plot.close()

@@ -1,7 +1,6 @@
 import json
 import os
 import zipfile
-from pathlib import Path
 
 import pytest
 import torch

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer.core import hub, state
+from explorer.core import download, hub, state
 from explorer.core.cancel import Cancelled
-from explorer.core.sources import load_default_model, open_model
+from explorer.core.sources import ModelSpec, load_default_model, open_model
 from tests.hub_server import StandInHub, tiny_gpt2
 
 transformers = pytest.importorskip("transformers")
@@ -38,7 +38,7 @@ def weights_sha(tiny) -> str:
 
 def test_a_download_lands_in_the_standard_cache_and_becomes_the_default(tiny, server, hf_cache):
     seen = []
-    result = hub.download("gpt2", progress=seen.append)
+    result = download.download("gpt2", progress=seen.append)
     sha = weights_sha(tiny)
     storage = hf_cache / "models--openai-community--gpt2"
     commit = server.state.repos[REPO].commit
@@ -67,16 +67,16 @@ def test_a_download_lands_in_the_standard_cache_and_becomes_the_default(tiny, se
 
 
 def test_a_second_run_does_nothing(server):
-    hub.download("gpt2")
+    download.download("gpt2")
     gets = len(server.cdn_ranges())
-    again = hub.download("openai-community/gpt2")
+    again = download.download("openai-community/gpt2")
     assert again.already_complete and len(server.cdn_ranges()) == gets == 1
 
 
 def test_a_dropped_connection_is_resumed_with_a_range_request(tiny, server, hf_cache):
     server.state.cut_after = 2_500_000  # two whole 1 MiB chunks arrive, then the cut
-    hub.download("gpt2")
-    assert server.cdn_ranges() == [None, f"bytes={2 * hub.TRANSFER_CHUNK}-"]
+    download.download("gpt2")
+    assert server.cdn_ranges() == [None, f"bytes={2 * download.TRANSFER_CHUNK}-"]
     blob = hf_cache / "models--openai-community--gpt2" / "blobs" / weights_sha(tiny)
     assert blob.read_bytes() == tiny[1]["model.safetensors"]
 
@@ -85,13 +85,13 @@ def test_a_stopped_download_resumes_where_it_stopped(tiny, server, hf_cache):
     server.state.bytes_per_second = 20e6
     total = len(tiny[1]["model.safetensors"])
     with pytest.raises(Cancelled):
-        hub.download("gpt2", progress=lambda p: None,
+        download.download("gpt2", progress=lambda p: None,
                      should_stop=lambda: server.state.served > 2_000_000)
     partial = hf_cache / "models--openai-community--gpt2" / "blobs" / (weights_sha(tiny) + ".incomplete")
     kept = partial.stat().st_size
-    assert 1_000_000 < kept < total and hub.partial_bytes("gpt2") == kept
+    assert 1_000_000 < kept < total and download.partial_bytes("gpt2") == kept
     assert hub.cached_model(REPO) is None and state.default_repo() is None
-    result = hub.download("gpt2")
+    result = download.download("gpt2")
     assert server.cdn_ranges()[-1] == f"bytes={kept}-"
     assert result.fetched_bytes == total - kept and not partial.exists()
     assert hub.cached_model(REPO) is not None
@@ -100,7 +100,7 @@ def test_a_stopped_download_resumes_where_it_stopped(tiny, server, hf_cache):
 def test_a_flipped_byte_is_refused_and_removed(tiny, server, hf_cache):
     server.state.flip_byte_at = 123_456
     with pytest.raises(hub.HubError, match="do not match the Hub's sha256.*removed them"):
-        hub.download("gpt2")
+        download.download("gpt2")
     storage = hf_cache / "models--openai-community--gpt2"
     left = [p.name for p in (storage / "blobs").iterdir()]
     assert weights_sha(tiny) not in left and not [n for n in left if "incomplete" in n]
@@ -111,7 +111,7 @@ def test_a_flipped_byte_is_refused_and_removed(tiny, server, hf_cache):
 
 
 def test_a_file_corrupted_in_the_cache_is_refused_removed_and_said(tiny, server, hf_cache):
-    result = hub.download("gpt2")
+    result = download.download("gpt2")
     blob = (result.folder / "model.safetensors").resolve()
     raw = bytearray(blob.read_bytes())
     raw[1000] ^= 1
@@ -122,8 +122,8 @@ def test_a_file_corrupted_in_the_cache_is_refused_removed_and_said(tiny, server,
     assert any("corrupt" in n and "removed it from the cache" in n for n in loaded.notices)
     assert not blob.exists() and hub.cached_model(REPO) is None
     with pytest.raises(ValueError, match="not in the Hugging Face cache"):
-        open_model("hf:gpt2")
-    hub.download("gpt2")  # and a new download repairs it
+        open_model(ModelSpec.parse("hf:gpt2"))
+    download.download("gpt2")  # and a new download repairs it
     assert load_default_model().trained
 
 
@@ -135,11 +135,11 @@ def test_a_sharded_repository_downloads_every_shard(tmp_path, hf_cache, monkeypa
     try:
         srv.state.add_repo("someone/tiny-gpt2", files)
         monkeypatch.setenv("HF_ENDPOINT", srv.url)
-        result = hub.download("someone/tiny-gpt2")
+        result = download.download("someone/tiny-gpt2")
         assert len(srv.cdn_ranges()) == len([n for n in names if "-of-" in n])
     finally:
         srv.close()
-    loaded = open_model("hf:someone/tiny-gpt2")
+    loaded = open_model(ModelSpec.parse("hf:someone/tiny-gpt2"))
     ids = torch.tensor([[1, 2, 3]])
     with torch.no_grad():
         assert (loaded.model(ids) - model(ids).logits).abs().max().item() <= 1e-4
@@ -149,32 +149,32 @@ def test_a_sharded_repository_downloads_every_shard(tmp_path, hf_cache, monkeypa
 
 def test_missing_repositories_and_files_say_so(server):
     with pytest.raises(hub.HubError, match="repository someone/nothing not found on http://127"):
-        hub.download("someone/nothing")
+        download.download("someone/nothing")
     server.state.add_repo("someone/no-weights", {"config.json": b"{}"})
     with pytest.raises(hub.HubError, match="lacks a file the explorer needs"):
-        hub.download("someone/no-weights")
+        download.download("someone/no-weights")
     with pytest.raises(hub.HubError, match="neither a GPT-2 size"):
-        hub.download("gpt3")
+        download.download("gpt3")
 
 
 def test_a_repository_that_is_not_gpt2_is_refused(tiny, server):
     server.state.add_repo("someone/bert", {"config.json": b'{"model_type": "bert"}',
                                            "model.safetensors": tiny[1]["model.safetensors"]})
     with pytest.raises(hub.HubError, match="not a GPT-2 model.*'bert'"):
-        hub.download("someone/bert")
+        download.download("someone/bert")
 
 
 def test_an_unreachable_hub_is_one_line(hf_cache, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     with pytest.raises(hub.HubUnreachable, match=r"cannot reach the Hugging Face Hub at "
                                                  r"http://127\.0\.0\.1:9 .*no network"):
-        hub.download("gpt2")
+        download.download("gpt2")
 
 
 def test_offline_mode_switches_downloads_off(hf_cache, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(hub.HubError, match="HF_HUB_OFFLINE"):
-        hub.download("gpt2")
+        download.download("gpt2")
 
 
 def test_the_download_sizes_are_the_hubs():
@@ -224,9 +224,9 @@ def test_a_malformed_shard_index_in_the_cache_is_skipped(hf_cache):
 
 def test_open_model_takes_hf_names_from_the_cache(hf_cache):
     _cache_by_hand(hf_cache)
-    loaded = open_model("hf:gpt2")
+    loaded = open_model(ModelSpec.parse("hf:gpt2"))
     assert loaded.source == "hf-cache" and loaded.config.emb_dim == 32
     with pytest.raises(ValueError, match="not in the Hugging Face cache.*download gpt2-xl"):
-        open_model("hf:gpt2-xl")
+        open_model(ModelSpec.parse("hf:gpt2-xl"))
     with pytest.raises(ValueError, match="either"):
-        open_model("x.bin", "tiny")
+        ModelSpec(checkpoint="x.bin", preset="tiny")

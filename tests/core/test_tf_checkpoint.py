@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from explorer.core.checkpoints import CheckpointError, detect_format, load_checkpoint
-from explorer.core.tf_bundle import _raw_update, crc32c, open_bundle
+from explorer.core.crc32c import crc32c, raw_update
+from explorer.core.tf_bundle import open_bundle
 
 transformers = pytest.importorskip("transformers")
 
@@ -178,4 +179,4 @@ def test_crc32c_matches_the_standard_and_the_byte_loop():
     rng = np.random.default_rng(1)
     for n in (70_000, 1 << 20, (1 << 24) + 13):
         data = rng.integers(0, 256, size=n, dtype=np.uint8).tobytes()
-        assert crc32c(data) == _raw_update(0xFFFFFFFF, data) ^ 0xFFFFFFFF
+        assert crc32c(data) == raw_update(0xFFFFFFFF, data) ^ 0xFFFFFFFF

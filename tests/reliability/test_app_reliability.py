@@ -3,7 +3,7 @@
 import time
 
 from explorer.core import checkpoints
-from explorer.ui.engine import ModelSpec
+from explorer.core.sources import ModelSpec
 
 
 def test_closing_the_window_during_generation_exits_cleanly(qtbot, make_window):
@@ -13,7 +13,7 @@ def test_closing_the_window_during_generation_exits_cleanly(qtbot, make_window):
     qtbot.waitUntil(lambda: len(window.session.steps) >= 1, timeout=60_000)
     start = time.monotonic()
     window.close()
-    assert window.thread.isFinished()
+    assert window.engine.thread.isFinished()
     assert time.monotonic() - start < 10  # stopped before the next token, not after 1000
 
 
@@ -25,7 +25,7 @@ def test_closing_during_training_exits_cleanly(qtbot, make_window, tmp_path):
     window.train_panel.start_button.click()
     qtbot.waitUntil(lambda: len(window.train_panel.steps_seen) >= 1, timeout=60_000)
     window.close()
-    assert window.thread.isFinished()
+    assert window.engine.thread.isFinished()
 
 
 def test_out_of_memory_load_is_reported_and_the_model_kept(qtbot, make_window, warnings, monkeypatch):
@@ -58,7 +58,7 @@ def test_closing_the_window_during_a_model_load_exits_cleanly(qtbot, make_window
     window.load_model(ModelSpec(preset="gpt2-small"))
     start = time.monotonic()
     window.close()
-    assert window.thread.isFinished() and time.monotonic() - start < 30
+    assert window.engine.thread.isFinished() and time.monotonic() - start < 30
 
 
 def test_invalid_generation_settings_cannot_be_entered(make_window):
@@ -81,7 +81,7 @@ def test_nan_activations_are_counted_in_the_inspector(qtbot, make_window):
     from explorer.core.capture import NodeView
     from explorer.core.nodes import node_for_hook
     from explorer.core.stats import tensor_stats
-    from explorer.ui.engine import PassResult
+    from explorer.core.passes import Pass
     import torch
     window = make_window()
     array = np.ones((1, 2, 32), dtype=np.float32)
@@ -89,7 +89,7 @@ def test_nan_activations_are_counted_in_the_inspector(qtbot, make_window):
     node = node_for_hook("trf_blocks.0.add2")
     view = NodeView("trf_blocks.0.add2", node, (1, 2, 32), "float32", "cpu",
                     tensor_stats(torch.from_numpy(array), node.hist), array)
-    window.session.set_prompt(PassResult(ids=[1, 2], pieces=["a", "b"], views={view.name: view}))
+    window.session.set_prompt(Pass(ids=[1, 2], pieces=["a", "b"], views={view.name: view}))
     window.session.set_node(view.name)
     window.inspector.refresh()
     cells = {window.inspector.stats_table.item(r, 0).text(): window.inspector.stats_table.item(r, 1).text()

@@ -7,7 +7,8 @@ import torch
 from explorer.core.capture import Cancelled, StopCheck
 from explorer.core.config import preset
 from explorer.core.model import build_model
-from explorer.ui.engine import Engine, ModelSpec
+from explorer.core.sources import ModelSpec
+from explorer.ui.engine import Engine
 
 
 def hooks_left(model):
@@ -34,20 +35,40 @@ def test_stop_check_stops_a_forward_within_one_block():
     assert hooks_left(model) == 0
 
 
-def test_engine_stop_during_the_prompt_pass_skips_the_generation_and_recovers(qtbot):
-    engine = Engine()
-    loaded, prompts, done = [], [], []
-    engine.modelLoaded.connect(loaded.append)
-    engine.promptDone.connect(prompts.append)
-    engine.generationDone.connect(done.append)
-    engine.load(ModelSpec(preset="tiny"))
-    assert loaded
-    engine.stop_event.set()  # Esc pressed while the prompt pass runs
-    engine.analyse("Every effort moves you")
+def test_a_stopped_engine_job_skips_its_generation_and_the_next_one_works(qtbot):
     from explorer.core.generation import GenerationSettings
-    engine.generate("Every effort moves you", GenerationSettings(max_new_tokens=3))
-    assert prompts == [] and done == ["stopped"]
+    from explorer.core.passes import prompt_then_generate
+
+    engine = Engine()
+    loaded, reports, ends = [], [], []
+    engine.load(ModelSpec(preset="tiny"), finished=loaded.append)
+    qtbot.waitUntil(lambda: bool(loaded), timeout=60_000)
+
+    def run(ctx):
+        return prompt_then_generate(ctx.model, [6109, 3626, 6100, 345],
+                                    GenerationSettings(max_new_tokens=3), ctx.report,
+                                    ctx.should_stop)
+
+    calls = {"n": 0}
+
+    def stop_in_block_1(ctx):  # Esc pressed while the prompt pass runs: within a block
+        def should_stop():
+            calls["n"] += 1
+            return calls["n"] > 1
+        return prompt_then_generate(ctx.model, [1, 2, 3], GenerationSettings(max_new_tokens=3),
+                                    ctx.report, should_stop)
+
+    engine.submit(stop_in_block_1, "stopped run", progress=reports.append, finished=ends.append,
+                  cancelled=lambda: ends.append("cancelled"))
+    qtbot.waitUntil(lambda: bool(ends), timeout=30_000)
+    assert ends == ["cancelled"] and reports == [] and calls["n"] == 2  # block 1 never ran
     assert hooks_left(engine.loaded.model) == 0
-    engine.analyse("Every effort moves you")  # the next action works
-    engine.generate("Every effort moves you", GenerationSettings(max_new_tokens=3))
-    assert len(prompts) == 1 and done[-1] == "max_new_tokens"
+    other = engine.submit(run, "queued and cancelled", finished=ends.append,
+                          cancelled=lambda: ends.append("cancelled too"))
+    other.cancel()  # cancelled before it starts: never runs
+    engine.submit(run, "the next run", progress=reports.append, finished=ends.append)
+    qtbot.waitUntil(lambda: len(ends) == 3, timeout=30_000)
+    assert ends[1:] == ["cancelled too", "max_new_tokens"]
+    assert [r.step for r in reports] == [None, 0, 1, 2]
+    engine.shutdown()
+

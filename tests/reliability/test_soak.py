@@ -1,10 +1,12 @@
-"""Soak: 300 consecutive generate runs with captures on, in one process."""
+"""Soak: 300 consecutive runs as the app makes them (a captured prompt pass, then
+generation with per-token capture), in one process."""
 
 import gc
 
 from explorer.core.config import preset
-from explorer.core.generation import GenerationSettings, generate_stream
+from explorer.core.generation import GenerationSettings
 from explorer.core.model import build_model
+from explorer.core.passes import prompt_then_generate
 
 
 def rss() -> int:
@@ -21,10 +23,10 @@ def test_three_hundred_generations_leave_no_hooks_and_flat_memory(capsys):
     settings = GenerationSettings(max_new_tokens=4, capture_steps=True, stop_at_eot=False)
 
     def one(i: int) -> None:
-        stream = generate_stream(model, [1 + i % 50, 2, 3, 4], settings,
-                                 prompt_capture={"tensors": True})
-        steps = list(stream)
-        assert len(steps) == 4 and steps[-1].capture.stats("trf_blocks.1.add2").count == 32
+        passes = []
+        prompt_then_generate(model, [1 + i % 50, 2, 3, 4], settings, passes.append)
+        assert len(passes) == 5 and passes[0].views["trf_blocks.1.add2"].array.shape == (1, 4, 32)
+        assert passes[-1].views["trf_blocks.1.add2"].stats.count == 32
         assert hooks_left(model) == 0
 
     for i in range(30):  # warm-up: allocator pools, lazy imports

@@ -17,7 +17,7 @@ def warnings(monkeypatch):
 
 @pytest.fixture
 def make_window(qtbot, tmp_path, warnings):
-    from explorer.ui.engine import ModelSpec
+    from explorer.core.sources import ModelSpec
     from explorer.ui.main_window import MainWindow
 
     windows = []

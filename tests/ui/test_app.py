@@ -128,7 +128,7 @@ def test_a_bad_checkpoint_keeps_the_previous_model(qtbot, make_window, warnings,
     before = window.session.model
     bad = tmp_path / "page.bin"
     bad.write_text("<!DOCTYPE html><html>Sign in</html>")
-    from explorer.ui.engine import ModelSpec
+    from explorer.core.sources import ModelSpec
     window.load_model(ModelSpec(checkpoint=str(bad)))
     qtbot.waitUntil(lambda: bool(warnings), timeout=30_000)
     assert "HTML" in warnings[0][1] and str(bad) in warnings[0][1]
@@ -203,7 +203,7 @@ def test_clicking_every_node_shows_its_hook_name_and_shape(qtbot, make_window):
 def test_screenshot_command_renders_the_window(tmp_path, monkeypatch):
     from PySide6.QtGui import QImage
     from explorer.ui import app
-    from explorer.ui.engine import ModelSpec
+    from explorer.core.sources import ModelSpec
     out = tmp_path / "shot.png"
     code = app.screenshot(str(out), ModelSpec(preset="tiny"), prompt="Hello world",
                           node="trf_blocks.1.ff.layers.1", max_new_tokens=3)
@@ -260,16 +260,27 @@ def test_replaced_passes_are_freed_by_the_engine_not_the_gui(qtbot, make_window)
 
 
 def test_the_engine_waits_for_the_gui_only_a_bounded_time(qtbot, make_window):
-    from explorer.core.generation import GenerationSettings
+    import time
+
+    from explorer.ui.engine import GUI_CATCH_UP_S
     window = make_window()
     engine = window.engine
     done = []
-    engine.generationDone.connect(done.append)
+
+    def waits(ctx):
+        start = time.monotonic()
+        engine.catch_up()
+        return time.monotonic() - start
+
+    qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=10_000)
+    qtbot.wait(100)  # the window has caught up with the model's empty pass
     engine.gui_idle.clear()  # as if the GUI never finished drawing
-    engine.generate("Every effort moves you", GenerationSettings(max_new_tokens=2))
+    engine.submit(waits, "wait", finished=done.append)
     qtbot.waitUntil(lambda: bool(done), timeout=10_000)
-    assert done == ["max_new_tokens"]
-    engine.gui_idle.set()
+    assert GUI_CATCH_UP_S * 0.9 <= done[0] < 5
+    engine.gui_idle.clear()
+    run_and_wait(qtbot, window, max_tokens=2)  # a run still completes
+    assert len(window.session.steps) == 2
 
 
 def test_views_redraw_after_a_pass_one_per_event_loop_turn(qtbot, make_window):
@@ -300,7 +311,8 @@ def test_dock_tabs_show_whole_titles_and_scroll(qtbot, make_window):
     window = make_window()
     bars = [b for b in window.findChildren(QTabBar) if b.parent() is window and b.count() > 1]
     assert bars
-    titles = {d.windowTitle() for d in [window.inspector_dock, window.train_dock, *window.plot_docks]}
+    titles = {d.windowTitle() for key, d in window.docks.items() if key != "generation"}
+    assert len(titles) == 10  # the right-hand docks, Train included
     shown = {bar.tabText(i) for bar in bars for i in range(bar.count())}
     assert titles <= shown
     for bar in bars:

@@ -117,7 +117,7 @@ def test_switching_back_to_one_prompt_generates_again(qtbot, make_window):
 def test_batch_mode_and_its_prompts_are_remembered(qtbot, tmp_path, warnings):
     from PySide6.QtCore import QSettings
 
-    from explorer.ui.engine import ModelSpec
+    from explorer.core.sources import ModelSpec
     from explorer.ui.main_window import MainWindow
     path = str(tmp_path / "remember.ini")
     first = MainWindow(ModelSpec(preset="tiny"), QSettings(path, QSettings.IniFormat))
@@ -139,21 +139,18 @@ def test_a_stopped_or_refused_batch_keeps_the_shown_pass(qtbot, make_window, war
     window = make_window()
     run_batch(qtbot, window)
     shown = window.session.prompt
-    engine = window.engine
-    done, passes = [], []
-    engine.generationDone.connect(done.append)
-    engine.promptDone.connect(passes.append)
-    engine.stop_event.set()  # Stop pressed: checked before the first block runs
-    engine.analyse_batch(["Every effort moves you", "Hello"])
-    qtbot.waitUntil(lambda: done == ["stopped"], timeout=10_000)
-    assert not engine.stop_event.is_set() and passes == []
-    engine.analyse_batch(["fine", ""])  # bypassing the panel's own check
-    qtbot.waitUntil(lambda: len(done) == 2, timeout=10_000)
-    assert done[-1] == "error" and "prompt 2 of the batch is empty" in warnings[-1][1]
-    assert window.session.prompt is shown and passes == []
-    engine.analyse_batch(["Every effort moves you", "Hello"])  # and the next one works
-    qtbot.waitUntil(lambda: len(passes) == 1, timeout=10_000)
-    assert passes[0].batch.lengths == (4, 1)
+    runs = window.generation.runs
+    job = runs.start_batch(["Every effort moves you", "Hello"])
+    job.cancel()  # Stop pressed: checked before the first block runs
+    qtbot.waitUntil(lambda: not window.running, timeout=10_000)
+    assert window.session.prompt is shown and "stopped by you" in window.status_text.text()
+    assert runs.start_batch(["fine", ""]) is None  # bypassing the panel's own check
+    assert "prompt 2 of the batch is empty" in warnings[-1][1]
+    assert window.session.prompt is shown and not window.running
+    runs.start_batch(["Every effort moves you", "Hello"])  # and the next one works
+    qtbot.waitUntil(lambda: not window.running, timeout=10_000)
+    assert window.session.prompt is not shown
+    assert window.session.prompt.batch.lengths == (4, 1)
 
 
 def test_a_big_batch_draws_a_bounded_number_of_chips(make_window):

@@ -3,7 +3,7 @@
 
 import pytest
 
-from explorer.core import hub
+from explorer.core import download, hub
 from explorer.core.checkpoints import save_checkpoint
 from explorer.core.config import preset
 from explorer.core.model import build_model
@@ -70,7 +70,7 @@ def test_cancel_keeps_the_model_and_the_bytes_then_resumes(qtbot, make_window, s
     assert "left" in dialog.status.text()
     dialog.cancel_button.click()
     qtbot.waitUntil(lambda: dialog.job is None, timeout=30_000)
-    kept = hub.partial_bytes("gpt2")
+    kept = download.partial_bytes("gpt2")
     assert 2_000_000 <= kept < len(files["model.safetensors"])
     assert f"{kept / 1e6:,.0f} MB kept" in dialog.status.text()
     assert "downloaded, resumes" in dialog.table.item(0, 3).text()
@@ -105,7 +105,8 @@ def test_the_banner_offers_three_ways_and_stays_away_after_a_trained_model(qtbot
         "Folder (the book's gpt2/124M, a Hugging Face folder)…",
         "File (.pth, .safetensors, .bin, model.ckpt.index)…"]
     banner.train.click()
-    assert window.train_dock.isVisible() and not window.train_dock.visibleRegion().isEmpty()
+    dock = window.docks["train"]
+    assert dock.isVisible() and not dock.visibleRegion().isEmpty()
     trained = save_checkpoint(build_model(preset("tiny"), seed=1), tmp_path / "trained.safetensors")
     window.load_model(window.session.model.spec.__class__(checkpoint=str(trained)))
     qtbot.waitUntil(lambda: window.session.model.trained, timeout=60_000)

@@ -11,7 +11,7 @@ from tests.ui.conftest import run_and_wait
 
 
 def show(qtbot, window, title):
-    dock = next(d for d in window.plot_docks if d.windowTitle() == title)
+    dock = next(d for d in window.docks.values() if d.windowTitle() == title)
     dock.raise_()
     qtbot.waitUntil(lambda: dock.widget().isVisible(), timeout=5_000)
     qtbot.wait(50)

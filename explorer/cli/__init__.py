@@ -1,0 +1,55 @@
+"""The ``gpt-explorer`` command line: one module per group of commands, each a thin
+layer over core functions (the app's: over explorer.ui.app). Without a command it opens
+the desktop app. Errors a user can act on are one line and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from .. import __version__
+from . import app, compare, diff, download, inspect, text, train
+
+DESCRIPTION = ("GPT Block Explorer: see inside a GPT-2 model. Without a command it opens "
+               "the desktop app.")
+GROUPS = (app, text, inspect, compare, train, diff, download)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpt-explorer", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="what to log to stderr (the log file always gets INFO and up)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for group in GROUPS:
+        group.register(sub)
+    # with no command, the app's options work as they are: gpt-explorer --preset tiny
+    app.add_app_args(parser)
+    parser.set_defaults(func=app.run_app)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = args.command or "gui"
+    from ..core.hub import HubError
+    from ..log import setup_logging
+
+    setup_logging(args.log_level, to_file=command == "gui")
+    logging.getLogger("explorer").info("gpt-explorer %s %s", __version__, command)
+    try:
+        return args.func(args)
+    except (ValueError, MemoryError, FileNotFoundError, HubError) as exc:
+        logging.getLogger("explorer").info("%s failed: %s", command, exc)
+        print(f"gpt-explorer {command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""``gui`` (the default): the desktop app, or ``--screenshot`` to render it offscreen."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_model_args
+
+
+def add_app_args(p: argparse.ArgumentParser) -> None:
+    add_model_args(p)
+    p.add_argument("--screenshot", metavar="OUT.png",
+                   help="render the window offscreen after running the prompt, save it, exit")
+    p.add_argument("--prompt", default=None, help="the prompt for --screenshot")
+    p.add_argument("--node", dest="screenshot_node", default=None, metavar="NAME",
+                   help="the node selected in --screenshot, e.g. trf_blocks.0.ff.layers.1")
+
+
+def register(sub) -> None:
+    gui = sub.add_parser("gui", help="open the desktop app (the default)")
+    add_app_args(gui)
+    gui.set_defaults(func=run_app)
+
+
+def run_app(args: argparse.Namespace) -> int:
+    from ..ui import app
+    from .common import spec_of
+
+    explicit = any(getattr(args, k, None) for k in ("checkpoint", "preset"))
+    spec = spec_of(args) if explicit else None
+    if args.screenshot:
+        return app.screenshot(args.screenshot, spec, args.prompt, args.screenshot_node)
+    return app.run(spec)

@@ -1,0 +1,79 @@
+"""``compare-ln``: Pre-LN vs Post-LN on a prompt, and the gradient experiment of Xiong
+et al. (2020) at initialisation."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import add_model_args, load
+
+
+def register(sub) -> None:
+    c = sub.add_parser("compare-ln", help="Pre-LN vs Post-LN on a prompt, and the gradient "
+                                          "experiment at initialisation (Xiong et al. 2020)")
+    c.add_argument("prompt")
+    c.add_argument("--depth", type=int, default=12,
+                   help="depth whose per-layer gradient norms are printed (default 12)")
+    c.add_argument("--depths", default="6,12,24", help="depths compared (default 6,12,24)")
+    c.add_argument("--init", default="xavier", choices=["xavier", "gpt2", "pytorch"],
+                   help="initialisation for the gradient experiment (default xavier, as the paper)")
+    c.add_argument("--init-seed", type=int, default=0)
+    c.add_argument("--plot", metavar="OUT.png", help="save the figure")
+    add_model_args(c)
+    c.set_defaults(func=compare_ln)
+
+
+def compare_ln(args: argparse.Namespace) -> int:
+    from ..core.compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, compare_prompt,
+                               gradient_experiment)
+    from ..core.generation import prepare_prompt
+    from ..core.resources import resource_path
+    from ..core.tokenizer import encode
+
+    try:
+        depths = sorted({int(d) for d in args.depths.split(",") if d.strip()} | {args.depth})
+    except ValueError:
+        raise ValueError("--depths takes whole numbers separated by commas, e.g. 6,12,24") from None
+    if min(depths) < 1:
+        raise ValueError("depths must be at least 1")
+    prompt_ids = encode(args.prompt)
+    prepare_prompt(prompt_ids, 2**31)
+    loaded = load(args)
+    ids, notices = prepare_prompt(prompt_ids, loaded.config.context_length)
+    for notice in notices:
+        print(f"note: {notice}", file=sys.stderr)
+    pre, post = compare_prompt(loaded.model, ids)
+    print(f"model: {loaded.label}; the other order is its twin with the same weights")
+    print(FINAL_NORM_NOTE)
+    print(f"\nresidual stream after each block, prompt of {len(ids)} tokens "
+          "(mean per-token L2 norm / std):")
+    print(f"{'layer':>5} {'Pre-LN norm':>12} {'Pre-LN std':>11} {'Post-LN norm':>13} {'Post-LN std':>12}")
+    for layer in range(len(pre.residual_norm)):
+        print(f"{layer:5d} {pre.residual_norm[layer]:12.4g} {pre.residual_std[layer]:11.4g} "
+              f"{post.residual_norm[layer]:13.4g} {post.residual_std[layer]:12.4g}")
+    for run in (pre, post):
+        cands = ", ".join(f"{p!r} {v:.3g}" for p, v in zip(run.top_pieces, run.top_probs))
+        print(f"{'Pre-LN' if run.norm_position == 'pre' else 'Post-LN'} next tokens: {cands}")
+    text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:4000]
+    print(f"\ngradient experiment: {args.init} initialisation, seed {args.init_seed}, "
+          f"emb_dim {EXPERIMENT_CONFIG.emb_dim}, depths {depths}, LM loss on 'The Verdict'…",
+          file=sys.stderr)
+    result = gradient_experiment(EXPERIMENT_CONFIG, encode(text), depths, args.init, args.init_seed,
+                                 lambda done, total: print(f"  {done}/{total}", file=sys.stderr) or True)
+    print(f"\n|grad| of ff.layers.2.weight per layer at depth {args.depth}:")
+    print(f"{'layer':>5} {'Pre-LN':>12} {'Post-LN':>12}")
+    for layer, (a, b) in enumerate(zip(result.per_layer[("pre", args.depth)],
+                                       result.per_layer[("post", args.depth)])):
+        print(f"{layer:5d} {a:12.4g} {b:12.4g}")
+    print(f"\nlast layer's |grad| against depth:\n{'depth':>5} {'Pre-LN':>12} {'Post-LN':>12}")
+    for d, a, b in zip(depths, result.last_layer("pre"), result.last_layer("post")):
+        print(f"{d:5d} {a:12.4g} {b:12.4g}")
+    print("\n" + result.summary())
+    if args.plot:
+        from ..core.nodes import block_hook_name, block_output
+        from ..ui.figures import save_compare_figure
+        node = block_hook_name(0, block_output(loaded.config.norm_position))
+        save_compare_figure(args.plot, {"pre": pre, "post": post}, result, args.depth, node)
+        print(f"saved {args.plot}", file=sys.stderr)
+    return 0

@@ -1,0 +1,105 @@
+"""``info`` and ``inspect``: what a model is, and every node's statistics for a prompt."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import add_model_args, load
+
+
+def register(sub) -> None:
+    i = sub.add_parser("info", help="config, parameter counts per component and memory")
+    add_model_args(i)
+    i.set_defaults(func=info)
+
+    n = sub.add_parser("inspect", help="statistics of every node for a prompt, in forward order")
+    n.add_argument("prompt", nargs="+", help="the prompt; several prompts run as one batch "
+                   "(padded on the right, padding left out of the statistics)")
+    n.add_argument("--layer", type=int, default=None, help="only this block (0-based)")
+    n.add_argument("--node", action="append", default=None, metavar="NAME",
+                   help="a hook name or glob, e.g. 'trf_blocks.*.add2' (repeatable)")
+    n.add_argument("--attention", action="store_true", help="include the attention patterns")
+    n.add_argument("--save", metavar="OUT.npz",
+                   help="also write the captured tensors, keyed by hook name")
+    n.add_argument("--float16", action="store_true", help="save tensors as float16")
+    add_model_args(n)
+    n.set_defaults(func=inspect)
+
+
+def info(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..core.config import preset
+    from ..core.devices import resolve_device, resolve_dtype
+    from ..core.model import count_parameters, describe_size
+
+    if args.preset:  # a preset needs no weights: describe it without building it
+        cfg = preset(args.preset)
+        device, dtype = resolve_device(args.device), resolve_dtype(args.dtype)
+        print(f"model: {args.preset} (random initialisation, seed {args.seed}) · UNTRAINED")
+    else:
+        loaded = load(args)
+        cfg, device, dtype = loaded.config, loaded.device, loaded.dtype
+        print(f"model: {loaded.label}")
+        actual = sum(p.numel() for p in loaded.model.parameters())
+        assert actual == count_parameters(cfg).total, (actual, count_parameters(cfg).total)
+    print(f"shape: {describe_size(cfg)}")
+    print(f"device: {device}   dtype: {str(dtype).replace('torch.', '')}")
+    print("config:")
+    for key, value in cfg.to_dict().items():
+        print(f"  {key:15s} {value}")
+    counts = count_parameters(cfg)
+    print("parameters:")
+    for name, n in counts.rows():
+        print(f"  {name:45s} {n:>15,}")
+    size = torch.tensor([], dtype=dtype).element_size()
+    print(f"memory: weights {counts.total * size / 2**20:,.1f} MiB; "
+          f"KV cache at full context {2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * size / 2**20:,.1f} MiB")
+    return 0
+
+
+def inspect(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ..core.batch import make_batch
+    from ..core.passes import Keep, run_prompt
+
+    prompts = list(args.prompt)
+    if len(prompts) == 1 and not prompts[0]:
+        raise ValueError("the prompt is empty: type some text")
+    make_batch(prompts, 2**31)  # an empty prompt fails before the model loads
+    loaded = load(args)
+    batch = make_batch(prompts, loaded.config.context_length)
+    for notice in batch.notices:
+        print(f"note: {notice if batch.size > 1 else notice.split(': ', 1)[1]}", file=sys.stderr)
+    keep = Keep(nodes=tuple(args.node) if args.node else None, layer=args.layer,
+                tensors=bool(args.save), float16=args.float16, attention=args.attention)
+    try:
+        run = run_prompt(loaded.model, batch, keep)
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
+    print(f"model: {loaded.label}")
+    print(f"prompt: {batch.width} tokens" if batch.size == 1 else f"batch: {batch.describe()}")
+    head = (f"{'node':34s} {'shape':>20s} {'mean':>9s} {'std':>9s} {'min':>9s} {'max':>9s} "
+            f"{'rms':>9s} {'kurt':>8s} {'neg%':>6s} {'top dims':>16s}")
+    print(head)
+    print("-" * len(head))
+    for view in run.views.values():
+        st = view.stats
+        dims = ",".join(str(int(d)) for d in st.top_dims[:3])
+        print(f"{view.name:34s} {str(view.shape):>20s} {st.mean:9.4f} {st.std:9.4f} {st.min:9.3f} "
+              f"{st.max:9.3f} {st.rms:9.4f} {st.kurtosis:8.2f} {100 * st.frac_neg:6.1f} {dims:>16s}"
+              + (f"  NaN={st.n_nan} Inf={st.n_inf}" if st.n_nan or st.n_inf else ""))
+    if args.save:
+        dtype = np.float16 if args.float16 else np.float32  # float16 -> float32 -> float16 is exact
+        arrays = {n: v.array.astype(dtype, copy=False) for n, v in run.views.items()
+                  if v.array is not None}
+        if batch.size > 1:
+            arrays["batch_mask"] = batch.mask  # True at real tokens, False at padding
+        np.savez(args.save, **arrays)
+        print(f"saved {len(arrays)} tensors to {args.save}", file=sys.stderr)
+        if run.dropped:
+            print(f"note: over the memory budget, not saved: {', '.join(run.dropped)}",
+                  file=sys.stderr)
+    return 0

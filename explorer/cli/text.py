@@ -1,0 +1,80 @@
+"""``tokenize`` and ``generate``: text in, tokens out."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import add_model_args, load
+
+
+def register(sub) -> None:
+    t = sub.add_parser("tokenize", help="print GPT-2 token ids and pieces of a text")
+    t.add_argument("text")
+    t.set_defaults(func=tokenize)
+
+    g = sub.add_parser("generate", help="generate text token by token")
+    g.add_argument("prompt", help="the prompt text")
+    g.add_argument("--max-new-tokens", type=int, default=20)
+    g.add_argument("--temperature", type=float, default=None,
+                   help="sample with this temperature (default: greedy argmax)")
+    g.add_argument("--top-k", type=int, default=None, help="sample from the k most likely")
+    g.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold")
+    g.add_argument("--sample-seed", type=int, default=123, help="seed for sampling")
+    g.add_argument("--show-top", type=int, default=0, metavar="K",
+                   help="after each token, print the K most likely candidates")
+    g.add_argument("--no-stop", action="store_true", help="do not stop at <|endoftext|>")
+    g.add_argument("--start-with-eot", action="store_true",
+                   help="allow an empty prompt: start from <|endoftext|>")
+    add_model_args(g)
+    g.set_defaults(func=generate)
+
+
+def tokenize(args: argparse.Namespace) -> int:
+    from ..core.tokenizer import encode, token_piece
+
+    ids = encode(args.text)
+    print(f"{len(ids)} tokens")
+    for pos, tid in enumerate(ids):
+        print(f"{pos:5d} {tid:6d}  {token_piece(tid)!r}")
+    return 0
+
+
+def generate(args: argparse.Namespace) -> int:
+    from ..core.generation import GenerationSettings, generate_stream, prepare_prompt
+    from ..core.tokenizer import encode, token_piece
+
+    sampling = args.temperature is not None or args.top_k is not None or args.top_p is not None
+    settings = GenerationSettings(
+        max_new_tokens=args.max_new_tokens, greedy=not sampling,
+        temperature=1.0 if args.temperature is None else args.temperature,
+        top_k=args.top_k, top_p=args.top_p, seed=args.sample_seed,
+        stop_at_eot=not args.no_stop, show_top_k=max(1, args.show_top or 1))
+    prompt_ids = encode(args.prompt)
+    prepare_prompt(prompt_ids, 2**31, args.start_with_eot)  # reject an empty prompt early
+    settings.validate(50257)  # the GPT-2 vocabulary; checked before the model loads
+    loaded = load(args)
+    settings.validate(loaded.config.vocab_size)
+    stream = generate_stream(loaded.model, prompt_ids, settings, args.start_with_eot)
+    for notice in stream.notices:
+        print(f"note: {notice}", file=sys.stderr)
+    sys.stdout.write(args.prompt)
+    sys.stdout.flush()
+    steps = 0
+    for step in stream:
+        steps += 1
+        sys.stdout.write(step.text)
+        if args.show_top:
+            cands = ", ".join(f"{token_piece(i)!r} {p:.3f}" for i, p in zip(step.top_ids, step.top_probs))
+            sys.stdout.write(f"    [{cands}]\n")
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    total = (step.elapsed if steps else 0.0)
+    decode = total - (stream.prompt_seconds or 0.0)
+    rate = (steps - 1) / decode if steps > 1 and decode > 0 else float("nan")
+    print(f"{steps} tokens in {total:.2f} s ({rate:.1f} tok/s after the prompt pass); "
+          f"stopped: {stream.stopped_by}", file=sys.stderr)
+    if not loaded.trained:
+        print("note: this model is UNTRAINED (random weights): the text above is noise",
+              file=sys.stderr)
+    return 0

@@ -1,0 +1,83 @@
+"""``train``: a small GPT on a text file, offline, resumable."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub) -> None:
+    t = sub.add_parser("train", help="train a small GPT on a text file, offline")
+    t.add_argument("--text", metavar="FILE", help="UTF-8 text to train on (default: Edith "
+                                                  "Wharton's 'The Verdict', in resources/)")
+    t.add_argument("--preset", default="mini", help="model size: mini (default) or tiny, or a GPT-2 preset")
+    budget = t.add_mutually_exclusive_group()
+    budget.add_argument("--steps", type=int, default=None, help="optimizer steps (default 200)")
+    budget.add_argument("--minutes", type=float, default=None, help="train for this long instead")
+    t.add_argument("--out", metavar="DIR", default="runs/train", help="checkpoint folder (default runs/train)")
+    t.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    t.add_argument("--batch-size", type=int, default=None)
+    t.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    t.add_argument("--eval-every", type=int, default=None)
+    t.add_argument("--seed", type=int, default=None)
+    t.add_argument("--plot", metavar="OUT.png", help="save the loss curve at the end")
+    t.set_defaults(func=train)
+
+
+def train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..core.training import (CheckpointEvent, EvalEvent, StepEvent, Trainer, TrainSettings,
+                                default_text)
+
+    if args.text:
+        try:
+            text = Path(args.text).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{args.text}: cannot read it as UTF-8 text ({exc})") from None
+    else:
+        text = default_text()
+    changes = {k: v for k, v in {"max_steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
+                                  "eval_every": args.eval_every, "seed": args.seed}.items() if v is not None}
+    if args.minutes is not None:
+        changes.update(max_minutes=args.minutes, max_steps=10**9)
+    if args.resume:
+        trainer = Trainer.resume(args.out, text, **changes)
+        print(f"resuming {args.out} at step {trainer.state.step}", file=sys.stderr)
+    else:
+        trainer = Trainer(text, TrainSettings(preset=args.preset, **changes), args.out)
+    s = trainer.settings
+    print(f"training {s.preset} ({sum(p.numel() for p in trainer.model.parameters()):,} parameters) on "
+          f"{len(trainer.train_ids):,} training and {len(trainer.val_ids):,} validation tokens; "
+          f"checkpoints in {args.out}", file=sys.stderr)
+    total = None if s.max_minutes else s.max_steps
+    losses: list[tuple[int, float]] = []
+    try:
+        for event in trainer.run():
+            if isinstance(event, StepEvent):
+                losses.append((event.step, event.loss))
+                done = f"{event.step}/{total}" if total else f"{event.step}"
+                bar = ""
+                if total:
+                    filled = int(30 * event.step / total)
+                    bar = "[" + "#" * filled + "." * (30 - filled) + "] "
+                sys.stderr.write(f"\r{bar}step {done}  loss {event.loss:.3f}  lr {event.lr:.2e}  "
+                                 f"{event.tokens_per_second:,.0f} tok/s  {event.elapsed:,.0f} s ")
+                sys.stderr.flush()
+            elif isinstance(event, EvalEvent):
+                print(f"\nstep {event.step}: train loss {event.train_loss:.3f}, validation loss "
+                      f"{event.val_loss:.3f}\n  sample: {event.sample!r}")
+            elif isinstance(event, CheckpointEvent):
+                print(f"  saved {event.path}", file=sys.stderr)
+    except KeyboardInterrupt:
+        path = trainer.save()
+        print(f"\ninterrupted: saved step {trainer.state.step} to {path}; continue with --resume",
+              file=sys.stderr)
+        return 130
+    print(f"done at step {trainer.state.step}; explore it with: gpt-explorer gui --checkpoint "
+          f"{Path(args.out) / 'model.safetensors'}", file=sys.stderr)
+    if args.plot:
+        from ..ui.figures import save_loss_figure
+        save_loss_figure(args.plot, losses, trainer.state.history)
+        print(f"saved {args.plot}", file=sys.stderr)
+    return 0

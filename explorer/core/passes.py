@@ -1,0 +1,190 @@
+"""The captured pass, the app's central data: one forward of a prompt (or a batch) with
+its nodes captured, as the views, the CLI, the comparisons and the divergence finder
+read it — numpy only, no torch — and ``run_prompt``, the one way to run a prompt with
+capture.
+
+The prompt pass is also generation's prefill: ``prompt_and_prefill`` keeps the KV cache,
+the last logits and every node's vector at the last position, and
+``generation.generate_stream(..., prefill=…)`` continues from there, so a prompt runs
+through the model once. Builds no model and owns no statistics (capture.py, stats.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .analysis import gelu_input_shares
+from .batch import Batch
+from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StepRecorder, StopCheck
+from .generation import GenerationSettings, Prefill, Step, generate_stream, prepare_prompt
+from .model import GPTModel
+from .nodes import GELU_INPUT, parse_hook
+from .tokenizer import token_piece
+
+TOP_K = 10  # next-token candidates a pass reports
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What a pass keeps. nodes: None for every node, or hook names / globs; layer: one
+    block only; tensors: which nodes keep their full tensor (True, False, or names /
+    globs), within ``budget_bytes`` (what does not fit keeps its statistics); float16:
+    keep them in half precision; attention: also the attention patterns (the fused
+    kernel then materialises them); gelu_shares: count each GELU input's shares."""
+
+    nodes: str | tuple[str, ...] | None = None
+    layer: int | None = None
+    tensors: bool | str | tuple[str, ...] = True
+    float16: bool = False
+    budget_bytes: int = DEFAULT_BUDGET_BYTES
+    attention: bool = True
+    gelu_shares: bool = False
+
+
+EVERYTHING = Keep(gelu_shares=True)  # the app: every node in full, patterns, GELU shares
+STATISTICS = Keep(tensors=False, attention=False)  # every node's statistics, no tensors
+
+
+@dataclass
+class Pass:
+    """A forward pass as the views see it: the tokens and every node's NodeView."""
+
+    ids: list[int]
+    pieces: list[str]
+    views: dict[str, NodeView]
+    step: int | None = None  # None for the prompt pass, else the generation step index
+    token_id: int | None = None  # the token this pass chose (a step) or predicts next
+    prob: float | None = None
+    top_ids: tuple[int, ...] = ()
+    top_probs: tuple[float, ...] = ()
+    top_pieces: tuple[str, ...] = ()
+    notices: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    batch: Batch | None = None  # several prompts at once (ids/pieces: the first one's)
+    gelu_shares: dict = field(default_factory=dict)  # GELU input name -> GeluInputShares
+    dropped: tuple[str, ...] = ()  # nodes over the memory budget: statistics only
+    error: str | None = None  # the forward failed here (run_prompt(tolerate_errors=True))
+
+    def row_labels(self) -> list[str]:
+        """For a prompt or batch pass: a label per vector of a (B, T, C) node, in
+        ``reshape(-1, C)`` order."""
+        if self.batch is not None:
+            return self.batch.row_labels()
+        return [f"{i}: {p!r}" for i, p in enumerate(self.pieces)]
+
+    def sample_pieces(self, b: int = 0) -> list[str]:
+        """Sample b's pieces per position (a batch's padding labelled ``[pad]``)."""
+        return self.batch.pieces(b) if self.batch is not None else list(self.pieces)
+
+
+def as_batch(prompt: Batch | list[int], context_length: int) -> Batch:
+    """A single prompt (token ids, cropped to the context with a notice) as a batch of one."""
+    if isinstance(prompt, Batch):
+        return prompt
+    ids, notices = prepare_prompt(list(prompt), context_length)
+    return Batch(ids=(tuple(ids),), lengths=(len(ids),), notices=tuple(notices))
+
+
+def _top(logits_row: torch.Tensor, k: int = TOP_K) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    probs = torch.softmax(logits_row.float(), dim=-1)
+    top = torch.topk(probs, min(k, probs.numel()))
+    return tuple(top.indices.tolist()), tuple(top.values.tolist())
+
+
+def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_errors: bool,
+             prefill: bool) -> tuple[Pass, Prefill | None]:
+    device = next(model.parameters()).device
+    cap = Capture(model, None if keep.nodes is None else keep.nodes, layer=keep.layer,
+                  tensors=keep.tensors, float16=keep.float16, budget_bytes=keep.budget_bytes,
+                  attention=keep.attention, mask=batch.mask if batch.size > 1 else None)
+    recorder = StepRecorder(model) if prefill else contextlib.nullcontext()
+    cache = model.new_cache() if prefill else None
+    error, logits, step = None, None, None
+    start = time.perf_counter()
+    with torch.inference_mode(), StopCheck(model, should_stop), recorder, cap:
+        try:
+            logits = model(torch.tensor(batch.ids, device=device), cache=cache)  # (B, T, V)
+        except RuntimeError as exc:  # e.g. a changed model whose shapes no longer add up
+            if not tolerate_errors:
+                raise
+            error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if prefill and logits is not None:
+            step = recorder.snapshot(batch.width - 1)
+    seconds = time.perf_counter() - start
+    notices = list(batch.notices)
+    if cap.dropped:
+        notices.append(f"{len(cap.dropped)} tensors were over the memory budget: only their "
+                       "statistics are shown")
+    top_ids, top_probs = ((), ()) if logits is None else _top(logits[0, batch.lengths[0] - 1])
+    views = cap.views()
+    shares = {}
+    if keep.gelu_shares:  # the GELU tab's shares: 3 million inputs a layer at T=1024
+        shares = {n: gelu_input_shares(v.real_rows()) for n, v in views.items()
+                  if parse_hook(n)[1] == GELU_INPUT and v.array is not None}
+    ids = batch.sample(0)
+    result = Pass(ids=ids, pieces=[token_piece(i) for i in ids], views=views,
+                  token_id=top_ids[0] if top_ids else None,
+                  prob=top_probs[0] if top_probs else None, top_ids=top_ids, top_probs=top_probs,
+                  top_pieces=tuple(token_piece(i) for i in top_ids), notices=notices,
+                  seconds=seconds, batch=None if batch.size == 1 else batch, gelu_shares=shares,
+                  dropped=tuple(cap.dropped), error=error)
+    if not prefill or logits is None:
+        return result, None
+    return result, Prefill(ids=ids, cache=cache, logits=logits[0, -1], step=step, seconds=seconds)
+
+
+def run_prompt(model: GPTModel, prompt: Batch | list[int], keep: Keep = EVERYTHING,
+               should_stop=None, tolerate_errors: bool = False) -> Pass:
+    """One forward pass of a prompt (token ids) or a padded batch, captured as ``keep``
+    says. ``should_stop`` is asked before every block (``Cancelled``). With
+    ``tolerate_errors`` a forward that fails (a changed model) returns what was captured
+    up to there, with ``Pass.error``."""
+    batch = as_batch(prompt, model.cfg.context_length)
+    return _forward(model, batch, keep, should_stop, tolerate_errors, prefill=False)[0]
+
+
+def prompt_and_prefill(model: GPTModel, ids: list[int], keep: Keep = EVERYTHING,
+                       should_stop=None) -> tuple[Pass, Prefill]:
+    """The prompt pass that generation then continues from (one forward per prompt)."""
+    batch = as_batch(ids, model.cfg.context_length)
+    result, prefill = _forward(model, batch, keep, should_stop, False, prefill=True)
+    return result, prefill
+
+
+def step_pass(step: Step, ids: list[int], notices: list[str] | None = None) -> Pass:
+    """A generated token as a pass: every node's vector at the position that chose it."""
+    return Pass(ids=list(ids), pieces=[], views=step.capture.views() if step.capture else {},
+                step=step.index, token_id=step.token_id, prob=step.prob, top_ids=step.top_ids,
+                top_probs=step.top_probs, top_pieces=tuple(token_piece(i) for i in step.top_ids),
+                notices=list(notices or []), seconds=step.elapsed)
+
+
+def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: GenerationSettings,
+                         report, should_stop=None, keep: Keep = EVERYTHING,
+                         after_prompt=None) -> str:
+    """The app's Ctrl+Enter: the captured prompt pass, reported as a Pass, then token by
+    token from its KV cache (the prompt runs once), each step reported as a Pass with
+    every node's vector. ``after_prompt()`` runs between the two (the app lets its views
+    draw there). Returns why it stopped: eot, max_new_tokens or stopped (checked
+    between tokens)."""
+    ids, _ = prepare_prompt(prompt_ids, model.cfg.context_length)
+    prompt, prefill = prompt_and_prefill(model, ids, keep, should_stop)
+    report(prompt)
+    if after_prompt is not None:
+        after_prompt()
+    settings = dataclasses.replace(settings, capture_steps=True,
+                                   show_top_k=max(settings.show_top_k, TOP_K))
+    stream = generate_stream(model, prefill.ids, settings, prefill=prefill)
+    seen = list(prefill.ids)
+    for step in stream:
+        seen.append(step.token_id)
+        report(step_pass(step, seen))
+        if should_stop is not None and should_stop():
+            stream.close()
+            return "stopped"
+    return stream.stopped_by or "max_new_tokens"

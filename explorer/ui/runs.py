@@ -1,0 +1,111 @@
+"""Ctrl+Enter's work as engine jobs: a prompt (its captured pass, then token by token
+from the same forward's KV cache), or a batch of prompts in one pass. Feeds the session
+(the pass, the steps, busy, a status line, errors); the prompt panel owns one."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject
+
+from ..core.batch import make_batch
+from ..core.generation import GenerationSettings
+from ..core.passes import EVERYTHING, Pass, prompt_then_generate, run_prompt
+from .jobs import Job
+from .session import Session
+
+REASONS = {"stopped": "stopped by you", "eot": "reached <|endoftext|>",
+           "max_new_tokens": "reached the token limit", "error": "failed", "batch": "done"}
+
+
+class Runs(QObject):
+    def __init__(self, session: Session, engine) -> None:
+        super().__init__()
+        self.session, self.engine = session, engine
+        self.job: Job | None = None
+        self._step_times: list[float] = []
+        self._status = ""  # the run's own last word (Stop's "Stopping…" aside)
+        self._prompt_done = False
+
+    @property
+    def running(self) -> bool:
+        return self.job is not None
+
+    def start(self, ids: list[int], settings: GenerationSettings) -> Job | None:
+        """The prompt pass, then generation; None when a run is going on or no model."""
+        if self.running or self.session.model is None:
+            return None
+        self._begin(f"Running the prompt ({len(ids)} tokens)…")
+        self._step_times = []
+        engine = self.engine
+        self.job = engine.submit(
+            lambda ctx: prompt_then_generate(ctx.model, ids, settings, ctx.report,
+                                             ctx.should_stop, EVERYTHING,
+                                             after_prompt=getattr(engine, "catch_up", None)),
+            "prompt and generation", progress=self._pass, finished=self._end,
+            failed=self._failed, cancelled=lambda: self._end("stopped"))
+        return self.job
+
+    def start_batch(self, prompts: list[str]) -> Job | None:
+        """Several prompts padded into one forward pass (nothing is generated)."""
+        if self.running or self.session.model is None:
+            return None
+        try:
+            batch = make_batch(prompts, self.session.model.config.context_length)
+        except ValueError as exc:
+            self.session.report_error("GPT Block Explorer", str(exc))
+            return None
+        self._begin(f"Running {batch.describe()}…")
+        self.job = self.engine.submit(
+            lambda ctx: run_prompt(ctx.model, batch, EVERYTHING, ctx.should_stop),
+            "batch pass", finished=self._batch_done, failed=self._failed,
+            cancelled=lambda: self._end("stopped"))
+        return self.job
+
+    def stop(self) -> None:
+        if self.job is not None:
+            self.job.cancel()  # checked between tokens and blocks
+            self.session.set_status("Stopping…")
+
+    # ------------------------------------------------------------------ results
+    def _begin(self, status: str) -> None:
+        self._prompt_done = False
+        self.session.set_busy(True)
+        self._say(status)
+
+    def _say(self, status: str) -> None:
+        self._status = status
+        self.session.set_status(status)
+
+    def _pass(self, result: Pass) -> None:
+        if result.step is None:
+            self._prompt_done = True
+            self.session.set_prompt(result)
+            note = "; ".join(result.notices)
+            self._say(f"Prompt pass: {len(result.ids)} tokens in {result.seconds:.2f} s"
+                      + (f" — {note}" if note else ""))
+            return
+        self.session.add_step(result)
+        self._step_times.append(result.seconds)
+        if len(self._step_times) > 1:
+            span = self._step_times[-1] - self._step_times[0]
+            rate = (len(self._step_times) - 1) / span if span > 0 else float("nan")
+            self._say(f"Generating: {len(self._step_times)} tokens, {rate:.1f} tok/s")
+
+    def _batch_done(self, result: Pass) -> None:
+        self._prompt_done = True
+        self.session.set_prompt(result)
+        note = "; ".join(result.notices)
+        self._say(f"Batch pass: {result.batch.describe() if result.batch else '1 prompt'}"
+                  f" in {result.seconds:.2f} s" + (f" — {note}" if note else ""))
+        self._end("batch")
+
+    def _failed(self, message: str) -> None:
+        self._end("error")
+        self.session.report_error("GPT Block Explorer", message)
+
+    def _end(self, reason: str) -> None:
+        self.job = None
+        self.session.set_busy(False)
+        base = self._status
+        if reason == "stopped" and not self._prompt_done:
+            base = "Stopped during the prompt pass"
+        self.session.set_status(f"{base} — {REASONS.get(reason, reason)}")

@@ -1,0 +1,49 @@
+"""The one list of views. The main window builds its central area, docks, tabs and the
+View menu from it; every view is ``cls(session, engine)``, listens to the session,
+submits its own engine jobs, and may offer ``save_settings(store)`` /
+``restore_settings(store)`` and a ``visibility_changed(bool)`` (to redraw only when
+shown). Adding a view: one module, one line here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .attention_view import AttentionView
+from .block_graph import BlockGraphView
+from .distributions import DistributionsView
+from .divergence_view import DivergenceView
+from .explanation_view import ExplanationView
+from .gelu_view import GeluView
+from .generation_panel import GenerationPanel
+from .inspector import InspectorView
+from .learn_view import LearnView
+from .lens_view import LensView
+from .ln_compare import LnCompareView
+from .train_panel import TrainPanel
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    attr: str  # the window's attribute for it
+    key: str  # its dock's object name (kept in saved layouts)
+    title: str
+    cls: type
+    area: str  # "central", "right" (tabbed together) or "bottom"
+    shortcut: str | None = None  # shows and raises it
+
+
+VIEWS = (
+    ViewSpec("graph", "graph", "Block graph", BlockGraphView, "central"),
+    ViewSpec("inspector", "inspector", "Tensor inspector", InspectorView, "right", "Ctrl+1"),
+    ViewSpec("explanation", "explain", "Explain", ExplanationView, "right", "Ctrl+2"),
+    ViewSpec("learn", "learn", "Learn", LearnView, "right", "Ctrl+3"),
+    ViewSpec("gelu", "gelu", "GELU", GeluView, "right", "Ctrl+4"),
+    ViewSpec("distributions", "distributions", "Distributions", DistributionsView, "right", "Ctrl+5"),
+    ViewSpec("attention", "attention", "Attention", AttentionView, "right", "Ctrl+6"),
+    ViewSpec("lens", "lens", "Logit lens", LensView, "right", "Ctrl+7"),
+    ViewSpec("ln_compare", "ln_compare", "Pre-LN vs Post-LN", LnCompareView, "right", "Ctrl+8"),
+    ViewSpec("divergence", "divergence", "Divergence", DivergenceView, "right", "Ctrl+9"),
+    ViewSpec("train_panel", "train", "Train", TrainPanel, "right", "Ctrl+0"),
+    ViewSpec("generation", "generation", "Prompt and generation", GenerationPanel, "bottom",
+             "Ctrl+L"),
+)

@@ -1,0 +1,93 @@
+"""The captured pass and the prompt pass as generation's prefill: one forward per prompt."""
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.core.batch import make_batch
+from explorer.core.config import preset
+from explorer.core.generation import GenerationSettings, generate_stream
+from explorer.core.model import build_model
+from explorer.core.passes import (EVERYTHING, STATISTICS, Keep, prompt_and_prefill,
+                                  prompt_then_generate, run_prompt)
+
+IDS = [6109, 3626, 6100, 345]
+
+
+@pytest.fixture
+def model():
+    return build_model(preset("tiny"), seed=1)
+
+
+def forwards(model):
+    """Count the model's forward calls and the tokens each one ran."""
+    calls = []
+    handle = model.register_forward_pre_hook(lambda m, inputs: calls.append(inputs[0].shape[1]))
+    return calls, handle
+
+
+def test_the_prompt_runs_once_and_generation_continues_from_it(model):
+    calls, handle = forwards(model)
+    reports = []
+    reason = prompt_then_generate(model, IDS, GenerationSettings(max_new_tokens=5), reports.append)
+    handle.remove()
+    assert calls == [4, 1, 1, 1, 1]  # the prompt once (4 tokens), then one token per step
+    assert reason == "max_new_tokens"
+    prompt, steps = reports[0], reports[1:]
+    assert prompt.step is None and prompt.views["trf_blocks.1.add2"].array.shape == (1, 4, 32)
+    assert [s.step for s in steps] == list(range(5))
+    plain = list(generate_stream(model, IDS, GenerationSettings(max_new_tokens=5, capture_steps=True)))
+    assert [s.token_id for s in steps] == [s.token_id for s in plain]
+    assert prompt.top_ids[0] == steps[0].token_id  # the pass predicts what is generated
+    for ours, theirs in zip(steps, plain):  # every node's vector, as without a prefill
+        views = theirs.capture.views()
+        assert set(ours.views) == set(views)
+        for name, view in views.items():
+            if view.array is not None:
+                np.testing.assert_allclose(ours.views[name].array, view.array, atol=1e-5)
+
+
+def test_a_prefill_belongs_to_its_prompt_and_is_used_once(model):
+    _, prefill = prompt_and_prefill(model, IDS)
+    with pytest.raises(ValueError, match="another prompt"):
+        generate_stream(model, IDS[:3], GenerationSettings(), prefill=prefill)
+    stream = generate_stream(model, IDS, GenerationSettings(max_new_tokens=2), prefill=prefill)
+    assert len(list(stream)) == 2 and stream.prefill is None
+
+
+def test_stop_between_tokens(model):
+    reports = []
+    reason = prompt_then_generate(model, IDS, GenerationSettings(max_new_tokens=50),
+                                  reports.append, should_stop=lambda: len(reports) >= 3)
+    assert reason == "stopped" and len(reports) == 3
+
+
+def test_what_a_pass_keeps(model):
+    every = run_prompt(model, IDS, EVERYTHING)
+    assert "trf_blocks.0.att.attn_weights" in every.views and every.gelu_shares
+    assert every.views["trf_blocks.0.att.attn_weights"].array.shape == (1, 4, 4, 4)
+    stats = run_prompt(model, IDS, STATISTICS)
+    assert all(v.array is None for v in stats.views.values())
+    assert "trf_blocks.0.att.attn_weights" not in stats.views
+    assert stats.views["out_head"].stats.std == pytest.approx(every.views["out_head"].stats.std)
+    with torch.inference_mode():
+        logits = model(torch.tensor([IDS]))[0, -1]
+    assert stats.top_ids[0] == int(logits.argmax())
+    one = run_prompt(model, IDS, Keep(layer=1, tensors="trf_blocks.1.add2", attention=False))
+    assert set(n for n, v in one.views.items() if v.array is not None) == {"trf_blocks.1.add2"}
+    assert all(n.startswith("trf_blocks.1.") for n in one.views)
+    small = run_prompt(model, IDS, Keep(budget_bytes=4 * 4 * 32 * 10))
+    assert small.dropped and "over the memory budget" in small.notices[-1]
+
+
+def test_a_batch_pass_and_a_failing_model(model):
+    batch = make_batch(["Every effort moves you", "Hello"], model.cfg.context_length)
+    run = run_prompt(model, batch)
+    assert run.batch is batch and run.views["trf_blocks.0.ff.layers.1"].array.shape == (2, 4, 128)
+    assert run.ids == IDS
+    model.trf_blocks[1].ff.layers[2] = torch.nn.Linear(128, 16)  # shapes stop adding up
+    with pytest.raises(RuntimeError):
+        run_prompt(model, IDS)
+    partial = run_prompt(model, IDS, tolerate_errors=True)
+    assert partial.error and "trf_blocks.0.add2" in partial.views
+    assert "trf_blocks.1.add2" not in partial.views
