@@ -16,7 +16,6 @@ import json
 import os
 import pickle
 import re
-import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from .cancel import check
 from .config import GPTConfig, preset, preset_for_emb_dim
 from .devices import free_memory_bytes, resolve_device, resolve_dtype
 from .errors import CheckpointError
+from .hf_files import hf_folder_weights, read_safetensors, safetensors_header
 from .keymaps import (convert_hf_state_dict, drop_book_buffers, infer_config, is_hf_state_dict,
                       validate_state_dict)
 from .model import GPTModel, count_parameters, describe_size
@@ -36,9 +36,6 @@ from .tf_checkpoint import is_tf_checkpoint, read_tf_checkpoint, tf_files
 
 PROJECT_FORMAT = "gpt-block-explorer"
 PROJECT_FORMAT_VERSION = "1"
-_SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4,
-                            "I16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
-_MAX_SAFETENSORS_HEADER = 100 * 1024 * 1024
 GIB = 1024 ** 3
 
 
@@ -79,7 +76,7 @@ def detect_format(path: str | os.PathLike) -> str:
             return "openai-tf"
         raise CheckpointError(p, "no such file or folder")
     if p.is_dir():
-        if _hf_folder_weights(p):
+        if hf_folder_weights(p):
             return "hf-folder"
         if is_tf_checkpoint(p):
             return "openai-tf"
@@ -129,76 +126,19 @@ def detect_format(path: str | os.PathLike) -> str:
                              ".bin/.pth file, or a Hugging Face model folder)")
 
 
-def _hf_folder_weights(folder: Path) -> list[Path]:
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (ValueError, KeyError) as exc:
-            raise CheckpointError(index, f"unreadable shard index ({exc})") from None
-        return [folder / s for s in shards]
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        if (folder / name).is_file():
-            return [folder / name]
-    return []
-
-
-def _safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
-    """The parsed header of a safetensors file and the byte count its tensors need,
-    checked against the file size before anything is allocated."""
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        raw = fh.read(8)
-        if len(raw) < 8:
-            raise CheckpointError(path, "truncated safetensors file (no header)")
-        (n,) = struct.unpack("<Q", raw)
-        if n > min(size - 8, _MAX_SAFETENSORS_HEADER):
-            raise CheckpointError(path, f"corrupt safetensors header: it declares {n:,} header "
-                                        f"bytes but the file has {size:,} bytes")
-        try:
-            header = json.loads(fh.read(n))
-        except (ValueError, UnicodeDecodeError):
-            raise CheckpointError(path, "corrupt safetensors header (not valid JSON)") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(path, "corrupt safetensors header (not a JSON object)")
-    data_bytes = size - 8 - n
-    needed = 0
-    for key, info in header.items():
-        if key == "__metadata__":
-            continue
-        try:
-            start, end = info["data_offsets"]
-            shape, dtype = info["shape"], info["dtype"]
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(path, f"corrupt safetensors header entry {key!r}") from None
-        count = 1
-        for d in shape:
-            count *= int(d)
-        expected = count * _SAFETENSORS_DTYPE_BYTES.get(dtype, 1)
-        if end - start != expected:
-            raise CheckpointError(path, f"corrupt safetensors header: {key!r} declares "
-                                        f"{end - start:,} bytes for shape {shape} {dtype}")
-        if end > data_bytes:
-            raise CheckpointError(
-                path, f"truncated safetensors file: tensor {key!r} ends at byte {end:,} but "
-                      f"only {data_bytes:,} bytes of data are present (incomplete download?)")
-        needed = max(needed, end)
-    return header, needed
-
-
 def tensor_bytes_in_file(path: str | os.PathLike) -> int:
     """How many bytes of tensors a checkpoint holds (read from headers, not loaded)."""
     p = Path(path)
     fmt = detect_format(p)
     if fmt == "hf-folder":
-        return sum(tensor_bytes_in_file(w) for w in _hf_folder_weights(p))
+        return sum(tensor_bytes_in_file(w) for w in hf_folder_weights(p))
     if fmt == "openai-tf":
         try:
             return open_bundle(p).total_bytes()
         except BundleError as exc:
             raise CheckpointError(exc.path, exc.problem) from None
     if fmt == "safetensors":
-        return _safetensors_header(p)[1]
+        return safetensors_header(p)[1]
     if fmt == "torch-zip":
         with zipfile.ZipFile(p) as zf:
             return sum(i.file_size for i in zf.infolist() if "/data/" in i.filename)
@@ -206,19 +146,6 @@ def tensor_bytes_in_file(path: str | os.PathLike) -> int:
 
 
 # --------------------------------------------------------------------------- reading
-
-def _read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    header, _ = _safetensors_header(path)
-    meta = header.get("__metadata__") or {}
-    try:
-        tensors = load_file(str(path), device="cpu")
-    except (SafetensorError, OSError, RuntimeError, ValueError) as exc:
-        raise CheckpointError(path, f"corrupt safetensors file ({exc})") from None
-    return tensors, {str(k): str(v) for k, v in meta.items()}
-
 
 _GLOBAL_RE = re.compile(r"GLOBAL\s+([\w.]+)")
 
@@ -268,7 +195,7 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
         return tensors, info
     if fmt == "hf-folder":
         tensors: dict[str, torch.Tensor] = {}
-        for weights in _hf_folder_weights(p):
+        for weights in hf_folder_weights(p):
             if not weights.is_file():
                 raise CheckpointError(weights, "shard listed in the index is missing")
             sub, sub_info = read_state_dict(weights)
@@ -277,7 +204,7 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
         config_json = p / "config.json"
     else:
         if fmt == "safetensors":
-            tensors, meta = _read_safetensors(p)
+            tensors, meta = read_safetensors(p)
             if meta.get("format") == PROJECT_FORMAT:
                 info["format"] = PROJECT_FORMAT
                 try:
@@ -320,7 +247,7 @@ def _fingerprint(path: Path, fmt: str) -> list[tuple[str, int, int]]:
         except BundleError:
             files = []
     else:
-        files = _hf_folder_weights(path) if path.is_dir() else [path]
+        files = hf_folder_weights(path) if path.is_dir() else [path]
     out = []
     for f in files:
         try:

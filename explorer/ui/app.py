@@ -53,11 +53,11 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
     throw-away settings file, so the user's remembered layout and model are untouched."""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QApplication
 
+    from .figures import offscreen_app
     from .main_window import MainWindow
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = offscreen_app()
     errors: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         settings = QSettings(os.path.join(tmp, "settings.ini"), QSettings.IniFormat)

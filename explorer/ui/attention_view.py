@@ -90,6 +90,7 @@ class AttentionView(LazyRefresh, QWidget):
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
         session.modelChanged.connect(self._heads)
+        self._heads()  # a view made after the model loaded starts from it
 
     def _heads(self) -> None:
         self.head_box.blockSignals(True)

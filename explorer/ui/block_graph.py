@@ -124,6 +124,8 @@ class BlockGraphView(QWidget):
         session.on_pass(self.refresh)  # in a loop turn of its own
         session.nodeChanged.connect(self._on_node)
         session.markChanged.connect(self.mark_divergence)
+        if session.model is not None:  # a view made after the model loaded starts from it
+            self.rebuild()
 
     # ---------------------------------------------------------------- building
     def rebuild(self) -> None:

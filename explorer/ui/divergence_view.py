@@ -52,6 +52,7 @@ class DivergenceView(QWidget):
         layout.addWidget(self.table, 1)
         session.modelChanged.connect(self._new_model)
         self.result: Divergence | None = None
+        self._new_model()
 
     def _new_model(self) -> None:
         """A result belongs to the model it was found with: a new model clears it."""

@@ -144,6 +144,7 @@ class GenerationPanel(QWidget):
         session.modelChanged.connect(self.update_chips)
         session.busyChanged.connect(self.set_running)
         self.update_chips()
+        self.update_output()  # a panel made after a run shows it
 
     # ------------------------------------------------------------------ settings
     def settings(self) -> GenerationSettings:

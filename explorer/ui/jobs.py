@@ -77,6 +77,33 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def run_job(job: Job, context: JobContext) -> None:
+    """Run a job to its end: its result, its failure or its cancellation as a signal."""
+    job.running = True
+    try:
+        if job.should_stop():
+            raise Cancelled("stopped before it started")
+        result = job.fn(context)
+    except Cancelled:
+        job.cancelled.emit()
+    except Exception as exc:  # a job never takes the window down
+        log.error("%s failed", job.name, exc_info=True)
+        job.failed.emit(one_line(exc))
+    else:
+        job.finished.emit(result)
+    finally:
+        job.running = False
+        job.done = True
+
+
+def connect(job: Job, progress=None, finished=None, failed=None, cancelled=None) -> Job:
+    for signal, handler in ((job.progress, progress), (job.finished, finished),
+                            (job.failed, failed), (job.cancelled, cancelled)):
+        if handler is not None:
+            signal.connect(handler)
+    return job
+
+
 class _Worker(QObject):
     def __init__(self, runner: "JobRunner") -> None:
         super().__init__()
@@ -84,21 +111,7 @@ class _Worker(QObject):
 
     @Slot(object)
     def run(self, job: Job) -> None:
-        job.running = True
-        try:
-            if job.should_stop():
-                raise Cancelled("stopped before it started")
-            result = job.fn(self.runner.context(job))
-        except Cancelled:
-            job.cancelled.emit()
-        except Exception as exc:  # a job never takes the window down
-            log.error("%s failed", job.name, exc_info=True)
-            job.failed.emit(one_line(exc))
-        else:
-            job.finished.emit(result)
-        finally:
-            job.running = False
-            job.done = True
+        run_job(job, self.runner.context(job))
 
 
 class JobRunner(QObject):
@@ -119,11 +132,7 @@ class JobRunner(QObject):
     def submit(self, fn: Callable[[JobContext], Any], name: str = "job", *,
                progress=None, finished=None, failed=None, cancelled=None) -> Job:
         """Queue ``fn(ctx)``; the handlers are connected before it can start."""
-        job = Job(fn, name)
-        for signal, handler in ((job.progress, progress), (job.finished, finished),
-                                (job.failed, failed), (job.cancelled, cancelled)):
-            if handler is not None:
-                signal.connect(handler)
+        job = connect(Job(fn, name), progress, finished, failed, cancelled)
         self.jobs = [j for j in self.jobs if not j.done] + [job]  # keep live ones referenced
         self._submit.emit(job)
         return job

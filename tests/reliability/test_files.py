@@ -85,3 +85,17 @@ def test_a_load_can_be_stopped_and_nothing_is_half_loaded(tmp_path):
     with pytest.raises(Cancelled):
         load_checkpoint(path, should_stop=lambda: True)
     assert load_checkpoint(path, should_stop=lambda: False).config == preset("tiny")
+
+
+def test_a_shard_index_cannot_name_files_outside_its_folder(tmp_path):
+    import json
+    outside = tmp_path / "secret.safetensors"
+    save_checkpoint(build_model(preset("tiny")), outside)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"tok_emb.weight": "../secret.safetensors"}}))
+    with pytest.raises(CheckpointError, match=r"names '\.\./secret\.safetensors' as a shard; "
+                                              r"shards must be files in the same folder"):
+        load_checkpoint(folder)
+

@@ -321,3 +321,20 @@ def test_dock_tabs_show_whole_titles_and_scroll(qtbot, make_window):
     for bar in window.findChildren(QTabBar):
         if bar.parent() is window and bar.count() > 1:
             assert bar.elideMode() == Qt.ElideNone
+
+
+def test_a_prompt_runs_through_the_model_once_per_run(qtbot, make_window):
+    """The prompt pass the views show is generation's prefill: one forward of the
+    prompt, then one token a step."""
+    window = make_window()
+    qtbot.waitUntil(lambda: window.engine.loaded is not None, timeout=10_000)
+    calls = []
+    model = window.engine.loaded.model
+    handle = model.register_forward_pre_hook(lambda m, inputs: calls.append(inputs[0].shape[1]))
+    try:
+        run_and_wait(qtbot, window, max_tokens=3)
+    finally:
+        handle.remove()
+    assert calls == [len(window.session.prompt.ids), 1, 1]
+    assert len(window.session.steps) == 3
+

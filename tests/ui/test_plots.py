@@ -7,11 +7,15 @@ from PySide6.QtCore import QPointF
 from explorer.core.analysis import gelu_input_shares
 from explorer.core.nodes import block_nodes
 from explorer.ui.distributions import write_table_csv
+from tests.ui.alone import Alone
 from tests.ui.conftest import run_and_wait
 
 
-def show(qtbot, window, title):
-    dock = next(d for d in window.docks.values() if d.windowTitle() == title)
+def show(qtbot, views, title):
+    """The view of this title, alone (on a session and an inline engine) or in a window."""
+    if isinstance(views, Alone):
+        return views.show(title)
+    dock = next(d for d in views.docks.values() if d.windowTitle() == title)
     dock.raise_()
     qtbot.waitUntil(lambda: dock.widget().isVisible(), timeout=5_000)
     qtbot.wait(50)
@@ -22,12 +26,12 @@ def show(qtbot, window, title):
 
 
 @pytest.fixture
-def ran(qtbot, make_window):
-    window = make_window()
-    run_and_wait(qtbot, window, max_tokens=2)
-    window.session.show_step(None)
-    qtbot.wait(50)
-    return window
+def ran(qtbot):
+    """A tiny model's prompt pass and two steps, shown to views built alone."""
+    alone = Alone(qtbot)
+    alone.run(max_tokens=2)
+    alone.session.show_step(None)
+    return alone
 
 
 def test_gelu_view_overlays_the_real_inputs(qtbot, ran):
@@ -80,6 +84,7 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     import pyqtgraph as pg
 
     view = show(qtbot, ran, "Distributions")
+    inspector = ran.inspector  # built (and drawn) before the counting starts
     ran.session.set_layer(1)
     qtbot.wait(20)
     assert view.small_plots["add2"].titleLabel.text.endswith("(layer 1)")
@@ -88,7 +93,7 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     monkeypatch.setattr(pg.AxisItem, "setTicks", lambda self, *a, **k: calls.append(("ticks", a)))
     monkeypatch.setattr(pg.AxisItem, "setLabel", lambda self, *a, **k: calls.append(("label", a)))
     view.redraw()
-    ran.inspector.refresh()
+    inspector.refresh()
     qtbot.wait(30)  # the table and the residual plot are drawn in the next loop turns
     assert calls == []
     ran.session.set_layer(0)  # new titles: set, once per plot
@@ -120,13 +125,15 @@ def test_distributions_row_labels_never_overlap(qtbot, ran):
     assert steps[0] > 1 and steps[-1] == 1
 
 
-def test_dense_tabs_scroll_in_a_small_window_instead_of_squashing_their_plots(qtbot, ran):
+def test_dense_tabs_scroll_in_a_small_window_instead_of_squashing_their_plots(qtbot, make_window):
     """At 1280x800 the right-hand dock is ~390 px high: the distributions' small
     multiples and the Pre-LN vs Post-LN plots keep their minimum heights and scroll."""
     from PySide6.QtWidgets import QScrollArea
 
     from explorer.ui.distributions import MIN_SMALL_ROW
 
+    ran = make_window()
+    run_and_wait(qtbot, ran, max_tokens=2)
     ran.resize(1280, 800)
     for title, plot_area in (("Distributions", lambda v: v.small),
                              ("Pre-LN vs Post-LN", lambda v: v.canvas)):
@@ -299,14 +306,15 @@ def test_explain_tab_follows_the_selected_node_with_live_numbers(qtbot, ran):
 
 def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
     view = show(qtbot, ran, "Divergence")
+    graph = ran.graph  # the block graph outlines what the finder marks in the session
     view.kind.setCurrentIndex(view.kind.findData("relu"))
     view.layer.setValue(1)
     view.request()
     qtbot.waitUntil(lambda: view.result is not None, timeout=30_000)
     assert view.result.first == "trf_blocks.1.ff.layers.1"
     assert "First divergence: <b>trf_blocks.1.ff.layers.1</b>" in view.summary.text()
-    assert ran.session.layer == 1
-    item = ran.graph.items["trf_blocks.1.ff.layers.1"]
+    assert ran.session.mark == "trf_blocks.1.ff.layers.1" and ran.session.layer == 1
+    item = graph.items["trf_blocks.1.ff.layers.1"]
     assert item.diverged and item.pen().color().name() == "#d40000"
 
 

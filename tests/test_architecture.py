@@ -1,0 +1,112 @@
+"""The house rules, checked on the code itself: core has no Qt, no import circles, the
+session does not know the engine, the CLI imports no view, files stay small, and node
+names are parsed only in nodes.py."""
+
+import ast
+import inspect
+import re
+from pathlib import Path
+
+from explorer.ui.views import VIEWS
+
+ROOT = Path(__file__).resolve().parents[1] / "explorer"
+MODULES = {p: ".".join(p.relative_to(ROOT.parent).with_suffix("").parts) for p in ROOT.rglob("*.py")}
+NAMES = {name.removesuffix(".__init__"): p for p, name in MODULES.items()}
+
+
+def imports(path: Path) -> set[str]:
+    """Every module a file imports, anywhere in it (also inside functions), absolute."""
+    package = MODULES[path].removesuffix(".__init__")
+    if not path.name == "__init__.py":
+        package = package.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            if node.level:
+                base = base[: len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            found.add(module)
+            found |= {f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in NAMES}
+    return found
+
+
+PACKAGES = {"explorer", "explorer.core", "explorer.ui", "explorer.cli"}
+
+
+def ours(path: Path) -> set[str]:
+    """The project's modules a file imports (a package's own __init__ aside)."""
+    own = MODULES[path].removesuffix(".__init__")
+    return {m for m in imports(path) if m in NAMES and m != own and m not in PACKAGES}
+
+
+def test_core_never_imports_qt():
+    for path, name in MODULES.items():
+        if name.startswith("explorer.core"):
+            qt = {m for m in imports(path) if m.split(".")[0] in ("PySide6", "pyqtgraph", "shiboken6")}
+            assert not qt, f"{name} imports {qt}"
+            assert not {m for m in ours(path) if m.startswith("explorer.ui")}, name
+
+
+def test_there_is_no_import_circle():
+    graph = {name.removesuffix(".__init__"): {m for m in ours(p) if not m.endswith("__init__")}
+             for p, name in MODULES.items()}
+    graph = {k: {m for m in v if m != "explorer" and not (k.startswith(m + "."))} for k, v in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(node, trail):
+        state[node] = 1
+        for nxt in graph.get(node, ()):
+            if state.get(nxt) == 1:
+                raise AssertionError("import circle: " + " -> ".join(trail + [node, nxt]))
+            if nxt not in state:
+                visit(nxt, trail + [node])
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node, [])
+
+
+def test_the_session_does_not_know_the_engine_and_the_cli_imports_no_view():
+    session = NAMES["explorer.ui.session"]
+    assert not {m for m in ours(session) if m in ("explorer.ui.engine", "explorer.ui.jobs")}
+    views = {inspect.getmodule(v.cls).__name__ for v in VIEWS}
+    for path, name in MODULES.items():
+        if name.startswith("explorer.cli"):
+            assert not (ours(path) & views), f"{name} imports a view"
+            assert {m for m in ours(path) if m.startswith("explorer.ui")} <= {
+                "explorer.ui.app", "explorer.ui.figures"}, name
+
+
+def test_every_view_is_a_module_of_its_own_made_from_session_and_engine():
+    modules = [inspect.getmodule(v.cls).__name__ for v in VIEWS]
+    assert len(set(modules)) == len(modules)
+    keys = [v.key for v in VIEWS]
+    assert len(set(keys)) == len(keys) and [v.area for v in VIEWS].count("central") == 1
+    for spec in VIEWS:
+        params = list(inspect.signature(spec.cls.__init__).parameters)
+        assert params[1:3] == ["session", "engine"], spec.cls
+
+
+def test_no_file_is_over_400_lines():
+    long = {name: n for p, name in MODULES.items() if (n := len(p.read_text().splitlines())) > 400}
+    assert not long
+
+
+def test_hook_names_are_split_only_in_the_node_table():
+    pattern = re.compile(r"""split\(["']\.["']|["']trf_blocks\.|startswith\(["']trf_blocks""")
+    # keymaps.py maps state-dict keys (parameter names such as trf_blocks.0.att.W_query
+    # .weight) between formats: weights, not hook names
+    for path, name in MODULES.items():
+        if name in ("explorer.core.nodes", "explorer.core.keymaps"):
+            continue
+        code = [line for line in path.read_text().splitlines()
+                if not line.strip().startswith("#") and "help=" not in line]
+        hits = [line.strip() for line in code if pattern.search(line)
+                and not line.strip().startswith(('"', "'", "``"))]
+        assert not hits, f"{name}: {hits}"
