@@ -2,5 +2,6 @@
 # Install (into .venv, once) and launch GPT Block Explorer on the default model.
 set -euo pipefail
 cd "$(dirname "$0")"
-. scripts/bootstrap.sh
+# "" : no extras (a sourced script would otherwise see this script's arguments)
+. scripts/bootstrap.sh ""
 exec gpt-explorer "$@"

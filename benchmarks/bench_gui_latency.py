@@ -129,7 +129,7 @@ def main() -> int:
         wait(lambda: window.session.model is not None)
         phases["model load"] = probe.take()
         if args.tab:
-            shown = [d for d in window.plot_docks if d.widget() is getattr(window, args.tab, None)]
+            shown = [d for d in window.docks.values() if d.widget() is getattr(window, args.tab, None)]
             if not shown:
                 raise SystemExit(f"no tab {args.tab!r}")
             shown[0].raise_()

@@ -1,0 +1,18 @@
+"""The README's set-up commands pass their arguments on as documented."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_start_sh_passes_its_arguments_to_the_explorer():
+    env = dict(os.environ, EXPLORER_VENV=sys.prefix)  # the environment these tests run in
+    done = subprocess.run([str(ROOT / "start.sh"), "--version"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-1].startswith("gpt-explorer ") and "ERROR" not in done.stderr
+    assert "==> installing gpt-block-explorer" in lines  # no extras made of the arguments
