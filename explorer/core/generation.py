@@ -87,6 +87,16 @@ class Prefill:
     seconds: float
 
 
+def check_vocabulary(ids, vocab_size: int) -> None:
+    """Every id must be a row of the model's embedding: a ValueError names the first
+    that is not (a model trained with another, smaller vocabulary than GPT-2's)."""
+    for i in ids:
+        if not 0 <= int(i) < vocab_size:
+            raise ValueError(f"token {int(i)} ({token_piece(int(i))!r}) is outside this model's "
+                             f"vocabulary of {vocab_size:,} tokens: the model was not trained "
+                             "with GPT-2's full tokenizer, so this prompt cannot run on it")
+
+
 def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = False
                    ) -> tuple[list[int], list[str]]:
     """The ids the model will see and notices for the user. An empty prompt is an error
@@ -138,6 +148,7 @@ class GenerationStream:
         self.settings = settings
         self.prompt_ids, self.notices = prepare_prompt(
             prompt_ids, model.cfg.context_length, start_with_eot)
+        check_vocabulary(self.prompt_ids, model.cfg.vocab_size)
         if prefill is not None:
             if list(prefill.ids) != self.prompt_ids:
                 raise ValueError("the prefill is of another prompt")

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 import torch
 
 from .analysis import gelu_input_shares
-from .batch import Batch
+from .batch import PAD_ID, Batch
 from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StepRecorder, StopCheck
-from .generation import GenerationSettings, Prefill, Step, generate_stream, prepare_prompt
+from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
+                         prepare_prompt)
 from .model import GPTModel
 from .nodes import GELU_INPUT, parse_hook
 from .tokenizer import token_piece
@@ -99,6 +100,10 @@ def _top(logits_row: torch.Tensor, k: int = TOP_K) -> tuple[tuple[int, ...], tup
 def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_errors: bool,
              prefill: bool) -> tuple[Pass, Prefill | None]:
     device = next(model.parameters()).device
+    for b in range(batch.size):
+        check_vocabulary(batch.sample(b), model.cfg.vocab_size)
+    pad = min(PAD_ID, model.cfg.vocab_size - 1)  # what padding holds never counts
+    rows = [list(batch.sample(b)) + [pad] * (batch.width - batch.lengths[b]) for b in range(batch.size)]
     cap = Capture(model, None if keep.nodes is None else keep.nodes, layer=keep.layer,
                   tensors=keep.tensors, float16=keep.float16, budget_bytes=keep.budget_bytes,
                   attention=keep.attention, mask=batch.mask if batch.size > 1 else None)
@@ -108,7 +113,7 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     start = time.perf_counter()
     with torch.inference_mode(), StopCheck(model, should_stop), recorder, cap:
         try:
-            logits = model(torch.tensor(batch.ids, device=device), cache=cache)  # (B, T, V)
+            logits = model(torch.tensor(rows, device=device), cache=cache)  # (B, T, V)
         except RuntimeError as exc:  # e.g. a changed model whose shapes no longer add up
             if not tolerate_errors:
                 raise

@@ -91,3 +91,15 @@ def test_a_batch_pass_and_a_failing_model(model):
     partial = run_prompt(model, IDS, tolerate_errors=True)
     assert partial.error and "trf_blocks.0.add2" in partial.views
     assert "trf_blocks.1.add2" not in partial.views
+
+
+def test_a_prompt_outside_a_small_vocabulary_is_one_clear_error():
+    small = build_model(preset("tiny", vocab_size=512), seed=0)
+    with pytest.raises(ValueError, match=r"token 6109 \('Every'\) is outside this model's "
+                                         r"vocabulary of 512 tokens"):
+        run_prompt(small, IDS)
+    with pytest.raises(ValueError, match="outside this model's vocabulary"):
+        generate_stream(small, IDS, GenerationSettings())
+    batch = make_batch([[5, 6, 7], [8]], small.cfg.context_length)  # padding fits it too
+    run = run_prompt(small, batch)
+    assert run.views["out_head"].shape == (2, 3, 512)
