@@ -1,12 +1,14 @@
 """OpenAI's TensorFlow GPT-2 checkpoint, read without TensorFlow.
 
 tests/data/openai-tf-tiny/ was written by TensorFlow 2.21's TF1 Saver (see
-tests/data/make_tf_checkpoint.py) with OpenAI's variable names and shapes, and
-openai-tf-tiny.npz holds every variable as TensorFlow itself read it back."""
+tests/data/make_tf_checkpoint.py) with OpenAI's variable names and shapes, from the
+values its ``weights()`` makes (numpy only) — the reference here; the script also
+checked that TensorFlow reads the same values back."""
 
-import json
 import shutil
 from pathlib import Path
+
+import json
 
 import numpy as np
 import pytest
@@ -18,15 +20,14 @@ from explorer.core.tf_bundle import open_bundle
 
 transformers = pytest.importorskip("transformers")
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-FOLDER = DATA / "openai-tf-tiny"
-HPARAMS = json.loads((FOLDER / "hparams.json").read_text())
+from tests.data.make_tf_checkpoint import HPARAMS, weights
+
+FOLDER = Path(__file__).resolve().parents[1] / "data" / "openai-tf-tiny"
 
 
 @pytest.fixture
 def reference():
-    with np.load(DATA / "openai-tf-tiny.npz") as npz:
-        return {k: npz[k] for k in npz.files}
+    return weights()
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def test_the_bundle_reads_every_variable_as_tensorflow_does(reference):
         tensor = bundle.read(name)
         assert tensor.dtype == torch.float32 and tuple(tensor.shape) == value.shape
         assert np.array_equal(tensor.numpy(), value), name
-    assert bundle.entries["model/h0/attn/c_attn/w"].shape == (1, 32, 96)
+    assert bundle.entries["model/h0/attn/c_attn/w"].shape == (1, 8, 24)
 
 
 @pytest.mark.parametrize("how", ["folder", "index", "prefix"])
@@ -79,15 +80,15 @@ def test_the_folder_loads_and_matches_transformers(reference, how):
     loaded = load_checkpoint(path)
     cfg = loaded.config
     assert (cfg.vocab_size, cfg.context_length, cfg.emb_dim, cfg.n_heads, cfg.n_layers) == (
-        512, 32, 32, 4, 3)
+        50257, 32, 8, 2, 3)
     assert cfg.tie_weights and cfg.qkv_bias and cfg.norm_position == "pre"
     assert loaded.trained and "OpenAI TensorFlow checkpoint" in loaded.label
     assert not [n for n in loaded.notices if "head" in n]  # n_head came from hparams.json
-    ids = torch.randint(0, 512, (2, 20), generator=torch.Generator().manual_seed(5))
+    ids = torch.randint(0, 50257, (2, 20), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         ours = loaded.model(ids)
         theirs = transformers_model(reference)(ids).logits
-    assert ours.shape == theirs.shape == (2, 20, 512)
+    assert ours.shape == theirs.shape == (2, 20, 50257)
     assert (ours - theirs).abs().max().item() <= 1e-4
     assert ours.abs().max().item() > 0.1  # not a trivially equal pair
 
@@ -152,7 +153,7 @@ def test_hparams_that_disagree_with_the_shapes_are_named(folder):
     hp = dict(HPARAMS, n_embd=768)
     (folder / "hparams.json").write_text(json.dumps(hp))
     with pytest.raises(CheckpointError, match=r"hparams\.json: says n_embd is 768, but "
-                                              r"model/wte has shape \[512, 32\]"):
+                                              r"model/wte has shape \[50257, 8\]"):
         load_checkpoint(folder)
     (folder / "hparams.json").write_text(json.dumps(dict(HPARAMS, n_layer=12)))
     with pytest.raises(CheckpointError, match="says n_layer is 12, but 3 blocks"):
@@ -163,8 +164,8 @@ def test_hparams_that_disagree_with_the_shapes_are_named(folder):
 
 
 def test_without_hparams_the_heads_cannot_be_told_and_it_says_so(folder):
-    (folder / "hparams.json").unlink()  # and 32 wide is no GPT-2 size: no head count to assume
-    with pytest.raises(CheckpointError, match=r"number of heads for emb_dim 32; put its "
+    (folder / "hparams.json").unlink()  # and 8 wide is no GPT-2 size: no head count to assume
+    with pytest.raises(CheckpointError, match=r"number of heads for emb_dim 8; put its "
                                               r"hparams\.json \(with n_head\)"):
         load_checkpoint(folder)
 

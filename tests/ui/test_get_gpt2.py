@@ -125,5 +125,5 @@ def test_the_books_folder_opens_from_the_app(qtbot, make_window):
     qtbot.waitUntil(lambda: window.session.model.trained, timeout=60_000)
     info = window.session.model
     assert "OpenAI TensorFlow checkpoint" in info.label
-    assert info.size.startswith("3 layers · 32 wide · 4 heads")
+    assert info.size.startswith("3 layers · 8 wide · 2 heads")
     assert not window.banner.isVisible()
