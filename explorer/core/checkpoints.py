@@ -12,7 +12,6 @@ decide where a model comes from (sources.py) or fetch anything (hub.py).
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import re
@@ -24,15 +23,16 @@ from typing import Any
 import torch
 
 from .cancel import check
-from .config import GPTConfig, preset, preset_for_emb_dim
+from .config import GPT2_VOCAB, GPTConfig, preset, preset_for_emb_dim
 from .devices import free_memory_bytes, resolve_device, resolve_dtype
 from .errors import CheckpointError
 from .hf_files import hf_folder_weights, read_safetensors, safetensors_header
-from .keymaps import (convert_hf_state_dict, drop_book_buffers, infer_config, is_hf_state_dict,
-                      validate_state_dict)
+from .keymaps import (check_tensor, convert_hf_state_dict, drop_book_buffers, infer_config,
+                      is_hf_state_dict, validate_state_dict)
 from .model import GPTModel, count_parameters, describe_size
 from .tf_bundle import BundleError, open_bundle
 from .tf_checkpoint import is_tf_checkpoint, read_tf_checkpoint, tf_files
+from .validate import file_kind, parse_json, read_json, regular_file
 
 PROJECT_FORMAT = "gpt-block-explorer"
 PROJECT_FORMAT_VERSION = "1"
@@ -71,11 +71,14 @@ def detect_format(path: str | os.PathLike) -> str:
     """'hf-folder', 'openai-tf', 'safetensors', 'torch-zip' or 'torch-legacy', from the
     bytes; a CheckpointError says what the file is when it is none of those."""
     p = Path(path)
-    if not p.exists():
+    kind = file_kind(p)
+    if kind == "missing":
         if is_tf_checkpoint(p):  # a checkpoint prefix such as gpt2/124M/model.ckpt
             return "openai-tf"
         raise CheckpointError(p, "no such file or folder")
-    if p.is_dir():
+    if kind not in ("file", "folder"):  # opening a FIFO would wait forever
+        raise CheckpointError(p, f"{kind}, not a checkpoint file or folder")
+    if kind == "folder":
         if hf_folder_weights(p):
             return "hf-folder"
         if is_tf_checkpoint(p):
@@ -151,8 +154,10 @@ _GLOBAL_RE = re.compile(r"GLOBAL\s+([\w.]+)")
 
 
 def _read_torch(path: Path, fmt: str) -> dict[str, torch.Tensor]:
+    # Read into memory (mmap=False): tensors mapped from the file would die with SIGBUS
+    # when the file is truncated or re-saved in place while the model is loaded.
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=(fmt == "torch-zip"))
+        obj = torch.load(path, map_location="cpu", weights_only=True, mmap=False)
     except pickle.UnpicklingError as exc:
         found = _GLOBAL_RE.search(str(exc))
         what = f" (it asks for `{found.group(1)}`)" if found else ""
@@ -160,8 +165,11 @@ def _read_torch(path: Path, fmt: str) -> dict[str, torch.Tensor]:
             path, "refused: the pickle holds more than tensors" + what + "; only plain "
                   "state dicts are loaded, with weights_only=True, and nothing in the file "
                   "was run") from None
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError) as exc:
-        raise CheckpointError(path, f"corrupt or truncated PyTorch file ({exc})") from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError,
+            IndexError, TypeError, AttributeError, OverflowError, MemoryError,
+            RecursionError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(path, f"corrupt or truncated PyTorch file ({first})") from None
     return _unwrap_state_dict(path, obj)
 
 
@@ -196,8 +204,9 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
     if fmt == "hf-folder":
         tensors: dict[str, torch.Tensor] = {}
         for weights in hf_folder_weights(p):
-            if not weights.is_file():
+            if file_kind(weights) == "missing":
                 raise CheckpointError(weights, "shard listed in the index is missing")
+            regular_file(weights)
             sub, sub_info = read_state_dict(weights)
             tensors.update(sub)
             info.setdefault("file_format", sub_info["format"])
@@ -208,23 +217,25 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
             if meta.get("format") == PROJECT_FORMAT:
                 info["format"] = PROJECT_FORMAT
                 try:
-                    info["config"] = GPTConfig.from_dict(json.loads(meta["config"]))
+                    info["config"] = GPTConfig.from_dict(parse_json(meta["config"], p, "a config"))
                 except (KeyError, ValueError, TypeError) as exc:
-                    raise CheckpointError(p, f"project checkpoint with a bad config ({exc})") from None
+                    problem = exc.problem if isinstance(exc, CheckpointError) else str(exc)
+                    raise CheckpointError(p, f"project checkpoint with a bad config ({problem})") from None
                 info["metadata"] = meta
         else:
             tensors = _read_torch(p, fmt)
         config_json = p.parent / "config.json"
-    if config_json.is_file() and "config" not in info:
+    if file_kind(config_json) != "missing" and "config" not in info:
         try:
-            beside = json.loads(config_json.read_text())
-        except (ValueError, OSError):
+            beside = read_json(config_json, "a config")
+        except CheckpointError as exc:
+            info.setdefault("notices", []).append(f"ignored {exc}")
             beside = None
         if isinstance(beside, dict) and "n_head" in beside and beside.get("model_type", "gpt2") == "gpt2":
             info["hf_config"] = beside  # Hugging Face's config.json
         elif isinstance(beside, dict) and "n_heads" in beside:
             info["book_config"] = beside  # the book's GPT_CONFIG dict saved as JSON
-        else:
+        elif beside is not None:
             info.setdefault("notices", []).append(f"ignored {config_json}: not a GPT-2 config")
     return tensors, info
 
@@ -273,6 +284,8 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
         raise CheckpointError(p, "the file changed while it was being read (still downloading or "
                                  "being written?); try again when it is complete")
     check(should_stop)
+    for key, tensor in sd.items():  # dense, a usable dtype, no expanded views
+        check_tensor(p, key, tensor)
     notices: list[str] = list(info.get("notices", []))
     if is_hf_state_dict(sd):
         sd = convert_hf_state_dict(p, sd)
@@ -281,11 +294,11 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
         sd = drop_book_buffers(sd)
         family = "explorer" if info["format"] == PROJECT_FORMAT else "book"
     cfg = config or infer_config(p, sd, info, notices)
+    check_vocabulary_size(p, cfg)
     validate_state_dict(p, sd, cfg)
     check(should_stop)
     params_bytes = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
-    if dev.type != "cpu":
-        check_memory(params_bytes, dev, f"{p.name} in {str(dt).replace('torch.', '')}")
+    check_memory(params_bytes, dev, f"{p.name} in {str(dt).replace('torch.', '')}")
     if cfg.tie_weights:
         if "out_head.weight" in sd and not torch.equal(sd["out_head.weight"], sd["tok_emb.weight"]):
             notices.append("the file's out_head differs from tok_emb, but the config ties them: "
@@ -312,6 +325,14 @@ _FORMAT_NAMES = {"hf-folder": "Hugging Face folder", "safetensors": "safetensors
                  "openai-tf": "OpenAI TensorFlow checkpoint",
                  "torch-zip": "PyTorch state dict", "torch-legacy": "PyTorch state dict (legacy)",
                  PROJECT_FORMAT: "explorer checkpoint"}
+
+
+def check_vocabulary_size(path, cfg: GPTConfig) -> None:
+    """The model needs a row for each id GPT-2's tokenizer produces (a larger, padded
+    vocabulary is fine: its extra ids are never produced)."""
+    if cfg.vocab_size < GPT2_VOCAB:
+        raise CheckpointError(path, f"this model has {cfg.vocab_size:,} tokens; GPT-2's "
+                                    f"tokenizer, which the explorer uses, needs {GPT2_VOCAB:,}")
 
 
 def _gpt2_layers(cfg: GPTConfig) -> int:

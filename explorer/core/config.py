@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 NORM_POSITIONS = ("pre", "post")
+GPT2_VOCAB = 50257  # the tokenizer's ids: a model needs at least these rows
+# Bounds far above any GPT-2 (1.5B: 48 layers, 1600 wide): a config beyond them is a
+# damaged or hostile file, refused before anything is built.
+LIMITS = {"vocab_size": 1 << 22, "context_length": 1 << 16, "emb_dim": 1 << 15,
+          "n_heads": 1 << 10, "n_layers": 1 << 10}
 
 
 @dataclass(frozen=True)
@@ -29,16 +34,22 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         problems = []
-        for name in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
+        for name, limit in LIMITS.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 problems.append(f"{name} must be a positive integer, got {value!r}")
+            elif value > limit:
+                problems.append(f"{name} must be at most {limit:,}, got {value:,}")
         if not problems and self.emb_dim % self.n_heads:
             problems.append(
                 f"emb_dim ({self.emb_dim}) must be divisible by n_heads ({self.n_heads})"
             )
-        if not 0.0 <= float(self.drop_rate) < 1.0:
-            problems.append(f"drop_rate must be in [0, 1), got {self.drop_rate!r}")
+        rate = self.drop_rate
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+            problems.append(f"drop_rate must be a number in [0, 1), got {rate!r}")
+        for name in ("qkv_bias", "tie_weights"):
+            if not isinstance(getattr(self, name), bool):
+                problems.append(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.norm_position not in NORM_POSITIONS:
             problems.append(
                 f"norm_position must be 'pre' or 'post', got {self.norm_position!r}"
@@ -67,8 +78,10 @@ class GPTConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "GPTConfig":
         """Build from our own dict or the book's GPT_CONFIG dict (unknown keys rejected)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a config must be a JSON object, not {type(data).__name__}")
         fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - fields)
+        unknown = sorted(map(str, set(data) - fields))
         if unknown:
             raise ValueError(f"unknown GPTConfig keys: {', '.join(unknown)}")
         return cls(**data)
@@ -76,17 +89,24 @@ class GPTConfig:
     @classmethod
     def from_hf_dict(cls, data: dict[str, Any]) -> "GPTConfig":
         """Build from a Hugging Face GPT-2 ``config.json``."""
+        from .validate import real, whole
+
+        if not isinstance(data, dict):
+            raise ValueError(f"a config must be a JSON object, not {type(data).__name__}")
         try:
+            tie = data.get("tie_word_embeddings", True)
+            if not isinstance(tie, bool):
+                raise ValueError(f"tie_word_embeddings must be true or false, got {tie!r}")
             return cls(
-                vocab_size=int(data["vocab_size"]),
-                context_length=int(data.get("n_positions", data.get("n_ctx", 1024))),
-                emb_dim=int(data["n_embd"]),
-                n_heads=int(data["n_head"]),
-                n_layers=int(data["n_layer"]),
-                drop_rate=float(data.get("resid_pdrop", 0.1)),
+                vocab_size=whole(data["vocab_size"], "vocab_size"),
+                context_length=whole(data.get("n_positions", data.get("n_ctx", 1024)), "n_positions"),
+                emb_dim=whole(data["n_embd"], "n_embd"),
+                n_heads=whole(data["n_head"], "n_head"),
+                n_layers=whole(data["n_layer"], "n_layer"),
+                drop_rate=real(data.get("resid_pdrop", 0.1), "resid_pdrop", 0.0, 0.999),
                 qkv_bias=True,
                 norm_position="pre",
-                tie_weights=bool(data.get("tie_word_embeddings", True)),
+                tie_weights=tie,
             )
         except KeyError as exc:
             raise ValueError(f"Hugging Face config.json lacks the key {exc.args[0]!r}") from None

@@ -12,6 +12,7 @@ import torch
 
 from .config import GPTConfig, preset, preset_for_emb_dim
 from .errors import CheckpointError
+from .validate import real, whole
 from .model import GPTModel
 
 
@@ -81,19 +82,22 @@ def infer_config(path: Path, sd: dict[str, torch.Tensor], info: dict[str, Any],
         if needed not in sd:
             raise CheckpointError(path, f"missing key {needed!r}: not a GPT-2-architecture "
                                         "state dict")
+        if sd[needed].dim() != 2:
+            raise CheckpointError(path, f"{needed!r} has shape {tuple(sd[needed].shape)}; an "
+                                        "embedding is a matrix (rows, width)")
     vocab, emb = sd["tok_emb.weight"].shape
     context = sd["pos_emb.weight"].shape[0]
-    layers = sorted({int(k.split(".")[1]) for k in sd if k.startswith("trf_blocks.")})
-    if not layers or layers != list(range(len(layers))):
-        raise CheckpointError(path, f"transformer blocks are not numbered 0..N-1 ({layers[:5]}...)"
-                              if layers else "no transformer blocks (trf_blocks.*) found")
+    layers = block_layers(path, sd)
     hf = info.get("hf_config")
     book = info.get("book_config") or {}
-    if hf:
-        n_heads = int(hf["n_head"])
-    elif book:
-        n_heads = int(book["n_heads"])
-    else:
+    try:
+        if hf:
+            n_heads = whole(hf.get("n_head"), "n_head in config.json")
+        elif book:
+            n_heads = whole(book.get("n_heads"), "n_heads in config.json")
+    except ValueError as exc:
+        raise CheckpointError(path, str(exc)) from None
+    if not hf and not book:
         guess = preset_for_emb_dim(emb)
         n_heads = preset(guess).n_heads if guess else (emb // 64 if emb % 64 == 0 else 0)
         if not n_heads:
@@ -107,19 +111,60 @@ def infer_config(path: Path, sd: dict[str, torch.Tensor], info: dict[str, Any],
     out_head = sd.get("out_head.weight")
     tied = out_head is None or (out_head.shape == sd["tok_emb.weight"].shape
                                 and torch.equal(out_head, sd["tok_emb.weight"]))
-    drop = float(hf.get("resid_pdrop", 0.1)) if hf else float(book.get("drop_rate", 0.1))
-    norm_position = str(book.get("norm_position", "pre"))
     try:
+        drop = (real(hf.get("resid_pdrop", 0.1), "resid_pdrop in config.json", 0.0, 0.999) if hf
+                else real(book.get("drop_rate", 0.1), "drop_rate in config.json", 0.0, 0.999))
         return GPTConfig(vocab_size=int(vocab), context_length=int(context), emb_dim=int(emb),
                          n_heads=n_heads, n_layers=len(layers), drop_rate=drop,
                          qkv_bias="trf_blocks.0.att.W_query.bias" in sd,
-                         norm_position=norm_position, tie_weights=tied)
+                         norm_position=book.get("norm_position", "pre"), tie_weights=tied)
     except ValueError as exc:
         raise CheckpointError(path, str(exc)) from None
 
 
+_BLOCK_KEY = re.compile(r"^trf_blocks\.(\d+)\.")
+
+
+def block_layers(path: Path, sd: dict[str, torch.Tensor]) -> list[int]:
+    """The block numbers a state dict's keys name, checked to be 0..N-1."""
+    layers = sorted({int(m.group(1)) for k in sd if (m := _BLOCK_KEY.match(k))})
+    if not layers:
+        raise CheckpointError(path, "no transformer blocks (trf_blocks.N.*) found")
+    if layers != list(range(len(layers))):
+        raise CheckpointError(path, f"transformer blocks are not numbered 0..N-1 ({layers[:5]}…)")
+    return layers
+
+
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def check_tensor(path: Path, key: str, t) -> None:
+    """A plain dense tensor of a floating dtype the model can use, that owns (at least)
+    the bytes its shape needs: no sparse, meta or float8 tensor, no stride-0 expansion
+    (a 14 KB file that would become gigabytes)."""
+    if not isinstance(t, torch.Tensor):
+        raise CheckpointError(path, f"{key!r} is a {type(t).__name__}, not a tensor")
+    if t.layout != torch.strided:
+        raise CheckpointError(path, f"{key!r} is a {t.layout} tensor; weights must be dense")
+    if t.device.type == "meta":
+        raise CheckpointError(path, f"{key!r} has no data (a meta tensor)")
+    if t.dtype not in SUPPORTED_DTYPES:
+        raise CheckpointError(path, f"{key!r} has dtype {t.dtype}; weights must be float32, "
+                                    "float16, bfloat16 or float64")
+    if t.numel() and t.untyped_storage().nbytes() < t.numel() * t.element_size():
+        raise CheckpointError(path, f"{key!r} is an expanded view ({tuple(t.shape)} over "
+                                    f"{t.untyped_storage().nbytes():,} bytes): not a plain weight")
+
+
 def validate_state_dict(path: Path, sd: dict[str, torch.Tensor], cfg: GPTConfig) -> None:
-    """Names, shapes and values against the model the config describes."""
+    """Names, shapes and values against the model the config describes; the config's
+    layer count is checked against the keys before the (meta) model is built."""
+    for key, t in sd.items():
+        check_tensor(path, key, t)
+    layers = len(block_layers(path, sd))
+    if layers != cfg.n_layers:
+        raise CheckpointError(path, f"the config says {cfg.n_layers:,} layers but the weights "
+                                    f"have {layers:,}")
     with torch.device("meta"):
         expected = GPTModel(cfg).state_dict()
     missing = [k for k in expected if k not in sd and not (cfg.tie_weights and k == "out_head.weight")]
@@ -137,7 +182,7 @@ def validate_state_dict(path: Path, sd: dict[str, torch.Tensor], cfg: GPTConfig)
         if tuple(t.shape) != tuple(ref.shape):
             raise CheckpointError(path, f"shape mismatch for {key!r}: the file has "
                                         f"{tuple(t.shape)}, the model needs {tuple(ref.shape)}")
-        if not t.is_floating_point():
+        if not t.is_floating_point():  # (check_tensor already refused it)
             raise CheckpointError(path, f"{key!r} has dtype {t.dtype}; weights must be floating point")
         if not torch.isfinite(t).all():
             bad = int((~torch.isfinite(t)).sum())

@@ -15,9 +15,9 @@ from tests import book_model
 
 transformers = pytest.importorskip("transformers")
 
-HF_CONFIGS = {
-    "small4": dict(n_embd=64, n_layer=2, n_head=4, n_positions=32, vocab_size=500),
-    "wide6": dict(n_embd=96, n_layer=3, n_head=6, n_positions=48, vocab_size=700),
+HF_CONFIGS = {  # GPT-2's vocabulary, and a padded larger one (as some conversions have)
+    "small4": dict(n_embd=64, n_layer=2, n_head=4, n_positions=32, vocab_size=50257),
+    "wide6": dict(n_embd=96, n_layer=3, n_head=6, n_positions=48, vocab_size=50304),
 }
 
 
