@@ -192,3 +192,10 @@ def test_diff_points_at_the_first_diverging_node(capsys, tmp_path):
     path = save_checkpoint(build_model(preset("tiny"), seed=0), tmp_path / "same.safetensors")
     code, out, _ = run(capsys, "diff", "Every effort moves you", "--a", "preset:tiny", "--b", str(path))
     assert code == 0 and "no node differs by more than 0.0001" in out
+
+
+def test_a_screenshot_with_an_empty_prompt_says_so_instead_of_waiting(capsys, tmp_path):
+    code = main(["--screenshot", str(tmp_path / "x.png"), "--preset", "tiny", "--prompt", "  "])
+    err = capsys.readouterr().err
+    assert code == 2 and "the prompt did not run: The prompt is empty" in err
+    assert not (tmp_path / "x.png").exists()

@@ -49,6 +49,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # the last resort: a bug, never the way a bad input ends
+        return last_resort(command, exc)
+
+
+def last_resort(command: str, exc: BaseException) -> int:
+    """Log the traceback to the log file; say one line and where the details are."""
+    from ..log import log_dir, setup_logging
+
+    path = setup_logging("ERROR", to_file=True)
+    logging.getLogger("explorer").error("%s: unexpected error", command, exc_info=exc)
+    text = str(exc).strip().splitlines()
+    where = f"; the details are in {path}" if path else f" ({log_dir()} cannot be written)"
+    print(f"gpt-explorer {command}: unexpected error: {type(exc).__name__}"
+          f"{': ' + text[0] if text else ''}{where}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

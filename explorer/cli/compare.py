@@ -9,6 +9,9 @@ import sys
 from .common import add_model_args, load
 
 
+MAX_DEPTH = 96  # as in the app; each depth is a model built and run forward and backward
+
+
 def register(sub) -> None:
     c = sub.add_parser("compare-ln", help="Pre-LN vs Post-LN on a prompt, and the gradient "
                                           "experiment at initialisation (Xiong et al. 2020)")
@@ -35,8 +38,9 @@ def compare_ln(args: argparse.Namespace) -> int:
         depths = sorted({int(d) for d in args.depths.split(",") if d.strip()} | {args.depth})
     except ValueError:
         raise ValueError("--depths takes whole numbers separated by commas, e.g. 6,12,24") from None
-    if min(depths) < 1:
-        raise ValueError("depths must be at least 1")
+    if min(depths) < 1 or max(depths) > MAX_DEPTH:
+        raise ValueError(f"depths must be between 1 and {MAX_DEPTH} (the experiment builds a "
+                         "model of each depth)")
     prompt_ids = encode(args.prompt)
     prepare_prompt(prompt_ids, 2**31)
     loaded = load(args)

@@ -25,6 +25,9 @@ def diff(args: argparse.Namespace) -> int:
     from ..core.sources import ModelSpec, Mutation, model_for, open_model, parse_source
     from ..core.tokenizer import encode
 
+    from ..core.validate import real
+
+    real(args.tol, "--tol", 0.0)
     ids = encode(args.prompt)
     prepare_prompt(ids, 2**31)
     a_source = ModelSpec.parse(args.a, device=args.device)

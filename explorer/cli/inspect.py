@@ -97,8 +97,9 @@ def inspect(args: argparse.Namespace) -> int:
                   if v.array is not None}
         if batch.size > 1:
             arrays["batch_mask"] = batch.mask  # True at real tokens, False at padding
-        np.savez(args.save, **arrays)
-        print(f"saved {len(arrays)} tensors to {args.save}", file=sys.stderr)
+        target = args.save if args.save.endswith(".npz") else args.save + ".npz"  # as numpy does
+        np.savez(target, **arrays)
+        print(f"saved {len(arrays)} tensors to {target}", file=sys.stderr)
         if run.dropped:
             print(f"note: over the memory budget, not saved: {', '.join(run.dropped)}",
                   file=sys.stderr)

@@ -44,6 +44,9 @@ def generate(args: argparse.Namespace) -> int:
     from ..core.generation import GenerationSettings, generate_stream, prepare_prompt
     from ..core.tokenizer import encode, token_piece
 
+    from ..core.validate import whole
+
+    whole(args.show_top, "--show-top", 0, 50257)
     sampling = args.temperature is not None or args.top_k is not None or args.top_p is not None
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens, greedy=not sampling,

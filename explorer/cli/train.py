@@ -25,20 +25,18 @@ def register(sub) -> None:
 
 
 def train(args: argparse.Namespace) -> int:
+    import time
     from pathlib import Path
 
     from ..core.training import (CheckpointEvent, EvalEvent, StepEvent, Trainer, TrainSettings,
-                                default_text)
+                                check_out_dir, default_text, read_text)
 
-    if args.text:
-        try:
-            text = Path(args.text).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{args.text}: cannot read it as UTF-8 text ({exc})") from None
-    else:
-        text = default_text()
+    text = read_text(args.text) if args.text else default_text()
+    check_out_dir(args.out)
     changes = {k: v for k, v in {"max_steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
                                   "eval_every": args.eval_every, "seed": args.seed}.items() if v is not None}
+    if args.lr is not None:  # the schedule decays towards 1e-4, or to the rate if lower
+        changes["min_lr"] = min(args.lr, TrainSettings().min_lr) if args.lr > 0 else args.lr
     if args.minutes is not None:
         changes.update(max_minutes=args.minutes, max_steps=10**9)
     if args.resume:
@@ -52,17 +50,24 @@ def train(args: argparse.Namespace) -> int:
           f"checkpoints in {args.out}", file=sys.stderr)
     total = None if s.max_minutes else s.max_steps
     losses: list[tuple[int, float]] = []
+    tty = sys.stderr.isatty()
+    last_line = 0.0  # when a plain progress line was last written (not a terminal)
     try:
         for event in trainer.run():
             if isinstance(event, StepEvent):
                 losses.append((event.step, event.loss))
                 done = f"{event.step}/{total}" if total else f"{event.step}"
                 bar = ""
-                if total:
+                if total and tty:
                     filled = int(30 * event.step / total)
                     bar = "[" + "#" * filled + "." * (30 - filled) + "] "
-                sys.stderr.write(f"\r{bar}step {done}  loss {event.loss:.3f}  lr {event.lr:.2e}  "
-                                 f"{event.tokens_per_second:,.0f} tok/s  {event.elapsed:,.0f} s ")
+                line = (f"{bar}step {done}  loss {event.loss:.3f}  lr {event.lr:.2e}  "
+                        f"{event.tokens_per_second:,.0f} tok/s  {event.elapsed:,.0f} s")
+                if tty:
+                    sys.stderr.write(f"\r{line} ")
+                elif time.monotonic() - last_line >= 10 or event.step == total or event.step == 1:
+                    sys.stderr.write(line + "\n")  # a log or a pipe: a plain line now and then
+                    last_line = time.monotonic()
                 sys.stderr.flush()
             elif isinstance(event, EvalEvent):
                 print(f"\nstep {event.step}: train loss {event.train_loss:.3f}, validation loss "

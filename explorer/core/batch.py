@@ -76,8 +76,9 @@ class Batch:
 
 
 def split_prompts(text: str) -> list[str]:
-    """One prompt per line; blank lines are skipped."""
-    return [line for line in text.splitlines() if line.strip()]
+    """One prompt per line (a line ends at a newline only: a form feed or U+2028 inside a
+    prompt stays in it); blank lines are skipped."""
+    return [line.removesuffix("\r") for line in text.split("\n") if line.strip()]
 
 
 def make_batch(prompts: list[str] | list[list[int]], context_length: int) -> Batch:

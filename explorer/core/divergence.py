@@ -125,9 +125,22 @@ class Divergence:
 EVERY_TENSOR = Keep(budget_bytes=1 << 62, attention=False)  # both models, every node in full
 
 
+def _max_difference(ta: np.ndarray, tb: np.ndarray) -> float:
+    """The largest |A - B|, where a NaN or infinity in one and not the same in the other
+    is an infinite difference (a NaN is never 'equal')."""
+    finite_a, finite_b = np.isfinite(ta), np.isfinite(tb)
+    if (finite_a != finite_b).any() or (~finite_a & (ta != tb) & ~(np.isnan(ta) & np.isnan(tb))).any():
+        return float("inf")
+    both = finite_a & finite_b
+    return float(np.abs(ta[both] - tb[both]).max()) if both.any() else 0.0
+
+
 def find_divergence(a: GPTModel, b: GPTModel, ids: list[int], tolerance: float = 1e-4,
                     should_stop=None) -> Divergence:
     """Compare every node of A (in A's forward order) with the same-named node of B."""
+    from .validate import real
+
+    real(tolerance, "the tolerance", 0.0)
     run_a = run_prompt(a, ids, EVERY_TENSOR, should_stop, tolerate_errors=True)
     if run_a.error:
         raise ValueError(f"model A failed on the prompt: {run_a.error}")
@@ -146,9 +159,9 @@ def find_divergence(a: GPTModel, b: GPTModel, ids: list[int], tolerance: float =
         if ta.shape != tb.shape:
             diff = NodeDiff(name, tuple(ta.shape), tuple(tb.shape), float("inf"), float("inf"))
         else:
-            d = float(np.abs(ta - tb).max())
-            scale = float(np.abs(ta).max()) or 1.0
-            diff = NodeDiff(name, tuple(ta.shape), tuple(tb.shape), d, d / scale)
+            d = _max_difference(ta, tb)
+            scale = float(np.nanmax(np.abs(ta))) if np.isfinite(ta).any() else 1.0
+            diff = NodeDiff(name, tuple(ta.shape), tuple(tb.shape), d, d / (scale or 1.0))
         rows.append(diff)
         if first is None and (diff.shape_a != diff.shape_b or diff.max_abs > tolerance):
             first = name

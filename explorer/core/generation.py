@@ -22,6 +22,10 @@ from .model import GPTModel, KVCache
 from .tokenizer import END_OF_TEXT, END_OF_TEXT_ID, IncrementalDecoder, token_piece
 
 
+MAX_NEW_TOKENS = 100_000
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
+
+
 @dataclass(frozen=True)
 class GenerationSettings:
     """How to pick each next token. ``greedy`` takes the argmax; otherwise sampling with
@@ -38,18 +42,27 @@ class GenerationSettings:
     capture_steps: bool = False  # attach every node's vector and statistics to each step
 
     def validate(self, vocab_size: int) -> None:
+        """Every setting of the right type and in a range where the probabilities stay
+        finite (a temperature of 1e-40 turns them into inf and nan)."""
+        from .validate import real, whole
+
+        checks = [lambda: whole(self.max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
+                  lambda: whole(self.show_top_k, "the candidates shown", 1, vocab_size)]
+        if not self.greedy:
+            checks.append(lambda: real(self.temperature, "temperature", MIN_TEMPERATURE,
+                                       MAX_TEMPERATURE))
+            if self.top_k is not None:
+                checks.append(lambda: whole(self.top_k, "top-k", 1, vocab_size))
+            if self.top_p is not None:
+                checks.append(lambda: real(self.top_p, "top-p", 0.0, 1.0, lo_open=True))
+            if self.seed is not None:
+                checks.append(lambda: whole(self.seed, "the sampling seed", 0, 2**63 - 1))
         problems = []
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens <= 0:
-            problems.append(f"max new tokens must be a positive integer, got {self.max_new_tokens!r}")
-        if not self.greedy and not self.temperature > 0:
-            problems.append(f"temperature must be > 0 when sampling, got {self.temperature!r}")
-        if self.top_k is not None and not 1 <= self.top_k <= vocab_size:
-            problems.append(f"top-k must be between 1 and the vocabulary size {vocab_size}, "
-                            f"got {self.top_k!r}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            problems.append(f"top-p must be in (0, 1], got {self.top_p!r}")
-        if not 1 <= self.show_top_k <= vocab_size:
-            problems.append(f"show_top_k must be between 1 and {vocab_size}")
+        for check_one in checks:
+            try:
+                check_one()
+            except ValueError as exc:
+                problems.append(str(exc))
         if problems:
             raise ValueError("invalid generation settings: " + "; ".join(problems))
 

@@ -8,7 +8,6 @@ that says what happened. Builds no model.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -141,8 +140,8 @@ def verify(path: str | os.PathLike, should_stop=None) -> str | None:
     pointer = Path(path)
     try:
         blob = pointer.resolve(strict=True)
-    except OSError:
-        return f"{pointer}: missing from the cache"
+    except (OSError, RuntimeError):  # gone, a dangling link, a symlink loop
+        return f"{pointer}: missing from the cache (a broken link?)"
     expected = blob.name
     if not SHA256_RE.fullmatch(expected):
         return None  # a copy without its blob (no symlinks here): nothing to compare with
@@ -201,10 +200,17 @@ def _cached(repo_id: str, filename: str, cache: Path) -> Path | None:
 
 def shard_names(index: Path) -> list[str]:
     """The shard files an index names, each a plain file name in the same folder."""
+    from .errors import CheckpointError
+    from .validate import read_json
+
     try:
-        names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
-        raise HubError(f"{index}: unreadable shard index ({exc})") from None
+        data = read_json(index, "a shard index")
+    except CheckpointError as exc:
+        raise HubError(str(exc)) from None
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise HubError(f"{index}: unreadable shard index (no weight_map object)")
+    names = sorted({str(v) if not isinstance(v, str) else v for v in weight_map.values()})
     for name in names:
         if not isinstance(name, str) or Path(name).name != name or not name.endswith(".safetensors"):
             raise HubError(f"{index}: names {name!r} as a shard; shards must be .safetensors "

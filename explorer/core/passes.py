@@ -21,6 +21,7 @@ import torch
 from .analysis import gelu_input_shares
 from .batch import PAD_ID, Batch
 from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StepRecorder, StopCheck
+from .checkpoints import check_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
                          prepare_prompt)
 from .model import GPTModel
@@ -97,9 +98,23 @@ def _top(logits_row: torch.Tensor, k: int = TOP_K) -> tuple[tuple[int, ...], tup
     return tuple(top.indices.tolist()), tuple(top.values.tolist())
 
 
+def pass_bytes(cfg, batch: int, tokens: int, keep: Keep) -> int:
+    """About the most memory a captured pass holds at once: the logits, one layer's
+    activations (and attention pattern), and the kept tensors (within their budget)."""
+    rows = batch * tokens
+    logits = rows * cfg.vocab_size * 4
+    layer = rows * (4 * cfg.emb_dim + 3 * cfg.hidden_dim) * 4
+    pattern = batch * cfg.n_heads * tokens * tokens * 4 if keep.attention else 0
+    every_node = logits + cfg.n_layers * (layer + rows * 5 * cfg.emb_dim * 4 + pattern)
+    kept = min(keep.budget_bytes, every_node) if keep.tensors else 0
+    return logits + layer + pattern + kept
+
+
 def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_errors: bool,
              prefill: bool) -> tuple[Pass, Prefill | None]:
     device = next(model.parameters()).device
+    need = pass_bytes(model.cfg, batch.size, batch.width, keep)
+    check_memory(need, device, f"a pass of {batch.size} × {batch.width} tokens with capture")
     for b in range(batch.size):
         check_vocabulary(batch.sample(b), model.cfg.vocab_size)
     pad = min(PAD_ID, model.cfg.vocab_size - 1)  # what padding holds never counts

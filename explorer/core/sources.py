@@ -87,7 +87,7 @@ def load_default_model(device: str = "cpu", dtype: str | torch.dtype = "float32"
     for cached in default_candidates(cache):
         try:
             loaded = load_cached(cached, device, dtype, should_stop)
-        except (CheckpointError, hub.HubError) as exc:
+        except (CheckpointError, hub.HubError, OSError, RuntimeError) as exc:
             notices.append(f"skipped {cached.repo_id} in the cache: {exc}")
             continue
         loaded.notices[:0] = notices
@@ -124,9 +124,15 @@ class ModelSpec:
         if text == "default":
             return cls(**where)
         if text.startswith("preset:"):
-            return cls(preset=text[len("preset:"):], **where)
+            name = text[len("preset:"):]
+            if not name:
+                raise ValueError("preset: needs a name, e.g. preset:gpt2-small")
+            preset(name)  # an unknown name is said here, before anything loads
+            return cls(preset=name, **where)
         if text.startswith("mutation:"):
             raise ValueError(f"{text!r} changes another model; it is not a model by itself")
+        if text == "hf:":
+            raise ValueError("hf: needs a name, e.g. hf:gpt2")
         return cls(checkpoint=text, **where)
 
     def source(self) -> str:

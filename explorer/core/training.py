@@ -20,12 +20,13 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
-from .checkpoints import load_checkpoint, save_checkpoint
+from .checkpoints import CheckpointError, check_memory, load_checkpoint, save_checkpoint
 from .config import GPTConfig, preset
 from .generation import GenerationSettings, generate
 from .model import GPTModel, build_model
 from .resources import resource_path
 from .tokenizer import decode, encode
+from .validate import file_kind, read_json, real, regular_file, whole
 
 MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.pt", "trainer.json"
 
@@ -52,18 +53,37 @@ class TrainSettings:
     drop_rate: float = 0.1
 
     def validate(self) -> None:
+        """Every setting of the right type and in range; the message names the setting,
+        the value and the range."""
+        checks = [
+            lambda: whole(self.max_steps, "steps", 1, 10**9),
+            lambda: whole(self.batch_size, "batch size", 1, 4096),
+            lambda: whole(self.eval_every, "eval every", 1, 10**9),
+            lambda: whole(self.eval_batches, "eval batches", 1, 10_000),
+            lambda: whole(self.sample_tokens, "sample tokens", 1, 10_000),
+            lambda: whole(self.warmup_steps, "warmup steps", 0, 10**9),
+            lambda: whole(self.seed, "seed", 0, 2**63 - 1),
+            lambda: real(self.lr, "the learning rate (--lr)", 0.0, 10.0, lo_open=True),
+            lambda: real(self.min_lr, "the final learning rate", 0.0, 10.0, lo_open=True),
+            lambda: real(self.weight_decay, "weight decay", 0.0, 10.0),
+            lambda: real(self.grad_clip, "gradient clipping", 0.0, 1e6, lo_open=True),
+            lambda: real(self.val_fraction, "the validation share", 0.0, 0.5, lo_open=True),
+            lambda: real(self.drop_rate, "drop rate", 0.0, 0.999),
+        ]
+        if self.max_minutes is not None:
+            checks.append(lambda: real(self.max_minutes, "minutes (--minutes)", 0.0, 10**7,
+                                       lo_open=True))
         problems = []
-        for name in ("max_steps", "batch_size", "eval_every", "eval_batches", "sample_tokens"):
-            if getattr(self, name) <= 0:
-                problems.append(f"{name} must be positive")
-        if self.warmup_steps < 0:
-            problems.append("warmup_steps must be 0 or more")
-        if not 0 < self.min_lr <= self.lr:
-            problems.append("need 0 < min_lr <= lr")
-        if not 0 < self.val_fraction < 0.5:
-            problems.append("val_fraction must be in (0, 0.5)")
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            problems.append("max_minutes must be positive")
+        for check_one in checks:
+            try:
+                check_one()
+            except ValueError as exc:
+                problems.append(str(exc))
+        if not problems and self.min_lr > self.lr:  # the schedule decays to min(lr, 1e-4)
+            problems.append(f"the learning rate {self.lr:g} is below the schedule's final rate "
+                            f"{self.min_lr:g}")
+        if not isinstance(self.sample_prompt, str) or not isinstance(self.preset, str):
+            problems.append("preset and sample prompt must be text")
         if problems:
             raise ValueError("invalid training settings: " + "; ".join(problems))
 
@@ -95,6 +115,17 @@ class CheckpointEvent:
 class TrainState:
     step: int = 0
     history: list[dict] = field(default_factory=list)  # evaluations so far
+
+
+def training_bytes(cfg: GPTConfig, batch_size: int) -> int:
+    """About what a training step holds: the logits with their softmax and gradient, the
+    activations kept for the backward pass, and the weights with AdamW's two moments."""
+    from .model import count_parameters
+
+    tokens = batch_size * cfg.context_length
+    logits = 3 * tokens * cfg.vocab_size * 4
+    activations = tokens * cfg.n_layers * (16 * cfg.emb_dim + 2 * cfg.n_heads * cfg.context_length) * 4
+    return logits + activations + 4 * count_parameters(cfg).total * 4
 
 
 def learning_rate(step: int, s: TrainSettings) -> float:
@@ -140,6 +171,8 @@ class Trainer:
             model = build_model(cfg, seed=settings.seed)
         self.model = model
         self.cfg: GPTConfig = model.cfg
+        check_memory(training_bytes(self.cfg, settings.batch_size), torch.device("cpu"),
+                     f"training with batch size {settings.batch_size}")
         self.train_ids, self.val_ids = split_tokens(text, settings.val_fraction, self.cfg.context_length)
         decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
         no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -190,6 +223,10 @@ class Trainer:
             x, y = batch(self.train_ids, s.batch_size, self.cfg.context_length, gen)
             torch.manual_seed(s.seed * 1_000_003 + self.state.step)  # dropout masks, per step
             loss = loss_of(self.model, x, y)
+            if not torch.isfinite(loss):
+                raise ValueError(f"the loss became {loss.item()} at step {self.state.step + 1}: "
+                                 f"training diverged (learning rate {lr:.2g} too high?); the "
+                                 "last good checkpoint stays as it was")
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
@@ -230,32 +267,93 @@ class Trainer:
     def resume(cls, folder: str | Path, text: str, **changes) -> "Trainer":
         """Continue a run saved in ``folder`` (settings may be changed, e.g. max_steps)."""
         folder = Path(folder)
+        state_path = folder / STATE_FILE
+        if file_kind(state_path) == "missing":
+            raise ValueError(f"{folder}: no resumable training run here (no {STATE_FILE})")
+        state = read_json(state_path, "a training state")
+        step, history, saved = _resume_state(state_path, state)
         try:
-            state = json.loads((folder / STATE_FILE).read_text())
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{folder}: no resumable training run here ({exc})") from None
-        settings = TrainSettings(**{**state["settings"], **changes})
+            settings = TrainSettings(**{**saved, **changes})
+        except TypeError as exc:
+            raise ValueError(f"{state_path}: unknown training settings ({exc})") from None
+        settings.validate()
         loaded = load_checkpoint(folder / MODEL_FILE)
-        optimizer_state = torch.load(folder / OPTIMIZER_FILE, map_location="cpu", weights_only=True)
+        optimizer_state = _read_optimizer(folder / OPTIMIZER_FILE)
         model = loaded.model.train()
         for p in model.parameters():
             p.requires_grad_(True)
-        return cls(text, settings, folder, model, TrainState(state["step"], state["history"]),
-                   optimizer_state)
+        try:
+            return cls(text, settings, folder, model, TrainState(step, history), optimizer_state)
+        except (ValueError, KeyError, TypeError, RuntimeError) as exc:  # the optimizer's state
+            if isinstance(exc, ValueError) and "invalid training settings" in str(exc):
+                raise
+            raise ValueError(f"{folder / OPTIMIZER_FILE}: does not fit this model ({exc})") from None
+
+
+def _resume_state(path: Path, state) -> tuple[int, list, dict]:
+    """trainer.json's step, history and settings, of the right types."""
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: a training state is a JSON object, not {type(state).__name__}")
+    missing = [k for k in ("step", "history", "settings") if k not in state]
+    if missing:
+        raise ValueError(f"{path}: lacks {', '.join(missing)}")
+    step, history, saved = state["step"], state["history"], state["settings"]
+    try:
+        step = whole(step, "its step", 0, 10**9)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    if not isinstance(history, list) or not isinstance(saved, dict):
+        raise ValueError(f"{path}: history must be a list and settings an object")
+    return step, history, saved
+
+
+def _read_optimizer(path: Path) -> dict:
+    import pickle
+    regular_file(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(f"{path}: refused: the pickle holds more than tensors; nothing in it "
+                         "was run") from None
+    except Exception as exc:  # torch's errors about a damaged archive, in one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: corrupt optimizer state ({first})") from None
+    if not isinstance(state, dict) or "state" not in state or "param_groups" not in state:
+        raise ValueError(f"{path}: not an optimizer state")
+    return state
 
 
 def default_text() -> str:
     return resource_path("the-verdict.txt").read_text(encoding="utf-8")
 
 
+def read_text(path: str | Path) -> str:
+    """A training text: a regular file of UTF-8 text (a FIFO would wait forever)."""
+    try:
+        regular_file(path)
+        return Path(path).read_text(encoding="utf-8")
+    except CheckpointError as exc:
+        raise ValueError(str(exc)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read it as UTF-8 text ({exc})") from None
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """Where checkpoints go: a folder, or a place where one can be made."""
+    folder = Path(out_dir)
+    kind = file_kind(folder)
+    if kind not in ("missing", "folder"):
+        what = "a file" if kind == "file" else kind
+        raise ValueError(f"{folder}: {what}, not a folder for checkpoints")
+    return folder
+
+
 def train(text_path: str | None, settings: TrainSettings, out_dir: str | Path, report,
           should_stop=None) -> str:
     """Train on a text file (default: "The Verdict"), reporting every event; a stop
     saves a checkpoint at the current step. Returns the last checkpoint's path."""
-    try:
-        text = Path(text_path).read_text(encoding="utf-8") if text_path else default_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{text_path}: cannot read it as UTF-8 text ({exc})") from None
+    text = read_text(text_path) if text_path else default_text()
+    check_out_dir(out_dir)
     trainer = Trainer(text, settings, out_dir)
     last = ""
     for event in trainer.run():

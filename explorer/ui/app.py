@@ -6,27 +6,51 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
+import re
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
 from ..core.sources import ModelSpec
 
 
+class _ErrorRelay:
+    """Brings an error raised on any thread to a dialog on the GUI thread: a widget made
+    off the GUI thread would take the process down."""
+
+    def __init__(self, window) -> None:
+        from PySide6.QtCore import QObject, Signal
+
+        class Relay(QObject):
+            raised = Signal(str)
+
+        self.relay = Relay()  # lives on the GUI thread: a signal from elsewhere is queued
+        self.relay.raised.connect(
+            lambda text: window.warn(window, "Unexpected error",
+                                     f"{text}\n\nThe details are in the log file."))
+
+    def __call__(self, text: str) -> None:
+        self.relay.raised.emit(text)
+
+
 def install_excepthook(window) -> None:
-    """Uncaught exceptions (in a slot, say) are logged and shown, never fatal."""
+    """Uncaught exceptions (in a slot, or in any thread) are logged and shown, never
+    fatal; the dialog always opens on the GUI thread."""
     log = logging.getLogger("explorer.ui")
+    relay = _ErrorRelay(window)
 
     def hook(kind, value, tb) -> None:
         log.error("uncaught exception", exc_info=(kind, value, tb))
         text = "".join(traceback.format_exception_only(kind, value)).strip()
         try:
-            window.warn(window, "Unexpected error", f"{text}\n\nThe details are in the log file.")
+            relay(text)
         except Exception:  # the window may be gone already
             sys.__excepthook__(kind, value, tb)
 
     sys.excepthook = hook
+    threading.excepthook = lambda args: hook(args.exc_type, args.exc_value, args.exc_traceback)
 
 
 def run(spec: ModelSpec | None = None, argv: list[str] | None = None) -> int:
@@ -45,6 +69,7 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None) -> int:
         return app.exec()
     finally:
         sys.excepthook = sys.__excepthook__
+        threading.excepthook = threading.__excepthook__
 
 
 def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = None,
@@ -82,6 +107,11 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
             window.generation.prompt.setPlainText(prompt)
         window.generation.max_tokens.setValue(max_new_tokens)
         window.generation.request_run()
+        if not window.running and not errors:  # the panel refused it (an empty prompt…)
+            reason = re.sub(r"<[^>]+>", "", window.generation.token_count.text())
+            print(f"gpt-explorer: error: the prompt did not run: {reason}", file=sys.stderr)
+            window.close()
+            return 2
         wait(lambda: not window.running and window.session.prompt is not None)
         if errors:
             print(f"gpt-explorer: error: {errors[0]}", file=sys.stderr)

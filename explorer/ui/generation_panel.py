@@ -6,6 +6,7 @@ runs themselves are engine jobs (runs.py); the panel keeps its own settings."""
 from __future__ import annotations
 
 import html
+import math
 
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, QTimer
@@ -22,6 +23,7 @@ from .runs import Runs
 from .session import Session
 
 DEFAULT_PROMPT = "Every effort moves you"
+MAX_PROMPT_CHARS = 1_000_000  # a remembered prompt beyond this is cut (a damaged settings file)
 MAX_CHIPS = 96  # chips drawn for a long prompt (the count shows them all; 200 took ~30 ms)
 CHIP_COLOURS = ("#dce8fb", "#fbe8d0")
 
@@ -213,21 +215,29 @@ class GenerationPanel(QWidget):
         self.settings_store = store
 
         def read(key, convert, widget_value):
+            """The saved value, or the widget's own when the saved one is not a number of
+            the widget's range (a hand-edited or corrupted settings file)."""
             try:
-                return convert(store.value(f"generation/{key}", widget_value))
-            except (TypeError, ValueError):
+                value = convert(store.value(f"generation/{key}", widget_value))
+            except (TypeError, ValueError, OverflowError):
                 return widget_value
+            if isinstance(value, float) and not math.isfinite(value):
+                return widget_value
+            return value
+
+        def clamp(widget, value):
+            return min(max(value, widget.minimum()), widget.maximum())
 
         def flag(value) -> bool:
             return str(value).lower() == "true"
 
-        self.max_tokens.setValue(read("max_new_tokens", int, self.max_tokens.value()))
+        for widget, key, convert in ((self.max_tokens, "max_new_tokens", int),
+                                     (self.temperature, "temperature", float),
+                                     (self.top_k, "top_k", int), (self.top_p, "top_p", float),
+                                     (self.seed, "seed", int)):
+            widget.setValue(clamp(widget, read(key, convert, widget.value())))
         self.sample.setChecked(read("sample", flag, "false"))
-        self.temperature.setValue(read("temperature", float, self.temperature.value()))
-        self.top_k.setValue(read("top_k", int, self.top_k.value()))
-        self.top_p.setValue(read("top_p", float, self.top_p.value()))
-        self.seed.setValue(read("seed", int, self.seed.value()))
-        self.prompt.setPlainText(read("prompt", str, self.prompt.toPlainText()))
+        self.prompt.setPlainText(read("prompt", str, self.prompt.toPlainText())[:MAX_PROMPT_CHARS])
         self.batch.setChecked(read("batch", flag, "false"))
 
     # ------------------------------------------------------------------ views
@@ -258,7 +268,8 @@ class GenerationPanel(QWidget):
 
     def _batch_chips(self, ctx: int | None) -> None:
         """One row of chips per prompt, padded to the longest with grey [pad] chips."""
-        rows = [encode(p) for p in self.prompts()[:MAX_BATCH]]
+        prompts = self.prompts()
+        rows = [encode(p) for p in prompts[:MAX_BATCH]]
         if ctx:
             rows = [r[-ctx:] for r in rows]
         self.token_ids = rows[0] if rows else []
@@ -276,6 +287,10 @@ class GenerationPanel(QWidget):
             self.token_count.setText("Batch: no prompts yet (one per line)")
             return
         lengths = ", ".join(str(len(r)) for r in rows)
+        if len(prompts) > MAX_BATCH:  # say so, do not quietly show the first 16 as the batch
+            self.token_count.setText(f"<span style='color:#b00020'>{len(prompts)} prompts: at "
+                                     f"most {MAX_BATCH} run at once</span>")
+            return
         self.token_count.setText(f"Batch of {len(rows)} × {width} tokens (lengths {lengths}; "
                                  f"{sum(width - len(r) for r in rows)} padding)")
 

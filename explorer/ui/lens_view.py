@@ -73,7 +73,11 @@ class LensView(LazyRefresh, QWidget):
 
         self.engine.submit(lens, "logit lens",
                            finished=lambda rows: asked == self._asked and self.show_rows(rows),
-                           failed=lambda m: self.note.setText(f"Logit lens failed: {m}"))
+                           failed=self._failed)
+
+    def _failed(self, message: str) -> None:
+        self.note.setText(f"Logit lens failed: {message}")
+        self.session.report_error("Logit lens", message)
 
     def show_rows(self, rows) -> None:
         self.rows = rows

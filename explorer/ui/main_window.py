@@ -9,7 +9,7 @@ import os
 import sys
 
 import torch
-from PySide6.QtCore import QSettings, Qt, Slot
+from PySide6.QtCore import QByteArray, QSettings, Qt, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QProgressBar, QTabBar, QVBoxLayout, QWidget)
@@ -36,6 +36,7 @@ class MainWindow(QMainWindow):
         self.warn = QMessageBox.warning  # replaced where no one can click a dialog away
         self.loading = False
         self.load_job = None
+        self.load_job_spec: ModelSpec | None = None
         # torch leaves the GUI a core; the engine's Python code hands the GIL over after
         # 1 ms instead of 5 ms, so slots stay short while it works
         torch.set_num_threads(max(1, (os.cpu_count() or 2) - 1))
@@ -177,6 +178,7 @@ class MainWindow(QMainWindow):
     def load_model(self, spec: ModelSpec) -> None:
         """Load in the engine; on failure or Stop the previous model stays."""
         self.loading = True
+        self.load_job_spec = spec
         self.busy.show()
         self.model_label.setText(f"Loading {spec.describe()}…")
         self.load_job = self.engine.load(
@@ -238,6 +240,13 @@ class MainWindow(QMainWindow):
     def on_load_failed(self, message: str) -> None:
         self.loading = False
         self.busy.setVisible(self.session.busy)
+        if self.session.model is None and self.load_job_spec != ModelSpec():
+            # the first load failed (a remembered model that is gone or damaged): the
+            # window starts on the default model instead of on nothing
+            self.warn(self, "Could not load the model", f"{message}\n\nLoading the default "
+                      "model instead.")
+            self.load_model(ModelSpec())
+            return
         keep = self.session.model.label if self.session.model else "no model"
         self.model_label.setText(f"{keep} (kept)")
         self.warn(self, "Could not load the model", message)
@@ -278,11 +287,12 @@ class MainWindow(QMainWindow):
 
     def _restore(self) -> None:
         s = self.settings
-        if s.value("window/geometry") is not None:
-            self.restoreGeometry(s.value("window/geometry"))
-            self.restoreState(s.value("window/state"))
+        geometry, state = s.value("window/geometry"), s.value("window/state")
+        if isinstance(geometry, QByteArray) and self.restoreGeometry(geometry):
+            if isinstance(state, QByteArray):
+                self.restoreState(state)  # False (and no change) for bytes it cannot read
             self._full_tab_titles()
-        else:
+        else:  # none saved, or not a geometry (a damaged settings file): the default
             self.resize(1500, 950)
             from PySide6.QtCore import QTimer
             QTimer.singleShot(0, self._default_dock_sizes)

@@ -182,7 +182,9 @@ def _tiny_safetensors(tmp_path):
     (lambda t: _write(t, "lfs.safetensors", b"version https://git-lfs.github.com/spec/v1\n"
                       b"oid sha256:abc\nsize 548105171\n"), "Git LFS pointer"),
     (lambda t: _write(t, "page.bin", b"\n<!DOCTYPE html><html><body>Sign in</body></html>"), "HTML"),
-    (lambda t: _write(t, "noise.pth", os.urandom(4096)), "not a recognised checkpoint"),
+    # random bytes, but never a header the format sniffing recognises (byte 8 "{" would
+    # read as safetensors one time in 256)
+    (lambda t: _write(t, "noise.pth", b"\0" * 9 + os.urandom(4087)), "not a recognised checkpoint"),
     (lambda t: _write(t, "huge.safetensors", (10**13).to_bytes(8, "little") + b'{"a": 1}'),
      "corrupt safetensors header"),
     (lambda t: t / "missing.safetensors", "no such file"),

@@ -67,8 +67,14 @@ def test_resuming_continues_exactly_where_it_stopped(tmp_path):
 
 
 def test_bad_settings_and_short_texts_are_refused():
-    with pytest.raises(ValueError, match="min_lr"):
+    with pytest.raises(ValueError, match="learning rate 0.003 is below the schedule's final rate 1"):
         fast(min_lr=1.0).validate()
+    for bad, message in (({"max_minutes": float("nan")}, "minutes \\(--minutes\\) must be a finite"),
+                         ({"lr": 1e30}, "the learning rate \\(--lr\\) must be a finite number in \\(0, 10\\]"),
+                         ({"batch_size": 2.5}, "batch size must be a whole number"),
+                         ({"max_steps": -1}, "steps must be between 1")):
+        with pytest.raises(ValueError, match=message):
+            fast(**bad).validate()
     with pytest.raises(ValueError, match="too short"):
         Trainer("Just a few words.", fast())
     with pytest.raises(ValueError, match="no resumable"):

@@ -1,0 +1,114 @@
+"""Any exception inside any engine job reaches the GUI thread as data: one dialog, opened
+on the GUI thread, and the window keeps working (a dialog opened from the engine's
+thread used to kill the process)."""
+
+import pytest
+from PySide6.QtCore import QThread
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from explorer.core.sources import ModelSpec
+from tests.ui.conftest import run_and_wait
+
+KINDS = [ValueError, RuntimeError, KeyError, MemoryError, ZeroDivisionError, RecursionError]
+
+
+def boom(kind):
+    def raise_it(*args, **kwargs):
+        raise kind("boom in the job")
+    return raise_it
+
+
+def trigger_run(qtbot, w):
+    w.generation.request_run()
+
+
+def trigger_batch(qtbot, w):
+    w.generation.runs.start_batch(["Every effort", "moves you"])
+
+
+def trigger_lens(qtbot, w):
+    w.lens.request()
+
+
+def trigger_compare(qtbot, w):
+    w.ln_compare._compare()
+
+
+def trigger_gradients(qtbot, w):
+    w.ln_compare.depths.setText("2")
+    w.ln_compare.run_button.click()
+
+
+def trigger_training(qtbot, w):
+    w.train_panel.start_button.click()
+
+
+def trigger_divergence(qtbot, w):
+    w.divergence.request()
+
+
+def trigger_load(qtbot, w):
+    w.load_model(ModelSpec(preset="tiny", seed=5))
+
+
+JOBS = {  # where the job's core function is looked up, and what starts the job
+    "load": ("explorer.ui.engine.open_model", trigger_load),
+    "prompt and generation": ("explorer.ui.runs.prompt_then_generate", trigger_run),
+    "batch": ("explorer.ui.runs.run_prompt", trigger_batch),
+    "logit lens": ("explorer.ui.lens_view.logit_lens", trigger_lens),
+    "Pre-LN vs Post-LN": ("explorer.ui.ln_compare.compare_prompt", trigger_compare),
+    "gradient experiment": ("explorer.ui.ln_compare.gradient_experiment", trigger_gradients),
+    "training": ("explorer.ui.train_panel.train", trigger_training),
+    "divergence finder": ("explorer.ui.divergence_view.find_divergence", trigger_divergence),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
+@pytest.mark.parametrize("job", list(JOBS))
+def test_an_exception_in_any_job_is_a_dialog_on_the_gui_thread(qtbot, make_window, monkeypatch,
+                                                               job, kind):
+    shown = []
+
+    def warning(parent, title, text):
+        shown.append((title, text, QThread.currentThread() is QApplication.instance().thread()))
+
+    monkeypatch.setattr(QMessageBox, "warning", warning)
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=1)  # a pass for the jobs that read one
+    before = window.session.model
+    target, trigger = JOBS[job]
+    monkeypatch.setattr(target, boom(kind))
+    trigger(qtbot, window)
+    qtbot.waitUntil(lambda: bool(shown), timeout=30_000)
+    qtbot.waitUntil(lambda: not window.running and not window.loading
+                    and not window.engine.busy(), timeout=30_000)
+    title, text, on_gui_thread = shown[0]
+    assert on_gui_thread and len(shown) == 1
+    assert "boom in the job" in text and "\n" not in text.strip()
+    if kind not in (ValueError, MemoryError, KeyError):  # not a message by itself: its name
+        assert text.startswith(kind.__name__)
+    assert window.session.model is before and window.engine.thread.isRunning()
+    monkeypatch.undo()
+    monkeypatch.setattr(QMessageBox, "warning", warning)
+    run_and_wait(qtbot, window, max_tokens=2)  # the window works afterwards
+    assert len(window.session.steps) == 2
+
+
+def test_an_exception_in_another_thread_is_shown_on_the_gui_thread(qtbot, make_window, monkeypatch):
+    import sys
+    import threading
+
+    from explorer.ui.app import install_excepthook
+    shown = []
+    window = make_window()
+    window.warn = lambda parent, title, text: shown.append(
+        (text, QThread.currentThread() is QApplication.instance().thread()))
+    install_excepthook(window)
+    try:
+        worker = threading.Thread(target=lambda: 1 / 0)
+        worker.start()
+        worker.join()
+        qtbot.waitUntil(lambda: bool(shown), timeout=10_000)
+    finally:
+        sys.excepthook, threading.excepthook = sys.__excepthook__, threading.__excepthook__
+    assert shown[0][1] and "ZeroDivisionError" in shown[0][0]

@@ -1,0 +1,56 @@
+"""A corrupted or hand-edited settings file: every bad value falls back to its default,
+and the app always starts (it aborted or hung at every launch)."""
+
+import os
+
+from PySide6.QtCore import QSettings
+
+from explorer.ui.main_window import MainWindow
+
+
+def open_window(qtbot, path):
+    window = MainWindow(None, QSettings(str(path), QSettings.IniFormat))
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=60_000)
+    return window
+
+
+def test_garbage_values_fall_back_to_their_defaults(qtbot, tmp_path, warnings):
+    path = tmp_path / "settings.ini"
+    path.write_text(
+        "[generation]\n"
+        "max_new_tokens=abc\n"
+        "temperature=nan\n"
+        "seed=99999999999999999999999\n"
+        "top_k=-7\n"
+        "top_p=1e400\n"
+        "sample=maybe\n"
+        "prompt=Every effort\n"
+        "[window]\n"
+        "geometry=not a geometry\n"
+        "state=@ByteArray(\\x1\\x2)\n"
+        "[model]\n"
+        "spec=@Variant(\\0\\0\\0\\x7f)\n")
+    window = open_window(qtbot, path)
+    panel = window.generation
+    assert panel.max_tokens.value() == 20 and panel.temperature.value() == 1.0
+    assert panel.seed.value() == panel.seed.maximum()  # clamped to what the box can hold
+    assert panel.top_k.value() == 0 and 0 < panel.top_p.value() <= 1
+    assert panel.prompt.toPlainText() == "Every effort"
+    assert window.width() > 0 and not warnings
+    window.close()
+
+
+def test_a_remembered_model_that_is_gone_or_a_fifo_starts_the_default(qtbot, tmp_path, warnings):
+    fifo = tmp_path / "model.pth"
+    os.mkfifo(fifo)
+    path = tmp_path / "settings.ini"
+    settings = QSettings(str(path), QSettings.IniFormat)
+    settings.setValue("model/spec", {"checkpoint": str(fifo), "preset": None, "device": "cpu",
+                                     "dtype": "float32", "seed": 0, "norm_position": "pre"})
+    settings.sync()
+    window = open_window(qtbot, path)
+    assert "FIFO" in warnings[0][1] and "Loading the default model instead" in warnings[0][1]
+    assert window.session.model.spec.checkpoint is None  # the default, not nothing
+    window.close()
