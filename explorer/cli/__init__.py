@@ -42,9 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("explorer").info("gpt-explorer %s %s", __version__, command)
     try:
         return args.func(args)
-    except (ValueError, MemoryError, FileNotFoundError, HubError) as exc:
+    except (ValueError, MemoryError, OSError, HubError) as exc:  # what a user can act on
         logging.getLogger("explorer").info("%s failed: %s", command, exc)
-        print(f"gpt-explorer {command}: error: {exc}", file=sys.stderr)
+        text = str(exc).strip().splitlines()
+        print(f"gpt-explorer {command}: error: {text[0] if text else type(exc).__name__}",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

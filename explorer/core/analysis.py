@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .generation import tokenizer_logits
 from .layers import gelu_tanh_formula
 from .model import GPTModel
 from .nodes import block_hook_name, block_nodes, residual_nodes
@@ -116,7 +117,8 @@ def logit_lens(model: GPTModel, residuals: dict[str, torch.Tensor], position: in
     dtype = next(model.parameters()).dtype
     with torch.inference_mode():
         stack = torch.stack([residuals[n][0, position] for n in names]).to(device, dtype)  # (R, C)
-        probs = torch.softmax(model.out_head(model.final_norm(stack)).float(), dim=-1)
+        logits = tokenizer_logits(model.out_head(model.final_norm(stack)))
+        probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, k, dim=-1)
     rows = []
     for name, ids, ps in zip(names, top.indices.tolist(), top.values.tolist()):

@@ -18,6 +18,7 @@ from typing import Iterator
 import torch
 
 from .capture import StepCapture, StepRecorder
+from .config import GPT2_VOCAB
 from .model import GPTModel, KVCache
 from .tokenizer import END_OF_TEXT, END_OF_TEXT_ID, IncrementalDecoder, token_piece
 
@@ -130,8 +131,15 @@ def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = F
     return ids, notices
 
 
+def tokenizer_logits(logits: torch.Tensor) -> torch.Tensor:
+    """The logits of the ids GPT-2's tokenizer has: a padded vocabulary's extra rows
+    (some conversions round 50,257 up to 50,304) are never chosen or shown."""
+    return logits[..., :GPT2_VOCAB]
+
+
 def _pick(logits: torch.Tensor, s: GenerationSettings, gen: torch.Generator | None) -> int:
     """Choose the next id from one row of logits (vocab,)."""
+    logits = tokenizer_logits(logits)
     if s.greedy:
         return int(torch.argmax(logits))
     scaled = logits.float().cpu() / s.temperature
@@ -207,8 +215,8 @@ class GenerationStream:
             last = time.perf_counter()
             for index in range(s.max_new_tokens):
                 token = _pick(logits, s, gen)
-                probs = torch.softmax(logits.float(), dim=-1)
-                top = torch.topk(probs, s.show_top_k)
+                probs = torch.softmax(tokenizer_logits(logits).float(), dim=-1)
+                top = torch.topk(probs, min(s.show_top_k, probs.numel()))
                 now = time.perf_counter()
                 step = Step(
                     index=index, position=len(self.ids), token_id=token,

@@ -23,7 +23,7 @@ from .batch import PAD_ID, Batch
 from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StepRecorder, StopCheck
 from .checkpoints import check_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
-                         prepare_prompt)
+                         prepare_prompt, tokenizer_logits)
 from .model import GPTModel
 from .nodes import GELU_INPUT, parse_hook
 from .tokenizer import token_piece
@@ -93,7 +93,7 @@ def as_batch(prompt: Batch | list[int], context_length: int) -> Batch:
 
 
 def _top(logits_row: torch.Tensor, k: int = TOP_K) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    probs = torch.softmax(logits_row.float(), dim=-1)
+    probs = torch.softmax(tokenizer_logits(logits_row).float(), dim=-1)
     top = torch.topk(probs, min(k, probs.numel()))
     return tuple(top.indices.tolist()), tuple(top.values.tolist())
 

@@ -74,7 +74,10 @@ def token_bytes(token_id: int) -> bytes:
 def token_piece(token_id: int) -> str:
     """A display string for one token: its text, or ``<0xE2><0x80>``-style byte escapes
     when the token is only part of a UTF-8 character."""
-    raw = token_bytes(token_id)
+    try:
+        raw = token_bytes(token_id)
+    except KeyError:  # an id GPT-2's vocabulary does not have (a padded model's extra rows)
+        return f"<id {token_id}>"
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -26,10 +26,13 @@ class _ErrorRelay:
         class Relay(QObject):
             raised = Signal(str)
 
+        from ..log import log_dir
+
         self.relay = Relay()  # lives on the GUI thread: a signal from elsewhere is queued
+        where = log_dir() / "explorer.log"
         self.relay.raised.connect(
             lambda text: window.warn(window, "Unexpected error",
-                                     f"{text}\n\nThe details are in the log file."))
+                                     f"{text}\n\nThe details are in {where}."))
 
     def __call__(self, text: str) -> None:
         self.relay.raised.emit(text)
@@ -54,6 +57,12 @@ def install_excepthook(window) -> None:
 
 
 def run(spec: ModelSpec | None = None, argv: list[str] | None = None) -> int:
+    from .display import display_problem
+
+    problem = display_problem()
+    if problem:  # before Qt starts: Qt would abort the process
+        print(f"gpt-explorer: error: {problem}", file=sys.stderr)
+        return 2
     from PySide6.QtWidgets import QApplication
 
     from .main_window import MainWindow

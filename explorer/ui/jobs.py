@@ -87,7 +87,10 @@ def run_job(job: Job, context: JobContext) -> None:
     except Cancelled:
         job.cancelled.emit()
     except Exception as exc:  # a job never takes the window down
-        log.error("%s failed", job.name, exc_info=True)
+        if isinstance(exc, EXPECTED):  # a bad input, said in its own words
+            log.info("%s failed: %s", job.name, exc)
+        else:  # a bug: its traceback goes to the log
+            log.error("%s failed", job.name, exc_info=True)
         job.failed.emit(one_line(exc))
     else:
         job.finished.emit(result)

@@ -93,6 +93,7 @@ class MainWindow(QMainWindow):
         self._restore()
         import gc
         gc.freeze()  # the widgets live as long as the window: keep them out of GC passes
+        self._remembered = spec is None  # the last session's model, which may be gone
         self.load_model(spec or self._last_spec())
 
     @property
@@ -240,7 +241,7 @@ class MainWindow(QMainWindow):
     def on_load_failed(self, message: str) -> None:
         self.loading = False
         self.busy.setVisible(self.session.busy)
-        if self.session.model is None and self.load_job_spec != ModelSpec():
+        if self.session.model is None and self._remembered and self.load_job_spec != ModelSpec():
             # the first load failed (a remembered model that is gone or damaged): the
             # window starts on the default model instead of on nothing
             self.warn(self, "Could not load the model", f"{message}\n\nLoading the default "

@@ -230,3 +230,24 @@ def test_open_model_takes_hf_names_from_the_cache(hf_cache):
         open_model(ModelSpec.parse("hf:gpt2-xl"))
     with pytest.raises(ValueError, match="either"):
         ModelSpec(checkpoint="x.bin", preset="tiny")
+
+
+@pytest.mark.parametrize("damage", ["dangling link", "link loop", "refs not UTF-8", "folder as file"])
+def test_a_damaged_cache_entry_falls_back_to_the_default(hf_cache, damage):
+    snap = _cache_by_hand(hf_cache)
+    weights = snap / "model.safetensors"
+    if damage == "dangling link":
+        weights.unlink()
+        weights.symlink_to(snap / "gone.safetensors")
+    elif damage == "link loop":
+        weights.unlink()
+        weights.symlink_to(weights)
+    elif damage == "refs not UTF-8":
+        (hf_cache / "models--openai-community--gpt2" / "refs" / "main").write_bytes(b"\xff\xfe")
+    else:
+        weights.unlink()
+        weights.mkdir()
+    assert hub.find_cached() == []
+    loaded = load_default_model()
+    assert not loaded.trained and any("no trained GPT-2" in n for n in loaded.notices)
+

@@ -103,3 +103,16 @@ def test_a_prompt_outside_a_small_vocabulary_is_one_clear_error():
     batch = make_batch([[5, 6, 7], [8]], small.cfg.context_length)  # padding fits it too
     run = run_prompt(small, batch)
     assert run.views["out_head"].shape == (2, 3, 512)
+
+
+def test_a_padded_vocabulary_never_produces_ids_the_tokenizer_lacks():
+    padded = build_model(preset("tiny", vocab_size=50304), seed=0)
+    with torch.no_grad():  # make the extra rows the most likely by far
+        padded.tok_emb.weight[50257:] = padded.tok_emb.weight[:47].clone() * 0
+        padded.out_head.weight[50300] += 50.0
+    reports = []
+    prompt_then_generate(padded, IDS, GenerationSettings(max_new_tokens=3), reports.append)
+    assert all(i < 50257 for r in reports for i in r.top_ids)
+    assert all(r.token_id < 50257 for r in reports[1:])
+    from explorer.core.tokenizer import token_piece
+    assert token_piece(50300) == "<id 50300>"

@@ -112,3 +112,28 @@ def test_an_exception_in_another_thread_is_shown_on_the_gui_thread(qtbot, make_w
     finally:
         sys.excepthook, threading.excepthook = sys.__excepthook__, threading.__excepthook__
     assert shown[0][1] and "ZeroDivisionError" in shown[0][0]
+
+
+def test_no_qt_object_is_made_off_the_gui_thread(qtbot, make_window, qtlog, tmp_path):
+    """Every job, run for real: Qt reports an object made or parented across threads
+    ('Cannot create children for a parent that is in a different thread'); none is."""
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=2)
+    window.lens.request()
+    window.ln_compare._compare()
+    window.divergence.request()
+    window.ln_compare.depths.setText("2")
+    window.ln_compare.run_button.click()
+    qtbot.waitUntil(lambda: not window.engine.busy(), timeout=60_000)
+    assert window.divergence.result is not None and window.ln_compare.runs
+    panel = window.train_panel
+    panel.preset.setCurrentText("tiny")
+    panel.steps.setValue(2)
+    panel.out_dir.setText(str(tmp_path / "run"))
+    panel.start_button.click()
+    qtbot.waitUntil(lambda: not window.running and not window.engine.busy(), timeout=120_000)
+    window.load_model(ModelSpec(checkpoint=panel.checkpoint))
+    qtbot.waitUntil(lambda: window.session.model.trained, timeout=60_000)
+    threads = [r.message for r in qtlog.records if "thread" in r.message.lower()]
+    assert not threads
+    assert window.divergence.result is None  # a result of the old model does not stay
