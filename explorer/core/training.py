@@ -166,13 +166,14 @@ class Trainer:
         self.settings = settings
         self.text = text
         self.out_dir = Path(out_dir) if out_dir else None
-        if model is None:
-            cfg = preset(settings.preset, drop_rate=settings.drop_rate, tie_weights=True)
+        cfg = model.cfg if model is not None else preset(
+            settings.preset, drop_rate=settings.drop_rate, tie_weights=True)
+        check_memory(training_bytes(cfg, settings.batch_size), torch.device("cpu"),
+                     f"training {settings.preset} with batch size {settings.batch_size}")
+        if model is None:  # built only once it is known to fit
             model = build_model(cfg, seed=settings.seed)
         self.model = model
         self.cfg: GPTConfig = model.cfg
-        check_memory(training_bytes(self.cfg, settings.batch_size), torch.device("cpu"),
-                     f"training with batch size {settings.batch_size}")
         self.train_ids, self.val_ids = split_tokens(text, settings.val_fraction, self.cfg.context_length)
         decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
         no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]

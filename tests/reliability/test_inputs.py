@@ -134,3 +134,14 @@ def test_a_pass_that_would_not_fit_is_refused_before_it_runs(monkeypatch):
     with pytest.raises(MemoryError, match="a pass of 16 × 61 tokens with capture needs about"):
         run_prompt(model, batch)
     np.testing.assert_equal(run_prompt(model, [1, 2]).ids, [1, 2])  # a small one still runs
+
+
+def test_a_training_step_that_would_not_fit_is_refused_before_the_model_is_built(monkeypatch):
+    from explorer.core import checkpoints, training
+    monkeypatch.setattr(checkpoints, "free_memory_bytes", lambda device: 8 * 2**30)
+    built = []
+    monkeypatch.setattr(training, "build_model", lambda *a, **k: built.append(1))
+    with pytest.raises(MemoryError, match="training gpt2-small with batch size 4096 needs about"):
+        Trainer("Every effort moves you. " * 4000, TrainSettings(preset="gpt2-small", batch_size=4096))
+    assert not built
+
