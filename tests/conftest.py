@@ -16,6 +16,7 @@ os.environ.pop("HF_HUB_OFFLINE", None)
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["GPT_EXPLORER_STATE_DIR"] = os.path.join(_ISOLATED, "state")
+os.environ["GPT_EXPLORER_DATA_DIR"] = os.path.join(_ISOLATED, "data")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402

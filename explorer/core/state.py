@@ -34,6 +34,18 @@ def state_dir() -> Path:
     return Path(state) / "gpt-block-explorer"
 
 
+def data_dir() -> Path:
+    """Where the explorer puts what it makes for the user (training runs from the app):
+    ~/.local/share/gpt-block-explorer (Linux), ~/Library/Application Support/… (macOS),
+    %LOCALAPPDATA%\\gpt-block-explorer (Windows); GPT_EXPLORER_DATA_DIR overrides."""
+    if os.environ.get("GPT_EXPLORER_DATA_DIR"):
+        return Path(os.environ["GPT_EXPLORER_DATA_DIR"]).expanduser()
+    if sys.platform == "darwin" or os.name == "nt":
+        return state_dir()
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "gpt-block-explorer"
+
+
 def _read(name: str) -> dict[str, Any]:
     path = state_dir() / name
     try:

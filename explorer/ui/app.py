@@ -97,6 +97,7 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
         settings = QSettings(os.path.join(tmp, "settings.ini"), QSettings.IniFormat)
         window = MainWindow(spec, settings)
         window.warn = lambda parent, title, text: errors.append(text)
+        window._placed = True  # the picture's own size, not the (offscreen) screen's
         window.resize(1600, 1000)
         window.show()
 

@@ -95,13 +95,13 @@ class BlockGraphView(QWidget):
         self.stat_box.setToolTip("Statistic that colours the nodes")
         self.expand_ff = QCheckBox("Expand feed-forward")
         self.expand_ff.setChecked(True)
-        self.legend = QLabel()
+        self.legend = QLabel()  # a line of its own: the toolbar fits a narrow centre
+        self.legend.setStyleSheet("color: #444444")
         bar = QHBoxLayout()
         for w in (QLabel("Block:"), self.layer_box, QLabel("Colour by:"), self.stat_box,
                   self.expand_ff):
             bar.addWidget(w)
         bar.addStretch(1)
-        bar.addWidget(self.legend)
 
         self.scene = QGraphicsScene(self)
         self.view = QGraphicsView(self.scene)
@@ -112,6 +112,7 @@ class BlockGraphView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(bar)
+        layout.addWidget(self.legend)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.strip)
 

@@ -25,7 +25,7 @@ from .turns import Turns
 
 TABLE_STATS = {"std": "std", "abs-max": "absmax", "kurtosis": "kurtosis", "RMS": "rms"}
 COLUMNS = 3
-MIN_SMALL_ROW = 65  # px per row of small multiples: title, axis and a visible histogram
+MIN_SMALL_ROW = 150  # px per row of small multiples: a title and a readable histogram
 
 
 class DistributionsView(LazyRefresh, QWidget):
@@ -80,7 +80,7 @@ class DistributionsView(LazyRefresh, QWidget):
         split.addWidget(self.small)
         split.addWidget(self.table_plot)
         split.addWidget(self.resid_plot)
-        split.setSizes([450, 250, 200])
+        split.setSizes([4 * MIN_SMALL_ROW, 260, 200])
         # below these heights the plots scroll rather than shrink to their titles
         self.small.setMinimumHeight(MIN_SMALL_ROW * 4)
         self.table_plot.setMinimumHeight(130)

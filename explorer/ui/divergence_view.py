@@ -38,10 +38,16 @@ class DivergenceView(QWidget):
         self.tol.setValue(1e-4)
         run = QPushButton("Find the first divergence")
         run.clicked.connect(self.request)
-        bar = QHBoxLayout()
-        for w in (QLabel("Model B = A with:"), self.kind, self.layer, QLabel("tolerance"), self.tol, run):
-            bar.addWidget(w)
-        bar.addStretch(1)
+        bar = QVBoxLayout()  # two rows: the tab fits a laptop's narrow right-hand column
+        first, second = QHBoxLayout(), QHBoxLayout()
+        for w in (QLabel("Model B = A with:"), self.kind, self.layer):
+            first.addWidget(w)
+        for w in (QLabel("tolerance"), self.tol, run):
+            second.addWidget(w)
+        first.addStretch(1)
+        second.addStretch(1)
+        bar.addLayout(first)
+        bar.addLayout(second)
         self.summary = QLabel("Run a prompt, choose a change, and find where the two models part.")
         self.summary.setWordWrap(True)
         self.table = QTableWidget(0, 4)

@@ -7,8 +7,8 @@ here. It goes away once a trained model is loaded, and stays away on later launc
 from __future__ import annotations
 
 from PySide6.QtCore import QSettings, Signal
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QToolButton,
-                               QVBoxLayout)
+from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QLabel, QMenu, QPushButton,
+                               QToolButton, QVBoxLayout)
 
 from ..core import hub
 
@@ -50,10 +50,10 @@ class FirstRunBanner(QFrame):
         top = QHBoxLayout()
         top.addWidget(self.text, 1)
         top.addWidget(later)
-        actions = QHBoxLayout()
-        for b in (self.download, self.open, self.train):
-            actions.addWidget(b)
-        actions.addStretch(1)
+        actions = QGridLayout()  # two columns: fits the narrow centre of a laptop screen
+        for i, b in enumerate((self.download, self.open, self.train)):
+            actions.addWidget(b, i // 2, i % 2)
+        actions.setColumnStretch(2, 1)
         column = QVBoxLayout(self)  # text above the buttons: fits a 1366-px laptop screen
         column.setContentsMargins(10, 4, 4, 8)
         column.setSpacing(4)

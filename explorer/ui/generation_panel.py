@@ -57,6 +57,7 @@ class GenerationPanel(QWidget):
         self.chips.setToolTip("The prompt's GPT-2 tokens: piece and id (· is a space)")
         self.token_ids: list[int] = []
         self.token_count = QLabel()
+        self.token_count.setWordWrap(True)  # a long note wraps instead of widening the dock
         self.batch = QCheckBox("Batch: one prompt per line")
         self.batch.setToolTip("Run several prompts at once (padded on the right) to see the "
                               "batch dimension at every node; generation runs one prompt at a time")
@@ -110,12 +111,12 @@ class GenerationPanel(QWidget):
         self.selected: int | None = None  # None: the prompt pass; else a step index
         self.topk_plot = pg.PlotWidget(background="w")
         self.topk_plot.setLabel("bottom", "probability")
-        self.topk_plot.setMinimumWidth(260)
+        self.topk_plot.setMinimumWidth(220)
         self.topk_plot.invertY(True)
         self.topk_bars = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.8, brush="#3c78c8")
         self.topk_plot.addItem(self.topk_bars)
         self.topk_plot.setMouseEnabled(x=False, y=False)
-        self.topk_plot.getAxis("left").setWidth(130)
+        self.topk_plot.getAxis("left").setWidth(115)
 
         left = QVBoxLayout()
         left.addWidget(QLabel("Prompt"))
@@ -126,7 +127,9 @@ class GenerationPanel(QWidget):
         row.addWidget(self.batch)
         left.addLayout(row)
         left.addWidget(self.chips)
-        left.addWidget(QLabel("Output — click a token to see that step"))
+        output_title = QLabel("Output — click a token to see that step")
+        output_title.setWordWrap(True)
+        left.addWidget(output_title)
         left.addWidget(self.output, 1)
         buttons = QVBoxLayout()
         buttons.addWidget(settings_box)

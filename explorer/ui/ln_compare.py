@@ -100,11 +100,17 @@ class LnCompareView(QWidget):
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(140)
         self.progress.hide()
-        bar = QHBoxLayout()
-        for w in (self.compare_button, QLabel("Depths:"), self.depths, QLabel("Init:"), self.init_box,
-                  QLabel("Seed:"), self.seed, self.run_button, self.stop_button, self.progress):
-            bar.addWidget(w)
-        bar.addStretch(1)
+        bar = QVBoxLayout()  # two rows: the tab fits a laptop's narrow right-hand column
+        first, second = QHBoxLayout(), QHBoxLayout()
+        for w in (self.compare_button, self.run_button, self.stop_button, self.progress):
+            first.addWidget(w)
+        for w in (QLabel("Depths:"), self.depths, QLabel("Init:"), self.init_box,
+                  QLabel("Seed:"), self.seed):
+            second.addWidget(w)
+        first.addStretch(1)
+        second.addStretch(1)
+        bar.addLayout(first)
+        bar.addLayout(second)
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
         self.plots = comparison_plots(self.canvas)

@@ -9,8 +9,8 @@ import os
 import sys
 
 import torch
-from PySide6.QtCore import QByteArray, QSettings, Qt, Slot
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QProgressBar, QTabBar, QVBoxLayout, QWidget)
 
@@ -19,12 +19,14 @@ from ..core import hub
 from ..core.config import PRESETS
 from ..core.sources import ModelInfo, ModelSpec
 from .engine import Engine
+from .enlarge import CentralArea
 from .first_run import FirstRunBanner
 from .jobs import JobRunner
 from .session import Session
 from .views import VIEWS
 
 AREAS = {"right": Qt.RightDockWidgetArea, "bottom": Qt.BottomDockWidgetArea}
+DEFAULT_SIZE = (1500, 950)  # on a first launch, when the screen has room for it
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.bin *.pth *.pt *.ckpt *.index);;All files (*)"
 
 
@@ -57,10 +59,13 @@ class MainWindow(QMainWindow):
             self.views[spec_.key] = widget
             setattr(self, spec_.attr, widget)
             if spec_.area == "central":
-                column.addWidget(widget, 1)
+                self.central = CentralArea(widget, self.docks)  # a view shown large goes here
+                column.addWidget(self.central, 1)
             else:
                 self.docks[spec_.key] = self._dock(spec_, widget)
         self.setCentralWidget(central)
+        # the right-hand tabs take the whole height; the prompt panel sits under the graph
+        self.setCorner(Qt.BottomRightCorner, Qt.RightDockWidgetArea)
         right = [self.docks[s.key] for s in VIEWS if s.area == "right"]
         for dock in right[1:]:
             self.tabifyDockWidget(right[0], dock)
@@ -171,8 +176,15 @@ class MainWindow(QMainWindow):
                 self._action(view_menu, f"Go to {spec_.title}",
                              lambda _=False, k=spec_.key: self.show_view(k),
                              QKeySequence(spec_.shortcut))
+        self.large_action = self._action(
+            view_menu, "Show the front tab &large", self.toggle_large, QKeySequence("F11"),
+            "The right-hand tab in front takes the centre; F11 again puts it back")
+        self.large_action.setShortcutContext(Qt.ApplicationShortcut)
         self._action(view_menu, "&Reset layout", self.reset_layout)
         help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&Tour", self.tour, tip="What is where in the window")
+        self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts,
+                     QKeySequence("Ctrl+/"))
         self._action(help_menu, "&About", self.about)
 
     # ------------------------------------------------------------------ models
@@ -261,7 +273,43 @@ class MainWindow(QMainWindow):
             self.engine.cancel_all()
             self.session.set_status("Stopping…")
 
+    def front_dock(self) -> QDockWidget | None:
+        """The right-hand tab in front (or the first one)."""
+        right = [self.docks[s.key] for s in VIEWS if s.area == "right"]
+        shown = [d for d in right if d.isVisible() and not d.visibleRegion().isEmpty()]
+        return (shown or right or [None])[0]
+
+    def toggle_large(self) -> None:
+        if self.central.dock is not None:
+            self.central.restore()
+        elif (dock := self.front_dock()) is not None:
+            self.central.enlarge(dock)
+
+    def show_shortcuts(self):
+        from .help import ShortcutsDialog
+        dialog = ShortcutsDialog(self, self.menuBar())
+        dialog.show()
+        return dialog
+
+    def tour(self):
+        from .help import Tour
+        steps = [
+            (self.graph, "The block graph", "One transformer block in forward order, with "
+             "its shortcuts. Click a node to inspect it; Up and Down change the block."),
+            (self.docks["inspector"], "The tensor inspector", "The selected node's real "
+             "values: statistics, histogram, heatmap, token norms and the raw numbers."),
+            (self.docks["generation"], "The prompt", "Type a prompt and press Ctrl+Enter: "
+             "every node is captured, then tokens arrive one by one. Click one to go back."),
+            (self.docks["explain"], "The tabs", "Explain, Learn, GELU, Distributions, "
+             "Attention, Logit lens, Pre-LN vs Post-LN, Divergence and Train (Ctrl+1…0). "
+             "F11 shows the front one large."),
+        ]
+        tour = Tour(self, steps)
+        tour.show()
+        return tour
+
     def reset_layout(self) -> None:
+        self.central.restore()
         self.restoreState(self._default_state)
         for dock in self.docks.values():
             dock.show()
@@ -293,20 +341,46 @@ class MainWindow(QMainWindow):
             if isinstance(state, QByteArray):
                 self.restoreState(state)  # False (and no change) for bytes it cannot read
             self._full_tab_titles()
+            self.fit_to_screen()  # saved on a larger monitor: brought onto this one
         else:  # none saved, or not a geometry (a damaged settings file): the default
-            self.resize(1500, 950)
-            from PySide6.QtCore import QTimer
+            self.fit_to_screen(DEFAULT_SIZE)
             QTimer.singleShot(0, self._default_dock_sizes)
         for view in self.views.values():
             if hasattr(view, "restore_settings"):
                 view.restore_settings(s)
 
+    def fit_to_screen(self, size: tuple[int, int] | None = None) -> None:
+        """Resize (to ``size``, or keep the size) and move so that the whole window lies on
+        the screen it opens on: never larger than its available area."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            return
+        area = screen.availableGeometry()
+        frame = self.frameGeometry().size() - self.size()  # title bar and borders
+        width, height = size or (self.width(), self.height())
+        width = max(min(width, area.width() - frame.width()), self.minimumSizeHint().width())
+        height = max(min(height, area.height() - frame.height()), 1)
+        self.resize(width, height)
+        left = min(max(self.x(), area.left()), area.right() - width - frame.width() + 1)
+        top = min(max(self.y(), area.top()), area.bottom() - height - frame.height() + 1)
+        self.move(max(left, area.left()), max(top, area.top()))
+
     def _default_dock_sizes(self) -> None:
-        """The graph keeps the room: a short bottom dock, an inspector of moderate width."""
-        self.resizeDocks([self.docks["generation"]], [290], Qt.Vertical)
-        self.resizeDocks([self.docks["inspector"]], [620], Qt.Horizontal)
+        """The graph keeps the room: a prompt panel of about a third of the height under
+        it, and the right-hand tabs at about 40% of the width."""
+        self.resizeDocks([self.docks["generation"]], [max(250, int(self.height() * 0.33))],
+                         Qt.Vertical)
+        self.resizeDocks([self.docks["inspector"]], [max(440, int(self.width() * 0.42))],
+                         Qt.Horizontal)
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if not getattr(self, "_placed", False):  # now the frame's size is known
+            self._placed = True
+            QTimer.singleShot(0, self.fit_to_screen)
 
     def closeEvent(self, event) -> None:  # noqa: N802
+        self.central.restore()  # a view shown large goes home before the layout is saved
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
         for view in self.views.values():

@@ -13,13 +13,14 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayo
                                QSpinBox, QVBoxLayout, QWidget)
 
 from ..core.sources import ModelSpec
+from ..core.state import data_dir
 from ..core.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
 from .figures import LossCurves
 from .session import Session
 
 
 class TrainPanel(QWidget):
-    def __init__(self, session: Session, engine, default_out: str = "runs/app-train") -> None:
+    def __init__(self, session: Session, engine, default_out: str | None = None) -> None:
         super().__init__()
         self.session, self.engine = session, engine
         self.job = None
@@ -45,7 +46,9 @@ class TrainPanel(QWidget):
         self.batch = QSpinBox()
         self.batch.setRange(1, 256)
         self.batch.setValue(defaults.batch_size)
-        self.out_dir = QLineEdit(default_out)
+        # the platform's data folder, whatever folder the app was started from
+        self.out_dir = QLineEdit(default_out or str(data_dir() / "runs" / "train"))
+        self.out_dir.setToolTip("Checkpoints go here (the full path)")
         text_row = QHBoxLayout()
         text_row.addWidget(self.text_path, 1)
         text_row.addWidget(browse)
@@ -123,7 +126,8 @@ class TrainPanel(QWidget):
         self.progress.setMaximum(self.steps.value())
         self.progress.setValue(0)
         path = self.text_path.text().strip() or None
-        settings, out = self.settings(), self.out_dir.text().strip() or "runs/app-train"
+        settings = self.settings()
+        out = self.out_dir.text().strip() or str(data_dir() / "runs" / "train")
         self.session.set_busy(True)  # the engine is busy: no generation meanwhile
         self.session.set_status(f"Training {settings.preset}…")
         self.job = self.engine.submit(

@@ -125,25 +125,32 @@ def test_distributions_row_labels_never_overlap(qtbot, ran):
     assert steps[0] > 1 and steps[-1] == 1
 
 
-def test_dense_tabs_scroll_in_a_small_window_instead_of_squashing_their_plots(qtbot, make_window):
-    """At 1280x800 the right-hand dock is ~390 px high: the distributions' small
-    multiples and the Pre-LN vs Post-LN plots keep their minimum heights and scroll."""
+@pytest.mark.parametrize("size", [(1366, 768), (1920, 1080)])
+def test_the_default_layout_fits_the_screen_and_gives_histograms_room(qtbot, make_window, size):
+    """A laptop's 1366x768 and a 1920x1080 monitor: the window fits, and the first six
+    per-node histograms of the Distributions tab are each at least 120 px tall, visible
+    without scrolling; the rest of the tab scrolls instead of squashing its plots."""
+    from PySide6.QtCore import QPoint
     from PySide6.QtWidgets import QScrollArea
 
-    from explorer.ui.distributions import MIN_SMALL_ROW
-
-    ran = make_window()
-    run_and_wait(qtbot, ran, max_tokens=2)
-    ran.resize(1280, 800)
-    for title, plot_area in (("Distributions", lambda v: v.small),
-                             ("Pre-LN vs Post-LN", lambda v: v.canvas)):
-        view = show(qtbot, ran, title)
-        qtbot.wait(50)
-        area = view.findChild(QScrollArea)
-        assert area is not None and area.verticalScrollBar().maximum() > 0
-        assert plot_area(view).height() >= plot_area(view).minimumHeight() > 0
-    assert ran.distributions.small.height() >= 4 * MIN_SMALL_ROW
-    assert ran.ln_compare.canvas.height() >= 360
+    window = make_window()
+    hint = window.minimumSizeHint()
+    assert hint.width() <= size[0] and hint.height() <= size[1] - 60  # room for a task bar
+    window.resize(*size)
+    window._default_dock_sizes()
+    run_and_wait(qtbot, window, max_tokens=1)
+    view = show(qtbot, window, "Distributions")
+    qtbot.wait(50)
+    area = view.findChild(QScrollArea)
+    assert area.verticalScrollBar().value() == 0
+    viewport = area.viewport()
+    first_six = list(view.small_plots.values())[:6]
+    for plot in first_six:
+        rect = plot.sceneBoundingRect()
+        assert rect.height() >= 120, rect
+        top = view.small.mapTo(viewport, QPoint(0, int(rect.bottom())))
+        assert 0 <= top.y() <= viewport.height()  # its bottom edge is on screen
+    assert view.small.height() >= 4 * 120
 
 
 def test_distributions_table_csv(tmp_path):

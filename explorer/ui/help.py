@@ -1,0 +1,110 @@
+"""Help: the keyboard shortcuts, read from the window's own menus (so the list is never
+out of date), and a short tour that outlines the graph, the inspector, the prompt and
+the tabs in turn."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRect, Qt
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QMenuBar,
+                               QPushButton, QRubberBand, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+EXTRA_KEYS = (("Up / Down (in the block graph)", "the previous or the next block"),
+              ("Click a node", "inspect it in every view"))
+
+
+def shortcuts(menu_bar: QMenuBar) -> list[tuple[str, str, str]]:
+    """(menu, action, keys) for every menu action that has a shortcut."""
+    rows = []
+
+    def walk(menu, path):
+        for action in menu.actions():
+            if action.menu() is not None:
+                walk(action.menu(), path + [action.text().replace("&", "")])
+            elif action.shortcuts():
+                keys = ", ".join(k.toString(QKeySequence.NativeText) for k in action.shortcuts())
+                rows.append((" ▸ ".join(path), action.text().replace("&", ""), keys))
+
+    for action in menu_bar.actions():
+        if action.menu() is not None:
+            walk(action.menu(), [action.text().replace("&", "")])
+    return rows
+
+
+class ShortcutsDialog(QDialog):
+    def __init__(self, parent: QWidget, menu_bar: QMenuBar) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Keyboard shortcuts")
+        rows = shortcuts(menu_bar)
+        self.table = QTableWidget(len(rows) + len(EXTRA_KEYS), 2)
+        self.table.setHorizontalHeaderLabels(["keys", "does"])
+        self.table.verticalHeader().hide()
+        for r, (menu, action, keys) in enumerate(rows):
+            self.table.setItem(r, 0, QTableWidgetItem(keys))
+            self.table.setItem(r, 1, QTableWidgetItem(f"{action}  ({menu})"))
+        for r, (keys, does) in enumerate(EXTRA_KEYS, start=len(rows)):
+            self.table.setItem(r, 0, QTableWidgetItem(keys))
+            self.table.setItem(r, 1, QTableWidgetItem(does))
+        self.table.resizeColumnsToContents()
+        self.table.horizontalHeader().setStretchLastSection(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.Close)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.table)
+        layout.addWidget(buttons)
+        self.resize(560, 520)
+
+
+class Tour(QDialog):
+    """Steps of (widget to outline, what it is); Next and Back, the outline follows."""
+
+    def __init__(self, parent: QWidget, steps: list[tuple[QWidget, str, str]]) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Tour")
+        self.setWindowFlag(Qt.WindowStaysOnTopHint)
+        self.steps, self.index = steps, 0
+        self.outline = QRubberBand(QRubberBand.Rectangle, parent)
+        self.title = QLabel()
+        self.text = QLabel()
+        self.text.setWordWrap(True)
+        self.back = QPushButton("Back")
+        self.next = QPushButton("Next")
+        self.next.setDefault(True)
+        self.back.clicked.connect(lambda: self.show_step(self.index - 1))
+        self.next.clicked.connect(self._next)
+        row = QHBoxLayout()
+        row.addWidget(self.back)
+        row.addStretch(1)
+        row.addWidget(self.next)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.title)
+        layout.addWidget(self.text, 1)
+        layout.addLayout(row)
+        self.resize(380, 180)
+        self.show_step(0)
+
+    def _next(self) -> None:
+        if self.index + 1 < len(self.steps):
+            self.show_step(self.index + 1)
+        else:
+            self.close()
+
+    def show_step(self, index: int) -> None:
+        self.index = max(0, min(index, len(self.steps) - 1))
+        widget, title, text = self.steps[self.index]
+        self.title.setText(f"<b>{self.index + 1} of {len(self.steps)} · {title}</b>")
+        self.text.setText(text)
+        self.back.setEnabled(self.index > 0)
+        self.next.setText("Done" if self.index + 1 == len(self.steps) else "Next")
+        parent = self.parentWidget()
+        top_left = widget.mapTo(parent, widget.rect().topLeft())
+        self.outline.setGeometry(QRect(top_left, widget.size()).adjusted(-3, -3, 3, 3))
+        self.outline.show()
+
+    def outlined(self) -> QRect:
+        return self.outline.geometry()
+
+    def closeEvent(self, event) -> None:  # noqa: N802
+        self.outline.hide()
+        super().closeEvent(event)

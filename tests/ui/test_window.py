@@ -1,0 +1,87 @@
+"""The window as a whole: it fits the screen, any tab can be shown large, the keyboard
+shortcuts and a tour are one click away."""
+
+from PySide6.QtCore import QSettings
+from PySide6.QtGui import QGuiApplication
+
+from explorer.core.sources import ModelSpec
+from explorer.ui.main_window import MainWindow
+from tests.ui.conftest import run_and_wait
+
+
+def test_a_first_window_and_a_restored_one_fit_the_screen(qtbot, tmp_path):
+    area = QGuiApplication.primaryScreen().availableGeometry()  # 800 x 800 offscreen
+    path = str(tmp_path / "s.ini")
+    first = MainWindow(ModelSpec(preset="tiny"), QSettings(path, QSettings.IniFormat))
+    qtbot.addWidget(first)
+    first.show()
+    qtbot.waitUntil(lambda: first.session.model is not None, timeout=60_000)
+    hint = first.minimumSizeHint()
+    assert first.width() == max(min(1500, area.width()), hint.width())
+    assert first.height() <= area.height()
+    first.resize(3000, 2000)  # as if saved on a far larger monitor
+    first.move(2500, 1800)
+    first.close()
+    again = MainWindow(ModelSpec(preset="tiny"), QSettings(path, QSettings.IniFormat))
+    qtbot.addWidget(again)
+    again.show()
+    qtbot.wait(50)  # placed once its frame is known
+    assert again.height() <= area.height() and again.y() >= area.top()
+    assert again.x() <= area.right() and again.frameGeometry().bottom() <= area.bottom()
+    again.close()
+
+
+def test_the_front_tab_can_take_the_centre_and_go_back(qtbot, make_window):
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=1)
+    dock = window.docks["attention"]
+    dock.raise_()
+    qtbot.waitUntil(lambda: window.front_dock() is dock, timeout=5_000)
+    view = window.attention
+    small = view.width() * view.height()
+    window.large_action.trigger()
+    qtbot.waitUntil(lambda: view.isVisible() and view.width() * view.height() > 1.5 * small,
+                    timeout=5_000)
+    assert window.central.large is view and not window.graph.isVisible()
+    assert "Attention</b>, shown large" in window.central.note.text()
+    assert "shown large in the centre" in dock.widget().text()
+    assert not any(d.isVisible() for d in window.docks.values())  # the whole window is its
+    window.large_action.trigger()  # F11 again
+    qtbot.waitUntil(lambda: window.docks["inspector"].isVisible(), timeout=5_000)
+    assert dock.widget() is view and window.central.large is None and window.graph.isVisible()
+
+
+def test_the_keyboard_shortcuts_come_from_the_menus(qtbot, make_window):
+    window = make_window()
+    dialog = window.show_shortcuts()
+    qtbot.addWidget(dialog)
+    cells = {dialog.table.item(r, 1).text(): dialog.table.item(r, 0).text()
+             for r in range(dialog.table.rowCount())}
+    assert cells["Generate  (Run)"] == "Ctrl+Return, Ctrl+Enter"
+    assert cells["Stop  (Run)"] == "Esc"
+    assert cells["Get GPT-2…  (File)"] == "Ctrl+Shift+G"
+    assert cells["Go to Attention  (View)"] == "Ctrl+6"
+    assert cells["Show the front tab large  (View)"] == "F11"
+
+
+def test_the_tour_outlines_the_graph_inspector_prompt_and_tabs(qtbot, make_window):
+    window = make_window()
+    tour = window.tour()
+    qtbot.addWidget(tour)
+    seen = []
+    for step in range(4):
+        widget = tour.steps[step][0]
+        rect = tour.outlined()
+        corner = widget.mapTo(window, widget.rect().topLeft())
+        assert abs(rect.x() + 3 - corner.x()) <= 1 and rect.width() == widget.width() + 6
+        seen.append(tour.steps[step][1])
+        tour.next.click()
+    assert seen == ["The block graph", "The tensor inspector", "The prompt", "The tabs"]
+    assert not tour.isVisible()
+
+
+def test_training_goes_to_the_data_folder_shown_in_full(make_window, tmp_path):
+    import os
+    window = make_window()
+    assert window.train_panel.out_dir.text() == os.path.join(os.environ["GPT_EXPLORER_DATA_DIR"],
+                                                              "runs", "train")
