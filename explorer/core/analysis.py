@@ -130,3 +130,68 @@ def lens_nodes(n_layers: int, norm_position: str = "pre") -> list[str]:
     """The residual stream after each half of every block, in forward order."""
     return [block_hook_name(layer, key) for layer in range(n_layers)
             for key in residual_nodes(norm_position)]
+
+
+@dataclass(frozen=True)
+class ValueHistogram:
+    """Counts of values on 100 equal bins from ``lo`` to ``hi``, with those outside
+    counted apart. ``fixed``: the node kind's fixed range (comparable across prompts,
+    layers and steps); otherwise the range that holds this tensor's values."""
+
+    edges: np.ndarray
+    counts: np.ndarray
+    below: int
+    above: int
+    fixed: bool
+
+    @property
+    def lo(self) -> float:
+        return float(self.edges[0])
+
+    @property
+    def hi(self) -> float:
+        return float(self.edges[-1])
+
+
+SAMPLE_FOR_RANGE = 1 << 18  # values a range is read from (a strided sample of larger tensors)
+
+
+def data_histogram(values: np.ndarray, bins: int = 100, share: float = 0.995,
+                   finite: bool = True) -> ValueHistogram:
+    """The range that holds ``share`` of the values (quantiles of at most 262,144 evenly
+    spread values), widened to include 0 when it is close, and exact counts of all values
+    on it — one pass (bincount), ~10 ms for 3 million values. ``finite``: the caller
+    knows there is no NaN or infinity (else they are left out first)."""
+    flat = np.asarray(values, dtype=np.float32).reshape(-1)
+    if not finite:
+        flat = flat[np.isfinite(flat)]
+    if flat.size == 0:
+        return ValueHistogram(np.linspace(-1.0, 1.0, bins + 1), np.zeros(bins, np.int64), 0, 0, False)
+    sample = flat[:: max(1, flat.size // SAMPLE_FOR_RANGE)]
+    tail = (1.0 - share) / 2
+    lo, hi = (float(v) for v in np.quantile(sample, [tail, 1.0 - tail]))
+    if lo > 0 and lo < 0.25 * (hi - lo):  # nearly from zero: show zero as the edge
+        lo = 0.0
+    if hi < 0 and -hi < 0.25 * (hi - lo):
+        hi = 0.0
+    if hi <= lo:  # one value (a constant tensor): a small window around it
+        pad = max(abs(lo) * 0.05, 1e-6)
+        lo, hi = lo - pad, hi + pad
+    span = hi - lo
+    hi = hi + span * 1e-6  # the largest value belongs to the last bin
+    # bucket 0: below lo; 1..bins: the bins; bins + 1: above hi (one byte each, counted
+    # with bincount: ~7 ms for 3 million values)
+    code = flat - np.float32(lo)
+    code *= np.float32(bins / (hi - lo))
+    code += 1
+    np.clip(code, 0, bins + 1, out=code)
+    counts = np.bincount(code.astype(np.uint8), minlength=bins + 2)
+    edges = np.linspace(lo, hi, bins + 1)
+    return ValueHistogram(edges, counts[1:-1], int(counts[0]), int(counts[-1]), False)
+
+
+def fixed_histogram(stats) -> ValueHistogram:
+    """A node's statistics' fixed-bin histogram as a ValueHistogram."""
+    h = stats.hist_range
+    return ValueHistogram(np.asarray(h.edges()), np.asarray(stats.hist), int(stats.under),
+                          int(stats.over), True)

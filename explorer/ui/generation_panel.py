@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox
 from ..core.batch import MAX_BATCH, split_prompts
 from ..core.generation import GenerationSettings
 from ..core.tokenizer import encode, token_piece
-from .plot_text import set_ticks, set_title
+from .plot_text import set_empty, set_ticks, set_title
 from .runs import Runs
 from .session import Session
 
@@ -347,9 +347,14 @@ class GenerationPanel(QWidget):
 
     def update_topk(self) -> None:
         current = self.session.current
+        plot = self.topk_plot.getPlotItem()
         if current is None or not current.top_ids:
             self.topk_bars.setOpts(x0=[0], y=[0], width=[0], height=0.8)
+            set_ticks(self.topk_plot.getAxis("left"), [[]])  # no labels of an old pass
+            set_title(plot, "Next-token candidates")
+            set_empty(plot, "Run a prompt (Ctrl+Enter) to see them")
             return
+        set_empty(plot, None)
         probs = list(current.top_probs)
         self.topk_bars.setOpts(x0=[0] * len(probs), y=list(range(len(probs))), width=probs, height=0.8)
         ticks = [(i, f"{_short(_visible(p))} {v:.2g}") for i, (p, v) in

@@ -1,79 +1,44 @@
 """The tensor inspector: everything about the selected node of the shown pass — name,
-description, shape, dtype, device, the statistics table, a histogram on the node's
-fixed bins, a tokens x dimensions heatmap, per-token L2 norms, the raw values in a
-lazy table, and export. Reads numpy views from the session; computes nothing heavy."""
+description, shape, dtype, device, the statistics (of all tokens, or of the one chosen
+with Token), a histogram (on this tensor's range or the node's fixed one), a heatmap in
+the tensor's own terms, per-token L2 norms, the raw values in a lazy table, and export.
+Reads numpy views from the session; one token's statistics are its only computation."""
 
 from __future__ import annotations
 
 import csv
+import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
-from PySide6.QtGui import QBrush, QColor, QGuiApplication
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel,
-                               QPushButton, QSpinBox, QTableView, QTableWidget, QTableWidgetItem,
-                               QTabWidget, QVBoxLayout, QWidget)
+import torch
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetrics, QGuiApplication
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QSpinBox,
+                               QTableView, QTableWidget, QTableWidgetItem, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 from ..core.batch import shown_piece
 from ..core.capture import NodeView
 from ..core.nodes import block_hook_name, parse_hook, residual_branches
-from ..core.stats import branch_ratio
-from .plot_text import set_label, set_ticks
+from ..core.stats import branch_ratio, tensor_stats
+from .histogram import RANGES, HistogramPlot, histogram_of, range_box
+from .plot_text import set_empty, set_label, set_ticks
 from .session import Session
+from .values_table import ValuesModel, as_matrix
 
 STAT_ROWS = [("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
              ("abs-max", "absmax"), ("RMS", "rms"), ("kurtosis (excess)", "kurtosis"),
              ("share negative", "frac_neg"), ("share exact zeros", "frac_zero")]
+ALL_TOKENS = -1  # the Token box's "all tokens"
+AXES = {"emb": "feature", "hidden": "feature (of 4 × emb)", "vocab": "vocabulary id",
+        "ctx": "key token"}
 
 
-def as_matrix(view: NodeView) -> np.ndarray | None:
-    """The view's values as (rows, features): positions x dims; the attention pattern
-    as (heads x query positions) x key positions."""
-    if view.array is None:
-        return None
-    a = view.array
-    return a.reshape(-1, a.shape[-1])
-
-
-class ValuesModel(QAbstractTableModel):
-    """Serves cells on demand, so a (1024, 3072) tensor shows without freezing."""
-
-    PAD_BRUSH = QBrush(QColor("#d8d8d8"))
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.matrix = np.zeros((0, 0), dtype=np.float32)
-        self.row_labels: list[str] = []
-        self.real: np.ndarray | None = None  # per row: False for a batch's padding
-
-    def set_matrix(self, matrix: np.ndarray | None, row_labels: list[str],
-                   real: np.ndarray | None = None) -> None:
-        self.beginResetModel()
-        self.matrix = matrix if matrix is not None else np.zeros((0, 0), dtype=np.float32)
-        self.row_labels = row_labels
-        self.real = real
-        self.endResetModel()
-
-    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
-        return self.matrix.shape[0]
-
-    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
-        return self.matrix.shape[1] if self.matrix.ndim == 2 else 0
-
-    def data(self, index, role=Qt.DisplayRole):
-        if role == Qt.DisplayRole and index.isValid():
-            return f"{self.matrix[index.row(), index.column()]:.4g}"
-        if role == Qt.BackgroundRole and self.real is not None and not self.real[index.row()]:
-            return self.PAD_BRUSH  # padding: computed by the model, left out of statistics
-        return None
-
-    def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
-        if role != Qt.DisplayRole:
-            return None
-        if orientation == Qt.Vertical and section < len(self.row_labels):
-            return self.row_labels[section]
-        return str(section)
+def position_ticks(count: int, most: int = 12) -> list:
+    """Whole-number ticks for positions (never 0.5), at most ``most`` of them."""
+    step = max(1, math.ceil(count / most))
+    return [[(i, str(i)) for i in range(0, count, step)]]
 
 
 class InspectorView(QWidget):
@@ -91,31 +56,21 @@ class InspectorView(QWidget):
 
         self.tabs = QTabWidget()
         self.hist_plot = pg.PlotWidget(background="w")
-        self.hist_plot.setLabel("bottom", "value")
-        self.hist_plot.setLabel("left", "count")
-        self.hist_curve = self.hist_plot.plot([0, 1], [0], stepMode="center", fillLevel=0,
-                                              brush=(60, 120, 200, 150), pen=pg.mkPen("#1f4e8c"))
-        self.hist_note = pg.TextItem(color="#333333", anchor=(1, 0))
-        self.hist_plot.addItem(self.hist_note)
-
+        self.histogram = HistogramPlot(self.hist_plot.getPlotItem())
         self.heat_plot = pg.PlotWidget(background="w")
-        self.heat_plot.setLabel("bottom", "dimension")
         self.heat_image = pg.ImageItem(axisOrder="row-major")
-        self.heat_image.setColorMap(pg.colormap.get("CET-D1"))  # diverging blue-white-red
         self.heat_plot.addItem(self.heat_image)
         self.heat_plot.invertY(True)
         self.heat_bar = pg.ColorBarItem(colorMap=pg.colormap.get("CET-D1"), interactive=False)
         self.heat_bar.setImageItem(self.heat_image, insert_in=self.heat_plot.getPlotItem())
-
+        self.heat_plot.getViewBox().sigResized.connect(self._fit_heat_labels)
         self.norm_plot = pg.PlotWidget(background="w")
         self.norm_plot.setLabel("left", "L2 norm")
         self.norm_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#3c78c8")
         self.norm_plot.addItem(self.norm_bars)
-
         self.values = ValuesModel()
         self.values_view = QTableView()
         self.values_view.setModel(self.values)
-
         self.ratio_plot = pg.PlotWidget(background="w")
         self.ratio_plot.setLabel("left", "‖branch‖ / ‖shortcut‖")
         self.ratio_plot.setLabel("bottom", "position")
@@ -135,9 +90,13 @@ class InspectorView(QWidget):
         self.tabs.currentChanged.connect(self._render_tab)
 
         self.token_box = QSpinBox()  # constant cost, however many rows there are
-        self.token_box.setToolTip("Focus one row (a position): the heatmap and values jump to it")
+        self.token_box.setSpecialValueText("all tokens")
+        self.token_box.setToolTip("All tokens, or one row (a position): the statistics and the "
+                                  "histogram are then that token's; the heatmap and values jump to it")
         self.token_box.valueChanged.connect(self._focus_token)
         self.token_label = QLabel()
+        self.range_box = range_box()
+        self.range_box.currentTextChanged.connect(lambda _: self._show_numbers())
         export_npy = QPushButton("Export .npy…")
         export_npy.clicked.connect(self.export_npy)
         export_csv = QPushButton("Statistics CSV…")
@@ -149,15 +108,19 @@ class InspectorView(QWidget):
         tools.addWidget(QLabel("Token:"))
         tools.addWidget(self.token_box)
         tools.addWidget(self.token_label, 1)
-        tools.addWidget(export_npy)
-        tools.addWidget(export_csv)
-        tools.addWidget(copy_plot)
+        tools.addWidget(QLabel("Range:"))
+        tools.addWidget(self.range_box)
+        exports = QHBoxLayout()
+        exports.addStretch(1)
+        for button in (export_npy, export_csv, copy_plot):
+            exports.addWidget(button)
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.title)
         layout.addWidget(self.stats_table)
         layout.addLayout(tools)
         layout.addWidget(self.tabs, 1)
+        layout.addLayout(exports)
 
         session.nodeChanged.connect(lambda _: self.refresh())
         session.on_pass(self.refresh)  # in a loop turn of its own
@@ -187,11 +150,11 @@ class InspectorView(QWidget):
         if self.session.hidden:
             self.title.setText(f"<b>{name}</b><br>Predict first: answer the question in the "
                                "Learn tab to reveal this tensor.")
-            self._clear()
+            self._clear("Answer the question in the Learn tab to see it")
             return
         if view is None:
             self.title.setText(f"<b>{name}</b><br>Run a prompt (Ctrl+Enter) to see its values.")
-            self._clear()
+            self._clear("Run a prompt (Ctrl+Enter) to see its values")
             return
         current = self.session.current
         where = "prompt pass" if current.step is None else f"generation step {current.step}"
@@ -202,51 +165,72 @@ class InspectorView(QWidget):
             real, total = int(view.valid.sum()), view.valid.size
             padding = (f"<br>batch: statistics over the {real} real vectors of {total}; the "
                        f"{total - real} padding rows are grey and left out")
-        self.title.setText(
-            f"<b>{name}</b> — {view.node.label} ({where})<br>{view.node.description}<br>"
-            f"shape <b>{view.shape}</b> · dtype {view.dtype} · device {view.device}{padding}")
-        s = view.stats
-        rows = [(label, getattr(s, key)) for label, key in STAT_ROWS]
-        rows += [("NaN / Inf", f"{s.n_nan} / {s.n_inf}"),
-                 ("top dims by |value|", ", ".join(f"{int(d)} ({v:.3g})"
-                                                   for d, v in zip(s.top_dims, s.top_values))),
-                 ("values", f"{s.count:,}")]
-        for r, (label, value) in enumerate(rows):
-            self.stats_table.setItem(r, 0, QTableWidgetItem(label))
-            text = f"{value:.6g}" if isinstance(value, float) else str(value)
-            self.stats_table.setItem(r, 1, QTableWidgetItem(text))
-        h = s.hist_range
-        edges = np.asarray(h.edges())
-        self.hist_curve.setData(edges, s.hist.astype(float))
-        self.hist_plot.setXRange(h.lo, h.hi, padding=0.02)
-        self.hist_plot.enableAutoRange(axis="y")
-        self.hist_note.setText(f"below {h.lo:g}: {s.under:,}\nabove {h.hi:g}: {s.over:,}")
-        self.hist_note.setPos(h.hi, max(1.0, float(s.hist.max())))
+        title = (f"<b>{name}</b> — {view.node.label} ({where})<br>{view.node.description}<br>"
+                 f"shape <b>{view.shape}</b> · dtype {view.dtype} · device {view.device}{padding}")
         matrix = as_matrix(view)
         labels = self._row_labels(view, 0 if matrix is None else matrix.shape[0])
         real = None if view.valid is None else view.valid.reshape(-1)
         self._shown = (view, matrix, labels, real)
+        s = view.stats
         l2 = np.atleast_1d(s.token_l2).reshape(-1)
+        for plot in (self.norm_plot, self.ratio_plot):
+            set_empty(plot.getPlotItem(), None)
         brushes = None if real is None else ["#3c78c8" if r else "#d0d0d0" for r in real]
         self.norm_bars.setOpts(x=np.arange(l2.size), height=np.nan_to_num(l2, nan=0.0), width=0.8,
                                brushes=brushes, brush="#3c78c8")
         set_label(self.norm_plot.getPlotItem(), "bottom", "vector (sample-major; padding has no bar)"
                   if real is not None else "position")
+        set_ticks(self.norm_plot.getAxis("bottom"), position_ticks(l2.size))
         self.norm_plot.autoRange()
         ratio = self.branch_ratio(view)
         self.tabs.setTabVisible(self.ratio_tab, ratio is not None)
         if ratio is not None:
             self.ratio_bars.setOpts(x=np.arange(ratio.size), height=np.nan_to_num(ratio, nan=0.0), width=0.8)
+            set_ticks(self.ratio_plot.getAxis("bottom"), position_ticks(ratio.size))
             self.ratio_plot.autoRange()
-            self.title.setText(self.title.text() + f"<br>this add's branch is {np.nanmedian(ratio):.3g}× "
-                               "the shortcut's size (median over positions)")
+            title += (f"<br>this add's branch is {np.nanmedian(ratio):.3g}× the shortcut's size "
+                      "(median over positions)")
+        self.title.setText(title)
         self.token_box.blockSignals(True)
-        self.token_box.setRange(0, max(0, len(labels) - 1) if matrix is not None else 0)
-        self.token_box.setValue(0)
+        self.token_box.setRange(ALL_TOKENS, max(0, len(labels) - 1) if matrix is not None else ALL_TOKENS)
+        self.token_box.setValue(ALL_TOKENS)
         self.token_box.blockSignals(False)
-        self.token_label.setText(labels[0] if matrix is not None and labels else "")
+        self.token_label.setText(f"{len(labels)} rows" if matrix is not None else
+                                 "(the tensor was not kept: statistics only)")
+        self._show_numbers()
         self._dirty = {self.heat_tab, self.values_tab}  # drawn when shown
         self._render_tab(self.tabs.currentIndex())
+
+    def _token_values(self) -> tuple[np.ndarray | None, int | None]:
+        """The chosen token's vector (and its row), or None for all tokens."""
+        row = self.token_box.value()
+        if self._shown is None or row == ALL_TOKENS:
+            return None, None
+        matrix = self._shown[1]
+        return (matrix[row], row) if matrix is not None and row < matrix.shape[0] else (None, None)
+
+    def _show_numbers(self) -> None:
+        """The statistics table and the histogram, of all tokens or of the chosen one."""
+        if self._shown is None:
+            return
+        view = self._shown[0]
+        values, row = self._token_values()
+        stats = view.stats
+        if values is not None:  # one vector: its own statistics, a moment to compute
+            stats = tensor_stats(torch.from_numpy(np.ascontiguousarray(values)).reshape(1, -1),
+                                 view.node.hist)
+        rows = [(label, getattr(stats, key)) for label, key in STAT_ROWS]
+        rows += [("NaN / Inf", f"{stats.n_nan} / {stats.n_inf}"),
+                 ("top dims by |value|", ", ".join(f"{int(d)} ({v:.3g})"
+                                                   for d, v in zip(stats.top_dims, stats.top_values))),
+                 ("values", f"{stats.count:,}" + ("" if row is None else f" (token row {row})"))]
+        for r, (label, value) in enumerate(rows):
+            self.stats_table.setItem(r, 0, QTableWidgetItem(label))
+            text = f"{value:.6g}" if isinstance(value, float) else str(value)
+            self.stats_table.setItem(r, 1, QTableWidgetItem(text))
+        mode = RANGES[self.range_box.currentText()]
+        what = "all tokens" if row is None else f"token row {row}"
+        self.histogram.show(histogram_of(view, mode, values), what)
 
     def _render_tab(self, index: int) -> None:
         """The heatmap and the values table are drawn only when their tab is shown."""
@@ -257,19 +241,46 @@ class InspectorView(QWidget):
         if index == self.values_tab:
             self.values.set_matrix(matrix, labels, real)
         elif index == self.heat_tab:
-            if matrix is None:
-                self.heat_image.clear()
-                return
+            self._draw_heatmap(view, matrix, labels, real)
+
+    def _draw_heatmap(self, view: NodeView, matrix, labels, real) -> None:
+        plot = self.heat_plot.getPlotItem()
+        if matrix is None:
+            self.heat_image.clear()
+            set_empty(plot, "The tensor was not kept: statistics only")
+            return
+        set_empty(plot, None)
+        if view.node.kind == "pattern":  # probabilities: a sequential scale from 0
+            levels, cmap = (0.0, max(float(np.nanmax(matrix)), 1e-6)), pg.colormap.get("viridis")
+            set_label(plot, "left", "head · query token")
+        else:
             level = view.stats.absmax if np.isfinite(view.stats.absmax) and view.stats.absmax else 1.0
-            if real is not None:  # padding rows drawn empty (NaN is transparent)
-                matrix = np.where(real[:, None], matrix, np.nan)
-            self.heat_image.setImage(np.ascontiguousarray(matrix, dtype=np.float32),
-                                     levels=(-level, level), autoDownsample=True)
-            self.heat_bar.setLevels((-level, level))
-            ticks = [(i + 0.5, lab) for i, lab in enumerate(labels)]
-            step = max(1, len(ticks) // 30)
-            set_ticks(self.heat_plot.getAxis("left"), [ticks[::step]])
-            self.heat_plot.autoRange()
+            levels, cmap = (-level, level), pg.colormap.get("CET-D1")  # diverging around 0
+            set_label(plot, "left", "token")
+        set_label(plot, "bottom", AXES.get(view.node.width, "feature"))
+        if real is not None:  # padding rows drawn empty (NaN is transparent)
+            matrix = np.where(real[:, None], matrix, np.nan)
+        self.heat_image.setColorMap(cmap)
+        self.heat_bar.setColorMap(cmap)
+        self.heat_image.setImage(np.ascontiguousarray(matrix, dtype=np.float32), levels=levels,
+                                 autoDownsample=True)
+        self.heat_bar.setLevels(levels)
+        set_ticks(self.heat_plot.getAxis("bottom"), position_ticks(matrix.shape[1])
+                  if view.node.kind == "pattern" else None)
+        self._heat_labels = labels
+        self._fit_heat_labels()
+        self.heat_plot.autoRange()
+
+    def _fit_heat_labels(self) -> None:
+        """Every k-th row label, so that the shown ones never overlap."""
+        labels = getattr(self, "_heat_labels", None)
+        if not labels:
+            return
+        axis = self.heat_plot.getAxis("left")
+        line = QFontMetrics(axis.font()).height()
+        height = max(1.0, self.heat_plot.getViewBox().height())
+        step = max(1, math.ceil(len(labels) * line / height))
+        set_ticks(axis, [[(i + 0.5, lab) for i, lab in enumerate(labels)][::step]])
 
     def branch_ratio(self, view: NodeView) -> np.ndarray | None:
         """For a residual add: ||branch|| / ||shortcut|| per position, else None."""
@@ -285,17 +296,24 @@ class InspectorView(QWidget):
             ratio = np.where(view.valid, ratio, np.nan)  # padding is not a real token
         return ratio.reshape(-1)
 
-    def _clear(self) -> None:
+    def _clear(self, message: str) -> None:
         self._shown = None
         self.stats_table.clearContents()
-        self.hist_curve.setData([0, 1], [0])
+        self.histogram.show(None, empty=message)
         self.heat_image.clear()
+        for plot in (self.heat_plot, self.norm_plot, self.ratio_plot):
+            set_empty(plot.getPlotItem(), message)
+        self.norm_bars.setOpts(x=[0], height=[0], width=0.8)
         self.values.set_matrix(None, [])
-        self.token_box.setRange(0, 0)
+        self.token_box.setRange(ALL_TOKENS, ALL_TOKENS)
         self.token_label.clear()
 
     def _focus_token(self, row: int) -> None:
-        if row < 0 or self._shown is None:
+        if self._shown is None:
+            return
+        self._show_numbers()
+        if row == ALL_TOKENS:
+            self.token_label.setText(f"{len(self._shown[2])} rows")
             return
         labels = self._shown[2]
         self.token_label.setText(labels[row] if row < len(labels) else "")

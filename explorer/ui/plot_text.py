@@ -23,3 +23,32 @@ def set_ticks(axis: pg.AxisItem, ticks: list) -> None:
 def set_label(plot: pg.PlotItem, side: str, text: str) -> None:
     if plot.getAxis(side).labelText != text:
         plot.setLabel(side, text)
+
+
+def set_empty(plot: pg.PlotItem, message: str | None) -> None:
+    """An empty plot shows one line saying what fills it, and no axes (empty axes read
+    as data: 'count (x0.001)' from -400 to 400); ``None`` brings the axes back."""
+    note = getattr(plot, "_empty_note", None)
+    if message is None:
+        if note is not None and note.isVisible():
+            note.hide()
+            for side in ("left", "bottom"):
+                plot.showAxis(side)
+        return
+    if note is None:
+        note = pg.TextItem(color="#666666", anchor=(0.5, 0.5))
+        plot._empty_note = note
+    if note.scene() is None:  # new, or removed by plot.clear()
+        plot.addItem(note, ignoreBounds=True)
+    note.setText(message)
+    note.setPos(0.5, 0.5)
+    for side in ("left", "bottom"):
+        plot.hideAxis(side)
+    plot.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+    note.show()
+
+
+def empty_message(plot: pg.PlotItem) -> str | None:
+    """What an empty plot says (None when it shows data)."""
+    note = getattr(plot, "_empty_note", None)
+    return note.toPlainText() if note is not None and note.isVisible() else None

@@ -12,7 +12,8 @@ from explorer.core.model import build_model
 from explorer.core.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, block_hook_name,
                                  block_nodes)
 from explorer.core.tokenizer import encode, token_piece
-from explorer.ui.inspector import STAT_ROWS, ValuesModel
+from explorer.ui.inspector import STAT_ROWS
+from explorer.ui.values_table import ValuesModel
 from tests.ui.conftest import run_and_wait
 
 

@@ -11,7 +11,8 @@ from explorer.core.batch import make_batch
 from explorer.core.capture import Capture
 from explorer.core.config import preset
 from explorer.core.model import build_model
-from explorer.ui.inspector import STAT_ROWS, ValuesModel
+from explorer.ui.inspector import STAT_ROWS
+from explorer.ui.values_table import ValuesModel
 
 PROMPTS = "Every effort moves you\nHello"  # 4 and 1 tokens: padded to 2 x 4
 

@@ -1,0 +1,88 @@
+"""A histogram of a node's values that shows them: by default on the range that holds this
+tensor's values (99.5% of them; the counts outside are written on the plot), or — one
+click away — on the node kind's fixed range, which compares across prompts, layers and
+steps but squeezes a small tensor into one bar. The plot says which range it is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QComboBox
+
+from ..core.analysis import ValueHistogram, data_histogram, fixed_histogram
+from ..core.capture import NodeView
+from .plot_text import set_empty, set_label, set_title
+
+RANGES = {"this tensor's range": "data", "fixed range per kind of node": "fixed"}
+FILL = (60, 120, 200, 150)
+
+
+def range_box() -> QComboBox:
+    box = QComboBox()
+    box.addItems(list(RANGES))
+    box.setToolTip("This tensor's range: its values fill the plot. Fixed range: the same bins "
+                   "for every prompt, layer and step of a kind of node, to compare them")
+    return box
+
+
+def histogram_of(view: NodeView, mode: str, values: np.ndarray | None = None) -> ValueHistogram:
+    """The view's histogram in ``mode`` ('data' or 'fixed'); ``values`` narrows it to
+    some of the view's values (one token's vector). Without the tensor: the fixed one."""
+    if mode == "fixed" and values is None:
+        return fixed_histogram(view.stats)
+    if values is None:
+        values = view.real_rows()
+    if values is None:
+        return fixed_histogram(view.stats)
+    finite = view.stats.n_nan == 0 and view.stats.n_inf == 0
+    if mode == "fixed":
+        h = view.stats.hist_range
+        return _on_edges(values, np.asarray(h.edges()), finite)
+    return data_histogram(values, finite=finite)
+
+
+def _on_edges(values: np.ndarray, edges: np.ndarray, finite: bool) -> ValueHistogram:
+    flat = np.asarray(values, dtype=np.float32).reshape(-1)
+    if not finite:
+        flat = flat[np.isfinite(flat)]
+    counts, _ = np.histogram(flat, bins=edges)
+    return ValueHistogram(edges, counts, int((flat < edges[0]).sum()),
+                          int((flat > edges[-1]).sum()), True)
+
+
+class HistogramPlot:
+    """The drawing of a ValueHistogram on a pyqtgraph plot (made once, then updated)."""
+
+    def __init__(self, plot: pg.PlotItem, title_size: str | None = None) -> None:
+        self.plot = plot
+        self.title_size = title_size
+        self.curve = plot.plot([0, 1], [0], stepMode="center", fillLevel=0, brush=FILL,
+                               pen=pg.mkPen("#1f4e8c"))
+        self.note = pg.TextItem(color="#333333", anchor=(1, 0))
+        plot.addItem(self.note, ignoreBounds=True)
+        plot.getAxis("left").enableAutoSIPrefix(False)  # counts, not "(x0.001)"
+        self.shown: ValueHistogram | None = None
+
+    def show(self, hist: ValueHistogram | None, what: str = "", empty: str = "") -> None:
+        self.shown = hist
+        if hist is None:
+            self.curve.setData([0, 1], [0])
+            self.note.setText("")
+            set_empty(self.plot, empty or "Run a prompt (Ctrl+Enter) to see the values")
+            return
+        set_empty(self.plot, None)
+        self.curve.setData(hist.edges, hist.counts.astype(float))
+        mode = "fixed range for this kind of node" if hist.fixed else "range of this tensor"
+        title = f"{what} — {mode}" if what else mode
+        if self.title_size:
+            set_title(self.plot, title, size=self.title_size)
+        else:
+            set_title(self.plot, title)
+        set_label(self.plot, "bottom", "value")
+        set_label(self.plot, "left", "count")
+        self.note.setText(f"below {hist.lo:.3g}: {hist.below:,}\nabove {hist.hi:.3g}: "
+                          f"{hist.above:,}")
+        top = max(1.0, float(hist.counts.max()) if hist.counts.size else 1.0)
+        self.plot.setXRange(hist.lo, hist.hi, padding=0.02)
+        self.plot.setYRange(0, top * 1.25, padding=0)  # room for the note above the bars
+        self.note.setPos(hist.hi, top * 1.25)
