@@ -21,10 +21,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .analysis import ValueHistogram, data_histogram
+from .capture import _Hooks
 from .config import GPTConfig
 from .layers import LayerNorm
 from .model import GPTModel, build_model, init_weights
-from .nodes import block_hook_name, block_output
+from .nodes import block_hook_name, block_output, layer_of, select_hook_names
 from .passes import STATISTICS, run_prompt
 
 FINAL_NORM_NOTE = ("The Post-LN twin keeps final_norm: its blocks already end in a "
@@ -53,13 +55,35 @@ class RunSummary:
     top_pieces: tuple[str, ...]
     top_probs: tuple[float, ...]
     views: dict  # every node's NodeView (statistics only)
+    histograms: dict[str, ValueHistogram]  # each block node's, on its values' own range
+
+
+class ValueHistograms(_Hooks):
+    """Every block node's histogram on the range of its own values, counted as the
+    forward pass makes each tensor (no tensor is kept)."""
+
+    def __init__(self, model: GPTModel) -> None:
+        super().__init__(model)
+        self.names = [n for n in select_hook_names(model.cfg) if layer_of(n) is not None]
+        self.histograms: dict[str, ValueHistogram] = {}
+
+    def _hooks(self) -> dict[str, object]:
+        def hook_for(name: str):
+            def hook(module, inputs, output) -> None:
+                values = output.detach().float().cpu().numpy()
+                self.histograms[name] = data_histogram(values, finite=False)
+            return hook
+
+        return {name: hook_for(name) for name in self.names}
 
 
 def summarise_run(model: GPTModel, ids: list[int], k: int = 5, should_stop=None) -> RunSummary:
-    """One prompt through one model: each block's output size, and the top-k next tokens."""
+    """One prompt through one model: each block's output size, each block node's
+    histogram, and the top-k next tokens."""
     cfg = model.cfg
     out_key = block_output(cfg.norm_position)
-    run = run_prompt(model, ids, STATISTICS, should_stop)
+    with ValueHistograms(model) as counted:
+        run = run_prompt(model, ids, STATISTICS, should_stop)
     names = [block_hook_name(layer, out_key) for layer in range(cfg.n_layers)]
     views = run.views
     return RunSummary(
@@ -67,7 +91,7 @@ def summarise_run(model: GPTModel, ids: list[int], k: int = 5, should_stop=None)
         residual_norm=np.array([float(np.mean(views[n].stats.token_l2)) for n in names]),
         residual_std=np.array([views[n].stats.std for n in names]),
         top_ids=run.top_ids[:k], top_pieces=run.top_pieces[:k], top_probs=run.top_probs[:k],
-        views=views)
+        views=views, histograms=dict(counted.histograms))
 
 
 def compare_prompt(model: GPTModel, ids: list[int], should_stop=None

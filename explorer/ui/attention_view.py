@@ -1,18 +1,25 @@
 """Attention patterns of the selected layer: every head as a tokens x tokens heatmap
 (query rows, key columns; the causal mask shows as the empty upper triangle), or one
-head large with token labels; hovering shows the weight."""
+head large; token labels on both axes (every k-th, so that they never overlap), a colour
+bar from 0 to 1, and hovering shows the weight."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from ..core.nodes import PATTERN, block_hook_name
 from .lazy import LazyRefresh
+from .plot_text import set_empty, set_label, set_ticks, set_title
 from .session import Session
 
 CMAP = pg.colormap.get("inferno")
+LABEL_CHARS = 10  # a token label's characters at most (its repr, cut with "…")
+EMPTY = "Run a prompt (Ctrl+Enter) to see the attention patterns"
 GRID_CELLS = 400_000  # cells in the all-heads mosaic at most (a dock is ~600 pixels wide)
 
 
@@ -35,6 +42,16 @@ def block_max(weights: np.ndarray, factor: int) -> np.ndarray:
     for i in range(1, factor):
         np.maximum(out, rows[:, i::factor], out=out)
     return out
+
+
+def token_label(piece: str) -> str:
+    text = repr(piece)
+    return text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…"
+
+
+def tick_step(cell_px: float, need_px: float) -> int:
+    """Label every k-th cell so that each label has ``need_px`` pixels of its own."""
+    return max(1, math.ceil(need_px / max(cell_px, 1e-9)))
 
 
 def mosaic(tiles: list[np.ndarray], columns: int, gap: int) -> np.ndarray:
@@ -76,8 +93,10 @@ class AttentionView(LazyRefresh, QWidget):
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setColorMap(CMAP)
         self.plot.addItem(self.image)
-        self.message = pg.TextItem(color="#333333")
-        self.plot.addItem(self.message)
+        self.color_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=CMAP, interactive=False,
+                                         width=14, label="attention weight")
+        self.color_bar.setImageItem(self.image, insert_in=self.plot)
+        self.plot.getViewBox().sigResized.connect(self._fit_ticks)
         self.labels: list[pg.TextItem] = []  # "head h" over each tile
         self.pattern: np.ndarray | None = None
         self.pieces: list[str] = []
@@ -108,31 +127,26 @@ class AttentionView(LazyRefresh, QWidget):
             self.pattern, self.shown_heads = None, []
             self.image.clear()
             self._set_labels([])
-            self.message.setText("Run a prompt to see the attention patterns "
-                                 "(they are captured for the prompt pass).")
+            self.color_bar.hide()
+            set_title(self.plot, "")
+            set_empty(self.plot, EMPTY)
             return
-        self.message.setText("")
+        set_empty(self.plot, None)
+        self.color_bar.show()
         sample = self._sample(prompt)
         self.pattern = view.array[sample]  # (H, T, T)
         heads, T = self.pattern.shape[0], self.pattern.shape[-1]
-        self.pieces = pieces = prompt.sample_pieces(sample)
+        self.pieces = prompt.sample_pieces(sample)
         choice = self.head_box.currentIndex()
         self.shown_heads = list(range(heads)) if choice <= 0 else [choice - 1]
-        left, bottom = self.plot.getAxis("left"), self.plot.getAxis("bottom")
         if len(self.shown_heads) == 1:
             h = self.shown_heads[0]
             self._grid = (1, T, 1, 0)
             self.image.setImage(np.asarray(self.pattern[h], dtype=np.float32), levels=(0.0, 1.0))
-            ticks = [(t + 0.5, repr(p)) for t, p in enumerate(pieces)]
-            step = max(1, len(ticks) // 25)
-            left.setTicks([ticks[::step]])
-            bottom.setTicks([ticks[::step]])
-            self.plot.setLabel("left", "query token")
-            self.plot.setLabel("bottom", "key token")
-            self.plot.showAxis("left")
-            self.plot.showAxis("bottom")
             self._set_labels([])
-            self.plot.setTitle(f"head {h}")
+            set_title(self.plot, f"head {h}")
+            set_label(self.plot, "left", "query token")
+            set_label(self.plot, "bottom", "key token")
         else:
             side = max(64, int(np.sqrt(GRID_CELLS / len(self.shown_heads))))  # a tile's cells
             factor = 1
@@ -144,19 +158,45 @@ class AttentionView(LazyRefresh, QWidget):
             gap = max(1, n // 12)
             self._grid = (columns, n, factor, gap)
             self.image.setImage(mosaic(tiles, columns, gap), levels=(0.0, 1.0))
-            self.plot.hideAxis("left")
-            self.plot.hideAxis("bottom")
-            self.plot.setTitle("")
+            set_title(self.plot, f"all {len(tiles)} heads")
+            set_label(self.plot, "left", "query token (rows of each head)")
+            set_label(self.plot, "bottom", "key token (columns of each head)")
             # each label inside its tile's top-right corner, over the masked future (always
             # zero in a causal pattern), so it neither hides weights nor runs into the row
             # above when the tiles are small
             self._set_labels([(f"head {h}", (i % columns) * (n + gap) + n, (i // columns) * (n + gap))
                               for i, h in enumerate(self.shown_heads)])
         self.plot.autoRange(padding=0.02)
+        self._fit_ticks()
         note = "" if current is None or current.step is None else " (prompt pass; steps carry no patterns)"
         factor = self._grid[2]
         shrunk = f"; each cell is the max of {factor}×{factor} weights" if factor > 1 else ""
         self.hover.setText(f"layer {self.session.layer}{note}{shrunk}")
+
+    def _fit_ticks(self, *_args) -> None:
+        """Token labels on both axes, for every tile row and column, every k-th cell so
+        that no two labels overlap at the plot's present size."""
+        if self.pattern is None:
+            return
+        columns, n, factor, gap = self._grid
+        rows = -(-len(self.shown_heads) // columns)
+        box = self.plot.getViewBox()
+        rect = box.viewRect()
+        if rect.width() <= 0 or rect.height() <= 0:
+            return
+        metrics = QFontMetrics(self.plot.getAxis("bottom").font())
+        labels = [token_label(p) for p in self.pieces]
+        wide = max((metrics.horizontalAdvance(t) for t in labels), default=10) + 8
+        ky = tick_step(box.height() / rect.height(), metrics.height())
+        kx = tick_step(box.width() / rect.width(), wide)
+        T = len(labels)
+
+        def ticks(tiles: int, k: int) -> list[tuple[float, str]]:
+            return [(t * (n + gap) + i + 0.5, labels[i * factor])
+                    for t in range(tiles) for i in range(0, n, k) if i * factor < T]
+
+        set_ticks(self.plot.getAxis("left"), [ticks(rows, ky)])
+        set_ticks(self.plot.getAxis("bottom"), [ticks(min(columns, len(self.shown_heads)), kx)])
 
     def _set_labels(self, labels: list[tuple[str, float, float]]) -> None:
         while len(self.labels) < len(labels):

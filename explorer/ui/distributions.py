@@ -1,7 +1,8 @@
 """Activation distributions: one histogram per node of the selected layer in forward
-order (each on its node's fixed bins), a nodes x layers heatmap of a chosen statistic
-(click a cell to select that node and layer everywhere), and the residual stream's std
-after each add, layer by layer."""
+order (each on the range of its own values, or on its kind's fixed bins to compare), a
+nodes x layers heatmap of a chosen statistic with its colour bar (click a cell to select
+that node and layer everywhere), and the residual stream's std after each add, layer by
+layer."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
 
-from ..core.analysis import layer_table, residual_profile
+from functools import partial
+
+from ..core.analysis import ValueHistogram, layer_table, residual_profile
 from ..core.nodes import block_hook_name, block_nodes
+from .histogram import RANGES, HistogramPlot, histogram_of, range_box
 from .lazy import LazyRefresh
-from .plot_text import set_ticks, set_title
+from .plot_text import set_empty, set_label, set_ticks, set_title
 from .scrolling import scrolling
 from .session import Session
 from .turns import Turns
@@ -26,6 +30,8 @@ from .turns import Turns
 TABLE_STATS = {"std": "std", "abs-max": "absmax", "kurtosis": "kurtosis", "RMS": "rms"}
 COLUMNS = 3
 MIN_SMALL_ROW = 150  # px per row of small multiples: a title and a readable histogram
+TABLE_HEIGHT = 250  # the heatmap's default and least height: a label for each of its rows
+EMPTY = "Run a prompt (Ctrl+Enter)"
 
 
 class DistributionsView(LazyRefresh, QWidget):
@@ -39,16 +45,16 @@ class DistributionsView(LazyRefresh, QWidget):
         self.stat_box = QComboBox()
         self.stat_box.addItems(list(TABLE_STATS))
         self.stat_box.currentTextChanged.connect(lambda _: self.refresh_table())
-        rescale = QPushButton("Rescale")
-        rescale.setToolTip("Fit every histogram to its data (the bins stay fixed)")
-        rescale.clicked.connect(self.rescale)
+        self.range_box = range_box()
+        self.range_box.currentIndexChanged.connect(lambda _: self.request_refresh())
         export = QPushButton("Table CSV…")
         export.clicked.connect(self.export_csv)
         bar = QHBoxLayout()
+        bar.addWidget(QLabel("Histograms:"))
+        bar.addWidget(self.range_box)
         bar.addWidget(QLabel("Across layers:"))
         bar.addWidget(self.stat_box)
         bar.addStretch(1)
-        bar.addWidget(rescale)
         bar.addWidget(export)
 
         self.table_plot = pg.PlotWidget(background="w")
@@ -57,6 +63,10 @@ class DistributionsView(LazyRefresh, QWidget):
         self.table_image.setColorMap(pg.colormap.get("viridis"))
         self.table_plot.addItem(self.table_image)
         self.table_plot.invertY(True)
+        self.color_bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False,
+                                         width=14)
+        self.color_bar.setImageItem(self.table_image, insert_in=self.table_plot.getPlotItem())
+        self.color_bar.axis.enableAutoSIPrefix(False)
         # Fixed axis sizes: new tick labels after each pass then repaint the plot once,
         # instead of relayouting it and repainting again.
         left = self.table_plot.getAxis("left")
@@ -80,16 +90,18 @@ class DistributionsView(LazyRefresh, QWidget):
         split.addWidget(self.small)
         split.addWidget(self.table_plot)
         split.addWidget(self.resid_plot)
-        split.setSizes([4 * MIN_SMALL_ROW, 260, 200])
+        split.setSizes([4 * MIN_SMALL_ROW + 24, TABLE_HEIGHT, 200])
         # below these heights the plots scroll rather than shrink to their titles
-        self.small.setMinimumHeight(MIN_SMALL_ROW * 4)
-        self.table_plot.setMinimumHeight(130)
+        self.small.setMinimumHeight(MIN_SMALL_ROW * 4 + 24)  # and the header line
+        self.table_plot.setMinimumHeight(TABLE_HEIGHT)
         self.resid_plot.setMinimumHeight(110)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(scrolling(split), 1)
         self._order: str | None = None  # the norm position the small plots were built for
-        self.small_curves: dict[str, pg.PlotDataItem] = {}
+        self.small_hists: dict[str, HistogramPlot] = {}
+        self.header = pg.LabelItem(justify="left")
+        self._cache: dict[tuple[int, str, str], ValueHistogram] = {}  # the shown pass's
         self._labels: dict[str, str] = {}  # node key -> its label, for the plot titles
         self._parts = Turns(self)  # the parts of a redraw still to draw
         session.on_pass(self.request_refresh)
@@ -98,71 +110,95 @@ class DistributionsView(LazyRefresh, QWidget):
 
     # ------------------------------------------------------------------ drawing
     def redraw(self) -> None:
-        """The small multiples now, the table and the residual plot in the next turns of
-        the event loop: each plot's repaint (7-15 ms, some twice) then lets input in
-        between instead of all three coming in one go."""
-        self.refresh_small()
-        self._parts.run([self.refresh_table, self.refresh_residual])
+        """One small histogram per loop turn (the range of a 3-million-value tensor takes
+        ~10 ms), then the table and the residual plot: input and paints get in between."""
+        info = self.session.model
+        if info is None:
+            return
+        if self._order != info.config.norm_position:
+            self._build_small(info.config.norm_position)
+        current, mode = self.session.current, self.mode()
+        if current is None or (self._cache and next(iter(self._cache))[0] != id(current)):
+            self._cache.clear()  # the histograms of another pass
+        what = "its kind's fixed range" if mode == "fixed" else "the range of its own values"
+        layer = self.session.layer
+        self.header.setText(f"Layer {layer}: each node's values on {what}" if current else
+                            "Each node's values, once a prompt has run")
+        self._parts.run([partial(self.refresh_small, key) for key in self.small_hists]
+                        + [self.refresh_table, self.refresh_residual])
 
     def busy(self) -> bool:
         """Whether parts of the last redraw are still to be drawn."""
         return bool(self._parts.pending())
 
+    def mode(self) -> str:
+        return RANGES[self.range_box.currentText()]
+
     def _build_small(self, norm_position: str) -> None:
         """One plot per block node, created once per node order and then only updated."""
         self.small.clear()
         self.small_plots.clear()
-        self.small_curves.clear()
+        self.small_hists.clear()
         self._labels.clear()
+        self.small.addItem(self.header, row=0, col=0, colspan=COLUMNS)
         nodes = [n for n in block_nodes(norm_position) if n.kind != "pattern"]
         for i, node in enumerate(nodes):
-            plot = self.small.addPlot(row=i // COLUMNS, col=i % COLUMNS, title=node.label)
+            plot = self.small.addPlot(row=1 + i // COLUMNS, col=i % COLUMNS, title=node.label)
             plot.setMouseEnabled(x=False, y=False)
             plot.hideAxis("left")
-            h = node.hist
-            plot.setXRange(h.lo, h.hi, padding=0)
             self.small_plots[node.key] = plot
+            self.small_hists[node.key] = HistogramPlot(plot, compact=True)
             self._labels[node.key] = node.label
-            self.small_curves[node.key] = plot.plot(
-                np.asarray(h.edges()), np.zeros(h.bins), stepMode="center", fillLevel=0,
-                brush=(60, 120, 200, 150), pen=pg.mkPen("#1f4e8c"))
+        self.small.ci.layout.setRowFixedHeight(0, 22)
         self._order = norm_position
 
-    def refresh_small(self) -> None:
-        info, current = self.session.model, self.session.current
-        if info is None:
-            return
-        if self._order != info.config.norm_position:
-            self._build_small(info.config.norm_position)
-        for key, curve in self.small_curves.items():
-            view = current.views.get(block_hook_name(self.session.layer, key)) if current else None
-            h = self.small_plots[key]
-            counts = view.stats.hist.astype(float) if view is not None else np.zeros(len(curve.xData) - 1)
-            curve.setData(curve.xData, counts)
-            h.setYRange(0, max(1.0, float(counts.max())) * 1.05, padding=0)
-            set_title(h, f"{self._labels[key]} (layer {self.session.layer})")
+    def histogram(self, key: str) -> ValueHistogram | None:
+        """The shown pass's histogram of this layer's node (None: not captured)."""
+        current = self.session.current
+        name = block_hook_name(self.session.layer, key)
+        view = current.views.get(name) if current is not None else None
+        if view is None:
+            return None
+        cache_key = (id(current), name, self.mode())
+        if cache_key not in self._cache:
+            self._cache[cache_key] = histogram_of(view, self.mode())
+        return self._cache[cache_key]
 
-    def rescale(self) -> None:
-        for plot in self.small_plots.values():
-            plot.enableAutoRange()
+    def refresh_small(self, key: str) -> None:
+        plot = self.small_plots.get(key)
+        if plot is None:
+            return
+        current = self.session.current
+        set_title(plot, f"{self._labels[key]} (layer {self.session.layer})")
+        self.small_hists[key].show(self.histogram(key) if current is not None else None,
+                                   empty=EMPTY if current is None else "not captured")
 
     def refresh_table(self) -> None:
         info, current = self.session.model, self.session.current
+        plot = self.table_plot.getPlotItem()
         if info is None or current is None:
             self.table_image.clear()
+            self.table, self.table_keys = None, []
+            self.color_bar.hide()
+            set_empty(plot, f"{EMPTY} to compare every node across the layers")
             return
+        set_empty(plot, None)
         stat = TABLE_STATS[self.stat_box.currentText()]
         self.table_keys, self.table = layer_table(current.views, info.config.n_layers,
                                                   info.config.norm_position, stat)
         shown = np.log10(np.abs(self.table) + 1e-12) if stat != "kurtosis" else self.table
         finite = shown[np.isfinite(shown)]
         levels = (float(finite.min()), float(finite.max())) if finite.size else (0, 1)
+        levels = levels if levels[1] > levels[0] else (levels[0], levels[0] + 1)
         self.table_image.setImage(np.nan_to_num(shown, nan=levels[0]).astype(np.float32),
-                                  levels=levels if levels[1] > levels[0] else (levels[0], levels[0] + 1))
+                                  levels=levels)
+        self.color_bar.setLevels(levels)
+        self.color_bar.show()
         self._fit_row_labels()
-        scale = "log10 |value|" if stat != "kurtosis" else "value"
-        set_title(self.table_plot.getPlotItem(),
-                  f"{self.stat_box.currentText()} per node and layer ({scale}); click a cell")
+        name = self.stat_box.currentText()
+        scale = f"log10 |{name}|" if stat != "kurtosis" else name
+        set_label(self.color_bar, "left", scale)
+        set_title(plot, f"{name} per node and layer (colour: {scale}); click a cell")
         self.table_plot.autoRange()
 
     def row_label_step(self) -> int:
@@ -182,7 +218,10 @@ class DistributionsView(LazyRefresh, QWidget):
         info, current = self.session.model, self.session.current
         if info is None or current is None:
             self.resid_curve.setData([], [])
+            set_empty(self.resid_plot.getPlotItem(), f"{EMPTY} to see the residual stream "
+                      "after each add")
             return
+        set_empty(self.resid_plot.getPlotItem(), None)
         names, values = residual_profile(current.views, info.config.n_layers, info.config.norm_position)
         self.resid_curve.setData(np.arange(len(values)) / 2.0, values)
         self.resid_plot.autoRange()

@@ -11,6 +11,8 @@ import numpy as np
 import pyqtgraph as pg
 
 from ..core.compare import GradientResult, RunSummary
+from ..core.nodes import short_label
+from .plot_text import legend_row, pen_sample, set_empty, set_title
 
 PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
 NAMES = {"pre": "Pre-LN", "post": "Post-LN"}
@@ -43,10 +45,11 @@ def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
     titles = {"residual": "Residual stream after each block", "hist": "Selected node, both orders",
               "grad": "Gradient of ff.layers.2.weight per layer",
               "depth": "Last layer's gradient vs depth"}
-    plots = {key: layout.addPlot(row=i // 2, col=i % 2) for i, key in enumerate(titles)}
+    # one legend for all four, above them: the colours mean the same in each plot
+    legend_row(layout.ci, [(pen_sample(PENS[p]), NAMES[p]) for p in PENS], colspan=2)
+    plots = {key: layout.addPlot(row=1 + i // 2, col=i % 2) for i, key in enumerate(titles)}
     for key, plot in plots.items():
         plot.setTitle(titles[key], size=TITLE_SIZE)
-        plot.addLegend(offset=(5, 5))
         plot.showGrid(x=True, y=True, alpha=0.2)
         plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
     plots["residual"].setLabel("bottom", "layer")
@@ -57,37 +60,60 @@ def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
     plots["grad"].setLogMode(y=True)
     plots["depth"].setLabel("bottom", "depth (layers)")
     plots["depth"].setLogMode(x=True, y=True)
-    # Until there is data, each plot says what fills it (drawing clears the hint); the
-    # log axes get a range of a few decades, or their empty 1..10 crowds its labels.
-    for key, press, (y0, y1) in (("residual", "Compare on the prompt", (0, 1)),
-                                 ("hist", "Compare on the prompt", (0, 1)),
-                                 ("grad", "Gradient experiment", (-3, 0)),  # log10 units
-                                 ("depth", "Gradient experiment", (-3, 0))):
-        hint = pg.TextItem(f"press “{press}”", color="#888888", anchor=(0.5, 0.5))
-        plots[key].addItem(hint)
-        plots[key].setRange(xRange=(0, 1), yRange=(y0, y1), padding=0,
-                            disableAutoRange=False)  # drawn data still fits itself
-        hint.setPos(0.5, (y0 + y1) / 2)
+    clear_plots(plots, list(plots))
     return plots
 
 
+FILLED_BY = {"residual": "Compare on the prompt", "hist": "Compare on the prompt",
+             "grad": "Gradient experiment", "depth": "Gradient experiment"}
+
+
+def clear_plots(plots: dict[str, pg.PlotItem], keys: list[str]) -> None:
+    """Until there is data, each plot says what fills it, without axes."""
+    for key in keys:
+        plots[key].clear()
+        set_empty(plots[key], f"Press “{FILLED_BY[key]}”")
+
+
+def density(hist) -> np.ndarray:
+    """A histogram's counts as a density (share of all values per unit of value), so that
+    two histograms on different ranges and bin widths can share one plot."""
+    total = max(int(hist.counts.sum()) + hist.below + hist.above, 1)
+    return hist.counts / (total * np.diff(hist.edges))
+
+
 def draw_runs(plots: dict[str, pg.PlotItem], runs: dict[str, RunSummary], node: str | None) -> None:
-    plots["residual"].clear()
-    plots["hist"].clear()
+    """Each order's residual stream, and the node's histogram in both: each on the range
+    of its own values (the plot spans both), as densities; the values outside each
+    range are counted in the title."""
+    for key in ("residual", "hist"):
+        plots[key].clear()
+        set_empty(plots[key], None)
+    outside = []
     for position, run in runs.items():
         plots["residual"].plot(np.arange(len(run.residual_norm)), run.residual_norm, pen=PENS[position],
                                symbol="o", symbolSize=5, symbolBrush=PENS[position].color(),
                                name=NAMES[position])
-        view = run.views.get(node) if node else None
-        if view is not None:
-            h = view.stats.hist_range
-            plots["hist"].plot(np.asarray(h.edges()), view.stats.hist.astype(float), stepMode="center",
-                               pen=PENS[position], name=NAMES[position])
+        hist = run.histograms.get(node) if node else None
+        if hist is not None:
+            plots["hist"].plot(hist.edges, density(hist), stepMode="center", pen=PENS[position],
+                               name=NAMES[position])
+            total = max(int(hist.counts.sum()) + hist.below + hist.above, 1)
+            outside.append(f"{NAMES[position]} {100 * (hist.below + hist.above) / total:.1f}%")
+    label = short_label(node) if node else "no node"
+    set_title(plots["hist"], f"{label} · outside the range: {', '.join(outside)}" if outside
+              else f"{label}: not captured", size=TITLE_SIZE)
+    plots["hist"].setLabel("bottom", "value (each order on the range of its own values)")
+    plots["hist"].setLabel("left", "density")
+    plots["hist"].enableAutoRange()
 
 
 def draw_gradients(plots: dict[str, pg.PlotItem], result: GradientResult, depth: int) -> None:
-    plots["grad"].clear()
-    plots["depth"].clear()
+    for key in ("grad", "depth"):
+        plots[key].clear()
+        set_empty(plots[key], None)
+    set_title(plots["grad"], f"Gradient of ff.layers.2.weight per layer, depth {depth}",
+              size=TITLE_SIZE)
     for position in ("pre", "post"):
         per_layer = result.per_layer.get((position, depth))
         if per_layer is not None:
@@ -98,13 +124,13 @@ def draw_gradients(plots: dict[str, pg.PlotItem], result: GradientResult, depth:
                             symbolSize=7, symbolBrush=PENS[position].color(), name=NAMES[position])
 
 
-
 class LossCurves:
     """The training loss on a plot: every step, and the periodic train / validation
-    evaluations."""
+    evaluations; the legend in a row above the plot."""
 
-    def __init__(self, plot: pg.PlotItem) -> None:
-        plot.addLegend(offset=(10, 10))
+    def __init__(self, canvas: pg.GraphicsLayoutWidget) -> None:
+        canvas.setBackground("w")
+        self.plot = plot = canvas.addPlot(row=1, col=0)
         plot.setLabel("bottom", "step")
         plot.setLabel("left", "cross-entropy loss")
         plot.showGrid(x=True, y=True, alpha=0.2)
@@ -113,14 +139,20 @@ class LossCurves:
                                symbolSize=6, symbolBrush="#1f4e8c", name="train (evaluation)")
         self.val = plot.plot([], [], pen=pg.mkPen("#d2691e", width=2), symbol="s",
                              symbolSize=6, symbolBrush="#d2691e", name="validation")
+        legend_row(canvas.ci, [(c, c.name()) for c in (self.steps, self.train, self.val)])
+        set_empty(plot, "Start a training run: its loss appears here, step by step")
 
     def set_steps(self, steps: list[tuple[int, float]]) -> None:
         arr = np.asarray(steps, dtype=float).reshape(-1, 2)
         self.steps.setData(arr[:, 0], arr[:, 1])
+        if len(arr):
+            set_empty(self.plot, None)
 
     def set_evals(self, steps: list[int], train: list[float], val: list[float]) -> None:
         self.train.setData(steps, train)
         self.val.setData(steps, val)
+        if len(steps):
+            set_empty(self.plot, None)
 
 
 def save_compare_figure(path: str, runs: dict[str, RunSummary], result: GradientResult,
@@ -132,7 +164,6 @@ def save_compare_figure(path: str, runs: dict[str, RunSummary], result: Gradient
     canvas.resize(1400, 900)
     plots = comparison_plots(canvas)
     draw_runs(plots, runs, node)
-    plots["hist"].setTitle(f"{node}, both orders", size=TITLE_SIZE)
     draw_gradients(plots, result, depth)
     save_widget(canvas, path)
 
@@ -140,9 +171,9 @@ def save_compare_figure(path: str, runs: dict[str, RunSummary], result: Gradient
 def save_loss_figure(path: str, steps: list[tuple[int, float]], evals: list[dict]) -> None:
     """The loss curve as a PNG (``gpt-explorer train --plot``)."""
     offscreen_app()
-    widget = pg.PlotWidget(background="w")
+    widget = pg.GraphicsLayoutWidget()
     widget.resize(900, 500)
-    curves = LossCurves(widget.getPlotItem())
+    curves = LossCurves(widget)
     if steps:
         curves.set_steps(steps)
     if evals:

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVB
 from ..core.analysis import gelu_curves, gelu_input_shares
 from ..core.nodes import GELU_INPUT, block_hook_name
 from .lazy import LazyRefresh
+from .plot_text import legend_row
 from .session import Session
 
 
@@ -19,8 +20,9 @@ class GeluView(LazyRefresh, QWidget):
         super().__init__()
         self.session = session
         self.curves = gelu_curves(-4.0, 4.0, 801)
-        self.plot = pg.PlotWidget(background="w")
-        self.plot.addLegend(offset=(10, 10))
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("w")
+        self.plot = self.canvas.addPlot(row=1, col=0)
         self.plot.setLabel("bottom", "x (GELU input)")
         self.plot.setLabel("left", "GELU(x)")
         self.plot.showGrid(x=True, y=True, alpha=0.2)
@@ -46,7 +48,7 @@ class GeluView(LazyRefresh, QWidget):
         self.plot.setYRange(-0.5, 4, padding=0)
         # the real inputs, on a second y axis
         self.hist_box = pg.ViewBox()
-        item = self.plot.getPlotItem()
+        item = self.plot
         item.showAxis("right")
         item.scene().addItem(self.hist_box)
         item.getAxis("right").linkToView(self.hist_box)
@@ -55,6 +57,12 @@ class GeluView(LazyRefresh, QWidget):
         self.hist_bars = pg.BarGraphItem(x=[0], height=[0], width=0.2, brush=(60, 160, 90, 90), pen=None)
         self.hist_box.addItem(self.hist_bars)
         item.vb.sigResized.connect(lambda: self.hist_box.setGeometry(item.vb.sceneBoundingRect()))
+        self.legend = legend_row(self.canvas.ci, [
+            (self.lines["tanh"], "GELU, tanh approximation (the model)"),
+            (self.lines["exact"], "GELU, exact (erf)"), (self.lines["relu"], "ReLU"),
+            (self.deriv["tanh"], "derivatives"),
+            (self.hist_bars, "this layer's GELU inputs (right axis)")])
+        self.legend.setColumnCount(3)
 
         self.show_deriv = QCheckBox("Derivatives")
         self.show_deriv.toggled.connect(self._toggle_deriv)
@@ -66,7 +74,7 @@ class GeluView(LazyRefresh, QWidget):
         top.addStretch(1)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
-        layout.addWidget(self.plot, 1)
+        layout.addWidget(self.canvas, 1)
         layout.addWidget(self.info)
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)

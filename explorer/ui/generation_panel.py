@@ -150,6 +150,7 @@ class GenerationPanel(QWidget):
         session.busyChanged.connect(self.set_running)
         self.update_chips()
         self.update_output()  # a panel made after a run shows it
+        self.update_topk()
 
     # ------------------------------------------------------------------ settings
     def settings(self) -> GenerationSettings:

@@ -53,9 +53,13 @@ def _on_edges(values: np.ndarray, edges: np.ndarray, finite: bool) -> ValueHisto
 class HistogramPlot:
     """The drawing of a ValueHistogram on a pyqtgraph plot (made once, then updated)."""
 
-    def __init__(self, plot: pg.PlotItem, title_size: str | None = None) -> None:
+    def __init__(self, plot: pg.PlotItem, title_size: str | None = None,
+                 compact: bool = False) -> None:
+        """compact: a small multiple (its caller sets the title; no axis labels, and the
+        counts outside the range on one short line)."""
         self.plot = plot
         self.title_size = title_size
+        self.compact = compact
         self.curve = plot.plot([0, 1], [0], stepMode="center", fillLevel=0, brush=FILL,
                                pen=pg.mkPen("#1f4e8c"))
         self.note = pg.TextItem(color="#333333", anchor=(1, 0))
@@ -72,6 +76,10 @@ class HistogramPlot:
             return
         set_empty(self.plot, None)
         self.curve.setData(hist.edges, hist.counts.astype(float))
+        if self.compact:
+            self.note.setText(f"below {hist.below:,} · above {hist.above:,}")
+            self._fit(hist)
+            return
         mode = "fixed range for this kind of node" if hist.fixed else "range of this tensor"
         title = f"{what} — {mode}" if what else mode
         if self.title_size:
@@ -82,6 +90,9 @@ class HistogramPlot:
         set_label(self.plot, "left", "count")
         self.note.setText(f"below {hist.lo:.3g}: {hist.below:,}\nabove {hist.hi:.3g}: "
                           f"{hist.above:,}")
+        self._fit(hist)
+
+    def _fit(self, hist: ValueHistogram) -> None:
         top = max(1.0, float(hist.counts.max()) if hist.counts.size else 1.0)
         self.plot.setXRange(hist.lo, hist.hi, padding=0.02)
         self.plot.setYRange(0, top * 1.25, padding=0)  # room for the note above the bars

@@ -58,6 +58,11 @@ class LensView(LazyRefresh, QWidget):
     def request(self) -> None:
         current, info = self.session.current, self.session.model
         if current is None or info is None:
+            self._asked += 1  # an answer still coming belongs to a pass no longer shown
+            self.rows = []
+            self.table.setRowCount(0)
+            self.note.setText("Run a prompt (Ctrl+Enter) to read the prediction off the "
+                              "residual stream after every layer.")
             return
         names = lens_nodes(info.config.n_layers, info.config.norm_position)
         arrays = {n: current.views[n].array for n in names

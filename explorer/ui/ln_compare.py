@@ -18,8 +18,7 @@ from ..core.compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, INITS, GradientR
 from ..core.resources import resource_path
 from ..core.tokenizer import encode
 from ..core.nodes import BLOCK_INPUT, block_nodes, shortcut_sources
-from .figures import NAMES, TITLE_SIZE, comparison_plots, draw_gradients, draw_runs
-from .plot_text import set_title
+from .figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
 from .scrolling import scrolling
 from .session import Session
 
@@ -135,6 +134,16 @@ class LnCompareView(QWidget):
         layout.addWidget(self.claim)
         outer.addWidget(scrolling(content), 1)
         session.nodeChanged.connect(lambda _: self._redraw_runs())
+        session.modelChanged.connect(self._new_model)
+        self._asked = 0  # the latest comparison asked for: older answers are not shown
+
+    def _new_model(self) -> None:
+        """The comparison belonged to the model before (the gradient experiment, on
+        fresh models of its own, stays)."""
+        self._asked += 1
+        self.runs = {}
+        clear_plots(self.plots, ["residual", "hist"])
+        self.top_label.setText("")
 
     # ------------------------------------------------------------------ requests
     def _compare(self) -> None:
@@ -144,8 +153,11 @@ class LnCompareView(QWidget):
             return
         ids = list(prompt.ids)
         self.top_label.setText("Comparing Pre-LN and Post-LN…")
+        self._asked += 1
+        asked = self._asked
         self.engine.submit(lambda ctx: compare_prompt(ctx.model, ids, ctx.should_stop),
-                           "Pre-LN vs Post-LN", finished=self.show_runs,
+                           "Pre-LN vs Post-LN",
+                           finished=lambda runs: asked == self._asked and self.show_runs(runs),
                            failed=lambda m: self.session.report_error(
                                "Pre-LN/Post-LN comparison", m))
 
@@ -204,7 +216,6 @@ class LnCompareView(QWidget):
     def _redraw_runs(self) -> None:
         if self.runs:
             draw_runs(self.plots, self.runs, self.session.node)
-            set_title(self.plots["hist"], f"{self.session.node}, both orders", size=TITLE_SIZE)
 
     def show_progress(self, done: int, total: int) -> None:
         self.progress.setMaximum(total)

@@ -245,7 +245,8 @@ class MainWindow(QMainWindow):
         self.model_label.setText(f"{'' if info.trained else '⚠ '}{info.label} · {info.size} · "
                                  f"{info.device} · {info.dtype}")
         self.setWindowTitle(f"GPT Block Explorer — {info.label} · {info.size}")
-        self.session.set_status("; ".join(info.notices))
+        self.session.set_status("; ".join([f"Loaded {info.label} ({info.size}) on {info.device}",
+                                           *info.notices]))
         self.banner.model_loaded(info.trained)
         self.settings.setValue("model/spec", info.spec.to_dict())
 

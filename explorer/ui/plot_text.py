@@ -32,8 +32,9 @@ def set_empty(plot: pg.PlotItem, message: str | None) -> None:
     if message is None:
         if note is not None and note.isVisible():
             note.hide()
-            for side in ("left", "bottom"):
+            for side in plot._empty_hid:  # the axes it hid, not those hidden on purpose
                 plot.showAxis(side)
+            plot.enableAutoRange()  # the data fits itself again (or its owner sets a range)
         return
     if note is None:
         note = pg.TextItem(color="#666666", anchor=(0.5, 0.5))
@@ -42,7 +43,9 @@ def set_empty(plot: pg.PlotItem, message: str | None) -> None:
         plot.addItem(note, ignoreBounds=True)
     note.setText(message)
     note.setPos(0.5, 0.5)
-    for side in ("left", "bottom"):
+    if not note.isVisible() or not hasattr(plot, "_empty_hid"):
+        plot._empty_hid = [s for s in ("left", "bottom") if plot.getAxis(s).isVisible()]
+    for side in plot._empty_hid:
         plot.hideAxis(side)
     plot.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
     note.show()
@@ -52,3 +55,19 @@ def empty_message(plot: pg.PlotItem) -> str | None:
     """What an empty plot says (None when it shows data)."""
     note = getattr(plot, "_empty_note", None)
     return note.toPlainText() if note is not None and note.isVisible() else None
+
+
+def legend_row(layout: pg.GraphicsLayout, entries: list, row: int = 0, col: int = 0,
+               colspan: int = 1) -> pg.LegendItem:
+    """A legend in a row of its own above the plots, one line of (item, name) entries: it
+    never covers the data, as a legend inside a plot's corner does."""
+    legend = pg.LegendItem(colCount=max(1, len(entries)))
+    for item, name in entries:
+        legend.addItem(item, name)
+    layout.addItem(legend, row=row, col=col, colspan=colspan)
+    return legend
+
+
+def pen_sample(pen, **opts) -> pg.PlotDataItem:
+    """A curve that is in no plot, for a legend entry that stands for several plots."""
+    return pg.PlotDataItem([], [], pen=pen, **opts)

@@ -86,9 +86,13 @@ class Runs(QObject):
         self.session.add_step(result)
         self._step_times.append(result.seconds)
         if len(self._step_times) > 1:
-            span = self._step_times[-1] - self._step_times[0]
-            rate = (len(self._step_times) - 1) / span if span > 0 else float("nan")
-            self._say(f"Generating: {len(self._step_times)} tokens, {rate:.1f} tok/s")
+            self._say(f"Generating: {self._rate()}")
+
+    def _rate(self) -> str:
+        n = len(self._step_times)
+        span = self._step_times[-1] - self._step_times[0] if n > 1 else 0.0
+        rate = f", {(n - 1) / span:.1f} tok/s" if span > 0 else ""
+        return f"{n} token{'s' if n != 1 else ''}{rate}"
 
     def _batch_done(self, result: Pass) -> None:
         self._prompt_done = True
@@ -108,4 +112,6 @@ class Runs(QObject):
         base = self._status
         if reason == "stopped" and not self._prompt_done:
             base = "Stopped during the prompt pass"
+        elif self._step_times:  # what the run did, not what it was doing
+            base = f"Generated {self._rate()}"
         self.session.set_status(f"{base} — {REASONS.get(reason, reason)}")

@@ -19,6 +19,12 @@ from .figures import LossCurves
 from .session import Session
 
 
+def shown_sample(text: str) -> str:
+    """A generated sample with its line breaks marked (⏎), so that one that starts with
+    blank lines does not look empty."""
+    return text.replace("\n", "⏎\n")
+
+
 class TrainPanel(QWidget):
     def __init__(self, session: Session, engine, default_out: str | None = None) -> None:
         super().__init__()
@@ -77,8 +83,8 @@ class TrainPanel(QWidget):
         for b in (self.start_button, self.stop_button, self.load_button):
             buttons.addWidget(b)
 
-        self.plot = pg.PlotWidget(background="w")
-        self.curves = LossCurves(self.plot.getPlotItem())
+        self.plot = pg.GraphicsLayoutWidget()
+        self.curves = LossCurves(self.plot)
         self.samples = QPlainTextEdit()
         self.samples.setReadOnly(True)
         self.samples.setPlaceholderText("Sample generations appear here at each evaluation.")
@@ -121,6 +127,7 @@ class TrainPanel(QWidget):
             self.session.report_error("GPT Block Explorer", "Stop the generation first.")
             return
         self._reset()
+        self._before = self.checkpoint
         self.samples.clear()
         self.set_running(True)
         self.progress.setMaximum(self.steps.value())
@@ -159,8 +166,8 @@ class TrainPanel(QWidget):
             self.evals.append(event)
             self.curves.set_evals([e.step for e in self.evals], [e.train_loss for e in self.evals],
                                   [e.val_loss for e in self.evals])
-            self.samples.appendPlainText(f"step {event.step} (validation loss {event.val_loss:.2f}): "
-                                         f"{event.sample}\n")
+            self.samples.appendPlainText(f"step {event.step} (validation loss {event.val_loss:.2f}):\n"
+                                         f"{shown_sample(event.sample)}\n")
         elif isinstance(event, CheckpointEvent):
             self.checkpoint = event.path
             self.load_button.setEnabled(True)
@@ -170,6 +177,10 @@ class TrainPanel(QWidget):
         self.job = None
         self.session.set_busy(False)
         self.set_running(False)
+        new = self.checkpoint and self.checkpoint != self._before  # saved by this run
+        last = f"; last checkpoint {Path(self.checkpoint).name}" if new else ""
+        self.session.set_status(f"Training finished: saved {Path(path).name}" if path
+                                else f"Training stopped{last}")
         if path:
             self.checkpoint = path
             self.load_button.setEnabled(True)

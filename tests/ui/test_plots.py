@@ -54,9 +54,29 @@ def test_gelu_view_overlays_the_real_inputs(qtbot, ran):
 def test_distributions_small_multiples_and_clickable_table(qtbot, ran):
     view = show(qtbot, ran, "Distributions")
     keys = [n.key for n in block_nodes("pre") if n.kind != "pattern"]
-    assert list(view.small_curves) == keys
-    counts = view.small_curves["add2"].yData
-    np.testing.assert_array_equal(counts, ran.session.prompt.views["trf_blocks.0.add2"].stats.hist)
+    assert list(view.small_hists) == keys
+    add2 = ran.session.prompt.views["trf_blocks.0.add2"]
+    values = add2.array.reshape(-1)
+    shown = view.small_hists["add2"]
+    # by default the range of the node's own values: 99.5% of them inside, all counted
+    counts = shown.curve.yData
+    assert counts.sum() + shown.shown.below + shown.shown.above == values.size
+    assert counts.sum() >= 0.995 * values.size - 2  # the 0.25% tails either side
+    lo, hi = shown.shown.lo, shown.shown.hi
+    assert values.min() <= lo and hi <= values.max() * 1.0001 + 1e-6
+    assert shown.note.toPlainText() == f"below {shown.shown.below:,} · above {shown.shown.above:,}"
+    assert "range of its own values" in view.header.text and "Layer 0" in view.header.text
+    # the fixed range, one click away: the node kind's bins, as the capture counted them
+    view.range_box.setCurrentIndex(1)
+    qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)
+    np.testing.assert_array_equal(shown.curve.yData, add2.stats.hist)
+    assert shown.shown.lo == add2.stats.hist_range.lo and "fixed range" in view.header.text
+    view.range_box.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)
+    # the heatmap's colour bar spans the shown values and names them
+    finite = np.log10(np.abs(view.table[np.isfinite(view.table)]) + 1e-12)
+    assert view.color_bar.levels() == pytest.approx((finite.min(), finite.max()), rel=1e-5)
+    assert view.color_bar.getAxis("left").labelText == "log10 |std|"
     assert view.table.shape == (len(keys), 2) and view.table_keys == keys
 
     class Click:
@@ -86,7 +106,7 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     view = show(qtbot, ran, "Distributions")
     inspector = ran.inspector  # built (and drawn) before the counting starts
     ran.session.set_layer(1)
-    qtbot.wait(20)
+    qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)
     assert view.small_plots["add2"].titleLabel.text.endswith("(layer 1)")
     calls = []
     monkeypatch.setattr(pg.PlotItem, "setTitle", lambda self, *a, **k: calls.append(("title", a)))
@@ -94,10 +114,10 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     monkeypatch.setattr(pg.AxisItem, "setLabel", lambda self, *a, **k: calls.append(("label", a)))
     view.redraw()
     inspector.refresh()
-    qtbot.wait(30)  # the table and the residual plot are drawn in the next loop turns
+    qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)  # drawn in loop turns
     assert calls == []
     ran.session.set_layer(0)  # new titles: set, once per plot
-    qtbot.wait(20)
+    qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)
     titles = [a[0] for kind, a in calls if kind == "title"]
     assert len(titles) == len(view.small_plots) and all(t.endswith("(layer 0)") for t in titles)
 
@@ -151,6 +171,9 @@ def test_the_default_layout_fits_the_screen_and_gives_histograms_room(qtbot, mak
         top = view.small.mapTo(viewport, QPoint(0, int(rect.bottom())))
         assert 0 <= top.y() <= viewport.height()  # its bottom edge is on screen
     assert view.small.height() >= 4 * 120
+    # the nodes x layers heatmap's default height has room for every row's label
+    assert view.row_label_step() == 1
+    assert len(view.table_plot.getAxis("left")._tickLevels[0]) == len(view.table_keys)
 
 
 def test_distributions_table_csv(tmp_path):
@@ -176,9 +199,32 @@ def test_attention_view_shows_every_head_and_one_large(qtbot, ran):
     for h, lab in enumerate(shown):
         assert (lab.pos().x(), lab.pos().y()) == ((h % columns) * (n + gap) + n, (h // columns) * (n + gap))
         assert tuple(lab.anchor) == (1, 0)
+    # token labels on both axes, for every tile row and column, never closer than a label
+    from PySide6.QtGui import QFontMetrics
+
+    from explorer.ui.attention_view import token_label
+    pieces = ran.session.prompt.pieces
+    rows = -(-heads // columns)
+    box = view.plot.getViewBox()
+    cell = box.height() / box.viewRect().height()
+    for side, tiles in (("left", rows), ("bottom", columns)):
+        ticks = view.plot.getAxis(side)._tickLevels[0]
+        assert {t for _, t in ticks} <= {token_label(p) for p in pieces}
+        assert len({round(pos // (n + gap)) for pos, _ in ticks}) == tiles  # each tile row/column
+        spacing = min(b - a for (a, _), (b, _) in zip(ticks, ticks[1:]) if b - a < n)
+        need = QFontMetrics(view.plot.getAxis(side).font()).height()
+        assert spacing * cell >= need
+    assert view.plot.getAxis("left").labelText.startswith("query token")
+    assert view.plot.getAxis("bottom").labelText.startswith("key token")
+    assert view.color_bar.isVisible() and view.color_bar.levels() == (0.0, 1.0)
     view.head_box.setCurrentIndex(2)  # head 1
     assert view.shown_heads == [1]
     np.testing.assert_array_equal(view.image.image, pattern[1])
+    assert view.plot.titleLabel.text == "head 1"
+    left = view.plot.getAxis("left")._tickLevels[0]
+    k = round(left[1][0] - left[0][0]) if len(left) > 1 else 1
+    assert [t for _, t in left] == [token_label(p) for p in pieces][::k]
+    assert [pos for pos, _ in left] == [i + 0.5 for i in range(0, len(pieces), k)]  # cell centres
 
 
 def test_attention_image_is_reused_and_big_patterns_shrink_by_block_max(qtbot, ran):
@@ -231,13 +277,17 @@ def test_logit_lens_ends_at_the_model_prediction(qtbot, ran):
 def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran):
     import pyqtgraph as pg
 
-    def hints(key):  # the "press …" text an empty plot shows
-        return [i.toPlainText() for i in view.plots[key].items if isinstance(i, pg.TextItem)]
+    from explorer.ui.plot_text import empty_message
+
+    def hints(key):  # the "Press …" line an empty plot shows
+        message = empty_message(view.plots[key])
+        return [] if message is None else [message]
 
     view = show(qtbot, ran, "Pre-LN vs Post-LN")
     assert "Post-LN block:</b> input → Multi-head attention → Dropout → Add (shortcut) → LayerNorm 1" in view.orders.text()
-    assert hints("residual") == ["press “Compare on the prompt”"]
-    assert hints("depth") == ["press “Gradient experiment”"]
+    assert hints("residual") == ["Press “Compare on the prompt”"]
+    assert hints("depth") == ["Press “Gradient experiment”"]
+    assert not view.plots["residual"].getAxis("left").isVisible()  # no axes before data
     view.compare_button.click()
     qtbot.waitUntil(lambda: bool(view.runs), timeout=30_000)
     assert set(view.runs) == {"pre", "post"}
@@ -248,6 +298,23 @@ def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran
     norms = np.concatenate([r.residual_norm for r in view.runs.values()])
     (x0, x1), (y0, y1) = view.plots["residual"].getViewBox().viewRange()
     assert y0 <= norms.min() and y1 >= norms.max() and x1 >= len(view.runs["pre"].residual_norm) - 1
+    # the node's histogram in both orders: each on its own values' range, as densities
+    from explorer.ui.figures import density
+    node = ran.session.node
+    curves = view.plots["hist"].listDataItems()
+    assert len(curves) == 2
+    for curve, position in zip(curves, ("pre", "post")):
+        hist = view.runs[position].histograms[node]
+        stats = view.runs[position].views[node].stats
+        assert hist.counts.sum() + hist.below + hist.above == stats.count  # every value
+        assert stats.min <= hist.lo and hist.hi <= stats.max + 1e-5 * abs(stats.max) + 1e-6
+        x, y = curve.getData()
+        np.testing.assert_allclose(y, density(hist))
+        assert np.sum(y * np.diff(hist.edges)) == pytest.approx(hist.counts.sum() / stats.count)
+    (x0, x1), _ = view.plots["hist"].getViewBox().viewRange()
+    his = [view.runs[p].histograms[node] for p in ("pre", "post")]
+    assert x0 <= min(h.lo for h in his) and x1 >= max(h.hi for h in his)
+    assert "outside the range: Pre-LN" in view.plots["hist"].titleLabel.text
     view.depths.setText("2, 3")
     view.run_button.click()
     qtbot.waitUntil(lambda: view.result is not None, timeout=60_000)
@@ -281,6 +348,12 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
     assert [s for s, _ in panel.steps_seen] == list(range(1, 7))
     assert [e.step for e in panel.evals] == [0, 6]
     assert "step 6 (validation loss" in panel.samples.toPlainText()
+    assert window.status_text.text() == "Training finished: saved model.safetensors"
+    # a sample that starts with blank lines shows them (⏎), so it does not look empty
+    from explorer.core.training import EvalEvent
+    panel.on_event(EvalEvent(step=7, train_loss=1.0, val_loss=2.0, sample="\n\nHello"))
+    assert panel.samples.toPlainText().endswith("step 7 (validation loss 2.00):\n⏎\n⏎\nHello\n")
+    panel.evals.pop()
     assert panel.load_button.isEnabled() and panel.checkpoint.endswith("model.safetensors")
     panel.load_button.click()
     qtbot.waitUntil(lambda: window.session.model.spec.checkpoint == panel.checkpoint, timeout=30_000)
