@@ -153,14 +153,35 @@ class ValueHistogram:
         return float(self.edges[-1])
 
 
-SAMPLE_FOR_RANGE = 1 << 18  # values a range is read from (a strided sample of larger tensors)
+SAMPLE_FOR_RANGE = 1 << 16  # values a range is read from (a strided sample of larger tensors)
+CHUNK = 1 << 18  # values counted at a time: the scratch stays in cache, nothing big is allocated
+
+
+def bucket_counts(flat: np.ndarray, lo: float, hi: float, bins: int) -> np.ndarray:
+    """Counts of ``flat`` (float32, finite) in ``bins + 2`` buckets: below ``lo``, the
+    bins, above ``hi``. One byte per value, counted with bincount, chunk by chunk
+    (~5 ms for 3 million values, and no 12 MB scratch whose first touch costs more)."""
+    counts = np.zeros(bins + 2, dtype=np.int64)
+    scratch = np.empty(min(CHUNK, flat.size), dtype=np.float32)
+    codes = np.empty(scratch.size, dtype=np.uint8)
+    offset, scale = np.float32(lo), np.float32(bins / (hi - lo))
+    for start in range(0, flat.size, CHUNK):
+        part = flat[start:start + CHUNK]
+        b, c = scratch[:part.size], codes[:part.size]
+        np.subtract(part, offset, out=b)
+        b *= scale
+        b += 1
+        np.clip(b, 0, bins + 1, out=b)
+        np.copyto(c, b, casting="unsafe")
+        counts += np.bincount(c, minlength=bins + 2)
+    return counts
 
 
 def data_histogram(values: np.ndarray, bins: int = 100, share: float = 0.995,
                    finite: bool = True) -> ValueHistogram:
-    """The range that holds ``share`` of the values (quantiles of at most 262,144 evenly
+    """The range that holds ``share`` of the values (quantiles of at most 65,536 evenly
     spread values), widened to include 0 when it is close, and exact counts of all values
-    on it — one pass (bincount), ~10 ms for 3 million values. ``finite``: the caller
+    on it — ~7 ms for 3 million values. ``finite``: the caller
     knows there is no NaN or infinity (else they are left out first)."""
     flat = np.asarray(values, dtype=np.float32).reshape(-1)
     if not finite:
@@ -179,13 +200,7 @@ def data_histogram(values: np.ndarray, bins: int = 100, share: float = 0.995,
         lo, hi = lo - pad, hi + pad
     span = hi - lo
     hi = hi + span * 1e-6  # the largest value belongs to the last bin
-    # bucket 0: below lo; 1..bins: the bins; bins + 1: above hi (one byte each, counted
-    # with bincount: ~7 ms for 3 million values)
-    code = flat - np.float32(lo)
-    code *= np.float32(bins / (hi - lo))
-    code += 1
-    np.clip(code, 0, bins + 1, out=code)
-    counts = np.bincount(code.astype(np.uint8), minlength=bins + 2)
+    counts = bucket_counts(flat, lo, hi, bins)
     edges = np.linspace(lo, hi, bins + 1)
     return ValueHistogram(edges, counts[1:-1], int(counts[0]), int(counts[-1]), False)
 

@@ -137,6 +137,13 @@ class AttentionView(LazyRefresh, QWidget):
         self.pattern = view.array[sample]  # (H, T, T)
         heads, T = self.pattern.shape[0], self.pattern.shape[-1]
         self.pieces = prompt.sample_pieces(sample)
+        # Axis sizes fixed by the longest label: new ticks then never resize the plot,
+        # whose resize would ask for new ticks again (a relayout on every loop turn).
+        metrics = QFontMetrics(self.plot.getAxis("left").font())
+        self._labels = [token_label(p) for p in self.pieces]
+        self._label_px = max((metrics.horizontalAdvance(t) for t in self._labels), default=10) + 8
+        self.plot.getAxis("left").setWidth(self._label_px + 28)  # and the axis title
+        self.plot.getAxis("bottom").setHeight(metrics.height() + 34)
         choice = self.head_box.currentIndex()
         self.shown_heads = list(range(heads)) if choice <= 0 else [choice - 1]
         if len(self.shown_heads) == 1:
@@ -185,10 +192,9 @@ class AttentionView(LazyRefresh, QWidget):
         if rect.width() <= 0 or rect.height() <= 0:
             return
         metrics = QFontMetrics(self.plot.getAxis("bottom").font())
-        labels = [token_label(p) for p in self.pieces]
-        wide = max((metrics.horizontalAdvance(t) for t in labels), default=10) + 8
+        labels = self._labels
         ky = tick_step(box.height() / rect.height(), metrics.height())
-        kx = tick_step(box.width() / rect.width(), wide)
+        kx = tick_step(box.width() / rect.width(), self._label_px)
         T = len(labels)
 
         def ticks(tiles: int, k: int) -> list[tuple[float, str]]:

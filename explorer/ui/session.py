@@ -55,6 +55,7 @@ class Session(QObject):
         self.status = ""
         self._retire = retire or (lambda *passes: None)  # who frees replaced passes
         self._pass_listeners: list = []
+        self._drawing: list = []  # views' "still drawing in turns of their own?" checks
         self._turns = Turns(self)  # the listeners still to call for the latest pass
         self._probe = QTimer(self, singleShot=True, interval=CATCH_UP_PROBE_MS)
         self._probe.timeout.connect(self._look_caught_up)
@@ -65,20 +66,25 @@ class Session(QObject):
         the event loop, in the order registered."""
         self._pass_listeners.append(callback)
 
+    def still_drawing(self, check) -> None:
+        """A view that draws a pass over several loop turns of its own says so with
+        ``check()``: the session is caught up (and the engine goes on) only after them."""
+        self._drawing.append(check)
+
     def _schedule(self) -> None:
         # a newer pass replaces what was pending
         self._turns.run([partial(self._call, cb) for cb in self._pass_listeners])
         self._probe.start()
 
     def _look_caught_up(self) -> None:
-        if self._turns.pending():
+        self._drawing = [c for c in self._drawing if _alive(c)]  # views of closed windows
+        if self._turns.pending() or any(check() for check in self._drawing):
             self._probe.start()  # views still to redraw: look again shortly
         else:
             self.caughtUp.emit()
 
     def _call(self, callback) -> None:
-        owner = getattr(callback, "__self__", None)
-        if isinstance(owner, QObject) and not shiboken6.isValid(owner):
+        if not _alive(callback):
             self._pass_listeners.remove(callback)  # its view is gone (window closed)
         else:
             callback()
@@ -171,3 +177,9 @@ class Session(QObject):
     def block_names(self) -> list[str]:
         position = self.model.config.norm_position if self.model else "pre"
         return [block_hook_name(self.layer, n.key) for n in block_nodes(position)]
+
+
+def _alive(callback) -> bool:
+    """False for a bound method of a Qt object that has been deleted."""
+    owner = getattr(callback, "__self__", None)
+    return not isinstance(owner, QObject) or shiboken6.isValid(owner)
