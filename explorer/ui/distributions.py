@@ -32,6 +32,7 @@ COLUMNS = 3
 MIN_SMALL_ROW = 150  # px per row of small multiples: a title and a readable histogram
 TABLE_HEIGHT = 250  # the heatmap's default and least height: a label for each of its rows
 EMPTY = "Run a prompt (Ctrl+Enter)"
+SMALL_TITLE = "9pt"
 BIG = 200_000  # values: a tensor whose range is read in a loop turn of its own
 
 
@@ -148,7 +149,7 @@ class DistributionsView(LazyRefresh, QWidget):
         self.small.addItem(self.header, row=0, col=0, colspan=COLUMNS)
         nodes = [n for n in block_nodes(norm_position) if n.kind != "pattern"]
         for i, node in enumerate(nodes):
-            plot = self.small.addPlot(row=1 + i // COLUMNS, col=i % COLUMNS, title=node.label)
+            plot = self.small.addPlot(row=1 + i // COLUMNS, col=i % COLUMNS)
             plot.setMouseEnabled(x=False, y=False)
             plot.hideAxis("left")
             self.small_plots[node.key] = plot
@@ -177,7 +178,9 @@ class DistributionsView(LazyRefresh, QWidget):
     def refresh_small(self) -> None:
         current = self.session.current
         for key, plot in self.small_plots.items():
-            set_title(plot, f"{self._labels[key]} (layer {self.session.layer})")
+            # the node's name alone, small (the layer is in the header): three titles
+            # side by side then fit the narrow column of a laptop
+            set_title(plot, f"L{self.session.layer} {self._labels[key]}", size=SMALL_TITLE)
             self.small_hists[key].show(self.histogram(key) if current is not None else None,
                                        empty=EMPTY if current is None else "not captured")
 
@@ -206,7 +209,7 @@ class DistributionsView(LazyRefresh, QWidget):
         name = self.stat_box.currentText()
         scale = f"log10 |{name}|" if stat != "kurtosis" else name
         set_label(self.color_bar, "left", scale)
-        set_title(plot, f"{name} per node and layer (colour: {scale}); click a cell")
+        set_title(plot, f"{name} per node and layer; click a cell", size=SMALL_TITLE)
         self.table_plot.autoRange()
 
     def row_label_step(self) -> int:

@@ -139,7 +139,8 @@ class LossCurves:
                                symbolSize=6, symbolBrush="#1f4e8c", name="train (evaluation)")
         self.val = plot.plot([], [], pen=pg.mkPen("#d2691e", width=2), symbol="s",
                              symbolSize=6, symbolBrush="#d2691e", name="validation")
-        legend_row(canvas.ci, [(c, c.name()) for c in (self.steps, self.train, self.val)])
+        legend_row(canvas.ci, [(c, c.name()) for c in (self.steps, self.train, self.val)],
+                   columns=1)  # one per line: the Train tab's plot is narrow on a laptop
         set_empty(plot, "Start a training run: its loss appears here, step by step")
 
     def set_steps(self, steps: list[tuple[int, float]]) -> None:

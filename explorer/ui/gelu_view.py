@@ -58,11 +58,9 @@ class GeluView(LazyRefresh, QWidget):
         self.hist_box.addItem(self.hist_bars)
         item.vb.sigResized.connect(lambda: self.hist_box.setGeometry(item.vb.sceneBoundingRect()))
         self.legend = legend_row(self.canvas.ci, [
-            (self.lines["tanh"], "GELU, tanh approximation (the model)"),
-            (self.lines["exact"], "GELU, exact (erf)"), (self.lines["relu"], "ReLU"),
-            (self.deriv["tanh"], "derivatives"),
-            (self.hist_bars, "this layer's GELU inputs (right axis)")])
-        self.legend.setColumnCount(3)
+            (self.lines["tanh"], "GELU, tanh (the model)"), (self.lines["exact"], "GELU, exact"),
+            (self.lines["relu"], "ReLU"), (self.deriv["tanh"], "derivatives"),
+            (self.hist_bars, "GELU inputs (right axis)")], columns=2)
 
         self.show_deriv = QCheckBox("Derivatives")
         self.show_deriv.toggled.connect(self._toggle_deriv)

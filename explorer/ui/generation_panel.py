@@ -9,7 +9,8 @@ import html
 import math
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSize, QTimer
+from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox,
                                QHBoxLayout, QLabel,
                                QPlainTextEdit, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout,
@@ -18,7 +19,7 @@ from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox
 from ..core.batch import MAX_BATCH, split_prompts
 from ..core.generation import GenerationSettings
 from ..core.tokenizer import encode, token_piece
-from .plot_text import set_empty, set_ticks, set_title
+from .plot_text import set_empty, set_ticks
 from .runs import Runs
 from .session import Session
 
@@ -109,14 +110,23 @@ class GenerationPanel(QWidget):
         self.output.anchorClicked.connect(lambda url: self.select(None if url.toString() == "prompt"
                                                                   else int(url.toString())))
         self.selected: int | None = None  # None: the prompt pass; else a step index
+        # its title in a label that wraps: a plot title wider than the plot widens the
+        # plot beyond its widget, which then cuts off its right-hand side
+        self.topk_what = QLabel("Next token")
+        self.topk_what.setWordWrap(True)
+        self.topk_what.setAlignment(Qt.AlignHCenter)
         self.topk_plot = pg.PlotWidget(background="w")
         self.topk_plot.setLabel("bottom", "probability")
-        self.topk_plot.setMinimumWidth(220)
+        self.topk_plot.getAxis("bottom").enableAutoSIPrefix(False)  # 0.0002, not "(x1e-6)"
         self.topk_plot.invertY(True)
         self.topk_bars = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.8, brush="#3c78c8")
         self.topk_plot.addItem(self.topk_bars)
         self.topk_plot.setMouseEnabled(x=False, y=False)
-        self.topk_plot.getAxis("left").setWidth(115)
+        left = self.topk_plot.getAxis("left")
+        self._label_metrics = QFontMetrics(left.font())
+        self._axis_width = self._label_metrics.horizontalAdvance("·restraints 0.00013") + 16
+        left.setWidth(self._axis_width)
+        self.topk_plot.setMinimumWidth(self._axis_width + 120)  # the labels, bars and title
 
         left = QVBoxLayout()
         left.addWidget(QLabel("Prompt"))
@@ -139,7 +149,10 @@ class GenerationPanel(QWidget):
         layout = QHBoxLayout(self)
         layout.addLayout(left, 3)
         layout.addLayout(buttons, 1)
-        layout.addWidget(self.topk_plot, 2)
+        topk = QVBoxLayout()
+        topk.addWidget(self.topk_what)
+        topk.addWidget(self.topk_plot, 1)
+        layout.addLayout(topk, 2)
 
         self._retokenize = QTimer(self, singleShot=True, interval=120)
         self._retokenize.timeout.connect(self.update_chips)
@@ -352,21 +365,31 @@ class GenerationPanel(QWidget):
         if current is None or not current.top_ids:
             self.topk_bars.setOpts(x0=[0], y=[0], width=[0], height=0.8)
             set_ticks(self.topk_plot.getAxis("left"), [[]])  # no labels of an old pass
-            set_title(plot, "Next-token candidates")
+            self.topk_what.setText("Next token")
             set_empty(plot, "Run a prompt (Ctrl+Enter) to see them")
             return
         set_empty(plot, None)
         probs = list(current.top_probs)
         self.topk_bars.setOpts(x0=[0] * len(probs), y=list(range(len(probs))), width=probs, height=0.8)
-        ticks = [(i, f"{_short(_visible(p))} {v:.2g}") for i, (p, v) in
+        ticks = [(i, self._candidate_label(p, v)) for i, (p, v) in
                  enumerate(zip(current.top_pieces, probs))]
         set_ticks(self.topk_plot.getAxis("left"), [ticks])
-        what = "after the prompt" if current.step is None else f"step {current.step}"
+        what = "after the prompt" if current.step is None else f"at step {current.step}"
         if current.batch is not None:
-            what = "batch prompt s0"
-        set_title(self.topk_plot.getPlotItem(), f"Next-token candidates ({what})")
+            what = "after prompt s0"
+        self.topk_what.setText(f"Next token {what}")
         self.topk_plot.setXRange(0, max(probs) * 1.05 or 1.0)
         self.topk_plot.setYRange(-0.6, len(probs) - 0.4)
+
+    def _candidate_label(self, piece: str, prob: float) -> str:
+        """'·matter 0.00021', the piece cut to what the axis holds (a label wider than
+        the axis is not drawn at all)."""
+        room = self._axis_width - 12
+        number = f" {prob:.2g}"
+        metrics = self._label_metrics
+        shown = metrics.elidedText(_short(_visible(piece)), Qt.ElideRight,
+                                   room - metrics.horizontalAdvance(number))
+        return shown + number
 
     def sizeHint(self) -> QSize:  # noqa: N802
         return QSize(900, 260)

@@ -10,7 +10,7 @@ import sys
 
 import torch
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Slot
-from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QProgressBar, QTabBar, QVBoxLayout, QWidget)
 
@@ -23,13 +23,12 @@ from .enlarge import CentralArea
 from .first_run import FirstRunBanner
 from .jobs import JobRunner
 from .session import Session
+from .placement import first_size, fit_to_screen, style_dock_tabs
 from .views import VIEWS
 
-AREAS = {"right": Qt.RightDockWidgetArea, "bottom": Qt.BottomDockWidgetArea}
-DEFAULT_SIZE = (1500, 950)  # on a first launch, when the screen has room for it
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.bin *.pth *.pt *.ckpt *.index);;All files (*)"
 
-
+AREAS = {"right": Qt.RightDockWidgetArea, "bottom": Qt.BottomDockWidgetArea}
 class MainWindow(QMainWindow):
     def __init__(self, spec: ModelSpec | None = None, settings: QSettings | None = None) -> None:
         super().__init__()
@@ -107,7 +106,7 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ docks
     def _dock(self, spec_, widget) -> QDockWidget:
-        dock = QDockWidget(spec_.title, self)
+        dock = QDockWidget(spec_.tab_text, self)
         dock.setObjectName(spec_.key)
         dock.setWidget(widget)
         self.addDockWidget(AREAS[spec_.area], dock)
@@ -117,12 +116,7 @@ class MainWindow(QMainWindow):
         return dock
 
     def _full_tab_titles(self) -> None:
-        """Tabbed docks show whole titles and scroll buttons: with eleven tabs in one dock
-        area, eliding cut the titles to 'GE…' and 'Le…'."""
-        for bar in self.findChildren(QTabBar):
-            if bar.parent() is self:  # the main window's dock tab bars, not a view's tabs
-                bar.setElideMode(Qt.ElideNone)
-                bar.setUsesScrollButtons(True)
+        style_dock_tabs(self)
 
     def show_view(self, key: str) -> None:
         dock = self.docks[key]
@@ -245,8 +239,7 @@ class MainWindow(QMainWindow):
         self.model_label.setText(f"{'' if info.trained else '⚠ '}{info.label} · {info.size} · "
                                  f"{info.device} · {info.dtype}")
         self.setWindowTitle(f"GPT Block Explorer — {info.label} · {info.size}")
-        self.session.set_status("; ".join([f"Loaded {info.label} ({info.size}) on {info.device}",
-                                           *info.notices]))
+        self.session.set_status("; ".join(["Model loaded", *info.notices]))
         self.banner.model_loaded(info.trained)
         self.settings.setValue("model/spec", info.spec.to_dict())
 
@@ -344,27 +337,14 @@ class MainWindow(QMainWindow):
             self._full_tab_titles()
             self.fit_to_screen()  # saved on a larger monitor: brought onto this one
         else:  # none saved, or not a geometry (a damaged settings file): the default
-            self.fit_to_screen(DEFAULT_SIZE)
+            self.fit_to_screen(first_size(self))
             QTimer.singleShot(0, self._default_dock_sizes)
         for view in self.views.values():
             if hasattr(view, "restore_settings"):
                 view.restore_settings(s)
 
     def fit_to_screen(self, size: tuple[int, int] | None = None) -> None:
-        """Resize (to ``size``, or keep the size) and move so that the whole window lies on
-        the screen it opens on: never larger than its available area."""
-        screen = self.screen() or QGuiApplication.primaryScreen()
-        if screen is None:
-            return
-        area = screen.availableGeometry()
-        frame = self.frameGeometry().size() - self.size()  # title bar and borders
-        width, height = size or (self.width(), self.height())
-        width = max(min(width, area.width() - frame.width()), self.minimumSizeHint().width())
-        height = max(min(height, area.height() - frame.height()), 1)
-        self.resize(width, height)
-        left = min(max(self.x(), area.left()), area.right() - width - frame.width() + 1)
-        top = min(max(self.y(), area.top()), area.bottom() - height - frame.height() + 1)
-        self.move(max(left, area.left()), max(top, area.top()))
+        fit_to_screen(self, size)
 
     def _default_dock_sizes(self) -> None:
         """The graph keeps the room: a prompt panel of about a third of the height under

@@ -58,10 +58,11 @@ def empty_message(plot: pg.PlotItem) -> str | None:
 
 
 def legend_row(layout: pg.GraphicsLayout, entries: list, row: int = 0, col: int = 0,
-               colspan: int = 1) -> pg.LegendItem:
-    """A legend in a row of its own above the plots, one line of (item, name) entries: it
-    never covers the data, as a legend inside a plot's corner does."""
-    legend = pg.LegendItem(colCount=max(1, len(entries)))
+               colspan: int = 1, columns: int | None = None) -> pg.LegendItem:
+    """A legend in a row of its own above the plots, (item, name) entries in ``columns``
+    columns (all on one line by default): it never covers the data, as a legend inside
+    a plot's corner does."""
+    legend = pg.LegendItem(colCount=columns or max(1, len(entries)))
     for item, name in entries:
         legend.addItem(item, name)
     layout.addItem(legend, row=row, col=col, colspan=colspan)

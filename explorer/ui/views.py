@@ -30,18 +30,25 @@ class ViewSpec:
     cls: type
     area: str  # "central", "right" (tabbed together) or "bottom"
     shortcut: str | None = None  # shows and raises it
+    tab: str | None = None  # a shorter text for its tab (the title stays in the menu)
+
+    @property
+    def tab_text(self) -> str:
+        return self.tab or self.title
 
 
 VIEWS = (
     ViewSpec("graph", "graph", "Block graph", BlockGraphView, "central"),
-    ViewSpec("inspector", "inspector", "Tensor inspector", InspectorView, "right", "Ctrl+1"),
+    ViewSpec("inspector", "inspector", "Tensor inspector", InspectorView, "right", "Ctrl+1",
+             "Inspector"),
     ViewSpec("explanation", "explain", "Explain", ExplanationView, "right", "Ctrl+2"),
     ViewSpec("learn", "learn", "Learn", LearnView, "right", "Ctrl+3"),
     ViewSpec("gelu", "gelu", "GELU", GeluView, "right", "Ctrl+4"),
     ViewSpec("distributions", "distributions", "Distributions", DistributionsView, "right", "Ctrl+5"),
     ViewSpec("attention", "attention", "Attention", AttentionView, "right", "Ctrl+6"),
     ViewSpec("lens", "lens", "Logit lens", LensView, "right", "Ctrl+7"),
-    ViewSpec("ln_compare", "ln_compare", "Pre-LN vs Post-LN", LnCompareView, "right", "Ctrl+8"),
+    ViewSpec("ln_compare", "ln_compare", "Pre-LN vs Post-LN", LnCompareView, "right", "Ctrl+8",
+             "Pre/Post-LN"),
     ViewSpec("divergence", "divergence", "Divergence", DivergenceView, "right", "Ctrl+9"),
     ViewSpec("train_panel", "train", "Train", TrainPanel, "right", "Ctrl+0"),
     ViewSpec("generation", "generation", "Prompt and generation", GenerationPanel, "bottom",

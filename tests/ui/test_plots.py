@@ -15,7 +15,8 @@ def show(qtbot, views, title):
     """The view of this title, alone (on a session and an inline engine) or in a window."""
     if isinstance(views, Alone):
         return views.show(title)
-    dock = next(d for d in views.docks.values() if d.windowTitle() == title)
+    from explorer.ui.views import VIEWS
+    dock = views.docks[next(v.key for v in VIEWS if v.title == title)]
     dock.raise_()
     qtbot.waitUntil(lambda: dock.widget().isVisible(), timeout=5_000)
     qtbot.wait(50)
@@ -107,7 +108,7 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     inspector = ran.inspector  # built (and drawn) before the counting starts
     ran.session.set_layer(1)
     qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)
-    assert view.small_plots["add2"].titleLabel.text.endswith("(layer 1)")
+    assert view.small_plots["add2"].titleLabel.text.startswith("L1 ")
     calls = []
     monkeypatch.setattr(pg.PlotItem, "setTitle", lambda self, *a, **k: calls.append(("title", a)))
     monkeypatch.setattr(pg.AxisItem, "setTicks", lambda self, *a, **k: calls.append(("ticks", a)))
@@ -119,7 +120,7 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     ran.session.set_layer(0)  # new titles: set, once per plot
     qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)
     titles = [a[0] for kind, a in calls if kind == "title"]
-    assert len(titles) == len(view.small_plots) and all(t.endswith("(layer 0)") for t in titles)
+    assert len(titles) == len(view.small_plots) and all(t.startswith("L0 ") for t in titles)
 
 
 def test_distributions_row_labels_never_overlap(qtbot, ran):

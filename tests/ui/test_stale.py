@@ -69,5 +69,5 @@ def test_loading_another_model_leaves_no_number_of_the_old_one(qtbot, make_windo
     attention = show(qtbot, window, "Attention")
     assert attention.pattern is None and empty_message(attention.plot) is not None
     # the status line speaks of the load
-    assert window.status_text.text().startswith("Loaded ")
+    assert window.status_text.text().startswith("Model loaded")
     assert "Generat" not in window.status_text.text()

@@ -17,7 +17,7 @@ def test_a_first_window_and_a_restored_one_fit_the_screen(qtbot, tmp_path):
     first.show()
     qtbot.waitUntil(lambda: first.session.model is not None, timeout=60_000)
     hint = first.minimumSizeHint()
-    assert first.width() == max(min(1500, area.width()), hint.width())
+    assert first.width() == max(min(1500, area.width()), hint.width())  # 800 px: the screen's
     assert first.height() <= area.height()
     first.resize(3000, 2000)  # as if saved on a far larger monitor
     first.move(2500, 1800)
@@ -85,3 +85,33 @@ def test_training_goes_to_the_data_folder_shown_in_full(make_window, tmp_path):
     window = make_window()
     assert window.train_panel.out_dir.text() == os.path.join(os.environ["GPT_EXPLORER_DATA_DIR"],
                                                               "runs", "train")
+
+
+def test_a_first_window_takes_most_of_a_large_screen_and_all_tabs_show(qtbot, make_window):
+    """On a 1920x1080 screen the first window is 90% of the free area; its right-hand
+    column then shows all ten tabs, whole, without scroll buttons (at 1920 the Train tab
+    was hidden behind the tab bar's arrow); so does a 1500 px window."""
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QTabBar
+
+    from explorer.ui.placement import first_size
+
+    window = make_window()
+
+    class Screen:  # the size a 1920x1080 screen (with a task bar) has free
+        def availableGeometry(self):
+            return QRect(0, 0, 1920, 1040)
+
+    window.screen = lambda: Screen()
+    assert first_size(window) == (1728, 950)  # at least 950 high: the screen has room
+    for size in ((1728, 950), (1500, 950)):
+        window.resize(*size)
+        window._default_dock_sizes()
+        qtbot.wait(50)
+        bars = [b for b in window.findChildren(QTabBar) if b.parent() is window and b.count() > 1]
+        assert len(bars) == 1
+        bar = bars[0]
+        assert bar.count() == 10
+        assert bar.sizeHint().width() <= bar.width()  # no scrolling needed
+        assert all(bar.rect().contains(bar.tabRect(i)) for i in range(bar.count()))
+        assert [bar.tabText(i) for i in range(bar.count())][-1] == "Train"
