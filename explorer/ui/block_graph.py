@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QImage, QPainter, QPainterPath, QPen, QPixmap
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsItem, QGraphicsPathItem,
                                QGraphicsRectItem, QGraphicsScene, QGraphicsSimpleTextItem,
                                QGraphicsView, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
@@ -32,6 +32,16 @@ _CMAP = pg.colormap.get("viridis")
 def _colour(t: float) -> QColor:
     """viridis at t in [0, 1]."""
     return _CMAP.map(max(0.0, min(1.0, t)), mode="qcolor")
+
+
+def colour_bar_pixmap(width: int, height: int) -> QPixmap:
+    """The nodes' colour scale, dark (smallest) to bright (largest), as a small bar."""
+    image = QImage(width, height, QImage.Format_RGB32)
+    for x in range(width):
+        colour = _colour(x / max(width - 1, 1)).rgb()
+        for y in range(height):
+            image.setPixel(x, y, colour)
+    return QPixmap.fromImage(image)
 
 
 def _text_colour(fill: QColor) -> QColor:
@@ -112,7 +122,16 @@ class BlockGraphView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(bar)
-        layout.addWidget(self.legend)
+        # the colour scale: its two ends' values on either side of a viridis bar
+        self.scale_lo, self.scale_hi = QLabel(), QLabel()
+        self.scale_bar = QLabel()
+        self.scale_bar.setPixmap(colour_bar_pixmap(140, 12))
+        legend_row = QHBoxLayout()
+        for w in (self.legend, self.scale_lo, self.scale_bar, self.scale_hi):
+            legend_row.addWidget(w)
+        legend_row.addStretch(1)
+        layout.addLayout(legend_row)
+        self._show_scale(False)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.strip)
 
@@ -275,6 +294,7 @@ class BlockGraphView(QWidget):
         if not values:
             for item in self.items.values():
                 item.set_fill(QColor("#e8e8e8"))
+            self._show_scale(False)
             return
         logs = {n: math.log10(abs(v) + 1e-12) for n, v in values.items()}
         lo, hi = min(logs.values()), max(logs.values())
@@ -284,8 +304,14 @@ class BlockGraphView(QWidget):
             else:
                 item.set_fill(QColor("#e8e8e8"))
         vmin, vmax = min(values.values(), key=abs), max(values.values(), key=abs)
-        self.legend.setText(f"{self.stat_box.currentText()} (log scale): dark {vmin:.3g} → "
-                            f"bright {vmax:.3g}")
+        self.legend.setText(f"{self.stat_box.currentText()} (log scale):")
+        self.scale_lo.setText(f"{vmin:.3g}")
+        self.scale_hi.setText(f"{vmax:.3g}")
+        self._show_scale(True)
+
+    def _show_scale(self, shown: bool) -> None:
+        for w in (self.scale_lo, self.scale_bar, self.scale_hi):
+            w.setVisible(shown)
 
     def _on_layer(self, layer: int) -> None:
         self.rebuild()

@@ -415,3 +415,26 @@ def test_learn_mode_asks_before_it_reveals_and_keeps_score(qtbot, ran):
     assert view.score_label.text() == "Score this session: 1 of 2"
     view.enabled.setChecked(False)
     assert not ran.session.hidden
+
+
+def test_the_graph_colours_come_with_their_scale(qtbot):
+    """Nodes coloured by a statistic: a viridis bar between the smallest and the largest
+    value says what the colours mean; before a pass, no scale."""
+    from explorer.ui.block_graph import _colour
+
+    alone = Alone(qtbot)
+    graph = alone.graph
+    assert not graph.scale_bar.isVisible() and "Run a prompt" in graph.legend.text()
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    alone.settle()
+    stds = {n: alone.session.prompt.views[n].stats.std for n in graph.items
+            if n in alone.session.prompt.views}
+    smallest, largest = min(stds, key=lambda n: abs(stds[n])), max(stds, key=lambda n: abs(stds[n]))
+    assert graph.legend.text() == "std (log scale):"
+    assert graph.scale_lo.text() == f"{stds[smallest]:.3g}" and graph.scale_hi.text() == f"{stds[largest]:.3g}"
+    assert graph.scale_bar.isVisible()
+    image = graph.scale_bar.pixmap().toImage()
+    assert image.pixelColor(0, 5) == _colour(0.0) and image.pixelColor(image.width() - 1, 5) == _colour(1.0)
+    assert graph.items[smallest].brush().color() == _colour(0.0)
+    assert graph.items[largest].brush().color() == _colour(1.0)
