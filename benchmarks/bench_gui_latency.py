@@ -32,13 +32,12 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
-from PySide6.QtCore import QSettings, QSocketNotifier, QTimer  # noqa: E402
+from PySide6.QtCore import QSocketNotifier, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from benchmarks.app_window import open_window, waiter  # noqa: E402
 from benchmarks.common import machine_line  # noqa: E402
 from explorer.core.resources import resource_path  # noqa: E402
-from explorer.core.sources import ModelSpec  # noqa: E402
-from explorer.ui.main_window import MainWindow  # noqa: E402
 
 PERIOD_MS = 5
 WRITER = f"""
@@ -111,18 +110,10 @@ def main() -> int:
     app = QApplication([])
     probe = Probe()
 
-    def wait(done, limit=900.0):
-        end = time.monotonic() + limit
-        while not done():
-            if time.monotonic() > end:
-                raise TimeoutError
-            app.processEvents()
-            time.sleep(0.001)
+    wait = waiter(app)
 
     with tempfile.TemporaryDirectory() as tmp:
-        window = MainWindow(ModelSpec(preset=args.preset), QSettings(f"{tmp}/s.ini", QSettings.IniFormat))
-        window.warn = lambda *a: print("warning:", a[-1])
-        window.show()
+        window = open_window(args.preset, tmp)
         start = time.perf_counter()
         wait(lambda: time.perf_counter() - start > 1.0)
         phases = {"window start-up (first paint)": probe.take()}

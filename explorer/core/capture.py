@@ -3,7 +3,7 @@
 - ``Capture``: a context manager for one or more forward passes. Choose the nodes (all,
   one layer, hook names, or globs such as ``trf_blocks.*.add2``) and whether to keep
   full tensors (optionally float16) within a memory budget; statistics are always kept.
-- ``StepRecorder``: used by generation; keeps only the last position's vector of every
+- ``StepRecorder`` (steps.py): used by generation; keeps only the last position's vector of every
   node, and computes all their statistics in a few vectorised operations per token.
 
 Hooks are registered on entry and every handle is removed on exit, also when the
@@ -24,9 +24,9 @@ import torch
 
 from .cancel import Cancelled, check  # noqa: F401  (Cancelled is part of this API)
 from .model import GPTModel
-from .nodes import (LOGITS, Node, block_module_name, eval_source, is_pattern, node_for_hook,
+from .nodes import (Node, block_module_name, eval_source, is_pattern, node_for_hook,
                     select_hook_names)
-from .stats import NodeStats, RowStats, row_stats, tensor_stats
+from .stats import NodeStats, tensor_stats
 
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
 
@@ -119,13 +119,18 @@ class Capture(_Hooks):
     attention: also capture the attention patterns (att.attn_weights).
     mask: a batch's (B, T) bool mask of real tokens (``batch.Batch.mask``): statistics
         leave the padding positions out (for attention patterns: the padding queries).
+    later: for the nodes that keep their full float32 tensor on the CPU, compute only
+        the moments in the pass and leave the details (histogram, top dimensions, token
+        norms) to ``complete()`` or their first read; ``now`` names nodes (hook names or
+        globs) whose details are computed in the pass all the same.
     """
 
     def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
                  layer: int | None = None, tensors: bool | str | Iterable[str] = False,
                  float16: bool = False, budget_bytes: int = DEFAULT_BUDGET_BYTES,
                  attention: bool = False, topk: int = 5,
-                 mask: torch.Tensor | np.ndarray | None = None) -> None:
+                 mask: torch.Tensor | np.ndarray | None = None, later: bool = False,
+                 now: Iterable[str] = ()) -> None:
         super().__init__(model)
         if mask is not None:
             mask = torch.as_tensor(mask, dtype=torch.bool)
@@ -153,6 +158,9 @@ class Capture(_Hooks):
         self.float16 = float16
         self.budget_bytes = int(budget_bytes)
         self.topk = topk
+        now = [now] if isinstance(now, str) else list(now)
+        self.later = ({n for n in keep if not any(fnmatch.fnmatchcase(n, p) for p in now)}
+                      if later and mask is None else set())
         self.records: dict[str, NodeCapture] = {}
         self.dropped: list[str] = []
         self.kept_bytes = 0
@@ -176,6 +184,14 @@ class Capture(_Hooks):
 
     def __iter__(self):
         return iter(self.records.values())
+
+    def complete(self, should_stop=None) -> None:
+        """Compute every node's pending details now (``later``), in forward order;
+        ``should_stop()`` is asked between nodes (``Cancelled``)."""
+        for record in list(self.records.values()):
+            if not record.stats.ready:
+                check(should_stop)
+                record.stats.complete()
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return {n: r.tensor for n, r in self.records.items() if r.tensor is not None}
@@ -230,10 +246,6 @@ class Capture(_Hooks):
             ref = self._alive.get(source)
             if ref is not None and ref() is output:
                 twin = self.records[source]
-        if twin is not None and twin.node.hist == node.hist:
-            stats = twin.stats
-        else:
-            stats = tensor_stats(out, node.hist, self.topk, self._valid_for(out))
         try:
             self._alive[name] = weakref.ref(output)
         except TypeError:
@@ -248,11 +260,18 @@ class Capture(_Hooks):
                 dtype = torch.float16 if self.float16 else torch.float32
                 nbytes = out.numel() * torch.tensor([], dtype=dtype).element_size()
                 if self.kept_bytes + nbytes <= self.budget_bytes:
-                    kept = out.to(device="cpu", dtype=dtype, copy=True)
+                    kept = out if _keep_as_is(out, dtype) else out.to("cpu", dtype, copy=True)
                     self.kept_bytes += nbytes
                     self._refs[id(kept)] = 1
                 elif name not in self.dropped:
                     self.dropped.append(name)
+        if twin is not None and twin.node.hist == node.hist:
+            stats = twin.stats
+        elif (name in self.later and kept is not None and kept.dtype == torch.float32
+              and out.device.type == "cpu"):
+            stats = tensor_stats(kept, node.hist, self.topk, self._valid_for(kept), later=True)
+        else:
+            stats = tensor_stats(out, node.hist, self.topk, self._valid_for(out))
         self.records[name] = NodeCapture(
             name=name, node=node, shape=tuple(out.shape),
             dtype=str(out.dtype).replace("torch.", ""), device=str(out.device),
@@ -268,111 +287,13 @@ class Capture(_Hooks):
             self.kept_bytes -= record.tensor.numel() * record.tensor.element_size()
 
 
-# ------------------------------------------------------------------------ per token
-
-class StepCapture:
-    """Every node's vector at one position, recorded during generation, and their
-    statistics. The vectors are CPU copies of exactly what the model computed; the
-    statistics of a width group are computed from them once, when first asked for, so
-    recording costs the decode loop almost nothing (the logits' statistics are computed
-    at once and their 50,257-value vector is not kept unless asked)."""
-
-    def __init__(self, position: int, where: dict[str, tuple[int, int]],
-                 vectors: list[np.ndarray | None], computed: dict[str, NodeStats],
-                 hist: list[tuple[torch.Tensor, torch.Tensor, int]], topk: int) -> None:
-        self.position = position
-        self.names = tuple(where)
-        self._where = where
-        self._vectors = vectors
-        self._computed = computed  # statistics computed while recording (the logits)
-        self._stats: list[RowStats | None] = [None] * len(vectors)
-        self._hist = hist
-        self._topk = topk
-
-    def vector(self, name: str) -> np.ndarray | None:
-        group, row = self._where[name]
-        vectors = self._vectors[group]
-        return None if vectors is None else vectors[row]
-
-    def stats(self, name: str) -> NodeStats:
-        if name in self._computed:
-            return self._computed[name]
-        group, row = self._where[name]
-        if self._stats[group] is None:
-            lo, hi, bins = self._hist[group]
-            self._stats[group] = row_stats(torch.from_numpy(self._vectors[group]),
-                                           lo.cpu(), hi.cpu(), bins, self._topk)
-        return self._stats[group].node_stats(row, node_for_hook(name).hist)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._where
-
-    def views(self, dtype: str = "float32", device: str = "cpu") -> dict[str, NodeView]:
-        """Numpy views of every node at this position (statistics computed here)."""
-        out = {}
-        for name in self.names:
-            vec = self.vector(name)
-            array = None if vec is None else vec.reshape(1, 1, -1)
-            width = vec.shape[-1] if vec is not None else self.stats(name).count
-            shape = (1, 1, width) if node_for_hook(name).batched else (1, width)
-            out[name] = NodeView(name, node_for_hook(name), shape, dtype, device,
-                                 self.stats(name), array)
-        return out
-
-
-class StepRecorder(_Hooks):
-    """Hooks that keep the last position's output of each node; ``snapshot()`` turns the
-    latest forward pass into a ``StepCapture`` (one stack and one copy per width).
-    In eval mode, nodes that output another node's tensor (``Node.same_in_eval``) are
-    not hooked: their vector is the other node's."""
-
-    def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
-                 keep_logits: bool = False, topk: int = 5) -> None:
-        super().__init__(model)
-        names = select_hook_names(model.cfg, None if nodes is None else
-                                  (nodes if isinstance(nodes, str) else list(nodes)))
-        self.names = tuple(n for n in names if not is_pattern(n))
-        self.keep_logits = keep_logits
-        self.topk = topk
-        groups: dict[tuple[str, int], list[str]] = {}
-        for name in self.names:
-            node = node_for_hook(name)
-            groups.setdefault((node.width, node.hist.bins), []).append(name)
-        self._groups = list(groups.values())
-        self._where = {n: (g, r) for g, names_ in enumerate(self._groups) for r, n in enumerate(names_)}
-        self._hist = [(torch.tensor([node_for_hook(n).hist.lo for n in g]),
-                       torch.tensor([node_for_hook(n).hist.hi for n in g]),
-                       node_for_hook(g[0]).hist.bins) for g in self._groups]
-        self._latest: dict[str, torch.Tensor] = {}
-        self._source: dict[str, str] = {}
-
-    def _hooks(self) -> dict[str, object]:
-        latest = self._latest
-        self._source = {n: (n if self.model.training else eval_source(n)) for n in self.names}
-
-        def hook_for(name: str):
-            def hook(module, inputs, output) -> None:
-                latest[name] = output.detach().select(-2, -1)  # the last position: (..., C)
-            return hook
-
-        return {name: hook_for(name) for name in sorted(set(self._source.values()))}
-
-    def _forget(self) -> None:
-        self._latest.clear()
-
-    def snapshot(self, position: int) -> StepCapture:
-        latest, source = self._latest, self._source
-        vectors: list[np.ndarray | None] = []
-        computed: dict[str, NodeStats] = {}
-        for names in self._groups:
-            X = torch.stack([latest[source[n]].reshape(-1) for n in names]).float()  # (R, C)
-            if names == [LOGITS]:  # statistics now; keep 50,257 values only if asked
-                computed[LOGITS] = tensor_stats(X, node_for_hook(LOGITS).hist, self.topk)
-                vectors.append(X.cpu().numpy() if self.keep_logits else None)
-            else:
-                vectors.append(X.cpu().numpy())
-        latest.clear()
-        return StepCapture(position, self._where, vectors, computed, self._hist, self.topk)
+def _keep_as_is(out: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether a module's output can be kept without a copy: a CPU tensor of the kept
+    dtype that owns all of its memory. The model never changes a module's output in
+    place (a test checks every node against copies), so holding the output itself costs
+    nothing, as TransformerLens's cache does; a copy took ~0.5 s of a 1024-token pass."""
+    return (out.device.type == "cpu" and out.dtype == dtype and out.is_contiguous()
+            and out.untyped_storage().nbytes() == out.numel() * out.element_size())
 
 
 class StopCheck(_Hooks):

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import torch
 
-from .capture import StepCapture, StepRecorder
+from .steps import StepCapture, StepRecorder
 from .config import GPT2_VOCAB
 from .model import GPTModel, KVCache
 from .tokenizer import END_OF_TEXT, END_OF_TEXT_ID, IncrementalDecoder, token_piece

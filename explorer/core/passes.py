@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fnmatch
 import time
 from dataclasses import dataclass, field
 
@@ -20,7 +21,9 @@ import torch
 
 from .analysis import gelu_input_shares
 from .batch import PAD_ID, Batch
-from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StepRecorder, StopCheck
+from .cancel import check
+from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StopCheck
+from .steps import StepRecorder
 from .checkpoints import check_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
                          prepare_prompt, tokenizer_logits)
@@ -37,7 +40,11 @@ class Keep:
     block only; tensors: which nodes keep their full tensor (True, False, or names /
     globs), within ``budget_bytes`` (what does not fit keeps its statistics); float16:
     keep them in half precision; attention: also the attention patterns (the fused
-    kernel then materialises them); gelu_shares: count each GELU input's shares."""
+    kernel then materialises them); gelu_shares: count each GELU input's shares.
+    later: statistics when something shows them: the pass computes every node's moments
+    (what the graph and the heatmaps show) and the details (histograms, top dimensions,
+    token norms, GELU shares) only of the nodes in ``now`` (hook names or globs); the
+    rest when read or when ``Pass.complete()`` runs (the same numbers)."""
 
     nodes: str | tuple[str, ...] | None = None
     layer: int | None = None
@@ -46,9 +53,12 @@ class Keep:
     budget_bytes: int = DEFAULT_BUDGET_BYTES
     attention: bool = True
     gelu_shares: bool = False
+    later: bool = False
+    now: tuple[str, ...] = ()
 
 
-EVERYTHING = Keep(gelu_shares=True)  # the app: every node in full, patterns, GELU shares
+# The app and the CLI: every node in full, patterns, GELU shares; the details later.
+EVERYTHING = Keep(gelu_shares=True, later=True)
 STATISTICS = Keep(tensors=False, attention=False)  # every node's statistics, no tensors
 
 
@@ -71,6 +81,25 @@ class Pass:
     gelu_shares: dict = field(default_factory=dict)  # GELU input name -> GeluInputShares
     dropped: tuple[str, ...] = ()  # nodes over the memory budget: statistics only
     error: str | None = None  # the forward failed here (run_prompt(tolerate_errors=True))
+    shares_later: tuple[str, ...] = ()  # GELU inputs whose shares complete() counts
+
+    @property
+    def ready(self) -> bool:
+        """Whether every statistic is computed (see ``Keep.later``)."""
+        return not self.shares_later and all(v.stats.ready for v in self.views.values())
+
+    def complete(self, should_stop=None) -> None:
+        """Compute what the pass left for later (``Keep.later``), node by node in forward
+        order; ``should_stop()`` is asked between nodes (``Cancelled``)."""
+        for view in list(self.views.values()):
+            if not view.stats.ready:
+                check(should_stop)
+                view.stats.complete()
+        while self.shares_later:
+            check(should_stop)
+            name = self.shares_later[0]
+            self.gelu_shares[name] = gelu_input_shares(self.views[name].real_rows())
+            self.shares_later = self.shares_later[1:]
 
     def row_labels(self) -> list[str]:
         """For a prompt or batch pass: a label per vector of a (B, T, C) node, in
@@ -82,6 +111,13 @@ class Pass:
     def sample_pieces(self, b: int = 0) -> list[str]:
         """Sample b's pieces per position (a batch's padding labelled ``[pad]``)."""
         return self.batch.pieces(b) if self.batch is not None else list(self.pieces)
+
+
+@dataclass(frozen=True)
+class Completed:
+    """Reported when a pass's later statistics (``Keep.later``) are all computed."""
+
+    result: Pass
 
 
 def as_batch(prompt: Batch | list[int], context_length: int) -> Batch:
@@ -121,7 +157,8 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     rows = [list(batch.sample(b)) + [pad] * (batch.width - batch.lengths[b]) for b in range(batch.size)]
     cap = Capture(model, None if keep.nodes is None else keep.nodes, layer=keep.layer,
                   tensors=keep.tensors, float16=keep.float16, budget_bytes=keep.budget_bytes,
-                  attention=keep.attention, mask=batch.mask if batch.size > 1 else None)
+                  attention=keep.attention, mask=batch.mask if batch.size > 1 else None,
+                  later=keep.later, now=keep.now)
     recorder = StepRecorder(model) if prefill else contextlib.nullcontext()
     cache = model.new_cache() if prefill else None
     error, logits, step = None, None, None
@@ -142,17 +179,21 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
                        "statistics are shown")
     top_ids, top_probs = ((), ()) if logits is None else _top(logits[0, batch.lengths[0] - 1])
     views = cap.views()
-    shares = {}
+    shares, shares_later = {}, []
     if keep.gelu_shares:  # the GELU tab's shares: 3 million inputs a layer at T=1024
-        shares = {n: gelu_input_shares(v.real_rows()) for n, v in views.items()
-                  if parse_hook(n)[1] == GELU_INPUT and v.array is not None}
+        for n, v in views.items():
+            if parse_hook(n)[1] == GELU_INPUT and v.array is not None:
+                if keep.later and not any(fnmatch.fnmatchcase(n, p) for p in keep.now):
+                    shares_later.append(n)
+                else:
+                    shares[n] = gelu_input_shares(v.real_rows())
     ids = batch.sample(0)
     result = Pass(ids=ids, pieces=[token_piece(i) for i in ids], views=views,
                   token_id=top_ids[0] if top_ids else None,
                   prob=top_probs[0] if top_probs else None, top_ids=top_ids, top_probs=top_probs,
                   top_pieces=tuple(token_piece(i) for i in top_ids), notices=notices,
                   seconds=seconds, batch=None if batch.size == 1 else batch, gelu_shares=shares,
-                  dropped=tuple(cap.dropped), error=error)
+                  dropped=tuple(cap.dropped), error=error, shares_later=tuple(shares_later))
     if not prefill or logits is None:
         return result, None
     return result, Prefill(ids=ids, cache=cache, logits=logits[0, -1], step=step, seconds=seconds)
@@ -190,13 +231,17 @@ def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: Gener
     """The app's Ctrl+Enter: the captured prompt pass, reported as a Pass, then token by
     token from its KV cache (the prompt runs once), each step reported as a Pass with
     every node's vector. ``after_prompt()`` runs between the two (the app lets its views
-    draw there). Returns why it stopped: eot, max_new_tokens or stopped (checked
+    draw there); then what ``keep.later`` left is computed and reported as
+    ``Completed(prompt)``. Returns why it stopped: eot, max_new_tokens or stopped (checked
     between tokens)."""
     ids, _ = prepare_prompt(prompt_ids, model.cfg.context_length)
     prompt, prefill = prompt_and_prefill(model, ids, keep, should_stop)
     report(prompt)
     if after_prompt is not None:
         after_prompt()
+    if not prompt.ready:  # what the first view did not need: now, before generating
+        prompt.complete(should_stop)
+        report(Completed(prompt))
     settings = dataclasses.replace(settings, capture_steps=True,
                                    show_top_k=max(settings.show_top_k, TOP_K))
     stream = generate_stream(model, prefill.ids, settings, prefill=prefill)

@@ -17,14 +17,16 @@ many were not. Owns no hooks (see capture.py).
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
+import threading
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
 
 from .nodes import HistRange
 
+DETAILS = ("top_dims", "top_values", "token_l2", "hist", "under", "over")
 SCALAR_NAMES = ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
                 "frac_zero")
 
@@ -56,9 +58,43 @@ class NodeStats:
     def scalars(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in SCALAR_NAMES}
 
+    # Lazy details. A pass can compute only the moments of a node (what the first view
+    # needs) and leave the details (DETAILS) to a function that computes them from the
+    # node's kept tensor later, on the engine's thread (``complete``) or on first read.
+    @classmethod
+    def later(cls, **fields) -> "NodeStats":
+        """Stats whose DETAILS are filled in later (by ``_fill``)."""
+        stats = cls.__new__(cls)
+        stats.__dict__.update(fields, _pending=None)
+        return stats
 
-def histogram(values: torch.Tensor, hist: HistRange, mx: float,
-              scratch: torch.Tensor | None = None) -> tuple[np.ndarray, int, int]:
+    def _fill(self, details: dict) -> None:
+        self.__dict__.update(details)
+
+    @property
+    def ready(self) -> bool:
+        """True when every field is computed."""
+        return self.__dict__.get("_pending") is None
+
+    def complete(self) -> None:
+        """Compute the details now if they are still pending (thread-safe, once)."""
+        pending = self.__dict__.get("_pending")
+        if pending is None:
+            return
+        with pending.lock:
+            if self.__dict__.get("_pending") is pending:
+                self._fill(pending.compute())
+                self.__dict__["_pending"] = None
+
+    def __getattr__(self, name: str):
+        # only called for an attribute not set: a detail still pending
+        if name in DETAILS and self.__dict__.get("_pending") is not None:
+            self.complete()
+            return self.__dict__[name]
+        raise AttributeError(name)
+
+
+def histogram(values: torch.Tensor, hist: HistRange, mx: float) -> tuple[np.ndarray, int, int]:
     """Counts of finite ``values`` (1-D) on ``hist``'s fixed bins, exactly as
     ``torch.histc`` bins them (the top edge belongs to the last bin), with the values
     below and above the range counted apart; ``mx`` is the values' maximum.
@@ -68,37 +104,61 @@ def histogram(values: torch.Tensor, hist: HistRange, mx: float,
     stored as one byte (+1), and the bytes are counted with bincount. Bucket 0 holds
     exactly the values below lo (x - lo < 0). The top bucket holds the values above hi
     and any at or just below hi that the division rounded up; those above are counted
-    by comparison (only when ``mx`` says there are any), the rest join the last bin."""
+    by comparison (only when ``mx`` says there are any), the rest join the last bin.
+    On a CPU it goes a chunk at a time through a reused scratch (see ``chunks``)."""
     bins, lo, hi = hist.bins, hist.lo, hist.hi
-    pos = torch.sub(values, lo, out=scratch) if scratch is not None else values - lo
-    pos.mul_(bins).div_(hi - lo).floor_().clamp_(-1, bins).add_(1)
-    code_type = torch.int8 if bins < 127 and values.device.type == "cpu" else torch.int64
-    counts = _bincount(pos.to(code_type), bins + 2)
+    cpu = values.device.type == "cpu"
+    code_type = torch.int8 if bins < 127 and cpu else torch.int64
+    counts = np.zeros(bins + 2, dtype=np.int64)
+    signs = []
+    for part, b in chunks(values):
+        b = torch.sub(part, lo, out=b) if b is not None else part - lo
+        b.mul_(bins).div_(hi - lo).floor_().clamp_(-1, bins).add_(1)
+        counts += torch.bincount(b.to(code_type), minlength=bins + 2).cpu().numpy()
+        if mx > hi:  # x > hi exactly when x - hi > 0: count the positive signs
+            signs.append(torch.stack(_exact_counts(torch.sub(part, hi, out=b).sign_())))
     over = 0
-    if mx > hi:  # x > hi exactly when x - hi > 0: count the positive signs
-        balance, nonzero = _exact_counts(torch.sub(values, hi, out=pos).sign_())
-        over = round((float(nonzero) + float(balance)) / 2)
+    if signs:
+        balance, nonzero = torch.stack(signs).double().sum(0).tolist()
+        over = round((nonzero + balance) / 2)
     under = int(counts[0])
     counts[bins] += counts[bins + 1] - over  # hi itself belongs to the last bin
     return counts[1:bins + 1], under, over
 
 
-_POOL: ThreadPoolExecutor | None = None
-_SPLIT = 1 << 18  # below this many values one bincount is quicker than two
+# On a CPU, statistics of a large tensor go through it a chunk at a time, with a scratch
+# buffer that is reused (per thread): a temporary as large as the tensor is fresh memory
+# whose first touch costs more than the arithmetic (at 12 million values, 30 ms to
+# write (x - mean)^2 into a new tensor, 3 ms into a reused one).
+CHUNK = 1 << 18
+_LOCAL = threading.local()
 
 
-def _bincount(codes: torch.Tensor, length: int) -> np.ndarray:
-    """torch.bincount runs on one core; on a CPU with cores to spare, count two halves
-    at once (torch releases the GIL while it counts)."""
-    global _POOL
-    if codes.device.type != "cpu" or codes.numel() < _SPLIT or torch.get_num_threads() < 2:
-        return torch.bincount(codes, minlength=length).cpu().numpy()
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bincount")
-    half = codes.numel() // 2
-    other = _POOL.submit(torch.bincount, codes[half:], minlength=length)
-    mine = torch.bincount(codes[:half], minlength=length)
-    return (mine + other.result()).numpy()
+def chunks(values: torch.Tensor):
+    """(part, scratch) pairs over a 1-D tensor; on a GPU one part and no scratch."""
+    if values.device.type != "cpu":
+        yield values, None
+        return
+    buf = getattr(_LOCAL, "scratch", None)
+    if buf is None:
+        with torch.inference_mode(False):  # a normal tensor: usable in and out of it
+            buf = _LOCAL.scratch = torch.empty(CHUNK)
+    for part in values.split(CHUNK):
+        yield part, buf[:part.numel()]
+
+
+def _deviation_sums(values: torch.Tensor, mean: torch.Tensor) -> list[float]:
+    """sum (x - mean)^2, sum (x - mean)^4, positives - negatives and nonzeros of
+    ``values`` (the counts exact: float32 sums of at most 2**24 signs)."""
+    parts = []
+    for part, b in chunks(values):
+        b = torch.sub(part, mean, out=b) if b is not None else part - mean
+        b.square_()
+        s2, s4 = b.sum(), torch.dot(b, b)
+        # one pass of signs gives both counts (sign(-0.0) is 0: not negative, like numpy)
+        balance, nonzero = _exact_counts(torch.sign(part, out=b))
+        parts.append(torch.stack([t.double() for t in (s2, s4, balance, nonzero)]))
+    return torch.stack(parts).sum(0).tolist()
 
 
 def _exact_counts(signs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,23 +187,26 @@ _OPENMP = "parallel backend: OpenMP" in torch.__config__.parallel_info()
 
 
 def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5,
-                 valid: torch.Tensor | None = None) -> NodeStats:
+                 valid: torch.Tensor | None = None, later: bool = False) -> NodeStats:
     """Statistics of a whole tensor; the last axis holds the features.
 
     valid: optional bool tensor of shape ``x.shape[:-1]``; only the vectors where it is
-    True count (a batch's padding positions are False). Their ``token_l2`` is NaN."""
+    True count (a batch's padding positions are False). Their ``token_l2`` is NaN.
+    later: compute only the moments now; the DETAILS (histogram, top dimensions, token
+    norms) are computed from ``x`` when first read or ``complete()``d, so ``x`` must not
+    change meanwhile (exactly the same numbers as computing them at once)."""
     threads = torch.get_num_threads()
     if _OPENMP and threads > 1 and x.device.type == "cpu" and x.numel() < ONE_THREAD_BELOW:
         torch.set_num_threads(1)
         try:
-            return _tensor_stats(x, hist, topk, valid)
+            return _tensor_stats(x, hist, topk, valid, later)
         finally:
             torch.set_num_threads(threads)
-    return _tensor_stats(x, hist, topk, valid)
+    return _tensor_stats(x, hist, topk, valid, later)
 
 
 def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
-                  valid: torch.Tensor | None) -> NodeStats:
+                  valid: torch.Tensor | None, later: bool) -> NodeStats:
     x = x.detach()
     if x.dim() == 0:
         x = x.reshape(1)
@@ -171,43 +234,46 @@ def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
         values = rows[finite_mask]
         mean_t = values.mean() if values.numel() else mean_t
     m = values.numel()
-    # Per feature, the largest and smallest value over every position: they give the
-    # top dimensions and, for more than one position, the global extremes too (one pass
-    # over the values instead of two).
-    columns = None
-    if rows.shape[0] > 1 and finite_mask is None:
-        columns = rows.amax(dim=0), rows.amin(dim=0)  # (C,) each
     if m == 0:
         nan = float("nan")
-        mean = std = mn = mx = absmax = rms = kurt = frac_neg = frac_zero = nan
-        hist_counts = np.zeros(hist.bins, dtype=np.int64)
-        under, over = neg_inf, pos_inf
+        moments = dict(mean=nan, std=nan, min=nan, max=nan, absmax=nan, rms=nan,
+                       kurtosis=nan, frac_neg=nan, frac_zero=nan)
+        mx = nan
     else:
-        d2 = (values - mean_t).square_()  # (m,) squared deviations
-        var_t = d2.mean()
-        m4_t = torch.dot(d2, d2) / m
-        if columns is not None:
-            mn_t, mx_t = columns[1].min(), columns[0].max()
-        else:
-            mn_t, mx_t = torch.aminmax(values)
-        # one pass of signs gives both counts (sign(-0.0) is 0: not negative, like numpy)
-        balance_t, nonzero_t = _exact_counts(torch.sign(values, out=d2))
-        mean, var, m4, mn, mx, balance, nonzero = torch.stack([
-            mean_t, var_t, m4_t, mn_t, mx_t, balance_t.double(), nonzero_t.double()]).tolist()
+        mn_t, mx_t = torch.aminmax(values)
+        s2, s4, balance, nonzero = _deviation_sums(values, mean_t)
+        mean, mn, mx = torch.stack([mean_t, mn_t, mx_t]).tolist()
+        var, m4 = s2 / m, s4 / m
         neg = (nonzero - balance) / 2
-        std = math.sqrt(var)
-        absmax = max(abs(mn), abs(mx))
-        rms = math.sqrt(var + mean * mean)
-        kurt = _kurtosis(var, m4)
-        frac_neg, frac_zero = neg / m, (m - nonzero) / m
-        hist_counts, under, over = histogram(values, hist, mx, scratch=d2)
-        del d2
-        under, over = under + neg_inf, over + pos_inf
+        moments = dict(mean=mean, std=math.sqrt(var), min=mn, max=mx,
+                       absmax=max(abs(mn), abs(mx)), rms=math.sqrt(var + mean * mean),
+                       kurtosis=_kurtosis(var, m4), frac_neg=neg / m,
+                       frac_zero=(m - nonzero) / m)
+    stats = NodeStats.later(count=n, n_nan=n_nan, n_inf=n_inf, hist_range=hist, **moments)
+    details = partial(_details, x, all_rows, rows, values, keep, finite_mask, hist,
+                      topk, mx, (neg_inf, pos_inf))
+    if later:
+        small = x.device.type == "cpu" and x.numel() < ONE_THREAD_BELOW
+        stats._pending = _Pending(partial(_one_thread, details) if small else details)
+    else:
+        stats._fill(details())
+    return stats
+
+
+def _details(x, all_rows, rows, values, keep, finite_mask, hist: HistRange,
+             topk: int, mx: float, infs: tuple[int, int]) -> dict:
+    """The statistics beyond the moments: the fixed-bin histogram, the top dimensions and
+    every vector's L2 norm (``tensor_stats`` computes them at once, or later)."""
+    neg_inf, pos_inf = infs
+    if values.numel():
+        hist_counts, under, over = histogram(values, hist, mx)
+    else:
+        hist_counts, under, over = np.zeros(hist.bins, dtype=np.int64), 0, 0
     # Per feature: the largest |value| over every position.
     if rows.shape[0] == 1 and finite_mask is None:  # one vector (a generated token's logits)
         per_dim = rows[0].abs()
-    elif columns is not None:
-        per_dim = torch.maximum(columns[0], columns[1].neg())
+    elif rows.shape[0] > 1 and finite_mask is None:
+        per_dim = torch.maximum(rows.amax(dim=0), rows.amin(dim=0).neg())
     elif rows.shape[0]:
         absrows = torch.where(finite_mask, rows.abs(), torch.zeros((), device=rows.device))
         per_dim = absrows.amax(dim=0)
@@ -219,12 +285,29 @@ def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
     if keep is not None:
         token_l2 = token_l2.masked_fill(~keep, float("nan"))
     token_l2 = token_l2.reshape(x.shape[:-1])
-    return NodeStats(
-        count=n, mean=mean, std=std, min=mn, max=mx, absmax=absmax, rms=rms, kurtosis=kurt,
-        frac_neg=frac_neg, frac_zero=frac_zero, n_nan=n_nan, n_inf=n_inf,
-        top_dims=top.indices.cpu().numpy(), top_values=top.values.cpu().numpy(),
-        token_l2=token_l2.cpu().numpy(), hist=np.asarray(hist_counts, dtype=np.int64),
-        under=under, over=over, hist_range=hist)
+    return dict(top_dims=top.indices.cpu().numpy(), top_values=top.values.cpu().numpy(),
+                token_l2=token_l2.cpu().numpy(), hist=np.asarray(hist_counts, dtype=np.int64),
+                under=under + neg_inf, over=over + pos_inf)
+
+
+def _one_thread(fn, *args):
+    """Run ``fn`` as tensor_stats runs small tensors' statistics: on one torch thread."""
+    threads = torch.get_num_threads()
+    if not (_OPENMP and threads > 1):
+        return fn(*args)
+    torch.set_num_threads(1)
+    try:
+        return fn(*args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+class _Pending:
+    """Details still to compute, once, by whichever thread asks first."""
+
+    def __init__(self, compute) -> None:
+        self.compute = compute
+        self.lock = threading.Lock()
 
 
 @dataclass

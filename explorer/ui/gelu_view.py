@@ -20,6 +20,7 @@ class GeluView(LazyRefresh, QWidget):
         super().__init__()
         self.session = session
         self.curves = gelu_curves(-4.0, 4.0, 801)
+        self._waiting = False  # the layer's GELU inputs are still being counted
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
         self.plot = self.canvas.addPlot(row=1, col=0)
@@ -76,6 +77,7 @@ class GeluView(LazyRefresh, QWidget):
         layout.addWidget(self.info)
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
+        session.completed.connect(lambda: self._waiting and self.request_refresh())
 
     def _toggle_deriv(self, on: bool) -> None:
         for line in self.deriv.values():
@@ -90,6 +92,11 @@ class GeluView(LazyRefresh, QWidget):
         if view is None:
             self.hist_bars.setOpts(x=[0], height=[0])
             self.info.setText(gap + " Run a prompt to overlay the real GELU inputs.")
+            return
+        self._waiting = not view.stats.ready  # another layer than at Ctrl+Enter: a moment
+        if self._waiting:
+            self.hist_bars.setOpts(x=[0], height=[0])
+            self.info.setText(f"Layer {self.session.layer}: counting the GELU inputs… " + gap)
             return
         h = view.stats.hist_range
         counts = view.stats.hist.astype(float)

@@ -86,6 +86,7 @@ class InspectorView(QWidget):
         self.heat_tab = self.tabs.indexOf(self.heat_plot)
         self.values_tab = self.tabs.indexOf(self.values_view)
         self._shown: tuple | None = None
+        self._waiting = False  # the shown node's details are still to come
         self._dirty: set[int] = set()
         self.tabs.currentChanged.connect(self._render_tab)
 
@@ -124,6 +125,7 @@ class InspectorView(QWidget):
 
         session.nodeChanged.connect(lambda _: self.refresh())
         session.on_pass(self.refresh)  # in a loop turn of its own
+        session.completed.connect(lambda: self._waiting and self.refresh())
         session.modelChanged.connect(self.refresh)
         session.hiddenChanged.connect(lambda _: self.refresh())
         self.refresh()
@@ -171,17 +173,23 @@ class InspectorView(QWidget):
         labels = self._row_labels(view, 0 if matrix is None else matrix.shape[0])
         real = None if view.valid is None else view.valid.reshape(-1)
         self._shown = (view, matrix, labels, real)
-        s = view.stats
-        l2 = np.atleast_1d(s.token_l2).reshape(-1)
+        # The details of a node other than the one selected at Ctrl+Enter come a moment
+        # after the pass (core.passes.Keep.later): not computed here, shown when they come.
+        self._waiting = not view.stats.ready
         for plot in (self.norm_plot, self.ratio_plot):
             set_empty(plot.getPlotItem(), None)
-        brushes = None if real is None else ["#3c78c8" if r else "#d0d0d0" for r in real]
-        self.norm_bars.setOpts(x=np.arange(l2.size), height=np.nan_to_num(l2, nan=0.0), width=0.8,
-                               brushes=brushes, brush="#3c78c8")
-        set_label(self.norm_plot.getPlotItem(), "bottom", "vector (sample-major; padding has no bar)"
-                  if real is not None else "position")
-        set_ticks(self.norm_plot.getAxis("bottom"), position_ticks(l2.size))
-        self.norm_plot.autoRange()
+        if self._waiting:
+            self.norm_bars.setOpts(x=[0], height=[0], width=0.8, brushes=None)
+            set_empty(self.norm_plot.getPlotItem(), "Computing the vectors' norms…")
+        else:
+            l2 = np.atleast_1d(view.stats.token_l2).reshape(-1)
+            brushes = None if real is None else ["#3c78c8" if r else "#d0d0d0" for r in real]
+            self.norm_bars.setOpts(x=np.arange(l2.size), height=np.nan_to_num(l2, nan=0.0),
+                                   width=0.8, brushes=brushes, brush="#3c78c8")
+            set_label(self.norm_plot.getPlotItem(), "bottom", "vector (sample-major; padding "
+                      "has no bar)" if real is not None else "position")
+            set_ticks(self.norm_plot.getAxis("bottom"), position_ticks(l2.size))
+            self.norm_plot.autoRange()
         ratio = self.branch_ratio(view)
         self.tabs.setTabVisible(self.ratio_tab, ratio is not None)
         if ratio is not None:
@@ -221,8 +229,8 @@ class InspectorView(QWidget):
                                  view.node.hist)
         rows = [(label, getattr(stats, key)) for label, key in STAT_ROWS]
         rows += [("NaN / Inf", f"{stats.n_nan} / {stats.n_inf}"),
-                 ("top dims by |value|", ", ".join(f"{int(d)} ({v:.3g})"
-                                                   for d, v in zip(stats.top_dims, stats.top_values))),
+                 ("top dims by |value|", "computing…" if not stats.ready else ", ".join(
+                     f"{int(d)} ({v:.3g})" for d, v in zip(stats.top_dims, stats.top_values))),
                  ("values", f"{stats.count:,}" + ("" if row is None else f" (token row {row})"))]
         for r, (label, value) in enumerate(rows):
             self.stats_table.setItem(r, 0, QTableWidgetItem(label))

@@ -4,11 +4,14 @@ from the same forward's KV cache), or a batch of prompts in one pass. Feeds the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QObject
 
 from ..core.batch import make_batch
 from ..core.generation import GenerationSettings
-from ..core.passes import EVERYTHING, Pass, prompt_then_generate, run_prompt
+from ..core.nodes import GELU_INPUT, block_hook_name
+from ..core.passes import EVERYTHING, Completed, Pass, prompt_then_generate, run_prompt
 from .jobs import Job
 from .session import Session
 
@@ -24,6 +27,7 @@ class Runs(QObject):
         self._step_times: list[float] = []
         self._status = ""  # the run's own last word (Stop's "Stopping…" aside)
         self._prompt_done = False
+        self.lazy = True  # statistics when something shows them (Keep.later)
 
     @property
     def running(self) -> bool:
@@ -36,13 +40,20 @@ class Runs(QObject):
         self._begin(f"Running the prompt ({len(ids)} tokens)…")
         self._step_times = []
         engine = self.engine
+        keep = self.keep()
         self.job = engine.submit(
             lambda ctx: prompt_then_generate(ctx.model, ids, settings, ctx.report,
-                                             ctx.should_stop, EVERYTHING,
+                                             ctx.should_stop, keep,
                                              after_prompt=getattr(engine, "catch_up", None)),
             "prompt and generation", progress=self._pass, finished=self._end,
             failed=self._failed, cancelled=lambda: self._end("stopped"))
         return self.job
+
+    def keep(self):
+        """Every node in full; in the pass, the details only of what the first view shows
+        (the selected node and its layer's GELU input); the rest once it is drawn."""
+        now = (self.session.node, block_hook_name(self.session.layer, GELU_INPUT))
+        return replace(EVERYTHING, now=now) if self.lazy else replace(EVERYTHING, later=False)
 
     def start_batch(self, prompts: list[str]) -> Job | None:
         """Several prompts padded into one forward pass (nothing is generated)."""
@@ -75,7 +86,10 @@ class Runs(QObject):
         self._status = status
         self.session.set_status(status)
 
-    def _pass(self, result: Pass) -> None:
+    def _pass(self, result: Pass | Completed) -> None:
+        if isinstance(result, Completed):
+            self.session.pass_completed(result.result)
+            return
         if result.step is None:
             self._prompt_done = True
             self.session.set_prompt(result)

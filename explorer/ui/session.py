@@ -40,6 +40,7 @@ class Session(QObject):
     errorRaised = Signal(str, str)  # title, message: the window shows it
     modelRequested = Signal(object)  # a view asks for a model to be loaded (ModelSpec)
     caughtUp = Signal()  # every view has redrawn the latest pass
+    completed = Signal()  # the shown pass's later statistics are all computed
 
     def __init__(self, retire: Callable[..., None] | None = None) -> None:
         super().__init__()
@@ -111,6 +112,12 @@ class Session(QObject):
         self.current = result
         self.stepsChanged.emit()
         self.passChanged.emit()
+
+    def pass_completed(self, result: Pass) -> None:
+        """The engine computed what ``result`` left for later (core.passes.Keep.later):
+        views that show such details redraw."""
+        if result is self.current:
+            self.completed.emit()
 
     def add_step(self, result: Pass) -> None:
         self.steps.append(result)

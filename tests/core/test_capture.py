@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.capture import Capture, StepRecorder
+from explorer.core.capture import Capture
+from explorer.core.steps import StepRecorder
 from explorer.core.config import preset
 from explorer.core.generation import GenerationSettings, generate_stream
 from explorer.core.model import build_model

@@ -8,7 +8,7 @@ from explorer.core.batch import make_batch
 from explorer.core.config import preset
 from explorer.core.generation import GenerationSettings, generate_stream
 from explorer.core.model import build_model
-from explorer.core.passes import (EVERYTHING, STATISTICS, Keep, prompt_and_prefill,
+from explorer.core.passes import (EVERYTHING, STATISTICS, Completed, Keep, prompt_and_prefill,
                                   prompt_then_generate, run_prompt)
 
 IDS = [6109, 3626, 6100, 345]
@@ -33,7 +33,8 @@ def test_the_prompt_runs_once_and_generation_continues_from_it(model):
     handle.remove()
     assert calls == [4, 1, 1, 1, 1]  # the prompt once (4 tokens), then one token per step
     assert reason == "max_new_tokens"
-    prompt, steps = reports[0], reports[1:]
+    prompt, completed, steps = reports[0], reports[1], reports[2:]
+    assert completed == Completed(prompt) and prompt.ready  # the rest, before generating
     assert prompt.step is None and prompt.views["trf_blocks.1.add2"].array.shape == (1, 4, 32)
     assert [s.step for s in steps] == list(range(5))
     plain = list(generate_stream(model, IDS, GenerationSettings(max_new_tokens=5, capture_steps=True)))
@@ -64,7 +65,10 @@ def test_stop_between_tokens(model):
 
 def test_what_a_pass_keeps(model):
     every = run_prompt(model, IDS, EVERYTHING)
-    assert "trf_blocks.0.att.attn_weights" in every.views and every.gelu_shares
+    assert "trf_blocks.0.att.attn_weights" in every.views and not every.ready
+    every.complete()
+    assert every.ready and sorted(every.gelu_shares) == [
+        f"trf_blocks.{i}.ff.layers.0" for i in range(model.cfg.n_layers)]
     assert every.views["trf_blocks.0.att.attn_weights"].array.shape == (1, 4, 4, 4)
     stats = run_prompt(model, IDS, STATISTICS)
     assert all(v.array is None for v in stats.views.values())
@@ -111,7 +115,8 @@ def test_a_padded_vocabulary_never_produces_ids_the_tokenizer_lacks():
         padded.tok_emb.weight[50257:] = padded.tok_emb.weight[:47].clone() * 0
         padded.out_head.weight[50300] += 50.0
     reports = []
-    prompt_then_generate(padded, IDS, GenerationSettings(max_new_tokens=3), reports.append)
+    prompt_then_generate(padded, IDS, GenerationSettings(max_new_tokens=3),
+                         lambda r: isinstance(r, Completed) or reports.append(r))
     assert all(i < 50257 for r in reports for i in r.top_ids)
     assert all(r.token_id < 50257 for r in reports[1:])
     from explorer.core.tokenizer import token_piece

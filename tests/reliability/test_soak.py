@@ -25,7 +25,7 @@ def test_three_hundred_generations_leave_no_hooks_and_flat_memory(capsys):
     def one(i: int) -> None:
         passes = []
         prompt_then_generate(model, [1 + i % 50, 2, 3, 4], settings, passes.append)
-        assert len(passes) == 5 and passes[0].views["trf_blocks.1.add2"].array.shape == (1, 4, 32)
+        assert len(passes) == 6 and passes[0].views["trf_blocks.1.add2"].array.shape == (1, 4, 32)
         assert passes[-1].views["trf_blocks.1.add2"].stats.count == 32
         assert hooks_left(model) == 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, QTimer
 
 from explorer.core.generation import GenerationSettings
-from explorer.core.passes import prompt_then_generate
+from explorer.core.passes import Completed, prompt_then_generate
 from explorer.core.sources import ModelInfo, ModelSpec, random_model
 from explorer.core.tokenizer import encode
 from explorer.ui.jobs import Job, JobContext, connect, run_job
@@ -64,7 +64,10 @@ class Alone:
                              GenerationSettings(max_new_tokens=max_tokens), passes.append)
         self.session.set_prompt(passes[0])
         for step in passes[1:]:
-            self.session.add_step(step)
+            if isinstance(step, Completed):  # the statistics the first view did not need
+                self.session.pass_completed(step.result)
+            else:
+                self.session.add_step(step)
         self.settle()
 
     def view(self, cls, width: int = 900, height: int = 700):

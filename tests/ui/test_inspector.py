@@ -96,3 +96,38 @@ def test_heatmap_axes_speak_in_the_tensors_terms(alone, qtbot):
     inspector.tabs.setCurrentIndex(2)
     norm_ticks = inspector.norm_plot.getAxis("bottom")._tickLevels[0]
     assert [v for v, _ in norm_ticks] == list(range(len(norm_ticks)))  # 0, 1, 2, … never 0.5
+
+
+def test_details_that_come_after_the_pass_show_when_they_come(alone, qtbot):
+    """A pass computes the details (top dimensions, norms) of the selected node only;
+    another node says they are being computed, and shows them once the engine reports
+    them, with the numbers of a pass that computed everything at once."""
+    from dataclasses import replace
+
+    from explorer.core.passes import EVERYTHING, run_prompt
+    from tests.ui.alone import encode
+
+    ids = encode("Every effort moves you")
+    model = alone.loaded.model
+    eager = run_prompt(model, ids, replace(EVERYTHING, later=False))
+    lazy = run_prompt(model, ids, replace(EVERYTHING, now=("trf_blocks.0.norm1",)))
+    inspector = alone.view(InspectorView)
+    alone.session.set_node("trf_blocks.0.norm1")
+    alone.session.set_prompt(lazy)
+    alone.settle()
+    cell = lambda label: next(inspector.stats_table.item(r, 1).text()  # noqa: E731
+                              for r in range(inspector.stats_table.rowCount())
+                              if inspector.stats_table.item(r, 0).text() == label)
+    top = lambda name: ", ".join(f"{int(d)} ({v:.3g})" for d, v in zip(  # noqa: E731
+        eager.views[name].stats.top_dims, eager.views[name].stats.top_values))
+    assert cell("top dims by |value|") == top("trf_blocks.0.norm1")
+    alone.session.set_node("trf_blocks.1.ff.layers.1")
+    assert cell("top dims by |value|") == "computing…"
+    assert empty_message(inspector.norm_plot.getPlotItem()) == "Computing the vectors' norms…"
+    assert not lazy.views["trf_blocks.1.ff.layers.1"].stats.ready  # the GUI computed nothing
+    lazy.complete()
+    alone.session.pass_completed(lazy)
+    assert cell("top dims by |value|") == top("trf_blocks.1.ff.layers.1")
+    assert empty_message(inspector.norm_plot.getPlotItem()) is None
+    heights = inspector.norm_bars.opts["height"]
+    np.testing.assert_array_equal(heights, eager.views["trf_blocks.1.ff.layers.1"].stats.token_l2.reshape(-1))

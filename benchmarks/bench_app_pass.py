@@ -1,0 +1,116 @@
+"""How long a 1024-token prompt keeps the user waiting in the app, as ratios to a plain
+forward of the same tokens on the same engine thread (same torch threads), round after
+round:
+
+- first view drawn: from Ctrl+Enter until every view has drawn the prompt pass;
+- every view complete: until the statistics left for later (core.passes.Keep.later) are
+  computed and the views that wait for them have redrawn.
+
+Each round runs the plain forward, the app with statistics when something shows them
+(lazy, the default) and the app with every statistic in the pass (eager), in turn.
+
+    python benchmarks/bench_app_pass.py [--rounds 5] [--threads N] [--preset gpt2-small]
+
+--threads sets torch's threads after the window has set its own (cores - 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from benchmarks.app_window import open_window, waiter  # noqa: E402
+from benchmarks.common import machine_line  # noqa: E402
+from explorer.core.resources import resource_path  # noqa: E402
+from explorer.core.tokenizer import decode, encode  # noqa: E402
+
+BUDGET_FIRST, BUDGET_ALL = 1.3, 2.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="gpt2-small")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--tokens", type=int, default=1024)
+    args = ap.parse_args()
+    app = QApplication([])
+
+    wait = waiter(app)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        window = open_window(args.preset, tmp)
+        wait(lambda: window.session.model is not None)
+        if args.threads:
+            window.engine.submit(lambda ctx: torch.set_num_threads(args.threads), "threads")
+        print(f"machine: {machine_line()}")
+        ids = encode(resource_path("the-verdict.txt").read_text(encoding="utf-8"))[:args.tokens]
+        text = decode(ids)
+        window.generation.prompt.setPlainText(text)
+        window.generation.max_tokens.setValue(1)
+        session, runs = window.session, window.generation.runs
+        marks: dict[str, float] = {}
+        session.caughtUp.connect(lambda: session.prompt is not None
+                                 and marks.setdefault("first", time.perf_counter()))
+        session.completed.connect(lambda: marks.setdefault("details", time.perf_counter()))
+
+        def plain(ctx) -> float:
+            tokens = torch.tensor([ids], device=next(ctx.model.parameters()).device)
+            with torch.inference_mode():
+                start = time.perf_counter()
+                ctx.model(tokens)
+                return time.perf_counter() - start
+
+        def app_pass(lazy: bool) -> tuple[float, float, float]:
+            runs.lazy = lazy
+            marks.clear()
+            session.set_model(session.model)  # forget the last pass: nothing is reused
+            app.processEvents()
+            start = time.perf_counter()
+            window.generation.request_run()
+            wait(lambda: not window.running)
+            wait(lambda: "first" in marks)
+            first = marks["first"] - start
+            done = max(marks.get("details", 0.0) - start, first)
+            return first, done, session.prompt.seconds
+
+        rows = {"plain": [], "lazy": [], "eager": []}
+        for r in range(args.rounds + 1):  # the first round warms up
+            result = {}
+            job = window.engine.submit(plain, "plain forward", finished=lambda s: result.update(s=s))
+            wait(lambda: "s" in result)
+            del job
+            lazy, eager = app_pass(True), app_pass(False)
+            if r:
+                rows["plain"].append(result["s"])
+                rows["lazy"].append(lazy)
+                rows["eager"].append(eager)
+                print(f"round {r}: plain {result['s']:.2f} s · lazy first view {lazy[0]:.2f} s, "
+                      f"complete {lazy[1]:.2f} s (pass {lazy[2]:.2f} s) · eager first view "
+                      f"{eager[0]:.2f} s (pass {eager[2]:.2f} s)")
+        window.close()
+    threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
+    print(f"{args.preset}, {len(ids)}-token prompt, {threads} torch thread(s) "
+          f"(ratios to the plain forward of the same round; median / worst of {args.rounds}):")
+    for mode in ("lazy", "eager"):
+        for k, what, budget in ((0, "first view drawn", BUDGET_FIRST), (1, "every view complete", BUDGET_ALL)):
+            ratios = [row[k] / p for row, p in zip(rows[mode], rows["plain"])]
+            print(f"  {mode:5s} {what:22s} median {statistics.median(ratios):.2f}x  worst "
+                  f"{max(ratios):.2f}x  (budget {budget}x)")
+    print(f"  plain forward median {statistics.median(rows['plain']):.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
