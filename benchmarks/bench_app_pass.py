@@ -11,7 +11,7 @@ Each round runs the plain forward, the app with statistics when something shows 
 
     python benchmarks/bench_app_pass.py [--rounds 5] [--threads N] [--preset gpt2-small]
 
---threads sets torch's threads after the window has set its own (cores - 1).
+--threads sets torch's threads after the window has set its own (every usable core).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from benchmarks.app_window import open_window, waiter  # noqa: E402
 from benchmarks.common import machine_line  # noqa: E402
+from explorer.core.devices import usable_cores  # noqa: E402
 from explorer.core.resources import resource_path  # noqa: E402
 from explorer.core.tokenizer import decode, encode  # noqa: E402
 
@@ -100,7 +101,7 @@ def main() -> int:
                       f"complete {lazy[1]:.2f} s (pass {lazy[2]:.2f} s) · eager first view "
                       f"{eager[0]:.2f} s (pass {eager[2]:.2f} s)")
         window.close()
-    threads = args.threads or max(1, (os.cpu_count() or 2) - 1)
+    threads = args.threads or usable_cores()
     print(f"{args.preset}, {len(ids)}-token prompt, {threads} torch thread(s) "
           f"(ratios to the plain forward of the same round; median / worst of {args.rounds}):")
     for mode in ("lazy", "eager"):

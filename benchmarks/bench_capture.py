@@ -3,15 +3,22 @@ plain forward, at T=128 and T=1024; and the memory of keeping every node's full 
 at T=1024 against TransformerLens-style caching of the same nodes (a detached fp32 copy
 of every hooked output, as ``run_with_cache`` keeps), on random gpt2-small weights, CPU.
 
-    python benchmarks/bench_capture.py [--repeats 5]
+    python benchmarks/bench_capture.py [--repeats 5] [--threads N] [--peer]
+
+--peer: every node kept in full at T=1024 (attention patterns included), side by side
+with TransformerLens's ``run_with_cache`` on the same shapes, round after round (it runs
+in its own environment, .venv-tl: benchmarks/setup_transformerlens.sh; skipped with a
+note when that is missing).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -23,6 +30,7 @@ from explorer.core.capture import Capture  # noqa: E402
 from explorer.core.config import preset  # noqa: E402
 from explorer.core.model import build_model  # noqa: E402
 from explorer.core.nodes import all_hook_names  # noqa: E402
+from explorer.core.passes import EVERYTHING, run_prompt  # noqa: E402
 
 GIB = 2**30
 
@@ -49,11 +57,72 @@ def tl_style_bytes(model, ids) -> int:
     return sum(t.numel() * t.element_size() for t in cache.values())
 
 
+TL_PYTHON = Path(__file__).resolve().parents[1] / ".venv-tl" / "bin" / "python"
+
+
+def peer(rounds: int, tokens: int = 1024) -> int:
+    """Rounds of: our plain forward, our pass with every node kept in full (statistics
+    when shown: moments in the pass, the rest completed after; and all at once), then
+    TransformerLens's plain forward and run_with_cache in its own process."""
+    if not TL_PYTHON.exists():
+        print("TransformerLens peer skipped: no .venv-tl (run benchmarks/setup_transformerlens.sh)")
+        return 0
+    threads = torch.get_num_threads()
+    tl = subprocess.Popen([str(TL_PYTHON), str(Path(__file__).with_name("tl_peer.py")),
+                           str(threads), str(tokens)], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True)
+    print(tl.stdout.readline().strip())
+
+    def ask(what: str) -> float:
+        tl.stdin.write(what + "\n")
+        tl.stdin.flush()
+        return float(tl.stdout.readline())
+
+    model = build_model(preset("gpt2-small"), seed=0)
+    ids = torch.randint(0, 50257, (1, tokens), generator=torch.Generator().manual_seed(0))
+    lst = ids[0].tolist()
+    eager = replace(EVERYTHING, later=False)
+
+    def ours_lazy():
+        run_prompt(model, lst, EVERYTHING).complete()
+
+    rows = []
+    for r in range(rounds + 1):  # round 0 warms both up
+        with torch.inference_mode():
+            plain = timed(lambda: model(ids))
+        first = timed(lambda: run_prompt(model, lst, EVERYTHING))
+        row = (plain, first, timed(ours_lazy), timed(lambda: run_prompt(model, lst, eager)),
+               ask("plain"), ask("cache"))
+        if r:
+            rows.append(row)
+            print(f"round {r}: ours plain {row[0]:.2f} s, pass {row[1]:.2f} s, pass + the rest "
+                  f"{row[2]:.2f} s, all at once {row[3]:.2f} s · TransformerLens plain "
+                  f"{row[4]:.2f} s, run_with_cache {row[5]:.2f} s")
+    tl.stdin.close()
+    tl.wait()
+    print(f"T={tokens}, {threads} torch thread(s), every node kept in full, median / worst of "
+          f"{rounds} rounds (ratio to TransformerLens's run_with_cache in the same round):")
+    names = ("our plain forward", "our pass (moments; details later)",
+             "our pass + the details after it", "our pass, every statistic at once",
+             "TransformerLens plain forward", "TransformerLens run_with_cache")
+    for k, name in enumerate(names):
+        ratios = [row[k] / row[5] for row in rows]
+        print(f"  {name:36s} {statistics.median(row[k] for row in rows):6.2f} s   "
+              f"{statistics.median(ratios):.2f}x / {max(ratios):.2f}x")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--peer", action="store_true", help="only the TransformerLens comparison")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f"machine: {machine_line()}")
+    if args.peer:
+        return peer(args.repeats)
     model = build_model(preset("gpt2-small"), seed=0)
     for t in (128, 1024):
         ids = torch.randint(0, 50257, (1, t), generator=torch.Generator().manual_seed(t))

@@ -32,6 +32,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 from PySide6.QtCore import QSocketNotifier, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
@@ -105,8 +106,9 @@ def main() -> int:
     ap.add_argument("--preset", default="gpt2-small")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--tab", default=None, help="a right-hand tab to show, e.g. attention")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads for the engine (default: the app's own choice)")
     args = ap.parse_args()
-    print(f"machine: {machine_line()}")
     app = QApplication([])
     probe = Probe()
 
@@ -119,6 +121,11 @@ def main() -> int:
         phases = {"window start-up (first paint)": probe.take()}
         wait(lambda: window.session.model is not None)
         phases["model load"] = probe.take()
+        if args.threads:
+            done = []
+            window.engine.submit(lambda ctx: torch.set_num_threads(args.threads), "threads",
+                                 finished=done.append)
+            wait(lambda: bool(done))
         if args.tab:
             shown = [d for d in window.docks.values() if d.widget() is getattr(window, args.tab, None)]
             if not shown:
@@ -143,6 +150,7 @@ def main() -> int:
         print(f"generated: {len(window.session.steps)} tokens; {window.status_text.text()}")
         window.close()
     probe.close()
+    print(f"machine: {machine_line()}")
     tab = f", {args.tab} tab in front" if args.tab else ""
     print(f"GUI event-loop lateness with {args.preset}{tab} (probes every {PERIOD_MS} ms; "
           "budget 50 ms):")

@@ -210,3 +210,13 @@ def fixed_histogram(stats) -> ValueHistogram:
     h = stats.hist_range
     return ValueHistogram(np.asarray(h.edges()), np.asarray(stats.hist), int(stats.under),
                           int(stats.over), True)
+
+
+def branch_ratio(added: np.ndarray, branch: np.ndarray) -> np.ndarray:
+    """Per position, ||branch|| / ||shortcut|| for a residual add ``added = branch +
+    shortcut`` (the shortcut is recovered as ``added - branch``); shape = shape[:-1]."""
+    added = np.asarray(added, dtype=np.float64)
+    branch = np.asarray(branch, dtype=np.float64)
+    shortcut = np.linalg.norm(added - branch, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.linalg.norm(branch, axis=-1) / shortcut

@@ -83,3 +83,11 @@ def free_memory_bytes(device: torch.device) -> int | None:
         except (ValueError, OSError, AttributeError):
             return None
     return None
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, where the OS tells it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)

@@ -41,6 +41,7 @@ class GenerationSettings:
     stop_at_eot: bool = True
     show_top_k: int = 5  # candidates reported per step
     capture_steps: bool = False  # attach every node's vector and statistics to each step
+    leave_room: bool = False  # crop the prompt so the new tokens fit in the context
 
     def validate(self, vocab_size: int) -> None:
         """Every setting of the right type and in a range where the probabilities stay
@@ -111,10 +112,13 @@ def check_vocabulary(ids, vocab_size: int) -> None:
                              "with GPT-2's full tokenizer, so this prompt cannot run on it")
 
 
-def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = False
-                   ) -> tuple[list[int], list[str]]:
+def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = False,
+                   new_tokens: int = 0, leave_room: bool = False) -> tuple[list[int], list[str]]:
     """The ids the model will see and notices for the user. An empty prompt is an error
-    unless ``start_with_eot``; a prompt longer than the context is cropped from the left."""
+    unless ``start_with_eot``; a prompt longer than the context is cropped from the left.
+    With ``new_tokens`` to generate: ``leave_room`` crops the prompt so that they fit
+    in the context (the KV cache then serves every step); without it a notice says
+    when the context fills and each further token recomputes the whole window."""
     ids = [int(i) for i in ids]
     notices = []
     if not ids:
@@ -123,11 +127,20 @@ def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = F
                              f"{END_OF_TEXT} explicitly")
         ids = [END_OF_TEXT_ID]
         notices.append(f"empty prompt: starting from {END_OF_TEXT}")
-    if len(ids) > context_length:
-        dropped = len(ids) - context_length
-        notices.append(f"the prompt has {len(ids)} tokens but the model's context is "
-                       f"{context_length}: the first {dropped} were dropped")
-        ids = ids[-context_length:]
+    room = min(max(0, new_tokens), context_length - 1) if leave_room else 0
+    keep = context_length - room
+    if len(ids) > keep:
+        dropped = len(ids) - keep
+        why = (f"the model's context is {context_length}" if not room else
+               f"{room} new tokens must fit in the context of {context_length}")
+        notices.append(f"the prompt has {len(ids)} tokens but {why}: the first {dropped} "
+                       "were dropped")
+        ids = ids[-keep:]
+    full = context_length - len(ids)  # new tokens before the context is full
+    if new_tokens > full and not leave_room:
+        notices.append(f"the context is full after {full} new tokens: each later token "
+                       f"recomputes all {context_length} positions without the KV cache (much "
+                       "slower); leave room for the new tokens to crop the prompt instead")
     return ids, notices
 
 
@@ -168,7 +181,8 @@ class GenerationStream:
         self.model = model
         self.settings = settings
         self.prompt_ids, self.notices = prepare_prompt(
-            prompt_ids, model.cfg.context_length, start_with_eot)
+            prompt_ids, model.cfg.context_length, start_with_eot, settings.max_new_tokens,
+            settings.leave_room)
         check_vocabulary(self.prompt_ids, model.cfg.vocab_size)
         if prefill is not None:
             if list(prefill.ids) != self.prompt_ids:

@@ -234,8 +234,10 @@ def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: Gener
     draw there); then what ``keep.later`` left is computed and reported as
     ``Completed(prompt)``. Returns why it stopped: eot, max_new_tokens or stopped (checked
     between tokens)."""
-    ids, _ = prepare_prompt(prompt_ids, model.cfg.context_length)
+    ids, notices = prepare_prompt(prompt_ids, model.cfg.context_length,
+                                  new_tokens=settings.max_new_tokens, leave_room=settings.leave_room)
     prompt, prefill = prompt_and_prefill(model, ids, keep, should_stop)
+    prompt.notices[:0] = notices
     report(prompt)
     if after_prompt is not None:
         after_prompt()

@@ -26,7 +26,7 @@ import torch
 
 from .nodes import HistRange
 
-DETAILS = ("top_dims", "top_values", "token_l2", "hist", "under", "over")
+DETAILS = ("top_dims", "top_values", "token_l2", "hist", "under", "over", "frac_neg", "frac_zero")
 SCALAR_NAMES = ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
                 "frac_zero")
 
@@ -148,17 +148,25 @@ def chunks(values: torch.Tensor):
 
 
 def _deviation_sums(values: torch.Tensor, mean: torch.Tensor) -> list[float]:
-    """sum (x - mean)^2, sum (x - mean)^4, positives - negatives and nonzeros of
-    ``values`` (the counts exact: float32 sums of at most 2**24 signs)."""
+    """sum (x - mean)^2 and sum (x - mean)^4 of ``values``."""
     parts = []
     for part, b in chunks(values):
         b = torch.sub(part, mean, out=b) if b is not None else part - mean
+        s2 = torch.dot(b, b)
         b.square_()
-        s2, s4 = b.sum(), torch.dot(b, b)
-        # one pass of signs gives both counts (sign(-0.0) is 0: not negative, like numpy)
-        balance, nonzero = _exact_counts(torch.sign(part, out=b))
-        parts.append(torch.stack([t.double() for t in (s2, s4, balance, nonzero)]))
+        parts.append(torch.stack([s2.double(), torch.dot(b, b).double()]))
     return torch.stack(parts).sum(0).tolist()
+
+
+def _sign_counts(values: torch.Tensor) -> tuple[float, float]:
+    """(negatives, exact zeros) of ``values``, from one pass of signs (sign(-0.0) is 0:
+    not negative, like numpy); exact (float32 sums of at most 2**24 signs)."""
+    parts = []
+    for part, b in chunks(values):
+        b = torch.sign(part, out=b) if b is not None else torch.sign(part)
+        parts.append(torch.stack([t.double() for t in _exact_counts(b)]))
+    balance, nonzero = torch.stack(parts).sum(0).tolist()
+    return (nonzero - balance) / 2, values.numel() - nonzero
 
 
 def _exact_counts(signs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -237,18 +245,16 @@ def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
     if m == 0:
         nan = float("nan")
         moments = dict(mean=nan, std=nan, min=nan, max=nan, absmax=nan, rms=nan,
-                       kurtosis=nan, frac_neg=nan, frac_zero=nan)
+                       kurtosis=nan)
         mx = nan
     else:
         mn_t, mx_t = torch.aminmax(values)
-        s2, s4, balance, nonzero = _deviation_sums(values, mean_t)
+        s2, s4 = _deviation_sums(values, mean_t)
         mean, mn, mx = torch.stack([mean_t, mn_t, mx_t]).tolist()
         var, m4 = s2 / m, s4 / m
-        neg = (nonzero - balance) / 2
         moments = dict(mean=mean, std=math.sqrt(var), min=mn, max=mx,
                        absmax=max(abs(mn), abs(mx)), rms=math.sqrt(var + mean * mean),
-                       kurtosis=_kurtosis(var, m4), frac_neg=neg / m,
-                       frac_zero=(m - nonzero) / m)
+                       kurtosis=_kurtosis(var, m4))
     stats = NodeStats.later(count=n, n_nan=n_nan, n_inf=n_inf, hist_range=hist, **moments)
     details = partial(_details, x, all_rows, rows, values, keep, finite_mask, hist,
                       topk, mx, (neg_inf, pos_inf))
@@ -262,13 +268,17 @@ def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
 
 def _details(x, all_rows, rows, values, keep, finite_mask, hist: HistRange,
              topk: int, mx: float, infs: tuple[int, int]) -> dict:
-    """The statistics beyond the moments: the fixed-bin histogram, the top dimensions and
-    every vector's L2 norm (``tensor_stats`` computes them at once, or later)."""
+    """The statistics beyond the moments: the fixed-bin histogram, the shares of negatives
+    and zeros, the top dimensions and every vector's L2 norm (``tensor_stats`` computes them at once, or later)."""
     neg_inf, pos_inf = infs
-    if values.numel():
+    m = values.numel()
+    if m:
         hist_counts, under, over = histogram(values, hist, mx)
+        neg, zeros = _sign_counts(values)
+        frac_neg, frac_zero = neg / m, zeros / m
     else:
         hist_counts, under, over = np.zeros(hist.bins, dtype=np.int64), 0, 0
+        frac_neg = frac_zero = float("nan")
     # Per feature: the largest |value| over every position.
     if rows.shape[0] == 1 and finite_mask is None:  # one vector (a generated token's logits)
         per_dim = rows[0].abs()
@@ -287,7 +297,8 @@ def _details(x, all_rows, rows, values, keep, finite_mask, hist: HistRange,
     token_l2 = token_l2.reshape(x.shape[:-1])
     return dict(top_dims=top.indices.cpu().numpy(), top_values=top.values.cpu().numpy(),
                 token_l2=token_l2.cpu().numpy(), hist=np.asarray(hist_counts, dtype=np.int64),
-                under=under + neg_inf, over=over + pos_inf)
+                under=under + neg_inf, over=over + pos_inf, frac_neg=frac_neg,
+                frac_zero=frac_zero)
 
 
 def _one_thread(fn, *args):
@@ -379,13 +390,3 @@ def row_stats(X: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int,
         n_inf=n_inf.cpu().numpy(), top_dims=top.indices.cpu().numpy(),
         top_values=top.values.cpu().numpy(), l2=l2.cpu().numpy(), hist=counts[:, 1:-1],
         under=counts[:, 0], over=counts[:, -1], count=C)
-
-
-def branch_ratio(added: np.ndarray, branch: np.ndarray) -> np.ndarray:
-    """Per position, ||branch|| / ||shortcut|| for a residual add ``added = branch +
-    shortcut`` (the shortcut is recovered as ``added - branch``); shape = shape[:-1]."""
-    added = np.asarray(added, dtype=np.float64)
-    branch = np.asarray(branch, dtype=np.float64)
-    shortcut = np.linalg.norm(added - branch, axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.linalg.norm(branch, axis=-1) / shortcut

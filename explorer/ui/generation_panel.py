@@ -11,14 +11,13 @@ import math
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox,
-                               QHBoxLayout, QLabel,
-                               QPlainTextEdit, QPushButton, QSpinBox, QTextBrowser, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
+                               QTextBrowser, QVBoxLayout, QWidget)
 
 from ..core.batch import MAX_BATCH, split_prompts
-from ..core.generation import GenerationSettings
+from ..core.generation import GenerationSettings, prepare_prompt
 from ..core.tokenizer import encode, token_piece
+from .generation_box import GenerationBox, flag
 from .plot_text import set_empty, set_ticks
 from .runs import Runs
 from .session import Session
@@ -64,39 +63,12 @@ class GenerationPanel(QWidget):
                               "batch dimension at every node; generation runs one prompt at a time")
         self.batch.toggled.connect(self._batch_toggled)
 
-        self.max_tokens = QSpinBox()
-        self.max_tokens.setRange(1, 1024)
-        self.max_tokens.setValue(20)
-        self.sample = QCheckBox("Sample (off: greedy)")
-        self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.05, 5.0)
-        self.temperature.setSingleStep(0.1)
-        self.temperature.setValue(1.0)
-        self.top_k = QSpinBox()
-        self.top_k.setRange(0, 50257)
-        self.top_k.setSpecialValueText("off")
-        self.top_k.setValue(40)
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.01, 1.0)
-        self.top_p.setSingleStep(0.05)
-        self.top_p.setValue(1.0)
-        self.seed = QSpinBox()
-        self.seed.setRange(0, 2**31 - 1)
-        self.seed.setValue(123)
-        for w in (self.temperature, self.top_k, self.top_p, self.seed):
-            w.setEnabled(False)
-        self.sample.toggled.connect(lambda on: [w.setEnabled(on) for w in
-                                                (self.temperature, self.top_k, self.top_p, self.seed)])
-        settings = QFormLayout()
-        settings.addRow("Max new tokens", self.max_tokens)
-        settings.addRow(self.sample)
-        settings.addRow("Temperature", self.temperature)
-        settings.addRow("Top-k", self.top_k)
-        settings.addRow("Top-p", self.top_p)
-        settings.addRow("Seed", self.seed)
-        settings_box = QGroupBox("Generation")
-        settings_box.setLayout(settings)
-        self.settings_box = settings_box
+        self.settings_box = GenerationBox()
+        box = self.settings_box  # its widgets, as the panel's own
+        self.max_tokens, self.leave_room, self.sample = box.max_tokens, box.leave_room, box.sample
+        self.temperature, self.top_k, self.top_p, self.seed = box.temperature, box.top_k, box.top_p, box.seed
+        self.max_tokens.valueChanged.connect(lambda _: self.update_chips())
+        self.leave_room.toggled.connect(lambda _: self.update_chips())
 
         self.generate_button = QPushButton("Generate  (Ctrl+Enter)")
         self.generate_button.clicked.connect(self.request_run)
@@ -142,7 +114,7 @@ class GenerationPanel(QWidget):
         left.addWidget(output_title)
         left.addWidget(self.output, 1)
         buttons = QVBoxLayout()
-        buttons.addWidget(settings_box)
+        buttons.addWidget(self.settings_box)
         buttons.addWidget(self.generate_button)
         buttons.addWidget(self.stop_button)
         buttons.addStretch(1)
@@ -167,13 +139,7 @@ class GenerationPanel(QWidget):
 
     # ------------------------------------------------------------------ settings
     def settings(self) -> GenerationSettings:
-        sample = self.sample.isChecked()
-        return GenerationSettings(
-            max_new_tokens=self.max_tokens.value(), greedy=not sample,
-            temperature=self.temperature.value(),
-            top_k=(self.top_k.value() or None) if sample else None,
-            top_p=self.top_p.value() if sample and self.top_p.value() < 1.0 else None,
-            seed=self.seed.value())
+        return self.settings_box.settings()
 
     def set_running(self, running: bool) -> None:
         self.running = running
@@ -220,10 +186,8 @@ class GenerationPanel(QWidget):
         store = store or self.settings_store
         if store is None:
             return
-        values = {"max_new_tokens": self.max_tokens.value(), "sample": self.sample.isChecked(),
-                  "temperature": self.temperature.value(), "top_k": self.top_k.value(),
-                  "top_p": self.top_p.value(), "seed": self.seed.value(),
-                  "prompt": self.prompt.toPlainText(), "batch": self.batch.isChecked()}
+        values = {**self.settings_box.values(), "prompt": self.prompt.toPlainText(),
+                  "batch": self.batch.isChecked()}
         for key, value in values.items():
             store.setValue(f"generation/{key}", value)
 
@@ -242,18 +206,7 @@ class GenerationPanel(QWidget):
                 return widget_value
             return value
 
-        def clamp(widget, value):
-            return min(max(value, widget.minimum()), widget.maximum())
-
-        def flag(value) -> bool:
-            return str(value).lower() == "true"
-
-        for widget, key, convert in ((self.max_tokens, "max_new_tokens", int),
-                                     (self.temperature, "temperature", float),
-                                     (self.top_k, "top_k", int), (self.top_p, "top_p", float),
-                                     (self.seed, "seed", int)):
-            widget.setValue(clamp(widget, read(key, convert, widget.value())))
-        self.sample.setChecked(read("sample", flag, "false"))
+        self.settings_box.restore(read)
         self.prompt.setPlainText(read("prompt", str, self.prompt.toPlainText())[:MAX_PROMPT_CHARS])
         self.batch.setChecked(read("batch", flag, "false"))
 
@@ -272,9 +225,11 @@ class GenerationPanel(QWidget):
         more = f" … {len(ids) - MAX_CHIPS} more" if len(ids) > MAX_CHIPS else ""
         self.chips.setHtml(self._chip_html(ids[:MAX_CHIPS]) + more)
         note = ""
-        if ctx and len(ids) > ctx:
-            note = (f" — <span style='color:#b06000'>longer than the context ({ctx}): the first "
-                    f"{len(ids) - ctx} will be dropped</span>")
+        if ctx and ids:
+            kept, notices = prepare_prompt(ids, ctx, new_tokens=self.max_tokens.value(),
+                                           leave_room=self.leave_room.isChecked())
+            if notices:
+                note = f" — <span style='color:#b06000'>{html.escape('; '.join(notices))}</span>"
         self.token_count.setText(f"{len(ids)} tokens{note}")
 
     @staticmethod

@@ -21,7 +21,8 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QS
 from ..core.batch import shown_piece
 from ..core.capture import NodeView
 from ..core.nodes import block_hook_name, parse_hook, residual_branches
-from ..core.stats import branch_ratio, tensor_stats
+from ..core.analysis import branch_ratio
+from ..core.stats import DETAILS, tensor_stats
 from .histogram import RANGES, HistogramPlot, histogram_of, range_box
 from .plot_text import set_empty, set_label, set_ticks
 from .session import Session
@@ -227,7 +228,8 @@ class InspectorView(QWidget):
         if values is not None:  # one vector: its own statistics, a moment to compute
             stats = tensor_stats(torch.from_numpy(np.ascontiguousarray(values)).reshape(1, -1),
                                  view.node.hist)
-        rows = [(label, getattr(stats, key)) for label, key in STAT_ROWS]
+        rows = [(label, getattr(stats, key) if stats.ready or key not in DETAILS else "computing…")
+                for label, key in STAT_ROWS]
         rows += [("NaN / Inf", f"{stats.n_nan} / {stats.n_inf}"),
                  ("top dims by |value|", "computing…" if not stats.ready else ", ".join(
                      f"{int(d)} ({v:.3g})" for d, v in zip(stats.top_dims, stats.top_values))),

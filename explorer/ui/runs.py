@@ -27,6 +27,7 @@ class Runs(QObject):
         self._step_times: list[float] = []
         self._status = ""  # the run's own last word (Stop's "Stopping…" aside)
         self._prompt_done = False
+        self._notes = ""  # the prompt pass's notices (a cropped prompt)
         self.lazy = True  # statistics when something shows them (Keep.later)
 
     @property
@@ -79,6 +80,7 @@ class Runs(QObject):
     # ------------------------------------------------------------------ results
     def _begin(self, status: str) -> None:
         self._prompt_done = False
+        self._notes = ""
         self.session.set_busy(True)
         self._say(status)
 
@@ -93,9 +95,9 @@ class Runs(QObject):
         if result.step is None:
             self._prompt_done = True
             self.session.set_prompt(result)
-            note = "; ".join(result.notices)
+            self._notes = "; ".join(result.notices)  # also said when the run ends
             self._say(f"Prompt pass: {len(result.ids)} tokens in {result.seconds:.2f} s"
-                      + (f" — {note}" if note else ""))
+                      + (f" — {self._notes}" if self._notes else ""))
             return
         self.session.add_step(result)
         self._step_times.append(result.seconds)
@@ -128,4 +130,6 @@ class Runs(QObject):
             base = "Stopped during the prompt pass"
         elif self._step_times:  # what the run did, not what it was doing
             base = f"Generated {self._rate()}"
+            if self._notes:
+                reason = f"{REASONS.get(reason, reason)} ({self._notes})"
         self.session.set_status(f"{base} — {REASONS.get(reason, reason)}")

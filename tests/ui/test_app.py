@@ -339,3 +339,23 @@ def test_a_prompt_runs_through_the_model_once_per_run(qtbot, make_window):
     assert calls == [len(window.session.prompt.ids), 1, 1]
     assert len(window.session.steps) == 3
 
+
+
+def test_a_prompt_that_fills_the_context_leaves_room_or_says_it_will_be_slow(qtbot, make_window):
+    """tiny's context is 64: 70 tokens and 10 new ones."""
+    window = make_window()
+    panel = window.generation
+    panel.prompt.setPlainText(" a" * 70)
+    panel.max_tokens.setValue(10)
+    assert panel.leave_room.isChecked()  # the default: the KV cache keeps working
+    qtbot.waitUntil(lambda: len(panel.token_ids) == 70, timeout=5_000)
+    assert "10 new tokens must fit in the context of 64: the first 16 were dropped" in \
+        panel.token_count.text()
+    run_and_wait(qtbot, window, max_tokens=10)
+    assert len(window.session.prompt.ids) == 54 and len(window.session.steps) == 10
+    assert "the first 16 were dropped" in window.status_text.text()
+    panel.leave_room.setChecked(False)
+    assert "the context is full after 0 new tokens" in panel.token_count.text()
+    run_and_wait(qtbot, window, max_tokens=10)
+    assert len(window.session.prompt.ids) == 64 and len(window.session.steps) == 10
+    assert window.generation.settings().leave_room is False

@@ -122,12 +122,14 @@ def test_details_that_come_after_the_pass_show_when_they_come(alone, qtbot):
         eager.views[name].stats.top_dims, eager.views[name].stats.top_values))
     assert cell("top dims by |value|") == top("trf_blocks.0.norm1")
     alone.session.set_node("trf_blocks.1.ff.layers.1")
-    assert cell("top dims by |value|") == "computing…"
+    assert cell("top dims by |value|") == cell("share negative") == "computing…"
+    assert cell("std") == f"{eager.views['trf_blocks.1.ff.layers.1'].stats.std:.6g}"
     assert empty_message(inspector.norm_plot.getPlotItem()) == "Computing the vectors' norms…"
     assert not lazy.views["trf_blocks.1.ff.layers.1"].stats.ready  # the GUI computed nothing
     lazy.complete()
     alone.session.pass_completed(lazy)
     assert cell("top dims by |value|") == top("trf_blocks.1.ff.layers.1")
+    assert cell("share negative") == f"{eager.views['trf_blocks.1.ff.layers.1'].stats.frac_neg:.6g}"
     assert empty_message(inspector.norm_plot.getPlotItem()) is None
     heights = inspector.norm_bars.opts["height"]
     np.testing.assert_array_equal(heights, eager.views["trf_blocks.1.ff.layers.1"].stats.token_l2.reshape(-1))

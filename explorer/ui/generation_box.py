@@ -1,0 +1,82 @@
+"""The Generation settings group: max new tokens, leave room in the context, greedy or
+sampling (temperature, top-k, top-p, seed), as a ``GenerationSettings``; remembered in
+the window's settings (``values`` / ``restore``)."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox, QSpinBox
+
+from ..core.generation import GenerationSettings
+
+
+def flag(value) -> bool:
+    return str(value).lower() == "true"
+
+
+class GenerationBox(QGroupBox):
+    def __init__(self) -> None:
+        super().__init__("Generation")
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(1, 1024)
+        self.max_tokens.setValue(20)
+        self.leave_room = QCheckBox("Leave room for the new tokens")
+        self.leave_room.setChecked(True)
+        self.leave_room.setToolTip(
+            "Crop a long prompt so the new tokens fit in the context: every step then uses "
+            "the KV cache. Off: the whole prompt is kept, and once the context is full each "
+            "new token recomputes every position (the book's generate_text_simple; slow)")
+        self.sample = QCheckBox("Sample (off: greedy)")
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.05, 5.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(1.0)
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 50257)
+        self.top_k.setSpecialValueText("off")
+        self.top_k.setValue(40)
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(1.0)
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.seed.setValue(123)
+        for w in (self.temperature, self.top_k, self.top_p, self.seed):
+            w.setEnabled(False)
+        self.sample.toggled.connect(lambda on: [w.setEnabled(on) for w in
+                                                (self.temperature, self.top_k, self.top_p, self.seed)])
+        settings = QFormLayout()
+        settings.addRow("Max new tokens", self.max_tokens)
+        settings.addRow(self.leave_room)
+        settings.addRow(self.sample)
+        settings.addRow("Temperature", self.temperature)
+        settings.addRow("Top-k", self.top_k)
+        settings.addRow("Top-p", self.top_p)
+        settings.addRow("Seed", self.seed)
+        self.setLayout(settings)
+
+    def settings(self) -> GenerationSettings:
+        sample = self.sample.isChecked()
+        return GenerationSettings(
+            max_new_tokens=self.max_tokens.value(), greedy=not sample,
+            temperature=self.temperature.value(),
+            top_k=(self.top_k.value() or None) if sample else None,
+            top_p=self.top_p.value() if sample and self.top_p.value() < 1.0 else None,
+            seed=self.seed.value(), leave_room=self.leave_room.isChecked())
+
+    def values(self) -> dict:
+        return {"max_new_tokens": self.max_tokens.value(), "sample": self.sample.isChecked(),
+                "temperature": self.temperature.value(), "top_k": self.top_k.value(),
+                "top_p": self.top_p.value(), "seed": self.seed.value(),
+                "leave_room": self.leave_room.isChecked()}
+
+    def restore(self, read) -> None:
+        """``read(key, convert, default)`` gives a remembered value or the default."""
+        for widget, key, convert in ((self.max_tokens, "max_new_tokens", int),
+                                     (self.temperature, "temperature", float),
+                                     (self.top_k, "top_k", int), (self.top_p, "top_p", float),
+                                     (self.seed, "seed", int)):
+            value = read(key, convert, widget.value())
+            widget.setValue(min(max(value, widget.minimum()), widget.maximum()))
+        self.sample.setChecked(read("sample", flag, "false"))
+        self.leave_room.setChecked(read("leave_room", flag, "true"))
