@@ -117,28 +117,34 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--peer", action="store_true", help="only the TransformerLens comparison")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, mps (the statistics ratios)")
+    ap.add_argument("--dtype", default="float32", help="float32 or bfloat16")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {machine_line()}")
     if args.peer:
         return peer(args.repeats)
-    model = build_model(preset("gpt2-small"), seed=0)
+    model = build_model(preset("gpt2-small"), seed=0).to(args.device, getattr(torch, args.dtype))
+    model.tie_weights()
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     for t in (128, 1024):
-        ids = torch.randint(0, 50257, (1, t), generator=torch.Generator().manual_seed(t))
+        ids = torch.randint(0, 50257, (1, t), generator=torch.Generator().manual_seed(t)).to(args.device)
         with torch.inference_mode():
             model(ids)  # warm-up
             plain, captured = [], []
             for _ in range(args.repeats):
-                plain.append(timed(lambda: model(ids)))
+                plain.append(timed(lambda: (model(ids), sync())))
                 with Capture(model):
-                    captured.append(timed(lambda: model(ids)))
+                    captured.append(timed(lambda: (model(ids), sync())))
         p, c = statistics.median(plain), statistics.median(captured)
         # each round's two passes ran back to back: the median of their ratios is the
         # figure least moved by the machine's load changing between rounds
         ratio = statistics.median(b / a for a, b in zip(plain, captured))
-        print(f"T={t:5d}: plain forward {p:6.3f} s, every node's statistics {c:6.3f} s, "
+        print(f"T={t:5d} {args.device} {args.dtype}: plain forward {p:6.3f} s, every node's statistics {c:6.3f} s, "
               f"ratio {ratio:.2f}x (budget 1.15x; median of {len(plain)} rounds)")
+    if args.device != "cpu" or args.dtype != "float32":
+        return 0  # the memory comparison is of CPU float32 copies
     ids = torch.randint(0, 50257, (1, 1024), generator=torch.Generator().manual_seed(0))
     baseline = tl_style_bytes(model, ids)
     print(f"T= 1024 every node's full tensor, attention patterns included "

@@ -1,0 +1,77 @@
+"""The device-generic path: the same model, pass and generation on another device give
+the CPU's numbers. Runs on the CPU here; ``GPT_EXPLORER_TEST_DEVICE=cuda`` (or mps) runs it
+on a GPU (benchmarks/gpu.sh does, with the speed benchmarks)."""
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.core import layers
+from explorer.core.config import preset
+from explorer.core.devices import resolve_device
+from explorer.core.generation import GenerationSettings, generate_stream
+from explorer.core.model import build_model
+from explorer.core.passes import EVERYTHING, run_prompt
+
+DEVICE = os.environ.get("GPT_EXPLORER_TEST_DEVICE", "cpu")
+IDS = list(range(300, 400))  # more than one chunk of pattern rows
+
+
+def models():
+    cfg = dataclasses.replace(preset("tiny"), context_length=128)
+    cpu = build_model(cfg, seed=4)
+    there = build_model(cfg, seed=4).to(resolve_device(DEVICE))
+    there.tie_weights()
+    return cpu, there
+
+
+def test_logits_and_every_node_match_the_cpu():
+    cpu, there = models()
+    ours = run_prompt(cpu, IDS, dataclasses.replace(EVERYTHING, later=False))
+    theirs = run_prompt(there, IDS, EVERYTHING)
+    theirs.complete()
+    assert theirs.views["out_head"].device.startswith(DEVICE)
+    assert set(ours.views) == set(theirs.views)
+    for name, view in ours.views.items():
+        other = theirs.views[name]
+        assert other.shape == view.shape, name
+        np.testing.assert_allclose(other.array, view.array, atol=2e-4, rtol=1e-4, err_msg=name)
+        for stat in ("mean", "std", "absmax", "rms"):
+            assert getattr(other.stats, stat) == pytest.approx(getattr(view.stats, stat),
+                                                               rel=1e-3, abs=1e-5), (name, stat)
+        np.testing.assert_allclose(other.stats.token_l2, view.stats.token_l2, rtol=1e-3)
+    assert ours.top_ids[:3] == theirs.top_ids[:3]
+
+
+def test_generation_with_capture_gives_the_cpu_tokens():
+    cpu, there = models()
+    settings = GenerationSettings(max_new_tokens=12, stop_at_eot=False, capture_steps=True)
+    ours = [s.token_id for s in generate_stream(cpu, IDS[:20], settings)]
+    steps = list(generate_stream(there, IDS[:20], settings))
+    assert [s.token_id for s in steps] == ours
+    assert steps[-1].capture.views()["trf_blocks.1.add2"].array.shape == (1, 1, 32)
+
+
+def test_bfloat16_runs_and_stays_close():
+    _, there = models()
+    half = there.to(torch.bfloat16)
+    half.tie_weights()
+    ids = torch.tensor([IDS], device=resolve_device(DEVICE))
+    _, full = models()
+    with torch.inference_mode():
+        diff = (half(ids).float() - full(ids)).abs().max().item()
+    assert diff < 0.1
+    result = run_prompt(half, IDS, EVERYTHING)
+    assert result.views["out_head"].dtype == "bfloat16" and np.isfinite(result.views["out_head"].stats.std)
+
+
+def test_the_chunked_pattern_is_causal_there():
+    device = resolve_device(DEVICE)
+    q, k = (torch.randn(1, 2, 150, 8, generator=torch.Generator().manual_seed(i)).to(device)
+            for i in (1, 2))
+    pattern = layers.causal_softmax(q, k)
+    assert torch.all(pattern.triu(1) == 0)
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(1, 2, 150, device=device))
