@@ -12,6 +12,7 @@ serve one flipped byte, and a log of every request.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import threading
@@ -218,3 +219,17 @@ class StandInHub:
 
     def cdn_ranges(self) -> list[str | None]:
         return [rng for method, _, rng in self.state.requests if method == "CDN GET"]
+
+
+@contextlib.contextmanager
+def serving(repo: str, files: dict, monkeypatch=None):
+    """A StandInHub holding ``repo``'s files, closed afterwards; with ``monkeypatch``,
+    HF_ENDPOINT points at it for the test."""
+    srv = StandInHub()
+    try:
+        srv.state.add_repo(repo, files)
+        if monkeypatch is not None:
+            monkeypatch.setenv("HF_ENDPOINT", srv.url)
+        yield srv
+    finally:
+        srv.close()

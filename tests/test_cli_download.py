@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.hub_server import StandInHub, tiny_gpt2
+from tests.hub_server import serving, tiny_gpt2
 
 transformers = pytest.importorskip("transformers")
 
@@ -24,10 +24,8 @@ def files(tmp_path_factory):
 
 @pytest.fixture
 def server(files):
-    srv = StandInHub()
-    srv.state.add_repo(REPO, files)
-    yield srv
-    srv.close()
+    with serving(REPO, files) as srv:
+        yield srv
 
 
 @pytest.fixture

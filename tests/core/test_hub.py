@@ -11,7 +11,7 @@ import torch
 from explorer.core import download, hub, state
 from explorer.core.cancel import Cancelled
 from explorer.core.sources import ModelSpec, load_default_model, open_model
-from tests.hub_server import StandInHub, tiny_gpt2
+from tests.hub_server import serving, tiny_gpt2
 
 transformers = pytest.importorskip("transformers")
 
@@ -25,11 +25,8 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture
 def server(tiny, hf_cache, monkeypatch):
-    srv = StandInHub()
-    srv.state.add_repo(REPO, tiny[1])
-    monkeypatch.setenv("HF_ENDPOINT", srv.url)
-    yield srv
-    srv.close()
+    with serving(REPO, tiny[1], monkeypatch) as srv:
+        yield srv
 
 
 def weights_sha(tiny) -> str:
@@ -131,14 +128,9 @@ def test_a_sharded_repository_downloads_every_shard(tmp_path, hf_cache, monkeypa
     model, files = tiny_gpt2(tmp_path, shard="2MB")
     names = sorted(files)
     assert "model.safetensors.index.json" in names and len([n for n in names if "-of-" in n]) >= 2
-    srv = StandInHub()
-    try:
-        srv.state.add_repo("someone/tiny-gpt2", files)
-        monkeypatch.setenv("HF_ENDPOINT", srv.url)
+    with serving("someone/tiny-gpt2", files, monkeypatch) as srv:
         result = download.download("someone/tiny-gpt2")
         assert len(srv.cdn_ranges()) == len([n for n in names if "-of-" in n])
-    finally:
-        srv.close()
     loaded = open_model(ModelSpec.parse("hf:someone/tiny-gpt2"))
     ids = torch.tensor([[1, 2, 3]])
     with torch.no_grad():

@@ -19,7 +19,6 @@ from explorer.core.model import build_model
 from explorer.core.nodes import all_hook_names
 from explorer.core.passes import EVERYTHING, Keep, run_prompt
 from explorer.core.stats import DETAILS, SCALAR_NAMES
-from tests import book_model  # noqa: F401  (the book's code, for the pattern reference)
 
 IDS = list(range(100, 100 + 150))  # more than one chunk of pattern rows (64)
 

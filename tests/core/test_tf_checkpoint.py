@@ -113,6 +113,12 @@ def test_a_missing_data_file_is_named(folder):
         load_checkpoint(folder)
 
 
+def flip_bits(path, offset: int, mask: int) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[offset] ^= mask
+    path.write_bytes(bytes(raw))
+
+
 def test_a_truncated_data_file_is_named_before_anything_is_read(folder):
     data = folder / "model.ckpt.data-00000-of-00001"
     data.write_bytes(data.read_bytes()[:100_000])
@@ -122,10 +128,7 @@ def test_a_truncated_data_file_is_named_before_anything_is_read(folder):
 
 
 def test_a_flipped_byte_in_the_data_fails_its_checksum(folder):
-    data = folder / "model.ckpt.data-00000-of-00001"
-    raw = bytearray(data.read_bytes())
-    raw[5000] ^= 0x01
-    data.write_bytes(bytes(raw))
+    flip_bits(folder / "model.ckpt.data-00000-of-00001", 5000, 0x01)
     with pytest.raises(CheckpointError, match="do not match their checksum"):
         load_checkpoint(folder)
 
@@ -141,10 +144,7 @@ def test_an_index_that_is_not_a_tensor_bundle(folder):
 
 
 def test_a_damaged_index_block_fails_its_checksum(folder):
-    index = folder / "model.ckpt.index"
-    raw = bytearray(index.read_bytes())
-    raw[40] ^= 0x10  # inside the first data block
-    index.write_bytes(bytes(raw))
+    flip_bits(folder / "model.ckpt.index", 40, 0x10)  # inside the first data block
     with pytest.raises(CheckpointError, match="model.ckpt.index: corrupt tensor bundle index"):
         load_checkpoint(folder)
 

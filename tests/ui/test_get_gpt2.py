@@ -8,7 +8,7 @@ from explorer.core.checkpoints import save_checkpoint
 from explorer.core.config import preset
 from explorer.core.model import build_model
 from explorer.ui.first_run import SEEN_KEY
-from tests.hub_server import StandInHub, tiny_gpt2
+from tests.hub_server import serving, tiny_gpt2
 
 transformers = pytest.importorskip("transformers")
 
@@ -22,11 +22,8 @@ def files(tmp_path_factory):
 
 @pytest.fixture
 def server(files, hf_cache, monkeypatch):
-    srv = StandInHub()
-    srv.state.add_repo(REPO, files)
-    monkeypatch.setenv("HF_ENDPOINT", srv.url)
-    yield srv
-    srv.close()
+    with serving(REPO, files, monkeypatch) as srv:
+        yield srv
 
 
 def test_get_gpt2_downloads_and_loads_the_model(qtbot, make_window, server):
