@@ -130,17 +130,14 @@ def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = F
     room = min(max(0, new_tokens), context_length - 1) if leave_room else 0
     keep = context_length - room
     if len(ids) > keep:
-        dropped = len(ids) - keep
-        why = (f"the model's context is {context_length}" if not room else
-               f"{room} new tokens must fit in the context of {context_length}")
-        notices.append(f"the prompt has {len(ids)} tokens but {why}: the first {dropped} "
-                       "were dropped")
+        why = f" to leave room for {room} new tokens" if room else ""
+        notices.append(f"the first {len(ids) - keep} were dropped{why} (context "
+                       f"{context_length})")
         ids = ids[-keep:]
     full = context_length - len(ids)  # new tokens before the context is full
     if new_tokens > full and not leave_room:
-        notices.append(f"the context is full after {full} new tokens: each later token "
-                       f"recomputes all {context_length} positions without the KV cache (much "
-                       "slower); leave room for the new tokens to crop the prompt instead")
+        notices.append(f"the context is full after {full} new tokens: later ones recompute "
+                       f"all {context_length} positions without the KV cache (slow)")
     return ids, notices
 
 

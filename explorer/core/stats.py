@@ -128,8 +128,9 @@ def histogram(values: torch.Tensor, hist: HistRange, mx: float) -> tuple[np.ndar
 
 # On a CPU, statistics of a large tensor go through it a chunk at a time, with a scratch
 # buffer that is reused (per thread): a temporary as large as the tensor is fresh memory
-# whose first touch costs more than the arithmetic (at 12 million values, 30 ms to
-# write (x - mean)^2 into a new tensor, 3 ms into a reused one).
+# whose first touch costs more than the arithmetic (at 12 million values, one thread:
+# 29-31 ms to write (x - mean)^2 into a new tensor, 5 ms chunk by chunk into a reused
+# one). Not reentrant: one chunks() loop at a time per thread.
 CHUNK = 1 << 18
 _LOCAL = threading.local()
 
@@ -200,16 +201,11 @@ def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5,
 
     valid: optional bool tensor of shape ``x.shape[:-1]``; only the vectors where it is
     True count (a batch's padding positions are False). Their ``token_l2`` is NaN.
-    later: compute only the moments now; the DETAILS (histogram, top dimensions, token
-    norms) are computed from ``x`` when first read or ``complete()``d, so ``x`` must not
-    change meanwhile (exactly the same numbers as computing them at once)."""
-    threads = torch.get_num_threads()
-    if _OPENMP and threads > 1 and x.device.type == "cpu" and x.numel() < ONE_THREAD_BELOW:
-        torch.set_num_threads(1)
-        try:
-            return _tensor_stats(x, hist, topk, valid, later)
-        finally:
-            torch.set_num_threads(threads)
+    later: compute only the moments now; the DETAILS (histogram, shares of negatives and
+    zeros, top dimensions, token norms) are computed from ``x`` when first read or
+    ``complete()``d, so ``x`` must not change meanwhile (the same numbers as at once)."""
+    if _small(x):
+        return _one_thread(_tensor_stats, x, hist, topk, valid, later)
     return _tensor_stats(x, hist, topk, valid, later)
 
 
@@ -258,9 +254,8 @@ def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
     stats = NodeStats.later(count=n, n_nan=n_nan, n_inf=n_inf, hist_range=hist, **moments)
     details = partial(_details, x, all_rows, rows, values, keep, finite_mask, hist,
                       topk, mx, (neg_inf, pos_inf))
-    if later:
-        small = x.device.type == "cpu" and x.numel() < ONE_THREAD_BELOW
-        stats._pending = _Pending(partial(_one_thread, details) if small else details)
+    if later:  # computed on another thread, which may have more torch threads
+        stats._pending = _Pending(partial(_one_thread, details) if _small(x) else details)
     else:
         stats._fill(details())
     return stats
@@ -269,7 +264,8 @@ def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
 def _details(x, all_rows, rows, values, keep, finite_mask, hist: HistRange,
              topk: int, mx: float, infs: tuple[int, int]) -> dict:
     """The statistics beyond the moments: the fixed-bin histogram, the shares of negatives
-    and zeros, the top dimensions and every vector's L2 norm (``tensor_stats`` computes them at once, or later)."""
+    and zeros, the top dimensions and every vector's L2 norm (``tensor_stats`` computes
+    them at once, or later)."""
     neg_inf, pos_inf = infs
     m = values.numel()
     if m:
@@ -301,8 +297,13 @@ def _details(x, all_rows, rows, values, keep, finite_mask, hist: HistRange,
                 frac_zero=frac_zero)
 
 
+def _small(x: torch.Tensor) -> bool:
+    """Whether x's statistics are quicker on one torch thread (ONE_THREAD_BELOW)."""
+    return x.device.type == "cpu" and x.numel() < ONE_THREAD_BELOW
+
+
 def _one_thread(fn, *args):
-    """Run ``fn`` as tensor_stats runs small tensors' statistics: on one torch thread."""
+    """``fn(*args)`` on one torch thread (small tensors' statistics)."""
     threads = torch.get_num_threads()
     if not (_OPENMP and threads > 1):
         return fn(*args)

@@ -28,6 +28,12 @@ MAX_CHIPS = 96  # chips drawn for a long prompt (the count shows them all; 200 t
 CHIP_COLOURS = ("#dce8fb", "#fbe8d0")
 
 
+def nice_below(x: float) -> float:
+    """The largest 1, 2 or 5 times a power of ten that is at most x (x > 0)."""
+    power = 10.0 ** math.floor(math.log10(x))
+    return max(m * power for m in (1, 2, 5) if m * power <= x * (1 + 1e-9))
+
+
 def _short(text: str, limit: int = 12) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -67,8 +73,6 @@ class GenerationPanel(QWidget):
         box = self.settings_box  # its widgets, as the panel's own
         self.max_tokens, self.leave_room, self.sample = box.max_tokens, box.leave_room, box.sample
         self.temperature, self.top_k, self.top_p, self.seed = box.temperature, box.top_k, box.top_p, box.seed
-        self.max_tokens.valueChanged.connect(lambda _: self.update_chips())
-        self.leave_room.toggled.connect(lambda _: self.update_chips())
 
         self.generate_button = QPushButton("Generate  (Ctrl+Enter)")
         self.generate_button.clicked.connect(self.request_run)
@@ -129,6 +133,9 @@ class GenerationPanel(QWidget):
         self._retokenize = QTimer(self, singleShot=True, interval=120)
         self._retokenize.timeout.connect(self.update_chips)
         self.prompt.textChanged.connect(self._retokenize.start)
+        # the note on cropping depends on them too
+        for changed in (self.max_tokens.valueChanged, self.leave_room.toggled):
+            changed.connect(lambda _: self._retokenize.start())
         session.stepsChanged.connect(self.update_output)
         session.on_pass(self.update_topk)
         session.modelChanged.connect(self.update_chips)
@@ -224,13 +231,19 @@ class GenerationPanel(QWidget):
         self.token_ids = ids
         more = f" … {len(ids) - MAX_CHIPS} more" if len(ids) > MAX_CHIPS else ""
         self.chips.setHtml(self._chip_html(ids[:MAX_CHIPS]) + more)
-        note = ""
-        if ctx and ids:
-            kept, notices = prepare_prompt(ids, ctx, new_tokens=self.max_tokens.value(),
+        note, notices = "", []
+        if ctx and ids:  # short here (a narrow column); the whole notice in the tooltip
+            new = self.max_tokens.value()
+            kept, notices = prepare_prompt(ids, ctx, new_tokens=new,
                                            leave_room=self.leave_room.isChecked())
-            if notices:
-                note = f" — <span style='color:#b06000'>{html.escape('; '.join(notices))}</span>"
+            parts = [f"the last {len(kept)} run"] if len(kept) < len(ids) else []
+            if not self.leave_room.isChecked() and new > ctx - len(kept):
+                parts.append(f"slow after {ctx - len(kept)} new")
+            if parts:
+                note = f" — <span style='color:#b06000'>{html.escape('; '.join(parts))}</span>"
         self.token_count.setText(f"{len(ids)} tokens{note}")
+        tip = "; ".join(notices)
+        self.token_count.setToolTip(tip[:1].upper() + tip[1:])
 
     @staticmethod
     def _chip_html(ids: list[int]) -> str:
@@ -333,7 +346,12 @@ class GenerationPanel(QWidget):
         if current.batch is not None:
             what = "after prompt s0"
         self.topk_what.setText(f"Next token {what}")
-        self.topk_plot.setXRange(0, max(probs) * 1.05 or 1.0)
+        top = max(probs) or 1.0
+        self.topk_plot.setXRange(0, top * 1.05)
+        # two labels: automatic ones ran together ("5e-050.0001") on a narrow plot; the
+        # second a round number well inside the axis (one at its end is not drawn)
+        mark = nice_below(0.7 * top)
+        set_ticks(self.topk_plot.getAxis("bottom"), [[(0.0, "0"), (mark, f"{mark:g}")]])
         self.topk_plot.setYRange(-0.6, len(probs) - 0.4)
 
     def _candidate_label(self, piece: str, prob: float) -> str:

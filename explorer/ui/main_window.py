@@ -87,6 +87,7 @@ class MainWindow(QMainWindow):
 
         s = self.session
         s.statusChanged.connect(self.status_text.setText)
+        s.statusChanged.connect(self.status_text.setToolTip)  # a long line is cut: hover reads it
         s.busyChanged.connect(lambda on: self.busy.setVisible(on or self.loading))
         s.errorRaised.connect(lambda title, text: self.warn(self, title, text))
         s.modelRequested.connect(self.load_model)

@@ -16,13 +16,12 @@ def test_prepare_prompt_crops_for_the_new_tokens_and_says_why():
     ids = list(range(1, 71))  # 70 tokens, context 64
     kept, notices = prepare_prompt(ids, CTX, new_tokens=10, leave_room=True)
     assert kept == ids[-54:] and len(notices) == 1
-    assert notices[0] == ("the prompt has 70 tokens but 10 new tokens must fit in the context "
-                          "of 64: the first 16 were dropped")
+    assert notices[0] == "the first 16 were dropped to leave room for 10 new tokens (context 64)"
     kept, notices = prepare_prompt(ids, CTX, new_tokens=10)
     assert kept == ids[-64:] and len(notices) == 2
-    assert "the first 6 were dropped" in notices[0]
-    assert notices[1].startswith("the context is full after 0 new tokens: each later token "
-                                 "recomputes all 64 positions")
+    assert notices[0] == "the first 6 were dropped (context 64)"
+    assert notices[1] == ("the context is full after 0 new tokens: later ones recompute all 64 "
+                          "positions without the KV cache (slow)")
     kept, notices = prepare_prompt(ids[:60], CTX, new_tokens=10)
     assert kept == ids[:60] and "full after 4 new tokens" in notices[0]
     assert prepare_prompt(ids[:50], CTX, new_tokens=10) == (ids[:50], [])

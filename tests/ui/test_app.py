@@ -348,14 +348,19 @@ def test_a_prompt_that_fills_the_context_leaves_room_or_says_it_will_be_slow(qtb
     panel.prompt.setPlainText(" a" * 70)
     panel.max_tokens.setValue(10)
     assert panel.leave_room.isChecked()  # the default: the KV cache keeps working
-    qtbot.waitUntil(lambda: len(panel.token_ids) == 70, timeout=5_000)
-    assert "10 new tokens must fit in the context of 64: the first 16 were dropped" in \
-        panel.token_count.text()
+    qtbot.waitUntil(lambda: "the last 54 run<" in panel.token_count.text(), timeout=5_000)
+    assert panel.token_count.text().startswith("70 tokens — ")
+    assert panel.token_count.toolTip() == ("The first 16 were dropped to leave room for 10 "
+                                           "new tokens (context 64)")
+    assert len(panel.token_ids) == 70
     run_and_wait(qtbot, window, max_tokens=10)
     assert len(window.session.prompt.ids) == 54 and len(window.session.steps) == 10
     assert "the first 16 were dropped" in window.status_text.text()
+    assert window.status_text.toolTip() == window.status_text.text()  # whole, when cut
     panel.leave_room.setChecked(False)
-    assert "the context is full after 0 new tokens" in panel.token_count.text()
+    qtbot.waitUntil(lambda: "the last 64 run; slow after 0 new<" in panel.token_count.text(),
+                    timeout=5_000)
+    assert "the context is full after 0 new tokens" in panel.token_count.toolTip()
     run_and_wait(qtbot, window, max_tokens=10)
     assert len(window.session.prompt.ids) == 64 and len(window.session.steps) == 10
     assert window.generation.settings().leave_room is False

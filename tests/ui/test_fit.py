@@ -48,6 +48,8 @@ def test_every_next_token_label_fits_its_axis(qtbot, make_window):
     a blank row): long pieces are cut to fit, the probability always shows."""
     from PySide6.QtGui import QFontMetrics
 
+    from explorer.ui.generation_panel import nice_below
+
     window = make_window("gpt2-small")
     run_and_wait(qtbot, window, max_tokens=1)
     panel, current = window.generation, window.session.current
@@ -58,6 +60,11 @@ def test_every_next_token_label_fits_its_axis(qtbot, make_window):
     for text, prob in zip(labels, current.top_probs):
         assert text.endswith(f" {prob:.2g}") and len(text) > len(f" {prob:.2g}")
         assert metrics.horizontalAdvance(text) <= panel._axis_width - 8
+    bottom = panel.topk_plot.getAxis("bottom")  # two labels that cannot run together
+    (zero, (mark, text)), = bottom._tickLevels
+    top = max(current.top_probs)
+    assert zero == (0.0, "0") and 0.28 * top < mark <= 0.7 * top and float(text) == mark
+    assert [nice_below(x) for x in (0.000126, 0.7, 0.35, 3e-5, 0.2)] == [1e-4, 0.5, 0.2, 2e-5, 0.2]
     long = panel._candidate_label(" internationalisation", 0.000123)
     assert long.startswith("·intern") and "…" in long and long.endswith(" 0.00012")
     assert panel.topk_what.text() == "Next token after the prompt"
