@@ -8,20 +8,32 @@ import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QSettings  # noqa: E402
+from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
 
 from explorer.core.sources import ModelSpec  # noqa: E402
 from explorer.ui.main_window import MainWindow  # noqa: E402
 
 
 def waiter(app):
+    """``wait(done)``: run the event loop until ``done()``, looking every 5 ms. The GUI
+    thread sleeps in between, as in the app (a loop of processEvents() calls would keep
+    asking for the GIL and slow the engine's Python down)."""
     def wait(done, limit: float = 900.0) -> None:
         end = time.monotonic() + limit
-        while not done():
-            if time.monotonic() > end:
-                raise TimeoutError
-            app.processEvents()
-            time.sleep(0.001)
+        loop = QEventLoop()
+        timer = QTimer(interval=5)
+
+        def look() -> None:
+            if done() or time.monotonic() > end:
+                loop.quit()
+
+        timer.timeout.connect(look)
+        timer.start()
+        if not done():
+            loop.exec()
+        timer.stop()
+        if not done():
+            raise TimeoutError
     return wait
 
 
