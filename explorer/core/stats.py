@@ -24,6 +24,7 @@ from functools import partial
 import numpy as np
 import torch
 
+from .cpu_work import chunks, one_torch_thread
 from .nodes import HistRange
 
 DETAILS = ("top_dims", "top_values", "token_l2", "hist", "under", "over", "frac_neg", "frac_zero")
@@ -62,8 +63,7 @@ class NodeStats:
     # needs) and leave the details (DETAILS) to a function that computes them from the
     # node's kept tensor later, on the engine's thread (``complete``) or on first read.
     @classmethod
-    def later(cls, **fields) -> "NodeStats":
-        """Stats whose DETAILS are filled in later (by ``_fill``)."""
+    def later(cls, **fields) -> "NodeStats":  # DETAILS filled in later by _fill
         stats = cls.__new__(cls)
         stats.__dict__.update(fields, _pending=None)
         return stats
@@ -126,41 +126,6 @@ def histogram(values: torch.Tensor, hist: HistRange, mx: float) -> tuple[np.ndar
     return counts[1:bins + 1], under, over
 
 
-# On a CPU, statistics of a large tensor go through it a chunk at a time, with a scratch
-# buffer that is reused (per thread): a temporary as large as the tensor is fresh memory
-# whose first touch costs more than the arithmetic (at 12 million values, one thread:
-# 29-31 ms to write (x - mean)^2 into a new tensor, 5 ms chunk by chunk into a reused
-# one). Not reentrant: one chunks() loop at a time per thread.
-CHUNK = 1 << 18
-_LOCAL = threading.local()
-
-
-def chunks(values: torch.Tensor, one_thread: bool = False):
-    """(part, scratch) pairs over a 1-D tensor; on a GPU one part and no scratch.
-
-    one_thread: the loop runs on one torch thread. A chunk's operations are too small to
-    be worth waking other threads for, and on any thread but the main one each such
-    parallel region costs far more: measured on the engine's thread (2 cores), a
-    (1024, 50257) tensor's histogram took 209 ms on two torch threads, 72 ms on one."""
-    if values.device.type != "cpu":
-        yield values, None
-        return
-    buf = getattr(_LOCAL, "scratch", None)
-    if buf is None:
-        with torch.inference_mode(False):  # a normal tensor: usable in and out of it
-            buf = _LOCAL.scratch = torch.empty(CHUNK)
-    threads = torch.get_num_threads()
-    single = one_thread and _OPENMP and threads > 1
-    if single:
-        torch.set_num_threads(1)
-    try:
-        for part in values.split(CHUNK):
-            yield part, buf[:part.numel()]
-    finally:
-        if single:
-            torch.set_num_threads(threads)
-
-
 def _deviation_sums(values: torch.Tensor, mean: torch.Tensor) -> list[float]:
     """sum (x - mean)^2 and sum (x - mean)^4 of ``values``."""
     parts = []
@@ -203,11 +168,6 @@ def _kurtosis(var: float, m4: float) -> float:
 # a (128, 768) tensor's statistics took 0.6 ms on one thread and 1.1 ms on two; a
 # (128, 3072) tensor's were quicker on two.
 ONE_THREAD_BELOW = 1 << 18
-# Only OpenMP builds of torch can change their thread count again and again; the native
-# thread pool warns and keeps its size.
-_OPENMP = "parallel backend: OpenMP" in torch.__config__.parallel_info()
-
-
 def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5,
                  valid: torch.Tensor | None = None, later: bool = False) -> NodeStats:
     """Statistics of a whole tensor; the last axis holds the features.
@@ -317,14 +277,8 @@ def _small(x: torch.Tensor) -> bool:
 
 def _one_thread(fn, *args):
     """``fn(*args)`` on one torch thread (small tensors' statistics)."""
-    threads = torch.get_num_threads()
-    if not (_OPENMP and threads > 1):
+    with one_torch_thread():
         return fn(*args)
-    torch.set_num_threads(1)
-    try:
-        return fn(*args)
-    finally:
-        torch.set_num_threads(threads)
 
 
 class _Pending:

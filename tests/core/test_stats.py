@@ -157,10 +157,10 @@ def test_small_tensors_run_on_one_thread_and_give_the_thread_count_back(threads)
             s = tensor_stats(x, H)
         finally:
             torch.linalg.vector_norm = real
-        import explorer.core.stats as stats_module
+        from explorer.core.cpu_work import _OPENMP
 
         # OpenMP builds switch to one thread; the native pool cannot, and is left alone
-        assert seen == [1 if stats_module._OPENMP else threads]
+        assert seen == [1 if _OPENMP else threads]
         assert torch.get_num_threads() == threads
         ref = numpy_reference(x.numpy(), H)
         assert (s.min, s.max) == (pytest.approx(ref["min"]), pytest.approx(ref["max"]))
@@ -170,3 +170,35 @@ def test_small_tensors_run_on_one_thread_and_give_the_thread_count_back(threads)
         assert torch.get_num_threads() == threads
     finally:
         torch.set_num_threads(before)
+
+
+def test_several_chunks_give_the_numbers_of_one_pass():
+    """Large tensors go through the statistics a chunk at a time (cpu_work.chunks): over
+    three chunks and a part, the histogram is torch.histc's and the moments numpy's."""
+    from explorer.core.cpu_work import CHUNK
+
+    x = torch.randn(3 * CHUNK + 17, generator=torch.Generator().manual_seed(5)) * 3
+    x[:1000] = 0.0
+    x[-5:] = 25.0  # above the range
+    s = tensor_stats(x.reshape(-1, 1), H)
+    expected = torch.histc(x[(x >= H.lo) & (x <= H.hi)], bins=H.bins, min=H.lo, max=H.hi)
+    np.testing.assert_array_equal(s.hist, expected.long().numpy())
+    assert (s.under, s.over) == (int((x < H.lo).sum()), int((x > H.hi).sum()))
+    ref = x.double().numpy()
+    assert s.std == pytest.approx(ref.std(), rel=1e-6)
+    kurtosis = ((ref - ref.mean()) ** 4).mean() / ref.var() ** 2 - 3
+    assert s.kurtosis == pytest.approx(kurtosis, rel=1e-3)  # float32 sums of 4th powers
+    assert s.frac_zero == 1000 / x.numel() and s.frac_neg == pytest.approx((ref < 0).mean())
+
+
+def test_chunk_loops_run_on_one_thread_and_give_the_count_back():
+    from explorer.core.cpu_work import _OPENMP, CHUNK, chunks
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        inside = [torch.get_num_threads() for _ in chunks(torch.zeros(3 * CHUNK), one_thread=True)]
+        assert inside == [1 if _OPENMP else 2] * 3 and torch.get_num_threads() == 2
+        assert [torch.get_num_threads() for _ in chunks(torch.zeros(10))] == [2]
+    finally:
+        torch.set_num_threads(threads)
