@@ -8,48 +8,68 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .nodes import (EMBEDDINGS, block_hook_name, block_nodes, layer_of, node_for_hook,
-                    residual_branches)
+from .nodes import input_node, node_for_hook, residual_branches
 
+# Texts with {names}: filled in from the loaded config (``numbers``), never fixed.
 WHAT = {
-    "embedding": "Turns each token id (or each position) into a vector of learned numbers. "
-                 "Nothing is computed yet: it is a table lookup.",
+    "embedding": "Turns each token id (or each position) into a vector of {c} learned numbers. "
+                 "Nothing is computed yet: it is a table lookup ({vocab} token rows, {ctx} "
+                 "position rows).",
     "norm": "Rescales every token's vector on its own: subtract its mean, divide by its "
-            "standard deviation, then apply a learned scale and shift per dimension.",
+            "standard deviation, then apply a learned scale and shift per dimension. Like "
+            "marks from subjects graded on different scales, put on one scale before they "
+            "are compared: no feature can drown out the others by its size alone.",
     "attention": "Lets each token look at the tokens before it: queries meet keys to give "
                  "weights, and each token receives a weighted mix of the values, one mix per "
-                 "head; out_proj then combines the heads.",
+                 "head ({heads} heads of {head_dim} values); out_proj then combines the heads.",
     "pattern": "The attention weights themselves: for every head, how much each token (row) "
                "takes from each earlier token (column). Each row sums to 1.",
-    "dropout": "During training, zeroes a random share of the values and scales the rest up "
-               "so the expected value stays the same; when the model is used, it does nothing.",
+    "dropout": "During training, zeroes a random share ({drop}) of the values and scales the "
+               "rest up so the expected value stays the same. It keeps the model from leaning "
+               "on a few values, against overfitting; when the model is used (eval mode) it "
+               "does nothing.",
     "add": "The residual connection: adds the block's branch to the shortcut — the vector "
            "that skipped the branch — so information and gradients can pass around it.",
-    "linear": "A learned matrix multiplication applied to every token separately.",
+    "linear": "A learned matrix multiplication applied to every token separately: each output "
+              "value is a weighted score of all the token's input values (plus a bias), one "
+              "set of weights per output value.",
     "gelu": "A smooth non-linearity: passes positive values almost unchanged, squashes "
-            "negative ones towards zero with a small dip near -0.75.",
-    "ffn": "The feed-forward block: widen each token to 4x the embedding size, apply GELU, "
-           "and narrow it back. It works on each token on its own.",
-    "logits": "Scores every token of the vocabulary as the next token; softmax turns the "
-              "scores into probabilities.",
+            "negative ones towards zero with a small dip near -0.75. Without it the two "
+            "Linear layers around it would collapse into one linear map.",
+    "ffn": "The feed-forward block: widen each token from {c} to {hidden} values, apply GELU, "
+           "and narrow it back to {c}. It works on each token on its own.",
+    "logits": "Scores every token of the vocabulary ({vocab} of them) as the next token; "
+              "softmax turns the scores into probabilities.",
 }
 
 MISTAKE = {
-    "embedding": "The position embedding is added, not concatenated: the width stays emb_dim.",
-    "norm": "LayerNorm normalises each token over its own features, not over the batch "
+    "embedding": "The position embedding is added, not concatenated: the width stays {c}.",
+    "norm": "LayerNorm normalises each token over its own {c} features, not over the batch "
             "(that is BatchNorm); it uses the biased variance (divide by n).",
     "attention": "The causal mask makes later tokens invisible to earlier ones; the output "
-                 "has the same shape as the input.",
+                 "has the same shape as the input ({c} values per token).",
     "pattern": "Rows, not columns, sum to 1; the upper triangle is zero because of the mask.",
     "dropout": "Dropout is not applied when generating (eval mode): seeing values change "
                "here would mean the model was left in training mode.",
     "add": "The shortcut is added, not concatenated: the shape does not change.",
     "linear": "The weight is stored as (out, in) and applied as x @ W.T.",
     "gelu": "GELU is not ReLU: negative inputs give small negative outputs, not zeros.",
-    "ffn": "The feed-forward block does not change the embedding size: 768 in, 768 out, "
-           "only 3072 inside.",
+    "ffn": "The feed-forward block does not change the embedding size: {c} in, {c} out, "
+           "only {hidden} inside.",
     "logits": "These are not probabilities yet: softmax is applied afterwards.",
 }
+
+
+def numbers(cfg=None) -> dict[str, str]:
+    """The values the texts name, from a GPTConfig (symbolic names without one)."""
+    if cfg is None:
+        return {"c": "emb_dim", "hidden": "hidden_dim", "vocab": "vocab_size",
+                "ctx": "context_length", "heads": "n_heads", "head_dim": "head_dim",
+                "drop": "drop_rate"}
+    return {"c": f"{cfg.emb_dim:,}", "hidden": f"{cfg.hidden_dim:,}",
+            "vocab": f"{cfg.vocab_size:,}", "ctx": f"{cfg.context_length:,}",
+            "heads": str(cfg.n_heads), "head_dim": str(cfg.head_dim),
+            "drop": f"{cfg.drop_rate:g}"}
 
 
 @dataclass(frozen=True)
@@ -69,31 +89,19 @@ def _token_std(array: np.ndarray, position: int) -> float:
 
 
 def _input_of(name: str, views: dict, norm_position: str) -> str | None:
-    """The node whose output feeds this one, from the node table: the previous node at the
-    same level of the block, or for the block's first node the block's input (the
-    previous block's last node, or the embeddings' dropout)."""
-    layer = layer_of(name)
-    if layer is None:
-        return None
-    node = node_for_hook(name)
-    siblings = [n.key for n in block_nodes(norm_position) if n.parent == node.parent]
-    i = siblings.index(node.key)
-    if i > 0:
-        source = block_hook_name(layer, siblings[i - 1])
-    elif node.parent is None:
-        source = EMBEDDINGS if layer == 0 else block_hook_name(layer - 1, siblings[-1])
-    else:
-        return None
+    source = input_node(name, norm_position)
     return source if source in views else None
 
 
 def explain(name: str, views: dict, pieces: list[str], position: int | None = None,
-            norm_position: str = "pre") -> Explanation:
-    """Explain ``name`` using the captured ``views`` of one pass (prompt pieces given)."""
+            norm_position: str = "pre", cfg=None) -> Explanation:
+    """Explain ``name`` using the captured ``views`` of one pass (prompt pieces given);
+    ``cfg`` (the loaded GPTConfig) fills in the texts' numbers."""
     node = node_for_hook(name)
     view = views.get(name)
-    what = WHAT[node.kind] + " " + node.description
-    mistake = MISTAKE[node.kind]
+    values = numbers(cfg)
+    what = WHAT[node.kind].format(**values) + " " + node.description
+    mistake = MISTAKE[node.kind].format(**values)
     if view is None:
         return Explanation(name, what, "Run a prompt to see what it did here.", mistake)
     array = view.array
@@ -119,10 +127,11 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
                 before = _token_std(views[source].array, pos)
                 after = _token_std(array, pos)
                 parts.append(f"It brought token {token} from std {before:.3g} to {after:.3g}.")
-        elif node.key == "ff.layers.0":
-            parts.append(f"It widened each token from {width // 4} to {width} values.")
-        elif node.key == "ff.layers.2":
-            parts.append(f"It narrowed each token from {width * 4} back to {width} values.")
+        elif node.key in ("ff.layers.0", "ff.layers.2"):
+            source = _input_of(name, views, norm_position)
+            if source:
+                verb = "widened" if views[source].shape[-1] < width else "narrowed"
+                parts.append(f"It {verb} each token from {views[source].shape[-1]} to {width} values.")
         elif node.kind == "gelu":
             source = _input_of(name, views, norm_position)
             if source and views[source].array is not None:

@@ -224,6 +224,24 @@ def residual_nodes(norm_position: str = "pre") -> tuple[str, str]:
     return ("add1", "add2") if norm_position == "pre" else ("norm1", "norm2")
 
 
+def input_node(hook_name: str, norm_position: str = "pre") -> str | None:
+    """The node whose output feeds this one: the previous node at the same level of the
+    block; for a first child (Linear 1, the attention pattern) what feeds its parent; for
+    the block's first node the block's input (the previous block's last node, or the
+    embeddings' dropout). None outside the blocks."""
+    layer = layer_of(hook_name)
+    if layer is None:
+        return None
+    node = node_for_hook(hook_name)
+    siblings = [n.key for n in block_nodes(norm_position) if n.parent == node.parent]
+    i = siblings.index(node.key)
+    if i > 0:
+        return block_hook_name(layer, siblings[i - 1])
+    if node.parent is not None:
+        return input_node(block_hook_name(layer, node.parent), norm_position)
+    return EMBEDDINGS if layer == 0 else block_hook_name(layer - 1, siblings[-1])
+
+
 def drawn_beside(norm_position: str = "pre") -> dict[str, Node]:
     """Nodes the block graph draws beside another instead of in the forward chain: the
     attention pattern beside attention. Key: the node it sits beside."""

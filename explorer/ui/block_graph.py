@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsItem, QGraphicsPat
 from ..core.nodes import (BLOCK_INPUT, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, Node,
                           block_hook_name, block_nodes, block_output, drawn_beside, layer_of,
                           shortcut_sources)
+from ..core.quiz import SHAPES
 from .session import Session
 
 NODE_W, NODE_H, ROW = 190.0, 36.0, 62.0
@@ -144,6 +145,7 @@ class BlockGraphView(QWidget):
         session.on_pass(self.refresh)  # in a loop turn of its own
         session.nodeChanged.connect(self._on_node)
         session.markChanged.connect(self.mark_divergence)
+        session.coverChanged.connect(lambda _: self.refresh())
         if session.model is not None:  # a view made after the model loaded starts from it
             self.rebuild()
 
@@ -262,19 +264,22 @@ class BlockGraphView(QWidget):
     def refresh(self) -> None:
         current = self.session.current
         info = self.session.model
+        shapes = not self.session.covers(SHAPES)  # a Learn question may ask for them
         for name, label in self.edge_labels.items():
             view = current.views.get(name) if current else None
-            label.setText(str(view.shape) if view else "")
+            label.setText(str(view.shape) if view and shapes else "")
         for name, item in self.items.items():
             view = current.views.get(name) if current else None
-            if view is None:
+            if self.session.covered:  # a Learn question is open: the name only
+                item.setToolTip(name)
+            elif view is None:
                 item.setToolTip(f"{name}\n{item.node.description}")
-                continue
-            s = view.stats
-            item.setToolTip(
-                f"{name}\n{item.node.description}\nshape {view.shape}\n"
-                f"mean {s.mean:.4g}   std {s.std:.4g}\nmin {s.min:.4g}   max {s.max:.4g}\n"
-                f"abs-max {s.absmax:.4g}   RMS {s.rms:.4g}")
+            else:
+                s = view.stats
+                item.setToolTip(
+                    f"{name}\n{item.node.description}\nshape {view.shape}\n"
+                    f"mean {s.mean:.4g}   std {s.std:.4g}\nmin {s.min:.4g}   max {s.max:.4g}\n"
+                    f"abs-max {s.absmax:.4g}   RMS {s.rms:.4g}")
         self.recolour()
         self._on_node(self.session.node)
         self.strip.update()

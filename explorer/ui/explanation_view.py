@@ -40,8 +40,9 @@ class ExplanationView(LazyRefresh, QWidget):
         position = None if current is None or current.step is None else 0
         if current is not None and current.step is not None:
             pieces = [f"generated token {current.step}"]
-        norm_position = self.session.model.config.norm_position if self.session.model else "pre"
-        e = explain(self.session.node, views, pieces, position, norm_position)
+        cfg = self.session.model.config if self.session.model else None
+        e = explain(self.session.node, views, pieces, position,
+                    cfg.norm_position if cfg else "pre", cfg)
         self.text.setText(
             f"<h3>{html.escape(e.node)}</h3>"
             f"<p><b>What it does.</b> {html.escape(e.what)}</p>"

@@ -128,7 +128,6 @@ class InspectorView(QWidget):
         session.on_pass(self.refresh)  # in a loop turn of its own
         session.completed.connect(lambda: self._waiting and self.refresh())
         session.modelChanged.connect(self.refresh)
-        session.hiddenChanged.connect(lambda _: self.refresh())
         self.refresh()
 
     # ------------------------------------------------------------------ showing
@@ -150,11 +149,6 @@ class InspectorView(QWidget):
     def refresh(self) -> None:
         view = self.session.view()
         name = self.session.node
-        if self.session.hidden:
-            self.title.setText(f"<b>{name}</b><br>Predict first: answer the question in the "
-                               "Learn tab to reveal this tensor.")
-            self._clear("Answer the question in the Learn tab to see it")
-            return
         if view is None:
             self.title.setText(f"<b>{name}</b><br>Run a prompt (Ctrl+Enter) to see its values.")
             self._clear("Run a prompt (Ctrl+Enter) to see its values")

@@ -24,6 +24,7 @@ from .first_run import FirstRunBanner
 from .jobs import JobRunner
 from .session import Session
 from .placement import first_size, fit_to_screen, style_dock_tabs
+from .cover import Cover
 from .views import VIEWS
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.bin *.pth *.pt *.ckpt *.index);;All files (*)"
@@ -59,6 +60,8 @@ class MainWindow(QMainWindow):
             widget = spec_.cls(self.session, self.engine)
             self.views[spec_.key] = widget
             setattr(self, spec_.attr, widget)
+            if spec_.covered_by:  # Learn mode's questions cover what would answer them
+                Cover(widget, self.session, spec_.covered_by)
             if spec_.area == "central":
                 self.central = CentralArea(widget, self.docks)  # a view shown large goes here
                 column.addWidget(self.central, 1)

@@ -33,7 +33,7 @@ class Session(QObject):
     stepsChanged = Signal()  # a step was added or the steps were cleared
     layerChanged = Signal(int)
     nodeChanged = Signal(str)  # hook name
-    hiddenChanged = Signal(bool)  # learn mode covers the inspector until an answer
+    coverChanged = Signal(object)  # frozenset of what a Learn question covers (core.quiz)
     markChanged = Signal(str)  # a node to outline (the divergence finder's), "" for none
     busyChanged = Signal(bool)  # a run (prompt, generation, batch, training) is going on
     statusChanged = Signal(str)  # one line about what the window is doing
@@ -50,7 +50,7 @@ class Session(QObject):
         self.current: Pass | None = None  # what the views show
         self.layer = 0
         self.node = block_hook_name(0, FIRST_BLOCK_NODE)
-        self.hidden = False
+        self.covered: frozenset[str] = frozenset()  # what views must not show yet
         self.mark = ""
         self.busy = False
         self.status = ""
@@ -170,10 +170,16 @@ class Session(QObject):
     def request_model(self, spec: ModelSpec) -> None:
         self.modelRequested.emit(spec)
 
-    def set_hidden(self, hidden: bool) -> None:
-        if hidden != self.hidden:
-            self.hidden = hidden
-            self.hiddenChanged.emit(hidden)
+    def set_covered(self, kinds=frozenset()) -> None:
+        """While a Learn-mode question is open, the views cover what would give its
+        answer away (``core.quiz.SHAPES`` / ``ORDER`` / ``VALUES``); empty uncovers."""
+        kinds = frozenset(kinds)
+        if kinds != self.covered:
+            self.covered = kinds
+            self.coverChanged.emit(kinds)
+
+    def covers(self, kind: str) -> bool:
+        return kind in self.covered
 
     # -------------------------------------------------------------------- reads
     def view(self, name: str | None = None) -> NodeView | None:

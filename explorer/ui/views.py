@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.quiz import ORDER, SHAPES, VALUES
+
 from .attention_view import AttentionView
 from .block_graph import BlockGraphView
 from .distributions import DistributionsView
@@ -31,24 +33,31 @@ class ViewSpec:
     area: str  # "central", "right" (tabbed together) or "bottom"
     shortcut: str | None = None  # shows and raises it
     tab: str | None = None  # a shorter text for its tab (the title stays in the menu)
+    covered_by: frozenset = frozenset()  # kinds of Learn question it would answer (core.quiz)
 
     @property
     def tab_text(self) -> str:
         return self.tab or self.title
 
 
+_ORDER, _VALUES = frozenset({ORDER}), frozenset({VALUES})
+_ANY = frozenset({ORDER, SHAPES, VALUES})
 VIEWS = (
-    ViewSpec("graph", "graph", "Block graph", BlockGraphView, "central"),
+    # the graph draws the order (and says Pre-LN or Post-LN); it leaves out shapes itself
+    ViewSpec("graph", "graph", "Block graph", BlockGraphView, "central", covered_by=_ORDER),
     ViewSpec("inspector", "inspector", "Tensor inspector", InspectorView, "right", "Ctrl+1",
-             "Inspector"),
-    ViewSpec("explanation", "explain", "Explain", ExplanationView, "right", "Ctrl+2"),
+             "Inspector", _ANY),
+    ViewSpec("explanation", "explain", "Explain", ExplanationView, "right", "Ctrl+2",
+             covered_by=_ANY),
     ViewSpec("learn", "learn", "Learn", LearnView, "right", "Ctrl+3"),
-    ViewSpec("gelu", "gelu", "GELU", GeluView, "right", "Ctrl+4"),
-    ViewSpec("distributions", "distributions", "Distributions", DistributionsView, "right", "Ctrl+5"),
-    ViewSpec("attention", "attention", "Attention", AttentionView, "right", "Ctrl+6"),
+    ViewSpec("gelu", "gelu", "GELU", GeluView, "right", "Ctrl+4", covered_by=_VALUES),
+    ViewSpec("distributions", "distributions", "Distributions", DistributionsView, "right",
+             "Ctrl+5", covered_by=_VALUES),
+    ViewSpec("attention", "attention", "Attention", AttentionView, "right", "Ctrl+6",
+             covered_by=_VALUES),
     ViewSpec("lens", "lens", "Logit lens", LensView, "right", "Ctrl+7"),
     ViewSpec("ln_compare", "ln_compare", "Pre-LN vs Post-LN", LnCompareView, "right", "Ctrl+8",
-             "Pre/Post-LN"),
+             "Pre/Post-LN", _ORDER),
     ViewSpec("divergence", "divergence", "Divergence", DivergenceView, "right", "Ctrl+9"),
     ViewSpec("train_panel", "train", "Train", TrainPanel, "right", "Ctrl+0"),
     ViewSpec("generation", "generation", "Prompt and generation", GenerationPanel, "bottom",

@@ -93,3 +93,29 @@ def test_post_ln_norms_read_their_own_inputs():
     assert f"from std {before:.3g}" in e.here
     e2 = explain("trf_blocks.1.norm1", views, pieces, norm_position="pre")
     assert e2.here != e.here  # the Pre-LN reading would take the previous block's output
+
+
+@pytest.mark.parametrize("name", ["tiny", "gpt2-small", "gpt2-medium", "gpt2-xl"])
+def test_every_number_in_the_texts_comes_from_the_loaded_config(name):
+    cfg = preset(name)
+    c, hidden = f"{cfg.emb_dim:,}", f"{cfg.hidden_dim:,}"
+    ff = explain("trf_blocks.0.ff", {}, [], cfg=cfg)
+    assert f"{c} in, {c} out, only {hidden} inside" in ff.mistake
+    assert f"from {c} to {hidden} values" in ff.what
+    att = explain("trf_blocks.0.att", {}, [], cfg=cfg)
+    assert f"{cfg.n_heads} heads of {cfg.head_dim} values" in att.what
+    assert f"({cfg.vocab_size:,} of them)" in explain("out_head", {}, [], cfg=cfg).what
+    assert f"({cfg.drop_rate:g})" in explain("trf_blocks.0.drop1", {}, [], cfg=cfg).what
+    for node in all_hook_names(cfg)[:20]:
+        e = explain(node, {}, [], cfg=cfg)
+        text = e.what + e.mistake
+        assert "{" not in text
+        other = {"768", "3,072", "1,024", "4,096"} - {c, hidden, f"{cfg.context_length:,}"}
+        assert not [n for n in other if re.search(rf"\b{n}\b", text)], (name, node, text)
+
+
+def test_the_seeds_analogies_and_dropouts_purpose():
+    assert "on one scale" in explain("trf_blocks.0.norm1", {}, []).what
+    assert "weighted score" in explain("trf_blocks.0.ff.layers.0", {}, []).what
+    dropout = explain("trf_blocks.0.drop1", {}, []).what
+    assert "overfitting" in dropout and "does nothing" in dropout

@@ -1,33 +1,134 @@
+"""Learn mode's questions: every answer and every feedback line comes from the live
+tensors of a pass, for every node of Pre-LN, Post-LN and a wider feed-forward."""
+
+import random
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.core.capture import Capture
 from explorer.core.config import preset
-from explorer.core.quiz import (Score, first_node_question, norm_question, question_for,
-                                shape_question, width_question)
+from explorer.core.model import build_model
+from explorer.core.nodes import all_hook_names, block_hook_name, node_for_hook
+from explorer.core.quiz import (ORDER, SHAPES, VALUES, Live, Score, first_node_question,
+                                question_for, questions_for, shape_question, width_question)
+
+CONFIGS = {"pre": preset("tiny"), "post": preset("tiny", norm_position="post"),
+           "wide": preset("tiny", emb_dim=48, n_heads=3)}
 
 
-def test_shape_question_has_the_right_answer_and_the_seeds_distractors():
-    cfg = preset("gpt2-small")
-    q = shape_question("trf_blocks.0.ff.layers.0", cfg, batch=2, tokens=3, seed=1)
-    assert q.options[q.answer] == "(2, 3, 3072)" and len(set(q.options)) == 4
-    assert {"(2, 3, 768)", "(2, 3, 192)", "(6, 3072)"} <= set(q.options)
-    assert q.check(q.answer) and not q.check((q.answer + 1) % 4)
-    pattern = shape_question("trf_blocks.0.att.attn_weights", cfg, 2, 3)
-    assert pattern.options[pattern.answer] == "(2, 12, 3, 3)"
+def capture(cfg, train=False, seed=3):
+    model = build_model(cfg, seed=seed)
+    model.train(train)
+    torch.manual_seed(0)
+    ids = torch.tensor([[464, 1049, 11, 290], [40, 716, 257, 3797]])[:, :3]  # a 2 x 3 batch
+    with torch.no_grad(), Capture(model, tensors=True, attention=True) as cap:
+        model(ids)
+    return cap.views()
 
 
-def test_first_node_depends_on_the_norm_position():
-    pre = first_node_question(preset("tiny"))
-    post = first_node_question(preset("tiny", norm_position="post"))
-    assert pre.options[pre.answer] == "LayerNorm 1"
-    assert post.options[post.answer] == "Multi-head attention"
+@pytest.fixture(scope="module")
+def passes():
+    return {key: capture(cfg) for key, cfg in CONFIGS.items()}
 
 
-def test_width_and_norm_questions():
-    cfg = preset("gpt2-small")
-    assert width_question("trf_blocks.0.ff.layers.0", cfg).answer == 0  # yes: 768 -> 3072
-    assert width_question("trf_blocks.0.norm1", cfg).answer == 1  # no
-    q = norm_question(preset("tiny", norm_position="post"))
-    assert q.options[q.answer].startswith("Post-LN")
-    kinds = {question_for("trf_blocks.0.norm1", cfg, 1, 4, seed).text.split()[0] for seed in range(4)}
-    assert len(kinds) >= 3
+def every_question(views, cfg):
+    for name in all_hook_names(cfg):
+        for asked in range(len(questions_for(name, cfg.norm_position))):
+            yield name, question_for(name, views, cfg.norm_position, asked, seed=asked)
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_every_node_gets_well_formed_questions_of_its_own(passes, key):
+    cfg, views = CONFIGS[key], passes[key]
+    for name, q in every_question(views, cfg):
+        assert 2 <= len(q.options) <= 4 and len(set(q.options)) == len(q.options), (name, q)
+        assert 0 <= q.answer < len(q.options) and q.hides <= {SHAPES, ORDER, VALUES}
+        for choice in range(len(q.options)):
+            text = q.feedback(choice)
+            assert "&#" not in text and "&amp;" not in text
+            assert text.startswith("Right." if choice == q.answer else "Not quite")
+        assert len(questions_for(name, cfg.norm_position)) >= 2  # they vary per node
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_shape_and_width_answers_are_the_live_tensors(passes, key):
+    cfg, views = CONFIGS[key], passes[key]
+    for name in all_hook_names(cfg):
+        live = Live(name, views, cfg.norm_position)
+        q = shape_question(live, random.Random(1))
+        assert q.options[q.answer] == str(views[name].shape)
+        assert q.explanation.startswith(str(views[name].shape))
+        assert "What shape comes out of" in q.text
+        w = width_question(live, random.Random(2))
+        assert w.options[w.answer] == str(views[name].shape[-1])
+    pattern = views[block_hook_name(0, "att.attn_weights")]
+    assert pattern.shape == (2, cfg.n_heads, 3, 3)  # the last dimension is the tokens, not 1
+    live = Live(block_hook_name(1, "ff.layers.0"), views, cfg.norm_position)
+    w = width_question(live, random.Random(0))
+    assert w.options[w.answer] == str(4 * cfg.emb_dim)
+    assert f"it went in with {cfg.emb_dim}" in w.explanation
+
+
+def test_the_first_operation_keeps_the_seeds_distractors_and_says_why(passes):
+    seeds = {"LayerNorm 1 (norm1)", "Multi-head attention (att)", "Feed-forward (ff)",
+             "Dropout (drop_shortcut)"}
+    for key, first, right in (("pre", "norm1", "LayerNorm 1 (norm1)"),
+                              ("post", "att", "Multi-head attention (att)")):
+        cfg, views = CONFIGS[key], passes[key]
+        for seed in range(20):
+            q = first_node_question(Live(block_hook_name(1, first), views, cfg.norm_position),
+                                    random.Random(seed))
+            assert set(q.options) == seeds and q.options[q.answer] == right
+            assert q.hides == {ORDER}
+        wrong = [w for i, w in enumerate(q.why) if i != q.answer]
+        assert all(wrong) and len(wrong) == 3
+        assert "(2, 3, 32)" in q.text  # x's live shape
+        # the block's first node asks it first, and attention is always an option
+        asked = question_for(block_hook_name(0, first), views, cfg.norm_position, 0)
+        assert asked.text.startswith("Which operation touches")
+    q = question_for(block_hook_name(1, "norm1"), passes["pre"], "pre", 0)
+    att_line = q.why[q.options.index("Multi-head attention (att)")]
+    x = passes["pre"][block_hook_name(0, "add2")].array.reshape(-1, 32)[-1]
+    assert f"{x.std():.3g} in x" in att_line  # with the live numbers
+    assert "16 values" not in q.why[q.options.index("Feed-forward (ff)")]
+    assert "128 values" in q.why[q.options.index("Feed-forward (ff)")]
+
+
+def test_answers_follow_the_live_tensors(passes):
+    pre, post = passes["pre"], passes["post"]
+    q = question_for(block_hook_name(0, "att.attn_weights"), pre, "pre", 1)
+    assert q.options[q.answer] == "1" and "exactly zero" in q.explanation
+    zeros = float((pre[block_hook_name(0, "att.attn_weights")].array == 0).mean())
+    assert f"{100 * zeros:.1f}%" in q.explanation
+    q = question_for(block_hook_name(0, "drop1"), pre, "pre", 0)
+    assert q.options[q.answer].startswith("nothing")
+    trained = capture(CONFIGS["pre"], train=True)  # dropout on: the answer changes
+    q = question_for(block_hook_name(0, "drop1"), trained, "pre", 0)
+    assert q.options[q.answer].startswith("it zeroes")
+    q = question_for(block_hook_name(0, "add2"), pre, "pre", 0)
+    assert q.options[q.answer] == "the first add's output (add1)"
+    q = question_for(block_hook_name(0, "add2"), post, "post", 0)
+    assert q.options[q.answer] == "LayerNorm 1's output (norm1)"
+    name = block_hook_name(1, "ff.layers.1")
+    q = question_for(name, pre, "pre", 0)
+    share = float((pre[block_hook_name(1, "ff.layers.0")].array < 0).mean())
+    assert f"{100 * share:.1f}%" in q.explanation
+    assert q.options[q.answer] == ["under 25%", "25–50%", "50–75%", "over 75%"][min(3, int(share * 4))]
+    norm = [question_for(block_hook_name(0, "norm2"), v, p, asked)
+            for v, p in ((pre, "pre"), (post, "post")) for asked in range(3)]
+    kinds = [q.options[q.answer] for q in norm if q.text == "Is this model Pre-LN or Post-LN?"]
+    assert [k.split()[0] for k in kinds] == ["Pre-LN", "Post-LN"]
+    numbers = re.findall(r"std (-?[\d.]+)", question_for(block_hook_name(0, "norm2"), pre, "pre", 0).explanation)
+    after = pre[block_hook_name(0, "norm2")].array.reshape(-1, 32)[-1]
+    assert numbers[1] == f"{after.std():.3g}"
+    assert node_for_hook(block_hook_name(0, "norm2")).kind == "norm"
+
+
+def test_a_node_missing_from_the_pass_gets_no_question(passes):
+    assert question_for("trf_blocks.9.norm1", passes["pre"], "pre") is None
 
 
 def test_score_counts():

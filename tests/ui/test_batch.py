@@ -96,10 +96,12 @@ def test_attention_and_learn_mode_see_the_batch(qtbot, make_window):
     np.testing.assert_array_equal(attention.pattern, real)
     learn = window.learn
     learn.enabled.setChecked(True)
+    learn.ask("trf_blocks.0.ff.layers.0")  # first: how wide; then: what shape
+    assert learn.question.options[learn.question.answer] == "128"
     learn.ask("trf_blocks.0.ff.layers.0")
     question = learn.question
-    assert "a batch of 2 and 4 tokens" in question.text
-    assert question.options[question.answer] == "(2, 4, 128)"
+    assert "What shape comes out of" in question.text
+    assert question.options[question.answer] == "(2, 4, 128)"  # the batch's live shape
     learn.enabled.setChecked(False)
 
 

@@ -399,24 +399,6 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
     assert item.diverged and item.pen().color().name() == "#d40000"
 
 
-def test_learn_mode_asks_before_it_reveals_and_keeps_score(qtbot, ran):
-    view = show(qtbot, ran, "Learn")
-    view.enabled.setChecked(True)
-    ran.session.set_node("trf_blocks.0.ff.layers.0")
-    q = view.question
-    assert q is not None and ran.session.hidden
-    assert "answer the question in the Learn tab" in ran.inspector.title.text()
-    wrong = (q.answer + 1) % len(q.options)
-    assert view.answer(wrong) is False
-    assert not ran.session.hidden and "Not quite" in view.feedback.text()
-    assert "trf_blocks.0.ff.layers.0</b> —" in ran.inspector.title.text()  # revealed
-    ran.session.set_node("trf_blocks.1.norm1")
-    assert view.answer(view.question.answer) is True
-    assert view.score_label.text() == "Score this session: 1 of 2"
-    view.enabled.setChecked(False)
-    assert not ran.session.hidden
-
-
 def test_the_graph_colours_come_with_their_scale(qtbot):
     """Nodes coloured by a statistic: a viridis bar between the smallest and the largest
     value says what the colours mean; before a pass, no scale."""

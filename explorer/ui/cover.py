@@ -1,0 +1,41 @@
+"""A plain panel laid over a view while a Learn-mode question is open, so that the view
+cannot give the answer away; it lifts when the question is answered. Which views it
+covers, and for which kinds of question, is said once in the view list (views.py)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtWidgets import QLabel, QWidget
+
+from .session import Session
+
+TEXT = ("Predict first: answer the question in the Learn tab (Ctrl+3).\n"
+        "This view shows the answer, so it is covered until then.")
+
+
+class Cover(QLabel):
+    def __init__(self, target: QWidget, session: Session, kinds: frozenset[str]) -> None:
+        super().__init__(TEXT, target)
+        self.kinds = frozenset(kinds)
+        self.setObjectName("learnCover")
+        self.setAlignment(Qt.AlignCenter)
+        self.setWordWrap(True)
+        self.setAutoFillBackground(True)
+        self.setStyleSheet("QLabel#learnCover { background: #eef1f5; color: #333333; "
+                           "font-size: 11pt; border: 1px dashed #8a8a8a; }")
+        self.setGeometry(target.rect())
+        self.hide()
+        target.installEventFilter(self)
+        session.coverChanged.connect(self._changed)
+        self._changed(session.covered)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        if event.type() == QEvent.Resize:
+            self.setGeometry(watched.rect())
+        return False
+
+    def _changed(self, covered: frozenset[str]) -> None:
+        shown = bool(self.kinds & covered)
+        self.setVisible(shown)
+        if shown:
+            self.raise_()

@@ -1,0 +1,93 @@
+"""Learn mode in the window: while a question is open nothing on screen shows its
+answer (the graph's shapes and order, the inspector, the explanation, the plots); the
+answer reveals the node with the live numbers, and the score counts."""
+
+from PySide6.QtGui import QTextDocument
+from PySide6.QtWidgets import QAbstractButton, QLabel
+
+from explorer.core.nodes import all_hook_names, block_hook_name
+from explorer.core.quiz import ORDER, SHAPES
+from explorer.ui.cover import Cover
+from tests.ui.conftest import run_and_wait
+
+
+def _shown_texts(window, learn):
+    """Every text a user could read now, outside the Learn tab and outside covered views:
+    labels, buttons, the graph's texts and tooltips."""
+    covered = [c.parentWidget() for c in window.findChildren(Cover) if not c.isHidden()]
+
+    def under_cover(widget):
+        while widget is not None:
+            if widget in covered or widget is learn:
+                return True
+            widget = widget.parentWidget()
+        return False
+
+    texts = [w.text() for w in window.findChildren(QLabel) + window.findChildren(QAbstractButton)
+             if not isinstance(w, Cover) and w.isVisibleTo(window) and not under_cover(w)]
+    if window.graph not in covered:
+        texts += [item.text() for item in window.graph.scene.items() if hasattr(item, "text")
+                  and callable(item.text)]
+        texts += [item.toolTip() for item in window.graph.items.values()]
+    return texts
+
+
+def rendered(label):
+    document = QTextDocument()
+    document.setHtml(label.text())
+    return document.toPlainText()
+
+
+def test_no_widget_shows_the_answer_while_a_question_is_open(qtbot, make_window):
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=1)
+    window.session.show_step(None)
+    learn = window.learn
+    learn.enabled.setChecked(True)
+    cfg = window.session.model.config
+    for name in all_hook_names(cfg):
+        window.session.set_node(name)
+        for _ in range(2):  # two of its questions
+            if learn.question is None:
+                learn.next_button.click()
+            q = learn.question
+            assert q is not None, name
+            answer = q.options[q.answer]
+            texts = _shown_texts(window, learn)
+            if SHAPES in q.hides:  # the shape is nowhere, the graph has no shape on its edges
+                shape = str(window.session.view(name).shape)
+                assert not [t for t in texts if shape in t], (name, q.text)
+                assert all(label.text() == "" for label in window.graph.edge_labels.values())
+            if answer.startswith("(") and answer in " ".join(texts):
+                raise AssertionError(f"{name}: {answer} on screen during {q.text!r}")
+            if ORDER in q.hides:  # the graph's order and title are covered
+                assert not [t for t in texts if "Pre-LN" in t or "Transformer block" in t], q.text
+            assert window.inspector.findChild(Cover).isHidden() is False
+            wrong = (q.answer + 1) % len(q.options)
+            assert learn.answer(wrong) is False
+            shown = rendered(learn.feedback)  # as the label draws it
+            assert shown.startswith("Not quite") and "&#" not in shown and "&amp;" not in shown
+            assert ("token's" in shown) == ("token's" in q.feedback(wrong))
+            assert window.session.covered == frozenset()
+            assert all(c.isHidden() for c in window.findChildren(Cover))
+    # revealed with the live numbers: the inspector shows the shape the question asked
+    window.session.set_node(block_hook_name(0, "ff.layers.0"))
+    while not learn.question.text.startswith("What shape"):
+        learn.answer(learn.question.answer)
+        learn.next_button.click()
+    q = learn.question
+    assert learn.answer(q.answer) is True
+    assert f"shape <b>{q.options[q.answer]}</b>" in window.inspector.title.text()
+    assert window.graph.edge_labels[block_hook_name(0, "ff.layers.0")].text() == q.options[q.answer]
+    asked = learn.score.asked
+    assert learn.score_label.text() == f"Score this session: {learn.score.right} of {asked}"
+    learn.enabled.setChecked(False)
+    assert window.session.covered == frozenset()
+
+
+def test_learn_mode_asks_nothing_before_a_pass(qtbot, make_window):
+    window = make_window()
+    window.learn.enabled.setChecked(True)
+    window.session.set_node(block_hook_name(0, "norm1"))
+    assert window.learn.question is None and "Run a prompt first" in window.learn.prompt.text()
+    assert window.session.covered == frozenset()
