@@ -31,6 +31,9 @@ def test_info_prints_config_and_the_book_counts(capsys):
     total = [line for line in out.splitlines() if line.strip().startswith("total")][0]
     from explorer.core.model import count_parameters
     assert f"{count_parameters(preset('tiny')).total:,}" in total
+    assert "Untied (a head of its own)" in out
+    code, out, _ = run(capsys, "info", "--preset", "gpt2-small")
+    assert "The book's 163,009,536" in out and "621.83 MB" in out and "says 117M" in out
 
 
 def test_generate_streams_tokens_from_a_checkpoint(capsys, tmp_path):

@@ -53,6 +53,9 @@ def info(args: argparse.Namespace) -> int:
     print("parameters:")
     for name, n in counts.rows():
         print(f"  {name:45s} {n:>15,}")
+    from ..core.sizes import sizes
+    for line in sizes(cfg).notes():  # what the figures in the literature count
+        print(f"  {line}")
     size = torch.tensor([], dtype=dtype).element_size()
     print(f"memory: weights {counts.total * size / 2**20:,.1f} MiB; "
           f"KV cache at full context {2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * size / 2**20:,.1f} MiB")

@@ -70,10 +70,11 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         # the right-hand tabs take the whole height; the prompt panel sits under the graph
         self.setCorner(Qt.BottomRightCorner, Qt.RightDockWidgetArea)
-        right = [self.docks[s.key] for s in VIEWS if s.area == "right"]
-        for dock in right[1:]:
-            self.tabifyDockWidget(right[0], dock)
-        right[0].raise_()
+        for area in AREAS:  # each area's docks as tabs, its first in front
+            docks = [self.docks[s.key] for s in VIEWS if s.area == area]
+            for dock in docks[1:]:
+                self.tabifyDockWidget(docks[0], dock)
+            docks[0].raise_()
         self._full_tab_titles()
         self._default_state = self.saveState()
         self._get_gpt2 = None

@@ -20,6 +20,7 @@ from .generation_panel import GenerationPanel
 from .inspector import InspectorView
 from .learn_view import LearnView
 from .lens_view import LensView
+from .model_view import ModelView
 from .ln_compare import LnCompareView
 from .train_panel import TrainPanel
 
@@ -60,6 +61,9 @@ VIEWS = (
              "Pre/Post-LN", _ORDER),
     ViewSpec("divergence", "divergence", "Divergence", DivergenceView, "right", "Ctrl+9"),
     ViewSpec("train_panel", "train", "Train", TrainPanel, "right", "Ctrl+0"),
+    # the bottom tabs, under the graph: the prompt panel in front
     ViewSpec("generation", "generation", "Prompt and generation", GenerationPanel, "bottom",
              "Ctrl+L"),
+    ViewSpec("model", "model", "Model and its parameters", ModelView, "bottom", "Ctrl+Shift+P",
+             "Model"),
 )

@@ -420,3 +420,21 @@ def test_the_graph_colours_come_with_their_scale(qtbot):
     assert image.pixelColor(0, 5) == _colour(0.0) and image.pixelColor(image.width() - 1, 5) == _colour(1.0)
     assert graph.items[smallest].brush().color() == _colour(0.0)
     assert graph.items[largest].brush().color() == _colour(1.0)
+
+
+def test_the_model_panel_counts_the_loaded_models_parameters(qtbot):
+    from explorer.ui.model_view import ModelView
+
+    alone = Alone(qtbot)
+    view = ModelView(alone.session)
+    qtbot.addWidget(view)
+    cfg = alone.session.model.config
+    cells = {view.table.item(r, 0).text(): view.table.item(r, 1).text()
+             for r in range(view.table.rowCount())}
+    from explorer.core.sizes import sizes
+    s = sizes(cfg)
+    assert cells["total, head tied (as GPT-2)"] == f"{s.tied:,}"
+    assert cells["total, head untied (its own matrix)"] == f"{s.untied:,}"
+    assert cells["token embedding (tok_emb)"] == f"{cfg.vocab_size * cfg.emb_dim:,}"
+    assert f"{s.tied * 4 / 2**20:,.2f} MB of weights in float32" in view.title.text()
+    assert "Tied head" in view.notes.text()

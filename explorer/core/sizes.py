@@ -1,0 +1,90 @@
+"""Where a model's parameter count comes from: the count per component (embeddings,
+attention, feed-forward, norms, output head) from the config, with the output head tied
+to the token embedding (GPT-2's way) and untied (the book's GPTModel), the memory each
+takes, and how the figures in the literature relate to the exact count — the GPT-2
+paper's 117M / 345M / 762M / 1542M, OpenAI's released checkpoints 124M / 355M / 774M /
+1558M, and the book's 163,009,536 (qkv_bias off, head untied) and its 621.83 MB.
+Qt-free; the Model view and ``gpt-explorer info`` print it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import BOOK_GPT_CONFIG_124M, PRESETS, GPTConfig
+from .model import count_parameters
+
+# (the name of OpenAI's released checkpoint, the GPT-2 paper's table) per preset
+LITERATURE = {"gpt2-small": ("124M", "117M"), "gpt2-medium": ("355M", "345M"),
+              "gpt2-large": ("774M", "762M"), "gpt2-xl": ("1558M", "1542M")}
+MB = 2 ** 20  # the book's "MB": 163,009,536 x 4 bytes = 621.83 MB
+
+
+@dataclass(frozen=True)
+class Row:
+    component: str
+    count: int
+    per_block: int | None  # the same component in one block (None outside the blocks)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    config: GPTConfig
+    rows: tuple[Row, ...]
+    tied: int  # output head shares tok_emb's weight
+    untied: int  # output head is a matrix of its own
+    preset: str | None  # the preset with this shape, if any
+
+    def megabytes(self, count: int, bytes_per_value: int = 4) -> float:
+        return count * bytes_per_value / MB
+
+    def notes(self) -> list[str]:
+        """Lines that say what each figure counts (with this model's numbers)."""
+        cfg, lines = self.config, []
+        head = cfg.vocab_size * cfg.emb_dim
+        lines.append(f"Tied head: out_head uses tok_emb's {cfg.vocab_size:,} × {cfg.emb_dim:,} "
+                     f"matrix, so {head:,} parameters are counted once: {self.tied:,} in all. "
+                     f"Untied (a head of its own): {self.untied:,}.")
+        book_untied = count_parameters(BOOK_GPT_CONFIG_124M.replace(tie_weights=False)).total
+        book_tied = count_parameters(BOOK_GPT_CONFIG_124M.replace(tie_weights=True)).total
+        if self.preset == "gpt2-small":
+            lines.append(
+                f"The book's {book_untied:,} is its GPT_CONFIG_124M: no bias in W_query/"
+                f"W_key/W_value (qkv_bias False: {self.tied - book_tied:,} fewer) and the head "
+                f"untied; {book_untied:,} × 4 bytes = {book_untied * 4 / MB:.2f} MB in float32. "
+                f"With the head tied it is {book_tied:,}.")
+        if self.preset in LITERATURE:
+            released, paper = LITERATURE[self.preset]
+            exact = f"{self.tied / 1e6:.0f}M"
+            lines.append(f"OpenAI's checkpoint is called {released}: the tied count, "
+                         f"{self.tied:,}, rounded ({exact}).")
+            gap = self.tied - float(paper[:-1]) * 1e6
+            same = [r.component for r in self.rows if abs(r.count - gap) < 0.5e6]
+            because = (f"the difference is about the size of the {same[0]}" if same else
+                       "no component of the model accounts for the difference; OpenAI's "
+                       "released checkpoints carry the exact count")
+            lines.append(f"The GPT-2 paper's table says {paper} ({gap / 1e6:.1f}M fewer); "
+                         f"{because}.")
+        return lines
+
+
+def sizes(cfg: GPTConfig) -> Sizes:
+    counts = count_parameters(cfg)
+    untied_cfg = cfg.replace(tie_weights=False)
+    head = count_parameters(untied_cfg).head
+    per_block = {"attention": counts.attention // cfg.n_layers,
+                 "feed_forward": counts.feed_forward // cfg.n_layers,
+                 "norms": 4 * cfg.emb_dim}
+    rows = (
+        Row("token embedding (tok_emb)", cfg.vocab_size * cfg.emb_dim, None),
+        Row("position embedding (pos_emb)", cfg.context_length * cfg.emb_dim, None),
+        Row("attention (W_query, W_key, W_value, out_proj)", counts.attention, per_block["attention"]),
+        Row("feed-forward (ff.layers.0, ff.layers.2)", counts.feed_forward, per_block["feed_forward"]),
+        Row("layer norms (norm1, norm2, final_norm)", counts.norms, per_block["norms"]),
+        Row("output head (out_head)" + (": tied, counted in tok_emb" if cfg.tie_weights else ""),
+            counts.head if not cfg.tie_weights else 0, None),
+    )
+    shape = {k: v for k, v in cfg.to_dict().items() if k not in ("qkv_bias", "tie_weights", "drop_rate")}
+    name = next((n for n, p in PRESETS.items()
+                 if {k: v for k, v in p.to_dict().items() if k in shape} == shape), None)
+    tied = count_parameters(cfg.replace(tie_weights=True)).total
+    return Sizes(cfg, rows, tied, tied + head, name)

@@ -1,0 +1,44 @@
+"""Where the parameter counts come from: per component, tied and untied, against the
+built model's own parameters; the book's 163,009,536 and 621.83 MB; the literature."""
+
+import pytest
+
+from explorer.core.config import BOOK_GPT_CONFIG_124M, preset
+from explorer.core.model import build_model
+from explorer.core.sizes import sizes
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_the_counts_are_the_built_models(tie):
+    cfg = preset("tiny", tie_weights=tie)
+    model = build_model(cfg)
+    unique = sum(p.numel() for p in model.parameters())  # a shared weight counted once
+    s = sizes(cfg)
+    assert (s.tied if tie else s.untied) == unique
+    assert sum(r.count for r in s.rows) == unique
+    tok = dict((r.component.split(" (")[0], r.count) for r in s.rows)
+    assert tok["token embedding"] == model.tok_emb.weight.numel()
+    att = sum(p.numel() for n, p in model.named_parameters() if ".att." in n)
+    ff = sum(p.numel() for n, p in model.named_parameters() if ".ff." in n)
+    assert s.rows[2].count == att and s.rows[3].count == ff
+    assert s.rows[2].per_block * cfg.n_layers == att
+
+
+def test_gpt2_sizes_and_the_books_figures():
+    small = sizes(preset("gpt2-small"))
+    assert (small.tied, small.untied) == (124_439_808, 163_037_184)
+    notes = " ".join(small.notes())
+    assert "The book's 163,009,536" in notes and "621.83 MB" in notes
+    assert "27,648 fewer" in notes and "124,412,160" in notes
+    assert "called 124M" in notes and "117M (7.4M fewer)" in notes
+    book = sizes(BOOK_GPT_CONFIG_124M)
+    assert book.untied == 163_009_536
+    assert book.megabytes(book.untied) == pytest.approx(621.83, abs=0.005)
+    exact = {"gpt2-medium": (354_823_168, "355M", "345M"), "gpt2-large": (774_030_080, "774M", "762M"),
+             "gpt2-xl": (1_557_611_200, "1558M", "1542M")}
+    for name, (count, released, paper) in exact.items():
+        s = sizes(preset(name))
+        assert s.tied == count and s.preset == name
+        text = " ".join(s.notes())
+        assert f"called {released}" in text and f"says {paper}" in text
+    assert sizes(preset("tiny", emb_dim=48, n_heads=4)).preset is None
