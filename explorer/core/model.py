@@ -42,19 +42,36 @@ class TransformerBlock(nn.Module):
         self.add2 = HookPoint()
 
     def forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
-        if self.post_ln:
-            shortcut = x  # (B, T, C)
-            x = self.drop1(self.drop_shortcut(self.att(x, kv, pos)))
-            x = self.norm1(self.add1(x + shortcut))
-            shortcut = x
-            x = self.drop2(self.drop_shortcut(self.ff(x)))
-            return self.norm2(self.add2(x + shortcut))
+        forward = self.forward_post_ln if self.post_ln else self.forward_pre_ln
+        return forward(x, kv, pos)
+
+    # One operation per line, as in the book, so that the Code view can point at the
+    # line that produced each node (core/code.py reads this source).
+    def forward_pre_ln(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
         shortcut = x  # (B, T, C)
-        x = self.drop1(self.drop_shortcut(self.att(self.norm1(x), kv, pos)))
+        x = self.norm1(x)
+        x = self.att(x, kv, pos)
+        x = self.drop1(self.drop_shortcut(x))
         x = self.add1(x + shortcut)
         shortcut = x
-        x = self.drop2(self.drop_shortcut(self.ff(self.norm2(x))))
-        return self.add2(x + shortcut)
+        x = self.norm2(x)
+        x = self.ff(x)
+        x = self.drop2(self.drop_shortcut(x))
+        x = self.add2(x + shortcut)
+        return x
+
+    def forward_post_ln(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        shortcut = x  # (B, T, C)
+        x = self.att(x, kv, pos)
+        x = self.drop1(self.drop_shortcut(x))
+        x = self.add1(x + shortcut)
+        x = self.norm1(x)
+        shortcut = x
+        x = self.ff(x)
+        x = self.drop2(self.drop_shortcut(x))
+        x = self.add2(x + shortcut)
+        x = self.norm2(x)
+        return x
 
 
 class KVCache:

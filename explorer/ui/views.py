@@ -13,6 +13,7 @@ from ..core.quiz import ORDER, SHAPES, VALUES
 from .attention_view import AttentionView
 from .block_graph import BlockGraphView
 from .distributions import DistributionsView
+from .code_view import CodeView
 from .divergence_view import DivergenceView
 from .explanation_view import ExplanationView
 from .gelu_view import GeluView
@@ -64,6 +65,8 @@ VIEWS = (
     # the bottom tabs, under the graph: the prompt panel in front
     ViewSpec("generation", "generation", "Prompt and generation", GenerationPanel, "bottom",
              "Ctrl+L"),
+    ViewSpec("code", "code", "Code and forward trace", CodeView, "bottom", "Ctrl+Shift+C",
+             "Code", _ANY),
     ViewSpec("model", "model", "Model and its parameters", ModelView, "bottom", "Ctrl+Shift+P",
              "Model"),
 )

@@ -4,7 +4,6 @@ tensors of a pass, for every node of Pre-LN, Post-LN and a wider feed-forward.""
 import random
 import re
 
-import numpy as np
 import pytest
 import torch
 

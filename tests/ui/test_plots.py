@@ -438,3 +438,58 @@ def test_the_model_panel_counts_the_loaded_models_parameters(qtbot):
     assert cells["token embedding (tok_emb)"] == f"{cfg.vocab_size * cfg.emb_dim:,}"
     assert f"{s.tied * 4 / 2**20:,.2f} MB of weights in float32" in view.title.text()
     assert "Tied head" in view.notes.text()
+
+
+def test_the_code_view_points_at_the_lines_and_traces_the_pass(qtbot, ran):
+    from PySide6.QtCore import Qt
+
+    from explorer.core.trace import trace_order
+    from explorer.ui.code_view import CodeView
+
+    view = ran.view(CodeView)
+    ran.session.set_node("trf_blocks.0.norm1")
+    built, runs = view.highlighted()
+    assert built.strip() == "self.norm1 = LayerNorm(cfg.emb_dim)"
+    assert runs.strip() == "x = self.norm1(x)"
+    assert view.forward_label.text().startswith("<b>forward_pre_ln</b>")
+    lines = view.init_box.toPlainText().splitlines()  # the constructor's order is not the run's
+    assert [i for i, line in enumerate(lines) if "self.att =" in line] < \
+        [i for i, line in enumerate(lines) if "self.norm1 =" in line]
+    assert "builds att, ff, norm1, norm2, drop_shortcut" in view.note.text()
+    ran.session.set_node("trf_blocks.1.ff.layers.1")
+    assert view.highlighted()[0].strip() == "GELU(),"
+    assert "FeedForward" in view.title.text()
+    # the trace: Right steps in forward order, Left back, Space plays to the end
+    order = trace_order(ran.session.model.config)
+    ran.session.set_node(order[0])
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key_Right)
+    assert ran.session.node == order[1] == "pos_emb"
+    assert "one learned vector per position 0..3" in view.sentence.text()
+    qtbot.keyClick(view, Qt.Key_Right)
+    qtbot.keyClick(view, Qt.Key_Left)
+    assert ran.session.node == "pos_emb"
+    ran.session.set_node("trf_blocks.0.ff.layers.0")
+    sentence = view.sentence.text()
+    std = ran.session.current.views["trf_blocks.0.ff.layers.0"].stats.std
+    assert "feature dimension from 32 to 128" in sentence and f"{std:.3g}" in sentence
+    view.timer.setInterval(1)
+    qtbot.keyClick(view, Qt.Key_Space)
+    qtbot.waitUntil(lambda: not view.timer.isActive(), timeout=10_000)
+    assert ran.session.node == order[-1] == "out_head"
+    assert view.highlighted()[1].strip().startswith("logits = self.out_head(x)")
+
+
+def test_the_code_view_shows_the_post_ln_forward(qtbot):
+    from explorer.ui.code_view import CodeView
+
+    alone = Alone(qtbot)
+    from explorer.core.config import preset
+    from explorer.core.sources import ModelInfo
+    info = alone.session.model
+    alone.session.set_model(ModelInfo(**{**info.__dict__, "config": preset("tiny", norm_position="post")}))
+    view = alone.view(CodeView)
+    alone.session.set_node("trf_blocks.0.norm1")
+    assert view.forward_label.text().startswith("<b>forward_post_ln</b>")
+    code = view.forward_box.toPlainText().splitlines()
+    assert code.index(view.highlighted()[1]) > [i for i, line in enumerate(code) if "self.add1(" in line][0]

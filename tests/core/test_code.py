@@ -1,0 +1,77 @@
+"""The Code view's source and the forward trace, for every node of Pre-LN and Post-LN."""
+
+import pytest
+import torch
+
+from explorer.core.capture import Capture
+from explorer.core.code import built_order, listing
+from explorer.core.config import preset
+from explorer.core.model import build_model
+from explorer.core.nodes import node_for_hook, parse_hook
+from explorer.core.trace import trace_order, what_changed
+
+
+@pytest.mark.parametrize("position", ["pre", "post"])
+def test_every_node_points_at_the_line_that_built_it_and_the_line_that_made_it(position):
+    cfg = preset("tiny", norm_position=position)
+    for name in trace_order(cfg):
+        found = listing(name, position)
+        layer, key = parse_hook(name)
+        built, ran = found.init[found.init_line], found.forward[found.forward_line]
+        if key.startswith("ff.layers."):
+            assert ("Linear" if key != "ff.layers.1" else "GELU") in built
+            assert "self.layers(x)" in ran
+        elif key == "att.attn_weights":
+            assert "self.attn_weights = HookPoint()" in built and "self.attn_weights(" in ran
+        else:
+            module = "drop_shortcut" if key in ("drop1", "drop2") else key
+            assert f"self.{module} = " in built, (name, built)
+            assert f"self.{key}(" in ran, (name, ran)
+        if layer is not None and "." not in key:
+            assert found.forward_name == f"forward_{position}_ln"
+
+
+def test_the_forward_order_is_the_node_tables_and_not_the_constructors():
+    init = listing("trf_blocks.0.norm1").init
+    assert [m for m in built_order(init) if m in ("att", "ff", "norm1", "norm2", "drop_shortcut")] == \
+        ["att", "ff", "norm1", "norm2", "drop_shortcut"]
+    for position in ("pre", "post"):
+        forward = listing("trf_blocks.0.att", position).forward
+        lines = [listing(f"trf_blocks.0.{key}", position).forward_line
+                 for key in ("norm1", "att", "drop1", "add1", "norm2", "ff", "drop2", "add2")]
+        ordered = sorted(range(8), key=lambda i: lines[i])
+        expected = [0, 1, 2, 3, 4, 5, 6, 7] if position == "pre" else [1, 2, 3, 0, 5, 6, 7, 4]
+        assert ordered == expected, (position, forward)
+
+
+def test_the_source_shown_is_the_source_that_runs():
+    """Editing nothing: the block built from the config computes exactly the lines shown
+    (Pre-LN: x + drop(att(norm1(x))) then + drop(ff(norm2(.))))."""
+    cfg = preset("tiny")
+    block = build_model(cfg, seed=1).trf_blocks[0]
+    x = torch.randn(1, 3, cfg.emb_dim)
+    with torch.no_grad():
+        h = x + block.att(block.norm1(x))
+        expected = h + block.ff(block.norm2(h))
+        torch.testing.assert_close(block(x), expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("position", ["pre", "post"])
+def test_the_trace_says_what_changed_with_the_pass_numbers(position):
+    cfg = preset("tiny", norm_position=position)
+    model = build_model(cfg, seed=2)
+    with torch.no_grad(), Capture(model, tensors=True, attention=True) as cap:
+        model(torch.tensor([[464, 1049, 11, 290]]))
+    views = cap.views()
+    order = trace_order(cfg)
+    assert order[0] == "tok_emb" and order[-1] == "out_head" and len(order) == len(views)
+    for name in order:
+        sentence = what_changed(name, views, cfg)
+        assert str(views[name].shape) in sentence and f"{views[name].stats.std:.3g}" in sentence
+        assert sentence.startswith(node_for_hook(name).label)
+    assert "feature dimension from 32 to 128" in what_changed("trf_blocks.0.ff.layers.0", views, cfg)
+    assert "from 32 to 50257" in what_changed("out_head", views, cfg)
+    assert "value for value the same as trf_blocks.0.att" in what_changed("trf_blocks.0.drop1", views, cfg)
+    assert "the shortcut drop_emb" in what_changed("trf_blocks.0.add1", views, cfg)
+    second = "trf_blocks.0.add1" if position == "pre" else "trf_blocks.0.norm1"
+    assert f"the shortcut {second}" in what_changed("trf_blocks.0.add2", views, cfg)
