@@ -202,3 +202,21 @@ def test_a_screenshot_with_an_empty_prompt_says_so_instead_of_waiting(capsys, tm
     err = capsys.readouterr().err
     assert code == 2 and "the prompt did not run: The prompt is empty" in err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_gradients_prints_every_node_with_and_without_shortcuts(capsys, tmp_path):
+    out_png = tmp_path / "grad.png"
+    code, out, err = run(capsys, "gradients", "Every effort moves you", "--preset", "tiny",
+                         "--no-shortcut", "--plot", str(out_png))
+    assert code == 0 and "with shortcuts" in out and "shortcuts removed" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("trf_blocks.")]
+    assert len(rows) == 2 * 11 and all(len(r) == 3 for r in rows)  # every node but the pattern
+    assert "first block's gradient norm, with / without shortcuts:" in out
+    assert out_png.stat().st_size > 10_000 and f"saved {out_png}" in err
+    code, out, _ = run(capsys, "gradients", "Every effort moves you", "--preset", "tiny")
+    assert "shortcuts removed" not in out
+    code, out, _ = run(capsys, "gradients", "Every effort moves you", "--preset", "tiny",
+                       "--no-shortcut", "--no-norm")
+    assert "shortcuts removed, blocks' LayerNorms removed" in out
+    code, _, err = run(capsys, "gradients", "Hi", "--preset", "tiny")
+    assert code != 0 and "at least 2 tokens" in err

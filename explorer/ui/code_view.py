@@ -64,7 +64,8 @@ class CodeView(QWidget):
         bar = QHBoxLayout()
         for w in (QLabel("Trace:"), self.back, self.play, self.forward, self.speed):
             bar.addWidget(w)
-        bar.addWidget(self.title, 1)
+        bar.addStretch(1)
+        self.title.setWordWrap(True)  # a row of its own: the view fits a laptop's width
         code = QGridLayout()
         code.addWidget(self.init_label, 0, 0)
         code.addWidget(self.forward_label, 0, 1)
@@ -72,6 +73,7 @@ class CodeView(QWidget):
         code.addWidget(self.forward_box, 1, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
+        layout.addWidget(self.title)
         layout.addWidget(self.sentence)
         layout.addLayout(code, 1)
         layout.addWidget(self.note)

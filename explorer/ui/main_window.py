@@ -65,16 +65,16 @@ class MainWindow(QMainWindow):
             if spec_.area == "central":
                 self.central = CentralArea(widget, self.docks)  # a view shown large goes here
                 column.addWidget(self.central, 1)
-            else:
+            else:  # each area's docks as tabs at once (side by side they widen the window)
                 self.docks[spec_.key] = self._dock(spec_, widget)
+                first = next(s.key for s in VIEWS if s.area == spec_.area)
+                if first != spec_.key:
+                    self.tabifyDockWidget(self.docks[first], self.docks[spec_.key])
         self.setCentralWidget(central)
         # the right-hand tabs take the whole height; the prompt panel sits under the graph
         self.setCorner(Qt.BottomRightCorner, Qt.RightDockWidgetArea)
-        for area in AREAS:  # each area's docks as tabs, its first in front
-            docks = [self.docks[s.key] for s in VIEWS if s.area == area]
-            for dock in docks[1:]:
-                self.tabifyDockWidget(docks[0], dock)
-            docks[0].raise_()
+        for area in AREAS:  # its first tab in front
+            self.docks[next(s.key for s in VIEWS if s.area == area)].raise_()
         self._full_tab_titles()
         self._default_state = self.saveState()
         self._get_gpt2 = None

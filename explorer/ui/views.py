@@ -17,6 +17,7 @@ from .code_view import CodeView
 from .divergence_view import DivergenceView
 from .explanation_view import ExplanationView
 from .gelu_view import GeluView
+from .gradients_view import GradientsView
 from .generation_panel import GenerationPanel
 from .inspector import InspectorView
 from .learn_view import LearnView
@@ -67,6 +68,8 @@ VIEWS = (
              "Ctrl+L"),
     ViewSpec("code", "code", "Code and forward trace", CodeView, "bottom", "Ctrl+Shift+C",
              "Code", _ANY),
+    ViewSpec("gradients", "gradients", "Gradients through the shortcuts", GradientsView, "bottom",
+             "Ctrl+Shift+D", "Gradients", _VALUES),
     ViewSpec("model", "model", "Model and its parameters", ModelView, "bottom", "Ctrl+Shift+P",
              "Model"),
 )

@@ -493,3 +493,32 @@ def test_the_code_view_shows_the_post_ln_forward(qtbot):
     assert view.forward_label.text().startswith("<b>forward_post_ln</b>")
     code = view.forward_box.toPlainText().splitlines()
     assert code.index(view.highlighted()[1]) > [i for i, line in enumerate(code) if "self.add1(" in line][0]
+
+
+def test_the_gradients_view_draws_both_runs_and_forgets_them_with_the_model(qtbot, ran):
+    from explorer.ui.gradients_view import GradientsView
+    from explorer.ui.plot_text import empty_message
+
+    view = ran.view(GradientsView)
+    assert empty_message(view.plots["residual"]).startswith("Press")
+    view.run_button.click()  # the inline engine answers at once
+    qtbot.waitUntil(lambda: view.report is not None, timeout=30_000)
+    report, n = view.report, ran.session.model.config.n_layers
+    with_, without = report.runs
+    assert report.prompt_tokens == len(ran.session.prompt.ids)
+    for key in ("residual", "node", "blocks"):
+        curves = view.plots[key].listDataItems()
+        assert len(curves) == 2 and empty_message(view.plots[key]) is None
+    residual = view.plots["residual"].listDataItems()[0].getData()[1]  # log axes: log10 of it
+    assert np.allclose(10 ** residual, with_.residual, rtol=1e-5) and len(residual) == n + 1
+    view.node_box.setCurrentText("norm1")
+    node = view.plots["node"].listDataItems()[1].getData()[1]
+    assert np.allclose(10 ** node, [without.norms[f"trf_blocks.{i}.norm1"] for i in range(n)], rtol=1e-5)
+    assert f"{report.ratio():.3g}" in view.summary.text()
+    view.no_norms.setChecked(True)  # the book's plain network: both runs without LayerNorm
+    view.run_button.click()
+    qtbot.waitUntil(lambda: view.report is not report, timeout=30_000)
+    assert [r.norms_kept for r in view.report.runs] == [False, False]
+    assert "blocks' LayerNorms removed" in view.summary.text()
+    ran.session.set_model(ran.session.model)  # a model load: its numbers go
+    assert view.report is None and all(not p.listDataItems() for p in view.plots.values())

@@ -1,0 +1,75 @@
+"""The gradient-flow figure, shared by the Gradients view and ``gpt-explorer gradients
+--plot`` (so the CLI imports no view): along the residual stream, one node in every
+block, and each block's parameters — with the shortcuts (blue) and without (orange),
+on the same log axes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+
+from ..core.gradients import GradientReport, per_layer
+from .figures import TITLE_SIZE, offscreen_app, save_widget
+from .plot_text import legend_row, pen_sample, set_empty, set_ticks, set_title
+
+PENS = {True: pg.mkPen("#1f4e8c", width=2), False: pg.mkPen("#d2691e", width=2)}
+NAMES = {True: "with shortcuts", False: "shortcuts removed"}
+EMPTY = "Press “Compute gradients” (a prompt first: Ctrl+Enter)"
+
+
+def gradient_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
+    layout.setBackground("w")
+    legend_row(layout.ci, [(pen_sample(PENS[s]), NAMES[s]) for s in PENS], colspan=3)
+    titles = {"residual": "Residual stream (d loss / d x)", "node": "One node in every block",
+              "blocks": "Each block's parameters"}
+    plots = {key: layout.addPlot(row=1, col=i) for i, key in enumerate(titles)}
+    for key, plot in plots.items():
+        set_title(plot, titles[key], size=TITLE_SIZE)
+        plot.showGrid(x=True, y=True, alpha=0.2)
+        plot.setLogMode(y=True)
+        plot.setLabel("left", "gradient norm")
+        plot.setLabel("bottom", "block")
+        plot.getAxis("left").enableAutoSIPrefix(False)
+    plots["residual"].setLabel("bottom", "input of block (last: the output)")
+    for plot in plots.values():  # after the labels, which would show the axes again
+        set_empty(plot, EMPTY)
+    return plots
+
+
+def draw_report(plots: dict[str, pg.PlotItem], report: GradientReport | None, key: str,
+                n_layers: int) -> None:
+    for plot in plots.values():
+        plot.clear()
+        set_empty(plot, None if report is not None else EMPTY)
+    if report is None:
+        return
+    set_title(plots["node"], f"{key} in every block (d loss / d output)", size=TITLE_SIZE)
+    notes = [] if report.runs[0].norms_kept else ["blocks' LayerNorms removed"]
+    if any(0 in run.residual or 0 in run.blocks for run in report.runs):
+        notes.append("0 drawn at 1e-30")
+    set_title(plots["residual"], "Residual stream (d loss / d x)" +
+              (f" · {', '.join(notes)}" if notes else ""), size=TITLE_SIZE)
+    for run in report.runs:
+        name = NAMES[run.shortcut] + ("" if run.norms_kept else ", no LayerNorm")
+        style = dict(pen=PENS[run.shortcut], symbol="o", symbolSize=5,
+                     symbolBrush=PENS[run.shortcut].color(), name=name)
+        series = {"residual": run.residual, "node": per_layer(run, key, n_layers),
+                  "blocks": run.blocks}
+        for name, values in series.items():
+            y = np.maximum(np.asarray(values, dtype=float), 1e-30)  # log axes: no zeros
+            plots[name].plot(np.arange(len(y)), y, **style)
+    ticks = [(i, "emb" if i == 0 else str(i)) for i in range(n_layers + 1)]
+    set_ticks(plots["residual"].getAxis("bottom"), [ticks[:: max(1, (n_layers + 1) // 12)]])
+    for plot in plots.values():
+        plot.enableAutoRange()
+
+
+def save_gradient_figure(path: str, report: GradientReport, key: str, n_layers: int) -> None:
+    """The figure as a PNG."""
+    app = offscreen_app()  # kept while the figure lives: a collected application crashes it
+    canvas = pg.GraphicsLayoutWidget()
+    canvas.resize(1500, 520)
+    plots = gradient_plots(canvas)
+    draw_report(plots, report, key, n_layers)
+    save_widget(canvas, path)
+    del app
