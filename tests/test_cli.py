@@ -220,3 +220,14 @@ def test_gradients_prints_every_node_with_and_without_shortcuts(capsys, tmp_path
     assert "shortcuts removed, blocks' LayerNorms removed" in out
     code, _, err = run(capsys, "gradients", "Hi", "--preset", "tiny")
     assert code != 0 and "at least 2 tokens" in err
+
+
+def test_diff_runs_the_seeds_batch_and_names_a_shape_mismatch(capsys):
+    code, out, _ = run(capsys, "diff", "Every effort moves", "Every day holds", "--a", "preset:tiny",
+                       "--b", "mutation:ff-1024")
+    assert code == 0 and "a batch of 2 prompts × 3 positions" in out
+    assert "(2, 3, 1024)" in out and "shape mismatch, A (2, 3, 32) vs B (2, 3, 1024)" in out
+    assert " inf" not in out
+    code, out, _ = run(capsys, "diff", "Every effort moves you", "--a", "preset:tiny",
+                       "--b", "mutation:no-activation", "--layer", "1")
+    assert "first divergence: trf_blocks.1.ff.layers.1" in out and "one linear map" in out

@@ -7,12 +7,14 @@ import argparse
 
 def register(sub) -> None:
     d = sub.add_parser("diff", help="compare two models node by node; find the first divergence")
-    d.add_argument("prompt")
+    d.add_argument("prompt", nargs="+", help="one prompt, or several: a batch (the seeds' "
+                                             "exercise: \"Every effort moves\" \"Every day holds\")")
     d.add_argument("--a", default="default", metavar="SOURCE",
                    help="model A: default, preset:NAME, hf:NAME or a checkpoint path")
     d.add_argument("--b", required=True, metavar="SOURCE",
                    help="model B: as --a, or mutation:NAME (a change of A): "
-                        "no-shortcut, post-ln, relu, ff-1024, unbiased-ln, eps, dropout-on")
+                        "no-shortcut, post-ln, relu, no-activation, ff-1024, unbiased-ln, eps, "
+                        "dropout-on")
     d.add_argument("--layer", type=int, default=0, help="block a mutation is made in (default 0)")
     d.add_argument("--tol", type=float, default=1e-4, help="largest |A-B| still called equal")
     d.add_argument("--device", default="cpu")
@@ -20,7 +22,8 @@ def register(sub) -> None:
 
 
 def diff(args: argparse.Namespace) -> int:
-    from ..core.divergence import MUTATIONS, find_divergence
+    from ..core.batch import make_batch
+    from ..core.divergence import MUTATIONS, find_divergence, lesson
     from ..core.generation import prepare_prompt
     from ..core.sources import ModelSpec, Mutation, model_for, open_model, parse_source
     from ..core.tokenizer import encode
@@ -28,16 +31,27 @@ def diff(args: argparse.Namespace) -> int:
     from ..core.validate import real
 
     real(args.tol, "--tol", 0.0)
-    ids = encode(args.prompt)
-    prepare_prompt(ids, 2**31)
+    texts = args.prompt
+    ids = encode(texts[0])
+    if len(texts) > 1:
+        make_batch(texts, 2**31)  # an empty prompt in the batch: one clear line, first
+    else:
+        prepare_prompt(ids, 2**31)
     a_source = ModelSpec.parse(args.a, device=args.device)
     b_source = parse_source(args.b, layer=args.layer, device=args.device)  # both checked first
     a = open_model(a_source)
     b_model = model_for(b_source, a)
     b_label = (f"A with {MUTATIONS[b_source.name]} (block {b_source.layer})"
                if isinstance(b_source, Mutation) else b_source.describe())
-    ids, notices = prepare_prompt(ids, a.config.context_length)
-    result = find_divergence(a.model, b_model, ids, args.tol)
-    print(f"A: {a.label}\nB: {b_label}\nprompt: {len(ids)} tokens, tolerance {args.tol:g}\n")
+    if len(texts) > 1:
+        prompt = make_batch(texts, a.config.context_length)
+        what = f"a batch of {prompt.describe()}"
+    else:
+        prompt, _ = prepare_prompt(ids, a.config.context_length)
+        what = f"{len(prompt)} tokens"
+    result = find_divergence(a.model, b_model, prompt, args.tol)
+    if isinstance(b_source, Mutation):
+        result.notes += lesson(b_source.name, b_model, b_source.layer, prompt)
+    print(f"A: {a.label}\nB: {b_label}\nprompt: {what}, tolerance {args.tol:g}\n")
     print(result.table())
     return 0

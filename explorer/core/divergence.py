@@ -21,12 +21,15 @@ from torch import nn
 from .compare import post_ln_twin
 from .model import GPTModel
 from .nodes import all_hook_names
+from .batch import Batch
 from .passes import Keep, run_prompt
 
 MUTATIONS = {
     "no-shortcut": "remove the first shortcut of the block (add1 returns only the attention branch)",
     "post-ln": "move the norms after the adds (Post-LN), same weights",
     "relu": "GELU -> ReLU in the block's feed-forward",
+    "no-activation": "GELU -> identity in the block's feed-forward (its two Linears collapse "
+                     "into one linear map)",
     "ff-1024": "second feed-forward Linear sized 4*emb -> 1024 (the seeds' exercise)",
     "unbiased-ln": "norm1 with unbiased variance (divide by n-1)",
     "eps": "norm1 with eps 1e-2 instead of 1e-5",
@@ -64,6 +67,8 @@ def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPT
         block.add1.register_forward_hook(lambda m, i, o: branch["x"])  # drop the shortcut
     elif mutation == "relu":
         block.ff.layers[1] = nn.ReLU()
+    elif mutation == "no-activation":
+        block.ff.layers[1] = nn.Identity()
     elif mutation == "ff-1024":
         cfg = b.cfg
         torch.manual_seed(seed)
@@ -112,14 +117,27 @@ class Divergence:
             mark = "  <- first divergence" if r.name == self.first else ""
             sa = str(r.shape_a) if r.shape_a else "-"
             sb = str(r.shape_b) if r.shape_b else "-"
-            lines.append(f"{r.name:34s} {sa:>16s} {sb:>16s} {r.max_abs:11.3g} {r.relative:10.3g}{mark}")
+            if r.status in ("shapes differ", "not reached in B"):  # no size of a difference
+                lines.append(f"{r.name:34s} {sa:>16s} {sb:>16s} {r.status:>22s}{mark}")
+            else:
+                lines.append(f"{r.name:34s} {sa:>16s} {sb:>16s} {r.max_abs:11.3g} {r.relative:10.3g}{mark}")
         if self.first is None:
             lines.append(f"no node differs by more than {self.tolerance:g}")
         else:
-            lines.append(f"first divergence: {self.first}")
+            lines.append(f"first divergence: {self.headline()}")
         if self.error_b:
             lines.append(f"model B failed: {self.error_b}")
+        lines += self.notes
         return "\n".join(lines)
+
+    def headline(self) -> str:
+        """The first divergence in words: a shape mismatch says so, with both shapes."""
+        row = next((r for r in self.rows if r.name == self.first), None)
+        if row is None:
+            return str(self.first)
+        if row.status == "shapes differ":
+            return f"{row.name}: shape mismatch, A {row.shape_a} vs B {row.shape_b}"
+        return row.name
 
 
 EVERY_TENSOR = Keep(budget_bytes=1 << 62, attention=False)  # both models, every node in full
@@ -135,9 +153,10 @@ def _max_difference(ta: np.ndarray, tb: np.ndarray) -> float:
     return float(np.abs(ta[both] - tb[both]).max()) if both.any() else 0.0
 
 
-def find_divergence(a: GPTModel, b: GPTModel, ids: list[int], tolerance: float = 1e-4,
+def find_divergence(a: GPTModel, b: GPTModel, ids: list[int] | Batch, tolerance: float = 1e-4,
                     should_stop=None) -> Divergence:
-    """Compare every node of A (in A's forward order) with the same-named node of B."""
+    """Compare every node of A (in A's forward order) with the same-named node of B, on
+    one prompt or a batch (the seeds' exercises use a 2 x 3 batch)."""
     from .validate import real
 
     real(tolerance, "the tolerance", 0.0)
@@ -168,3 +187,41 @@ def find_divergence(a: GPTModel, b: GPTModel, ids: list[int], tolerance: float =
     if first is None and error_b:
         first = next((r.name for r in rows if r.shape_b is None), None)
     return Divergence(rows, tolerance, first, error_b)
+
+
+def lesson(mutation: str, b: GPTModel, layer: int, prompt: list[int] | Batch) -> list[str]:
+    """What a mutation teaches, shown with this model's numbers (for the exercises that
+    have a point to make beyond where the models part)."""
+    block = b.trf_blocks[layer]
+    if mutation == "no-activation":
+        seen = {}
+        handle = block.ff.register_forward_hook(
+            lambda m, inp, out: seen.update(x=inp[0].detach(), y=out.detach()))
+        try:
+            batch = prompt if isinstance(prompt, Batch) else Batch((tuple(prompt),), (len(prompt),))
+            device = next(b.parameters()).device
+            with torch.no_grad():
+                b(torch.tensor(batch.ids, device=device))
+        finally:
+            handle.remove()
+        first, second = block.ff.layers[0], block.ff.layers[2]
+        with torch.no_grad():
+            w = second.weight.double() @ first.weight.double()  # (C, C): one map
+            bias = second.weight.double() @ first.bias.double() + second.bias.double()
+            y = seen["x"].double() @ w.T + bias
+            err = float((y - seen["y"].double()).abs().max())
+        c, h = first.in_features, first.out_features
+        return [f"Without GELU, block {layer}'s Linear 2 after Linear 1 is one linear map: "
+                f"W2·W1 is {c}×{c} (in place of {h}×{c} and {c}×{h}), and x·(W2·W1)ᵀ + "
+                f"(W2·b1 + b2) gives the feed-forward's output here within {err:.2g} "
+                "(float32 rounding). Stacked linear layers without a non-linearity add no power."]
+    if mutation == "dropout-on":
+        p = b.cfg.drop_rate
+        return [f"B is in training mode: every dropout zeroes a random share {p:g} of its "
+                f"values and scales the rest by 1/(1 − {p:g}) = {1 / (1 - p):.3g}. In training "
+                "that keeps the model from leaning on single values (against overfitting); "
+                "when the model is used it must be off, as in A."]
+    if mutation == "ff-1024":
+        return [f"B's second feed-forward Linear gives 1024 values per token instead of "
+                f"{b.cfg.emb_dim}: its output no longer fits the shortcut it is added to."]
+    return []

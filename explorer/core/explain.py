@@ -27,7 +27,7 @@ WHAT = {
     "dropout": "During training, zeroes a random share ({drop}) of the values and scales the "
                "rest up so the expected value stays the same. It keeps the model from leaning "
                "on a few values, against overfitting; when the model is used (eval mode) it "
-               "does nothing.",
+               "does nothing (the Divergence tab's dropout-on change shows the difference).",
     "add": "The residual connection: adds the block's branch to the shortcut — the vector "
            "that skipped the branch — so information and gradients can pass around it.",
     "linear": "A learned matrix multiplication applied to every token separately: each output "
@@ -35,7 +35,8 @@ WHAT = {
               "set of weights per output value.",
     "gelu": "A smooth non-linearity: passes positive values almost unchanged, squashes "
             "negative ones towards zero with a small dip near -0.75. Without it the two "
-            "Linear layers around it would collapse into one linear map.",
+            "Linear layers around it would collapse into one linear map (the Divergence "
+            "tab's no-activation change shows it with this model's weights).",
     "ffn": "The feed-forward block: widen each token from {c} to {hidden} values, apply GELU, "
            "and narrow it back to {c}. It works on each token on its own.",
     "logits": "Scores every token of the vocabulary ({vocab} of them) as the next token; "

@@ -5,14 +5,16 @@ which the block graph marks in red."""
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel,
                                QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
-from ..core.divergence import MUTATIONS, Divergence, find_divergence
-from ..core.sources import model_for, parse_source
+from ..core.divergence import MUTATIONS, Divergence, find_divergence, lesson
+from ..core.sources import Mutation, model_for, parse_source
 from .session import Session
 
 CHECKPOINT = "checkpoint file…"
@@ -80,12 +82,20 @@ class DivergenceView(QWidget):
             source = parse_source(path)
         else:
             source = parse_source(f"mutation:{kind}", layer=self.layer.value())
-        ids, tolerance = list(self.session.prompt.ids), self.tol.value()
+        prompt = self.session.prompt  # a batch runs as the batch: (2, 3, 1024) in ff-1024
+        ids = prompt.batch if prompt.batch is not None else list(prompt.ids)
+        tolerance = self.tol.value()
         self.summary.setText("Comparing…")
+
+        def job(ctx):
+            b = model_for(source, ctx.loaded, ctx.should_stop)
+            result = find_divergence(ctx.model, b, ids, tolerance, ctx.should_stop)
+            if isinstance(source, Mutation):  # what the exercise teaches, in numbers
+                result.notes += lesson(source.name, b, source.layer, ids)
+            return result
+
         self.engine.submit(
-            lambda ctx: find_divergence(ctx.model, model_for(source, ctx.loaded, ctx.should_stop),
-                                        ids, tolerance, ctx.should_stop),
-            "divergence finder", finished=self.show_result,
+            job, "divergence finder", finished=self.show_result,
             failed=lambda m: (self.summary.setText("The comparison failed."),
                               self.session.report_error("Divergence finder", m)))
 
@@ -94,17 +104,19 @@ class DivergenceView(QWidget):
         self.table.setRowCount(len(result.rows))
         self.table.setVerticalHeaderLabels([r.name for r in result.rows])
         for i, r in enumerate(result.rows):
+            words = r.status in ("shapes differ", "not reached in B")  # no size to give
             cells = [str(r.shape_a), str(r.shape_b) if r.shape_b else "not reached",
-                     f"{r.max_abs:.3g}", f"{r.relative:.3g}"]
+                     r.status if words else f"{r.max_abs:.3g}", "" if words else f"{r.relative:.3g}"]
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if r.name == result.first:
                     item.setBackground(QBrush(QColor("#ffb3b3")))
                 self.table.setItem(i, j, item)
-        text = (f"First divergence: <b>{result.first}</b>" if result.first
+        text = (f"First divergence: <b>{html.escape(result.headline())}</b>" if result.first
                 else f"No node differs by more than {result.tolerance:g}.")
         if result.error_b:
-            text += f"<br>Model B failed: {result.error_b}"
+            text += f"<br>Model B failed: {html.escape(result.error_b)}"
+        text += "".join(f"<br>{html.escape(note)}" for note in result.notes)
         self.summary.setText(text)
         if result.first:
             self.table.scrollToItem(self.table.item([r.name for r in result.rows].index(result.first), 0))

@@ -1,7 +1,12 @@
 import pytest
 
 from explorer.core.config import preset
-from explorer.core.divergence import MUTATIONS, find_divergence, mutate
+import re
+
+import torch
+
+from explorer.core.batch import make_batch
+from explorer.core.divergence import MUTATIONS, find_divergence, lesson, mutate
 from explorer.core.model import build_model
 from explorer.core.tokenizer import encode
 
@@ -22,6 +27,7 @@ def test_identical_models_do_not_diverge(model):
     ("no-shortcut", 1, "trf_blocks.1.add1"),
     ("post-ln", 0, "trf_blocks.0.norm1"),
     ("relu", 2, "trf_blocks.2.ff.layers.1"),
+    ("no-activation", 1, "trf_blocks.1.ff.layers.1"),
     ("ff-1024", 1, "trf_blocks.1.ff.layers.2"),
     ("unbiased-ln", 1, "trf_blocks.1.norm1"),
     ("eps", 2, "trf_blocks.2.norm1"),
@@ -56,3 +62,33 @@ def test_unknown_mutation_and_bad_layer(model):
         mutate(model, "swap-heads")
     with pytest.raises(ValueError, match="layer 9"):
         mutate(model, "relu", layer=9)
+
+
+def test_ff_1024_on_the_seeds_2_by_3_batch_is_a_shape_mismatch_not_inf():
+    gpt2 = build_model(preset("tiny", emb_dim=48, n_heads=4), seed=1)
+    batch = make_batch(["Every effort moves", "Every day holds"], 64)
+    assert (batch.size, batch.width) == (2, 3)
+    b = mutate(gpt2, "ff-1024", layer=0)
+    result = find_divergence(gpt2, b, batch)
+    row = next(r for r in result.rows if r.name == "trf_blocks.0.ff.layers.2")
+    assert (row.shape_a, row.shape_b) == ((2, 3, 48), (2, 3, 1024))
+    table = result.table()
+    assert "shape mismatch, A (2, 3, 48) vs B (2, 3, 1024)" in table
+    assert "inf" not in table and " nan" not in table and "not reached in B" in table
+    assert "1024 values per token instead of 48" in " ".join(lesson("ff-1024", b, 0, batch))
+
+
+def test_without_gelu_the_feed_forward_is_one_linear_map(model):
+    b = mutate(model, "no-activation", layer=1)
+    ff = b.trf_blocks[1].ff
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():  # what the mutated block computes: Linear 2 of Linear 1, no GELU
+        w = ff.layers[2].weight @ ff.layers[0].weight
+        bias = ff.layers[2].weight @ ff.layers[0].bias + ff.layers[2].bias
+        torch.testing.assert_close(ff(x), x @ w.T + bias, rtol=0, atol=1e-5)
+    note, = lesson("no-activation", b, 1, IDS)
+    assert "32×32 (in place of 128×32 and 32×128)" in note
+    assert float(re.search(r"within ([\d.e-]+)", note).group(1)) < 1e-5
+    dropout, = lesson("dropout-on", mutate(model, "dropout-on"), 0, IDS)
+    assert "1/(1 − 0.1) = 1.11" in dropout and "overfitting" in dropout
+    assert lesson("relu", mutate(model, "relu"), 0, IDS) == []

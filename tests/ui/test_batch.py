@@ -169,3 +169,19 @@ def test_a_big_batch_draws_a_bounded_number_of_chips(make_window):
     drawn = text.count("·word") + text.count("[pad]")
     assert drawn <= 2 * MAX_CHIPS + 16 * 8  # not 16 x 60 tokens
     assert "Batch of 16 × 61 tokens" in panel.token_count.text()
+
+
+def test_the_divergence_tab_runs_the_seeds_exercise_on_the_batch(qtbot, make_window):
+    window = make_window()
+    run_batch(qtbot, window, "Every effort moves\nEvery day holds")
+    view = window.divergence
+    view.kind.setCurrentIndex(view.kind.findData("ff-1024"))
+    view.request()
+    qtbot.waitUntil(lambda: view.result is not None, timeout=60_000)
+    rows = [view.table.verticalHeaderItem(i).text() for i in range(view.table.rowCount())]
+    i = rows.index("trf_blocks.0.ff.layers.2")
+    assert view.table.item(i, 1).text() == "(2, 3, 1024)"  # the seed's shape, on its batch
+    assert view.table.item(i, 2).text() == "shapes differ"
+    assert "shape mismatch, A (2, 3, 32) vs B (2, 3, 1024)" in view.summary.text()
+    assert "inf" not in view.summary.text()
+    assert "instead of 32" in view.summary.text()
