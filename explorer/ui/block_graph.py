@@ -11,44 +11,23 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QImage, QPainter, QPainterPath, QPen, QPixmap
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsItem, QGraphicsPathItem,
                                QGraphicsRectItem, QGraphicsScene, QGraphicsSimpleTextItem,
                                QGraphicsView, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
                                QWidget)
 
 from ..core.nodes import (BLOCK_INPUT, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, Node,
-                          block_hook_name, block_nodes, block_output, drawn_beside, layer_of,
-                          shortcut_sources)
+                          block_hook_name, block_nodes, drawn_beside, layer_of,
+                          node_for_hook, shortcut_sources)
 from ..core.quiz import SHAPES
+from .graph_colours import colour, colour_bar_pixmap, text_colour
+from .layer_strip import LayerStrip
 from .session import Session
 
 NODE_W, NODE_H, ROW = 190.0, 36.0, 62.0
 STATISTICS = {"std": "std", "abs-max": "absmax", "RMS": "rms", "kurtosis": "kurtosis"}
-_CMAP = pg.colormap.get("viridis")
-
-
-def _colour(t: float) -> QColor:
-    """viridis at t in [0, 1]."""
-    return _CMAP.map(max(0.0, min(1.0, t)), mode="qcolor")
-
-
-def colour_bar_pixmap(width: int, height: int) -> QPixmap:
-    """The nodes' colour scale, dark (smallest) to bright (largest), as a small bar."""
-    image = QImage(width, height, QImage.Format_RGB32)
-    for x in range(width):
-        colour = _colour(x / max(width - 1, 1)).rgb()
-        for y in range(height):
-            image.setPixel(x, y, colour)
-    return QPixmap.fromImage(image)
-
-
-def _text_colour(fill: QColor) -> QColor:
-    return QColor("black") if fill.lightnessF() > 0.55 else QColor("white")
-
-
 class NodeItem(QGraphicsRectItem):
     """One clickable node box."""
 
@@ -72,7 +51,7 @@ class NodeItem(QGraphicsRectItem):
 
     def set_fill(self, colour: QColor) -> None:
         self.setBrush(QBrush(colour))
-        self.text.setBrush(QBrush(_text_colour(colour)))
+        self.text.setBrush(QBrush(text_colour(colour)))
 
     diverged = False  # marked by the divergence finder
 
@@ -84,6 +63,20 @@ class NodeItem(QGraphicsRectItem):
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)
         self.graph.nodeClicked.emit(self.name)
         event.accept()
+
+
+class FrameItem(NodeItem):
+    """A node drawn as the frame around the nodes it contains, its label at the top."""
+
+    def __init__(self, name: str, node: Node, graph: "BlockGraphView", rect: QRectF) -> None:
+        super().__init__(name, node, graph)
+        self.setRect(rect)
+        self.text.setPos(rect.left() + 8, rect.top() + 4)
+        self.setZValue(0.5)
+
+    def set_selected(self, selected: bool) -> None:
+        super().set_selected(selected)
+        self.setZValue(0.5)  # always under the layers it contains
 
 
 class BlockGraphView(QWidget):
@@ -134,6 +127,7 @@ class BlockGraphView(QWidget):
         layout.addLayout(legend_row)
         self._show_scale(False)
         layout.addWidget(self.view, 1)
+        layout.addWidget(self.strip.caption)
         layout.addWidget(self.strip)
 
         self.layer_box.valueChanged.connect(session.set_layer)
@@ -184,36 +178,94 @@ class BlockGraphView(QWidget):
         block_input = chain[-1]
         beside = drawn_beside(cfg.norm_position)
         aside = {n.key for n in beside.values()}
+        # a node whose layers are drawn is their frame, not a step after them
+        frames = {n.parent for n in block_nodes(cfg.norm_position)
+                  if n.parent and n.key not in aside} if expand else set()
+        inside: dict[str, list[str]] = {key: [] for key in frames}
         for node in block_nodes(cfg.norm_position):
             name = block_hook_name(layer, node.key)
-            if node.key in aside or (node.in_ffn and not expand):
+            if node.key in aside or node.key in frames or (node.in_ffn and not expand):
                 continue
+            if node.parent in frames and not inside[node.parent]:
+                y += ROW * 0.4  # room for the frame's title
             y += ROW
             self._add(name, node, 0, y)
             chain.append(name)
+            if node.parent in frames:
+                inside[node.parent].append(name)
             if node.key in beside:  # e.g. the attention pattern beside attention
                 child = beside[node.key]
                 child_name = block_hook_name(layer, child.key)
                 self._add(child_name, child, NODE_W * 1.15, y)
                 self._arrow(self.items[name], self.items[child_name], dashed=True)
+        for key, children in inside.items():
+            self._frame(block_hook_name(layer, key), children)
         block_bottom = y + ROW * 0.45
-        frame = self.scene.addRect(QRectF(-NODE_W * 1.0, block_top, NODE_W * 2.75, block_bottom - block_top),
-                                   QPen(QColor("#7a7a7a"), 1, Qt.DashLine), QBrush(QColor(240, 244, 250)))
-        frame.setZValue(-1)
-        title = self.scene.addSimpleText(f"Transformer block {layer} "
-                                         f"({'Pre-LN' if cfg.norm_position == 'pre' else 'Post-LN'})")
-        title.setPos(-NODE_W * 0.95, block_top + 4)
+        self._block_frame(cfg, layer, block_top, block_bottom)
+        first_after = len(chain)
         for node in MODEL_NODES_AFTER:
             y += ROW
             self._add(node.key, node, 0, y)
             chain.append(node.key)
         for a, b in zip(chain, chain[1:]):
             self._arrow(self.items[a], self.items[b], label_for=a)
+        self._elsewhere(chain[first_after - 1], chain[first_after], block_input,
+                        chain[chain.index(block_input) + 1], layer, cfg.n_layers)
         for add_key, source_key in shortcut_sources(cfg.norm_position).items():
             source = block_input if source_key == BLOCK_INPUT else block_hook_name(layer, source_key)
             self._shortcut(self.items[source], self.items[block_hook_name(layer, add_key)])
         self.view.setSceneRect(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20))
         self.refresh()
+
+    def _frame(self, name: str, children: list[str]) -> None:
+        """The node that contains ``children`` (the feed-forward around its three layers),
+        drawn as a clickable frame around them with its label as the title."""
+        first, last = self.items[children[0]].pos(), self.items[children[-1]].pos()
+        top = first.y() - NODE_H / 2 - ROW * 0.4 - 4
+        item = FrameItem(name, node_for_hook(name), self,
+                         QRectF(-NODE_W / 2 - 16, 0, NODE_W + 32, last.y() + NODE_H / 2 + 8 - top))
+        item.setPos(0, top)
+        self.scene.addItem(item)
+        self.items[name] = item
+
+    def _block_frame(self, cfg, layer: int, top: float, bottom: float) -> None:
+        """The block's frame, with the ones under it: one of n identical blocks."""
+        rect = QRectF(-NODE_W * 1.0, top, NODE_W * 2.75, bottom - top)
+        n = cfg.n_layers
+        for k in (2, 1):  # the stack behind it
+            shadow = self.scene.addRect(rect.translated(7 * k, 7 * k), QPen(QColor("#b0b0b0"), 1),
+                                        QBrush(QColor(228 - 6 * k, 232 - 6 * k, 240 - 6 * k)))
+            shadow.setZValue(-3 + k * 0.1)
+        frame = self.scene.addRect(rect, QPen(QColor("#7a7a7a"), 1, Qt.DashLine),
+                                   QBrush(QColor(240, 244, 250)))
+        frame.setZValue(-1)
+        order = "Pre-LN" if cfg.norm_position == "pre" else "Post-LN"
+        title = self.scene.addSimpleText(f"Transformer block {layer} ({order})")
+        title.setPos(-NODE_W * 0.95, top + 4)
+        times = self.scene.addSimpleText(f"× {n}")
+        font = QFont()
+        font.setPointSize(20)
+        font.setBold(True)
+        times.setFont(font)
+        times.setBrush(QBrush(QColor("#5a6b85")))
+        times.setPos(rect.right() - times.boundingRect().width() - 10, rect.bottom() - 44)
+        times.setToolTip(f"The model stacks {n} blocks like this one, each with weights of its "
+                         "own; the strip below the graph picks which one is drawn.")
+        self.block_count = times
+
+    def _elsewhere(self, last_node: str, after: str, before_first: str, first_node: str,
+                   layer: int, n: int) -> None:
+        """Say which blocks sit between the embeddings and this one, and between this
+        one and the final norm."""
+        for a, b, text in ((before_first, first_node, f"blocks 0–{layer - 1} run first"
+                            if layer else ""),
+                           (last_node, after, f"blocks {layer + 1}–{n - 1} run in between"
+                            if layer < n - 1 else "")):
+            if text:
+                pa, pb = self.items[a].pos(), self.items[b].pos()
+                label = self.scene.addSimpleText(f"⋮ {text}")
+                label.setBrush(QBrush(QColor("#5a6b85")))
+                label.setPos(-NODE_W * 0.95, (pa.y() + pb.y()) / 2 - 9)
 
     def _add(self, name: str, node: Node, x: float, y: float) -> None:
         item = NodeItem(name, node, self)
@@ -305,7 +357,7 @@ class BlockGraphView(QWidget):
         lo, hi = min(logs.values()), max(logs.values())
         for name, item in self.items.items():
             if name in logs:
-                item.set_fill(_colour((logs[name] - lo) / (hi - lo) if hi > lo else 0.5))
+                item.set_fill(colour((logs[name] - lo) / (hi - lo) if hi > lo else 0.5))
             else:
                 item.set_fill(QColor("#e8e8e8"))
         vmin, vmax = min(values.values(), key=abs), max(values.values(), key=abs)
@@ -343,50 +395,3 @@ class BlockGraphView(QWidget):
             self.session.set_layer(self.session.layer + 1)
         else:
             super().keyPressEvent(event)
-
-
-class LayerStrip(QWidget):
-    """All layers in a row, coloured by the residual stream's std after each block;
-    click one to show it."""
-
-    def __init__(self, session: Session) -> None:
-        super().__init__()
-        self.session = session
-        self.setMinimumHeight(28)
-        self.setMaximumHeight(28)
-        self.setToolTip("All blocks, coloured by the std of each block's output; click to jump")
-        session.modelChanged.connect(self.update)
-        session.layerChanged.connect(lambda _: self.update())
-
-    def _values(self) -> list[float | None]:
-        info, current = self.session.model, self.session.current
-        if info is None:
-            return []
-        out = []
-        for layer in range(info.config.n_layers):
-            key = block_output(info.config.norm_position)
-            view = current.views.get(block_hook_name(layer, key)) if current else None
-            out.append(view.stats.std if view else None)
-        return out
-
-    def paintEvent(self, event) -> None:  # noqa: N802
-        values = self._values()
-        if not values:
-            return
-        painter = QPainter(self)
-        w = self.width() / len(values)
-        finite = [math.log10(v + 1e-12) for v in values if v]
-        lo, hi = (min(finite), max(finite)) if finite else (0, 1)
-        for i, v in enumerate(values):
-            t = (math.log10(v + 1e-12) - lo) / (hi - lo) if v and hi > lo else 0.5
-            painter.fillRect(QRectF(i * w, 0, w - 1, self.height()),
-                             _colour(t) if v else QColor("#dddddd"))
-            if i == self.session.layer:
-                painter.setPen(QPen(QColor("#ff8c00"), 3))
-                painter.drawRect(QRectF(i * w + 1, 1, w - 3, self.height() - 3))
-        painter.end()
-
-    def mousePressEvent(self, event) -> None:  # noqa: N802
-        values = self._values()
-        if values:
-            self.session.set_layer(int(event.position().x() / (self.width() / len(values))))

@@ -5,6 +5,8 @@ on the same log axes."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 
@@ -20,17 +22,18 @@ EMPTY = "Press “Compute gradients” (a prompt first: Ctrl+Enter)"
 def gradient_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
     layout.setBackground("w")
     legend_row(layout.ci, [(pen_sample(PENS[s]), NAMES[s]) for s in PENS], colspan=3)
-    titles = {"residual": "Residual stream (d loss / d x)", "node": "One node in every block",
-              "blocks": "Each block's parameters"}
+    # short titles and one y label: three plots share a laptop's bottom area
+    titles = {"residual": "Residual stream", "node": "One node, each block",
+              "blocks": "Block parameters"}
     plots = {key: layout.addPlot(row=1, col=i) for i, key in enumerate(titles)}
     for key, plot in plots.items():
         set_title(plot, titles[key], size=TITLE_SIZE)
         plot.showGrid(x=True, y=True, alpha=0.2)
         plot.setLogMode(y=True)
-        plot.setLabel("left", "gradient norm")
         plot.setLabel("bottom", "block")
         plot.getAxis("left").enableAutoSIPrefix(False)
-    plots["residual"].setLabel("bottom", "input of block (last: the output)")
+    plots["residual"].setLabel("left", "gradient norm")
+    plots["residual"].setLabel("bottom", "into block (0: from the embeddings)")
     for plot in plots.values():  # after the labels, which would show the axes again
         set_empty(plot, EMPTY)
     return plots
@@ -43,11 +46,11 @@ def draw_report(plots: dict[str, pg.PlotItem], report: GradientReport | None, ke
         set_empty(plot, None if report is not None else EMPTY)
     if report is None:
         return
-    set_title(plots["node"], f"{key} in every block (d loss / d output)", size=TITLE_SIZE)
+    set_title(plots["node"], f"{key}, each block", size=TITLE_SIZE)
     notes = [] if report.runs[0].norms_kept else ["blocks' LayerNorms removed"]
     if any(0 in run.residual or 0 in run.blocks for run in report.runs):
         notes.append("0 drawn at 1e-30")
-    set_title(plots["residual"], "Residual stream (d loss / d x)" +
+    set_title(plots["residual"], "Residual stream" +
               (f" · {', '.join(notes)}" if notes else ""), size=TITLE_SIZE)
     for run in report.runs:
         name = NAMES[run.shortcut] + ("" if run.norms_kept else ", no LayerNorm")
@@ -58,10 +61,23 @@ def draw_report(plots: dict[str, pg.PlotItem], report: GradientReport | None, ke
         for name, values in series.items():
             y = np.maximum(np.asarray(values, dtype=float), 1e-30)  # log axes: no zeros
             plots[name].plot(np.arange(len(y)), y, **style)
-    ticks = [(i, "emb" if i == 0 else str(i)) for i in range(n_layers + 1)]
+    for name, plot in plots.items():  # a few readable ticks on each log axis
+        ys = [v for item in plot.listDataItems() for v in 10 ** item.getData()[1]]
+        set_ticks(plot.getAxis("left"), [log_ticks(min(ys), max(ys))])
+    ticks = [(i, str(i)) for i in range(n_layers + 1)]
     set_ticks(plots["residual"].getAxis("bottom"), [ticks[:: max(1, (n_layers + 1) // 12)]])
     for plot in plots.values():
         plot.enableAutoRange()
+
+
+def log_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
+    """Ticks for a log axis (positions in log10): the decades, at most about six of them,
+    and 2 and 5 between them when the data spans two decades or less."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    step = max(1, (last - first) // 6)
+    mantissas = (1, 2, 5) if last - first <= 2 else (1,)
+    return [(math.log10(m) + k, f"{m * 10.0 ** k:g}") for k in range(first, last + 1, step)
+            for m in mantissas]
 
 
 def save_gradient_figure(path: str, report: GradientReport, key: str, n_layers: int) -> None:

@@ -8,13 +8,12 @@ progress and Stop."""
 from __future__ import annotations
 
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
-                               QVBoxLayout, QWidget)
+                               QTextBrowser, QVBoxLayout, QWidget)
 import pyqtgraph as pg
 
 from ..core.gradients import GradientReport, describe, gradient_report
 from ..core.nodes import block_nodes
 from .gradient_plots import draw_report, gradient_plots
-from .scrolling import scrolling
 from .session import Session
 
 INTRO = ("The loss of each prompt token predicting the next one, backpropagated; "
@@ -47,8 +46,8 @@ class GradientsView(QWidget):
         self.no_norms = QCheckBox("Remove the blocks' LayerNorms too")
         self.no_norms.setToolTip("Both runs without the LayerNorms in the blocks: the book's "
                                  "plain deep network, whose gradient fades without shortcuts")
-        self.summary = QLabel(INTRO)
-        self.summary.setWordWrap(True)
+        self.summary = QTextBrowser()  # beside the plots, scrolling: the bottom area is short
+        self.summary.setHtml(INTRO)
         bar = QHBoxLayout()
         for w in (self.run_button, self.stop_button, self.progress, QLabel("Node:"), self.node_box,
                   self.no_norms):
@@ -56,28 +55,28 @@ class GradientsView(QWidget):
         bar.addStretch(1)
         self.canvas = pg.GraphicsLayoutWidget()
         self.plots = gradient_plots(self.canvas)
-        self.canvas.setMinimumHeight(180)
-        content = QWidget()  # the plots keep their height and the panel scrolls
-        inner = QVBoxLayout(content)
-        inner.setContentsMargins(0, 0, 0, 0)
-        inner.addWidget(self.canvas, 1)
-        inner.addWidget(self.summary)
+        self.canvas.setMinimumHeight(170)
+        self.summary.setMinimumWidth(200)
+        self.summary.setMaximumWidth(320)
+        row = QHBoxLayout()
+        row.addWidget(self.canvas, 1)
+        row.addWidget(self.summary)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
-        layout.addWidget(scrolling(content), 1)
+        layout.addLayout(row, 1)
         session.modelChanged.connect(self._new_model)
 
     def compute(self) -> None:
         prompt = self.session.prompt
         if prompt is None or prompt.batch is not None:
-            self.summary.setText("Run a prompt first (Ctrl+Enter; one prompt, not a batch): "
+            self.summary.setHtml("Run a prompt first (Ctrl+Enter; one prompt, not a batch): "
                                  "its tokens give the loss.")
             return
         ids, norms = list(prompt.ids), not self.no_norms.isChecked()
         self._asked += 1
         asked = self._asked
         self._running(True)
-        self.summary.setText(f"Backpropagating {len(ids)} tokens, with and without shortcuts…")
+        self.summary.setHtml(f"Backpropagating {len(ids)} tokens, with and without shortcuts…")
 
         def job(ctx):
             return gradient_report(ctx.model, ids, True, ctx.should_stop,
@@ -107,12 +106,12 @@ class GradientsView(QWidget):
         self.job = None
         self._running(False)
         if asked == self._asked:
-            self.summary.setText("Stopped: the gradients were not computed.")
+            self.summary.setHtml("Stopped: the gradients were not computed.")
 
     def _failed(self, asked: int, message: str) -> None:
         self._stopped(asked)
         if asked == self._asked:
-            self.summary.setText(f"The gradients could not be computed: {message}")
+            self.summary.setHtml(f"The gradients could not be computed: {message}")
 
     def show_report(self, report: GradientReport) -> None:
         self.job = None
@@ -120,7 +119,7 @@ class GradientsView(QWidget):
         self.report = report
         self.redraw()
         n = len(report.runs[0].blocks)
-        self.summary.setText(f"{INTRO} Prompt of {report.prompt_tokens} tokens.<br>"
+        self.summary.setHtml(f"{INTRO} Prompt of {report.prompt_tokens} tokens.<br>"
                              + "<br>".join(describe(report, n)))
 
     def redraw(self) -> None:
@@ -131,5 +130,5 @@ class GradientsView(QWidget):
         """The gradients were the model before's: clear them, ignore its late answers."""
         self._asked += 1
         self.report = None
-        self.summary.setText(INTRO)
+        self.summary.setHtml(INTRO)
         self.redraw()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtTest import QTest
 
 from explorer.core.capture import Capture
@@ -40,14 +40,41 @@ def test_post_ln_model_is_drawn_in_post_ln_order(make_window, tmp_path):
     window = make_window(preset=None, checkpoint=str(path))
     assert window.session.model.config.norm_position == "post"
     order = sorted((item.y(), name) for name, item in window.graph.items.items()
-                   if name.startswith("trf_blocks.0.") and not name.endswith("attn_weights"))
+                   if name.startswith("trf_blocks.0.") and not name.endswith("attn_weights")
+                   and name != "trf_blocks.0.ff")  # the feed-forward is the frame, not a step
     assert [name.split(".", 2)[2] for _, name in order] == [
-        n.key for n in block_nodes("post") if n.kind != "pattern"]
+        n.key for n in block_nodes("post") if n.kind not in ("pattern", "ffn")]
+
+
+def test_the_feed_forward_frames_its_layers_and_the_block_is_one_of_n(qtbot, make_window):
+    window = make_window()
+    graph = window.graph
+    frame = graph.items["trf_blocks.0.ff"]
+    for key in ("ff.layers.0", "ff.layers.1", "ff.layers.2"):
+        assert frame.sceneBoundingRect().contains(graph.items[f"trf_blocks.0.{key}"].sceneBoundingRect())
+    assert frame.zValue() < graph.items["trf_blocks.0.ff.layers.1"].zValue()
+    assert "trf_blocks.0.ff" not in graph.edge_labels  # no arrow into or out of it as a step
+    texts = [i.text() for i in graph.scene.items() if hasattr(i, "text") and callable(i.text)]
+    n = window.session.model.config.n_layers
+    assert graph.block_count.text() == f"× {n}" and "Transformer block 0 (Pre-LN)" in texts
+    assert "⋮ blocks 1–1 run in between" in texts
+    assert graph.strip.caption.text().startswith(f"All {n} blocks")
+    window.session.set_layer(1)
+    texts = [i.text() for i in graph.scene.items() if hasattr(i, "text") and callable(i.text)]
+    assert "⋮ blocks 0–0 run first" in texts and not [t for t in texts if "in between" in t]
+    frame = graph.items["trf_blocks.1.ff"]  # a click on its title selects the feed-forward
+    graph.view.ensureVisible(frame, 5, 5)
+    QTest.mouseClick(graph.view.viewport(), Qt.LeftButton, Qt.NoModifier,
+                     graph.view.mapFromScene(frame.mapToScene(frame.text.pos() + QPointF(4, 6))))
+    assert window.session.node == "trf_blocks.1.ff"
+    graph.expand_ff.setChecked(False)  # folded, the feed-forward is one step again
+    assert "trf_blocks.1.ff" in graph.edge_labels
     pre = make_window()
     assert [name.split(".", 2)[2] for _, name in sorted(
         (item.y(), name) for name, item in pre.graph.items.items()
-        if name.startswith("trf_blocks.0.") and not name.endswith("attn_weights"))] == [
-        n.key for n in block_nodes("pre") if n.kind != "pattern"]
+        if name.startswith("trf_blocks.0.") and not name.endswith("attn_weights")
+        and name != "trf_blocks.0.ff")] == [
+        n.key for n in block_nodes("pre") if n.kind not in ("pattern", "ffn")]
 
 
 def test_ctrl_enter_generates_token_by_token_and_steps_are_clickable(qtbot, make_window):

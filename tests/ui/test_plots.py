@@ -402,7 +402,7 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
 def test_the_graph_colours_come_with_their_scale(qtbot):
     """Nodes coloured by a statistic: a viridis bar between the smallest and the largest
     value says what the colours mean; before a pass, no scale."""
-    from explorer.ui.block_graph import _colour
+    from explorer.ui.graph_colours import colour as _colour
 
     alone = Alone(qtbot)
     graph = alone.graph
@@ -514,11 +514,11 @@ def test_the_gradients_view_draws_both_runs_and_forgets_them_with_the_model(qtbo
     view.node_box.setCurrentText("norm1")
     node = view.plots["node"].listDataItems()[1].getData()[1]
     assert np.allclose(10 ** node, [without.norms[f"trf_blocks.{i}.norm1"] for i in range(n)], rtol=1e-5)
-    assert f"{report.ratio():.3g}" in view.summary.text()
+    assert f"{report.ratio():.3g}" in view.summary.toPlainText()
     view.no_norms.setChecked(True)  # the book's plain network: both runs without LayerNorm
     view.run_button.click()
     qtbot.waitUntil(lambda: view.report is not report, timeout=30_000)
     assert [r.norms_kept for r in view.report.runs] == [False, False]
-    assert "blocks' LayerNorms removed" in view.summary.text()
+    assert "blocks' LayerNorms removed" in view.summary.toPlainText()
     ran.session.set_model(ran.session.model)  # a model load: its numbers go
     assert view.report is None and all(not p.listDataItems() for p in view.plots.values())
