@@ -27,6 +27,9 @@ def register(sub) -> None:
     g.add_argument("--leave-room", action="store_true",
                    help="crop a long prompt so the new tokens fit in the context (keeps the "
                         "KV cache working: no slow full recompute once the context is full)")
+    g.add_argument("--recompute", action="store_true",
+                   help="run the whole context again for every token, as the book's "
+                        "generate_text_simple (no KV cache; same tokens, slower)")
     g.add_argument("--start-with-eot", action="store_true",
                    help="allow an empty prompt: start from <|endoftext|>")
     add_model_args(g)
@@ -56,7 +59,7 @@ def generate(args: argparse.Namespace) -> int:
         temperature=1.0 if args.temperature is None else args.temperature,
         top_k=args.top_k, top_p=args.top_p, seed=args.sample_seed,
         stop_at_eot=not args.no_stop, show_top_k=max(1, args.show_top or 1),
-        leave_room=args.leave_room)
+        leave_room=args.leave_room, recompute=args.recompute)
     prompt_ids = encode(args.prompt)
     prepare_prompt(prompt_ids, 2**31, args.start_with_eot)  # reject an empty prompt early
     settings.validate(50257)  # the GPT-2 vocabulary; checked before the model loads

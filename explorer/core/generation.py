@@ -42,6 +42,9 @@ class GenerationSettings:
     show_top_k: int = 5  # candidates reported per step
     capture_steps: bool = False  # attach every node's vector and statistics to each step
     leave_room: bool = False  # crop the prompt so the new tokens fit in the context
+    # every step runs the whole context again, as the book's generate_text_simple does
+    # (no KV cache): slower, and each step's pass sees (1, T + k, C)
+    recompute: bool = False
 
     def validate(self, vocab_size: int) -> None:
         """Every setting of the right type and in a range where the probabilities stay
@@ -147,7 +150,12 @@ def tokenizer_logits(logits: torch.Tensor) -> torch.Tensor:
     return logits[..., :GPT2_VOCAB]
 
 
-def _pick(logits: torch.Tensor, s: GenerationSettings, gen: torch.Generator | None) -> int:
+def sampler(s: GenerationSettings) -> torch.Generator | None:
+    """The random generator sampling draws from (None for greedy or an unseeded run)."""
+    return torch.Generator().manual_seed(s.seed) if (not s.greedy and s.seed is not None) else None
+
+
+def pick(logits: torch.Tensor, s: GenerationSettings, gen: torch.Generator | None) -> int:
     """Choose the next id from one row of logits (vocab,)."""
     logits = tokenizer_logits(logits)
     if s.greedy:
@@ -207,7 +215,7 @@ class GenerationStream:
         model, s = self.model, self.settings
         ctx = model.cfg.context_length
         device = next(model.parameters()).device
-        gen = torch.Generator().manual_seed(s.seed) if (not s.greedy and s.seed is not None) else None
+        gen = sampler(s)
         decoder = IncrementalDecoder()
         recorder = StepRecorder(model) if s.capture_steps else None
         start = time.perf_counter()
@@ -225,7 +233,7 @@ class GenerationStream:
                 self.prompt_seconds = time.perf_counter() - start
             last = time.perf_counter()
             for index in range(s.max_new_tokens):
-                token = _pick(logits, s, gen)
+                token = pick(logits, s, gen)
                 probs = torch.softmax(tokenizer_logits(logits).float(), dim=-1)
                 top = torch.topk(probs, min(s.show_top_k, probs.numel()))
                 now = time.perf_counter()
@@ -247,6 +255,8 @@ class GenerationStream:
                 if index + 1 == s.max_new_tokens:
                     break
                 last = time.perf_counter()
+                if s.recompute:  # the book's way: the whole (cropped) context, every step
+                    cache = None
                 if cache is not None and cache.length < ctx:
                     logits = model(torch.tensor([[token]], device=device), cache=cache,
                                    last_only=True)[0, -1]

@@ -25,10 +25,10 @@ from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StopCheck
 from .steps import StepRecorder
 from .checkpoints import check_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
-                         prepare_prompt, tokenizer_logits)
+                         pick, prepare_prompt, sampler, tokenizer_logits)
 from .model import GPTModel
 from .nodes import GELU_INPUT, parse_hook
-from .tokenizer import token_piece
+from .tokenizer import END_OF_TEXT_ID, token_piece
 
 TOP_K = 10  # next-token candidates a pass reports
 
@@ -81,6 +81,13 @@ class Pass:
     dropped: tuple[str, ...] = ()  # nodes over the memory budget: statistics only
     error: str | None = None  # the forward failed here (run_prompt(tolerate_errors=True))
     shares_later: tuple[str, ...] = ()  # GELU inputs whose shares complete() counts
+    whole: bool = False  # a step that ran the whole context again (GenerationSettings.recompute)
+
+    @property
+    def one_position(self) -> bool:
+        """A generated step from the KV cache: every node's vector at its own position
+        only, shaped (1, 1, C); a prompt pass or a recomputed step holds every position."""
+        return self.step is not None and not self.whole
 
     @property
     def ready(self) -> bool:
@@ -245,6 +252,8 @@ def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: Gener
         report(Completed(prompt))
     settings = dataclasses.replace(settings, capture_steps=True,
                                    show_top_k=max(settings.show_top_k, TOP_K))
+    if settings.recompute:
+        return _recomputing(model, prompt, prefill, settings, report, should_stop, keep)
     stream = generate_stream(model, prefill.ids, settings, prefill=prefill)
     seen = list(prefill.ids)
     for step in stream:
@@ -254,3 +263,35 @@ def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: Gener
             stream.close()
             return "stopped"
     return stream.stopped_by or "max_new_tokens"
+
+
+STEP_BUDGET = 256 * 2**20  # a recomputed step keeps at most this much of its tensors
+
+
+def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationSettings,
+                 report, should_stop, keep: Keep) -> str:
+    """Generation the book's way (``generate_text_simple``): every new token runs the
+    whole context again, without a KV cache, and each step is reported as that whole
+    captured pass — (1, T + k, C) at step k; its last position chose the token."""
+    gen, ctx = sampler(s), model.cfg.context_length
+    ids, current, logits = list(prefill.ids), prompt, prefill.logits
+    keep = dataclasses.replace(keep, later=False, budget_bytes=min(keep.budget_bytes, STEP_BUDGET))
+    for index in range(s.max_new_tokens):
+        if index:  # step 0 is chosen by the prompt pass itself
+            check(should_stop)
+            current, pre = prompt_and_prefill(model, ids[-ctx:], keep, should_stop)
+            logits = pre.logits
+        token = pick(logits, s, gen)
+        probs = torch.softmax(tokenizer_logits(logits).float(), dim=-1)
+        top = torch.topk(probs, min(s.show_top_k, probs.numel()))
+        top_ids = tuple(top.indices.tolist())
+        report(dataclasses.replace(
+            current, step=index, whole=True, token_id=token, prob=float(probs[token]),
+            top_ids=top_ids, top_probs=tuple(top.values.tolist()),
+            top_pieces=tuple(token_piece(i) for i in top_ids), notices=[]))
+        ids.append(token)
+        if token == END_OF_TEXT_ID and s.stop_at_eot:
+            return "eot"
+        if should_stop is not None and should_stop():
+            return "stopped"
+    return "max_new_tokens"

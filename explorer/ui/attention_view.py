@@ -175,7 +175,8 @@ class AttentionView(LazyRefresh, QWidget):
                               for i, h in enumerate(self.shown_heads)])
         self.plot.autoRange(padding=0.02)
         self._fit_ticks()
-        note = "" if current is None or current.step is None else " (prompt pass; steps carry no patterns)"
+        note = "" if current is None or not current.one_position else \
+            " (prompt pass: a step from the KV cache carries no pattern)"
         factor = self._grid[2]
         shrunk = f"; each cell is the max of {factor}×{factor} weights" if factor > 1 else ""
         self.hover.setText(f"layer {self.session.layer}{note}{shrunk}")

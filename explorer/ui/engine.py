@@ -39,7 +39,7 @@ class Engine(JobRunner):
         return JobContext(job, self, self.loaded)
 
     def before_report(self, value: Any) -> None:
-        if isinstance(value, Pass) and value.step is None and value.views:
+        if isinstance(value, Pass) and not value.one_position and value.views:
             self.gui_idle.clear()  # the window is about to draw a whole pass
 
     def load(self, spec: ModelSpec, **handlers) -> Job:

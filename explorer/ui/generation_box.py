@@ -25,6 +25,12 @@ class GenerationBox(QGroupBox):
             "Crop a long prompt so the new tokens fit in the context: every step then uses "
             "the KV cache. Off: the whole prompt is kept, and once the context is full each "
             "new token recomputes every position (the book's generate_text_simple; slow)")
+        self.recompute = QCheckBox("Recompute the whole context")
+        self.recompute.setToolTip(
+            "As the book's generate_text_simple: every new token runs the whole context "
+            "again, without the KV cache, and each step shows that whole pass — (1, T + k, C) "
+            "at step k, attention patterns included. Slower; off: the cache keeps the earlier "
+            "positions' keys and values and each step computes one position")
         self.sample = QCheckBox("Sample (off: greedy)")
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.05, 5.0)
@@ -48,6 +54,7 @@ class GenerationBox(QGroupBox):
         settings = QFormLayout()
         settings.addRow("Max new tokens", self.max_tokens)
         settings.addRow(self.leave_room)
+        settings.addRow(self.recompute)
         settings.addRow(self.sample)
         settings.addRow("Temperature", self.temperature)
         settings.addRow("Top-k", self.top_k)
@@ -62,13 +69,14 @@ class GenerationBox(QGroupBox):
             temperature=self.temperature.value(),
             top_k=(self.top_k.value() or None) if sample else None,
             top_p=self.top_p.value() if sample and self.top_p.value() < 1.0 else None,
-            seed=self.seed.value(), leave_room=self.leave_room.isChecked())
+            seed=self.seed.value(), leave_room=self.leave_room.isChecked(),
+            recompute=self.recompute.isChecked())
 
     def values(self) -> dict:
         return {"max_new_tokens": self.max_tokens.value(), "sample": self.sample.isChecked(),
                 "temperature": self.temperature.value(), "top_k": self.top_k.value(),
                 "top_p": self.top_p.value(), "seed": self.seed.value(),
-                "leave_room": self.leave_room.isChecked()}
+                "leave_room": self.leave_room.isChecked(), "recompute": self.recompute.isChecked()}
 
     def restore(self, read) -> None:
         """``read(key, convert, default)`` gives a remembered value or the default."""
@@ -80,3 +88,4 @@ class GenerationBox(QGroupBox):
             widget.setValue(min(max(value, widget.minimum()), widget.maximum()))
         self.sample.setChecked(read("sample", flag, "false"))
         self.leave_room.setChecked(read("leave_room", flag, "true"))
+        self.recompute.setChecked(read("recompute", flag, "false"))

@@ -135,7 +135,7 @@ class InspectorView(QWidget):
         current = self.session.current
         if current is None:
             return [str(i) for i in range(rows)]
-        if current.step is not None:
+        if current.one_position:
             return [f"step {current.step}"]
         if view.node.kind == "pattern":  # (B, H, T queries): sample, head, query
             B, H, T = view.shape[:3]
@@ -150,11 +150,16 @@ class InspectorView(QWidget):
         view = self.session.view()
         name = self.session.node
         if view is None:
-            self.title.setText(f"<b>{name}</b><br>Run a prompt (Ctrl+Enter) to see its values.")
-            self._clear("Run a prompt (Ctrl+Enter) to see its values")
+            why = "Run a prompt (Ctrl+Enter) to see its values"
+            if self.session.current is not None and self.session.current.one_position:
+                why = ("A step from the KV cache computes one position, so it has no attention "
+                       "pattern: click the prompt, or switch on “Recompute the whole context”")
+            self.title.setText(f"<b>{name}</b><br>{why}.")
+            self._clear(why)
             return
         current = self.session.current
-        where = "prompt pass" if current.step is None else f"generation step {current.step}"
+        where = "prompt pass" if current.step is None else f"generation step {current.step}" + (
+            " (the whole context recomputed)" if current.whole else "")
         if current.batch is not None:
             where = "batch pass"
         padding = ""

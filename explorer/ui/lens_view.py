@@ -46,7 +46,7 @@ class LensView(LazyRefresh, QWidget):
         self.position_box.blockSignals(True)
         self.position_box.clear()
         if current is not None:
-            if current.step is None:
+            if not current.one_position:
                 prefix = "s0 " if current.batch is not None else ""  # a batch: its first prompt
                 self.position_box.addItems([f"{prefix}{i}: {p!r}" for i, p in enumerate(current.pieces)])
                 self.position_box.setCurrentIndex(len(current.pieces) - 1)
@@ -67,7 +67,7 @@ class LensView(LazyRefresh, QWidget):
         names = lens_nodes(info.config.n_layers, info.config.norm_position)
         arrays = {n: current.views[n].array for n in names
                   if n in current.views and current.views[n].array is not None}
-        position = 0 if current.step is not None else max(0, self.position_box.currentIndex())
+        position = 0 if current.one_position else max(0, self.position_box.currentIndex())
         self.note.setText("Computing…")
         self._asked += 1
         asked = self._asked

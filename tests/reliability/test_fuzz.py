@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from explorer.core.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from explorer.core.config import GPTConfig, preset
-from explorer.core.generation import GenerationSettings, _pick
+from explorer.core.generation import GenerationSettings, pick
 from explorer.core.model import build_model
 from explorer.core.training import Trainer
 
@@ -129,7 +129,7 @@ def test_sampling_settings_keep_probabilities_finite(temperature, top_k, top_p, 
                            seed=seed)
     if expect_boundary(lambda: s.validate(50257) or True):
         logits = torch.randn(50257) * 30
-        token = _pick(logits, s, torch.Generator().manual_seed(s.seed))
+        token = pick(logits, s, torch.Generator().manual_seed(s.seed))
         assert 0 <= token < 50257
 
 

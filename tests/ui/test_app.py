@@ -391,3 +391,27 @@ def test_a_prompt_that_fills_the_context_leaves_room_or_says_it_will_be_slow(qtb
     run_and_wait(qtbot, window, max_tokens=10)
     assert len(window.session.prompt.ids) == 64 and len(window.session.steps) == 10
     assert window.generation.settings().leave_room is False
+
+
+def test_recompute_the_whole_context_shows_the_growing_t(qtbot, make_window):
+    window = make_window()
+    window.generation.prompt.setPlainText("Every effort moves you")
+    run_and_wait(qtbot, window, max_tokens=3)
+    session = window.session
+    session.show_step(1)  # from the KV cache: one position, and no pattern to show
+    session.set_node("trf_blocks.0.att.attn_weights")
+    assert "no attention pattern" in window.inspector.title.text()
+    session.set_node("trf_blocks.0.ff")
+    window.explanation.redraw()
+    assert "the KV cache keeps every earlier position's keys and values" in window.explanation.text.text()
+    qtbot.waitUntil(lambda: window.graph.edge_labels["trf_blocks.0.ff.layers.2"].text() == "(1, 1, 32)",
+                    timeout=5_000)
+    window.generation.settings_box.recompute.setChecked(True)
+    run_and_wait(qtbot, window, max_tokens=3)
+    session.show_step(2)  # the book's generate_text_simple: (1, 4 + 2, C)
+    qtbot.waitUntil(lambda: window.graph.edge_labels["trf_blocks.0.ff.layers.2"].text() == "(1, 6, 32)",
+                    timeout=5_000)
+    session.set_node("trf_blocks.0.att.attn_weights")
+    assert "shape <b>(1, 4, 6, 6)</b>" in window.inspector.title.text()
+    window.explanation.redraw()
+    assert "The whole context ran again, 6 positions" in window.explanation.text.text()

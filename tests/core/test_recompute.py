@@ -1,0 +1,55 @@
+"""Generation the book's way (the whole context each step, no KV cache): the same
+tokens as with the cache, and each step is the whole captured pass, (1, T + k, C)."""
+
+import numpy as np
+import torch
+
+from explorer.core.config import preset
+from explorer.core.generation import GenerationSettings, generate
+from explorer.core.model import build_model
+from explorer.core.passes import Pass, prompt_then_generate
+from explorer.core.tokenizer import encode
+
+IDS = encode("Every effort moves you")
+
+
+def run(model, **settings):
+    passes = []
+    why = prompt_then_generate(model, IDS, GenerationSettings(max_new_tokens=4, **settings),
+                               passes.append)
+    return why, [p for p in passes if isinstance(p, Pass)]
+
+
+def test_recomputed_steps_are_whole_passes_with_the_same_tokens():
+    model = build_model(preset("tiny"), seed=6)
+    why, cached = run(model)
+    why2, whole = run(model, recompute=True)
+    assert why == why2 == "max_new_tokens"
+    steps, whole_steps = cached[1:], whole[1:]
+    assert [s.token_id for s in steps] == [s.token_id for s in whole_steps]
+    for k, step in enumerate(whole_steps):
+        assert step.step == k and step.whole and not step.one_position
+        t = len(IDS) + k  # the book's (1, 4 + k, C)
+        assert step.views["trf_blocks.0.ff"].shape == (1, t, 32)
+        assert step.views["trf_blocks.1.att.attn_weights"].shape == (1, 4, t, t)
+        assert step.pieces and len(step.ids) == t
+        # its last position is the cached step's vector: the same numbers
+        np.testing.assert_allclose(step.views["trf_blocks.1.add2"].array[0, -1],
+                                   steps[k].views["trf_blocks.1.add2"].array.reshape(-1),
+                                   rtol=1e-4, atol=1e-5)
+        assert step.top_ids == steps[k].top_ids
+        assert abs(step.prob - steps[k].prob) < 1e-5
+    assert steps[0].one_position and steps[0].views["trf_blocks.0.ff"].shape == (1, 1, 32)
+    assert whole_steps[0].views is whole[0].views  # step 0 is chosen by the prompt pass
+
+
+def test_recompute_in_the_stream_gives_the_same_tokens():
+    model = build_model(preset("tiny"), seed=7)
+    a = generate(model, IDS, GenerationSettings(max_new_tokens=6)).new_ids
+    b = generate(model, IDS, GenerationSettings(max_new_tokens=6, recompute=True)).new_ids
+    assert a == b
+    s = GenerationSettings(max_new_tokens=6, greedy=False, seed=3, temperature=1.5)
+    sampled = generate(model, IDS, s).new_ids
+    again = generate(model, IDS, GenerationSettings(**{**s.__dict__, "recompute": True})).new_ids
+    assert sampled == again  # the same draws from the same seed
+    assert torch.is_grad_enabled()
