@@ -241,7 +241,7 @@ class BlockGraphView(QWidget):
         frame.setZValue(-1)
         order = "Pre-LN" if cfg.norm_position == "pre" else "Post-LN"
         title = self.scene.addSimpleText(f"Transformer block {layer} ({order})")
-        title.setPos(-NODE_W * 0.95, top + 4)
+        title.setPos(rect.right() - title.boundingRect().width() - 10, top + 4)  # clear of the edge labels
         times = self.scene.addSimpleText(f"× {n}")
         font = QFont()
         font.setPointSize(20)

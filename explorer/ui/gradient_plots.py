@@ -16,7 +16,7 @@ from .plot_text import legend_row, pen_sample, set_empty, set_ticks, set_title
 
 PENS = {True: pg.mkPen("#1f4e8c", width=2), False: pg.mkPen("#d2691e", width=2)}
 NAMES = {True: "with shortcuts", False: "shortcuts removed"}
-EMPTY = "Press “Compute gradients” (a prompt first: Ctrl+Enter)"
+EMPTY = "Press “Compute gradients”"
 
 
 def gradient_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
@@ -47,11 +47,9 @@ def draw_report(plots: dict[str, pg.PlotItem], report: GradientReport | None, ke
     if report is None:
         return
     set_title(plots["node"], f"{key}, each block", size=TITLE_SIZE)
-    notes = [] if report.runs[0].norms_kept else ["blocks' LayerNorms removed"]
-    if any(0 in run.residual or 0 in run.blocks for run in report.runs):
-        notes.append("0 drawn at 1e-30")
-    set_title(plots["residual"], "Residual stream" +
-              (f" · {', '.join(notes)}" if notes else ""), size=TITLE_SIZE)
+    zeros = any(0 in run.residual or 0 in run.blocks for run in report.runs)
+    set_title(plots["residual"], "Residual stream" + (" (0 at 1e-30)" if zeros else ""),
+              size=TITLE_SIZE)
     for run in report.runs:
         name = NAMES[run.shortcut] + ("" if run.norms_kept else ", no LayerNorm")
         style = dict(pen=PENS[run.shortcut], symbol="o", symbolSize=5,

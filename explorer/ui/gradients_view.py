@@ -119,8 +119,10 @@ class GradientsView(QWidget):
         self.report = report
         self.redraw()
         n = len(report.runs[0].blocks)
-        self.summary.setHtml(f"{INTRO} Prompt of {report.prompt_tokens} tokens.<br>"
-                             + "<br>".join(describe(report, n)))
+        lines = describe(report, n)
+        verdict = f"<b>{lines.pop()}</b><br><br>" if report.ratio() is not None else ""
+        self.summary.setHtml(f"{verdict}{INTRO} Prompt of {report.prompt_tokens} tokens.<br>"
+                             + "<br>".join(lines))
 
     def redraw(self) -> None:
         n = self.session.model.config.n_layers if self.session.model else 0

@@ -54,6 +54,7 @@ class LearnView(QWidget):
         self.next_button.setShortcut("Alt+N")
         self.next_button.setToolTip("Alt+N")
         self.next_button.clicked.connect(lambda: self.ask(self.session.node))
+        self.next_button.hide()  # with learn mode on
         layout.addWidget(self.next_button)
         layout.addWidget(self.score_label)
         layout.addStretch(1)
@@ -68,6 +69,7 @@ class LearnView(QWidget):
         self._show_score()
 
     def _toggled(self, on: bool) -> None:
+        self.next_button.setVisible(on)
         if on:
             self.ask(self.session.node)
         else:
@@ -103,6 +105,7 @@ class LearnView(QWidget):
         for i, button in enumerate(self.buttons):
             if i < len(q.options):
                 button.setText(f"{q.options[i]}")
+                button.setStyleSheet("")
                 button.setToolTip(f"Alt+{i + 1}")
                 button.setEnabled(True)
                 button.show()
@@ -116,8 +119,12 @@ class LearnView(QWidget):
             return False
         right = q.check(choice)
         self.score.record(right)
-        for b in self.buttons:
+        for i, b in enumerate(self.buttons):
             b.setEnabled(False)
+            if i == q.answer:  # the answer green, a wrong choice red
+                b.setStyleSheet("background: #cdeccd; color: #1d4d1d; font-weight: bold")
+            elif i == choice:
+                b.setStyleSheet("background: #f6d0d0; color: #6d1d1d")
         self.feedback.setText(_rich(q.feedback(choice)))
         self.question = None
         self._show_score()
