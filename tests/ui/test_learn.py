@@ -2,6 +2,7 @@
 answer (the graph's shapes and order, the inspector, the explanation, the plots); the
 answer reveals the node with the live numbers, and the score counts."""
 
+import pytest
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QAbstractButton, QLabel
 
@@ -91,3 +92,31 @@ def test_learn_mode_asks_nothing_before_a_pass(qtbot, make_window):
     window.session.set_node(block_hook_name(0, "norm1"))
     assert window.learn.question is None and "Run a prompt first" in window.learn.prompt.text()
     assert window.session.covered == frozenset()
+
+
+@pytest.mark.parametrize("position", ["pre", "post"])
+def test_every_nodes_shape_answer_is_the_inspectors_shape(qtbot, make_window, tmp_path, position):
+    """For every node of a Pre-LN and a Post-LN model: the shape question's answer is
+    the shape the inspector shows once it is revealed."""
+    from explorer.core.checkpoints import save_checkpoint
+    from explorer.core.config import preset
+    from explorer.core.model import build_model
+
+    path = save_checkpoint(build_model(preset("tiny", norm_position=position)),
+                           tmp_path / f"{position}.safetensors")
+    window = make_window(preset=None, checkpoint=str(path))
+    run_and_wait(qtbot, window, max_tokens=1)
+    window.session.show_step(None)
+    learn = window.learn
+    learn.enabled.setChecked(True)
+    for name in all_hook_names(window.session.model.config):
+        window.session.set_node(name)
+        for _ in range(4):  # the shape question comes round within a node's questions
+            if learn.question.text.startswith("What shape"):
+                break
+            learn.answer(learn.question.answer)
+            learn.next_button.click()
+        q = learn.question
+        assert q.text.startswith("What shape"), name
+        assert learn.answer(q.answer)
+        assert f"shape <b>{q.options[q.answer]}</b>" in window.inspector.title.text(), name
