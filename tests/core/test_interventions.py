@@ -1,0 +1,177 @@
+"""Interventions: each against a hand-built reference, identical in the prompt pass and
+in KV-cached decoding, hooks gone after every run, bad files refused whole."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from explorer.core.cancel import Cancelled
+from explorer.core.capture import StopCheck
+from explorer.core.config import preset
+from explorer.core.generation import GenerationSettings, generate
+from explorer.core.interventions import (Intervention, applied, from_dict, load_file, resolve,
+                                         save_file)
+from explorer.core.model import build_model
+from explorer.core.passes import run_prompt
+from explorer.core.tokenizer import encode
+
+IDS = encode("Every effort moves you forward")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model(preset("tiny", n_layers=3), seed=8)
+
+
+def logits(model, specs, ids=IDS):
+    resolved = resolve(model, specs, ids)
+    with torch.inference_mode(), applied(model, resolved):
+        return model(torch.tensor([ids]))[0]
+
+
+def no_hooks(model):
+    return all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def manual(model, ids, att_out=None, gelu=None, add1_shortcut=True):
+    """The model's forward written out, with places to change one thing."""
+    x = model.drop_emb(model.tok_emb(torch.tensor([ids])) + model.pos_emb(torch.arange(len(ids))))
+    for i, block in enumerate(model.trf_blocks):
+        a = block.att(block.norm1(x))
+        if att_out is not None and i == 1:
+            a = att_out(block, block.norm1(x), a)
+        x = (x if add1_shortcut or i != 1 else 0) + a
+        h = block.ff.layers[0](block.norm2(x))
+        h = gelu(h) if gelu is not None and i == 1 else block.ff.layers[1](h)
+        x = x + block.ff.layers[2](h)
+    return model.out_head(model.final_norm(x))[0]
+
+
+def test_zero_and_scale_equal_hand_built_models(model):
+    with torch.inference_mode():
+        zeroed = manual(model, IDS, att_out=lambda b, x, a: torch.zeros_like(a))
+        doubled = manual(model, IDS, att_out=lambda b, x, a: 2 * a)
+        torch.testing.assert_close(logits(model, [Intervention("zero", "trf_blocks.1.att")]), zeroed)
+        # drop1 outputs att's tensor in eval: zeroing it is the same change
+        torch.testing.assert_close(logits(model, [Intervention("zero", "trf_blocks.1.drop1")]), zeroed)
+        torch.testing.assert_close(logits(model, [Intervention("scale", "trf_blocks.1.att", k=2.0)]),
+                                   doubled)
+        relu = manual(model, IDS, gelu=F.relu)
+        torch.testing.assert_close(logits(model, [Intervention("activation", "trf_blocks.1.ff.layers.1",
+                                                               function="relu")]), relu)
+        no_short = manual(model, IDS, add1_shortcut=False)
+        torch.testing.assert_close(logits(model, [Intervention("no-shortcut", "trf_blocks.1.add1")]), no_short)
+    assert no_hooks(model)
+
+
+def test_head_knock_out_equals_slicing_the_heads_outputs(model):
+    cfg = model.cfg
+    hd = cfg.head_dim
+
+    def without_heads(block, x, a):
+        att = block.att
+        b, t, _ = x.shape
+        q = att.W_query(x).view(b, t, cfg.n_heads, hd).transpose(1, 2)
+        k = att.W_key(x).view(b, t, cfg.n_heads, hd).transpose(1, 2)
+        v = att.W_value(x).view(b, t, cfg.n_heads, hd).transpose(1, 2)
+        ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)  # (B, T, H, hd)
+        w = att.out_proj.weight  # (C, C): head h is columns h*hd..(h+1)*hd
+        heads = [ctx[:, :, h] @ w[:, h * hd:(h + 1) * hd].T for h in range(cfg.n_heads)]
+        return sum(heads[h] for h in range(cfg.n_heads) if h not in (0, 2)) + att.out_proj.bias
+
+    with torch.inference_mode():
+        expected = manual(model, IDS, att_out=without_heads)
+        got = logits(model, [Intervention("heads", "trf_blocks.1.att", heads=(0, 2))])
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_mean_steer_and_patch(model):
+    with torch.inference_mode():
+        clean = model(torch.tensor([IDS]))[0]
+        zero_steer = Intervention("steer", "trf_blocks.0.add2", k=0.0, prompt="Love", prompt_b="Hate")
+        assert torch.equal(logits(model, [zero_steer]), clean)  # k = 0 changes nothing
+        steer = Intervention("steer", "trf_blocks.0.add2", k=3.0, prompt="Love", prompt_b="Hate")
+        assert not torch.allclose(logits(model, [steer]), clean)
+        # patching the clean run's own activation into the clean run: bit-identical
+        for node in ("trf_blocks.0.norm1", "trf_blocks.1.att", "trf_blocks.2.add2", "trf_blocks.1.ff"):
+            same = Intervention("patch", node, prompt="Every effort moves you forward")
+            assert torch.equal(logits(model, [same]), clean), node
+        mean = resolve(model, [Intervention("mean", "trf_blocks.1.att")], IDS)[0]
+        captured = run_prompt(model, IDS).views["trf_blocks.1.att"].array
+        torch.testing.assert_close(mean.tensor, torch.from_numpy(captured.reshape(-1, 32).mean(0)))
+        after = run_prompt(model, IDS).views  # mean-ablated: every position holds the mean
+        with applied(model, [mean]):
+            after = run_prompt(model, IDS).views
+        torch.testing.assert_close(torch.from_numpy(after["trf_blocks.1.att"].array[0, 2]), mean.tensor)
+        torch.testing.assert_close(torch.from_numpy(after["trf_blocks.1.drop1"].array[0, 0]), mean.tensor)
+    assert no_hooks(model)
+
+
+def test_interventions_apply_alike_with_the_kv_cache_and_recomputing(model):
+    specs = [Intervention("steer", "trf_blocks.1.add1", k=8.0, prompt="Love", prompt_b="Hate"),
+             Intervention("zero", "trf_blocks.0.ff", positions=(1, 6, 7)),
+             Intervention("heads", "trf_blocks.2.att", heads=(1,)),
+             Intervention("patch", "trf_blocks.0.add2", prompt="I had always thought Jack Gisburn",
+                          positions=(0, 5))]
+    resolved = resolve(model, specs, IDS)
+    settings = GenerationSettings(max_new_tokens=8, stop_at_eot=False)
+    with applied(model, resolved):
+        cached = generate(model, IDS, settings)
+        whole = generate(model, IDS, GenerationSettings(max_new_tokens=8, stop_at_eot=False,
+                                                        recompute=True))
+    assert cached.new_ids == whole.new_ids
+    for a, b in zip(cached.steps, whole.steps):
+        assert a.top_ids == b.top_ids and abs(a.prob - b.prob) < 1e-4
+    plain = generate(model, IDS, settings).new_ids
+    assert plain != cached.new_ids  # the interventions did change the continuation
+    assert no_hooks(model)
+
+
+def test_hooks_never_leak_also_on_errors_and_stops(model):
+    resolved = resolve(model, [Intervention("scale", "trf_blocks.0.att", k=0.5),
+                               Intervention("no-shortcut", "trf_blocks.1.add2")], IDS)
+    for i in range(200):
+        try:
+            with torch.inference_mode(), applied(model, resolved), \
+                    StopCheck(model, lambda: i % 2 == 0):
+                model(torch.tensor([IDS]))
+        except Cancelled:
+            pass
+    with pytest.raises(ValueError), applied(model, resolved):
+        model(torch.tensor([[1] * 100]))  # beyond the context: the forward raises
+    assert no_hooks(model)
+
+
+def test_bad_interventions_and_files_say_what_is_wrong_and_apply_nothing(model, tmp_path):
+    cfg = model.cfg
+    bad = [({"kind": "zero", "node": "trf_blocks.9.att"}, "no such node"),
+           ({"kind": "melt", "node": "trf_blocks.0.att"}, "unknown intervention"),
+           ({"kind": "scale", "node": "trf_blocks.0.att", "k": "two"}, "k must be a finite number"),
+           ({"kind": "scale", "node": "trf_blocks.0.att", "k": float("nan")}, "finite"),
+           ({"kind": "heads", "node": "trf_blocks.0.att", "heads": [7]}, "heads must be numbers 0..3"),
+           ({"kind": "heads", "node": "trf_blocks.0.norm1", "heads": [0]}, "at an attention node"),
+           ({"kind": "no-shortcut", "node": "trf_blocks.0.att"}, "at a block's add"),
+           ({"kind": "patch", "node": "trf_blocks.0.att"}, "needs the prompt"),
+           ({"kind": "zero", "node": "trf_blocks.0.att", "colour": "red"}, "unknown intervention field"),
+           ({"kind": "zero", "node": "trf_blocks.0.att", "positions": "all"}, "must be a list")]
+    for item, words in bad:
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps({"interventions": [{"kind": "zero", "node": "trf_blocks.0.att"}, item]}))
+        with pytest.raises(ValueError, match=words):
+            load_file(path, cfg)
+    wrong_shape = from_dict({"kind": "steer", "node": "trf_blocks.0.att", "vector": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="has 2 values; this node has 32"):
+        resolve(model, [wrong_shape], IDS)
+    (tmp_path / "x.json").write_text("{not json")
+    with pytest.raises(ValueError, match="not a JSON intervention file"):
+        load_file(tmp_path / "x.json", cfg)
+    with pytest.raises(ValueError, match="not a file"):
+        load_file(tmp_path, cfg)
+    good = [Intervention("heads", "trf_blocks.0.att", heads=(1, 2)),
+            Intervention("steer", "trf_blocks.1.add2", k=4.0, prompt="Love", prompt_b="Hate"),
+            Intervention("zero", "trf_blocks.0.ff", positions=(0, 3))]
+    save_file(tmp_path / "ok.json", good)
+    assert load_file(tmp_path / "ok.json", cfg) == good
+    assert no_hooks(model)
