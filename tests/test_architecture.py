@@ -80,7 +80,8 @@ def test_the_session_does_not_know_the_engine_and_the_cli_imports_no_view():
         if name.startswith("explorer.cli"):
             assert not (ours(path) & views), f"{name} imports a view"
             assert {m for m in ours(path) if m.startswith("explorer.ui")} <= {
-                "explorer.ui.app", "explorer.ui.figures", "explorer.ui.gradient_plots"}, name
+                "explorer.ui.app", "explorer.ui.figures", "explorer.ui.gradient_plots",
+                "explorer.ui.patch_plots"}, name
 
 
 def test_every_view_is_a_module_of_its_own_made_from_session_and_engine():

@@ -231,3 +231,37 @@ def test_diff_runs_the_seeds_batch_and_names_a_shape_mismatch(capsys):
     code, out, _ = run(capsys, "diff", "Every effort moves you", "--a", "preset:tiny",
                        "--b", "mutation:no-activation", "--layer", "1")
     assert "first divergence: trf_blocks.1.ff.layers.1" in out and "one linear map" in out
+
+
+def test_patch_prints_the_sweep_and_saves_csv_and_plot(capsys, tmp_path):
+    clean = "When Mary and John went to the store, John gave a drink to"
+    corrupt = "When Mary and John went to the store, Mary gave a drink to"
+    code, out, err = run(capsys, "patch", "--clean", clean, "--corrupt", corrupt, "--answer", " Mary",
+                         "--wrong", " John", "--preset", "tiny", "--csv", str(tmp_path / "p.csv"),
+                         "--plot", str(tmp_path / "p.png"))
+    assert code == 0 and "logit difference ' Mary' − ' John'" in out
+    add2 = [line.split() for line in out.splitlines() if line.startswith("add2 ")]
+    assert len(add2) == 1 and add2[0][-1] == "1.000"  # the last block's output restores it all
+    assert len((tmp_path / "p.csv").read_text().splitlines()) == 1 + 11 * 2
+    assert (tmp_path / "p.png").stat().st_size > 5_000
+    code, out, _ = run(capsys, "patch", "--clean", clean, "--corrupt", clean, "--answer", " Mary",
+                       "--wrong", " John", "--preset", "tiny")
+    assert code == 0 and "nothing to restore" in out
+    code, _, err = run(capsys, "patch", "--clean", clean, "--corrupt", "When Mary", "--answer",
+                       " Mary", "--wrong", " John", "--preset", "tiny")
+    assert code == 2 and "same length" in err
+
+
+def test_generate_applies_an_intervention_file_or_none_at_all(capsys, tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text('{"interventions": [{"kind": "scale", "node": "trf_blocks.1.add2", "k": -4},'
+                    ' {"kind": "heads", "node": "trf_blocks.0.att", "heads": [0, 1, 2, 3]}]}')
+    args = ["generate", "Every effort moves you", "--preset", "tiny", "--max-new-tokens", "5", "--no-stop"]
+    code, plain, _ = run(capsys, *args)
+    code, changed, err = run(capsys, *args, "--intervene", str(good))
+    assert code == 0 and changed != plain
+    assert "intervention: trf_blocks.1.add2: scale ×-4" in err and "knock out heads [0, 1, 2, 3]" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"interventions": [{"kind": "scale", "node": "trf_blocks.0.att", "k": "x"}]}')
+    code, out, err = run(capsys, *args, "--intervene", str(bad))
+    assert code == 2 and "k must be a finite number" in err and out == ""

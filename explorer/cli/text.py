@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from .common import add_model_args, load
@@ -30,6 +31,9 @@ def register(sub) -> None:
     g.add_argument("--recompute", action="store_true",
                    help="run the whole context again for every token, as the book's "
                         "generate_text_simple (no KV cache; same tokens, slower)")
+    g.add_argument("--intervene", metavar="FILE.json",
+                   help="apply the interventions in this file (saved from the app's What if "
+                        "tab) in the prompt pass and at every step")
     g.add_argument("--start-with-eot", action="store_true",
                    help="allow an empty prompt: start from <|endoftext|>")
     add_model_args(g)
@@ -48,7 +52,7 @@ def tokenize(args: argparse.Namespace) -> int:
 
 def generate(args: argparse.Namespace) -> int:
     from ..core.generation import GenerationSettings, generate_stream, prepare_prompt
-    from ..core.tokenizer import encode, token_piece
+    from ..core.tokenizer import encode
 
     from ..core.validate import whole
 
@@ -66,6 +70,20 @@ def generate(args: argparse.Namespace) -> int:
     loaded = load(args)
     settings.validate(loaded.config.vocab_size)
     stream = generate_stream(loaded.model, prompt_ids, settings, args.start_with_eot)
+    with contextlib.ExitStack() as stack:
+        if args.intervene:
+            from ..core.interventions import applied, load_file, resolve
+
+            specs = load_file(args.intervene, loaded.config)  # all checked, or none applied
+            stack.enter_context(applied(loaded.model, resolve(loaded.model, specs, stream.prompt_ids)))
+            for spec in specs:
+                print(f"intervention: {spec.describe()}", file=sys.stderr)
+        return _write(args, stream, loaded)
+
+
+def _write(args, stream, loaded) -> int:
+    from ..core.tokenizer import token_piece
+
     for notice in stream.notices:
         print(f"note: {notice}", file=sys.stderr)
     sys.stdout.write(args.prompt)
