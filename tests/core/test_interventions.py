@@ -175,3 +175,23 @@ def test_bad_interventions_and_files_say_what_is_wrong_and_apply_nothing(model, 
     save_file(tmp_path / "ok.json", good)
     assert load_file(tmp_path / "ok.json", cfg) == good
     assert no_hooks(model)
+
+
+def test_clean_against_changed_step_by_step(model):
+    from explorer.core.whatif import compare
+
+    none = compare(model, [], IDS, new_tokens=5)
+    assert none.clean_ids == none.changed_ids and all(s.kl == 0 for s in none.steps)
+    assert none.first_difference() is None
+    resolved = resolve(model, [Intervention("scale", "trf_blocks.2.add2", k=-3.0)], IDS)
+    diff = compare(model, resolved, IDS, new_tokens=5)
+    assert len(diff.steps) == 5 and diff.clean_ids == none.clean_ids
+    assert diff.first_difference() == 0 and diff.steps[0].kl > 0.01
+    with torch.inference_mode():  # step 0 is the prompt's next token: the reference by hand
+        p = torch.log_softmax(model(torch.tensor([IDS]))[0, -1], -1)
+        with applied(model, resolved):
+            q = torch.log_softmax(model(torch.tensor([IDS]))[0, -1], -1)
+    assert diff.steps[0].kl == pytest.approx(float((p.exp() * (p - q)).sum()), rel=1e-4)
+    top = diff.steps[0].top[0]
+    assert top.delta_logp == pytest.approx(__import__("math").log(top.changed / top.clean), rel=1e-3)
+    assert no_hooks(model)
