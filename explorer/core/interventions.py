@@ -106,6 +106,21 @@ class Intervention:
             raise ValueError(f"{where}: a steering vector needs two prompts (A and B) or a vector")
 
 
+def allowed_kinds(node: str) -> list[str]:
+    """The kinds of intervention that fit a node."""
+    key, kind = parse_hook(node)[1], node_for_hook(node).kind
+    if kind == "pattern":
+        return ["zero", "scale"]
+    kinds = ["zero", "mean", "scale", "steer", "patch"]
+    if key == ATTENTION:
+        kinds.append("heads")
+    if key in residual_branches() and parse_hook(node)[0] is not None:
+        kinds.append("no-shortcut")
+    if key == GELU_OUTPUT:
+        kinds.append("activation")
+    return kinds
+
+
 def from_dict(data: dict) -> Intervention:
     if not isinstance(data, dict):
         raise ValueError(f"an intervention is an object with kind and node, got {data!r}"[:200])

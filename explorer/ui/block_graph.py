@@ -13,72 +13,22 @@ import math
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsItem, QGraphicsPathItem,
-                               QGraphicsRectItem, QGraphicsScene, QGraphicsSimpleTextItem,
-                               QGraphicsView, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsPathItem, QGraphicsScene,
+                               QGraphicsSimpleTextItem, QGraphicsView, QHBoxLayout, QLabel,
+                               QSpinBox, QVBoxLayout, QWidget)
 
 from ..core.nodes import (BLOCK_INPUT, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, Node,
                           block_hook_name, block_nodes, drawn_beside, layer_of,
                           node_for_hook, shortcut_sources)
 from ..core.quiz import SHAPES
-from .graph_colours import colour, colour_bar_pixmap, text_colour
+from .graph_colours import colour, colour_bar_pixmap
+from .graph_items import NODE_H, NODE_W, FrameItem, NodeItem
 from .layer_strip import LayerStrip
+from .node_menu import node_menu
 from .session import Session
 
-NODE_W, NODE_H, ROW = 190.0, 36.0, 62.0
+ROW = 62.0
 STATISTICS = {"std": "std", "abs-max": "absmax", "RMS": "rms", "kurtosis": "kurtosis"}
-class NodeItem(QGraphicsRectItem):
-    """One clickable node box."""
-
-    def __init__(self, name: str, node: Node, graph: "BlockGraphView") -> None:
-        super().__init__(-NODE_W / 2, -NODE_H / 2, NODE_W, NODE_H)
-        self.name, self.node, self.graph = name, node, graph
-        self.setFlag(QGraphicsItem.ItemIsSelectable, False)
-        self.setCursor(Qt.PointingHandCursor)
-        self.setAcceptHoverEvents(True)
-        self.text = QGraphicsSimpleTextItem(node.label, self)
-        font = QFont()
-        font.setPointSize(10)
-        self.text.setFont(font)
-        self._centre_text()
-        self.set_fill(QColor("#e8e8e8"))
-        self.set_selected(False)
-
-    def _centre_text(self) -> None:
-        r = self.text.boundingRect()
-        self.text.setPos(-r.width() / 2, -r.height() / 2)
-
-    def set_fill(self, colour: QColor) -> None:
-        self.setBrush(QBrush(colour))
-        self.text.setBrush(QBrush(text_colour(colour)))
-
-    diverged = False  # marked by the divergence finder
-
-    def set_selected(self, selected: bool) -> None:
-        colour = "#ff8c00" if selected else "#d40000" if self.diverged else "#555555"
-        self.setPen(QPen(QColor(colour), 4 if selected or self.diverged else 1))
-        self.setZValue(2 if selected else 1)
-
-    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)
-        self.graph.nodeClicked.emit(self.name)
-        event.accept()
-
-
-class FrameItem(NodeItem):
-    """A node drawn as the frame around the nodes it contains, its label at the top."""
-
-    def __init__(self, name: str, node: Node, graph: "BlockGraphView", rect: QRectF) -> None:
-        super().__init__(name, node, graph)
-        self.setRect(rect)
-        self.text.setPos(rect.left() + 8, rect.top() + 4)
-        self.setZValue(0.5)
-
-    def set_selected(self, selected: bool) -> None:
-        super().set_selected(selected)
-        self.setZValue(0.5)  # always under the layers it contains
-
-
 class BlockGraphView(QWidget):
     """Toolbar (layer, colour statistic, expand feed-forward) over the graph and a strip
     of all layers."""
@@ -140,6 +90,7 @@ class BlockGraphView(QWidget):
         session.nodeChanged.connect(self._on_node)
         session.markChanged.connect(self.mark_divergence)
         session.coverChanged.connect(lambda _: self.refresh())
+        session.interventionsChanged.connect(self._badges)
         if session.model is not None:  # a view made after the model loaded starts from it
             self.rebuild()
 
@@ -333,6 +284,7 @@ class BlockGraphView(QWidget):
                     f"mean {s.mean:.4g}   std {s.std:.4g}\nmin {s.min:.4g}   max {s.max:.4g}\n"
                     f"abs-max {s.absmax:.4g}   RMS {s.rms:.4g}")
         self.recolour()
+        self._badges()
         self._on_node(self.session.node)
         self.strip.update()
         if info is not None and current is None:
@@ -369,6 +321,17 @@ class BlockGraphView(QWidget):
     def _show_scale(self, shown: bool) -> None:
         for w in (self.scale_lo, self.scale_bar, self.scale_hi):
             w.setVisible(shown)
+
+    def _badges(self) -> None:
+        counts = {}
+        for one in self.session.active_interventions():
+            counts[one.node] = counts.get(one.node, 0) + 1
+        for name, item in self.items.items():
+            item.set_badge(counts.get(name, 0))
+
+    def node_menu(self, name: str, where) -> None:
+        """Right-click on a node: what-if interventions on it."""
+        node_menu(self.session, name, self).exec(where)
 
     def _on_layer(self, layer: int) -> None:
         self.rebuild()

@@ -140,6 +140,10 @@ class GenerationPanel(QWidget):
         session.on_pass(self.update_topk)
         session.modelChanged.connect(self.update_chips)
         session.busyChanged.connect(self.set_running)
+        session.runRequested.connect(self.run_prompt)
+        session.interventionsChanged.connect(self._rerun)
+        self._rerun_timer = QTimer(self, singleShot=True, interval=0)
+        self._rerun_timer.timeout.connect(self._rerun_now)
         self.update_chips()
         self.update_output()  # a panel made after a run shows it
         self.update_topk()
@@ -187,6 +191,22 @@ class GenerationPanel(QWidget):
             return
         self.save_settings()  # what the user typed survives whatever happens next
         self.runs.start(encode(text), self.settings())
+
+    def run_prompt(self, text: str) -> None:
+        """Run ``text`` (another view's request), or the prompt as it is when empty."""
+        if text:
+            self.batch.setChecked(False)
+            self.prompt.setPlainText(text)
+        self.request_run()
+
+    def _rerun(self) -> None:
+        """Interventions changed: the shown prompt runs again with them (if idle), a
+        loop turn later, so that a view that also asks for another prompt comes first."""
+        self._rerun_timer.start()
+
+    def _rerun_now(self) -> None:
+        if self.session.prompt is not None and not self.runs.running:
+            self.request_run()
 
     # ------------------------------------------------------------------ remembered
     def save_settings(self, store=None) -> None:

@@ -100,6 +100,7 @@ class MainWindow(QMainWindow):
         self.banner.openFolderRequested.connect(self.open_folder)
         self.banner.openFileRequested.connect(self.open_checkpoint)
         self.banner.trainRequested.connect(lambda: self.show_view("train"))
+        s.viewRequested.connect(self.show_view)
         self._menus()
         self._restore()
         import gc

@@ -4,12 +4,14 @@ from the same forward's KV cache), or a batch of prompts in one pass. Feeds the 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 
 from PySide6.QtCore import QObject
 
 from ..core.batch import make_batch
 from ..core.generation import GenerationSettings
+from ..core.interventions import applied, resolve
 from ..core.nodes import GELU_INPUT, block_hook_name
 from ..core.passes import EVERYTHING, Completed, Pass, prompt_then_generate, run_prompt
 from .jobs import Job
@@ -17,6 +19,16 @@ from .session import Session
 
 REASONS = {"stopped": "stopped by you", "eot": "reached <|endoftext|>",
            "max_new_tokens": "reached the token limit", "error": "failed", "batch": "done"}
+
+
+@contextmanager
+def intervened(model, specs: list, ids: list[int]):
+    """The run's interventions hooked in (nothing when there are none)."""
+    if not specs:
+        yield
+        return
+    with applied(model, resolve(model, specs, ids)):
+        yield
 
 
 class Runs(QObject):
@@ -42,11 +54,16 @@ class Runs(QObject):
         self._step_times = []
         engine = self.engine
         keep = self.keep()
+        specs = self.session.active_interventions()
+
+        def run(ctx):
+            with intervened(ctx.model, specs, ids):
+                return prompt_then_generate(ctx.model, ids, settings, ctx.report,
+                                            ctx.should_stop, keep,
+                                            after_prompt=getattr(engine, "catch_up", None))
+
         self.job = engine.submit(
-            lambda ctx: prompt_then_generate(ctx.model, ids, settings, ctx.report,
-                                             ctx.should_stop, keep,
-                                             after_prompt=getattr(engine, "catch_up", None)),
-            "prompt and generation", progress=self._pass, finished=self._end,
+            run, "prompt and generation", progress=self._pass, finished=self._end,
             failed=self._failed, cancelled=lambda: self._end("stopped"))
         return self.job
 
@@ -66,9 +83,14 @@ class Runs(QObject):
             self.session.report_error("GPT Block Explorer", str(exc))
             return None
         self._begin(f"Running {batch.describe()}…")
+        specs = self.session.active_interventions()
+
+        def run(ctx):
+            with intervened(ctx.model, specs, batch.sample(0)):
+                return run_prompt(ctx.model, batch, EVERYTHING, ctx.should_stop)
+
         self.job = self.engine.submit(
-            lambda ctx: run_prompt(ctx.model, batch, EVERYTHING, ctx.should_stop),
-            "batch pass", finished=self._batch_done, failed=self._failed,
+            run, "batch pass", finished=self._batch_done, failed=self._failed,
             cancelled=lambda: self._end("stopped"))
         return self.job
 

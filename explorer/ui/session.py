@@ -41,6 +41,9 @@ class Session(QObject):
     modelRequested = Signal(object)  # a view asks for a model to be loaded (ModelSpec)
     caughtUp = Signal()  # every view has redrawn the latest pass
     completed = Signal()  # the shown pass's later statistics are all computed
+    interventionsChanged = Signal()  # the list, or the switch that applies them
+    viewRequested = Signal(str)  # a view asks for another to be shown (its key)
+    runRequested = Signal(str)  # run this prompt (empty: the panel's own) as Ctrl+Enter does
 
     def __init__(self, retire: Callable[..., None] | None = None) -> None:
         super().__init__()
@@ -51,6 +54,8 @@ class Session(QObject):
         self.layer = 0
         self.node = block_hook_name(0, FIRST_BLOCK_NODE)
         self.covered: frozenset[str] = frozenset()  # what views must not show yet
+        self.interventions: list = []  # core.interventions.Intervention, in order
+        self.interventions_on = True  # the one switch
         self.mark = ""
         self.busy = False
         self.status = ""
@@ -180,6 +185,26 @@ class Session(QObject):
 
     def covers(self, kind: str) -> bool:
         return kind in self.covered
+
+    # -------------------------------------------------------------- what if
+    def set_interventions(self, interventions: list, on: bool | None = None) -> None:
+        self.interventions = list(interventions)
+        if on is not None:
+            self.interventions_on = on
+        self.interventionsChanged.emit()
+
+    def add_intervention(self, intervention) -> None:
+        self.set_interventions(self.interventions + [intervention], on=True)
+
+    def active_interventions(self) -> list:
+        """What a run applies: the list while the switch is on."""
+        return list(self.interventions) if self.interventions_on else []
+
+    def request_view(self, key: str) -> None:
+        self.viewRequested.emit(key)
+
+    def request_run(self, prompt: str = "") -> None:
+        self.runRequested.emit(prompt)
 
     # -------------------------------------------------------------------- reads
     def view(self, name: str | None = None) -> NodeView | None:

@@ -23,8 +23,10 @@ from .inspector import InspectorView
 from .learn_view import LearnView
 from .lens_view import LensView
 from .model_view import ModelView
+from .patching_view import PatchingView
 from .ln_compare import LnCompareView
 from .train_panel import TrainPanel
+from .whatif_view import WhatIfView
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,10 @@ VIEWS = (
              "Code", _ANY),
     ViewSpec("gradients", "gradients", "Gradients through the shortcuts", GradientsView, "bottom",
              "Ctrl+Shift+D", "Gradients", _VALUES),
+    ViewSpec("whatif", "whatif", "What if: interventions", WhatIfView, "bottom", "Ctrl+Shift+I",
+             "What if"),
+    ViewSpec("patching", "patching", "Activation patching", PatchingView, "bottom",
+             "Ctrl+Shift+T", "Patching"),
     ViewSpec("model", "model", "Model and its parameters", ModelView, "bottom", "Ctrl+Shift+P",
              "Model"),
 )
