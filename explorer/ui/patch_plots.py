@@ -47,9 +47,9 @@ def draw_sweep(layout: pg.GraphicsLayoutWidget, sweep: Sweep, norm_position: str
         plot.addItem(image)
         plot.invertY(True)
         plot.setLabel("bottom", "layer")
-        step = max(1, len(rows) // 24)
         left = plot.getAxis("left")
-        set_ticks(left, [[(i + 0.5, r) for i, r in enumerate(rows)][::step]])
+        fit_rows(plot, rows)
+        plot.getViewBox().sigResized.connect(lambda _vb, p=plot, r=rows: fit_rows(p, r))
         if col == 0:  # the rows' names once, wide enough for the longest
             left.setWidth(max(QFontMetrics(left.font()).horizontalAdvance(r) for r in rows) + 16)
         else:
@@ -65,6 +65,14 @@ def draw_sweep(layout: pg.GraphicsLayoutWidget, sweep: Sweep, norm_position: str
     layout.addItem(bar, row=0, col=len(panels))
     bar.axis.setLabel("logit difference restored")
     return shown
+
+
+def fit_rows(plot: pg.PlotItem, rows: list[str]) -> None:
+    """A label on every row where rows are tall enough for text, else on every k-th."""
+    height = plot.getViewBox().height() or 400.0
+    line = QFontMetrics(plot.getAxis("left").font()).height()
+    step = max(1, int(np.ceil(line * len(rows) / max(height, 1.0))))
+    set_ticks(plot.getAxis("left"), [[(i + 0.5, r) for i, r in enumerate(rows)][::step]])
 
 
 def sweep_title(sweep: Sweep) -> str:

@@ -162,6 +162,10 @@ class WhatIfView(QWidget):
     def _show_list(self) -> None:
         self.list.clear()
         self.list.addItems([i.describe() for i in self.session.interventions])
+        if not self.session.interventions:
+            self.list.addItem("No interventions yet: choose one above and Add, or right-click a "
+                              "node in the graph.")
+            self.list.item(0).setFlags(Qt.NoItemFlags)
         self.switch.blockSignals(True)
         self.switch.setChecked(self.session.interventions_on)
         self.switch.blockSignals(False)
