@@ -112,7 +112,12 @@ class InspectorView(QWidget):
         tools.addWidget(self.token_label, 1)
         tools.addWidget(QLabel("Range:"))
         tools.addWidget(self.range_box)
+        self.whatif_button = QPushButton("What if…")
+        self.whatif_button.setToolTip("Change this node (zero, ablate, scale, steer, patch…) "
+                                      "in the What if tab")
+        self.whatif_button.clicked.connect(lambda: self.session.request_view("whatif"))
         exports = QHBoxLayout()
+        exports.addWidget(self.whatif_button)
         exports.addStretch(1)
         for button in (export_npy, export_csv, copy_plot):
             exports.addWidget(button)

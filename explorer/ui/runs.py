@@ -31,6 +31,20 @@ def intervened(model, specs: list, ids: list[int]):
         yield
 
 
+def said(report, specs: list):
+    """``report``, with the prompt pass noting the interventions it ran with (the status
+    line then says so)."""
+    if not specs:
+        return report
+
+    def noted(value):
+        if isinstance(value, Pass) and value.step is None:
+            value.notices.append(f"with {len(specs)} intervention{'s' if len(specs) > 1 else ''} "
+                                 "(What if tab)")
+        report(value)
+    return noted
+
+
 class Runs(QObject):
     def __init__(self, session: Session, engine) -> None:
         super().__init__()
@@ -58,7 +72,7 @@ class Runs(QObject):
 
         def run(ctx):
             with intervened(ctx.model, specs, ids):
-                return prompt_then_generate(ctx.model, ids, settings, ctx.report,
+                return prompt_then_generate(ctx.model, ids, settings, said(ctx.report, specs),
                                             ctx.should_stop, keep,
                                             after_prompt=getattr(engine, "catch_up", None))
 

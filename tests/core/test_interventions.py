@@ -14,6 +14,7 @@ from explorer.core.generation import GenerationSettings, generate
 from explorer.core.interventions import (Intervention, applied, from_dict, load_file, resolve,
                                          save_file)
 from explorer.core.model import build_model
+from explorer.core.nodes import all_hook_names
 from explorer.core.passes import run_prompt
 from explorer.core.tokenizer import encode
 
@@ -95,7 +96,7 @@ def test_mean_steer_and_patch(model):
         steer = Intervention("steer", "trf_blocks.0.add2", k=3.0, prompt="Love", prompt_b="Hate")
         assert not torch.allclose(logits(model, [steer]), clean)
         # patching the clean run's own activation into the clean run: bit-identical
-        for node in ("trf_blocks.0.norm1", "trf_blocks.1.att", "trf_blocks.2.add2", "trf_blocks.1.ff"):
+        for node in all_hook_names(model.cfg, include_pattern=False):  # every node
             same = Intervention("patch", node, prompt="Every effort moves you forward")
             assert torch.equal(logits(model, [same]), clean), node
         mean = resolve(model, [Intervention("mean", "trf_blocks.1.att")], IDS)[0]

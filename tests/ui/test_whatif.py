@@ -35,6 +35,7 @@ def test_an_intervention_from_the_tab_changes_every_view_and_the_switch_undoes_i
     assert np.abs(session.prompt.views["trf_blocks.1.att"].array).max() == 0
     assert np.abs(session.prompt.views["trf_blocks.1.drop1"].array).max() == 0  # the same tensor
     assert window.graph.items["trf_blocks.1.att"].badge.text() == "✎1"
+    assert "with 1 intervention (What if tab)" in session.status
     view.switch.setChecked(False)  # one switch: the model as it is
     wait_run(qtbot, window)
     np.testing.assert_array_equal(session.prompt.views["trf_blocks.1.att"].array, before)
@@ -79,6 +80,8 @@ def test_the_graph_menu_adds_interventions(qtbot, make_window):
     run_and_wait(qtbot, window, max_tokens=1)
     session = window.session
     menu = node_menu(session, "trf_blocks.0.att", window.graph)
+    window.inspector.whatif_button.click()  # the inspector's way there
+    qtbot.waitUntil(lambda: window.docks["whatif"].isVisible(), timeout=5_000)
     titles = [a.text() for a in menu.actions()]
     assert "Zero it" in titles and "Knock out a head" in titles
     heads = next(a.menu() for a in menu.actions() if a.text() == "Knock out a head")
