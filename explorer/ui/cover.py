@@ -23,9 +23,8 @@ class Cover(QLabel):
         self.setAutoFillBackground(True)
         self.setStyleSheet("QLabel#learnCover { background: #eef1f5; color: #333333; "
                            "font-size: 11pt; border: 1px dashed #8a8a8a; }")
-        self.setGeometry(target.rect())
+        self.target = target
         self.hide()
-        target.installEventFilter(self)
         session.coverChanged.connect(self._changed)
         self._changed(session.covered)
 
@@ -35,7 +34,14 @@ class Cover(QLabel):
         return False
 
     def _changed(self, covered: frozenset[str]) -> None:
+        """Shown, it follows the view's size (a Python event filter only while shown: on
+        every view's every event it would cost the window time while the engine runs)."""
         shown = bool(self.kinds & covered)
+        if shown and self.isHidden():
+            self.setGeometry(self.target.rect())
+            self.target.installEventFilter(self)
+        elif not shown and not self.isHidden():
+            self.target.removeEventFilter(self)
         self.setVisible(shown)
         if shown:
             self.raise_()
