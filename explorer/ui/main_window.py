@@ -47,6 +47,14 @@ class MainWindow(QMainWindow):
         sys.setswitchinterval(0.001)
         self.engine = Engine(self)
         self.jobs = JobRunner("downloads", self)  # work that needs no model: downloads
+        try:
+            self._assemble(spec)
+        except BaseException:  # a view that cannot be built: no thread may outlive us
+            self.engine.shutdown()
+            self.jobs.shutdown()
+            raise
+
+    def _assemble(self, spec: ModelSpec | None) -> None:
         self.session = Session(retire=self.engine.retire)
 
         self.views, self.docks = {}, {}

@@ -116,3 +116,34 @@ def test_a_first_window_takes_most_of_a_large_screen_and_all_tabs_show(qtbot, ma
         assert bar.sizeHint().width() <= bar.width()  # no scrolling needed
         assert all(bar.rect().contains(bar.tabRect(i)) for i in range(bar.count()))
         assert [bar.tabText(i) for i in range(bar.count())][-1] == "Train"
+
+
+def test_a_view_that_cannot_be_built_stops_the_engine_and_says_so(qtbot, tmp_path, monkeypatch):
+    """The window's threads do not outlive a failed start (Qt would abort the process:
+    'QThread: Destroyed while thread is still running')."""
+    import pytest
+
+    from explorer.ui import main_window
+    from explorer.ui.engine import Engine
+
+    started = []
+    real_init = Engine.__init__
+
+    def spy(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        started.append(self)
+
+    monkeypatch.setattr(Engine, "__init__", spy)
+
+    class Broken:
+        def __init__(self, session, engine):
+            raise RuntimeError("this view is broken")
+
+    spec = main_window.VIEWS[1]
+    broken = spec.__class__(**{**spec.__dict__, "cls": Broken})
+    monkeypatch.setattr(main_window, "VIEWS", (main_window.VIEWS[0], broken))
+    with pytest.raises(RuntimeError, match="broken"):
+        MainWindow(ModelSpec(preset="tiny"), QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    import shiboken6
+    thread = started[0].thread  # stopped, or already gone with the window (a running one
+    assert not shiboken6.isValid(thread) or not thread.isRunning()  # would abort us here)
