@@ -246,6 +246,22 @@ class WhatIfView(QWidget):
         self.table.setRowCount(0)
 
     def _new_model(self) -> None:
+        """Interventions that do not fit the new model (a node it lacks, a head it has
+        not) are dropped, and the tab says which; the others stay."""
         self._forget()
         self._target(self.session.node)
+        info = self.session.model
+        if info is None or not self.session.interventions:
+            return
+        kept, dropped = [], []
+        for one in self.session.interventions:
+            try:
+                one.check(info.config)
+                kept.append(one)
+            except ValueError:
+                dropped.append(one.describe())
+        if dropped:
+            self.session.set_interventions(kept)
+            self.message.setText("Removed, as they do not fit this model: "
+                                 + html.escape("; ".join(dropped)))
 

@@ -118,3 +118,23 @@ def test_a_click_on_the_patching_heatmap_applies_that_patch(qtbot, make_window):
     window.generation.run_prompt(sweep.clean)
     wait_run(qtbot, window)
     assert session.prompt.top_ids == with_patch
+
+
+def test_interventions_that_do_not_fit_a_new_model_are_dropped_with_a_word(qtbot, make_window, tmp_path):
+    from explorer.core.checkpoints import save_checkpoint
+    from explorer.core.config import preset
+    from explorer.core.model import build_model
+    from explorer.core.sources import ModelSpec
+
+    window = make_window()
+    session = window.session
+    keep = Intervention("scale", "trf_blocks.0.ff", k=0.5)
+    session.set_interventions([Intervention("zero", "trf_blocks.1.att"), keep,
+                               Intervention("heads", "trf_blocks.0.att", heads=(3,))])
+    small = save_checkpoint(build_model(preset("tiny", n_layers=1, n_heads=2)), tmp_path / "one.safetensors")
+    window.load_model(ModelSpec(checkpoint=str(small)))
+    qtbot.waitUntil(lambda: session.model is not None and session.model.config.n_layers == 1,
+                    timeout=60_000)
+    assert session.interventions == [keep]
+    words = window.whatif.message.text()
+    assert "trf_blocks.1.att: zero" in words and "knock out heads [3]" in words
