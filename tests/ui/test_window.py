@@ -147,3 +147,18 @@ def test_a_view_that_cannot_be_built_stops_the_engine_and_says_so(qtbot, tmp_pat
     import shiboken6
     thread = started[0].thread  # stopped, or already gone with the window (a running one
     assert not shiboken6.isValid(thread) or not thread.isRunning()  # would abort us here)
+
+
+def test_the_inspector_draws_only_while_its_tab_is_in_front(qtbot, make_window):
+    """~17 ms a 1024-token pass that the window need not spend while another tab is in
+    front; it catches up when its tab comes back."""
+    window = make_window()
+    window.docks["gelu"].raise_()
+    qtbot.waitUntil(lambda: window.front_dock() is window.docks["gelu"], timeout=5_000)
+    run_and_wait(qtbot, window, max_tokens=1)
+    inspector = window.inspector
+    assert inspector._stale and "shape" not in inspector.title.text()
+    window.docks["inspector"].raise_()
+    shape = str(window.session.view().shape)
+    qtbot.waitUntil(lambda: f"shape <b>{shape}</b>" in inspector.title.text(), timeout=5_000)
+    assert not inspector._stale
