@@ -39,11 +39,12 @@ class MainWindow(QMainWindow):
         self.loading = False
         self.load_job = None
         self.load_job_spec: ModelSpec | None = None
-        # torch uses every core: measured on 2 cores, the window still answers within its
-        # 50 ms (benchmarks/bench_gui_latency.py --threads), and a 1024-token prompt takes
-        # 2.7 s instead of 4.3 s. The engine's Python code hands the GIL over after 1 ms
-        # instead of 5 ms, so slots stay short while it works.
-        torch.set_num_threads(usable_cores())
+        # torch leaves one core to the window: on 2 cores, with both for torch, a key
+        # waited 30-77 ms in a 1024-token pass (p99 9-36 ms) in the sixth session's runs,
+        # with one 28-48 ms (p99 2-12 ms) (benchmarks/bench_gui_latency.py --threads).
+        # The engine's Python code hands the GIL over after 1 ms instead of 5 ms, so
+        # slots stay short while it works.
+        torch.set_num_threads(max(1, usable_cores() - 1))
         sys.setswitchinterval(0.001)
         self.engine = Engine(self)
         self.jobs = JobRunner("downloads", self)  # work that needs no model: downloads
