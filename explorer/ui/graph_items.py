@@ -51,17 +51,24 @@ class NodeItem(QGraphicsRectItem):
         event.accept()
 
     def set_badge(self, count: int) -> None:
-        """How many interventions change this node (none: no badge)."""
+        """How many interventions change this node (none: no badge), red on a white tab
+        that reads on any fill."""
         if not hasattr(self, "badge"):
-            self.badge = QGraphicsSimpleTextItem("", self)
+            self.badge_box = QGraphicsRectItem(self)
+            self.badge_box.setBrush(QBrush(QColor("white")))
+            self.badge_box.setPen(QPen(QColor("#c0392b"), 1))
+            self.badge = QGraphicsSimpleTextItem("", self.badge_box)
             self.badge.setBrush(QBrush(QColor("#c0392b")))
             font = QFont()
             font.setBold(True)
             self.badge.setFont(font)
         self.badge.setText(f"✎{count}" if count else "")
+        self.badge_box.setVisible(bool(count))
+        box = self.badge.boundingRect().adjusted(-3, -1, 3, 1)
+        self.badge_box.setRect(box)
         rect = self.rect()
-        self.badge.setPos(rect.right() - self.badge.boundingRect().width() - 3, rect.top() + 1)
-        self.badge.setToolTip(f"{count} intervention(s) change this node (What if tab)")
+        self.badge_box.setPos(rect.right() - box.width() + 6, rect.top() - box.height() / 2)
+        self.badge_box.setToolTip(f"{count} intervention(s) change this node (What if tab)")
 
     def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt name)
         self.graph.node_menu(self.name, event.screenPos())
