@@ -111,7 +111,8 @@ class GradientsView(QWidget):
     def _failed(self, asked: int, message: str) -> None:
         self._stopped(asked)
         if asked == self._asked:
-            self.summary.setHtml(f"The gradients could not be computed: {message}")
+            self.summary.setHtml("The gradients could not be computed.")
+            self.session.report_error("Gradients", message)
 
     def show_report(self, report: GradientReport) -> None:
         self.job = None

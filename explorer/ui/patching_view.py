@@ -98,7 +98,11 @@ class PatchingView(QWidget):
             job, "activation patching", progress=lambda p: self._progress(*p),
             finished=lambda s: asked == self._asked and self.show_sweep(s),
             cancelled=lambda: self._done("Stopped: the sweep was not finished."),
-            failed=lambda m: self._done(f"<span style='color:#b00020'>{html.escape(m)}</span>"))
+            failed=self._failed)
+
+    def _failed(self, message: str) -> None:
+        self._done(f"<span style='color:#b00020'>{html.escape(message)}</span>")
+        self.session.report_error("Activation patching", message)
 
     def _running(self, on: bool) -> None:
         self.run_button.setEnabled(not on)

@@ -218,7 +218,11 @@ class WhatIfView(QWidget):
         self.engine.submit(
             lambda ctx: compare(ctx.model, resolve(ctx.model, specs, ids), ids, n, ctx.should_stop),
             "clean vs changed", finished=lambda c: asked == self._asked and self.show_comparison(c),
-            failed=lambda m: self.message.setText(f"The comparison failed: {html.escape(m)}"))
+            failed=self._failed)
+
+    def _failed(self, message: str) -> None:
+        self.message.setText("The comparison failed.")
+        self.session.report_error("Clean against changed", message)
 
     def show_comparison(self, c: Comparison) -> None:
         self.comparison = c

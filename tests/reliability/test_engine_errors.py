@@ -47,6 +47,20 @@ def trigger_divergence(qtbot, w):
     w.divergence.request()
 
 
+def trigger_grad_flow(qtbot, w):
+    w.gradients.run_button.click()
+
+
+def trigger_patching(qtbot, w):
+    w.patching.request()
+
+
+def trigger_whatif(qtbot, w):
+    from explorer.core.interventions import Intervention
+    w.session.interventions = [Intervention("scale", "trf_blocks.0.att", k=0.5)]
+    w.whatif.request_comparison()
+
+
 def trigger_load(qtbot, w):
     w.load_model(ModelSpec(preset="tiny", seed=5))
 
@@ -60,6 +74,9 @@ JOBS = {  # where the job's core function is looked up, and what starts the job
     "gradient experiment": ("explorer.ui.ln_compare.gradient_experiment", trigger_gradients),
     "training": ("explorer.ui.train_panel.train", trigger_training),
     "divergence finder": ("explorer.ui.divergence_view.find_divergence", trigger_divergence),
+    "gradients": ("explorer.ui.gradients_view.gradient_report", trigger_grad_flow),
+    "activation patching": ("explorer.ui.patching_view.patch_sweep", trigger_patching),
+    "clean against changed": ("explorer.ui.whatif_view.compare", trigger_whatif),
 }
 
 
@@ -124,8 +141,17 @@ def test_no_qt_object_is_made_off_the_gui_thread(qtbot, make_window, qtlog, tmp_
     window.divergence.request()
     window.ln_compare.depths.setText("2")
     window.ln_compare.run_button.click()
+    window.gradients.run_button.click()
+    window.patching.request()
     qtbot.waitUntil(lambda: not window.engine.busy(), timeout=60_000)
     assert window.divergence.result is not None and window.ln_compare.runs
+    assert window.gradients.report is not None and window.patching.sweep is not None
+    from explorer.core.interventions import Intervention
+    window.session.add_intervention(Intervention("scale", "trf_blocks.0.att", k=0.5))
+    qtbot.waitUntil(lambda: window.running, timeout=10_000)  # the prompt runs again with it
+    qtbot.waitUntil(lambda: not window.running and not window.engine.busy(), timeout=60_000)
+    window.whatif.request_comparison()
+    qtbot.waitUntil(lambda: window.whatif.comparison is not None, timeout=60_000)
     panel = window.train_panel
     panel.preset.setCurrentText("tiny")
     panel.steps.setValue(2)
