@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from .layers import FeedForward, MultiHeadAttention
 from .model import GPTModel, TransformerBlock
-from .nodes import block_nodes, parse_hook
+from .nodes import block_nodes, block_steps, parse_hook
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
     init, forward = _source(TransformerBlock, "__init__"), _source(TransformerBlock, method)
     module = "drop_shortcut" if key in ("drop1", "drop2") else key
     built = [m for m in built_order(init) if not m.startswith(("drop1", "drop2", "add"))]
-    runs = [n.key for n in block_nodes(norm_position) if n.parent is None]
+    runs = [n.key for n in block_steps(norm_position)]
     kind = "Pre-LN" if norm_position == "pre" else "Post-LN"
     note = (f"__init__ builds {', '.join(built)} in that order; {method} alone sets the order "
             f"they run: {' → '.join(runs)}.")

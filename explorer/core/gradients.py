@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .cancel import Cancelled
+from .interventions import Intervention, Resolved, applied
 from .model import GPTModel
 from .nodes import EMBEDDINGS, all_hook_names, block_hook_name, block_output, residual_branches
 
@@ -67,23 +68,12 @@ def without_block_norms(model: GPTModel):
             h.remove()
 
 
-@contextmanager
 def without_shortcuts(model: GPTModel):
-    """Every block's adds return only their branch while the context is open."""
-    handles, branch = [], {}
-    try:
-        for i, block in enumerate(model.trf_blocks):
-            for add_key, branch_key in residual_branches().items():
-                source = block.get_submodule(branch_key)
-                add = block.get_submodule(add_key)
-                handles.append(source.register_forward_hook(
-                    lambda m, inp, out, k=(i, add_key): branch.__setitem__(k, out)))
-                handles.append(add.register_forward_hook(
-                    lambda m, inp, out, k=(i, add_key): branch.pop(k)))
-        yield
-    finally:
-        for h in handles:
-            h.remove()
+    """Every block's adds return only their branch while the context is open (the
+    no-shortcut intervention at every add)."""
+    cfg = model.cfg
+    return applied(model, [Resolved(Intervention("no-shortcut", block_hook_name(i, key)))
+                           for i in range(cfg.n_layers) for key in residual_branches()])
 
 
 def _one_run(model: GPTModel, ids: torch.Tensor, names: list[str], shortcut: bool,

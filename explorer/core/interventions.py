@@ -186,23 +186,21 @@ class Resolved:
     notes: list[str] = field(default_factory=list)
 
 
-def _activations(model: GPTModel, text: str, nodes: set[str]) -> dict[str, torch.Tensor]:
-    ids = encode(text)
+def activations(model: GPTModel, prompt: str | list[int], nodes) -> dict[str, torch.Tensor]:
+    """Copies of the named nodes' outputs for a prompt (text or ids), in one forward
+    without interventions."""
+    ids = encode(prompt) if isinstance(prompt, str) else list(prompt)
     if not ids:
         raise ValueError("an intervention's prompt is empty")
-    ids = ids[-model.cfg.context_length:]
-    got, handles = {}, []
-    try:
-        for name in nodes:
+    got = {}
+    with ExitStack() as stack:
+        for name in set(nodes):
             module = model.get_submodule(_where(model, name))
-            handles.append(module.register_forward_hook(
-                lambda m, i, out, n=name: got.__setitem__(n, out.detach().clone())))
+            stack.callback(module.register_forward_hook(
+                lambda m, i, out, n=name: got.__setitem__(n, out.detach().clone())).remove)
         device = next(model.parameters()).device
         with torch.inference_mode():
-            model(torch.tensor([ids], device=device))
-    finally:
-        for h in handles:
-            h.remove()
+            model(torch.tensor([ids[-model.cfg.context_length:]], device=device))
     return got
 
 
@@ -212,6 +210,10 @@ def _where(model: GPTModel, name: str) -> str:
     return name if model.training else eval_source(name)
 
 
+def _mean(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(-1, x.shape[-1]).mean(dim=0)  # (C,) over the prompt's tokens
+
+
 def resolve(model: GPTModel, interventions: list[Intervention], prompt_ids: list[int]) -> list[Resolved]:
     """Compute what the interventions need, from the model without interventions."""
     out = []
@@ -219,31 +221,19 @@ def resolve(model: GPTModel, interventions: list[Intervention], prompt_ids: list
         spec.check(model.cfg)
         r = Resolved(spec)
         if spec.kind == "mean":
-            device = next(model.parameters()).device
-            got, handles = {}, []
-            module = model.get_submodule(_where(model, spec.node))
-            handles.append(module.register_forward_hook(
-                lambda m, i, o: got.__setitem__("x", o.detach().clone())))
-            try:
-                with torch.inference_mode():
-                    model(torch.tensor([prompt_ids[-model.cfg.context_length:]], device=device))
-            finally:
-                handles[0].remove()
-            x = got["x"]
-            r.tensor = x.reshape(-1, x.shape[-1]).mean(dim=0)  # (C,) over the prompt's tokens
+            r.tensor = _mean(activations(model, prompt_ids, [spec.node])[spec.node])
         elif spec.kind == "steer":
             if spec.vector is not None:
                 r.tensor = torch.tensor(spec.vector, dtype=next(model.parameters()).dtype)
             else:
-                a = _activations(model, spec.prompt, {spec.node})[spec.node]
-                b = _activations(model, spec.prompt_b, {spec.node})[spec.node]
-                r.tensor = (a.reshape(-1, a.shape[-1]).mean(0) - b.reshape(-1, b.shape[-1]).mean(0))
+                r.tensor = (_mean(activations(model, spec.prompt, [spec.node])[spec.node])
+                            - _mean(activations(model, spec.prompt_b, [spec.node])[spec.node]))
             width = node_for_hook(spec.node).shape(model.cfg, 1, 1)[-1]
             if r.tensor.numel() != width:
                 raise ValueError(f"intervention on {spec.node!r}: the steering vector has "
                                  f"{r.tensor.numel()} values; this node has {width}")
         elif spec.kind == "patch":
-            r.tensor = _activations(model, spec.prompt, {spec.node})[spec.node]
+            r.tensor = activations(model, spec.prompt, [spec.node])[spec.node]
         out.append(r)
     return out
 

@@ -151,6 +151,12 @@ def block_nodes(norm_position: str = "pre") -> tuple[Node, ...]:
         raise ValueError(f"norm_position must be 'pre' or 'post', got {norm_position!r}") from None
 
 
+def block_steps(norm_position: str = "pre") -> tuple[Node, ...]:
+    """The block's own steps in the order they run (nodes inside another left out):
+    norm1, att, drop1, add1, ... in Pre-LN."""
+    return tuple(n for n in block_nodes(norm_position) if n.parent is None)
+
+
 BLOCK_INPUT = "input"  # the residual stream entering a block (the previous node's output)
 
 
@@ -239,7 +245,13 @@ def input_node(hook_name: str, norm_position: str = "pre") -> str | None:
         return block_hook_name(layer, siblings[i - 1])
     if node.parent is not None:
         return input_node(block_hook_name(layer, node.parent), norm_position)
-    return EMBEDDINGS if layer == 0 else block_hook_name(layer - 1, siblings[-1])
+    return block_input(layer, norm_position)
+
+
+def block_input(layer: int, norm_position: str = "pre") -> str:
+    """The node whose output enters block ``layer``: the embeddings' dropout, or the
+    previous block's output."""
+    return EMBEDDINGS if layer == 0 else block_hook_name(layer - 1, block_output(norm_position))
 
 
 def drawn_beside(norm_position: str = "pre") -> dict[str, Node]:

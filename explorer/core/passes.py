@@ -153,7 +153,9 @@ def pass_bytes(cfg, batch: int, tokens: int, keep: Keep) -> int:
 
 
 def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_errors: bool,
-             prefill: bool) -> tuple[Pass, Prefill | None]:
+             prefill: bool, cached: bool = True) -> tuple[Pass, Prefill | None]:
+    """The captured pass; with ``prefill`` also the last position's logits, and (when
+    ``cached``) the KV cache and every node's vector there, for generation to go on."""
     device = next(model.parameters()).device
     need = pass_bytes(model.cfg, batch.size, batch.width, keep)
     check_memory(need, device, f"a pass of {batch.size} × {batch.width} tokens with capture")
@@ -165,8 +167,8 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
                   tensors=keep.tensors, float16=keep.float16, budget_bytes=keep.budget_bytes,
                   attention=keep.attention, mask=batch.mask if batch.size > 1 else None,
                   later=keep.later, now=keep.now)
-    recorder = StepRecorder(model) if prefill else contextlib.nullcontext()
-    cache = model.new_cache() if prefill else None
+    recorder = StepRecorder(model) if prefill and cached else contextlib.nullcontext()
+    cache = model.new_cache() if prefill and cached else None
     error, logits, step = None, None, None
     start = time.perf_counter()
     with torch.inference_mode(), StopCheck(model, should_stop), recorder, cap:
@@ -176,7 +178,7 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
             if not tolerate_errors:
                 raise
             error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if prefill and logits is not None:
+        if prefill and cached and logits is not None:
             step = recorder.snapshot(batch.width - 1)
     seconds = time.perf_counter() - start
     notices = list(batch.notices)
@@ -279,7 +281,8 @@ def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationS
     for index in range(s.max_new_tokens):
         if index:  # step 0 is chosen by the prompt pass itself
             check(should_stop)
-            current, pre = prompt_and_prefill(model, ids[-ctx:], keep, should_stop)
+            batch = as_batch(ids[-ctx:], ctx)  # no KV cache to keep: only the logits
+            current, pre = _forward(model, batch, keep, should_stop, False, prefill=True, cached=False)
             logits = pre.logits
         token = pick(logits, s, gen)
         probs = torch.softmax(tokenizer_logits(logits).float(), dim=-1)

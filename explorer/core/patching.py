@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .cancel import Cancelled
-from .interventions import Intervention, Resolved, applied, resolve
+from .interventions import Intervention, Resolved, activations, applied
 from .model import GPTModel
 from .nodes import block_hook_name, block_nodes
 from .tokenizer import encode, token_piece
@@ -104,16 +104,17 @@ def patch_sweep(model: GPTModel, clean: str, corrupt: str, answer: str, wrong: s
                 "nothing to restore, so every cell is 0")
     restored = np.zeros((len(keys), cfg.n_layers, len(spots)))
     total, done = restored.size, 0
+    names = [block_hook_name(layer, key) for layer in range(cfg.n_layers) for key in keys]
+    sources = activations(model, clean_ids, names)  # the clean run, once for every node
     for layer in range(cfg.n_layers):
         for i, key in enumerate(keys):
             name = block_hook_name(layer, key)
-            source = resolve(model, [Intervention("patch", name, prompt=clean)], clean_ids)
             for j, p in enumerate(spots):
                 if should_stop is not None and should_stop():
                     raise Cancelled("stopped")
                 if not note:
                     spec = [Resolved(Intervention("patch", name, prompt=clean, positions=(p,)),
-                                     source[0].tensor)]
+                                     sources[name])]
                     with applied(model, spec):
                         diff = logit_difference(model, corrupt_ids, a, w)
                     restored[i, layer, j] = (diff - corrupt_diff) / gap

@@ -16,8 +16,9 @@ from typing import Callable
 
 import numpy as np
 
-from .nodes import (BLOCK_INPUT, block_hook_name, block_nodes, input_node, layer_of,
-                    node_for_hook, parse_hook, shortcut_sources)
+from .nodes import (BLOCK_INPUT, block_hook_name, block_input, block_steps, eval_source,
+                    input_node, layer_of, node_for_hook, parse_hook, residual_branches,
+                    shortcut_sources)
 
 # What a question would give away if it stayed on screen.
 SHAPES = "shapes"  # tensor shapes (graph edges, tooltips, inspector)
@@ -138,11 +139,11 @@ def width_question(live: Live, rng: random.Random) -> Question:
 
 def first_node_question(live: Live, rng: random.Random) -> Question:
     """The seeds' question with the seeds' options: most people guess attention."""
-    order = [n for n in block_nodes(live.norm_position) if n.parent is None]
+    order = block_steps(live.norm_position)
     labels = {"norm1": "LayerNorm 1 (norm1)", "att": "Multi-head attention (att)",
               "ff": "Feed-forward (ff)", "drop1": "Dropout (drop_shortcut)"}
     first = order[0].key
-    x = live.views.get(input_node(block_hook_name(live_layer(live), first), live.norm_position))
+    x = live.views.get(block_input(live_layer(live), live.norm_position))
     x_shape = tuple(x.shape) if x is not None else "(B, T, C)"
     att, norm1 = live.near("att"), live.near("norm1")
     place = {n.key: i + 1 for i, n in enumerate(order)}
@@ -187,8 +188,10 @@ def norm_question(live: Live, rng: random.Random) -> Question:
     pre = live.norm_position == "pre"
     options = ("Pre-LN (norm before attention and feed-forward)", "Post-LN (norm after each add)")
     layer = live_layer(live)
-    fed = live.views.get(input_node(block_hook_name(layer, "norm1"), live.norm_position))
-    fed_by = "the block's input" if pre else "the first add (add1)"
+    fed_name = input_node(block_hook_name(layer, "norm1"), live.norm_position)
+    fed = live.views.get(fed_name)
+    fed_by = ("the block's input" if fed_name == block_input(layer, live.norm_position)
+              else parse_hook(fed_name)[1])
     detail = f" ({tuple(fed.shape)})" if fed is not None else ""
     why = ("", "here LayerNorm 1 takes the block's input, before attention.") if pre else \
         ("here LayerNorm 1 takes the first add's output, after attention.", "")
@@ -217,8 +220,7 @@ def norm_axis_question(live: Live, rng: random.Random) -> Question:
 
 
 def dropout_question(live: Live, rng: random.Random) -> Question:
-    source = live.views.get(live.name[: -len(live.node.key)] + live.node.same_in_eval) \
-        if live.node.same_in_eval else None
+    source = live.views.get(eval_source(live.name))  # what it outputs when it does nothing
     same = (source is not None and source.array is not None and live.view.array is not None
             and np.array_equal(source.array, live.view.array))
     nothing = "nothing: its output equals its input"
@@ -242,7 +244,7 @@ def shortcut_question(live: Live, rng: random.Random) -> Question:
     right = names[source]
     distractors = [v for k, v in names.items() if k != source] + ["the attention's output (att)"]
     options, answer, _ = _choices(right, distractors, rng)
-    branch = live.near({"add1": "drop1", "add2": "drop2"}[parse_hook(live.name)[1]])
+    branch = live.near(residual_branches()[parse_hook(live.name)[1]])
     detail = ""
     if branch is not None and branch.array is not None and live.view.array is not None:
         total = live.view.array.reshape(-1, live.shape[-1])[-1]
@@ -305,8 +307,7 @@ def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
         return (shape_question, width_question)
     makers = _BY_KEY.get(node.key) or _BY_KIND[node.kind]
     if layer_of(name) is not None:
-        first = next(n.key for n in block_nodes(norm_position) if n.parent is None)
-        if node.key == first:
+        if node.key == block_steps(norm_position)[0].key:
             makers = (first_node_question,) + makers
         if node.kind == "norm":
             makers = makers + (norm_question,)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import GPTConfig
-from .nodes import (BLOCK_INPUT, all_hook_names, block_hook_name, block_nodes, block_output,
+from .nodes import (BLOCK_INPUT, all_hook_names, block_hook_name, block_input,
                     input_node, layer_of, node_for_hook, shortcut_sources)
 
 
@@ -18,7 +18,7 @@ def trace_order(cfg: GPTConfig) -> list[str]:
 
 def source_of(name: str, cfg: GPTConfig) -> str | None:
     """The node whose output this one reads (None for the embeddings' lookups)."""
-    last = block_hook_name(cfg.n_layers - 1, block_output(cfg.norm_position))
+    last = block_input(cfg.n_layers, cfg.norm_position)  # what leaves the last block
     model_level = {"tok_emb": None, "pos_emb": None, "emb_add": "tok_emb",
                    "drop_emb": "emb_add", "final_norm": last, "out_head": "final_norm"}
     if name in model_level:
@@ -54,9 +54,8 @@ def what_changed(name: str, views: dict, cfg: GPTConfig) -> str:
     layer = layer_of(name)
     if node.kind == "add" and layer is not None:
         short = shortcut_sources(cfg.norm_position)[node.key]
-        first = next(n.key for n in block_nodes(cfg.norm_position) if n.parent is None)
-        short = (input_node(block_hook_name(layer, first), cfg.norm_position)
-                 if short == BLOCK_INPUT else block_hook_name(layer, short))
+        short = (block_input(layer, cfg.norm_position) if short == BLOCK_INPUT
+                 else block_hook_name(layer, short))
         if short in views:
             return head + (f": the branch {source} (std {before.stats.std:.3g}) plus the shortcut "
                            f"{short} (std {views[short].stats.std:.3g}); the shape stays {shape}.")

@@ -80,10 +80,9 @@ def log_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
 
 def save_gradient_figure(path: str, report: GradientReport, key: str, n_layers: int) -> None:
     """The figure as a PNG."""
-    app = offscreen_app()  # kept while the figure lives: a collected application crashes it
+    offscreen_app()
     canvas = pg.GraphicsLayoutWidget()
     canvas.resize(1500, 520)
     plots = gradient_plots(canvas)
     draw_report(plots, report, key, n_layers)
     save_widget(canvas, path)
-    del app

@@ -7,13 +7,14 @@ progress and Stop."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton,
-                               QTextBrowser, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QTextBrowser,
+                               QVBoxLayout, QWidget)
 import pyqtgraph as pg
 
 from ..core.gradients import GradientReport, describe, gradient_report
 from ..core.nodes import block_nodes
 from .gradient_plots import draw_report, gradient_plots
+from .job_controls import JobControls
 from .session import Session
 
 INTRO = ("The loss of each prompt token predicting the next one, backpropagated; "
@@ -26,18 +27,10 @@ class GradientsView(QWidget):
         super().__init__()
         self.session, self.engine = session, engine
         self.report: GradientReport | None = None
-        self.job = None
         self._asked = 0
-        self.run_button = QPushButton("Compute gradients")
-        self.run_button.setToolTip("Backpropagate the prompt's next-token loss, with and "
-                                   "without the shortcuts")
-        self.run_button.clicked.connect(self.compute)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setEnabled(False)
-        self.stop_button.clicked.connect(self.stop)
-        self.progress = QProgressBar()
-        self.progress.setMaximumWidth(120)
-        self.progress.hide()
+        self.controls = JobControls("Compute gradients", self.compute, "Backpropagate the "
+                                    "prompt's next-token loss, with and without the shortcuts")
+        self.run_button = self.controls.run_button
         self.node_box = QComboBox()
         self.node_box.addItems([n.key for n in block_nodes("pre") if n.kind != "pattern"])
         self.node_box.setCurrentText("ff")
@@ -49,8 +42,7 @@ class GradientsView(QWidget):
         self.summary = QTextBrowser()  # beside the plots, scrolling: the bottom area is short
         self.summary.setHtml(INTRO)
         bar = QHBoxLayout()
-        for w in (self.run_button, self.stop_button, self.progress, QLabel("Node:"), self.node_box,
-                  self.no_norms):
+        for w in (*self.controls.widgets(), QLabel("Node:"), self.node_box, self.no_norms):
             bar.addWidget(w)
         bar.addStretch(1)
         self.canvas = pg.GraphicsLayoutWidget()
@@ -75,36 +67,20 @@ class GradientsView(QWidget):
         ids, norms = list(prompt.ids), not self.no_norms.isChecked()
         self._asked += 1
         asked = self._asked
-        self._running(True)
         self.summary.setHtml(f"Backpropagating {len(ids)} tokens, with and without shortcuts…")
 
         def job(ctx):
             return gradient_report(ctx.model, ids, True, ctx.should_stop,
                                    lambda done, total: ctx.report((done, total)), norms)
 
-        self.job = self.engine.submit(
-            job, "gradients", progress=lambda p: self._progress(*p),
+        self.controls.started(self.engine.submit(
+            job, "gradients", progress=lambda p: self.controls.report(*p),
             finished=lambda report: asked == self._asked and self.show_report(report),
             cancelled=lambda: self._stopped(asked),
-            failed=lambda message: self._failed(asked, message))
-
-    def stop(self) -> None:
-        if self.job is not None:
-            self.job.cancel()
-
-    def _running(self, running: bool) -> None:
-        self.run_button.setEnabled(not running)
-        self.stop_button.setEnabled(running)
-        self.progress.setVisible(running)
-        self.progress.setValue(0)
-
-    def _progress(self, done: int, total: int) -> None:
-        self.progress.setMaximum(total)
-        self.progress.setValue(done)
+            failed=lambda message: self._failed(asked, message)))
 
     def _stopped(self, asked: int) -> None:
-        self.job = None
-        self._running(False)
+        self.controls.ended()
         if asked == self._asked:
             self.summary.setHtml("Stopped: the gradients were not computed.")
 
@@ -115,8 +91,7 @@ class GradientsView(QWidget):
             self.session.report_error("Gradients", message)
 
     def show_report(self, report: GradientReport) -> None:
-        self.job = None
-        self._running(False)
+        self.controls.ended()
         self.report = report
         self.redraw()
         n = len(report.runs[0].blocks)

@@ -10,14 +10,14 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLayout, QLabel,
-                               QLineEdit, QProgressBar, QPushButton, QSpinBox, QVBoxLayout,
-                               QWidget)
+                               QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from ..core.compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, INITS, GradientResult,
                             RunSummary, compare_prompt, gradient_experiment)
 from ..core.resources import resource_path
 from ..core.tokenizer import encode
-from ..core.nodes import BLOCK_INPUT, block_nodes, shortcut_sources
+from ..core.nodes import BLOCK_INPUT, block_steps, shortcut_sources
+from .job_controls import JobControls
 from .figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
 from .scrolling import scrolling
 from .session import Session
@@ -41,7 +41,7 @@ class OrderGraphs(QGraphicsView):
             title.setPos(0, y + 3)
             x0 = 70.0
             boxes = {}
-            nodes = [n for n in block_nodes(position) if n.parent is None]
+            nodes = block_steps(position)
             for i, node in enumerate(nodes):
                 x = x0 + i * (w + gap)
                 colour = "#fff3b0" if node.kind == "norm" else "#dce8fb" if node.kind == "add" else "#eeeeee"
@@ -69,7 +69,7 @@ def node_orders_html() -> str:
     """Both blocks' node order, from the node table, as two lines of text."""
     lines = []
     for position in ("pre", "post"):
-        keys = [n.label for n in block_nodes(position) if n.parent is None]
+        keys = [n.label for n in block_steps(position)]
         lines.append(f"<b>{NAMES[position]} block:</b> input → " + " → ".join(keys) + " → output")
     return "<br>".join(lines)
 
@@ -78,7 +78,6 @@ class LnCompareView(QWidget):
     def __init__(self, session: Session, engine) -> None:
         super().__init__()
         self.session, self.engine = session, engine
-        self.gradient_job = None
         self.runs: dict[str, RunSummary] = {}
         self.result: GradientResult | None = None
         self.compare_button = QPushButton("Compare on the prompt")
@@ -91,17 +90,11 @@ class LnCompareView(QWidget):
         self.init_box.addItems(list(INITS))
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
-        self.run_button = QPushButton("Gradient experiment")
-        self.run_button.clicked.connect(self._gradients)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setEnabled(False)
-        self.stop_button.clicked.connect(self.stop)
-        self.progress = QProgressBar()
-        self.progress.setMaximumWidth(140)
-        self.progress.hide()
+        self.controls = JobControls("Gradient experiment", self._gradients)
+        self.run_button, self.stop_button = self.controls.run_button, self.controls.stop_button
         bar = QVBoxLayout()  # two rows: the tab fits a laptop's narrow right-hand column
         first, second = QHBoxLayout(), QHBoxLayout()
-        for w in (self.compare_button, self.run_button, self.stop_button, self.progress):
+        for w in (self.compare_button, *self.controls.widgets()):
             first.addWidget(w)
         for w in (QLabel("Depths:"), self.depths, QLabel("Init:"), self.init_box,
                   QLabel("Seed:"), self.seed):
@@ -170,7 +163,6 @@ class LnCompareView(QWidget):
         if not depths or min(depths) < 1 or max(depths) > 96:
             self.claim.setText("Choose depths between 1 and 96.")
             return
-        self.set_running(True)
         scheme, seed = self.init_box.currentText(), self.seed.value()
 
         def experiment(ctx):
@@ -183,25 +175,14 @@ class LnCompareView(QWidget):
             return gradient_experiment(EXPERIMENT_CONFIG, encode(text), depths, scheme, seed,
                                        progress)
 
-        self.gradient_job = self.engine.submit(
-            experiment, "gradient experiment", progress=lambda p: self.show_progress(*p),
+        self.controls.started(self.engine.submit(
+            experiment, "gradient experiment", progress=lambda p: self.controls.report(*p),
             finished=self.show_gradients, cancelled=lambda: self.show_gradients(None),
-            failed=self._gradients_failed)
-
-    def stop(self) -> None:
-        if self.gradient_job is not None:
-            self.gradient_job.cancel()  # after the current run
+            failed=self._gradients_failed))
 
     def _gradients_failed(self, message: str) -> None:
         self.show_gradients(None)
         self.session.report_error("Gradient experiment", message)
-
-    def set_running(self, running: bool) -> None:
-        self.run_button.setEnabled(not running)
-        self.stop_button.setEnabled(running)
-        self.progress.setVisible(running)
-        if running:
-            self.progress.setValue(0)
 
     # ------------------------------------------------------------------ results
     def show_runs(self, runs: tuple[RunSummary, RunSummary]) -> None:
@@ -217,13 +198,8 @@ class LnCompareView(QWidget):
         if self.runs:
             draw_runs(self.plots, self.runs, self.session.node)
 
-    def show_progress(self, done: int, total: int) -> None:
-        self.progress.setMaximum(total)
-        self.progress.setValue(done)
-
     def show_gradients(self, result: GradientResult | None) -> None:
-        self.gradient_job = None
-        self.set_running(False)
+        self.controls.ended()
         if result is None:
             self.claim.setText("Gradient experiment stopped.")
             return

@@ -81,10 +81,9 @@ def sweep_title(sweep: Sweep) -> str:
 
 
 def save_sweep_figure(path: str, sweep: Sweep, norm_position: str = "pre") -> None:
-    app = offscreen_app()  # kept while the figure lives
+    offscreen_app()
     canvas = pg.GraphicsLayoutWidget()
     canvas.resize(1300 if len(sweep.positions) > 1 else 700, 600)
     draw_sweep(canvas, sweep, norm_position)
     canvas.ci.addLabel(sweep_title(sweep), row=1, col=0, colspan=4)
     save_widget(canvas, path)
-    del app

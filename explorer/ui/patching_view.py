@@ -11,11 +11,12 @@ import html
 
 import pyqtgraph as pg
 from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QLineEdit,
-                               QProgressBar, QPushButton, QVBoxLayout, QWidget)
+                               QVBoxLayout, QWidget)
 
 from ..core.interventions import Intervention
 from ..core.nodes import block_hook_name
 from ..core.patching import Sweep, patch_sweep
+from .job_controls import JobControls
 from .patch_plots import draw_sweep, panel_keys, sweep_title
 from .plot_text import set_empty
 from .session import Session
@@ -30,7 +31,6 @@ class PatchingView(QWidget):
         self.session, self.engine = session, engine
         self.sweep: Sweep | None = None
         self.shown: dict = {}
-        self.job = None
         self._asked = 0
         self.clean, self.corrupt = QLineEdit(CLEAN), QLineEdit(CORRUPT)
         self.answer, self.wrong = QLineEdit(" Mary"), QLineEdit(" John")
@@ -39,14 +39,7 @@ class PatchingView(QWidget):
         self.positions = QComboBox()
         self.positions.addItems(["last", "all"])
         self.positions.setToolTip("Patch the last position only, or each position in turn")
-        self.run_button = QPushButton("Run the sweep")
-        self.run_button.clicked.connect(self.request)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setEnabled(False)
-        self.stop_button.clicked.connect(lambda: self.job is not None and self.job.cancel())
-        self.progress = QProgressBar()
-        self.progress.setMaximumWidth(140)
-        self.progress.hide()
+        self.controls = JobControls("Run the sweep", self.request)
         self.summary = QLabel("Patch the clean run's activations into the corrupted run, node "
                               "by node: which nodes carry the answer?")
         self.summary.setWordWrap(True)
@@ -64,8 +57,7 @@ class PatchingView(QWidget):
         grid.addWidget(QLabel("Wrong:"), 1, 2)
         grid.addWidget(self.wrong, 1, 3)
         bar = QHBoxLayout()
-        for w in (QLabel("Positions:"), self.positions, self.run_button, self.stop_button,
-                  self.progress):
+        for w in (QLabel("Positions:"), self.positions, *self.controls.widgets()):
             bar.addWidget(w)
         bar.addStretch(1)
         layout = QVBoxLayout(self)
@@ -87,36 +79,24 @@ class PatchingView(QWidget):
                 self.positions.currentText())
         self._asked += 1
         asked = self._asked
-        self._running(True)
         self.summary.setText("Patching…")
 
         def job(ctx):
             return patch_sweep(ctx.model, *args, should_stop=ctx.should_stop,
                                progress=lambda d, t: ctx.report((d, t)))
 
-        self.job = self.engine.submit(
-            job, "activation patching", progress=lambda p: self._progress(*p),
+        self.controls.started(self.engine.submit(
+            job, "activation patching", progress=lambda p: self.controls.report(*p),
             finished=lambda s: asked == self._asked and self.show_sweep(s),
             cancelled=lambda: self._done("Stopped: the sweep was not finished."),
-            failed=self._failed)
+            failed=self._failed))
 
     def _failed(self, message: str) -> None:
         self._done(f"<span style='color:#b00020'>{html.escape(message)}</span>")
         self.session.report_error("Activation patching", message)
 
-    def _running(self, on: bool) -> None:
-        self.run_button.setEnabled(not on)
-        self.stop_button.setEnabled(on)
-        self.progress.setVisible(on)
-        self.progress.setValue(0)
-
-    def _progress(self, done: int, total: int) -> None:
-        self.progress.setMaximum(total)
-        self.progress.setValue(done)
-
     def _done(self, text: str) -> None:
-        self.job = None
-        self._running(False)
+        self.controls.ended()
         self.summary.setText(text)
 
     def show_sweep(self, sweep: Sweep) -> None:
