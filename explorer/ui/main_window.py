@@ -40,7 +40,7 @@ class MainWindow(QMainWindow):
         self.load_job = None
         self.load_job_spec: ModelSpec | None = None
         # torch leaves one core to the window: on 2 cores, with both for torch, a key
-        # waited 30-77 ms in a 1024-token pass (p99 9-36 ms) in the sixth session's runs,
+        # waited 30-77 ms in a 1024-token pass (p99 9-39 ms) in the sixth session's runs,
         # with one 28-48 ms (p99 2-12 ms) (benchmarks/bench_gui_latency.py --threads).
         # The engine's Python code hands the GIL over after 1 ms instead of 5 ms, so
         # slots stay short while it works.
