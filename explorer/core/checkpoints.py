@@ -156,6 +156,9 @@ _GLOBAL_RE = re.compile(r"GLOBAL\s+([\w.]+)")
 def _read_torch(path: Path, fmt: str) -> dict[str, torch.Tensor]:
     # Read into memory (mmap=False): tensors mapped from the file would die with SIGBUS
     # when the file is truncated or re-saved in place while the model is loaded.
+    # torch.load hands a file that looks like safetensors to the safetensors library,
+    # whose SafetensorError must be caught here as well.
+    from safetensors import SafetensorError
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True, mmap=False)
     except pickle.UnpicklingError as exc:
@@ -167,7 +170,7 @@ def _read_torch(path: Path, fmt: str) -> dict[str, torch.Tensor]:
                   "was run") from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError,
             IndexError, TypeError, AttributeError, OverflowError, MemoryError,
-            RecursionError) as exc:
+            RecursionError, SafetensorError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(path, f"corrupt or truncated PyTorch file ({first})") from None
     return _unwrap_state_dict(path, obj)
