@@ -143,7 +143,8 @@ def test_no_qt_object_is_made_off_the_gui_thread(qtbot, make_window, qtlog, tmp_
     window.ln_compare.run_button.click()
     window.gradients.run_button.click()
     window.patching.request()
-    qtbot.waitUntil(lambda: not window.engine.busy(), timeout=60_000)
+    qtbot.waitUntil(lambda: window.gradients.report is not None and window.patching.sweep
+                    is not None and not window.engine.busy(), timeout=60_000)
     assert window.divergence.result is not None and window.ln_compare.runs
     assert window.gradients.report is not None and window.patching.sweep is not None
     from explorer.core.interventions import Intervention
