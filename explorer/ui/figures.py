@@ -38,16 +38,18 @@ def save_widget(widget, path: str) -> None:
         raise ValueError(f"could not write {path}")
 
 
-def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
-    """The four plots, in a GraphicsLayoutWidget (shared by the view and the CLI figure)."""
-    # Short titles (the detail is on the axes), so that two plots fit side by side in a
-    # dock; longer ones set the layout's minimum width and the right column was cut off.
+def comparison_plots(layout: pg.GraphicsLayoutWidget, columns: int = 2) -> dict[str, pg.PlotItem]:
+    """The four plots, in a GraphicsLayoutWidget (shared by the view and the CLI figure),
+    ``columns`` side by side: the tab uses one, as two did not fit a laptop's column once
+    the histogram's title named the node and the shares outside its range."""
+    # Short titles (the detail is on the axes): a title sets the plot's minimum width.
     titles = {"residual": "Residual stream after each block", "hist": "Selected node, both orders",
-              "grad": "Gradient of ff.layers.2.weight per layer",
+              "grad": "Gradient per layer",
               "depth": "Last layer's gradient vs depth"}
     # one legend for all four, above them: the colours mean the same in each plot
-    legend_row(layout.ci, [(pen_sample(PENS[p]), NAMES[p]) for p in PENS], colspan=2)
-    plots = {key: layout.addPlot(row=1 + i // 2, col=i % 2) for i, key in enumerate(titles)}
+    legend_row(layout.ci, [(pen_sample(PENS[p]), NAMES[p]) for p in PENS], colspan=columns)
+    plots = {key: layout.addPlot(row=1 + i // columns, col=i % columns)
+             for i, key in enumerate(titles)}
     for key, plot in plots.items():
         plot.setTitle(titles[key], size=TITLE_SIZE)
         plot.showGrid(x=True, y=True, alpha=0.2)
@@ -55,7 +57,7 @@ def comparison_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
     plots["residual"].setLabel("bottom", "layer")
     plots["residual"].setLabel("left", "mean norm")
     plots["grad"].setLabel("bottom", "layer")
-    plots["grad"].setLabel("left", "grad norm")
+    plots["grad"].setLabel("left", "‖∇ ff.layers.2.weight‖")
     plots["depth"].setLabel("left", "grad norm")
     plots["grad"].setLogMode(y=True)
     plots["depth"].setLabel("bottom", "depth (layers)")
@@ -101,9 +103,10 @@ def draw_runs(plots: dict[str, pg.PlotItem], runs: dict[str, RunSummary], node: 
             total = max(int(hist.counts.sum()) + hist.below + hist.above, 1)
             outside.append(f"{NAMES[position]} {100 * (hist.below + hist.above) / total:.1f}%")
     label = short_label(node) if node else "no node"
-    set_title(plots["hist"], f"{label} · outside the range: {', '.join(outside)}" if outside
+    # two short lines: one long line made the plot wider than a laptop's column
+    set_title(plots["hist"], f"{label}<br>outside the range: {', '.join(outside)}" if outside
               else f"{label}: not captured", size=TITLE_SIZE)
-    plots["hist"].setLabel("bottom", "value (each order on the range of its own values)")
+    plots["hist"].setLabel("bottom", "value (each order on its own range)")
     plots["hist"].setLabel("left", "density")
     plots["hist"].enableAutoRange()
 
@@ -112,7 +115,7 @@ def draw_gradients(plots: dict[str, pg.PlotItem], result: GradientResult, depth:
     for key in ("grad", "depth"):
         plots[key].clear()
         set_empty(plots[key], None)
-    set_title(plots["grad"], f"Gradient of ff.layers.2.weight per layer, depth {depth}",
+    set_title(plots["grad"], f"Gradient per layer, depth {depth}",
               size=TITLE_SIZE)
     for position in ("pre", "post"):
         per_layer = result.per_layer.get((position, depth))

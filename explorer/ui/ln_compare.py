@@ -105,7 +105,7 @@ class LnCompareView(QWidget):
         bar.addLayout(second)
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
-        self.plots = comparison_plots(self.canvas)
+        self.plots = comparison_plots(self.canvas, columns=1)
         self.top_label = QLabel()
         self.top_label.setWordWrap(True)
         self.orders = QLabel(node_orders_html())
@@ -121,7 +121,7 @@ class LnCompareView(QWidget):
         self.order_graphs = OrderGraphs()
         layout.addWidget(self.order_graphs)
         layout.addWidget(self.orders)
-        self.canvas.setMinimumHeight(360)  # two rows of plots; below it the tab scrolls
+        self.canvas.setMinimumHeight(4 * 190)  # four plots, one above another; the tab scrolls
         layout.addWidget(self.canvas, 1)
         layout.addWidget(self.top_label)
         layout.addWidget(self.claim)

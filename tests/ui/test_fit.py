@@ -34,12 +34,21 @@ def test_no_plot_is_cut_off_in_the_default_layout(qtbot, make_window, size):
     window.resize(*size)
     window._default_dock_sizes()
     run_and_wait(qtbot, window, max_tokens=2)
+    # the jobs that draw plots with data and titles of their own
+    window.ln_compare.depths.setText("2, 3")
+    window.ln_compare.run_button.click()
+    window.ln_compare._compare()
+    window.gradients.run_button.click()
+    window.patching.request()
+    qtbot.waitUntil(lambda: window.ln_compare.result is not None and window.gradients.report
+                    is not None and window.patching.sweep is not None, timeout=60_000)
     found = overflowing(window.generation)
-    for key in ("inspector", "gelu", "distributions", "attention", "ln_compare", "train"):
+    for key in ("inspector", "gelu", "distributions", "attention", "ln_compare", "train",
+                "gradients", "patching"):
         window.docks[key].raise_()
         qtbot.waitUntil(lambda: window.docks[key].widget().isVisible(), timeout=5_000)
         qtbot.wait(100)
-        found += overflowing(window.docks[key].widget())
+        found += [f"{key}: {f}" for f in overflowing(window.docks[key].widget())]
     assert not found, "\n".join(found)
 
 
