@@ -188,6 +188,12 @@ def block_hook_name(layer: int, key: str) -> str:
     return f"{BLOCKS}.{layer}.{key}"
 
 
+def block_title(layer: int, n_layers: int) -> str:
+    """The one name of a block on screen: 'Block 3 of 4' for ``layer`` 2 (its module is
+    ``trf_blocks.2``)."""
+    return f"Block {layer + 1} of {n_layers}"
+
+
 def block_module_name(layer: int) -> str:
     """The module path of a whole block (``trf_blocks.3``)."""
     return f"{BLOCKS}.{layer}"

@@ -12,7 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from ..core.nodes import PATTERN, block_hook_name
+from ..core.nodes import PATTERN, block_hook_name, block_title
 from .lazy import LazyRefresh
 from .plot_text import set_empty, set_label, set_ticks, set_title
 from .session import Session
@@ -179,7 +179,9 @@ class AttentionView(LazyRefresh, QWidget):
             " (prompt pass: a step from the KV cache carries no pattern)"
         factor = self._grid[2]
         shrunk = f"; each cell is the max of {factor}×{factor} weights" if factor > 1 else ""
-        self.hover.setText(f"layer {self.session.layer}{note}{shrunk}")
+        info = self.session.model
+        self.hover.setText(f"{block_title(self.session.layer, info.config.n_layers) if info else ''}"
+                           f"{note}{shrunk}")
 
     def _fit_ticks(self, *_args) -> None:
         """Token labels on both axes, for every tile row and column, every k-th cell so

@@ -1,9 +1,12 @@
 """The block graph: the selected transformer block drawn as clickable nodes in forward
-order, with the shortcut arrows, the embeddings before it and the head after it.
+order, with both shortcuts, the shape of the tensor on every arrow, and the embeddings
+before it and the head after it as caps that unfold on a click.
 
-Built from the core's node table (nodes.py) and nothing else: order, labels, tooltips,
-shapes and the shortcut sources all come from there. Nodes are coloured by a chosen
-statistic of the shown pass; a layer strip below jumps between blocks.
+Built from the core's node table (nodes.py) through the layout (graph_layout.py): order,
+labels, shapes and the shortcut sources all come from there. The whole block fits the
+view (graph_canvas.py); nodes are coloured by a chosen statistic of the shown pass, and
+the interventions that apply are drawn on the nodes and shortcuts they change. A strip
+of all blocks below jumps between them.
 """
 
 from __future__ import annotations
@@ -12,26 +15,38 @@ import math
 
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsPathItem, QGraphicsScene,
-                               QGraphicsSimpleTextItem, QGraphicsView, QHBoxLayout, QLabel,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainterPath, QPen
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsScene, QGraphicsSimpleTextItem,
+                               QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from ..core.nodes import (BLOCK_INPUT, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, Node,
-                          block_hook_name, block_nodes, drawn_beside, layer_of,
-                          node_for_hook, shortcut_sources)
+from ..core.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, is_pattern, layer_of,
+                          node_for_hook)
 from ..core.quiz import SHAPES
 from .graph_colours import colour, colour_bar_pixmap
-from .graph_items import NODE_H, NODE_W, FrameItem, NodeItem
+from .graph_canvas import GraphCanvas
+from .graph_items import CapItem, EdgeItem, FrameItem, NodeItem
+from .graph_layout import LABEL_FLOOR, PATTERN_FLOOR, Metrics, layout_block
 from .layer_strip import LayerStrip
 from .node_menu import node_menu
 from .session import Session
 
-ROW = 62.0
 STATISTICS = {"std": "std", "abs-max": "absmax", "RMS": "rms", "kurtosis": "kurtosis"}
+BEFORE = {n.key for n in MODEL_NODES_BEFORE[:3]}  # drawn only when the cap is open
+AFTER = {n.key for n in MODEL_NODES_AFTER}
+SHORTCUT, REMOVED = "#2a7ab0", "#c0392b"
+
+
+def marks(one) -> tuple[str, str]:
+    """(the node it is drawn on, the words) for one intervention (a removed shortcut on
+    its add, whose shortcut the graph also draws dashed)."""
+    return one.node, {"zero": "× 0", "scale": f"× {one.k:g}", "mean": "mean", "steer": "steered",
+                      "patch": "patched", "heads": "heads " + ",".join(map(str, one.heads)) + " off",
+                      "activation": f"→ {one.function}", "no-shortcut": "no shortcut"}[one.kind]
+
+
 class BlockGraphView(QWidget):
-    """Toolbar (layer, colour statistic, expand feed-forward) over the graph and a strip
-    of all layers."""
+    """Toolbar (block, colour statistic, feed-forward layers, fit) over the graph, and a
+    row with the strip of all blocks and the colour scale under it."""
 
     nodeClicked = Signal(str)
 
@@ -40,52 +55,61 @@ class BlockGraphView(QWidget):
         self.session = session
         self.items: dict[str, NodeItem] = {}
         self.edge_labels: dict[str, QGraphicsSimpleTextItem] = {}
+        self.edges: dict[str, list[EdgeItem]] = {}  # by the node whose tensor they carry
+        self.shortcuts: dict[str, tuple[str, EdgeItem, QGraphicsSimpleTextItem]] = {}
+        self.texts: dict[str, QGraphicsSimpleTextItem] = {}  # title, times, caps, notes
+        self.open_caps = {"before": False, "after": False}
+        self._anchors: dict[str, tuple[float, float, bool]] = {}
+        self._widths: tuple[float, float] | None = None  # the labels' room in the layout
 
         self.layer_box = QSpinBox()
-        self.layer_box.setPrefix("layer ")
-        self.layer_box.setToolTip("Which transformer block is drawn (Up/Down keys)")
+        self.layer_box.setPrefix("Block ")
+        self.layer_box.setToolTip("Which transformer block is drawn (Up/Down in the graph)")
         self.stat_box = QComboBox()
         self.stat_box.addItems(list(STATISTICS))
         self.stat_box.setToolTip("Statistic that colours the nodes")
-        self.expand_ff = QCheckBox("Expand feed-forward")
+        self.expand_ff = QCheckBox("Feed-forward layers")
+        self.expand_ff.setToolTip("Draw the feed-forward's Linear → GELU → Linear inside it")
         self.expand_ff.setChecked(True)
-        self.legend = QLabel()  # a line of its own: the toolbar fits a narrow centre
-        self.legend.setStyleSheet("color: #444444")
+        self.fit_button = QPushButton("Fit")
+        self.fit_button.setToolTip("Fit the whole block to the view again (F in the graph; "
+                                   "the wheel zooms, dragging pans)")
         bar = QHBoxLayout()
-        for w in (QLabel("Block:"), self.layer_box, QLabel("Colour by:"), self.stat_box,
-                  self.expand_ff):
+        for w in (self.layer_box, QLabel("Colour:"), self.stat_box, self.expand_ff,
+                  self.fit_button):
             bar.addWidget(w)
         bar.addStretch(1)
 
         self.scene = QGraphicsScene(self)
-        self.view = QGraphicsView(self.scene)
-        self.view.setRenderHint(QPainter.Antialiasing)
-        self.view.setFocusPolicy(Qt.StrongFocus)
+        self.view = GraphCanvas(self.scene)
         self.strip = LayerStrip(session)
-
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addLayout(bar)
-        # the colour scale: its two ends' values on either side of a viridis bar
-        self.scale_lo, self.scale_hi = QLabel(), QLabel()
+        self.legend = QLabel()
+        self.legend.setStyleSheet("color: #444444")
+        self.scale_lo, self.scale_hi, self.zero_note = QLabel(), QLabel(), QLabel()
+        self.zero_note.setStyleSheet("color: #444444")
         self.scale_bar = QLabel()
-        self.scale_bar.setPixmap(colour_bar_pixmap(140, 12))
-        legend_row = QHBoxLayout()
-        for w in (self.legend, self.scale_lo, self.scale_bar, self.scale_hi):
-            legend_row.addWidget(w)
-        legend_row.addStretch(1)
-        layout.addLayout(legend_row)
-        self._show_scale(False)
+        self.scale_bar.setPixmap(colour_bar_pixmap(90, 12))
+        below = QHBoxLayout()
+        below.addWidget(self.strip.caption)
+        below.addWidget(self.strip, 1)
+        for w in (self.legend, self.scale_lo, self.scale_bar, self.scale_hi, self.zero_note):
+            below.addWidget(w)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 2, 4, 2)
+        layout.setSpacing(2)
+        layout.addLayout(bar)
         layout.addWidget(self.view, 1)
-        layout.addWidget(self.strip.caption)
-        layout.addWidget(self.strip)
+        layout.addLayout(below)
+        self._show_scale(False)
 
-        self.layer_box.valueChanged.connect(session.set_layer)
+        self.layer_box.valueChanged.connect(lambda v: session.set_layer(v - 1))
         self.stat_box.currentTextChanged.connect(lambda _: self.recolour())
         self.expand_ff.toggled.connect(lambda _: self.rebuild())
+        self.fit_button.clicked.connect(self.view.fit)
+        self.view.blockStep.connect(lambda d: session.set_layer(session.layer + d))
         self.nodeClicked.connect(session.set_node)
         session.modelChanged.connect(self.rebuild)
-        session.layerChanged.connect(self._on_layer)
+        session.layerChanged.connect(lambda _: self.rebuild())
         session.on_pass(self.refresh)  # in a loop turn of its own
         session.nodeChanged.connect(self._on_node)
         session.markChanged.connect(self.mark_divergence)
@@ -95,179 +119,169 @@ class BlockGraphView(QWidget):
             self.rebuild()
 
     # ---------------------------------------------------------------- building
+    def metrics(self) -> Metrics:
+        self.font_ = QFont(self.font())
+        self.big_font = QFont(self.font_)
+        self.big_font.setPointSizeF(self.font_.pointSizeF() * 1.6)
+        self.big_font.setBold(True)
+        bold = QFont(self.font_)
+        bold.setBold(True)
+        fm, fb, big = QFontMetricsF(self.font_), QFontMetricsF(bold), QFontMetricsF(self.big_font)
+        return Metrics(fm.height(), fm.horizontalAdvance, fb.horizontalAdvance,
+                       big.horizontalAdvance, big.height())
+
     def rebuild(self) -> None:
+        for store in (self.items, self.edge_labels, self.edges, self.shortcuts, self.texts,
+                      self._anchors):
+            store.clear()
         self.scene.clear()
-        self.items.clear()
-        self.edge_labels.clear()
         info = self.session.model
         if info is None:
             self.scene.addSimpleText("Loading the model…")
+            self.view.set_drawing(self.scene.itemsBoundingRect())
             return
         cfg = info.config
-        self.layer_box.blockSignals(True)
-        self.layer_box.setRange(0, cfg.n_layers - 1)
-        self.layer_box.setSuffix(f" of {cfg.n_layers - 1}")
-        self.layer_box.setValue(self.session.layer)
-        self.layer_box.blockSignals(False)
         layer = self.session.layer
-        expand = self.expand_ff.isChecked()
-
-        y = 0.0
-        tok, pos = MODEL_NODES_BEFORE[0], MODEL_NODES_BEFORE[1]
-        self._add(tok.key, tok, -NODE_W * 0.6, y)
-        self._add(pos.key, pos, NODE_W * 0.6, y)
-        chain: list[str] = []
-        for node in MODEL_NODES_BEFORE[2:]:
-            y += ROW
-            self._add(node.key, node, 0, y)
-            chain.append(node.key)
-        for source in (tok, pos):  # both embeddings feed the sum
-            self._arrow(self.items[source.key], self.items[MODEL_NODES_BEFORE[2].key])
-
-        block_top = y + ROW * 0.55
-        y += ROW * 0.35
-        block_input = chain[-1]
-        beside = drawn_beside(cfg.norm_position)
-        aside = {n.key for n in beside.values()}
-        # a node whose layers are drawn is their frame, not a step after them
-        frames = {n.parent for n in block_nodes(cfg.norm_position)
-                  if n.parent and n.key not in aside} if expand else set()
-        inside: dict[str, list[str]] = {key: [] for key in frames}
-        for node in block_nodes(cfg.norm_position):
-            name = block_hook_name(layer, node.key)
-            if node.key in aside or node.key in frames or (node.in_ffn and not expand):
-                continue
-            if node.parent in frames and not inside[node.parent]:
-                y += ROW * 0.4  # room for the frame's title
-            y += ROW
-            self._add(name, node, 0, y)
-            chain.append(name)
-            if node.parent in frames:
-                inside[node.parent].append(name)
-            if node.key in beside:  # e.g. the attention pattern beside attention
-                child = beside[node.key]
-                child_name = block_hook_name(layer, child.key)
-                self._add(child_name, child, NODE_W * 1.15, y)
-                self._arrow(self.items[name], self.items[child_name], dashed=True)
-        for key, children in inside.items():
-            self._frame(block_hook_name(layer, key), children)
-        block_bottom = y + ROW * 0.45
-        self._block_frame(cfg, layer, block_top, block_bottom)
-        first_after = len(chain)
-        for node in MODEL_NODES_AFTER:
-            y += ROW
-            self._add(node.key, node, 0, y)
-            chain.append(node.key)
-        for a, b in zip(chain, chain[1:]):
-            self._arrow(self.items[a], self.items[b], label_for=a)
-        self._elsewhere(chain[first_after - 1], chain[first_after], block_input,
-                        chain[chain.index(block_input) + 1], layer, cfg.n_layers)
-        for add_key, source_key in shortcut_sources(cfg.norm_position).items():
-            source = block_input if source_key == BLOCK_INPUT else block_hook_name(layer, source_key)
-            self._shortcut(self.items[source], self.items[block_hook_name(layer, add_key)])
-        self.view.setSceneRect(self.scene.itemsBoundingRect().adjusted(-20, -20, 20, 20))
-        self.refresh()
-
-    def _frame(self, name: str, children: list[str]) -> None:
-        """The node that contains ``children`` (the feed-forward around its three layers),
-        drawn as a clickable frame around them with its label as the title."""
-        first, last = self.items[children[0]].pos(), self.items[children[-1]].pos()
-        top = first.y() - NODE_H / 2 - ROW * 0.4 - 4
-        item = FrameItem(name, node_for_hook(name), self,
-                         QRectF(-NODE_W / 2 - 16, 0, NODE_W + 32, last.y() + NODE_H / 2 + 8 - top))
-        item.setPos(0, top)
-        self.scene.addItem(item)
-        self.items[name] = item
-
-    def _block_frame(self, cfg, layer: int, top: float, bottom: float) -> None:
-        """The block's frame and "× n": one of n identical blocks. (Shadow frames behind it
-        cost the window ~10 ms of lateness in each 1024-token pass, GELU tab in front.)"""
-        rect = QRectF(-NODE_W * 1.0, top, NODE_W * 2.75, bottom - top)
-        n = cfg.n_layers
-        frame = self.scene.addRect(rect, QPen(QColor("#7a7a7a"), 1, Qt.DashLine),
+        self.layer_box.blockSignals(True)
+        self.layer_box.setRange(1, cfg.n_layers)
+        self.layer_box.setSuffix(f" of {cfg.n_layers}")
+        self.layer_box.setValue(layer + 1)
+        self.layer_box.blockSignals(False)
+        m = self.metrics()
+        self._widths = self._label_widths(m)
+        lay = layout_block(cfg, layer, self.expand_ff.isChecked(), self.open_caps["before"],
+                           self.open_caps["after"], m, *self._widths)
+        x, y, w, h = self.layout_frame = lay.frame
+        frame = self.scene.addRect(QRectF(x, y, w, h), QPen(QColor("#7a7a7a"), 1, Qt.DashLine),
                                    QBrush(QColor(240, 244, 250)))
         frame.setZValue(-1)
-        order = "Pre-LN" if cfg.norm_position == "pre" else "Post-LN"
-        title = self.scene.addSimpleText(f"Transformer block {layer} ({order})")
-        title.setPos(rect.right() - title.boundingRect().width() - 10, top + 4)  # clear of the edge labels
-        times = self.scene.addSimpleText(f"× {n}")
-        font = QFont()
-        font.setPointSize(20)
-        font.setBold(True)
-        times.setFont(font)
-        times.setBrush(QBrush(QColor("#5a6b85")))
-        times.setPos(rect.right() - times.boundingRect().width() - 10, rect.bottom() - 44)
-        times.setToolTip(f"The model stacks {n} blocks like this one, each with weights of its "
-                         "own; the strip below the graph picks which one is drawn.")
-        self.block_count = times
+        for box in lay.boxes.values():
+            if box.name != lay.ff_name:
+                item = NodeItem(box.name, box.node, self, box.label, box.w, box.h, self.font_)
+                item.setPos(box.cx, box.cy)
+                self.scene.addItem(item)
+                self.items[box.name] = item
+        if lay.ff_frame is not None:
+            fx, fy, fw, fh = lay.ff_frame
+            title = next(t for t in lay.texts if t.kind == "ff-title")
+            item = FrameItem(lay.ff_name, node_for_hook(lay.ff_name), self, QRectF(0, 0, fw, fh),
+                             title.text, (title.x - fx, title.y - fy), self.font_)
+            item.setPos(fx, fy)
+            item.setToolTip(f"{lay.ff_name}: hidden_dim / emb_dim = {cfg.hidden_dim} / "
+                            f"{cfg.emb_dim}")
+            self.scene.addItem(item)
+            self.items[lay.ff_name] = item
+        for arrow in lay.arrows:
+            self._arrow(arrow)
+        for cut in lay.shortcuts:
+            self._shortcut(cut)
+        for text in lay.texts:
+            self._text(text, cfg)
+        self.view.set_drawing(self.scene.itemsBoundingRect().adjusted(-3, -3, 3, 3))
+        self.refresh()
 
-    def _elsewhere(self, last_node: str, after: str, before_first: str, first_node: str,
-                   layer: int, n: int) -> None:
-        """Say which blocks sit between the embeddings and this one, and between this
-        one and the final norm."""
-        for a, b, text in ((before_first, first_node, f"blocks 0–{layer - 1} run first"
-                            if layer else ""),
-                           (last_node, after, f"blocks {layer + 1}–{n - 1} run in between"
-                            if layer < n - 1 else "")):
-            if text:
-                pa, pb = self.items[a].pos(), self.items[b].pos()
-                label = self.scene.addSimpleText(f"⋮ {text}")
-                label.setBrush(QBrush(QColor("#5a6b85")))
-                label.setPos(-NODE_W * 0.95, (pa.y() + pb.y()) / 2 - 9)
-
-    def _add(self, name: str, node: Node, x: float, y: float) -> None:
-        item = NodeItem(name, node, self)
-        item.setPos(x, y)
-        self.scene.addItem(item)
-        self.items[name] = item
-
-    def _arrow(self, a: NodeItem, b: NodeItem, dashed: bool = False, label_for: str | None = None) -> None:
-        start, end = a.pos(), b.pos()
-        if abs(start.y() - end.y()) < 1:  # side by side
-            p0, p1 = QPointF(start.x() + NODE_W / 2, start.y()), QPointF(end.x() - NODE_W / 2, end.y())
-        else:
-            p0 = QPointF(start.x(), start.y() + NODE_H / 2)
-            p1 = QPointF(end.x(), end.y() - NODE_H / 2)
-        path = QPainterPath(p0)
-        path.lineTo(p1)
-        self._head(path, p0, p1)
-        pen = QPen(QColor("#444444"), 1.4, Qt.DashLine if dashed else Qt.SolidLine)
-        self.scene.addPath(path, pen)
-        if label_for is not None:
+    def _arrow(self, arrow) -> None:
+        path = QPainterPath(QPointF(*arrow.points[0]))
+        for p in arrow.points[1:]:
+            path.lineTo(QPointF(*p))
+        if arrow.target:
+            _head(path, arrow.points[-2], arrow.points[-1])
+        edge = EdgeItem(path, arrow.source, arrow.dashed, arrow.target)
+        self.scene.addItem(edge)
+        self.edges.setdefault(arrow.source, []).append(edge)
+        if arrow.label is not None:
             text = self.scene.addSimpleText("")
+            text.setFont(self.font_)
             text.setBrush(QBrush(QColor("#555555")))
-            text.setPos((p0.x() + p1.x()) / 2 + 8, (p0.y() + p1.y()) / 2 - 9)
-            self.edge_labels[label_for] = text
+            text.setPos(*arrow.label)
+            self.edge_labels[arrow.source] = text
+            self._anchors[arrow.source] = (*arrow.label, arrow.label_right)
 
-    @staticmethod
-    def _head(path: QPainterPath, p0: QPointF, p1: QPointF) -> None:
-        angle = math.atan2(p1.y() - p0.y(), p1.x() - p0.x())
-        for da in (2.6, -2.6):
-            path.moveTo(p1)
-            path.lineTo(p1.x() + 9 * math.cos(angle + da), p1.y() + 9 * math.sin(angle + da))
+    def _shortcut(self, cut) -> None:
+        path = QPainterPath(QPointF(*cut.points[0]))
+        for p in cut.points[1:]:
+            path.lineTo(QPointF(*p))
+        _head(path, cut.points[-2], cut.points[-1])
+        edge = EdgeItem(path, cut.source)
+        self.scene.addItem(edge)
+        word = self.scene.addSimpleText("shortcut")
+        word.setFont(self.font_)
+        word.setRotation(-90)
+        word.setPos(cut.label[0] - QFontMetricsF(self.font_).height(), cut.label[1])
+        self.shortcuts[cut.add] = (cut.source, edge, word)
+        self._draw_shortcut(cut.add, removed=False)
 
-    def _shortcut(self, a: NodeItem, b: NodeItem) -> None:
-        x = -NODE_W * 0.5 - 10
-        p0 = QPointF(a.pos().x() - NODE_W / 2, a.pos().y())
-        p1 = QPointF(b.pos().x() - NODE_W / 2, b.pos().y())
-        path = QPainterPath(p0)
-        path.cubicTo(QPointF(x - 60, p0.y()), QPointF(x - 60, p1.y()), p1)
-        self._head(path, QPointF(p1.x() - 20, p1.y()), p1)
-        item = QGraphicsPathItem(path)
-        item.setPen(QPen(QColor("#2a7ab0"), 2))
-        self.scene.addItem(item)
-        label = self.scene.addSimpleText("shortcut")
-        label.setBrush(QBrush(QColor("#2a7ab0")))
-        label.setPos(x - 95, (p0.y() + p1.y()) / 2 - 8)
+    def _draw_shortcut(self, add: str, removed: bool) -> None:
+        source, edge, word = self.shortcuts[add]
+        edge.setPen(QPen(QColor(REMOVED if removed else SHORTCUT), 2,
+                         Qt.DashLine if removed else Qt.SolidLine))
+        edge.setZValue(0.9)
+        word.setText("✕ removed" if removed else "shortcut")
+        word.setBrush(QBrush(QColor(REMOVED if removed else SHORTCUT)))
+        edge.setToolTip(f"Shortcut: {source}'s output is added at {add}" +
+                        (" — removed by a What if intervention" if removed else ""))
+
+    def _text(self, text, cfg) -> None:
+        if text.kind == "ff-title":
+            return  # the feed-forward frame's own title
+        if text.kind.startswith("cap-"):
+            item = CapItem(text.text, text.kind[4:], self, self.font_)
+            self.scene.addItem(item)
+        else:
+            item = self.scene.addSimpleText(text.text)
+            font = self.big_font if text.kind == "times" else QFont(self.font_)
+            font.setBold(text.kind in ("title", "times"))
+            item.setFont(font)
+            item.setBrush(QBrush(QColor("#5a6b85" if text.kind in ("times", "note") else "#333333")))
+        if text.kind == "times":
+            item.setToolTip(f"The model stacks {cfg.n_layers} blocks like this one, each with "
+                            "weights of its own; the strip below the graph picks which one is drawn.")
+            self.block_count = item
+        item.setPos(text.x, text.y)
+        self.texts[text.kind if text.kind != "note" else f"note{len(self.texts)}"] = item
+
+    def _label_widths(self, m: Metrics) -> tuple[float, float]:
+        """The room the shape labels of the shown pass need (at least the floors'), for
+        the pattern and for every other node."""
+        lw, plw = m.width(LABEL_FLOOR), m.width(PATTERN_FLOOR)
+        current = self.session.current
+        if current is not None and not self.session.covers(SHAPES):
+            for name, view in current.views.items():
+                width = m.width(str(view.shape))
+                if is_pattern(name):
+                    plw = max(plw, width)
+                else:
+                    lw = max(lw, width)
+        return lw, plw
+
+    def toggle_cap(self, which: str) -> None:
+        self.open_caps[which] = not self.open_caps[which]
+        self.rebuild()
 
     # ---------------------------------------------------------------- updating
     def refresh(self) -> None:
         current = self.session.current
+        if self.session.model is not None and self._widths is not None:
+            need = self._label_widths(self.metrics())
+            if need[0] > self._widths[0] or need[1] > self._widths[1]:
+                self.rebuild()  # a longer prompt's labels: room for them first
+                return
         info = self.session.model
         shapes = not self.session.covers(SHAPES)  # a Learn question may ask for them
         for name, label in self.edge_labels.items():
             view = current.views.get(name) if current else None
             label.setText(str(view.shape) if view and shapes else "")
+            x, y, right = self._anchors[name]
+            if right:
+                label.setPos(x - label.boundingRect().width(), y)
+        for name, edges in self.edges.items():
+            view = current.views.get(name) if current else None
+            tip = _tip(name, view) if view is not None and shapes and not self.session.covered else name
+            for edge in edges:
+                if not any(edge is s[1] for s in self.shortcuts.values()):
+                    edge.setToolTip(f"The tensor on this arrow: {tip}")
+            if name in self.edge_labels:
+                self.edge_labels[name].setToolTip(tip)
         for name, item in self.items.items():
             view = current.views.get(name) if current else None
             if self.session.covered:  # a Learn question is open: the name only
@@ -275,11 +289,7 @@ class BlockGraphView(QWidget):
             elif view is None:
                 item.setToolTip(f"{name}\n{item.node.description}")
             else:
-                s = view.stats
-                item.setToolTip(
-                    f"{name}\n{item.node.description}\nshape {view.shape}\n"
-                    f"mean {s.mean:.4g}   std {s.std:.4g}\nmin {s.min:.4g}   max {s.max:.4g}\n"
-                    f"abs-max {s.absmax:.4g}   RMS {s.rms:.4g}")
+                item.setToolTip(f"{name}\n{item.node.description}\n{_tip(name, view)}")
         self.recolour()
         self._badges()
         self._on_node(self.session.node)
@@ -297,19 +307,24 @@ class BlockGraphView(QWidget):
                 v = getattr(view.stats, stat)
                 if np.isfinite(v):
                     values[name] = v
-        if not values:
-            for item in self.items.values():
-                item.set_fill(QColor("#e8e8e8"))
-            self._show_scale(False)
-            return
-        logs = {n: math.log10(abs(v) + 1e-12) for n, v in values.items()}
-        lo, hi = min(logs.values()), max(logs.values())
+        zeros = [n for n, v in values.items() if v == 0]  # no place on a log scale
+        logs = {n: math.log10(abs(v)) for n, v in values.items() if v != 0}
         for name, item in self.items.items():
             if name in logs:
+                lo, hi = min(logs.values()), max(logs.values())
                 item.set_fill(colour((logs[name] - lo) / (hi - lo) if hi > lo else 0.5))
             else:
-                item.set_fill(QColor("#e8e8e8"))
-        vmin, vmax = min(values.values(), key=abs), max(values.values(), key=abs)
+                item.set_fill(QColor("white" if name in zeros else "#e8e8e8"))
+        self.zero_note.setText(f"· {len(zeros)} node{'s' * (len(zeros) != 1)} exactly 0 (white)"
+                               if zeros else "")
+        self.zero_note.setVisible(bool(zeros))
+        if not logs:
+            self._show_scale(False)
+            if values:
+                self.legend.setText(f"{self.stat_box.currentText()}:")
+            return
+        positive = [v for n, v in values.items() if n in logs]
+        vmin, vmax = min(positive, key=abs), max(positive, key=abs)
         self.legend.setText(f"{self.stat_box.currentText()} (log scale):")
         self.scale_lo.setText(f"{vmin:.3g}")
         self.scale_hi.setText(f"{vmax:.3g}")
@@ -320,38 +335,63 @@ class BlockGraphView(QWidget):
             w.setVisible(shown)
 
     def _badges(self) -> None:
-        counts = {}
+        words: dict[str, list[str]] = {}
         for one in self.session.active_interventions():
-            counts[one.node] = counts.get(one.node, 0) + 1
+            node, what = marks(one)
+            words.setdefault(node, []).append(what)
         for name, item in self.items.items():
-            item.set_badge(counts.get(name, 0))
+            item.set_marks(words.get(name, []))
+        for add in self.shortcuts:
+            self._draw_shortcut(add, "no shortcut" in words.get(add, []))
 
     def node_menu(self, name: str, where) -> None:
-        """Right-click on a node: what-if interventions on it."""
-        node_menu(self.session, name, self).exec(where)
-
-    def _on_layer(self, layer: int) -> None:
-        self.rebuild()
+        """Right-click on a node: what-if interventions on it (the menu pops up without
+        blocking; ``menu`` keeps the last one)."""
+        if getattr(self, "menu", None) is not None:
+            self.menu.close()
+        self.menu = node_menu(self.session, name, self)
+        self.menu.popup(where)
 
     def mark_divergence(self, name: str) -> None:
         """Outline the session's marked node (the first divergence) in red, and show its
-        layer; an empty name clears the outline."""
+        block; an empty name clears the outline."""
         layer = layer_of(name) if name else None
         if layer is not None and layer != self.session.layer:
             self.session.set_layer(layer)
-        self._on_node(self.session.node, scroll=False)
+        self._on_node(self.session.node)
 
-    def _on_node(self, name: str, scroll: bool = True) -> None:
+    def _on_node(self, name: str) -> None:
+        for cap, keys in (("before", BEFORE | ({"drop_emb"} if self.session.layer else set())),
+                          ("after", AFTER)):
+            if name in keys and name not in self.items and not self.open_caps[cap]:
+                self.open_caps[cap] = True  # the selected node is always drawn
+                self.rebuild()
+                return
         for item_name, item in self.items.items():
             item.diverged = item_name == self.session.mark
             item.set_selected(item_name == name)
-        if scroll and name in self.items:
-            self.view.ensureVisible(self.items[name], 20, 40)
+        for source, edges in self.edges.items():
+            for edge in edges:
+                edge.set_hot(source == name)
+        if name in self.items:  # nothing moves while the whole drawing is in view
+            self.view.ensureVisible(self.items[name], 10, 10)
 
-    def keyPressEvent(self, event) -> None:  # noqa: N802
-        if event.key() == Qt.Key_Up:
-            self.session.set_layer(self.session.layer - 1)
-        elif event.key() == Qt.Key_Down:
-            self.session.set_layer(self.session.layer + 1)
+    def keyPressEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        """Up/Down on the graph's own toolbar row change the block too."""
+        if event.key() in (Qt.Key_Up, Qt.Key_Down) and not event.modifiers():
+            self.session.set_layer(self.session.layer + (-1 if event.key() == Qt.Key_Up else 1))
         else:
             super().keyPressEvent(event)
+
+
+def _head(path: QPainterPath, p0, p1) -> None:
+    angle = math.atan2(p1[1] - p0[1], p1[0] - p0[0])
+    for da in (2.6, -2.6):
+        path.moveTo(QPointF(*p1))
+        path.lineTo(p1[0] + 8 * math.cos(angle + da), p1[1] + 8 * math.sin(angle + da))
+
+
+def _tip(name: str, view) -> str:
+    s = view.stats
+    return (f"{name}  shape {view.shape}\nmean {s.mean:.4g}   std {s.std:.4g}\n"
+            f"min {s.min:.4g}   max {s.max:.4g}   abs-max {s.absmax:.4g}")

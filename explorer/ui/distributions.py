@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPus
 from functools import partial
 
 from ..core.analysis import ValueHistogram, layer_table, residual_profile
-from ..core.nodes import block_hook_name, block_nodes
+from ..core.nodes import block_hook_name, block_nodes, block_title
 from .histogram import RANGES, HistogramPlot, histogram_of, range_box
 from .lazy import LazyRefresh
 from .plot_text import set_empty, set_label, set_ticks, set_title
@@ -51,13 +51,15 @@ class DistributionsView(LazyRefresh, QWidget):
         self.range_box.currentIndexChanged.connect(lambda _: self.request_refresh())
         export = QPushButton("Table CSV…")
         export.clicked.connect(self.export_csv)
-        bar = QHBoxLayout()
+        bar = QHBoxLayout()  # two rows: a narrow right-hand column leaves the graph room
         bar.addWidget(QLabel("Histograms:"))
         bar.addWidget(self.range_box)
-        bar.addWidget(QLabel("Across layers:"))
-        bar.addWidget(self.stat_box)
         bar.addStretch(1)
-        bar.addWidget(export)
+        second = QHBoxLayout()
+        second.addWidget(QLabel("Across blocks:"))
+        second.addWidget(self.stat_box)
+        second.addStretch(1)
+        second.addWidget(export)
 
         self.table_plot = pg.PlotWidget(background="w")
         self.table_plot.setLabel("bottom", "layer")
@@ -99,6 +101,7 @@ class DistributionsView(LazyRefresh, QWidget):
         self.resid_plot.setMinimumHeight(110)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
+        layout.addLayout(second)
         layout.addWidget(scrolling(split), 1)
         self._order: str | None = None  # the norm position the small plots were built for
         self.small_hists: dict[str, HistogramPlot] = {}
@@ -125,7 +128,7 @@ class DistributionsView(LazyRefresh, QWidget):
             self._cache.clear()  # the histograms of another pass
         what = "its kind's fixed range" if mode == "fixed" else "the range of its own values"
         layer = self.session.layer
-        self.header.setText(f"Layer {layer}: each node's values on {what}" if current else
+        self.header.setText(f"{block_title(layer, info.config.n_layers)}: each node's values on {what}" if current else
                             "Each node's values, once a prompt has run")
         # the ranges of big tensors in turns of their own (~10 ms each for 3 million
         # values), then every small plot in one turn: they share one scene, and a turn

@@ -7,8 +7,8 @@ here. It goes away once a trained model is loaded, and stays away on later launc
 from __future__ import annotations
 
 from PySide6.QtCore import QSettings, Signal
-from PySide6.QtWidgets import (QFrame, QGridLayout, QHBoxLayout, QLabel, QMenu, QPushButton,
-                               QToolButton, QVBoxLayout)
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QMenu, QPushButton, QSizePolicy,
+                               QToolBar, QToolButton)
 
 from ..core import hub
 
@@ -28,38 +28,58 @@ class FirstRunBanner(QFrame):
         self.setStyleSheet("#firstRunBanner { background: #fff4ce; border: 1px solid #e0c060; "
                            "border-radius: 4px; } QLabel { color: #3b3000; }")
         small = hub.GPT2_MODELS[0]
-        self.text = QLabel("<b>No trained model found</b> — these are random weights, so every "
-                           "view shows noise. Get a trained GPT-2:")
-        self.text.setWordWrap(True)
+        self.text = QLabel("<b>No trained model</b> — random weights: every view shows noise.")
+        self.text.setMinimumWidth(40)  # cut, not widening the window, in a narrow one
+        self.text.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.text.setToolTip("These are random weights, so every view shows noise. Get a "
+                             "trained GPT-2 with one of the buttons.")
         self.download = QPushButton(f"Download GPT-2 small (~{small.download_bytes / 1e6:,.0f} MB)")
         self.download.clicked.connect(self.downloadRequested.emit)
-        self.open = QPushButton("Open a GPT-2 folder or checkpoint…")
+        self.open = QPushButton("Open GPT-2 folder or file…")
         menu = QMenu(self.open)
         menu.addAction("Folder (the book's gpt2/124M, a Hugging Face folder)…",
                        self.openFolderRequested.emit)
         menu.addAction("File (.pth, .safetensors, .bin, model.ckpt.index)…",
                        self.openFileRequested.emit)
         self.open.setMenu(menu)
-        self.train = QPushButton("Train a small model here (~5 min)")
+        self.train = QPushButton("Train a small model here")
         self.train.clicked.connect(self.trainRequested.emit)
         later = QToolButton()
         later.setText("✕")
         later.setToolTip("Hide until the next launch")
         later.setAutoRaise(True)
         later.clicked.connect(self.hide)
-        top = QHBoxLayout()
-        top.addWidget(self.text, 1)
-        top.addWidget(later)
-        actions = QGridLayout()  # two columns: fits the narrow centre of a laptop screen
-        for i, b in enumerate((self.download, self.open, self.train)):
-            actions.addWidget(b, i // 2, i % 2)
-        actions.setColumnStretch(2, 1)
-        column = QVBoxLayout(self)  # text above the buttons: fits a 1366-px laptop screen
-        column.setContentsMargins(10, 4, 4, 8)
-        column.setSpacing(4)
-        column.addLayout(top)
-        column.addLayout(actions)
+        # one row across the whole window (a bar above the graph and the docks): the
+        # graph keeps the height of a laptop screen
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 2, 2, 2)
+        row.setSpacing(6)
+        row.addWidget(self.text, 1)
+        for w in (self.download, self.open, self.train, later):
+            row.addWidget(w)
+        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
         self.hide()
+
+    def bar(self) -> QToolBar:
+        """The banner in a bar of its own, across the whole window's width (the window
+        adds it above the graph and the docks); hidden with the banner."""
+        bar = QToolBar("First run")
+        bar.setObjectName("firstRunBar")
+        bar.setMovable(False)
+        bar.setFloatable(False)
+        bar.toggleViewAction().setVisible(False)
+        bar.addWidget(self)
+        self.setVisible(False)  # until a model without training has loaded
+        return bar
+
+    def setVisible(self, visible: bool) -> None:  # noqa: N802 (Qt name)
+        """Shown and hidden with the bar that holds it."""
+        holder = self.parentWidget()
+        if isinstance(holder, QToolBar):
+            holder.setVisible(visible)
+            for action in holder.actions():  # a toolbar shows its widgets by their actions
+                action.setVisible(visible)
+        super().setVisible(visible)
 
     def model_loaded(self, trained: bool) -> None:
         """Show for an untrained model until a trained one has been loaded once."""

@@ -9,7 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from ..core.analysis import gelu_curves, gelu_input_shares
-from ..core.nodes import GELU_INPUT, block_hook_name
+from ..core.nodes import GELU_INPUT, block_hook_name, block_title
 from .lazy import LazyRefresh
 from .plot_text import legend_row
 from .session import Session
@@ -83,6 +83,10 @@ class GeluView(LazyRefresh, QWidget):
         for line in self.deriv.values():
             line.setVisible(on)
 
+    def _block(self) -> str:
+        info = self.session.model
+        return block_title(self.session.layer, info.config.n_layers) if info else ""
+
     def redraw(self) -> None:
         c = self.curves
         gap = (f"Largest |tanh approximation − exact| on [−4, 4]: {c.max_gap:.2e} at x = "
@@ -96,7 +100,7 @@ class GeluView(LazyRefresh, QWidget):
         self._waiting = not view.stats.ready  # another layer than at Ctrl+Enter: a moment
         if self._waiting:
             self.hist_bars.setOpts(x=[0], height=[0])
-            self.info.setText(f"Layer {self.session.layer}: counting the GELU inputs… " + gap)
+            self.info.setText(f"{self._block()}: counting the GELU inputs… " + gap)
             return
         h = view.stats.hist_range
         counts = view.stats.hist.astype(float)
@@ -108,7 +112,7 @@ class GeluView(LazyRefresh, QWidget):
         if shares is None and view.array is not None:  # a generation step: one vector
             shares = gelu_input_shares(view.real_rows())  # (padding left out)
         where = "prompt" if self.session.current.step is None else f"step {self.session.current.step}"
-        text = f"Layer {self.session.layer}, {where}: {view.stats.count:,} GELU inputs ({name})."
+        text = f"{self._block()}, {where}: {view.stats.count:,} GELU inputs ({name})."
         if shares is not None:
             text += (f" {100 * shares.negative:.1f}% are negative (GELU gives −0.17…0 there), "
                      f"{100 * shares.dip:.1f}% lie in the dip around x ≈ −0.75, "

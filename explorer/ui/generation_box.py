@@ -4,7 +4,8 @@ the window's settings (``values`` / ``restore``)."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QFormLayout, QGroupBox, QSpinBox
+from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QGridLayout, QGroupBox, QLabel,
+                               QSpinBox)
 
 from ..core.generation import GenerationSettings
 
@@ -15,23 +16,25 @@ def flag(value) -> bool:
 
 class GenerationBox(QGroupBox):
     def __init__(self) -> None:
-        super().__init__("Generation")
+        super().__init__()
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, 1024)
         self.max_tokens.setValue(20)
-        self.leave_room = QCheckBox("Leave room for the new tokens")
+        self.leave_room = QCheckBox("Leave room")
         self.leave_room.setChecked(True)
         self.leave_room.setToolTip(
-            "Crop a long prompt so the new tokens fit in the context: every step then uses "
+            "Leave room for the new tokens: crop a long prompt so they fit in the context: every step then uses "
             "the KV cache. Off: the whole prompt is kept, and once the context is full each "
             "new token recomputes every position (the book's generate_text_simple; slow)")
-        self.recompute = QCheckBox("Recompute the whole context")
+        self.recompute = QCheckBox("Recompute all")
         self.recompute.setToolTip(
-            "As the book's generate_text_simple: every new token runs the whole context "
+            "Recompute the whole context, as the book's generate_text_simple: every new token runs the whole context "
             "again, without the KV cache, and each step shows that whole pass — (1, T + k, C) "
             "at step k, attention patterns included. Slower; off: the cache keeps the earlier "
             "positions' keys and values and each step computes one position")
-        self.sample = QCheckBox("Sample (off: greedy)")
+        self.sample = QCheckBox("Sample")
+        self.sample.setToolTip("Sample the next token with the temperature, top-k and top-p "
+                               "below; off: greedy (the most likely token)")
         self.temperature = QDoubleSpinBox()
         self.temperature.setRange(0.05, 5.0)
         self.temperature.setSingleStep(0.1)
@@ -47,20 +50,29 @@ class GenerationBox(QGroupBox):
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
         self.seed.setValue(123)
+        self.seed.setMaximumWidth(80)  # its range would make the column wide
         for w in (self.temperature, self.top_k, self.top_p, self.seed):
             w.setEnabled(False)
         self.sample.toggled.connect(lambda on: [w.setEnabled(on) for w in
                                                 (self.temperature, self.top_k, self.top_p, self.seed)])
-        settings = QFormLayout()
-        settings.addRow("Max new tokens", self.max_tokens)
-        settings.addRow(self.leave_room)
-        settings.addRow(self.recompute)
-        settings.addRow(self.sample)
-        settings.addRow("Temperature", self.temperature)
-        settings.addRow("Top-k", self.top_k)
-        settings.addRow("Top-p", self.top_p)
-        settings.addRow("Seed", self.seed)
-        self.setLayout(settings)
+        # two columns, four rows: the prompt panel stays short under the graph
+        grid = QGridLayout()
+        grid.setContentsMargins(6, 4, 6, 4)
+        grid.setVerticalSpacing(3)
+        grid.addWidget(QLabel("Tokens"), 0, 0)
+        grid.addWidget(self.max_tokens, 0, 1)
+        grid.addWidget(self.sample, 0, 2, 1, 2)
+        grid.addWidget(self.leave_room, 1, 0, 1, 2)
+        grid.addWidget(self.recompute, 1, 2, 1, 2)
+        for i, (text, w) in enumerate((("Temp.", self.temperature), ("Top-k", self.top_k),
+                                       ("Top-p", self.top_p), ("Seed", self.seed))):
+            label = QLabel(text)
+            label.setBuddy(w)
+            grid.addWidget(label, 2 + i // 2, 2 * (i % 2))
+            grid.addWidget(w, 2 + i // 2, 2 * (i % 2) + 1)
+        self.max_tokens.setToolTip("How many new tokens to generate")
+        self.temperature.setToolTip("Temperature: below 1 sharper, above 1 flatter")
+        self.setLayout(grid)
 
     def settings(self) -> GenerationSettings:
         sample = self.sample.isChecked()

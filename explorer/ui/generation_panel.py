@@ -64,8 +64,8 @@ class GenerationPanel(QWidget):
         self.token_ids: list[int] = []
         self.token_count = QLabel()
         self.token_count.setWordWrap(True)  # a long note wraps instead of widening the dock
-        self.batch = QCheckBox("Batch: one prompt per line")
-        self.batch.setToolTip("Run several prompts at once (padded on the right) to see the "
+        self.batch = QCheckBox("Batch")
+        self.batch.setToolTip("Batch: one prompt per line. Run several prompts at once (padded on the right) to see the "
                               "batch dimension at every node; generation runs one prompt at a time")
         self.batch.toggled.connect(self._batch_toggled)
 
@@ -102,32 +102,38 @@ class GenerationPanel(QWidget):
         self._label_metrics = QFontMetrics(left.font())
         self._axis_width = self._label_metrics.horizontalAdvance("·restraints 0.00013") + 16
         left.setWidth(self._axis_width)
-        self.topk_plot.setMinimumWidth(self._axis_width + 120)  # the labels, bars and title
+        self.topk_plot.setMinimumWidth(self._axis_width + 70)  # the labels, bars and title
 
         left = QVBoxLayout()
-        left.addWidget(QLabel("Prompt"))
-        left.addWidget(self.prompt)
+        left.setSpacing(3)
+        left.addWidget(self.prompt, 1)
         row = QHBoxLayout()
         row.addWidget(self.token_count)
         row.addStretch(1)
         row.addWidget(self.batch)
         left.addLayout(row)
-        left.addWidget(self.chips)
+        left.addWidget(self.chips, 1)
         output_title = QLabel("Output — click a token to see that step")
         output_title.setWordWrap(True)
         left.addWidget(output_title)
-        left.addWidget(self.output, 1)
+        left.addWidget(self.output, 2)
+        for box in (self.prompt, self.chips, self.output):  # short: the graph keeps the room
+            box.setMinimumHeight(QFontMetrics(box.font()).height() * 2 + 10)
         buttons = QVBoxLayout()
         buttons.addWidget(self.settings_box)
-        buttons.addWidget(self.generate_button)
-        buttons.addWidget(self.stop_button)
+        run = QHBoxLayout()
+        run.addWidget(self.generate_button, 2)
+        run.addWidget(self.stop_button, 1)
+        buttons.addLayout(run)
         buttons.addStretch(1)
         layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 4)
         layout.addLayout(left, 3)
         layout.addLayout(buttons, 1)
         topk = QVBoxLayout()
         topk.addWidget(self.topk_what)
         topk.addWidget(self.topk_plot, 1)
+        self.topk_plot.setMinimumHeight(90)
         layout.addLayout(topk, 2)
 
         self._retokenize = QTimer(self, singleShot=True, interval=120)
@@ -354,7 +360,7 @@ class GenerationPanel(QWidget):
             self.topk_bars.setOpts(x0=[0], y=[0], width=[0], height=0.8)
             set_ticks(self.topk_plot.getAxis("left"), [[]])  # no labels of an old pass
             self.topk_what.setText("Next token")
-            set_empty(plot, "Run a prompt (Ctrl+Enter) to see them")
+            set_empty(plot, "Run a prompt to see them")  # fits a narrow chart
             return
         set_empty(plot, None)
         probs = list(current.top_probs)

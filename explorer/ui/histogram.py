@@ -20,6 +20,8 @@ FILL = (60, 120, 200, 150)
 def range_box() -> QComboBox:
     box = QComboBox()
     box.addItems(list(RANGES))
+    box.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+    box.setMinimumContentsLength(14)  # a narrow column elides it rather than widening
     box.setToolTip("This tensor's range: its values fill the plot. Fixed range: the same bins "
                    "for every prompt, layer and step of a kind of node, to compare them")
     return box

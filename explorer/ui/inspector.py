@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QS
 
 from ..core.batch import shown_piece
 from ..core.capture import NodeView
-from ..core.nodes import block_hook_name, parse_hook, residual_branches
+from ..core.nodes import block_hook_name, block_title, layer_of, parse_hook, residual_branches
 from ..core.analysis import branch_ratio
 from ..core.stats import DETAILS, tensor_stats
 from .histogram import RANGES, HistogramPlot, histogram_of, range_box
@@ -181,7 +181,9 @@ class InspectorView(LazyRefresh, QWidget):
             real, total = int(view.valid.sum()), view.valid.size
             padding = (f"<br>batch: statistics over the {real} real vectors of {total}; the "
                        f"{total - real} padding rows are grey and left out")
-        title = (f"<b>{name}</b> — {view.node.label} ({where})<br>{view.node.description}<br>"
+        layer, info = layer_of(name), self.session.model
+        block = f" · {block_title(layer, info.config.n_layers)}" if layer is not None and info else ""
+        title = (f"<b>{name}</b> — {view.node.label}{block} ({where})<br>{view.node.description}<br>"
                  f"shape <b>{view.shape}</b> · dtype {view.dtype} · device {view.device}{padding}")
         matrix = as_matrix(view)
         labels = self._row_labels(view, 0 if matrix is None else matrix.shape[0])

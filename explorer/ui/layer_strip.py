@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QWidget
 
 from ..core.nodes import block_hook_name, block_output
-from .graph_colours import colour
+from .graph_colours import colour, text_colour
 from .session import Session
 
 
@@ -22,10 +22,12 @@ class LayerStrip(QWidget):
     def __init__(self, session: Session) -> None:
         super().__init__()
         self.session = session
-        self.setMinimumHeight(28)
-        self.setMaximumHeight(28)
-        self.setToolTip("All blocks, coloured by the std of each block's output; click to jump")
-        self.caption = QLabel()  # above the strip: what it is (the window lays it out)
+        self.setMinimumHeight(20)
+        self.setMaximumHeight(20)
+        self.setMinimumWidth(60)
+        self.setToolTip("All blocks in order, coloured by the std of each block's output "
+                        "(the drawn one outlined): click one to draw it")
+        self.caption = QLabel()  # beside the strip: what it is (the graph lays it out)
         self.caption.setStyleSheet("color: #444444")
         session.modelChanged.connect(self.update)
         session.modelChanged.connect(self._caption)
@@ -35,8 +37,8 @@ class LayerStrip(QWidget):
     def _caption(self) -> None:
         info = self.session.model
         n = info.config.n_layers if info else 0
-        self.caption.setText(f"All {n} blocks, in order (colour: std of each block's output) "
-                             "— click one to draw it" if n else "")
+        self.caption.setText(f"All {n} blocks:" if n else "")
+        self.caption.setToolTip(self.toolTip())
 
     def _values(self) -> list[float | None]:
         info, current = self.session.model, self.session.current
@@ -61,6 +63,9 @@ class LayerStrip(QWidget):
             t = (math.log10(v + 1e-12) - lo) / (hi - lo) if v and hi > lo else 0.5
             painter.fillRect(QRectF(i * w, 0, w - 1, self.height()),
                              colour(t) if v else QColor("#dddddd"))
+            if w >= painter.fontMetrics().horizontalAdvance(str(len(values))) + 4:
+                painter.setPen(text_colour(colour(t) if v else QColor("#dddddd")))
+                painter.drawText(QRectF(i * w, 0, w - 1, self.height()), Qt.AlignCenter, str(i + 1))
             if i == self.session.layer:
                 painter.setPen(QPen(QColor("#ff8c00"), 3))
                 painter.drawRect(QRectF(i * w + 1, 1, w - 3, self.height() - 3))

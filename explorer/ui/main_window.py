@@ -25,11 +25,13 @@ from .jobs import JobRunner
 from .session import Session
 from .placement import first_size, fit_to_screen, style_dock_tabs
 from .cover import Cover
+from .scrolling import scrolling
 from .views import VIEWS
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.bin *.pth *.pt *.ckpt *.index);;All files (*)"
 
 AREAS = {"right": Qt.RightDockWidgetArea, "bottom": Qt.BottomDockWidgetArea}
+BOTTOM_MIN = 170  # the tallest minimum of a bottom tab: more and the graph loses the room
 class MainWindow(QMainWindow):
     def __init__(self, spec: ModelSpec | None = None, settings: QSettings | None = None) -> None:
         super().__init__()
@@ -60,11 +62,11 @@ class MainWindow(QMainWindow):
 
         self.views, self.docks = {}, {}
         self.banner = FirstRunBanner(self.settings)
+        self.addToolBar(Qt.TopToolBarArea, self.banner.bar())  # above the graph and docks
         central = QWidget()
         column = QVBoxLayout(central)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(0)
-        column.addWidget(self.banner)
         for spec_ in VIEWS:
             widget = spec_.cls(self.session, self.engine)
             self.views[spec_.key] = widget
@@ -122,14 +124,19 @@ class MainWindow(QMainWindow):
         return self.session.busy
 
     # ------------------------------------------------------------------ docks
-    def _dock(self, spec_, widget) -> QDockWidget:
+    def _dock(self, spec_, view) -> QDockWidget:
+        widget = view
         dock = QDockWidget(spec_.tab_text, self)
         dock.setObjectName(spec_.key)
+        if spec_.area == "bottom":  # the tabs name them: the graph keeps the title's height
+            dock.setTitleBarWidget(QWidget())
+            if widget.minimumSizeHint().height() > BOTTOM_MIN:  # taller content scrolls
+                widget = scrolling(widget)
         dock.setWidget(widget)
         self.addDockWidget(AREAS[spec_.area], dock)
         dock.dockLocationChanged.connect(lambda _area: self._full_tab_titles())
-        if hasattr(widget, "visibility_changed"):  # lazy views redraw when shown
-            dock.visibilityChanged.connect(widget.visibility_changed)
+        if hasattr(view, "visibility_changed"):  # lazy views redraw when shown
+            dock.visibilityChanged.connect(view.visibility_changed)
         return dock
 
     def _full_tab_titles(self) -> None:
@@ -364,9 +371,9 @@ class MainWindow(QMainWindow):
         fit_to_screen(self, size)
 
     def _default_dock_sizes(self) -> None:
-        """The graph keeps the room: a prompt panel of about a third of the height under
+        """The graph keeps the room: a prompt panel of about 28% of the height under
         it, and the right-hand tabs at about 40% of the width."""
-        self.resizeDocks([self.docks["generation"]], [max(250, int(self.height() * 0.33))],
+        self.resizeDocks([self.docks["generation"]], [max(BOTTOM_MIN, int(self.height() * 0.28))],
                          Qt.Vertical)
         self.resizeDocks([self.docks["inspector"]], [max(440, int(self.width() * 0.42))],
                          Qt.Horizontal)

@@ -10,18 +10,33 @@ from explorer.core.capture import Capture
 from explorer.core.config import preset
 from explorer.core.model import build_model
 from explorer.core.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, block_hook_name,
-                                 block_nodes)
+                                 block_input, block_nodes)
 from explorer.core.tokenizer import encode, token_piece
 from explorer.ui.inspector import STAT_ROWS
 from explorer.ui.values_table import ValuesModel
 from tests.ui.conftest import run_and_wait
 
 
-def expected_graph_names(cfg, layer, expand=True):
-    names = [n.key for n in MODEL_NODES_BEFORE + MODEL_NODES_AFTER]
-    names += [block_hook_name(layer, n.key) for n in block_nodes(cfg.norm_position)
-              if expand or not n.in_ffn]
-    return set(names)
+def expected_graph_names(cfg, layer, expand=True, caps=False):
+    """What the graph draws: the block's nodes and its input; the embeddings before it
+    and the final norm and head after it once their caps are unfolded."""
+    names = {block_hook_name(layer, n.key) for n in block_nodes(cfg.norm_position)
+             if expand or not n.in_ffn}
+    names.add(block_input(layer, cfg.norm_position))
+    if caps:
+        names |= {n.key for n in MODEL_NODES_BEFORE + MODEL_NODES_AFTER}
+    return names
+
+
+def chain(graph, start):
+    """The nodes the arrows lead through from ``start`` (the pattern's chip aside)."""
+    out, name = [], start
+    while True:
+        nxt = [e.target for e in graph.edges.get(name, []) if e.target and not e.dashed]
+        if not nxt:
+            return out
+        name = nxt[0]
+        out.append(name)
 
 
 def test_graph_is_built_from_the_node_table(make_window):
@@ -30,6 +45,9 @@ def test_graph_is_built_from_the_node_table(make_window):
     assert set(window.graph.items) == expected_graph_names(cfg, 0)
     window.graph.expand_ff.setChecked(False)
     assert set(window.graph.items) == expected_graph_names(cfg, 0, expand=False)
+    window.graph.toggle_cap("before")
+    window.graph.toggle_cap("after")
+    assert set(window.graph.items) == expected_graph_names(cfg, 0, expand=False, caps=True)
     assert "UNTRAINED" in window.model_label.text()
 
 
@@ -39,11 +57,11 @@ def test_post_ln_model_is_drawn_in_post_ln_order(make_window, tmp_path):
                            tmp_path / "post.safetensors")
     window = make_window(preset=None, checkpoint=str(path))
     assert window.session.model.config.norm_position == "post"
-    order = sorted((item.y(), name) for name, item in window.graph.items.items()
-                   if name.startswith("trf_blocks.0.") and not name.endswith("attn_weights")
-                   and name != "trf_blocks.0.ff")  # the feed-forward is the frame, not a step
-    assert [name.split(".", 2)[2] for _, name in order] == [
-        n.key for n in block_nodes("post") if n.kind not in ("pattern", "ffn")]
+    for layer in (0, 1):
+        window.session.set_layer(layer)
+        steps = chain(window.graph, block_input(layer, "post"))
+        assert [name.split(".", 2)[2] for name in steps] == [
+            n.key for n in block_nodes("post") if n.kind not in ("pattern", "ffn")]
 
 
 def test_the_feed_forward_frames_its_layers_and_the_block_is_one_of_n(qtbot, make_window):
@@ -54,26 +72,23 @@ def test_the_feed_forward_frames_its_layers_and_the_block_is_one_of_n(qtbot, mak
         assert frame.sceneBoundingRect().contains(graph.items[f"trf_blocks.0.{key}"].sceneBoundingRect())
     assert frame.zValue() < graph.items["trf_blocks.0.ff.layers.1"].zValue()
     assert "trf_blocks.0.ff" not in graph.edge_labels  # no arrow into or out of it as a step
-    texts = [i.text() for i in graph.scene.items() if hasattr(i, "text") and callable(i.text)]
     n = window.session.model.config.n_layers
-    assert graph.block_count.text() == f"× {n}" and "Transformer block 0 (Pre-LN)" in texts
-    assert "⋮ blocks 1–1 run in between" in texts
+    assert graph.block_count.text() == f"× {n}"
+    assert graph.texts["title"].text() == f"Block 1 of {n} · trf_blocks.0 · Pre-LN"
+    assert graph.texts["cap-after"].text() == "▸ block 2, final norm, output head"
+    assert graph.texts["cap-before"].text() == "▸ Token + position embeddings"
     assert graph.strip.caption.text().startswith(f"All {n} blocks")
     window.session.set_layer(1)
-    texts = [i.text() for i in graph.scene.items() if hasattr(i, "text") and callable(i.text)]
-    assert "⋮ blocks 0–0 run first" in texts and not [t for t in texts if "in between" in t]
+    assert graph.texts["cap-before"].text() == "▸ Token + position embeddings, block 1"
+    assert graph.texts["cap-after"].text() == "▸ final norm, output head"
     frame = graph.items["trf_blocks.1.ff"]  # a click on its title selects the feed-forward
-    graph.view.ensureVisible(frame, 5, 5)
     QTest.mouseClick(graph.view.viewport(), Qt.LeftButton, Qt.NoModifier,
                      graph.view.mapFromScene(frame.mapToScene(frame.text.pos() + QPointF(4, 6))))
     assert window.session.node == "trf_blocks.1.ff"
     graph.expand_ff.setChecked(False)  # folded, the feed-forward is one step again
     assert "trf_blocks.1.ff" in graph.edge_labels
     pre = make_window()
-    assert [name.split(".", 2)[2] for _, name in sorted(
-        (item.y(), name) for name, item in pre.graph.items.items()
-        if name.startswith("trf_blocks.0.") and not name.endswith("attn_weights")
-        and name != "trf_blocks.0.ff")] == [
+    assert [name.split(".", 2)[2] for name in chain(pre.graph, "drop_emb")] == [
         n.key for n in block_nodes("pre") if n.kind not in ("pattern", "ffn")]
 
 
@@ -143,7 +158,8 @@ def test_layer_keys_and_strip_change_the_block(qtbot, make_window):
     window.graph.view.setFocus()
     QTest.keyClick(window.graph, Qt.Key_Down)
     assert window.session.layer == 1
-    assert "trf_blocks.1.add2" in window.graph.items and "trf_blocks.0.add2" not in window.graph.items
+    assert "trf_blocks.1.add2" in window.graph.items and "trf_blocks.0.norm1" not in window.graph.items
+    assert "trf_blocks.0.add2" in window.graph.items  # block 1's output, the input drawn
     QTest.keyClick(window.graph, Qt.Key_Up)
     assert window.session.layer == 0
     strip = window.graph.strip
@@ -217,14 +233,20 @@ def test_clicking_every_node_shows_its_hook_name_and_shape(qtbot, make_window):
     view = window.graph.view
     for layer in (0, 1):
         window.session.set_layer(layer)
-        for name, item in list(window.graph.items.items()):
+        window.graph.toggle_cap("before")  # the embeddings, the final norm and the head too
+        window.graph.toggle_cap("after")
+        for name in list(window.graph.items):
+            window.session.set_layer(layer)  # the input (the block before's output) moves on
+            item = window.graph.items[name]
             view.ensureVisible(item, 5, 5)
-            QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier,
-                             view.mapFromScene(item.scenePos()))
+            where = item.mapToScene(item.text.pos() + QPointF(4, 6))  # a frame by its title
+            QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier, view.mapFromScene(where))
             assert window.session.node == name
             shape = str(window.session.prompt.views[name].shape)
             title = window.inspector.title.text()
             assert f"<b>{name}</b>" in title and shape in title, (name, title)
+        window.graph.toggle_cap("before")
+        window.graph.toggle_cap("after")
     assert window.session.layer == 1
 
 

@@ -49,7 +49,7 @@ def test_gelu_view_overlays_the_real_inputs(qtbot, ran):
     assert np.sum(heights) == pytest.approx(1 - (inputs.stats.under + inputs.stats.over) / inputs.stats.count)
     ran.session.set_layer(1)
     qtbot.wait(20)
-    assert "Layer 1" in view.info.text()
+    assert "Block 2 of 2" in view.info.text()
 
 
 def test_distributions_small_multiples_and_clickable_table(qtbot, ran):
@@ -66,7 +66,7 @@ def test_distributions_small_multiples_and_clickable_table(qtbot, ran):
     lo, hi = shown.shown.lo, shown.shown.hi
     assert values.min() <= lo and hi <= values.max() * 1.0001 + 1e-6
     assert shown.note.toPlainText() == f"below {shown.shown.below:,} · above {shown.shown.above:,}"
-    assert "range of its own values" in view.header.text and "Layer 0" in view.header.text
+    assert "range of its own values" in view.header.text and "Block 1 of 2" in view.header.text
     # the fixed range, one click away: the node kind's bins, as the capture counted them
     view.range_box.setCurrentIndex(1)
     qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)

@@ -34,7 +34,7 @@ def test_an_intervention_from_the_tab_changes_every_view_and_the_switch_undoes_i
     assert view.list.item(0).text() == "trf_blocks.1.att: zero"
     assert np.abs(session.prompt.views["trf_blocks.1.att"].array).max() == 0
     assert np.abs(session.prompt.views["trf_blocks.1.drop1"].array).max() == 0  # the same tensor
-    assert window.graph.items["trf_blocks.1.att"].badge.text() == "✎1"
+    assert window.graph.items["trf_blocks.1.att"].badge.text() == "× 0"  # drawn on the node
     assert "with 1 intervention (What if tab)" in session.status
     view.switch.setChecked(False)  # one switch: the model as it is
     wait_run(qtbot, window)

@@ -1,0 +1,81 @@
+"""The block graph's canvas: it fits the whole drawing to the view on every resize (never
+smaller than the font's own size, so node text stays readable; past that it scrolls),
+zooms with the wheel around the pointer, pans by dragging the background, and turns
+Up/Down into a change of block. F (or Fit) fits again after a zoom."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QPainter
+from PySide6.QtWidgets import QGraphicsView
+
+MIN_SCALE = 1.0  # node text at the window's font size at least
+MAX_SCALE = 1.6  # a large view does not blow the drawing up further
+ZOOM_STEP = 1.15
+
+
+class GraphCanvas(QGraphicsView):
+    blockStep = Signal(int)  # -1: the block before, +1: the block after
+
+    def __init__(self, scene) -> None:
+        super().__init__(scene)
+        self.setRenderHint(QPainter.Antialiasing)
+        self.setFocusPolicy(Qt.StrongFocus)
+        self.setDragMode(QGraphicsView.ScrollHandDrag)
+        self.setTransformationAnchor(QGraphicsView.AnchorUnderMouse)
+        self.setResizeAnchor(QGraphicsView.AnchorViewCenter)
+        self.fitted = True  # refit on every resize until the user zooms
+        self.drawing = QRectF()
+
+    def set_drawing(self, rect: QRectF) -> None:
+        """The drawing's bounds (the scene rect with a margin); fits when fitting."""
+        self.drawing = QRectF(rect)
+        self.setSceneRect(self.drawing)
+        if self.fitted:
+            self.fit()
+
+    def fit_scale(self) -> float:
+        view = self.viewport().size()
+        if self.drawing.isEmpty() or view.width() < 2 or view.height() < 2:
+            return 1.0
+        scale = min(view.width() / self.drawing.width(), view.height() / self.drawing.height())
+        return max(MIN_SCALE, min(MAX_SCALE, scale))
+
+    def fit(self) -> None:
+        """The whole drawing in view, as large as the view allows within the limits."""
+        self.fitted = True
+        s = self.fit_scale()
+        self.resetTransform()
+        self.scale(s, s)
+        self.centerOn(self.drawing.center())
+
+    def zoom(self, factor: float) -> None:
+        self.fitted = False
+        s = self.transform().m11() * factor
+        s = max(0.3, min(4.0, s))
+        self.resetTransform()
+        self.scale(s, s)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        if self.fitted:
+            self.fit()
+
+    def wheelEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        steps = event.angleDelta().y() / 120
+        if steps:
+            self.zoom(ZOOM_STEP ** steps)
+        event.accept()
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        key = event.key()
+        if key in (Qt.Key_Up, Qt.Key_Down) and not event.modifiers():
+            self.blockStep.emit(-1 if key == Qt.Key_Up else 1)
+        elif key == Qt.Key_F and not event.modifiers():
+            self.fit()
+        elif key in (Qt.Key_Plus, Qt.Key_Equal):
+            self.zoom(ZOOM_STEP)
+        elif key == Qt.Key_Minus:
+            self.zoom(1 / ZOOM_STEP)
+        else:
+            super().keyPressEvent(event)
