@@ -267,9 +267,10 @@ def drawn_beside(norm_position: str = "pre") -> dict[str, Node]:
 
 
 def short_label(hook_name: str) -> str:
-    """A compact label: 'L3 add2' for a block node, the name itself otherwise."""
+    """A compact label: 'B4 add2' for a block node (block 4 of the window's count from
+    1, ``trf_blocks.3``), the name itself otherwise."""
     layer, key = parse_hook(hook_name)
-    return key if layer is None else f"L{layer} {key}"
+    return key if layer is None else f"B{layer + 1} {key}"
 
 
 def is_pattern(hook_name: str) -> bool:

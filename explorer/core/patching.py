@@ -25,6 +25,9 @@ from .nodes import block_hook_name, block_nodes
 from .tokenizer import encode, token_piece
 
 
+NOISE_GAP = 0.1  # a clean-corrupted gap (in logits) below this makes the shares noise
+
+
 @dataclass(frozen=True)
 class Sweep:
     keys: tuple[str, ...]  # block node keys (rows)
@@ -98,10 +101,13 @@ def patch_sweep(model: GPTModel, clean: str, corrupt: str, answer: str, wrong: s
     clean_diff = logit_difference(model, clean_ids, a, w)
     corrupt_diff = logit_difference(model, corrupt_ids, a, w)
     gap = clean_diff - corrupt_diff
-    note = ""
-    if abs(gap) < 1e-6 * max(1.0, abs(clean_diff)):
+    note, nothing = "", abs(gap) < 1e-6 * max(1.0, abs(clean_diff))
+    if nothing:
         note = (f"the two prompts give the same logit difference ({clean_diff:.4g}): there is "
                 "nothing to restore, so every cell is 0")
+    elif abs(gap) < NOISE_GAP:
+        note = (f"the clean and corrupted logit differences are only {abs(gap):.3g} apart (under "
+                f"{NOISE_GAP:g}): each share divides by that gap, so the shares are noise")
     restored = np.zeros((len(keys), cfg.n_layers, len(spots)))
     total, done = restored.size, 0
     names = [block_hook_name(layer, key) for layer in range(cfg.n_layers) for key in keys]
@@ -112,7 +118,7 @@ def patch_sweep(model: GPTModel, clean: str, corrupt: str, answer: str, wrong: s
             for j, p in enumerate(spots):
                 if should_stop is not None and should_stop():
                     raise Cancelled("stopped")
-                if not note:
+                if not nothing:
                     spec = [Resolved(Intervention("patch", name, prompt=clean, positions=(p,)),
                                      sources[name])]
                     with applied(model, spec):

@@ -12,6 +12,7 @@ import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from .plot_axes import plot_widget
 from ..core.nodes import PATTERN, block_hook_name, block_title
 from .lazy import LazyRefresh
 from .plot_text import set_empty, set_label, set_ticks, set_title
@@ -86,7 +87,7 @@ class AttentionView(LazyRefresh, QWidget):
         bar.addWidget(self.sample_box)
         bar.addStretch(1)
         bar.addWidget(self.hover)
-        self.canvas = pg.PlotWidget(background="w")
+        self.canvas = plot_widget()
         self.plot = self.canvas.getPlotItem()
         self.plot.invertY(True)
         self.plot.setAspectLocked(True)

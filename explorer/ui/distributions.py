@@ -22,6 +22,7 @@ from ..core.analysis import ValueHistogram, layer_table, residual_profile
 from ..core.nodes import block_hook_name, block_nodes, block_title
 from .histogram import RANGES, HistogramPlot, histogram_of, range_box
 from .lazy import LazyRefresh
+from .plot_axes import add_plot, count_axis, plot_widget
 from .plot_text import set_empty, set_label, set_ticks, set_title
 from .scrolling import scrolling
 from .session import Session
@@ -61,8 +62,9 @@ class DistributionsView(LazyRefresh, QWidget):
         second.addStretch(1)
         second.addWidget(export)
 
-        self.table_plot = pg.PlotWidget(background="w")
-        self.table_plot.setLabel("bottom", "layer")
+        self.table_plot = plot_widget()
+        count_axis(self.table_plot.getPlotItem(), "bottom", centred=True, first=1)
+        self.table_plot.setLabel("bottom", "block")
         self.table_image = pg.ImageItem(axisOrder="row-major")
         self.table_image.setColorMap(pg.colormap.get("viridis"))
         self.table_plot.addItem(self.table_image)
@@ -82,8 +84,9 @@ class DistributionsView(LazyRefresh, QWidget):
         self.table_plot.getViewBox().sigResized.connect(self._fit_row_labels)
         self.table: np.ndarray | None = None
 
-        self.resid_plot = pg.PlotWidget(background="w")
-        self.resid_plot.setLabel("bottom", "layer: the residual stream after each add (two per layer)")
+        self.resid_plot = plot_widget()
+        count_axis(self.resid_plot.getPlotItem(), "bottom", first=1)
+        self.resid_plot.setLabel("bottom", "block: the residual stream after each of its two adds")
         self.resid_plot.setLabel("left", "std")
         self.resid_plot.getAxis("left").setWidth(60)
         self.resid_plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
@@ -152,7 +155,7 @@ class DistributionsView(LazyRefresh, QWidget):
         self.small.addItem(self.header, row=0, col=0, colspan=COLUMNS)
         nodes = [n for n in block_nodes(norm_position) if n.kind != "pattern"]
         for i, node in enumerate(nodes):
-            plot = self.small.addPlot(row=1 + i // COLUMNS, col=i % COLUMNS)
+            plot = add_plot(self.small, row=1 + i // COLUMNS, col=i % COLUMNS)
             plot.setMouseEnabled(x=False, y=False)
             plot.hideAxis("left")
             self.small_plots[node.key] = plot
@@ -181,9 +184,9 @@ class DistributionsView(LazyRefresh, QWidget):
     def refresh_small(self) -> None:
         current = self.session.current
         for key, plot in self.small_plots.items():
-            # the node's name alone, small (the layer is in the header): three titles
+            # the node's name and its block, small (as the header, from 1): three titles
             # side by side then fit the narrow column of a laptop
-            set_title(plot, f"L{self.session.layer} {self._labels[key]}", size=SMALL_TITLE)
+            set_title(plot, f"B{self.session.layer + 1} {self._labels[key]}", size=SMALL_TITLE)
             self.small_hists[key].show(self.histogram(key) if current is not None else None,
                                        empty=EMPTY if current is None else "not captured")
 
@@ -212,7 +215,7 @@ class DistributionsView(LazyRefresh, QWidget):
         name = self.stat_box.currentText()
         scale = f"log10 |{name}|" if stat != "kurtosis" else name
         set_label(self.color_bar, "left", scale)
-        set_title(plot, f"{name} per node and layer; click a cell", size=SMALL_TITLE)
+        set_title(plot, f"{name} per node and block; click a cell", size=SMALL_TITLE)
         self.table_plot.autoRange()
 
     def row_label_step(self) -> int:

@@ -59,14 +59,26 @@ class DivergenceView(QWidget):
         layout.addWidget(self.summary)
         layout.addWidget(self.table, 1)
         session.modelChanged.connect(self._new_model)
+        session.stepsChanged.connect(self._prompt_changed)  # a new prompt pass
         self.result: Divergence | None = None
+        self._searched = None  # the prompt pass the search ran on
         self._new_model()
 
     def _new_model(self) -> None:
         """A result belongs to the model it was found with: a new model clears it."""
         if self.session.model is not None:
             self.layer.setRange(0, self.session.model.config.n_layers - 1)
+        self._clear()
+
+    def _prompt_changed(self) -> None:
+        """... and to its prompt: another prompt clears it, and the graph's outline."""
+        if self._searched is not None and self.session.prompt is not self._searched:
+            self._clear()
+            self.session.set_mark("")
+
+    def _clear(self) -> None:
         self.result = None
+        self._searched = None
         self.table.setRowCount(0)
         self.summary.setText("Run a prompt, choose a change, and find where the two models part.")
 
@@ -83,6 +95,7 @@ class DivergenceView(QWidget):
         else:
             source = parse_source(f"mutation:{kind}", layer=self.layer.value())
         prompt = self.session.prompt  # a batch runs as the batch: (2, 3, 1024) in ff-1024
+        self._searched = prompt
         ids = prompt.batch if prompt.batch is not None else list(prompt.ids)
         tolerance = self.tol.value()
         self.summary.setText("Comparing…")

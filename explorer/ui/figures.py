@@ -12,6 +12,7 @@ import pyqtgraph as pg
 
 from ..core.compare import GradientResult, RunSummary
 from ..core.nodes import short_label
+from .plot_axes import add_plot, count_axis, log_axis
 from .plot_text import legend_row, pen_sample, set_empty, set_title
 
 PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
@@ -44,19 +45,26 @@ def comparison_plots(layout: pg.GraphicsLayoutWidget, columns: int = 2) -> dict[
     the histogram's title named the node and the shares outside its range."""
     # Short titles (the detail is on the axes): a title sets the plot's minimum width.
     titles = {"residual": "Residual stream after each block", "hist": "Selected node, both orders",
-              "grad": "Gradient per layer",
+              "grad": "Gradient per block",
               "depth": "Last layer's gradient vs depth"}
     # one legend for all four, above them: the colours mean the same in each plot
     legend_row(layout.ci, [(pen_sample(PENS[p]), NAMES[p]) for p in PENS], colspan=columns)
-    plots = {key: layout.addPlot(row=1 + i // columns, col=i % columns)
+    plots = {key: add_plot(layout, row=1 + i // columns, col=i % columns)
              for i, key in enumerate(titles)}
     for key, plot in plots.items():
         plot.setTitle(titles[key], size=TITLE_SIZE)
         plot.showGrid(x=True, y=True, alpha=0.2)
         plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
-    plots["residual"].setLabel("bottom", "layer")
+    for key in ("residual", "grad"):  # blocks, counted from 1 as in the graph
+        count_axis(plots[key], "bottom", first=1)
+    plots["residual"].setLabel("bottom", "block")
     plots["residual"].setLabel("left", "mean norm")
-    plots["grad"].setLabel("bottom", "layer")
+    plots["grad"].setLabel("bottom", "block")
+    plots["grad"].setLabel("left", "‖∇ ff.layers.2.weight‖")
+    plots["depth"].setLabel("left", "grad norm")
+    # log axes labelled with plain numbers (0.05, 0.1, 0.2; 2, 5, 10), as many as fit
+    for key, side in (("grad", "left"), ("depth", "left"), ("depth", "bottom")):
+        log_axis(plots[key], side)
     plots["grad"].setLabel("left", "‖∇ ff.layers.2.weight‖")
     plots["depth"].setLabel("left", "grad norm")
     plots["grad"].setLogMode(y=True)
@@ -115,7 +123,7 @@ def draw_gradients(plots: dict[str, pg.PlotItem], result: GradientResult, depth:
     for key in ("grad", "depth"):
         plots[key].clear()
         set_empty(plots[key], None)
-    set_title(plots["grad"], f"Gradient per layer, depth {depth}",
+    set_title(plots["grad"], f"Gradient per block, depth {depth}",
               size=TITLE_SIZE)
     for position in ("pre", "post"):
         per_layer = result.per_layer.get((position, depth))
@@ -127,13 +135,14 @@ def draw_gradients(plots: dict[str, pg.PlotItem], result: GradientResult, depth:
                             symbolSize=7, symbolBrush=PENS[position].color(), name=NAMES[position])
 
 
+
 class LossCurves:
     """The training loss on a plot: every step, and the periodic train / validation
     evaluations; the legend in a row above the plot."""
 
     def __init__(self, canvas: pg.GraphicsLayoutWidget) -> None:
         canvas.setBackground("w")
-        self.plot = plot = canvas.addPlot(row=1, col=0)
+        self.plot = plot = add_plot(canvas, row=1, col=0)
         plot.setLabel("bottom", "step")
         plot.setLabel("left", "cross-entropy loss")
         plot.showGrid(x=True, y=True, alpha=0.2)

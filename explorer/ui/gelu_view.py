@@ -8,6 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from .plot_axes import add_plot
 from ..core.analysis import gelu_curves, gelu_input_shares
 from ..core.nodes import GELU_INPUT, block_hook_name, block_title
 from .lazy import LazyRefresh
@@ -23,7 +24,7 @@ class GeluView(LazyRefresh, QWidget):
         self._waiting = False  # the layer's GELU inputs are still being counted
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
-        self.plot = self.canvas.addPlot(row=1, col=0)
+        self.plot = add_plot(self.canvas, row=1, col=0)
         self.plot.setLabel("bottom", "x (GELU input)")
         self.plot.setLabel("left", "GELU(x)")
         self.plot.showGrid(x=True, y=True, alpha=0.2)

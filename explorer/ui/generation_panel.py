@@ -14,6 +14,7 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QTextBrowser, QVBoxLayout, QWidget)
 
+from .plot_axes import plot_widget
 from ..core.batch import MAX_BATCH, split_prompts
 from ..core.generation import GenerationSettings, prepare_prompt
 from ..core.tokenizer import encode, token_piece
@@ -91,7 +92,7 @@ class GenerationPanel(QWidget):
         self.topk_what = QLabel("Next token")
         self.topk_what.setWordWrap(True)
         self.topk_what.setAlignment(Qt.AlignHCenter)
-        self.topk_plot = pg.PlotWidget(background="w")
+        self.topk_plot = plot_widget()
         self.topk_plot.setLabel("bottom", "probability")
         self.topk_plot.getAxis("bottom").enableAutoSIPrefix(False)  # 0.0002, not "(x1e-6)"
         self.topk_plot.invertY(True)

@@ -5,14 +5,13 @@ on the same log axes."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyqtgraph as pg
 
 from ..core.gradients import GradientReport, per_layer
 from .figures import TITLE_SIZE, offscreen_app, save_widget
-from .plot_text import legend_row, pen_sample, set_empty, set_ticks, set_title
+from .plot_axes import add_plot, count_axis, log_axis
+from .plot_text import legend_row, pen_sample, set_empty, set_title
 
 PENS = {True: pg.mkPen("#1f4e8c", width=2), False: pg.mkPen("#d2691e", width=2)}
 NAMES = {True: "with shortcuts", False: "shortcuts removed"}
@@ -25,11 +24,13 @@ def gradient_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
     # short titles and one y label: three plots share a laptop's bottom area
     titles = {"residual": "Residual stream", "node": "One node, each block",
               "blocks": "Block parameters"}
-    plots = {key: layout.addPlot(row=1, col=i) for i, key in enumerate(titles)}
+    plots = {key: add_plot(layout, row=1, col=i) for i, key in enumerate(titles)}
     for key, plot in plots.items():
         set_title(plot, titles[key], size=TITLE_SIZE)
         plot.showGrid(x=True, y=True, alpha=0.2)
         plot.setLogMode(y=True)
+        count_axis(plot, "bottom")  # blocks: whole numbers only
+        log_axis(plot, "left")
         plot.setLabel("bottom", "block")
         plot.getAxis("left").enableAutoSIPrefix(False)
     plots["residual"].setLabel("left", "gradient norm")
@@ -59,23 +60,8 @@ def draw_report(plots: dict[str, pg.PlotItem], report: GradientReport | None, ke
         for name, values in series.items():
             y = np.maximum(np.asarray(values, dtype=float), 1e-30)  # log axes: no zeros
             plots[name].plot(np.arange(len(y)), y, **style)
-    for name, plot in plots.items():  # a few readable ticks on each log axis
-        ys = [v for item in plot.listDataItems() for v in 10 ** item.getData()[1]]
-        set_ticks(plot.getAxis("left"), [log_ticks(min(ys), max(ys))])
-    ticks = [(i, str(i)) for i in range(n_layers + 1)]
-    set_ticks(plots["residual"].getAxis("bottom"), [ticks[:: max(1, (n_layers + 1) // 12)]])
     for plot in plots.values():
         plot.enableAutoRange()
-
-
-def log_ticks(lo: float, hi: float) -> list[tuple[float, str]]:
-    """Ticks for a log axis (positions in log10): the decades, at most about six of them,
-    and 2 and 5 between them when the data spans two decades or less."""
-    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    step = max(1, (last - first) // 6)
-    mantissas = (1, 2, 5) if last - first <= 2 else (1,)
-    return [(math.log10(m) + k, f"{m * 10.0 ** k:g}") for k in range(first, last + 1, step)
-            for m in mantissas]
 
 
 def save_gradient_figure(path: str, report: GradientReport, key: str, n_layers: int) -> None:

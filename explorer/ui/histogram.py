@@ -14,6 +14,7 @@ from ..core.capture import NodeView
 from .plot_text import set_empty, set_label, set_title
 
 RANGES = {"this tensor's range": "data", "fixed range per kind of node": "fixed"}
+FIXED_RANGE = "fixed range per kind of node"
 FILL = (60, 120, 200, 150)
 
 

@@ -18,12 +18,13 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QS
                                QTableView, QTableWidget, QTableWidgetItem, QTabWidget,
                                QVBoxLayout, QWidget)
 
+from .plot_axes import plot_widget, position_ticks
 from ..core.batch import shown_piece
 from ..core.capture import NodeView
 from ..core.nodes import block_hook_name, block_title, layer_of, parse_hook, residual_branches
 from ..core.analysis import branch_ratio
 from ..core.stats import DETAILS, tensor_stats
-from .histogram import RANGES, HistogramPlot, histogram_of, range_box
+from .histogram import FIXED_RANGE, RANGES, HistogramPlot, histogram_of, range_box
 from .lazy import LazyRefresh
 from .plot_text import set_empty, set_label, set_ticks
 from .session import Session
@@ -35,12 +36,6 @@ STAT_ROWS = [("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
 ALL_TOKENS = -1  # the Token box's "all tokens"
 AXES = {"emb": "feature", "hidden": "feature (of 4 × emb)", "vocab": "vocabulary id",
         "ctx": "key token"}
-
-
-def position_ticks(count: int, most: int = 12) -> list:
-    """Whole-number ticks for positions (never 0.5), at most ``most`` of them."""
-    step = max(1, math.ceil(count / most))
-    return [[(i, str(i)) for i in range(0, count, step)]]
 
 
 class InspectorView(LazyRefresh, QWidget):
@@ -57,23 +52,23 @@ class InspectorView(LazyRefresh, QWidget):
         self.stats_table.setMaximumHeight(330)
 
         self.tabs = QTabWidget()
-        self.hist_plot = pg.PlotWidget(background="w")
+        self.hist_plot = plot_widget()
         self.histogram = HistogramPlot(self.hist_plot.getPlotItem())
-        self.heat_plot = pg.PlotWidget(background="w")
+        self.heat_plot = plot_widget()
         self.heat_image = pg.ImageItem(axisOrder="row-major")
         self.heat_plot.addItem(self.heat_image)
         self.heat_plot.invertY(True)
         self.heat_bar = pg.ColorBarItem(colorMap=pg.colormap.get("CET-D1"), interactive=False)
         self.heat_bar.setImageItem(self.heat_image, insert_in=self.heat_plot.getPlotItem())
         self.heat_plot.getViewBox().sigResized.connect(self._fit_heat_labels)
-        self.norm_plot = pg.PlotWidget(background="w")
+        self.norm_plot = plot_widget()
         self.norm_plot.setLabel("left", "L2 norm")
         self.norm_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#3c78c8")
         self.norm_plot.addItem(self.norm_bars)
         self.values = ValuesModel()
         self.values_view = QTableView()
         self.values_view.setModel(self.values)
-        self.ratio_plot = pg.PlotWidget(background="w")
+        self.ratio_plot = plot_widget()
         self.ratio_plot.setLabel("left", "‖branch‖ / ‖shortcut‖")
         self.ratio_plot.setLabel("bottom", "position")
         self.ratio_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#c8783c")
@@ -181,8 +176,8 @@ class InspectorView(LazyRefresh, QWidget):
             real, total = int(view.valid.sum()), view.valid.size
             padding = (f"<br>batch: statistics over the {real} real vectors of {total}; the "
                        f"{total - real} padding rows are grey and left out")
-        layer, info = layer_of(name), self.session.model
-        block = f" · {block_title(layer, info.config.n_layers)}" if layer is not None and info else ""
+        layer, n = layer_of(name), self.session.model.config.n_layers
+        block = f" · {block_title(layer, n)}" if layer is not None else ""
         title = (f"<b>{name}</b> — {view.node.label}{block} ({where})<br>{view.node.description}<br>"
                  f"shape <b>{view.shape}</b> · dtype {view.dtype} · device {view.device}{padding}")
         matrix = as_matrix(view)
@@ -253,9 +248,29 @@ class InspectorView(LazyRefresh, QWidget):
             self.stats_table.setItem(r, 0, QTableWidgetItem(label))
             text = f"{value:.6g}" if isinstance(value, float) else str(value)
             self.stats_table.setItem(r, 1, QTableWidgetItem(text))
+        self._agree_range(values is not None or view.array is not None)
         mode = RANGES[self.range_box.currentText()]
         what = "all tokens" if row is None else f"token row {row}"
         self.histogram.show(histogram_of(view, mode, values), what)
+
+    def _agree_range(self, kept: bool) -> None:
+        """Without the tensor (a node of a step that kept only its statistics) the
+        histogram can only be the kind's fixed one: the Range box shows that, disabled,
+        and the user's own choice comes back with the next tensor."""
+        box = self.range_box
+        if kept == box.isEnabled():
+            return
+        box.blockSignals(True)
+        if kept:
+            box.setCurrentText(self._range_choice)
+            box.setToolTip(self._range_tip)
+        else:
+            self._range_choice, self._range_tip = box.currentText(), box.toolTip()
+            box.setCurrentText(FIXED_RANGE)
+            box.setToolTip("This pass kept only this node's statistics: its histogram is "
+                           "on the fixed range of its kind of node")
+        box.setEnabled(kept)
+        box.blockSignals(False)
 
     def _render_tab(self, index: int) -> None:
         """The heatmap and the values table are drawn only when their tab is shown."""

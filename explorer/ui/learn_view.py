@@ -112,6 +112,7 @@ class LearnView(QWidget):
             else:
                 button.hide()
         self.session.set_covered(q.hides)
+        self.session.request_view("learn")  # the question in front, not behind a tab
 
     def answer(self, choice: int) -> bool:
         q = self.question

@@ -65,6 +65,22 @@ class OrderGraphs(QGraphicsView):
         self.fitInView(self.scene().itemsBoundingRect(), Qt.KeepAspectRatio)
 
 
+def twin_words(runs: dict, info) -> str:
+    """Each order's next tokens; for a trained model, the words that say the other
+    order's numbers come from weights trained for this order (a twin, not a model)."""
+    words = []
+    trained_for = info.config.norm_position if info is not None else None
+    for position, run in runs.items():
+        cands = ", ".join(f"{p!r} {v:.3g}" for p, v in zip(run.top_pieces, run.top_probs))
+        twin = ""
+        if info is not None and info.trained and position != trained_for:
+            twin = (f" <i>(the same weights, trained for {NAMES[trained_for]}, run in "
+                    f"{NAMES[position]} order: not what a model trained as {NAMES[position]} "
+                    "would predict)</i>")
+        words.append(f"<b>{NAMES[position]}</b> next tokens: {cands}{twin}")
+    return "<br>".join(words)
+
+
 def node_orders_html() -> str:
     """Both blocks' node order, from the node table, as two lines of text."""
     lines = []
@@ -188,11 +204,7 @@ class LnCompareView(QWidget):
     def show_runs(self, runs: tuple[RunSummary, RunSummary]) -> None:
         self.runs = {r.norm_position: r for r in runs}
         self._redraw_runs()
-        words = []
-        for position, run in self.runs.items():
-            cands = ", ".join(f"{p!r} {v:.3g}" for p, v in zip(run.top_pieces, run.top_probs))
-            words.append(f"<b>{NAMES[position]}</b> next tokens: {cands}")
-        self.top_label.setText("<br>".join(words))
+        self.top_label.setText(twin_words(self.runs, self.session.model))
 
     def _redraw_runs(self) -> None:
         if self.runs:

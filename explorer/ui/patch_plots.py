@@ -10,6 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
 
+from .plot_axes import add_plot
 from ..core.nodes import block_output
 from ..core.patching import Sweep
 from ..core.tokenizer import encode, token_piece
@@ -40,7 +41,7 @@ def draw_sweep(layout: pg.GraphicsLayoutWidget, sweep: Sweep, norm_position: str
                          [f"{p} {pieces[p]!r}" for p in sweep.positions]) for name in PANELS}
     image = None
     for col, (name, (table, rows)) in enumerate(panels.items()):
-        plot = layout.addPlot(row=0, col=col)
+        plot = add_plot(layout, row=0, col=col)
         image = pg.ImageItem(axisOrder="row-major")
         image.setColorMap(CMAP)
         image.setImage(table.astype(np.float32), levels=levels)

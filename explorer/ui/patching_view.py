@@ -13,6 +13,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QLineEdit,
                                QVBoxLayout, QWidget)
 
+from .plot_axes import add_plot
 from ..core.interventions import Intervention
 from ..core.nodes import block_hook_name
 from ..core.patching import Sweep, patch_sweep
@@ -70,7 +71,7 @@ class PatchingView(QWidget):
     def _empty(self) -> None:
         self.canvas.clear()
         self.shown = {}
-        set_empty(self.canvas.addPlot(), "Run the sweep: one cell per node and layer")
+        set_empty(add_plot(self.canvas), "Run the sweep: one cell per node and layer")
 
     def request(self) -> None:
         if self.session.model is None:

@@ -21,6 +21,9 @@ REASONS = {"stopped": "stopped by you", "eot": "reached <|endoftext|>",
            "max_new_tokens": "reached the token limit", "error": "failed", "batch": "done"}
 
 
+RATE_TOKENS, RATE_SECONDS = 3, 0.5  # a rate is shown once measured over both
+
+
 @contextmanager
 def intervened(model, specs: list, ids: list[int]):
     """The run's interventions hooked in (nothing when there are none)."""
@@ -136,14 +139,18 @@ class Runs(QObject):
                       + (f" — {self._notes}" if self._notes else ""))
             return
         self.session.add_step(result)
-        self._step_times.append(result.seconds)
+        self._step_times.append(result.seconds)  # seconds since generation started
         if len(self._step_times) > 1:
             self._say(f"Generating: {self._rate()}")
 
     def _rate(self) -> str:
+        """'7 tokens, 21.3 tok/s': the tokens after the first over the time they took
+        (the first comes from the prompt pass at once), shown once measured over at
+        least RATE_TOKENS tokens and RATE_SECONDS."""
         n = len(self._step_times)
         span = self._step_times[-1] - self._step_times[0] if n > 1 else 0.0
-        rate = f", {(n - 1) / span:.1f} tok/s" if span > 0 else ""
+        measured = n - 1 >= RATE_TOKENS and span >= RATE_SECONDS
+        rate = f", {(n - 1) / span:.1f} tok/s" if measured else ""
         return f"{n} token{'s' if n != 1 else ''}{rate}"
 
     def _batch_done(self, result: Pass) -> None:

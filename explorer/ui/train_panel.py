@@ -20,9 +20,10 @@ from .session import Session
 
 
 def shown_sample(text: str) -> str:
-    """A generated sample with its line breaks marked (⏎), so that one that starts with
-    blank lines does not look empty."""
-    return text.replace("\n", "⏎\n")
+    """A generated sample on one wrapped line under its step, its line breaks marked ⏎
+    in place: one that starts with blank lines does not look empty, and a run of line
+    breaks is not a column of bare marks that scrolls its step out of view."""
+    return text.replace("\r\n", "\n").replace("\n", "⏎ ").rstrip()
 
 
 class TrainPanel(QWidget):
@@ -166,7 +167,7 @@ class TrainPanel(QWidget):
             self.evals.append(event)
             self.curves.set_evals([e.step for e in self.evals], [e.train_loss for e in self.evals],
                                   [e.val_loss for e in self.evals])
-            self.samples.appendPlainText(f"step {event.step} (validation loss {event.val_loss:.2f}):\n"
+            self.samples.appendPlainText(f"step {event.step} (validation loss {event.val_loss:.2f}): "
                                          f"{shown_sample(event.sample)}\n")
         elif isinstance(event, CheckpointEvent):
             self.checkpoint = event.path

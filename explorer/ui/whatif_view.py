@@ -41,6 +41,7 @@ class WhatIfView(QWidget):
         super().__init__()
         self.session, self.engine = session, engine
         self.comparison: Comparison | None = None
+        self._compared = None  # the prompt pass the comparison was asked for
         self._asked = 0
         self.switch = QCheckBox("Apply the interventions")
         self.switch.setChecked(True)
@@ -112,6 +113,7 @@ class WhatIfView(QWidget):
         layout.addWidget(self.table, 1)
         session.nodeChanged.connect(self._target)
         session.interventionsChanged.connect(self._show_list)
+        session.stepsChanged.connect(self._prompt_changed)  # a new prompt pass
         session.modelChanged.connect(self._new_model)
         self._target(session.node)
         self._show_list()
@@ -212,7 +214,8 @@ class WhatIfView(QWidget):
             self.message.setText("Run a prompt and add an intervention (with the switch on) first.")
             return
         ids, specs, n = list(prompt.ids), self.session.active_interventions(), self.tokens.value()
-        self._asked += 1
+        self._forget()
+        self._compared = prompt
         asked = self._asked
         self.message.setText("Comparing the clean and the changed continuation…")
         self.engine.submit(
@@ -245,9 +248,18 @@ class WhatIfView(QWidget):
                f"They part at step {first}. KL per step on the clean prefix; Δ log-probability in brackets."))
 
     def _forget(self) -> None:
+        """A comparison belongs to its prompt and interventions: a change of either, or
+        Clear, takes its table and its words away."""
         self._asked += 1
+        self._compared = None
+        if self.comparison is not None or self.table.rowCount():
+            self.message.setText("")
         self.comparison = None
         self.table.setRowCount(0)
+
+    def _prompt_changed(self) -> None:
+        if self._compared is not None and self.session.prompt is not self._compared:
+            self._forget()
 
     def _new_model(self) -> None:
         """Interventions that do not fit the new model (a node it lacks, a head it has

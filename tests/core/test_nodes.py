@@ -32,7 +32,7 @@ def test_roles_and_positions():
     assert same_node_in_layer("trf_blocks.0.ff.layers.1", 5) == "trf_blocks.5.ff.layers.1"
     assert same_node_in_layer("final_norm", 5) == "final_norm"
     assert layer_of("trf_blocks.7.add1") == 7 and layer_of("tok_emb") is None
-    assert short_label("trf_blocks.3.add2") == "L3 add2"
+    assert short_label("trf_blocks.3.add2") == "B4 add2"
     assert lens_nodes(2, "post") == ["trf_blocks.0.norm1", "trf_blocks.0.norm2",
                                      "trf_blocks.1.norm1", "trf_blocks.1.norm2"]
     with pytest.raises(ValueError):

@@ -24,7 +24,7 @@ def no_hooks(model):
 
 def test_the_last_blocks_output_at_the_last_position_restores_everything(model):
     sweep = patch_sweep(model, CLEAN, CORRUPT, " Mary", " John")
-    assert sweep.restored.shape == (len(patch_keys("pre")), 3, 1) and not sweep.note
+    assert sweep.restored.shape == (len(patch_keys("pre")), 3, 1)
     assert sweep.clean_diff != sweep.corrupt_diff
     last = sweep.keys.index("add2")
     assert sweep.restored[last, 2, 0] == pytest.approx(1.0, abs=1e-5)
@@ -70,3 +70,21 @@ def test_bad_pairs_are_refused_and_a_stop_leaves_no_hook(model):
         patch_sweep(model, CLEAN, CORRUPT, " Mary", " John", should_stop=lambda: len(calls) > 3,
                     progress=lambda d, t: calls.append(d))
     assert no_hooks(model)
+
+
+def test_a_gap_within_noise_says_so_and_a_real_one_does_not():
+    """A random model's clean and corrupted logit differences lie 0.002 apart: the shares
+    divide by that and the sweep says they are noise. The same model with its logits
+    scaled by 1000 (the final norm's scale; shift and bias are 0) has a real gap, the
+    same shares, and no such note."""
+    import torch
+    from explorer.core.patching import NOISE_GAP
+    small = build_model(preset("tiny", n_layers=3), seed=9)
+    noisy = patch_sweep(small, CLEAN, CORRUPT, " Mary", " John")
+    assert 0 < abs(noisy.clean_diff - noisy.corrupt_diff) < NOISE_GAP
+    assert "noise" in noisy.note and f"under {NOISE_GAP:g}" in noisy.note
+    with torch.no_grad():
+        small.final_norm.scale.mul_(1000.0)
+    real = patch_sweep(small, CLEAN, CORRUPT, " Mary", " John")
+    assert abs(real.clean_diff - real.corrupt_diff) > NOISE_GAP and real.note == ""
+    np.testing.assert_allclose(real.restored, noisy.restored, atol=1e-3)

@@ -77,8 +77,11 @@ def test_no_widget_shows_the_answer_while_a_question_is_open(qtbot, make_window)
         learn.answer(learn.question.answer)
         learn.next_button.click()
     q = learn.question
+    assert window.front_dock() is window.docks["learn"]  # the question came to the front
     assert learn.answer(q.answer) is True
-    assert f"shape <b>{q.options[q.answer]}</b>" in window.inspector.title.text()
+    window.show_view("inspector")  # the user looks at the revealed tensor
+    qtbot.waitUntil(lambda: f"shape <b>{q.options[q.answer]}</b>" in window.inspector.title.text(),
+                    timeout=5_000)
     assert window.graph.edge_labels[block_hook_name(0, "ff.layers.0")].text() == q.options[q.answer]
     asked = learn.score.asked
     assert learn.score_label.text() == f"Score this session: {learn.score.right} of {asked}"
@@ -119,4 +122,6 @@ def test_every_nodes_shape_answer_is_the_inspectors_shape(qtbot, make_window, tm
         q = learn.question
         assert q.text.startswith("What shape"), name
         assert learn.answer(q.answer)
-        assert f"shape <b>{q.options[q.answer]}</b>" in window.inspector.title.text(), name
+        window.show_view("inspector")  # the user looks at the revealed tensor
+        qtbot.waitUntil(lambda: f"shape <b>{q.options[q.answer]}</b>" in
+                        window.inspector.title.text(), timeout=5_000)

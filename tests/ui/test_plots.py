@@ -108,7 +108,7 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     inspector = ran.inspector  # built (and drawn) before the counting starts
     ran.session.set_layer(1)
     qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)
-    assert view.small_plots["add2"].titleLabel.text.startswith("L1 ")
+    assert view.small_plots["add2"].titleLabel.text.startswith("B2 ")  # block 2 of 2
     calls = []
     monkeypatch.setattr(pg.PlotItem, "setTitle", lambda self, *a, **k: calls.append(("title", a)))
     monkeypatch.setattr(pg.AxisItem, "setTicks", lambda self, *a, **k: calls.append(("ticks", a)))
@@ -120,7 +120,7 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     ran.session.set_layer(0)  # new titles: set, once per plot
     qtbot.waitUntil(lambda: not view.busy(), timeout=5_000)
     titles = [a[0] for kind, a in calls if kind == "title"]
-    assert len(titles) == len(view.small_plots) and all(t.startswith("L0 ") for t in titles)
+    assert len(titles) == len(view.small_plots) and all(t.startswith("B1 ") for t in titles)
 
 
 def test_distributions_row_labels_never_overlap(qtbot, ran):
@@ -350,10 +350,15 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
     assert [e.step for e in panel.evals] == [0, 6]
     assert "step 6 (validation loss" in panel.samples.toPlainText()
     assert window.status_text.text() == "Training finished: saved model.safetensors"
-    # a sample that starts with blank lines shows them (⏎), so it does not look empty
+    # a sample that starts with blank lines shows them (⏎), so it does not look empty, on
+    # its step's line: many line breaks are not a column of marks without their step
     from explorer.core.training import EvalEvent
     panel.on_event(EvalEvent(step=7, train_loss=1.0, val_loss=2.0, sample="\n\nHello"))
-    assert panel.samples.toPlainText().endswith("step 7 (validation loss 2.00):\n⏎\n⏎\nHello\n")
+    assert panel.samples.toPlainText().endswith("step 7 (validation loss 2.00): ⏎ ⏎ Hello\n")
+    panel.on_event(EvalEvent(step=8, train_loss=1.0, val_loss=2.0, sample="\n" * 40 + "end"))
+    last = [line for line in panel.samples.toPlainText().splitlines() if line][-1]
+    assert last.startswith("step 8 (validation loss 2.00): ⏎ ⏎") and last.endswith("end")
+    panel.evals.pop()
     panel.evals.pop()
     assert panel.load_button.isEnabled() and panel.checkpoint.endswith("model.safetensors")
     panel.load_button.click()
