@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 def diff(args: argparse.Namespace) -> int:
     from ..core.batch import make_batch
-    from ..core.divergence import MUTATIONS, find_divergence, lesson
+    from ..core.divergence import describe, find_divergence, lesson
     from ..core.generation import prepare_prompt
     from ..core.sources import ModelSpec, Mutation, model_for, open_model, parse_source
     from ..core.tokenizer import encode
@@ -41,7 +41,7 @@ def diff(args: argparse.Namespace) -> int:
     b_source = parse_source(args.b, layer=args.layer, device=args.device)  # both checked first
     a = open_model(a_source)
     b_model = model_for(b_source, a)
-    b_label = (f"A with {MUTATIONS[b_source.name]} (block {b_source.layer})"
+    b_label = (f"A with {describe(b_source.name)} (block {b_source.layer})"
                if isinstance(b_source, Mutation) else b_source.describe())
     if len(texts) > 1:
         prompt = make_batch(texts, a.config.context_length)

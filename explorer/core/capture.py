@@ -229,7 +229,7 @@ class Capture(_Hooks):
 
     # the hook -------------------------------------------------------------------------
     def _hook_for(self, name: str):
-        node = node_for_hook(name)
+        node = node_for_hook(name, self.model.cfg.norm_position)  # that order's words
 
         def hook(module, inputs, output) -> None:
             self._record(name, node, output)

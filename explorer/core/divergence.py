@@ -10,6 +10,8 @@ variance, a different eps, dropout left on. Qt-free.
 
 from __future__ import annotations
 
+import re
+
 import copy
 import math
 from dataclasses import dataclass, field
@@ -30,11 +32,30 @@ MUTATIONS = {
     "relu": "GELU -> ReLU in the block's feed-forward",
     "no-activation": "GELU -> identity in the block's feed-forward (its two Linears collapse "
                      "into one linear map)",
-    "ff-1024": "second feed-forward Linear sized 4*emb -> 1024 (the seeds' exercise)",
+    "ff-1024": "second feed-forward Linear sized 4*emb -> 1024 (the seeds' exercise; "
+               "ff-N for any width N)",
     "unbiased-ln": "norm1 with unbiased variance (divide by n-1)",
     "eps": "norm1 with eps 1e-2 instead of 1e-5",
     "dropout-on": "dropout left on (the model in training mode)",
 }
+
+
+FF_WIDTH = re.compile(r"ff-(\d{1,6})$")  # ff-N: the second Linear gives N values per token
+
+
+def known(name: str) -> bool:
+    return name in MUTATIONS or FF_WIDTH.match(name) is not None
+
+
+def describe(name: str) -> str:
+    m = FF_WIDTH.match(name)
+    return MUTATIONS.get(name) or f"second feed-forward Linear sized 4*emb -> {m[1]}"
+
+
+def ff_mutation(cfg) -> str:
+    """The inner-size exercise for this model: a width other than its emb_dim (1024,
+    or 768 where emb_dim is 1024), so that B's output no longer fits its shortcut."""
+    return "ff-1024" if cfg.emb_dim != 1024 else "ff-768"
 
 
 class _UnbiasedLayerNorm(nn.Module):
@@ -52,8 +73,9 @@ class _UnbiasedLayerNorm(nn.Module):
 
 def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPTModel:
     """A deep copy of ``model`` with one change made at block ``layer``."""
-    if mutation not in MUTATIONS:
-        raise ValueError(f"unknown mutation {mutation!r}; choose one of: {', '.join(MUTATIONS)}")
+    if not known(mutation):
+        raise ValueError(f"unknown mutation {mutation!r}; choose one of: {', '.join(MUTATIONS)} "
+                         "(ff-N for any width N)")
     if not 0 <= layer < model.cfg.n_layers:
         raise ValueError(f"layer {layer} out of range 0..{model.cfg.n_layers - 1}")
     if mutation == "post-ln":
@@ -69,11 +91,14 @@ def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPT
         block.ff.layers[1] = nn.ReLU()
     elif mutation == "no-activation":
         block.ff.layers[1] = nn.Identity()
-    elif mutation == "ff-1024":
+    elif FF_WIDTH.match(mutation):
         cfg = b.cfg
         torch.manual_seed(seed)
         param = next(b.parameters())
-        block.ff.layers[2] = nn.Linear(cfg.hidden_dim, 1024).to(param.device, param.dtype)
+        width = int(FF_WIDTH.match(mutation)[1])
+        if width < 1:
+            raise ValueError("ff-N needs a width N of at least 1")
+        block.ff.layers[2] = nn.Linear(cfg.hidden_dim, width).to(param.device, param.dtype)
     elif mutation == "unbiased-ln":
         block.norm1 = _UnbiasedLayerNorm(block.norm1)
     elif mutation == "eps":
@@ -221,7 +246,12 @@ def lesson(mutation: str, b: GPTModel, layer: int, prompt: list[int] | Batch) ->
                 f"values and scales the rest by 1/(1 − {p:g}) = {1 / (1 - p):.3g}. In training "
                 "that keeps the model from leaning on single values (against overfitting); "
                 "when the model is used it must be off, as in A."]
-    if mutation == "ff-1024":
-        return [f"B's second feed-forward Linear gives 1024 values per token instead of "
+    if FF_WIDTH.match(mutation):
+        width = int(FF_WIDTH.match(mutation)[1])
+        if width == b.cfg.emb_dim:
+            return [f"B's second feed-forward Linear gives {width} values per token, as many "
+                    f"as emb_dim: this width fits the shortcut. Choose another (ff-N) to see "
+                    "the mismatch."]
+        return [f"B's second feed-forward Linear gives {width} values per token instead of "
                 f"{b.cfg.emb_dim}: its output no longer fits the shortcut it is added to."]
     return []

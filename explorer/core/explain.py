@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .nodes import input_node, node_for_hook, residual_branches
+from .tokenizer import token_piece
 
 # Texts with {names}: filled in from the loaded config (``numbers``), never fixed.
 WHAT = {
@@ -41,6 +42,18 @@ WHAT = {
            "and narrow it back to {c}. It works on each token on its own.",
     "logits": "Scores every token of the vocabulary ({vocab} of them) as the next token; "
               "softmax turns the scores into probabilities.",
+}
+
+# Nodes whose kind's text does not fit them: the embedding sum is an add without a
+# branch or a shortcut.
+WHAT_BY_KEY = {
+    "emb_add": "Adds each token's embedding and its position's embedding, value by value "
+               "({c} values each): the residual stream starts here. There is no branch and "
+               "no shortcut yet; the blocks add theirs to this sum.",
+}
+MISTAKE_BY_KEY = {
+    "emb_add": "The two embeddings are added, not concatenated: the width stays {c}; the "
+               "position embedding is the same for every prompt at that position.",
 }
 
 MISTAKE = {
@@ -98,11 +111,11 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
             norm_position: str = "pre", cfg=None) -> Explanation:
     """Explain ``name`` using the captured ``views`` of one pass (prompt pieces given);
     ``cfg`` (the loaded GPTConfig) fills in the texts' numbers."""
-    node = node_for_hook(name)
+    node = node_for_hook(name, norm_position)
     view = views.get(name)
     values = numbers(cfg)
-    what = WHAT[node.kind].format(**values) + " " + node.description
-    mistake = MISTAKE[node.kind].format(**values)
+    what = WHAT_BY_KEY.get(node.key, WHAT[node.kind]).format(**values) + " " + node.description
+    mistake = MISTAKE_BY_KEY.get(node.key, MISTAKE[node.kind]).format(**values)
     if view is None:
         return Explanation(name, what, "Run a prompt to see what it did here.", mistake)
     array = view.array
@@ -158,7 +171,8 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
                              f"It zeroed {100 * s.frac_zero:.0f}% of the values (training mode).")
         elif node.kind == "logits":
             top = int(np.argmax(np.asarray(array).reshape(-1, width)[pos]))
-            parts.append(f"At token {token} the highest score is for token id {top}.")
+            parts.append(f"At token {token} the highest score is for {token_piece(top)!r} "
+                         f"(id {top}).")
     if node.kind == "pattern" and array is not None:
         weights = np.asarray(array)[0]  # (H, T, T)
         last = weights[:, pos, :].mean(axis=0)

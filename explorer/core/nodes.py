@@ -12,7 +12,7 @@ path inside ``GPTModel`` (``trf_blocks.{layer}.{key}`` for block nodes).
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .config import GPTConfig
 
@@ -85,45 +85,51 @@ class Node:
         return (batch, tokens, last)
 
 
-_NORM1 = Node("norm1", "LayerNorm 1", "Layer normalisation before attention: each token "
-              "vector rescaled to mean 0, variance 1, then scale and shift.", "norm", "emb")
-_NORM2 = Node("norm2", "LayerNorm 2", "Layer normalisation before the feed-forward block.",
-              "norm", "emb")
-_ATT = Node("att", "Multi-head attention", "Causal self-attention: each token mixes in "
-            "value vectors of earlier tokens, weighted per head, then out_proj.",
-            "attention", "emb")
+_NORM1 = Node("norm1", "LayerNorm 1", "Layer normalisation of the block's input, before "
+              "attention (Pre-LN): each token vector rescaled to mean 0, variance 1, then "
+              "scale and shift.", "norm", "emb")
+_NORM2 = Node("norm2", "LayerNorm 2", "Layer normalisation of the first add's output, before "
+              "the feed-forward block (Pre-LN).", "norm", "emb")
+_ATT = Node("att", "Multi-head attention", "Causal self-attention on LayerNorm 1's output: "
+            "each token mixes in value vectors of earlier tokens, weighted per head, then "
+            "out_proj.", "attention", "emb")
 _PATTERN = Node("att.attn_weights", "Attention pattern", "Softmax attention weights per "
                 "head: row = query token, column = key token; rows sum to 1.",
                 "pattern", "ctx", parent="att")
-_DROP1 = Node("drop1", "Dropout", "drop_shortcut on the attention output (identity in "
-              "eval mode; zeroes a share drop_rate and rescales the rest in training).",
-              "dropout", "emb", same_in_eval="att")
-_ADD1 = Node("add1", "Add (shortcut)", "Residual add: attention branch + the block's input.",
-             "add", "emb")
-_FF0 = Node("ff.layers.0", "Linear 1 (expand)", "First feed-forward Linear: widens each "
+_DROP1 = Node("drop1", "Dropout", "drop_shortcut, the first of its two uses: dropout on the "
+              "attention output (identity in eval mode; zeroes a share drop_rate and "
+              "rescales the rest in training).", "dropout", "emb", same_in_eval="att")
+_ADD1 = Node("add1", "Add (shortcut)", "Residual add: attention branch + the shortcut, the "
+             "block's input.", "add", "emb")
+_FF0 = Node("ff.layers.0", "Linear 1", "First feed-forward Linear: widens each "
             "token from emb_dim to 4 x emb_dim values.", "linear", "hidden", parent="ff")
 _GELU = Node("ff.layers.1", "GELU", "GELU non-linearity (tanh approximation): smooth, "
              "passes positives, squashes negatives towards a small dip.", "gelu", "hidden",
              parent="ff")
-_FF2 = Node("ff.layers.2", "Linear 2 (project)", "Second feed-forward Linear: back from "
+_FF2 = Node("ff.layers.2", "Linear 2", "Second feed-forward Linear: back from "
             "4 x emb_dim to emb_dim values.", "linear", "emb", parent="ff")
 _FF = Node("ff", "Feed-forward", "Position-wise MLP: Linear, GELU, Linear; the embedding "
            "size comes out unchanged.", "ffn", "emb", same_in_eval="ff.layers.2")
-_DROP2 = Node("drop2", "Dropout", "drop_shortcut on the feed-forward output.", "dropout", "emb",
-              same_in_eval="ff")
-_ADD2 = Node("add2", "Add (shortcut)", "Residual add: feed-forward branch + the shortcut.",
-             "add", "emb")
-_POST = {  # Post-LN descriptions: the norms come after the adds
-    "norm1": Node("norm1", "LayerNorm 1", "Layer normalisation after the first residual add "
-                  "(Post-LN).", "norm", "emb"),
-    "norm2": Node("norm2", "LayerNorm 2", "Layer normalisation after the second residual add "
+_DROP2 = Node("drop2", "Dropout", "drop_shortcut, the second of its two uses: dropout on "
+              "the feed-forward output.", "dropout", "emb", same_in_eval="ff")
+_ADD2 = Node("add2", "Add (shortcut)", "Residual add: feed-forward branch + the shortcut, the "
+             "first add's output (add1): the block's output (Pre-LN).", "add", "emb")
+_POST = {  # Post-LN words: the norms come after the adds, so the neighbours differ
+    "norm1": Node("norm1", "LayerNorm 1", "Layer normalisation of the first add's output, "
+                  "after attention (Post-LN).", "norm", "emb"),
+    "norm2": Node("norm2", "LayerNorm 2", "Layer normalisation of the second add's output "
                   "(Post-LN): the block's output.", "norm", "emb"),
+    "att": replace(_ATT, description="Causal self-attention on the block's input (Post-LN: "
+                   "no norm before it): each token mixes in value vectors of earlier tokens, "
+                   "weighted per head, then out_proj."),
+    "add2": replace(_ADD2, description="Residual add: feed-forward branch + the shortcut, "
+                    "LayerNorm 1's output (norm1), not the first add's (Post-LN)."),
 }
 
 _BLOCK_ORDER = {
     "pre": (_NORM1, _PATTERN, _ATT, _DROP1, _ADD1, _NORM2, _FF0, _GELU, _FF2, _FF, _DROP2, _ADD2),
-    "post": (_PATTERN, _ATT, _DROP1, _ADD1, _POST["norm1"], _FF0, _GELU, _FF2, _FF, _DROP2,
-             _ADD2, _POST["norm2"]),
+    "post": (_PATTERN, _POST["att"], _DROP1, _ADD1, _POST["norm1"], _FF0, _GELU, _FF2, _FF,
+             _DROP2, _POST["add2"], _POST["norm2"]),
 }
 
 MODEL_NODES_BEFORE = (
@@ -319,14 +325,15 @@ def select_hook_names(cfg: GPTConfig, pattern: str | list[str] | None = None,
     return sorted(set(chosen), key=order.__getitem__)
 
 
-def node_for_hook(hook_name: str) -> Node:
-    """The table entry of a hook name (block nodes in either norm position)."""
+def node_for_hook(hook_name: str, norm_position: str = "pre") -> Node:
+    """The table entry of a hook name, with the words of that norm position's order (a
+    Post-LN norm1 comes after the first add, not before attention)."""
     for node in MODEL_NODES_BEFORE + MODEL_NODES_AFTER:
         if node.key == hook_name:
             return node
     parts = hook_name.split(".", 2)
     if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isdigit():
-        for node in _BLOCK_ORDER["pre"]:
+        for node in block_nodes(norm_position):
             if node.key == parts[2]:
                 return node
     raise KeyError(f"unknown node {hook_name!r}")

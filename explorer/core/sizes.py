@@ -46,18 +46,23 @@ class Sizes:
                      f"Untied (a head of its own): {self.untied:,}.")
         book_untied = count_parameters(BOOK_GPT_CONFIG_124M.replace(tie_weights=False)).total
         book_tied = count_parameters(BOOK_GPT_CONFIG_124M.replace(tie_weights=True)).total
+        # GPT-2 as released: biased W_query/W_key/W_value and a tied head, whatever this
+        # model's own bias and head (a book state dict has neither)
+        gpt2 = count_parameters(PRESETS[self.preset]).total if self.preset in LITERATURE else None
         if self.preset == "gpt2-small":
             lines.append(
-                f"The book's {book_untied:,} is its GPT_CONFIG_124M: no bias in W_query/"
-                f"W_key/W_value (qkv_bias False: {self.tied - book_tied:,} fewer) and the head "
-                f"untied; {book_untied:,} × 4 bytes = {book_untied * 4 / MB:.2f} MB in float32. "
-                f"With the head tied it is {book_tied:,}.")
+                f"The book's {book_untied:,} is its GPT_CONFIG_124M, against GPT-2's "
+                f"{gpt2:,}: no bias in W_query/W_key/W_value (qkv_bias False: "
+                f"{gpt2 - book_tied:,} fewer, {book_tied:,}) and the head untied "
+                f"({book_untied - book_tied:,} more: {cfg.vocab_size:,} × {cfg.emb_dim:,}); "
+                f"{book_untied:,} × 4 bytes = {book_untied * 4 / MB:.2f} MB in float32.")
         if self.preset in LITERATURE:
             released, paper = LITERATURE[self.preset]
-            exact = f"{self.tied / 1e6:.0f}M"
-            lines.append(f"OpenAI's checkpoint is called {released}: the tied count, "
-                         f"{self.tied:,}, rounded ({exact}).")
-            gap = self.tied - float(paper[:-1]) * 1e6
+            lines.append(f"OpenAI's checkpoint is called {released}: GPT-2's tied count with "
+                         f"the qkv biases, {gpt2:,}, rounded ({gpt2 / 1e6:.0f}M)" +
+                         ("." if self.tied == gpt2 else
+                          f"; this model's own tied count is {self.tied:,}."))
+            gap = gpt2 - float(paper[:-1]) * 1e6
             same = [r.component for r in self.rows if abs(r.count - gap) < 0.5e6]
             because = (f"the difference is about the size of the {same[0]}" if same else
                        "no component of the model accounts for the difference; OpenAI's "

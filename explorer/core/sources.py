@@ -196,10 +196,11 @@ def parse_source(text: str, layer: int = 0, **where: Any) -> ModelSpec | Mutatio
     """A model source in the grammar: a ModelSpec, or a Mutation of another model."""
     text = (text or "").strip()
     if text.startswith("mutation:"):
-        from .divergence import MUTATIONS
+        from .divergence import MUTATIONS, known
         name = text[len("mutation:"):]
-        if name not in MUTATIONS:
-            raise ValueError(f"unknown mutation {name!r}; choose one of {', '.join(MUTATIONS)}")
+        if not known(name):
+            raise ValueError(f"unknown mutation {name!r}; choose one of {', '.join(MUTATIONS)} "
+                             "(ff-N for any width N)")
         return Mutation(name, layer)
     return ModelSpec.parse(text, **where)
 

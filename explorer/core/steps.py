@@ -24,8 +24,10 @@ class StepCapture:
 
     def __init__(self, position: int, where: dict[str, tuple[int, int]],
                  vectors: list[np.ndarray | None], computed: dict[str, NodeStats],
-                 hist: list[tuple[torch.Tensor, torch.Tensor, int]], topk: int) -> None:
+                 hist: list[tuple[torch.Tensor, torch.Tensor, int]], topk: int,
+                 norm_position: str = "pre") -> None:
         self.position = position
+        self.norm_position = norm_position
         self.names = tuple(where)
         self._where = where
         self._vectors = vectors
@@ -60,7 +62,7 @@ class StepCapture:
             array = None if vec is None else vec.reshape(1, 1, -1)
             width = vec.shape[-1] if vec is not None else self.stats(name).count
             shape = (1, 1, width) if node_for_hook(name).batched else (1, width)
-            out[name] = NodeView(name, node_for_hook(name), shape, dtype, device,
+            out[name] = NodeView(name, node_for_hook(name, self.norm_position), shape, dtype, device,
                                  self.stats(name), array)
         return out
 
@@ -117,4 +119,5 @@ class StepRecorder(_Hooks):
             else:
                 vectors.append(X.cpu().numpy())
         latest.clear()
-        return StepCapture(position, self._where, vectors, computed, self._hist, self.topk)
+        return StepCapture(position, self._where, vectors, computed, self._hist, self.topk,
+                           self.model.cfg.norm_position)

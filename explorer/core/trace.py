@@ -31,7 +31,7 @@ AXES = ("batch", "token", "feature")
 
 def what_changed(name: str, views: dict, cfg: GPTConfig) -> str:
     """One sentence: what this node did to the tensor it read, with the pass's numbers."""
-    node = node_for_hook(name)
+    node = node_for_hook(name, cfg.norm_position)
     view = views.get(name)
     if view is None:
         return f"{node.label} ({name}): not captured in this pass."

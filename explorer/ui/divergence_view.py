@@ -13,7 +13,8 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayo
                                QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
-from ..core.divergence import MUTATIONS, Divergence, find_divergence, lesson
+from ..core.divergence import (FF_WIDTH, MUTATIONS, Divergence, describe, ff_mutation,
+                               find_divergence, lesson)
 from ..core.sources import Mutation, model_for, parse_source
 from .session import Session
 
@@ -67,7 +68,12 @@ class DivergenceView(QWidget):
     def _new_model(self) -> None:
         """A result belongs to the model it was found with: a new model clears it."""
         if self.session.model is not None:
-            self.layer.setRange(0, self.session.model.config.n_layers - 1)
+            cfg = self.session.model.config
+            self.layer.setRange(0, cfg.n_layers - 1)
+            ff = next(i for i in range(self.kind.count()) if FF_WIDTH.match(str(self.kind.itemData(i))))
+            self.kind.setItemData(ff, ff_mutation(cfg))  # a width that does not fit this model
+            self.kind.setItemText(ff, ff_mutation(cfg))
+            self.kind.setItemData(ff, describe(ff_mutation(cfg)), Qt.ToolTipRole)
         self._clear()
 
     def _prompt_changed(self) -> None:

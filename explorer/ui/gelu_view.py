@@ -113,7 +113,10 @@ class GeluView(LazyRefresh, QWidget):
         if shares is None and view.array is not None:  # a generation step: one vector
             shares = gelu_input_shares(view.real_rows())  # (padding left out)
         where = "prompt" if self.session.current.step is None else f"step {self.session.current.step}"
-        text = f"{self._block()}, {where}: {view.stats.count:,} GELU inputs ({name})."
+        width = view.shape[-1]  # what the count counts: vectors × the hidden width
+        vectors = view.stats.count // max(width, 1)
+        text = (f"{self._block()}, {where}: {vectors:,} token{'s' * (vectors != 1)} × {width:,} "
+                f"values = {view.stats.count:,} GELU inputs ({name}).")
         if shares is not None:
             text += (f" {100 * shares.negative:.1f}% are negative (GELU gives −0.17…0 there), "
                      f"{100 * shares.dip:.1f}% lie in the dip around x ≈ −0.75, "

@@ -92,3 +92,31 @@ def test_without_gelu_the_feed_forward_is_one_linear_map(model):
     dropout, = lesson("dropout-on", mutate(model, "dropout-on"), 0, IDS)
     assert "1/(1 − 0.1) = 1.11" in dropout and "overfitting" in dropout
     assert lesson("relu", mutate(model, "relu"), 0, IDS) == []
+
+
+@pytest.mark.parametrize("name", ["tiny", "mini", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl"])
+def test_the_inner_size_exercise_mismatches_on_every_preset(name):
+    """ff-N's default width differs from every preset's emb_dim (1024 is gpt2-medium's),
+    so the exercise always breaks the shortcut; the lesson names both widths."""
+    from explorer.core.divergence import ff_mutation
+    cfg = preset(name, n_layers=1, vocab_size=64, context_length=8)  # the shape that matters
+    small = build_model(cfg, seed=0)
+    mutation = ff_mutation(cfg)
+    width = int(mutation.split("-")[1])
+    assert width != cfg.emb_dim
+    result = find_divergence(small, mutate(small, mutation, layer=0), [1, 2, 3])
+    row = next(r for r in result.rows if r.name == "trf_blocks.0.ff.layers.2")
+    assert row.status == "shapes differ" and row.shape_b[-1] == width
+    assert f"{width} values per token instead of {cfg.emb_dim}" in " ".join(
+        lesson(mutation, mutate(small, mutation, layer=0), 0, [1, 2, 3]))
+
+
+def test_any_width_can_be_asked_for_and_a_fitting_one_says_so(model):
+    from explorer.core.sources import parse_source
+    assert parse_source("mutation:ff-48").name == "ff-48"
+    result = find_divergence(model, mutate(model, "ff-48", layer=0), IDS)
+    assert next(r for r in result.rows if r.name == "trf_blocks.0.ff.layers.2").shape_b[-1] == 48
+    fits = lesson("ff-32", mutate(model, "ff-32", layer=0), 0, IDS)
+    assert "as many as emb_dim: this width fits the shortcut" in fits[0]
+    with pytest.raises(ValueError, match="unknown mutation"):
+        parse_source("mutation:ff-wide")

@@ -67,7 +67,8 @@ def test_attention_and_logits_name_real_tokens(captured):
     weights = views["trf_blocks.0.att.attn_weights"].array[0][:, -1, :].mean(0)
     assert repr(pieces[int(np.argmax(weights))]) in e.here
     top = int(np.argmax(views["out_head"].array[0, -1]))
-    assert f"token id {top}" in explain("out_head", views, pieces).here
+    from explorer.core.tokenizer import token_piece
+    assert f"{token_piece(top)!r} (id {top})" in explain("out_head", views, pieces).here
 
 
 def test_without_a_capture_it_says_to_run_a_prompt():

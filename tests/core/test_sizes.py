@@ -29,7 +29,7 @@ def test_gpt2_sizes_and_the_books_figures():
     assert (small.tied, small.untied) == (124_439_808, 163_037_184)
     notes = " ".join(small.notes())
     assert "The book's 163,009,536" in notes and "621.83 MB" in notes
-    assert "27,648 fewer" in notes and "124,412,160" in notes
+    assert "27,648 fewer, 124,412,160" in notes and "38,597,376 more: 50,257 × 768" in notes
     assert "called 124M" in notes and "117M (7.4M fewer)" in notes
     book = sizes(BOOK_GPT_CONFIG_124M)
     assert book.untied == 163_009_536
@@ -42,3 +42,15 @@ def test_gpt2_sizes_and_the_books_figures():
         text = " ".join(s.notes())
         assert f"called {released}" in text and f"says {paper}" in text
     assert sizes(preset("tiny", emb_dim=48, n_heads=4)).preset is None
+
+
+def test_the_notes_for_the_books_own_checkpoint_compare_with_gpt2():
+    """A book state dict (qkv_bias off, head untied) has gpt2-small's shape: its notes
+    measure the book's figures against GPT-2's biased, tied 124,439,808, never '0 fewer'."""
+    book = sizes(BOOK_GPT_CONFIG_124M.replace(tie_weights=False))
+    assert book.preset == "gpt2-small"
+    notes = " ".join(book.notes())
+    assert "against GPT-2's 124,439,808" in notes and "27,648 fewer, 124,412,160" in notes
+    assert " 0 fewer" not in notes
+    assert "called 124M: GPT-2's tied count with the qkv biases, 124,439,808" in notes
+    assert "this model's own tied count is 124,412,160" in notes

@@ -114,3 +114,60 @@ def test_learn_mode_brings_its_question_to_the_front(qtbot, make_window):
     window.session.set_node("trf_blocks.0.ff.layers.1")
     qtbot.waitUntil(lambda: window.front_dock() is window.docks["learn"], timeout=5_000)
     assert window.learn.question is not None
+
+
+def test_explain_shows_the_nodes_formula_worked_with_the_last_tokens_numbers(qtbot):
+    alone = Alone(qtbot)
+    alone.run()
+    view = alone.explanation
+    for name, formula in (("trf_blocks.0.norm1", "y = (x − mean) / √(var + eps) · scale + shift"),
+                          ("trf_blocks.1.ff.layers.1", "GELU(x) = 0.5·x·(1 + tanh("),
+                          ("trf_blocks.0.att", "softmax(queries·keysᵀ / √head_dim + mask)")):
+        alone.session.set_node(name)
+        alone.settle()
+        qtbot.waitUntil(lambda: "equal to the captured output" in view.text.text(), timeout=10_000)
+        text = view.text.text()
+        assert formula.replace("·", "·") in text.replace("&amp;", "&"), name
+        assert "token &#x27; you&#x27; at position 3" in text or "token ' you' at position 3" in text
+    alone.session.show_step(1)  # a step from the KV cache: one position only
+    alone.settle()
+    assert "needs the whole pass" in view.text.text()
+
+
+def test_words_come_from_the_models_own_order(qtbot, make_window, tmp_path):
+    """A Post-LN model's inspector and Explain say where its norms really are, the
+    embedding sum is not called a residual connection, the head names its token, and a
+    generated step says which token went in and which came out."""
+    path = save_checkpoint(build_model(preset("tiny", norm_position="post")), tmp_path / "p.safetensors")
+    window = make_window(preset=None, checkpoint=str(path))
+    run_and_wait(qtbot, window, max_tokens=2)
+    window.session.show_step(None)
+    window.show_view("inspector")
+    window.session.set_node("trf_blocks.0.norm1")
+    qtbot.waitUntil(lambda: "first add's output" in window.inspector.title.text(), timeout=5_000)
+    assert "before attention" not in window.inspector.title.text()
+    window.session.set_node("trf_blocks.1.add2")
+    qtbot.waitUntil(lambda: "LayerNorm 1's output (norm1)" in window.inspector.title.text(), timeout=5_000)
+    window.show_view("explain")
+    for name, said, unsaid in (("emb_add", "no branch and no shortcut", "residual connection"),
+                               ("trf_blocks.0.att", "block's input (Post-LN", "LayerNorm 1's output"),
+                               ("trf_blocks.0.drop2", "second of its two uses", "first of its")):
+        window.session.set_node(name)
+        qtbot.waitUntil(lambda: said in shown(window), timeout=5_000)
+        assert unsaid not in shown(window), name
+    window.session.set_node("out_head")
+    qtbot.waitUntil(lambda: "highest score is for" in shown(window), timeout=5_000)
+    assert "(id " in shown(window)
+    window.session.show_step(1)
+    steps = window.session.steps
+    qtbot.waitUntil(lambda: "Step 1. Input" in shown(window), timeout=5_000)
+    from explorer.core.tokenizer import token_piece
+    assert f"Input {token_piece(steps[0].token_id)!r} → chose {token_piece(steps[1].token_id)!r}" \
+        in shown(window)
+
+
+def shown(window) -> str:
+    """The Explain tab's text as read (tags and escapes gone)."""
+    import html
+    import re
+    return html.unescape(re.sub(r"<[^>]+>", "", window.explanation.text.text()))

@@ -1,0 +1,47 @@
+"""Each node's formula, worked with one token's numbers from the captured tensors and
+the model's parameters, equals what the node captured — for every node of a Pre-LN and
+a Post-LN model, at every position."""
+
+import pytest
+
+from explorer.core.config import preset
+from explorer.core.formulas import worked
+from explorer.core.model import build_model
+from explorer.core.nodes import all_hook_names
+from explorer.core.passes import run_prompt
+from explorer.core.tokenizer import encode
+
+
+@pytest.mark.parametrize("order", ["pre", "post"])
+def test_every_nodes_worked_formula_equals_its_captured_output(order):
+    model = build_model(preset("tiny", norm_position=order), seed=3).eval()
+    ids = encode("Every effort moves you")
+    result = run_prompt(model, ids)
+    for name in all_hook_names(model.cfg):
+        for pos in range(len(ids)):
+            for head in (0, model.cfg.n_heads - 1):
+                w = worked(model, name, result.views, ids, pos, head)
+                assert w.value.shape == w.captured.shape, name
+                assert w.max_error <= 1e-5, (name, pos, w.max_error)
+                assert w.formula and w.lines and all(w.lines), name
+
+
+def test_the_words_name_this_models_numbers():
+    model = build_model(preset("tiny"), seed=3).eval()
+    ids = encode("Every effort moves you")
+    views = run_prompt(model, ids).views
+    norm = worked(model, "trf_blocks.0.norm1", views, ids, 3)
+    assert norm.formula == "y = (x − mean) / √(var + eps) · scale + shift"
+    assert "token ' you' at position 3" in norm.lines[0] and "biased variance" in norm.lines[0]
+    assert "eps 1e-05" in norm.lines[0] and len(norm.lines) == 4
+    gelu = worked(model, "trf_blocks.0.ff.layers.1", views, ids, 3)
+    assert "tanh(√(2/π)·(x + 0.044715·x³))" in gelu.formula
+    att = worked(model, "trf_blocks.1.att", views, ids, 3, head=2)
+    assert "head 2" in att.lines[0] and "4 keys" in att.lines[0]
+    head = worked(model, "out_head", views, ids, 3)
+    assert "tied" in head.formula and "the top logit is" in head.lines[0]
+    add = worked(model, "trf_blocks.0.add2", views, ids, 0)
+    assert "trf_blocks.0.drop2" in add.lines[0] and "trf_blocks.0.add1" in add.lines[0]
+    post = build_model(preset("tiny", norm_position="post"), seed=3).eval()
+    add = worked(post, "trf_blocks.0.add2", run_prompt(post, ids).views, ids, 0)
+    assert "trf_blocks.0.norm1" in add.lines[0]  # Post-LN: the shortcut is norm1's output
