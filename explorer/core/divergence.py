@@ -37,7 +37,14 @@ MUTATIONS = {
     "unbiased-ln": "norm1 with unbiased variance (divide by n-1)",
     "eps": "norm1 with eps 1e-2 instead of 1e-5",
     "dropout-on": "dropout left on (the model in training mode)",
+    # the chapter's "the second half of the block is wrong: where do you look first?"
+    "ff-inner": "Linear 1 sized emb -> 2*emb while Linear 2 still reads 4*emb (inner sizes "
+                "that do not match)",
+    "no-norm2": "LayerNorm 2 removed (the feed-forward half reads an unnormalised stream)",
+    "wrong-shortcut2": "the second add fed the block's input as its shortcut, not the first "
+                       "half's output",
 }
+SECOND_HALF = ("ff-inner", "no-norm2", "wrong-shortcut2")  # the chapter's exercise
 
 
 FF_WIDTH = re.compile(r"ff-(\d{1,6})$")  # ff-N: the second Linear gives N values per token
@@ -99,6 +106,18 @@ def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPT
         if width < 1:
             raise ValueError("ff-N needs a width N of at least 1")
         block.ff.layers[2] = nn.Linear(cfg.hidden_dim, width).to(param.device, param.dtype)
+    elif mutation == "ff-inner":
+        cfg = b.cfg
+        torch.manual_seed(seed)
+        param = next(b.parameters())
+        block.ff.layers[0] = nn.Linear(cfg.emb_dim, cfg.hidden_dim // 2).to(param.device, param.dtype)
+    elif mutation == "no-norm2":
+        block.norm2 = nn.Identity()
+    elif mutation == "wrong-shortcut2":
+        seen = {}
+        block.register_forward_pre_hook(lambda m, args: seen.__setitem__("input", args[0]))
+        block.drop2.register_forward_hook(lambda m, i, o: seen.__setitem__("branch", o))
+        block.add2.register_forward_hook(lambda m, i, o: seen["branch"] + seen["input"])
     elif mutation == "unbiased-ln":
         block.norm1 = _UnbiasedLayerNorm(block.norm1)
     elif mutation == "eps":
@@ -246,6 +265,23 @@ def lesson(mutation: str, b: GPTModel, layer: int, prompt: list[int] | Batch) ->
                 f"values and scales the rest by 1/(1 − {p:g}) = {1 / (1 - p):.3g}. In training "
                 "that keeps the model from leaning on single values (against overfitting); "
                 "when the model is used it must be off, as in A."]
+    if mutation == "ff-inner":
+        c = b.cfg
+        return [f"B's Linear 1 gives {c.hidden_dim // 2} values per token but its Linear 2 "
+                f"reads {c.hidden_dim}: the feed-forward's two inner sizes must match "
+                f"(emb {c.emb_dim} → hidden → emb), so B stops at Linear 2. Look first where "
+                "the second half starts and follow its shapes."]
+    if mutation == "no-norm2":
+        if b.cfg.norm_position == "post":
+            return ["B's block ends at the second add's sum, not normalised (in Post-LN "
+                    "LayerNorm 2 comes last): the block's output is the first node to differ."]
+        return ["B's feed-forward half reads the first add's output as it is, not normalised: "
+                "the first node that differs is where LayerNorm 2 was, and every later one "
+                "follows from it."]
+    if mutation == "wrong-shortcut2":
+        return ["B's second add adds the block's input instead of the first half's output: "
+                "every node before the second add is the same; the add itself is the first "
+                "to differ, by exactly the attention half's contribution."]
     if FF_WIDTH.match(mutation):
         width = int(FF_WIDTH.match(mutation)[1])
         if width == b.cfg.emb_dim:

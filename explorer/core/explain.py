@@ -149,9 +149,11 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
         elif node.kind == "gelu":
             source = _input_of(name, views, norm_position)
             if source and views[source].array is not None:
-                x = views[source].real_rows().reshape(-1)  # a batch's padding left out
-                parts.append(f"{100 * float((x < 0).mean()):.0f}% of its inputs were negative and "
-                             f"came out between -0.17 and 0.")
+                rows_in = views[source].real_rows()  # a batch's padding left out
+                x = rows_in.reshape(-1)
+                parts.append(f"{100 * float((x < 0).mean()):.0f}% of its inputs (the "
+                             f"{rows_in.shape[0]} tokens × {rows_in.shape[1]:,} = {x.size:,} "
+                             f"values) were negative and came out between -0.17 and 0.")
         elif node.kind == "add":
             branch_key = residual_branches().get(node.key)
             prefix = name[: -len(node.key)]

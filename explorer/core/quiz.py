@@ -16,9 +16,9 @@ from typing import Callable
 
 import numpy as np
 
-from .nodes import (BLOCK_INPUT, block_hook_name, block_input, block_steps, eval_source,
-                    input_node, layer_of, node_for_hook, parse_hook, residual_branches,
-                    shortcut_sources)
+from .nodes import (BLOCK_INPUT, EMBEDDINGS, block_hook_name, block_input, block_output,
+                    block_steps, eval_source, input_node, layer_of, node_for_hook, parse_hook,
+                    residual_branches, shortcut_sources)
 
 # What a question would give away if it stayed on screen.
 SHAPES = "shapes"  # tensor shapes (graph edges, tooltips, inspector)
@@ -177,7 +177,15 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
 
 
 def live_layer(live: Live) -> int:
-    return layer_of(live.name) or 0
+    """The block a question is about: the node's own, or — at a block's input (the
+    embeddings, a block's output) — the block that input enters."""
+    layer = layer_of(live.name)
+    if layer is None:
+        return 0
+    if parse_hook(live.name)[1] == block_output(live.norm_position) and \
+            block_hook_name(layer + 1, "norm1") in live.views:
+        return layer + 1
+    return layer
 
 
 def _nth(n: int) -> str:
@@ -302,15 +310,16 @@ _BY_KIND: dict[str, tuple[Callable, ...]] = {
 
 
 def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
-    node = node_for_hook(name)
+    node = node_for_hook(name, norm_position)
     if node.key == "emb_add":
         return (shape_question, width_question)
     makers = _BY_KEY.get(node.key) or _BY_KIND[node.kind]
-    if layer_of(name) is not None:
-        if node.key == block_steps(norm_position)[0].key:
-            makers = (first_node_question,) + makers
-        if node.kind == "norm":
-            makers = makers + (norm_question,)
+    if name == EMBEDDINGS or node.key == block_output(norm_position):
+        # asked from a block's input (the embeddings, or the block before's output), not
+        # from its first node, whose selection would give the answer away
+        makers = (first_node_question,) + makers
+    if layer_of(name) is not None and node.kind == "norm":
+        makers = makers + (norm_question,)
     return makers
 
 

@@ -93,3 +93,24 @@ def sizes(cfg: GPTConfig) -> Sizes:
                  if {k: v for k, v in p.to_dict().items() if k in shape} == shape), None)
     tied = count_parameters(cfg.replace(tie_weights=True)).total
     return Sizes(cfg, rows, tied, tied + head, name)
+
+
+@dataclass(frozen=True)
+class FeedForwardCost:
+    factor: int  # hidden width = factor × emb_dim
+    hidden: int
+    parameters: int  # per block: both Linears' weights and biases
+    multiply_adds: int  # per token and block: emb × hidden twice
+    model_parameters: int  # the whole model (tied head) with this width
+
+
+def feed_forward_cost(cfg: GPTConfig, factor: int) -> FeedForwardCost:
+    """What the feed-forward's width costs (the book's 4 * emb_dim is a choice: capacity
+    against parameters and compute): per block and token, and the whole model's count."""
+    if factor < 1:
+        raise ValueError("the width factor must be at least 1")
+    hidden = factor * cfg.emb_dim
+    per_block = 2 * cfg.emb_dim * hidden + hidden + cfg.emb_dim
+    now = count_parameters(cfg.replace(tie_weights=True))
+    total = now.total - now.feed_forward + per_block * cfg.n_layers
+    return FeedForwardCost(factor, hidden, per_block, 2 * cfg.emb_dim * hidden, total)

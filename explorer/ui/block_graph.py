@@ -267,7 +267,8 @@ class BlockGraphView(QWidget):
                 self.rebuild()  # a longer prompt's labels: room for them first
                 return
         info = self.session.model
-        shapes = not self.session.covers(SHAPES)  # a Learn question may ask for them
+        # a Learn question may ask for them, and in Learn mode one seen answers the next
+        shapes = not (self.session.covers(SHAPES) or self.session.learning)
         for name, label in self.edge_labels.items():
             view = current.views.get(name) if current else None
             label.setText(str(view.shape) if view and shapes else "")
@@ -299,8 +300,8 @@ class BlockGraphView(QWidget):
 
     def recolour(self) -> None:
         stat = STATISTICS[self.stat_box.currentText()]
-        current = self.session.current
-        values = {}
+        current = None if self.session.covered else self.session.current  # a question open:
+        values = {}  # colours would tell which node changed nothing
         for name in self.items:
             view = current.views.get(name) if current else None
             if view is not None:
@@ -320,8 +321,9 @@ class BlockGraphView(QWidget):
         self.zero_note.setVisible(bool(zeros))
         if not logs:
             self._show_scale(False)
-            if values:
-                self.legend.setText(f"{self.stat_box.currentText()}:")
+            if values or self.session.covered:
+                self.legend.setText("Colours hidden until you answer" if self.session.covered
+                                    else f"{self.stat_box.currentText()}:")
             return
         positive = [v for n, v in values.items() if n in logs]
         vmin, vmax = min(positive, key=abs), max(positive, key=abs)

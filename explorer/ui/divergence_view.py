@@ -13,8 +13,8 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayo
                                QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
-from ..core.divergence import (FF_WIDTH, MUTATIONS, Divergence, describe, ff_mutation,
-                               find_divergence, lesson)
+from ..core.divergence import (FF_WIDTH, MUTATIONS, SECOND_HALF, Divergence, describe,
+                               ff_mutation, find_divergence, lesson)
 from ..core.sources import Mutation, model_for, parse_source
 from .session import Session
 
@@ -33,7 +33,7 @@ class DivergenceView(QWidget):
             self.kind.setItemData(self.kind.count() - 1, words, Qt.ToolTipRole)
         self.kind.addItem(CHECKPOINT, "file")
         self.layer = QSpinBox()
-        self.layer.setPrefix("block ")
+        self.layer.setPrefix("Block ")
         self.tol = QDoubleSpinBox()
         self.tol.setDecimals(6)
         self.tol.setRange(0.0, 10.0)
@@ -53,10 +53,16 @@ class DivergenceView(QWidget):
         bar.addLayout(second)
         self.summary = QLabel("Run a prompt, choose a change, and find where the two models part.")
         self.summary.setWordWrap(True)
+        self.question = QLabel(
+            "<b>The chapter's exercise:</b> the second half of the block is wrong — where do "
+            "you look first? Choose " + ", ".join(SECOND_HALF) + ", guess the node, then find "
+            "it: the first red row answers, and the note says why.")
+        self.question.setWordWrap(True)
         self.table = QTableWidget(0, 4)
         self.table.setHorizontalHeaderLabels(["shape A", "shape B", "max |A−B|", "relative"])
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
+        layout.addWidget(self.question)
         layout.addWidget(self.summary)
         layout.addWidget(self.table, 1)
         session.modelChanged.connect(self._new_model)
@@ -69,7 +75,8 @@ class DivergenceView(QWidget):
         """A result belongs to the model it was found with: a new model clears it."""
         if self.session.model is not None:
             cfg = self.session.model.config
-            self.layer.setRange(0, cfg.n_layers - 1)
+            self.layer.setRange(1, cfg.n_layers)  # blocks counted from 1, as in the graph
+            self.layer.setSuffix(f" of {cfg.n_layers}")
             ff = next(i for i in range(self.kind.count()) if FF_WIDTH.match(str(self.kind.itemData(i))))
             self.kind.setItemData(ff, ff_mutation(cfg))  # a width that does not fit this model
             self.kind.setItemText(ff, ff_mutation(cfg))
@@ -99,7 +106,7 @@ class DivergenceView(QWidget):
                 return
             source = parse_source(path)
         else:
-            source = parse_source(f"mutation:{kind}", layer=self.layer.value())
+            source = parse_source(f"mutation:{kind}", layer=self.layer.value() - 1)
         prompt = self.session.prompt  # a batch runs as the batch: (2, 3, 1024) in ff-1024
         self._searched = prompt
         ids = prompt.batch if prompt.batch is not None else list(prompt.ids)

@@ -70,6 +70,7 @@ class LearnView(QWidget):
 
     def _toggled(self, on: bool) -> None:
         self.next_button.setVisible(on)
+        self.session.set_learning(on)
         if on:
             self.ask(self.session.node)
         else:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from ..core.sizes import sizes
+from ..core.sizes import feed_forward_cost, sizes
 from .session import Session
 
 BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
@@ -36,12 +36,38 @@ class ModelView(QWidget):
         self.notes.setWordWrap(True)
         self.notes.setTextFormat(Qt.RichText)
         self.notes.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        # the feed-forward's width as a choice: what 2x, 4x (the book's) or 8x costs
+        self.width_box = QComboBox()
+        self.width_box.addItems(["2 × emb_dim", "4 × emb_dim (GPT-2, the book)", "8 × emb_dim"])
+        self.width_box.setCurrentIndex(1)
+        self.width_box.setToolTip("What the feed-forward's hidden width costs: capacity against "
+                                  "parameters and compute")
+        self.width_cost = QLabel()
+        self.width_cost.setWordWrap(True)
+        self.width_box.currentIndexChanged.connect(lambda _: self._show_width())
+        width_row = QHBoxLayout()
+        width_row.addWidget(QLabel("Feed-forward width:"))
+        width_row.addWidget(self.width_box)
+        width_row.addWidget(self.width_cost, 1)
         layout = QVBoxLayout(self)
         layout.addWidget(self.title)
         layout.addWidget(self.table, 1)
+        layout.addLayout(width_row)
         layout.addWidget(self.notes)
         session.modelChanged.connect(self.refresh)
         self.refresh()
+
+    def _show_width(self) -> None:
+        info = self.session.model
+        if info is None:
+            self.width_cost.clear()
+            return
+        cfg = info.config
+        c = feed_forward_cost(cfg, (2, 4, 8)[self.width_box.currentIndex()])
+        self.width_cost.setText(
+            f"hidden {c.hidden:,} (the code's cfg.hidden_dim, the book's 4 * cfg[\"emb_dim\"] "
+            f"at 4×): {c.parameters:,} parameters per block, {c.multiply_adds:,} multiply-adds "
+            f"per token and block; {c.model_parameters:,} in the whole model.")
 
     def refresh(self) -> None:
         info = self.session.model
@@ -76,3 +102,4 @@ class ModelView(QWidget):
             f"{s.megabytes(loaded, size):,.2f} MB of weights in {info.dtype}"
             + (f" ({s.megabytes(loaded):,.2f} MB in float32)" if size != 4 else "") + ".")
         self.notes.setText("<br>".join(html.escape(line) for line in s.notes()))
+        self._show_width()

@@ -175,6 +175,8 @@ class Session(QObject):
     def request_model(self, spec: ModelSpec) -> None:
         self.modelRequested.emit(spec)
 
+    learning = False  # Learn mode is on (set_learning)
+
     def set_covered(self, kinds=frozenset()) -> None:
         """While a Learn-mode question is open, the views cover what would give its
         answer away (``core.quiz.SHAPES`` / ``ORDER`` / ``VALUES``); empty uncovers."""
@@ -185,6 +187,13 @@ class Session(QObject):
 
     def covers(self, kind: str) -> bool:
         return kind in self.covered
+
+    def set_learning(self, on: bool) -> None:
+        """Learn mode on: the graph keeps its edge shapes hidden between questions too
+        (a shape seen once answers the next shape question)."""
+        if on != self.learning:
+            self.learning = on
+            self.coverChanged.emit(self.covered)
 
     # -------------------------------------------------------------- what if
     def set_interventions(self, interventions: list, on: bool | None = None) -> None:

@@ -32,6 +32,9 @@ def test_identical_models_do_not_diverge(model):
     ("unbiased-ln", 1, "trf_blocks.1.norm1"),
     ("eps", 2, "trf_blocks.2.norm1"),
     ("dropout-on", 0, "drop_emb"),
+    ("ff-inner", 1, "trf_blocks.1.ff.layers.0"),
+    ("no-norm2", 2, "trf_blocks.2.norm2"),
+    ("wrong-shortcut2", 1, "trf_blocks.1.add2"),
 ])
 def test_each_mutation_is_found_where_it_was_made(model, mutation, layer, node):
     result = find_divergence(model, mutate(model, mutation, layer=layer), IDS)
@@ -120,3 +123,19 @@ def test_any_width_can_be_asked_for_and_a_fitting_one_says_so(model):
     assert "as many as emb_dim: this width fits the shortcut" in fits[0]
     with pytest.raises(ValueError, match="unknown mutation"):
         parse_source("mutation:ff-wide")
+
+
+def test_the_second_half_exercises_teach_where_to_look(model):
+    """The chapter's 'the second half is wrong: where first?': an inner size mismatch
+    stops B at Linear 2, a missing LayerNorm 2 and a wrong second shortcut are found
+    at the node itself, each with words of this model's sizes."""
+    inner = find_divergence(model, mutate(model, "ff-inner", layer=0), IDS)
+    row = next(r for r in inner.rows if r.name == "trf_blocks.0.ff.layers.0")
+    assert row.shape_b[-1] == 64 and row.status == "shapes differ" and inner.error_b
+    words = lesson("ff-inner", mutate(model, "ff-inner", layer=0), 0, IDS)[0]
+    assert "gives 64 values per token but its Linear 2 reads 128" in words
+    wrong = find_divergence(model, mutate(model, "wrong-shortcut2", layer=2), IDS)
+    assert wrong.first == "trf_blocks.2.add2"
+    post = build_model(preset("tiny", n_layers=2, norm_position="post"), seed=2)
+    assert find_divergence(post, mutate(post, "no-norm2", layer=0), IDS).first == "trf_blocks.0.norm2"
+    assert "LayerNorm 2 comes last" in lesson("no-norm2", mutate(post, "no-norm2"), 0, IDS)[0]

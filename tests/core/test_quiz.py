@@ -10,7 +10,7 @@ import torch
 from explorer.core.capture import Capture
 from explorer.core.config import preset
 from explorer.core.model import build_model
-from explorer.core.nodes import all_hook_names, block_hook_name, node_for_hook
+from explorer.core.nodes import all_hook_names, block_hook_name, block_input, node_for_hook
 from explorer.core.quiz import (ORDER, SHAPES, VALUES, Live, Score, first_node_question,
                                 question_for, questions_for, shape_question, width_question)
 
@@ -85,10 +85,16 @@ def test_the_first_operation_keeps_the_seeds_distractors_and_says_why(passes):
         wrong = [w for i, w in enumerate(q.why) if i != q.answer]
         assert all(wrong) and len(wrong) == 3
         assert "(2, 3, 32)" in q.text  # x's live shape
-        # the block's first node asks it first, and attention is always an option
-        asked = question_for(block_hook_name(0, first), views, cfg.norm_position, 0)
-        assert asked.text.startswith("Which operation touches")
-    q = question_for(block_hook_name(1, "norm1"), passes["pre"], "pre", 0)
+        # asked first at a block's input (the embeddings, the block before's output), never
+        # at the block's first node, whose selection would give the answer away
+        for at in ("drop_emb", block_input(1, cfg.norm_position)):
+            asked = question_for(at, views, cfg.norm_position, 0)
+            assert asked.text.startswith("Which operation touches"), at
+            assert asked.options[asked.answer] == right
+        for asked_n in range(4):
+            q0 = question_for(block_hook_name(0, first), views, cfg.norm_position, asked_n)
+            assert not q0.text.startswith("Which operation touches")
+    q = question_for(block_hook_name(0, "add2"), passes["pre"], "pre", 0)  # block 1's input
     att_line = q.why[q.options.index("Multi-head attention (att)")]
     x = passes["pre"][block_hook_name(0, "add2")].array.reshape(-1, 32)[-1]
     assert f"{x.std():.3g} in x" in att_line  # with the live numbers
@@ -107,7 +113,7 @@ def test_answers_follow_the_live_tensors(passes):
     trained = capture(CONFIGS["pre"], train=True)  # dropout on: the answer changes
     q = question_for(block_hook_name(0, "drop1"), trained, "pre", 0)
     assert q.options[q.answer].startswith("it zeroes")
-    q = question_for(block_hook_name(0, "add2"), pre, "pre", 0)
+    q = question_for(block_hook_name(0, "add2"), pre, "pre", 1)  # 0: block 2's first operation
     assert q.options[q.answer] == "the first add's output (add1)"
     q = question_for(block_hook_name(0, "add2"), post, "post", 0)
     assert q.options[q.answer] == "LayerNorm 1's output (norm1)"
@@ -117,7 +123,7 @@ def test_answers_follow_the_live_tensors(passes):
     assert f"{100 * share:.1f}%" in q.explanation
     assert q.options[q.answer] == ["under 25%", "25–50%", "50–75%", "over 75%"][min(3, int(share * 4))]
     norm = [question_for(block_hook_name(0, "norm2"), v, p, asked)
-            for v, p in ((pre, "pre"), (post, "post")) for asked in range(3)]
+            for v, p in ((pre, "pre"), (post, "post")) for asked in range(4)]
     kinds = [q.options[q.answer] for q in norm if q.text == "Is this model Pre-LN or Post-LN?"]
     assert [k.split()[0] for k in kinds] == ["Pre-LN", "Post-LN"]
     numbers = re.findall(r"std (-?[\d.]+)", question_for(block_hook_name(0, "norm2"), pre, "pre", 0).explanation)

@@ -54,3 +54,19 @@ def test_the_notes_for_the_books_own_checkpoint_compare_with_gpt2():
     assert " 0 fewer" not in notes
     assert "called 124M: GPT-2's tied count with the qkv biases, 124,439,808" in notes
     assert "this model's own tied count is 124,412,160" in notes
+
+
+def test_the_feed_forward_width_is_a_choice_with_a_cost():
+    from explorer.core.sizes import feed_forward_cost
+    cfg = preset("gpt2-small")
+    four = feed_forward_cost(cfg, 4)
+    assert four.hidden == cfg.hidden_dim == 3072
+    assert four.parameters == 2 * 768 * 3072 + 3072 + 768  # 4,722,432 per block
+    assert four.model_parameters == sizes(cfg).tied == 124_439_808
+    assert four.multiply_adds == 2 * 768 * 3072
+    two, eight = feed_forward_cost(cfg, 2), feed_forward_cost(cfg, 8)
+    assert two.multiply_adds * 2 == four.multiply_adds == eight.multiply_adds // 2
+    assert eight.model_parameters - four.model_parameters == 12 * (eight.parameters - four.parameters)
+    built = build_model(preset("tiny"))
+    assert feed_forward_cost(built.cfg, 4).parameters == sum(
+        p.numel() for n, p in built.named_parameters() if n.startswith("trf_blocks.0.ff."))

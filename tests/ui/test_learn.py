@@ -82,7 +82,8 @@ def test_no_widget_shows_the_answer_while_a_question_is_open(qtbot, make_window)
     window.show_view("inspector")  # the user looks at the revealed tensor
     qtbot.waitUntil(lambda: f"shape <b>{q.options[q.answer]}</b>" in window.inspector.title.text(),
                     timeout=5_000)
-    assert window.graph.edge_labels[block_hook_name(0, "ff.layers.0")].text() == q.options[q.answer]
+    # the graph keeps its shapes off while Learn mode is on: the next question may ask one
+    assert window.graph.edge_labels[block_hook_name(0, "ff.layers.0")].text() == ""
     asked = learn.score.asked
     assert learn.score_label.text() == f"Score this session: {learn.score.right} of {asked}"
     learn.enabled.setChecked(False)
@@ -125,3 +126,26 @@ def test_every_nodes_shape_answer_is_the_inspectors_shape(qtbot, make_window, tm
         window.show_view("inspector")  # the user looks at the revealed tensor
         qtbot.waitUntil(lambda: f"shape <b>{q.options[q.answer]}</b>" in
                         window.inspector.title.text(), timeout=5_000)
+
+
+def test_learn_mode_hides_every_shape_and_a_question_hides_the_colours(qtbot, make_window):
+    """A shape seen between questions answers the next shape question, and during the
+    dropout question a Dropout node coloured like attention tells that it changed
+    nothing: Learn mode keeps the shapes off the graph, a question its colours."""
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=1)
+    window.session.show_step(None)
+    graph = window.graph
+    coloured = {n: i.brush().color().name() for n, i in graph.items.items()}
+    assert len(set(coloured.values())) > 2 and all(l.text() for l in graph.edge_labels.values())
+    window.learn.enabled.setChecked(True)
+    window.session.set_node(block_hook_name(0, "drop1"))  # the dropout question
+    assert window.learn.question is not None and window.session.covered
+    assert all(l.text() == "" for l in graph.edge_labels.values())
+    assert {i.brush().color().name() for i in graph.items.values()} == {"#e8e8e8"}
+    assert graph.legend.text() == "Colours hidden until you answer"
+    window.learn.answer(window.learn.question.answer)  # answered: colours back, shapes not
+    assert len({i.brush().color().name() for i in graph.items.values()}) > 2
+    assert all(l.text() == "" for l in graph.edge_labels.values())
+    window.learn.enabled.setChecked(False)
+    assert all(l.text() for l in graph.edge_labels.values())

@@ -394,7 +394,8 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
     view = show(qtbot, ran, "Divergence")
     graph = ran.graph  # the block graph outlines what the finder marks in the session
     view.kind.setCurrentIndex(view.kind.findData("relu"))
-    view.layer.setValue(1)
+    assert view.layer.text() == "Block 1 of 2" and "where do you look first?" in view.question.text()
+    view.layer.setValue(2)  # block 2 of 2: trf_blocks.1
     view.request()
     qtbot.waitUntil(lambda: view.result is not None, timeout=30_000)
     assert view.result.first == "trf_blocks.1.ff.layers.1"

@@ -20,7 +20,7 @@ def test_loading_another_model_leaves_no_number_of_the_old_one(qtbot, make_windo
 
     divergence = show(qtbot, window, "Divergence")
     divergence.kind.setCurrentIndex(divergence.kind.findData("relu"))
-    divergence.layer.setValue(1)
+    divergence.layer.setValue(2)  # block 2 of 2 (trf_blocks.1)
     divergence.request()
     qtbot.waitUntil(lambda: divergence.result is not None, timeout=30_000)
     marked = session.mark
