@@ -80,7 +80,8 @@ def test_gelu_reports_the_share_of_negative_inputs(captured):
     views, pieces = captured
     x = views["trf_blocks.1.ff.layers.0"].array
     share = 100 * float((x < 0).mean())
-    assert f"{share:.0f}% of its inputs were negative" in explain("trf_blocks.1.ff.layers.1", views, pieces).here
+    assert f"{share:.0f}% of its inputs (the 4 tokens × 128 = 512 values) were negative" in \
+        explain("trf_blocks.1.ff.layers.1", views, pieces).here
 
 
 def test_post_ln_norms_read_their_own_inputs():
