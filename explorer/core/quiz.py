@@ -41,8 +41,10 @@ class Question:
     def feedback(self, choice: int) -> str:
         """What to say after ``choice``: the verdict, the explanation, and one line for
         each wrong option."""
-        verdict = "Right." if self.check(choice) else \
-            f"Not quite: the answer is {self.options[self.answer]}."
+        answer = self.options[self.answer]
+        verdict = ("Right." if self.check(choice) else "Not quite:"
+                   if answer in self.explanation else  # it names the answer itself
+                   f"Not quite: the answer is {answer}.")
         lines = [f"{verdict} {self.explanation}"]
         lines += [f"✗ {self.options[i]}: {w}" for i, w in enumerate(self.why)
                   if w and i != self.answer]
@@ -90,6 +92,18 @@ def _choices(correct: str, distractors: list[str], rng: random.Random,
     return tuple(options), options.index(correct), tuple(why.get(o, "") for o in options)
 
 
+def _shape_reason(d: tuple, shape: tuple, c: int, hidden: int) -> str:
+    """Why a shape is not this tensor's, in its own terms and this model's numbers."""
+    if len(d) != len(shape):
+        return f"{len(d)} dimensions; this tensor has {len(shape)}"
+    if d == shape:
+        return ""
+    i = next(i for i, (a, b) in enumerate(zip(d, shape)) if a != b)
+    role = {c: "emb_dim", hidden: "the feed-forward's hidden width", c // 4: "a quarter of emb_dim"}
+    named = f" ({role[d[i]]})" if d[i] in role else ""
+    return f"dimension {i} would be {d[i]}{named}; in this pass it is {shape[i]}"
+
+
 def _emb(live: Live) -> int:
     return int(live.views["drop_emb"].shape[-1]) if "drop_emb" in live.views else int(live.shape[-1])
 
@@ -115,9 +129,10 @@ def shape_question(live: Live, rng: random.Random) -> Question:
         why = (f"its input was {tuple(source.shape)}" if source is not None
                else "one vector per token")
         why += f"; each of the {int(np.prod(lead))} token vectors comes out with {last} values"
-    options, answer, _ = _choices(str(shape), [str(d) for d in distractors], rng)
+    why_not = {str(d): _shape_reason(tuple(d), shape, c, hidden) for d in distractors}
+    options, answer, reasons = _choices(str(shape), [str(d) for d in distractors], rng, why_not)
     return Question(f"What shape comes out of {node.label} ({live.name}) in this pass?",
-                    options, answer, f"{shape}: {why}.")
+                    options, answer, f"{shape}: {why}.", reasons)
 
 
 def width_question(live: Live, rng: random.Random) -> Question:
@@ -125,8 +140,13 @@ def width_question(live: Live, rng: random.Random) -> Question:
     source = live.input()
     c = _emb(live)
     came_in = int(source.shape[-1]) if source is not None else None
+    roles = {came_in: "what went in", c: "the embedding width (emb_dim)",
+             4 * c: "the feed-forward's hidden width", c // 4: "a quarter of emb_dim",
+             2 * last: "twice this node's real width"}
     distractors = [str(v) for v in (came_in, c, 4 * c, c // 4, 2 * last) if v]
-    options, answer, _ = _choices(str(last), distractors, rng)
+    why_not = {str(v): f"{v} is {role}; this node gives {last} values per token"
+               for v, role in roles.items() if v and v != last}
+    options, answer, reasons = _choices(str(last), distractors, rng, why_not)
     if came_in is None:
         change = ""
     elif came_in == last:
@@ -134,7 +154,7 @@ def width_question(live: Live, rng: random.Random) -> Question:
     else:
         change = f" — it went in with {came_in}"
     return Question(f"How many values does each token have after {node.label} ({live.name})?",
-                    options, answer, f"{last}{change}. {node.description}")
+                    options, answer, f"{last}{change}. {node.description}", reasons)
 
 
 def first_node_question(live: Live, rng: random.Random) -> Question:
@@ -210,7 +230,7 @@ def norm_question(live: Live, rng: random.Random) -> Question:
 
 def norm_axis_question(live: Live, rng: random.Random) -> Question:
     c = live.shape[-1]
-    right = f"each token's own {c} features"
+    right = "each token's own features"  # alike in form: the count is in the explanation
     wrong = {"each feature over the whole batch": "that is BatchNorm; LayerNorm never looks at other samples.",
              "all tokens of the prompt together": "each token is normalised on its own, so its "
                                                    "neighbours do not change its scale.",
@@ -224,7 +244,7 @@ def norm_axis_question(live: Live, rng: random.Random) -> Question:
         numbers = (f" Here the last token went from mean {before.mean():.3g}, std {before.std():.3g} "
                    f"to mean {after.mean():.3g}, std {after.std():.3g} (then scale and shift).")
     return Question(f"Over which values does {live.node.label} compute its mean and variance?",
-                    options, answer, f"Over {right}.{numbers}", why, frozenset({VALUES}))
+                    options, answer, f"Over {right} ({c} of them).{numbers}", why, frozenset({VALUES}))
 
 
 def dropout_question(live: Live, rng: random.Random) -> Question:
@@ -233,16 +253,22 @@ def dropout_question(live: Live, rng: random.Random) -> Question:
             and np.array_equal(source.array, live.view.array))
     nothing = "nothing: its output equals its input"
     zeroes = "it zeroes a share drop_rate of the values and scales the rest up"
-    options, answer, _ = _choices(nothing if same else zeroes,
-                                  [zeroes if same else nothing, "it halves every value",
-                                   "it removes whole tokens"], rng)
+    why_not = {zeroes: "only in training mode; here its output equals its input, value for value",
+               nothing: f"this model is in training mode: {100 * live.view.stats.frac_zero:.0f}% "
+                        "of the output is zero",
+               "it halves every value": "dropout never halves: it zeroes some values and "
+                                        "scales the rest up by 1/(1 − drop_rate)",
+               "it removes whole tokens": f"the shape stays {live.shape}: every token is still there"}
+    options, answer, reasons = _choices(nothing if same else zeroes,
+                                        [zeroes if same else nothing, "it halves every value",
+                                         "it removes whole tokens"], rng, why_not)
     share = f"{100 * live.view.stats.frac_zero:.0f}%" if live.view.stats.ready else "some"
     explanation = ("The model runs in eval mode here: the output is the same tensor as its input, "
                    "value for value. In training it zeroes a random share and scales the rest, "
                    "which keeps the model from leaning on single values (overfitting)."
                    if same else f"This model is in training mode: {share} of the values are zero.")
     return Question(f"What does {live.node.label} ({live.name}) change while the model generates?",
-                    options, answer, explanation, hides=frozenset({VALUES}))
+                    options, answer, explanation, reasons, hides=frozenset({VALUES}))
 
 
 def shortcut_question(live: Live, rng: random.Random) -> Question:
@@ -251,7 +277,11 @@ def shortcut_question(live: Live, rng: random.Random) -> Question:
     source = shortcut_sources(live.norm_position)[parse_hook(live.name)[1]]
     right = names[source]
     distractors = [v for k, v in names.items() if k != source] + ["the attention's output (att)"]
-    options, answer, _ = _choices(right, distractors, rng)
+    order = "Pre-LN" if live.norm_position == "pre" else "Post-LN"
+    why_not = {v: f"in this {order} block the shortcut into {parse_hook(live.name)[1]} carries "
+                  f"{right}; {v} is {'the branch being added' if 'att' in v else 'another point of the stream'}"
+               for v in distractors}
+    options, answer, reasons = _choices(right, distractors, rng, why_not)
     branch = live.near(residual_branches()[parse_hook(live.name)[1]])
     detail = ""
     if branch is not None and branch.array is not None and live.view.array is not None:
@@ -260,7 +290,7 @@ def shortcut_question(live: Live, rng: random.Random) -> Question:
         detail = (f" For the last token the branch's norm is {np.linalg.norm(b):.3g} and the "
                   f"shortcut's {np.linalg.norm(total - b):.3g}; the shape stays {live.shape}.")
     return Question(f"Which tensor does the shortcut carry into {live.node.label} ({live.name})?",
-                    options, answer, f"{right[0].upper()}{right[1:]}.{detail}",
+                    options, answer, f"{right[0].upper()}{right[1:]}.{detail}", reasons,
                     hides=frozenset({ORDER, VALUES}))
 
 
@@ -269,12 +299,17 @@ def pattern_rows_question(live: Live, rng: random.Random) -> Question:
     sums = array.sum(axis=-1) if array is not None else np.ones(1)
     right = "1" if np.allclose(sums, 1, atol=1e-3) else f"{float(sums.mean()):.3g}"
     t = live.shape[-1]
-    options, answer, _ = _choices(right, ["0", str(t), "it differs from row to row"], rng)
+    uniform = f"1/{t}"  # all options numbers: none stands out by its form
+    why_not = {"0": "softmax weights are positive and each row's add up to 1",
+               str(t): f"{t} is the number of keys, not the sum of their weights",
+               uniform: f"1/{t} is one key's weight when a row is spread evenly over all "
+                        f"{t} keys, not the row's sum", "1": "here the rows do not sum to 1"}
+    options, answer, reasons = _choices(right, ["0", str(t), uniform], rng, why_not)
     zeros = float((array == 0).mean()) if array is not None else 0.0
     return Question("What does each row of the attention pattern add up to?", options, answer,
                     f"Each row is a softmax over the keys, so it sums to {right} (here between "
                     f"{sums.min():.6f} and {sums.max():.6f}); {100 * zeros:.1f}% of the weights "
-                    "are exactly zero: the causal mask hides every later token.",
+                    "are exactly zero: the causal mask hides every later token.", reasons,
                     hides=frozenset({VALUES}))
 
 
@@ -284,11 +319,12 @@ def gelu_question(live: Live, rng: random.Random) -> Question:
     share = float((x < 0).mean()) if x is not None else 0.5
     buckets = ["under 25%", "25–50%", "50–75%", "over 75%"]
     right = buckets[min(3, int(share * 4))]
-    options, answer, _ = _choices(right, [b for b in buckets if b != right], rng)
+    why_not = {b: f"{100 * share:.1f}% are negative in this pass" for b in buckets}
+    options, answer, reasons = _choices(right, [b for b in buckets if b != right], rng, why_not)
     return Question("What share of this GELU's inputs are negative in this pass?", options, answer,
                     f"{100 * share:.1f}% of the {0 if x is None else x.size:,} inputs are negative; "
                     "GELU squashes them to between -0.17 and 0 while positive ones pass almost "
-                    "unchanged.", hides=frozenset({VALUES}))
+                    "unchanged.", reasons, hides=frozenset({VALUES}))
 
 
 # Which questions fit which node (by key, then by kind); they rotate per node.

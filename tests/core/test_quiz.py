@@ -141,3 +141,21 @@ def test_score_counts():
     s.record(True)
     s.record(False)
     assert (s.asked, s.right) == (2, 1)
+
+
+@pytest.mark.parametrize("key", ["pre", "post"])
+def test_every_option_of_every_question_says_why_and_no_feedback_repeats(passes, key):
+    cfg, views = CONFIGS[key], passes[key]
+    for name in all_hook_names(cfg):
+        for asked in range(len(questions_for(name, cfg.norm_position))):
+            q = question_for(name, views, cfg.norm_position, asked)
+            wrong = [i for i in range(len(q.options)) if i != q.answer]
+            assert all(q.why[i] for i in wrong), (name, q.text, q.options, q.why)
+            answer = q.options[q.answer]
+            for i in wrong:  # the verdict does not say the answer twice in a row
+                said = q.feedback(i).split("\n")[0]
+                assert f"{answer}. {answer}" not in said and said.count(answer) == \
+                    max(1, q.explanation.count(answer)), said
+            numeric = [any(ch.isdigit() for ch in o) for o in q.options]
+            assert all(numeric) or not any(numeric) or q.text.startswith(("What share", "Which")), \
+                (name, q.options)
