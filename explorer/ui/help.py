@@ -108,3 +108,39 @@ class Tour(QDialog):
     def closeEvent(self, event) -> None:  # noqa: N802
         self.outline.hide()
         super().closeEvent(event)
+
+
+def tour_steps(window) -> list[tuple[QWidget, str, str]]:
+    """The tour: the graph, then every view of the window's list, each with what it is
+    for (its dock, its title, one sentence)."""
+    from .views import VIEWS
+    words = {
+        "inspector": "The selected node's real values: statistics, histogram, heatmap, token "
+                     "norms and the raw numbers.",
+        "explain": "What the node does, what it did here, its formula worked with this token's "
+                   "numbers, and the common mistake.",
+        "learn": "Predict before you see: a question about the node, then the real tensor.",
+        "gelu": "GELU's curve with the real distribution of its inputs in this block.",
+        "distributions": "Every node's values side by side, and a statistic per node and block.",
+        "attention": "Every head's attention pattern, or one head large.",
+        "lens": "The next tokens read off the residual stream after each add.",
+        "ln_compare": "The model and its twin with the norms moved, and the gradient experiment.",
+        "divergence": "A model B changed in one place: where the two first part.",
+        "train": "Train a small GPT on a text here, with the loss curve and samples.",
+        "generation": "Type a prompt and press Ctrl+Enter: every node is captured, then tokens "
+                      "arrive one by one. Click one to go back.",
+        "code": "The code that produced the node, and a step-by-step trace of the pass.",
+        "gradients": "The gradient at every node, with and without the shortcuts.",
+        "whatif": "Interventions: zero, scale, steer, patch a node — and the clean and "
+                  "changed continuations side by side.",
+        "patching": "Activation patching: how much of a logit difference each node brings back.",
+        "model": "Where the parameter count comes from, and what the feed-forward's width costs.",
+    }
+    steps = [(window.graph, "The block graph", "One whole transformer block in forward order, "
+              "with its shortcuts and every tensor's shape. Click a node to inspect it; Up and "
+              "Down change the block; the caps unfold the embeddings and the head.")]
+    for spec in VIEWS:
+        if spec.key in window.docks:
+            shortcut = f" ({spec.shortcut})" if spec.shortcut else ""
+            steps.append((window.docks[spec.key], spec.title + shortcut, words.get(spec.key, "")))
+    return steps

@@ -24,6 +24,7 @@ from .first_run import FirstRunBanner
 from .jobs import JobRunner
 from .session import Session
 from .placement import first_size, fit_to_screen, style_dock_tabs
+from ..core.quiz import ORDER
 from .cover import Cover
 from .scrolling import scrolling
 from .views import VIEWS
@@ -31,6 +32,10 @@ from .views import VIEWS
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.bin *.pth *.pt *.ckpt *.index);;All files (*)"
 
 AREAS = {"right": Qt.RightDockWidgetArea, "bottom": Qt.BottomDockWidgetArea}
+
+
+def _unordered(text: str) -> str:
+    return text.replace(" · Post-LN", "").replace(" · Pre-LN", "")
 BOTTOM_MIN = 170  # the tallest minimum of a bottom tab: more and the graph loses the room
 class MainWindow(QMainWindow):
     def __init__(self, spec: ModelSpec | None = None, settings: QSettings | None = None) -> None:
@@ -102,6 +107,7 @@ class MainWindow(QMainWindow):
 
         s = self.session
         s.statusChanged.connect(self.status_text.setText)
+        s.coverChanged.connect(self._order_words)
         s.statusChanged.connect(self.status_text.setToolTip)  # a long line is cut: hover reads it
         s.busyChanged.connect(lambda on: self.busy.setVisible(on or self.loading))
         s.errorRaised.connect(lambda title, text: self.warn(self, title, text))
@@ -260,12 +266,21 @@ class MainWindow(QMainWindow):
         self.loading = False
         self.busy.setVisible(self.session.busy)
         self.session.set_model(info)
-        self.model_label.setText(f"{'' if info.trained else '⚠ '}{info.label} · {info.size} · "
-                                 f"{info.device} · {info.dtype}")
-        self.setWindowTitle(f"GPT Block Explorer — {info.label} · {info.size}")
+        self.model_text = (f"{'' if info.trained else '⚠ '}{info.label} · {info.size} · "
+                           f"{info.device} · {info.dtype}")
+        self.model_label.setText(self.model_text)
+        self.title_text = f"GPT Block Explorer — {info.label} · {info.size}"
+        self.setWindowTitle(self.title_text)
         self.session.set_status("; ".join(["Model loaded", *info.notices]))
         self.banner.model_loaded(info.trained)
         self.settings.setValue("model/spec", info.spec.to_dict())
+
+    def _order_words(self, covered) -> None:
+        """A Learn question about the order: the title and the model line do not say it."""
+        if self.session.model is not None:
+            hide = ORDER in covered
+            self.setWindowTitle(_unordered(self.title_text) if hide else self.title_text)
+            self.model_label.setText(_unordered(self.model_text) if hide else self.model_text)
 
     @Slot(str)
     def on_load_failed(self, message: str) -> None:
@@ -310,19 +325,8 @@ class MainWindow(QMainWindow):
         return dialog
 
     def tour(self):
-        from .help import Tour
-        steps = [
-            (self.graph, "The block graph", "One transformer block in forward order, with "
-             "its shortcuts. Click a node to inspect it; Up and Down change the block."),
-            (self.docks["inspector"], "The tensor inspector", "The selected node's real "
-             "values: statistics, histogram, heatmap, token norms and the raw numbers."),
-            (self.docks["generation"], "The prompt", "Type a prompt and press Ctrl+Enter: "
-             "every node is captured, then tokens arrive one by one. Click one to go back."),
-            (self.docks["explain"], "The tabs", "Explain, Learn, GELU, Distributions, "
-             "Attention, Logit lens, Pre-LN vs Post-LN, Divergence and Train (Ctrl+1…0). "
-             "F11 shows the front one large."),
-        ]
-        tour = Tour(self, steps)
+        from .help import Tour, tour_steps
+        tour = Tour(self, tour_steps(self))
         tour.show()
         return tour
 

@@ -135,5 +135,6 @@ def test_explanations_read_real_tokens_of_a_batch(model):
     gelu = explain("trf_blocks.0.ff.layers.1", views, pieces).here
     x = views["trf_blocks.0.ff.layers.0"].array
     real, everything = 100 * float((x[batch.mask] < 0).mean()), 100 * float((x < 0).mean())
-    assert f"{real:.0f}% of its inputs were negative" in gelu
+    n = int(batch.mask.sum())
+    assert f"{real:.0f}% of its inputs (the {n} tokens × {x.shape[-1]} = {n * x.shape[-1]:,} values)" in gelu
     assert f"{real:.0f}" != f"{everything:.0f}"  # (50% vs 49%: the padding would show)

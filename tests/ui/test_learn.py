@@ -149,3 +149,17 @@ def test_learn_mode_hides_every_shape_and_a_question_hides_the_colours(qtbot, ma
     assert all(l.text() == "" for l in graph.edge_labels.values())
     window.learn.enabled.setChecked(False)
     assert all(l.text() for l in graph.edge_labels.values())
+
+
+def test_an_order_question_hides_the_order_from_the_title_and_the_model_line(qtbot, make_window):
+    window = make_window(preset="tiny", norm_position="post")
+    assert "Post-LN" in window.windowTitle() and "Post-LN" in window.model_label.text()
+    run_and_wait(qtbot, window, max_tokens=1)
+    window.session.show_step(None)
+    window.learn.enabled.setChecked(True)
+    window.session.set_node("drop_emb")  # a block's input: which operation touches x first?
+    q = window.learn.question
+    assert q.text.startswith("Which operation touches") and ORDER in q.hides
+    assert "Post-LN" not in window.windowTitle() and "Post-LN" not in window.model_label.text()
+    window.learn.answer(q.answer)
+    assert "Post-LN" in window.windowTitle() and "Post-LN" in window.model_label.text()
