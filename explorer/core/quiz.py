@@ -64,7 +64,7 @@ class Live:
 
     @property
     def node(self):
-        return node_for_hook(self.name)
+        return node_for_hook(self.name, self.norm_position)  # that order's words
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -32,6 +32,11 @@ class DivergenceView(QWidget):
             self.kind.addItem(name, name)
             self.kind.setItemData(self.kind.count() - 1, words, Qt.ToolTipRole)
         self.kind.addItem(CHECKPOINT, "file")
+        self.ff_width = QSpinBox()  # ff-N: the width the user types
+        self.ff_width.setRange(1, 100_000)
+        self.ff_width.setPrefix("width ")
+        self.ff_width.setToolTip("The second feed-forward Linear's output width (ff-N)")
+        self.kind.currentIndexChanged.connect(self._kind_changed)
         self.layer = QSpinBox()
         self.layer.setPrefix("Block ")
         self.tol = QDoubleSpinBox()
@@ -43,7 +48,7 @@ class DivergenceView(QWidget):
         run.clicked.connect(self.request)
         bar = QVBoxLayout()  # two rows: the tab fits a laptop's narrow right-hand column
         first, second = QHBoxLayout(), QHBoxLayout()
-        for w in (QLabel("Model B = A with:"), self.kind, self.layer):
+        for w in (QLabel("Model B = A with:"), self.kind, self.ff_width, self.layer):
             first.addWidget(w)
         for w in (QLabel("tolerance"), self.tol, run):
             second.addWidget(w)
@@ -81,7 +86,14 @@ class DivergenceView(QWidget):
             self.kind.setItemData(ff, ff_mutation(cfg))  # a width that does not fit this model
             self.kind.setItemText(ff, ff_mutation(cfg))
             self.kind.setItemData(ff, describe(ff_mutation(cfg)), Qt.ToolTipRole)
+            self._kind_changed()
         self._clear()
+
+    def _kind_changed(self, _index: int = 0) -> None:
+        kind = str(self.kind.currentData())
+        self.ff_width.setVisible(FF_WIDTH.match(kind) is not None)
+        if FF_WIDTH.match(kind):
+            self.ff_width.setValue(int(FF_WIDTH.match(kind)[1]))
 
     def _prompt_changed(self) -> None:
         """... and to its prompt: another prompt clears it, and the graph's outline."""
@@ -106,6 +118,8 @@ class DivergenceView(QWidget):
                 return
             source = parse_source(path)
         else:
+            if FF_WIDTH.match(kind):  # the width as typed
+                kind = f"ff-{self.ff_width.value()}"
             source = parse_source(f"mutation:{kind}", layer=self.layer.value() - 1)
         prompt = self.session.prompt  # a batch runs as the batch: (2, 3, 1024) in ff-1024
         self._searched = prompt

@@ -37,3 +37,25 @@ def test_roles_and_positions():
                                      "trf_blocks.1.norm1", "trf_blocks.1.norm2"]
     with pytest.raises(ValueError):
         residual_nodes("middle")
+
+
+def test_every_nodes_words_name_its_own_orders_neighbours():
+    """What a node reads and what its shortcut carries, in each order's words: a Post-LN
+    LayerNorm 1 comes after the first add, its attention reads the block's input, its
+    second add's shortcut is LayerNorm 1's output."""
+    from explorer.core.nodes import node_for_hook
+    said = {
+        "pre": {"norm1": "block's input, before attention", "norm2": "first add's output, before",
+                "att": "on LayerNorm 1's output", "add1": "the shortcut, the block's input",
+                "add2": "first add's output (add1)", "drop1": "first of its two uses",
+                "drop2": "second of its two uses"},
+        "post": {"norm1": "first add's output, after attention", "norm2": "second add's output",
+                 "att": "on the block's input", "add1": "the shortcut, the block's input",
+                 "add2": "LayerNorm 1's output (norm1)", "drop1": "first of its two uses",
+                 "drop2": "second of its two uses"},
+    }
+    for order, words in said.items():
+        for key, text in words.items():
+            assert text in node_for_hook(f"trf_blocks.2.{key}", order).description, (order, key)
+    assert "before attention" not in node_for_hook("trf_blocks.0.norm1", "post").description
+    assert "(add1)" not in node_for_hook("trf_blocks.0.add2", "post").description

@@ -394,6 +394,7 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
     view = show(qtbot, ran, "Divergence")
     graph = ran.graph  # the block graph outlines what the finder marks in the session
     view.kind.setCurrentIndex(view.kind.findData("relu"))
+    assert not view.ff_width.isVisible()
     assert view.layer.text() == "Block 1 of 2" and "where do you look first?" in view.question.text()
     view.layer.setValue(2)  # block 2 of 2: trf_blocks.1
     view.request()
@@ -403,6 +404,12 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
     assert ran.session.mark == "trf_blocks.1.ff.layers.1" and ran.session.layer == 1
     item = graph.items["trf_blocks.1.ff.layers.1"]
     assert item.diverged and item.pen().color().name() == "#d40000"
+    ff = next(i for i in range(view.kind.count()) if str(view.kind.itemData(i)).startswith("ff-"))
+    view.kind.setCurrentIndex(ff)  # ff-N: the width as the user types it
+    assert view.ff_width.isVisible() and view.ff_width.value() == 1024
+    view.ff_width.setValue(48)
+    view.request()
+    qtbot.waitUntil(lambda: "48 values per token instead of 32" in view.summary.text(), timeout=30_000)
 
 
 def test_the_graph_colours_come_with_their_scale(qtbot):
