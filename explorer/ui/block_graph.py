@@ -25,7 +25,7 @@ from ..core.quiz import SHAPES
 from .graph_colours import colour, colour_bar_pixmap
 from .graph_canvas import GraphCanvas
 from .graph_items import CapItem, EdgeItem, FrameItem, NodeItem
-from .graph_layout import LABEL_FLOOR, PATTERN_FLOOR, Metrics, layout_block
+from .graph_layout import Metrics, label_floors, layout_block
 from .layer_strip import LayerStrip
 from .node_menu import node_menu
 from .session import Session
@@ -243,7 +243,8 @@ class BlockGraphView(QWidget):
     def _label_widths(self, m: Metrics) -> tuple[float, float]:
         """The room the shape labels of the shown pass need (at least the floors'), for
         the pattern and for every other node."""
-        lw, plw = m.width(LABEL_FLOOR), m.width(PATTERN_FLOOR)
+        floors = label_floors(self.session.model.config)
+        lw, plw = m.width(floors[0]), m.width(floors[1])
         current = self.session.current
         if current is not None and not self.session.covers(SHAPES):
             for name, view in current.views.items():

@@ -98,8 +98,12 @@ class Layout:
     times: str = ""
 
 
-LABEL_FLOOR = "(1, 99, 9999)"  # room for a label at least this wide: no new layout on
-PATTERN_FLOOR = "(1, 99, 99, 99)"  # every longer prompt
+def label_floors(cfg: GPTConfig) -> tuple[str, str]:
+    """The widest shape labels a single prompt can give (a full context): the layout
+    keeps room for them, so no pass of one prompt lays the graph out again (only a batch
+    with wider labels does)."""
+    t = cfg.context_length
+    return f"(1, {t}, {max(cfg.emb_dim, cfg.hidden_dim)})", f"(1, {cfg.n_heads}, {t}, {t})"
 
 
 def ff_title(cfg: GPTConfig) -> str:
