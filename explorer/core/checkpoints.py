@@ -61,7 +61,7 @@ class LoadedModel:
 
     @property
     def size(self) -> str:
-        """Its shape in words, from the config: '12 layers · 768 wide · 12 heads · …'."""
+        """Its shape in words, from the config: '12 blocks · 768 wide · 12 heads · …'."""
         return describe_size(self.config)
 
 

@@ -176,12 +176,12 @@ class ParameterCounts:
 
 
 def describe_size(cfg: GPTConfig) -> str:
-    """The model's shape in one line, from its config: '12 layers · 768 wide · 12 heads ·
+    """The model's shape in one line, from its config: '12 blocks · 768 wide · 12 heads ·
     124.4M parameters' (Post-LN said, since GPT-2 is Pre-LN)."""
     n = count_parameters(cfg).total
     count = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n:,}"
     post = " · Post-LN" if cfg.norm_position == "post" else ""
-    return (f"{cfg.n_layers} layers · {cfg.emb_dim} wide · {cfg.n_heads} heads · "
+    return (f"{cfg.n_layers} blocks · {cfg.emb_dim} wide · {cfg.n_heads} heads · "
             f"{count} parameters{post}")
 
 

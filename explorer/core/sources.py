@@ -168,7 +168,7 @@ class ModelInfo:
     """A loaded model as the app shows it (no tensors): what it is, its shape, where."""
 
     label: str
-    size: str  # from the config: '12 layers · 768 wide · 12 heads · 124.4M parameters'
+    size: str  # from the config: '12 blocks · 768 wide · 12 heads · 124.4M parameters'
     config: GPTConfig
     trained: bool
     device: str

@@ -55,8 +55,8 @@ def test_a_download_lands_in_the_standard_cache_and_becomes_the_default(tiny, se
     assert len(server.state.requests) == before
     assert loaded.trained and loaded.source == "hf-cache" and REPO in loaded.label
     n = tiny[0].num_parameters()  # transformers' count, the tied head once
-    assert loaded.size == f"2 layers · 32 wide · 4 heads · {n / 1e6:.1f}M parameters" == (
-        "2 layers · 32 wide · 4 heads · 1.6M parameters")
+    assert loaded.size == f"2 blocks · 32 wide · 4 heads · {n / 1e6:.1f}M parameters" == (
+        "2 blocks · 32 wide · 4 heads · 1.6M parameters")
     ids = torch.tensor([[6109, 3626, 6100, 345]])
     with torch.no_grad():
         diff = (loaded.model(ids) - tiny[0](ids).logits).abs().max().item()

@@ -47,7 +47,7 @@ def test_get_gpt2_downloads_and_loads_the_model(qtbot, make_window, server):
     info = window.session.model
     assert info.trained and info.config.emb_dim == 48
     n = 50257 * 48 + 64 * 48 + 2 * (12 * 48 * 48 + 13 * 48) + 2 * 48  # GPT-2's count, tied head
-    assert info.size == f"2 layers · 48 wide · 4 heads · {n / 1e6:.1f}M parameters"
+    assert info.size == f"2 blocks · 48 wide · 4 heads · {n / 1e6:.1f}M parameters"
     assert info.size in window.windowTitle() and info.size in window.model_label.text()
     assert not window.banner.isVisible() and not dialog.isVisible()
     assert server.cdn_ranges() == [None]
@@ -122,5 +122,5 @@ def test_the_books_folder_opens_from_the_app(qtbot, make_window):
     qtbot.waitUntil(lambda: window.session.model.trained, timeout=60_000)
     info = window.session.model
     assert "OpenAI TensorFlow checkpoint" in info.label
-    assert info.size.startswith("3 layers · 8 wide · 2 heads")
+    assert info.size.startswith("3 blocks · 8 wide · 2 heads")
     assert not window.banner.isVisible()
