@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.outputs import check_output
 from .common import add_model_args
 
 
@@ -29,5 +30,6 @@ def run_app(args: argparse.Namespace) -> int:
     explicit = any(getattr(args, k, None) for k in ("checkpoint", "preset"))
     spec = spec_of(args) if explicit else None
     if args.screenshot:
+        check_output(args.screenshot)  # before the window opens: a FIFO would block at the end
         return app.screenshot(args.screenshot, spec, args.prompt, args.screenshot_node)
     return app.run(spec)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..core.outputs import atomic_output, check_output
 from .common import add_model_args, load
 
 
@@ -28,6 +29,8 @@ def register(sub) -> None:
 
 
 def compare_ln(args: argparse.Namespace) -> int:
+    if args.plot:
+        check_output(args.plot)  # before any work: a FIFO or a folder is refused now
     from ..core.compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, compare_prompt,
                                gradient_experiment)
     from ..core.generation import prepare_prompt
@@ -78,6 +81,7 @@ def compare_ln(args: argparse.Namespace) -> int:
         from ..core.nodes import block_hook_name, block_output
         from ..ui.figures import save_compare_figure
         node = block_hook_name(0, block_output(loaded.config.norm_position))
-        save_compare_figure(args.plot, {"pre": pre, "post": post}, result, args.depth, node)
+        with atomic_output(args.plot) as tmp:
+            save_compare_figure(str(tmp), {"pre": pre, "post": post}, result, args.depth, node)
         print(f"saved {args.plot}", file=sys.stderr)
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..core.outputs import atomic_output, check_output
 from .common import add_model_args, load
 
 
@@ -27,6 +28,8 @@ def register(sub) -> None:
 
 
 def gradients(args: argparse.Namespace) -> int:
+    if args.plot:
+        check_output(args.plot)  # before any work: a FIFO or a folder is refused now
     from ..core.generation import prepare_prompt
     from ..core.gradients import describe, gradient_report
     from ..core.nodes import all_hook_names, block_nodes
@@ -58,6 +61,7 @@ def gradients(args: argparse.Namespace) -> int:
     if args.plot:
         from ..ui.gradient_plots import save_gradient_figure
 
-        save_gradient_figure(args.plot, report, args.node, cfg.n_layers)
+        with atomic_output(args.plot) as tmp:
+            save_gradient_figure(str(tmp), report, args.node, cfg.n_layers)
         print(f"saved {args.plot}", file=sys.stderr)
     return 0

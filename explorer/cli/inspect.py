@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..core.outputs import atomic_output, check_output
 from .common import add_model_args, load
 
 
@@ -63,6 +64,8 @@ def info(args: argparse.Namespace) -> int:
 
 
 def inspect(args: argparse.Namespace) -> int:
+    if args.save:
+        check_output(args.save, ".npz")  # before the pass: a folder or a FIFO is refused
     import numpy as np
 
     from ..core.batch import make_batch
@@ -100,8 +103,9 @@ def inspect(args: argparse.Namespace) -> int:
                   if v.array is not None}
         if batch.size > 1:
             arrays["batch_mask"] = batch.mask  # True at real tokens, False at padding
-        target = args.save if args.save.endswith(".npz") else args.save + ".npz"  # as numpy does
-        np.savez(target, **arrays)
+        with atomic_output(args.save, ".npz") as tmp:  # .npz added as numpy would
+            np.savez(tmp, **arrays)
+        target = check_output(args.save, ".npz")
         print(f"saved {len(arrays)} tensors to {target}", file=sys.stderr)
         if run.dropped:
             print(f"note: over the memory budget, not saved: {', '.join(run.dropped)}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..core.outputs import atomic_output, check_output
 from .common import add_model_args, load
 
 
@@ -24,6 +25,9 @@ def register(sub) -> None:
 
 
 def patch(args: argparse.Namespace) -> int:
+    for target in (args.csv, args.plot):  # before any work
+        if target:
+            check_output(target)
     from ..core.nodes import block_hook_name
     from ..core.patching import patch_sweep, single_token
 
@@ -51,11 +55,13 @@ def patch(args: argparse.Namespace) -> int:
     key, layer, position, value = sweep.best()
     print(f"largest: {block_hook_name(layer, key)} at position {position}: {value:.3f}")
     if args.csv:
-        sweep.write_csv(args.csv)
+        with atomic_output(args.csv) as tmp:
+            sweep.write_csv(tmp)
         print(f"saved {args.csv}", file=sys.stderr)
     if args.plot:
         from ..ui.patch_plots import save_sweep_figure
 
-        save_sweep_figure(args.plot, sweep, loaded.config.norm_position)
+        with atomic_output(args.plot) as tmp:
+            save_sweep_figure(str(tmp), sweep, loaded.config.norm_position)
         print(f"saved {args.plot}", file=sys.stderr)
     return 0

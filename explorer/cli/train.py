@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from ..core.outputs import atomic_output, check_output
 
 
 def register(sub) -> None:
@@ -25,6 +26,8 @@ def register(sub) -> None:
 
 
 def train(args: argparse.Namespace) -> int:
+    if args.plot:
+        check_output(args.plot)  # before the training: a FIFO or a folder is refused now
     import time
     from pathlib import Path
 
@@ -83,6 +86,7 @@ def train(args: argparse.Namespace) -> int:
           f"{Path(args.out) / 'model.safetensors'}", file=sys.stderr)
     if args.plot:
         from ..ui.figures import save_loss_figure
-        save_loss_figure(args.plot, losses, trainer.state.history)
+        with atomic_output(args.plot) as tmp:
+            save_loss_figure(str(tmp), losses, trainer.state.history)
         print(f"saved {args.plot}", file=sys.stderr)
     return 0

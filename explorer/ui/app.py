@@ -13,6 +13,7 @@ import threading
 import time
 import traceback
 
+from ..core.outputs import OutputError, atomic_output
 from ..core.sources import ModelSpec
 
 
@@ -138,7 +139,11 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
         while time.monotonic() < settle:
             app.processEvents()
             time.sleep(0.01)
-        ok = window.grab().save(path)
+        try:
+            with atomic_output(path) as tmp:
+                ok = window.grab().save(str(tmp))
+        except OutputError:  # nothing written, and nothing left that looks complete
+            ok = False
         window.close()
     if not ok:
         print(f"gpt-explorer: error: could not write {path}", file=sys.stderr)

@@ -1,0 +1,86 @@
+"""One output rule for everything the explorer writes: a folder, a FIFO, a device or a
+missing folder is refused with one line before any work starts; a write goes to a
+temporary name and becomes the target only when complete."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from explorer.core.outputs import OutputError, atomic_output, check_output
+
+
+def test_the_rule_refuses_what_is_not_a_regular_file(tmp_path):
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match="is a FIFO, not a file"):
+        check_output(fifo)
+    link = tmp_path / "link.png"
+    link.symlink_to(fifo)
+    with pytest.raises(OutputError, match="is a FIFO"):
+        check_output(link)
+    with pytest.raises(OutputError, match="is a folder"):
+        check_output(tmp_path)
+    with pytest.raises(OutputError, match="is a device"):
+        check_output("/dev/null")
+    with pytest.raises(OutputError, match="does not exist"):
+        check_output(tmp_path / "no" / "such" / "out.png")
+    with pytest.raises(OutputError, match="empty"):
+        check_output("  ")
+    assert check_output(tmp_path / "runs", ".npz") == tmp_path / "runs.npz"
+    assert check_output(tmp_path / "a.npz", ".npz") == tmp_path / "a.npz"
+    (tmp_path / "old.csv").write_text("old")
+    assert check_output(tmp_path / "old.csv") == tmp_path / "old.csv"  # replaced when written
+
+
+def test_a_failed_write_leaves_nothing_that_looks_complete(tmp_path):
+    target = tmp_path / "out.csv"
+    target.write_text("the previous, complete file")
+    with pytest.raises(RuntimeError):
+        with atomic_output(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("the disk filled up")
+    assert target.read_text() == "the previous, complete file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]  # no temporary left
+    with atomic_output(target) as tmp:
+        assert tmp.parent == tmp_path and tmp.suffix == ".csv" and tmp != target
+        tmp.write_text("new")
+    assert target.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]
+    with pytest.raises(OutputError, match="nothing was written"):
+        with atomic_output(tmp_path / "empty.png"):
+            pass
+    assert not (tmp_path / "empty.png").exists()
+
+
+def _cli(*argv, timeout=240):
+    return subprocess.run([sys.executable, "-m", "explorer", *argv], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+
+
+@pytest.mark.parametrize("argv", [
+    ("gradients", "Every effort", "--preset", "tiny", "--plot", "{fifo}"),
+    ("compare-ln", "Every effort", "--preset", "tiny", "--plot", "{fifo}"),
+    ("patch", "--clean", "a b", "--corrupt", "a c", "--answer", " b", "--wrong", " c",
+     "--preset", "tiny", "--csv", "{fifo}"),
+    ("inspect", "Every effort", "--preset", "tiny", "--save", "{fifo}"),
+    ("inspect", "Every effort", "--preset", "tiny", "--save", "{folder}"),
+    ("train", "--text", "{text}", "--preset", "tiny", "--steps", "2", "--out", "{out}", "--plot", "{fifo}"),
+    ("--preset", "tiny", "--screenshot", "{fifo}"),
+])
+def test_every_writer_refuses_a_fifo_or_a_folder_before_any_work(tmp_path, argv):
+    fifo = tmp_path / "target.npz"
+    os.mkfifo(fifo)
+    (tmp_path / "text.txt").write_text("Every effort moves you. " * 200)
+    values = {"fifo": str(fifo), "folder": str(tmp_path), "text": str(tmp_path / "text.txt"),
+              "out": str(tmp_path / "run")}
+    result = _cli(*[a.format(**values) for a in argv])
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and re.match(r"gpt-explorer( [\w-]+)?: error: ", lines[0]), result.stderr
+    assert ("is a FIFO" in lines[0]) or ("is a folder" in lines[0])
+    assert not (tmp_path / "run").exists()  # training did not start
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["target.npz", "text.txt"]
+    assert Path(fifo).exists()
