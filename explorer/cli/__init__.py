@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Sequence
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _streams_that_exist()
     parser = build_parser()
     args = parser.parse_args(argv)
     command = args.command or "gui"
@@ -42,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("explorer").info("gpt-explorer %s %s", __version__, command)
     try:
         return args.func(args)
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as cat does
+        _silence(sys.stdout)
+        return 0
     except (ValueError, MemoryError, OSError, HubError) as exc:  # what a user can act on
         logging.getLogger("explorer").info("%s failed: %s", command, exc)
         text = str(exc).strip().splitlines()
@@ -53,6 +58,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # the last resort: a bug, never the way a bad input ends
         return last_resort(command, exc)
+
+
+def _streams_that_exist() -> None:
+    """A standard stream the shell closed (``>&-``) is None in Python: writes to it go
+    nowhere instead of ending in AttributeError."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
+
+
+def _silence(stream) -> None:
+    """Point a broken stream at /dev/null, so flushing it at exit says nothing more."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def last_resort(command: str, exc: BaseException) -> int:

@@ -84,3 +84,17 @@ def test_every_writer_refuses_a_fifo_or_a_folder_before_any_work(tmp_path, argv)
     assert not (tmp_path / "run").exists()  # training did not start
     assert sorted(p.name for p in tmp_path.iterdir()) == ["target.npz", "text.txt"]
     assert Path(fifo).exists()
+
+
+def test_a_closed_or_broken_standard_output_never_ends_in_a_traceback(tmp_path):
+    py = f"{sys.executable} -m explorer"
+    closed = subprocess.run(f'{py} tokenize "Every effort moves you" >&-', shell=True,
+                            capture_output=True, text=True, timeout=120)
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr and closed.stderr == ""
+    both = subprocess.run(f'{py} tokenize "" --bogus >&- 2>&-', shell=True, capture_output=True,
+                          text=True, timeout=120)
+    assert both.returncode == 2  # argparse's usage error, written nowhere
+    broken = subprocess.run(f'{py} tokenize "{"word " * 3000}" | head -c 10', shell=True,
+                            capture_output=True, text=True, timeout=120)
+    assert broken.stdout == "3001 token" and "Traceback" not in broken.stderr
+    assert "BrokenPipe" not in broken.stderr and "Exception ignored" not in broken.stderr
