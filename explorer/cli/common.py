@@ -10,15 +10,37 @@ MODEL_HELP = ("a checkpoint file or folder (the book's gpt2/124M, a Hugging Face
               ".pth), or hf:gpt2 for a model in the local Hugging Face cache")
 
 
+SEED_LIMIT = 2 ** 63  # torch's seeds are signed 64-bit
+
+
+def seed_number(text: str) -> int:
+    """A seed for --seed: a whole number 0 ≤ seed < 2**63 (one line otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a seed is a whole number, got {text!r}") from None
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"a seed is between 0 and 2**63 − 1, got {text[:30]}")
+    return value
+
+
+def source_path(text: str) -> str:
+    """--checkpoint: an empty one would silently mean the default model."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("--checkpoint needs a path, hf:NAME or a folder; it is empty")
+    return text
+
+
 def add_model_args(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--checkpoint", metavar="PATH", help=MODEL_HELP)
+    src.add_argument("--checkpoint", metavar="PATH", type=source_path, help=MODEL_HELP)
     src.add_argument("--preset", metavar="NAME",
                      help="a random (untrained) initialisation of a preset: gpt2-small, "
                           "gpt2-medium, gpt2-large, gpt2-xl, tiny")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default cpu)")
     p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16 or float16")
-    p.add_argument("--seed", type=int, default=0, help="seed of a preset's random initialisation")
+    p.add_argument("--seed", type=seed_number, default=0,
+                   help="seed of a preset's random initialisation")
 
 
 def spec_of(args: argparse.Namespace):

@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import sys
 
-from .common import add_model_args, load
+from .common import add_model_args, load, seed_number
 
 
 def register(sub) -> None:
@@ -21,7 +21,7 @@ def register(sub) -> None:
                    help="sample with this temperature (default: greedy argmax)")
     g.add_argument("--top-k", type=int, default=None, help="sample from the k most likely")
     g.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold")
-    g.add_argument("--sample-seed", type=int, default=123, help="seed for sampling")
+    g.add_argument("--sample-seed", type=seed_number, default=123, help="seed for sampling")
     g.add_argument("--show-top", type=int, default=0, metavar="K",
                    help="after each token, print the K most likely candidates")
     g.add_argument("--no-stop", action="store_true", help="do not stop at <|endoftext|>")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from ..core.outputs import atomic_output, check_output
+from .common import seed_number
 
 
 def register(sub) -> None:
@@ -20,7 +21,7 @@ def register(sub) -> None:
     t.add_argument("--batch-size", type=int, default=None)
     t.add_argument("--lr", type=float, default=None, help="peak learning rate")
     t.add_argument("--eval-every", type=int, default=None)
-    t.add_argument("--seed", type=int, default=None)
+    t.add_argument("--seed", type=seed_number, default=None)
     t.add_argument("--plot", metavar="OUT.png", help="save the loss curve at the end")
     t.set_defaults(func=train)
 

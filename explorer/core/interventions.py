@@ -87,7 +87,8 @@ class Intervention:
         if self.kind == "heads":
             if parse_hook(self.node)[1] != ATTENTION:
                 raise ValueError(f"{where}: heads are knocked out at an attention node (….att)")
-            if not self.heads or any(not isinstance(h, int) or not 0 <= h < cfg.n_heads for h in self.heads):
+            if not self.heads or any(not isinstance(h, int) or isinstance(h, bool)  # true is not 1
+                                     or not 0 <= h < cfg.n_heads for h in self.heads):
                 raise ValueError(f"{where}: heads must be numbers 0..{cfg.n_heads - 1}, got {list(self.heads)}")
         if self.kind == "no-shortcut" and parse_hook(self.node)[1] not in residual_branches():
             raise ValueError(f"{where}: a shortcut is removed at a block's add (add1 or add2)")

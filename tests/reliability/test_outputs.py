@@ -98,3 +98,21 @@ def test_a_closed_or_broken_standard_output_never_ends_in_a_traceback(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert broken.stdout == "3001 token" and "Traceback" not in broken.stderr
     assert "BrokenPipe" not in broken.stderr and "Exception ignored" not in broken.stderr
+
+
+def test_small_inputs_that_meant_something_else_are_refused(capsys, tmp_path):
+    """A seed past torch's range, an empty --checkpoint (silently the default model),
+    heads given as true (taken as head 1)."""
+    from explorer.cli import main
+    from explorer.core.config import preset
+    from explorer.core.interventions import load_file
+    for argv, said in ((["info", "--preset", "tiny", "--seed", str(2 ** 64 + 5)], "between 0 and 2**63"),
+                       (["info", "--preset", "tiny", "--seed", "-1"], "between 0 and 2**63"),
+                       (["info", "--checkpoint", ""], "--checkpoint needs a path")):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        assert stop.value.code == 2 and said in capsys.readouterr().err
+    bad = tmp_path / "iv.json"
+    bad.write_text('{"interventions": [{"kind": "heads", "node": "trf_blocks.0.att", "heads": [true]}]}')
+    with pytest.raises(ValueError, match="heads must be numbers 0..3"):
+        load_file(bad, preset("tiny"))
