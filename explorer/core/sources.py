@@ -206,8 +206,35 @@ def parse_source(text: str, layer: int = 0, **where: Any) -> ModelSpec | Mutatio
 
 
 def open_model(spec: ModelSpec | None = None, should_stop=None) -> LoadedModel:
-    """The CLI's and the app's one way to get a model."""
+    """The CLI's and the app's one way to get a model; weights that are not finite in
+    the loaded dtype are refused (they would make every view NaN)."""
     spec = spec or ModelSpec()
+    loaded = _open_model(spec, should_stop)
+    if not spec.preset or spec.checkpoint:  # a file's weights: a seeded preset is finite
+        check_finite(loaded.model, loaded.label, str(loaded.dtype).replace("torch.", ""))
+    return loaded
+
+
+def check_finite(model, label: str, dtype: str) -> None:
+    """One pass over the weights: the first tensor with inf or NaN and how many there
+    are, or — for float16/bfloat16 — the advice that the values overflow that dtype."""
+    bad = []
+    for name, param in model.named_parameters():
+        count = int((~torch.isfinite(param.detach())).sum())
+        if count:
+            bad.append((name, count))
+    if not bad:
+        return
+    name, count = bad[0]
+    total = sum(c for _, c in bad)
+    advice = (f"; values beyond {dtype}'s range (±65,504 for float16) become inf: load it in "
+              "float32 (--dtype float32, or float32 in Choose model)" if dtype in ("float16", "bfloat16")
+              else "; the file holds inf or NaN, or values beyond float32's range")
+    raise ValueError(f"{label}: {total:,} weight value{'s' * (total != 1)} are not finite in "
+                     f"{dtype}, the first {count:,} in {name}{advice}. Every output would be NaN.")
+
+
+def _open_model(spec: ModelSpec, should_stop=None) -> LoadedModel:
     device, dtype = spec.device, spec.dtype
     if spec.checkpoint:
         if spec.checkpoint.startswith("hf:"):

@@ -116,3 +116,26 @@ def test_small_inputs_that_meant_something_else_are_refused(capsys, tmp_path):
     bad.write_text('{"interventions": [{"kind": "heads", "node": "trf_blocks.0.att", "heads": [true]}]}')
     with pytest.raises(ValueError, match="heads must be numbers 0..3"):
         load_file(bad, preset("tiny"))
+
+
+def test_weights_that_are_not_finite_in_the_loaded_dtype_are_refused(tmp_path):
+    """A weight of 1e5 overflows float16 (inf there, NaN logits); an inf in the file is
+    refused in any dtype; the message names the tensor, the count and what to do."""
+    import torch
+    from explorer.core.checkpoints import save_checkpoint
+    from explorer.core.config import preset
+    from explorer.core.model import build_model
+    from explorer.core.sources import ModelSpec, open_model
+    model = build_model(preset("tiny"), seed=1)
+    with torch.no_grad():
+        model.trf_blocks[1].ff.layers[0].weight[0, :3] = 1e5
+    big = save_checkpoint(model, tmp_path / "big.safetensors")
+    assert open_model(ModelSpec(checkpoint=str(big))).model is not None  # fine in float32
+    with pytest.raises(ValueError, match=r"3 weight values are not finite in float16, the first 3 "
+                                         r"in trf_blocks\.1\.ff\.layers\.0\.weight; .*load it in float32"):
+        open_model(ModelSpec(checkpoint=str(big), dtype="float16"))
+    with torch.no_grad():
+        model.final_norm.scale[5] = float("inf")
+    inf = save_checkpoint(model, tmp_path / "inf.safetensors")
+    with pytest.raises(ValueError, match=r"'final_norm\.scale' contains 1 NaN/Inf value"):
+        open_model(ModelSpec(checkpoint=str(inf)))  # the file's own check, before the dtype
