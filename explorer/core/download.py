@@ -16,7 +16,6 @@ the snapshot. A mismatch removes the bytes and says so.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 import time
@@ -31,6 +30,7 @@ from .cancel import Cancelled, check
 from .hub import (CONFIG, SHA256_RE, WEIGHTS, WEIGHTS_INDEX, HubError, HubUnreachable, cache_dir,
                   endpoint, find_repo, offline, remove_from_cache, resolve, sha256_of, shard_names,
                   verified, verify)
+from .validate import read_json
 
 # huggingface_hub's http_get hands over bytes in chunks of constants.DOWNLOAD_CHUNK_SIZE
 # (10 MiB): progress, Stop and what a dropped connection keeps would come in steps of
@@ -256,8 +256,8 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
 
 def _check_config(config: Path, repo_id: str) -> None:
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        data = read_json(config, "config.json")  # kind, size, depth and numbers checked
+    except ValueError as exc:
         raise HubError(f"{repo_id}: its config.json is unreadable ({exc})") from None
     if not isinstance(data, dict) or data.get("model_type", "gpt2") != "gpt2" or "n_embd" not in data:
         kind = data.get("model_type") if isinstance(data, dict) else type(data).__name__

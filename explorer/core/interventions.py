@@ -27,6 +27,7 @@ from .model import GPTModel
 from .nodes import (ATTENTION, GELU_OUTPUT, all_hook_names, eval_source, node_for_hook,
                     parse_hook, residual_branches)
 from .tokenizer import encode
+from .validate import read_json
 
 KINDS = {
     "zero": "set the node's output to 0",
@@ -146,21 +147,21 @@ def from_dict(data: dict) -> Intervention:
     return Intervention(**args)
 
 
+MAX_INTERVENTIONS = 256  # each one is a hook on every forward
+
+
 def load_file(path: str | Path, cfg: GPTConfig) -> list[Intervention]:
     """Interventions from a JSON file ({"interventions": [...]} or a list), each checked
     against the model; one clear ValueError and nothing applied when any is wrong."""
     path = Path(path)
-    try:
-        if not path.is_file():
-            raise ValueError(f"{path}: not a file")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ValueError(f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB, not an intervention file")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a JSON intervention file ({exc})") from None
+    if path.exists() and path.stat().st_size > MAX_FILE_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB, not an intervention file")
+    data = read_json(path, "an intervention file")  # kind, size, depth and numbers checked
     items = data.get("interventions") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise ValueError(f"{path}: expected {{\"interventions\": [...]}}")
+    if len(items) > MAX_INTERVENTIONS:
+        raise ValueError(f"{path}: {len(items):,} interventions; at most {MAX_INTERVENTIONS} at once")
     found = []
     for i, item in enumerate(items):
         try:

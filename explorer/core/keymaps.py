@@ -103,8 +103,10 @@ def infer_config(path: Path, sd: dict[str, torch.Tensor], info: dict[str, Any],
         if not n_heads:
             where = ("its hparams.json (with n_head)" if info.get("format") == "openai-tf"
                      else "a config.json with n_heads")
+            ignored = [n for n in info.get("notices", []) if n.startswith("ignored ")]
             raise CheckpointError(path, f"cannot tell the number of heads for emb_dim {emb}; "
-                                        f"put {where} beside the file")
+                                        f"put {where} beside the file"
+                                        + (f" ({ignored[0]})" if ignored else ""))
         notices.append(f"n_heads not stored in the file: assumed {n_heads} (head size "
                        f"{emb // n_heads}, as GPT-2); put a config.json with \"n_heads\" "
                        "beside the file if that is wrong")

@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .validate import read_json
+
 log = logging.getLogger("explorer.state")
 
 MAX_VERIFIED = 200  # remembered checks; the oldest are forgotten first
@@ -47,15 +49,28 @@ def data_dir() -> Path:
 
 
 def _read(name: str) -> dict[str, Any]:
+    """A state file, read as any user file (kind, size, depth, numbers); one that cannot
+    be used is set aside as NAME.bad with a line in the log, and the app goes on."""
     path = state_dir() / name
+    if not os.path.lexists(path):
+        return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        data = read_json(path, "a state file")
+    except ValueError as exc:
+        _set_aside(path, exc)
         return {}
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        log.warning("ignoring %s: %s", path, exc)
+    if not isinstance(data, dict):
+        _set_aside(path, "not a JSON object")
         return {}
-    return data if isinstance(data, dict) else {}
+    return data
+
+
+def _set_aside(path: Path, why) -> None:
+    log.warning("setting %s aside as %s.bad: %s", path, path.name, why)
+    try:
+        os.replace(path, path.with_name(path.name + ".bad"))
+    except OSError as exc:
+        log.warning("could not set %s aside: %s", path, exc)
 
 
 def _write(name: str, data: dict[str, Any]) -> None:

@@ -11,7 +11,6 @@ read by tf_bundle.py.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from . import state
 from .cancel import check
 from .tf_bundle import BundleError, TensorBundle, open_bundle
+from .validate import read_json
 
 _BLOCK_RE = re.compile(r"^model/h(\d+)/(ln_1|ln_2|attn/c_attn|attn/c_proj|mlp/c_fc|mlp/c_proj)/([gbw])$")
 _TOP = {"model/wte": "wte.weight", "model/wpe": "wpe.weight", "model/ln_f/g": "ln_f.weight",
@@ -66,9 +66,9 @@ def _read_hparams(folder: Path) -> tuple[dict | None, Path]:
     if not path.is_file():
         return None, path
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise BundleError(path, f"unreadable ({exc})") from None
+        data = read_json(path, "hparams.json")  # kind, size, depth and numbers checked
+    except ValueError as exc:
+        raise BundleError(path, str(exc).split(": ", 1)[-1]) from None
     keys = ("n_vocab", "n_ctx", "n_embd", "n_head", "n_layer")
     if not isinstance(data, dict) or any(not isinstance(data.get(k), int) or isinstance(data.get(k), bool)
                                          or data[k] <= 0 for k in keys):

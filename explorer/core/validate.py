@@ -114,9 +114,37 @@ def parse_json(text: str | bytes, where: str | os.PathLike, what: str = "JSON") 
         raise CheckpointError(where, f"{what} nested more than {MAX_JSON_DEPTH} levels deep: "
                                      "not a file the explorer writes or reads")
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_bounded_int, parse_float=_finite_float,
+                          parse_constant=_no_constant)
+    except _NumberError as exc:
+        raise CheckpointError(where, f"{what} holds {exc}") from None
     except (ValueError, RecursionError) as exc:
-        raise CheckpointError(where, f"not valid {what} ({exc})") from None
+        raise CheckpointError(where, f"not valid JSON ({exc}), so not {what}") from None
+
+
+MAX_INT_DIGITS = 30  # far past any count, width or seed; a 400-digit number is refused
+
+
+class _NumberError(Exception):
+    pass
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _NumberError(f"a whole number of {len(text.lstrip('-'))} digits, more than "
+                           f"{MAX_INT_DIGITS}")
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NumberError(f"the number {text[:20]}, beyond a float's range")
+    return value
+
+
+def _no_constant(text: str) -> float:
+    raise _NumberError(f"{text}, which is not a number")
 
 
 def read_json(path: str | os.PathLike, what: str = "JSON") -> Any:

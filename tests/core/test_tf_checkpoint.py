@@ -159,7 +159,7 @@ def test_hparams_that_disagree_with_the_shapes_are_named(folder):
     with pytest.raises(CheckpointError, match="says n_layer is 12, but 3 blocks"):
         load_checkpoint(folder)
     (folder / "hparams.json").write_text("{not json")
-    with pytest.raises(CheckpointError, match=r"hparams\.json: unreadable"):
+    with pytest.raises(CheckpointError, match=r"hparams\.json: not valid JSON"):
         load_checkpoint(folder)
 
 
