@@ -43,14 +43,14 @@ def qt_platforms() -> set[str] | None:
     folder = Path(list(spec.submodule_search_locations)[0]) / "Qt" / "plugins" / "platforms"
     if not folder.is_dir():
         return None
-    names = {p.name.split(".")[0] for p in folder.iterdir()}
+    names = {p.name.partition(".")[0] for p in folder.iterdir()}
     return {n[len("libq"):] if n.startswith("libq") else n.lstrip("q") for n in names}
 
 
 def x_server_answers(display: str, timeout: float = 2.0) -> bool:
     """Whether an X server listens where DISPLAY points (':0', 'unix:1', 'host:10.0')."""
     host, _, rest = display.rpartition(":")
-    number = rest.split(".")[0]
+    number = rest.partition(".")[0]
     if not number.isdigit():
         return False
     if host in ("", "unix"):
