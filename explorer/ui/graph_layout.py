@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..core.config import GPTConfig
 from ..core.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, Node, block_hook_name,
-                          block_module_name, block_title,
+                          block_module_name, block_title, node_for_hook,
                           block_input, block_nodes, drawn_beside,
                           residual_nodes, shortcut_sources, BLOCK_INPUT)
 
@@ -140,7 +140,7 @@ def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,
     if layer == 0:
         input_node, input_label = MODEL_NODES_BEFORE[3], "Embeddings"
     else:
-        input_node = _node(input_name)
+        input_node = node_for_hook(input_name, position)
         input_label = f"Block {layer} output"
     labels = {nd.key: nd.label for nd in steps}
     texts = [input_label, *labels.values(), *(nd.label for nd in MODEL_NODES_BEFORE + MODEL_NODES_AFTER)]
@@ -358,10 +358,5 @@ def _step(steps, key: str) -> Node:
 
 def _node_key_in(nodes, key: str, parent: str) -> bool:
     return any(nd.key == key and nd.parent == parent for nd in nodes)
-
-
-def _node(hook_name: str) -> Node:
-    from ..core.nodes import node_for_hook
-    return node_for_hook(hook_name)
 
 
