@@ -35,22 +35,36 @@ class GraphCanvas(QGraphicsView):
             self.fit()
 
     def fit_scale(self) -> float:
-        view = self.viewport().size()
+        view = self.contentsRect().size()  # the room without scroll bars: no feedback loop
         if self.drawing.isEmpty() or view.width() < 2 or view.height() < 2:
             return 1.0
         scale = min(view.width() / self.drawing.width(), view.height() / self.drawing.height())
         return max(MIN_SCALE, min(MAX_SCALE, scale))
 
     def fit(self) -> None:
-        """The whole drawing in view, as large as the view allows within the limits."""
+        """The whole drawing in view, as large as the view allows within the limits. Scroll
+        bars only where it cannot fit at the smallest scale: decided on the room without
+        them, so bars that appear (and shrink the view) never make the fit change again —
+        a resize loop that otherwise kept the window busy at some sizes."""
         self.fitted = True
         s = self.fit_scale()
-        self.resetTransform()
-        self.scale(s, s)
+        room = self.contentsRect().size()
+        fits = (self.drawing.width() * s <= room.width() + 0.5 and
+                self.drawing.height() * s <= room.height() + 0.5)
+        self._bars(Qt.ScrollBarAlwaysOff if fits else Qt.ScrollBarAsNeeded)
+        if abs(self.transform().m11() - s) > 1e-9 or self.transform().m22() != self.transform().m11():
+            self.resetTransform()
+            self.scale(s, s)
         self.centerOn(self.drawing.center())
+
+    def _bars(self, policy) -> None:
+        if self.horizontalScrollBarPolicy() != policy:
+            self.setHorizontalScrollBarPolicy(policy)
+            self.setVerticalScrollBarPolicy(policy)
 
     def zoom(self, factor: float) -> None:
         self.fitted = False
+        self._bars(Qt.ScrollBarAsNeeded)  # zoomed in: the user pans or scrolls
         s = self.transform().m11() * factor
         s = max(0.3, min(4.0, s))
         self.resetTransform()

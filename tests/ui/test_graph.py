@@ -390,3 +390,25 @@ def test_numbers_of_a_constant_or_zero_node_never_read_0_on_a_log_scale(qtbot):
     positive = [v.stats.std for n, v in current.views.items() if n in graph.items and v.stats.std > 0]
     assert lo == pytest.approx(min(positive), rel=1e-2) and lo > 0
     assert np.isfinite(float(graph.scale_hi.text()))
+
+
+def test_fitting_never_feeds_back_through_the_scroll_bars(qtbot):
+    """Scroll bars that appear shrink the view, which would change the fit, which would
+    hide them again: at some sizes a real window stayed busy for good. The fit is taken
+    on the room without bars, and bars exist only where the drawing cannot fit at the
+    smallest scale — so the bars never change what the fit sees."""
+    from PySide6.QtCore import Qt as QtNS
+    cfg = preset("gpt2-small", n_layers=4, norm_position="post")
+    graph = graph_for(qtbot, cfg, 4, (700, 420))
+    view = graph.view
+    for width, height in ((900, 600), (700, 420), (420, 260), (300, 200)):
+        graph.resize(width, height)
+        QApplication.processEvents()
+        room = view.contentsRect().size()
+        s = view.transform().m11()
+        fits = view.drawing.width() * s <= room.width() + 0.5 and view.drawing.height() * s <= room.height() + 0.5
+        assert view.horizontalScrollBarPolicy() == (QtNS.ScrollBarAlwaysOff if fits else QtNS.ScrollBarAsNeeded)
+        assert s == pytest.approx(view.fit_scale())  # the same, with or without bars
+        if not fits:
+            assert s == pytest.approx(1.0)  # the smallest scale: scrolled, never shrunk below
+    assert view.horizontalScrollBarPolicy() == QtNS.ScrollBarAsNeeded  # 300x200: it scrolls
