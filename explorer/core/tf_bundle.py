@@ -8,12 +8,16 @@ each variable). This module reads just that: a table of fixed-size blocks, a few
 and the CRC32C TensorFlow stores, and nothing in the files is executed.
 
 Every size and offset in the index is checked against the files before anything is
-allocated; checksums are verified. Failures are ``BundleError`` with the file and the
+allocated; checksums are verified. The cost is bounded by the index's size: each block is
+read and checksummed once (vectorised CRC32C), keys and entries have limits no real
+bundle comes near, and a file that is not a regular file (a FIFO would block the read)
+is refused before it is opened. Failures are ``BundleError`` with the file and the
 problem. GPT-2 names and shapes are not this module's business (see tf_checkpoint.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from dataclasses import dataclass
@@ -22,12 +26,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .crc32c import crc32c, raw_update, unmask
+from .cancel import check
+from .crc32c import crc32c, unmask
+from .validate import file_kind
 
 TABLE_MAGIC = 0xDB4775248B80FB57  # LevelDB's table magic, as TensorFlow writes it
 FOOTER_BYTES = 48
 BLOCK_TRAILER_BYTES = 5  # compression type + masked CRC32C
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # GPT-2 XL's index is ~40 KB
+MAX_KEY_BYTES = 4096  # a variable's name; GPT-2's longest is 24 bytes
+MAX_ENTRIES = 100_000  # GPT-2 XL with its optimizer state has about 2,000
 
 # TensorFlow's DataType enum: the floating-point ones a model's weights can have.
 DTYPES = {1: (torch.float32, "<f4"), 2: (torch.float64, "<f8"), 19: (torch.float16, "<f2"),
@@ -151,7 +159,8 @@ def _block(data: bytes, offset: int, size: int, path, what: str) -> bytes:
     contents = data[offset:offset + size]
     kind = data[offset + size]
     stored = struct.unpack_from("<I", data, offset + size + 1)[0]
-    if raw_update(raw_update(0xFFFFFFFF, contents), bytes([kind])) ^ 0xFFFFFFFF != unmask(stored):
+    # the stored CRC covers the contents and the compression byte, which follow each other
+    if crc32c(memoryview(data)[offset:offset + size + 1]) != unmask(stored):
         raise BundleError(path, f"corrupt tensor bundle index: {what} fails its checksum")
     if kind != 0:
         raise BundleError(path, f"the index's {what} is compressed (type {kind}); TensorFlow "
@@ -172,6 +181,10 @@ def _block_entries(block: bytes, path, what: str) -> list[tuple[bytes, bytes]]:
         length, pos = _varint(block, pos, path, what)
         if shared > len(key) or pos + unshared + length > limit:
             raise BundleError(path, f"not a TensorFlow tensor bundle index (bad {what})")
+        if shared + unshared > MAX_KEY_BYTES:
+            raise BundleError(path, f"not a TensorFlow tensor bundle index (a key of "
+                                    f"{shared + unshared:,} bytes in {what}; variable names "
+                                    f"are at most {MAX_KEY_BYTES:,})")
         key = key[:shared] + block[pos:pos + unshared]
         pos += unshared
         out.append((key, block[pos:pos + length]))
@@ -193,6 +206,7 @@ class TensorBundle:
     entries: dict[str, BundleEntry]
     num_shards: int
     big_endian: bool
+    index_sha256: str = ""  # of the index's bytes: what a verified-checksum record is tied to
 
     @property
     def index_path(self) -> Path:
@@ -222,6 +236,9 @@ class TensorBundle:
                                                    f"shape {list(e.shape)} {e.dtype_name}")
             if e.shard not in sizes:
                 data = self.data_path(e.shard)
+                kind = file_kind(data)
+                if kind not in ("file", "missing"):
+                    raise BundleError(data, f"{kind}, not a regular file: it is not read")
                 try:
                     sizes[e.shard] = data.stat().st_size
                 except FileNotFoundError:
@@ -289,18 +306,28 @@ def index_for(path: str | os.PathLike) -> Path:
     return p.with_name(p.name + ".index")
 
 
-def open_bundle(path: str | os.PathLike) -> TensorBundle:
-    """Parse the index of a checkpoint (folder, prefix or ``.index`` file)."""
-    index = index_for(path)
+_PARSED: dict[tuple[str, str], TensorBundle] = {}  # the last index parsed: path, sha256
+
+
+def _index_bytes(index: Path) -> bytes:
+    kind = file_kind(index)
+    if kind == "missing":
+        raise BundleError(index, "no such file")
+    if kind != "file":  # opening a FIFO would wait for a writer forever
+        raise BundleError(index, f"{kind}, not a regular file: it is not read")
     try:
-        size = index.stat().st_size
-        if size > MAX_INDEX_BYTES:
-            raise BundleError(index, f"{size:,} bytes is far larger than any tensor bundle index")
-        data = index.read_bytes()
-    except FileNotFoundError:
-        raise BundleError(index, "no such file") from None
+        st = index.stat()
+        if st.st_size > MAX_INDEX_BYTES:
+            raise BundleError(index, f"{st.st_size:,} bytes is far larger than any tensor "
+                                     "bundle index")
+        return index.read_bytes()
     except OSError as exc:
         raise BundleError(index, f"cannot be read ({exc.strerror or exc})") from None
+
+
+def _table(data: bytes, index: Path, should_stop) -> tuple[dict[str, BundleEntry], list | None]:
+    """The entries of the sorted table and the bundle header's fields; every block is
+    read and checksummed once."""
     if len(data) < FOOTER_BYTES or struct.unpack_from("<Q", data, len(data) - 8)[0] != TABLE_MAGIC:
         raise BundleError(index, "not a TensorFlow tensor bundle index (no table magic at "
                                  "its end)")
@@ -310,8 +337,14 @@ def open_bundle(path: str | os.PathLike) -> TensorBundle:
     index_block = _block(data, index_offset, index_size, index, "the index block")
     entries: dict[str, BundleEntry] = {}
     header = None
+    seen: set[int] = set()
     for _, handle in _block_entries(index_block, index, "the index block"):
+        check(should_stop)
         offset, size_, _ = _handle(handle, 0, index)
+        if offset in seen:
+            raise BundleError(index, "not a TensorFlow tensor bundle index (it names the "
+                                     f"block at byte {offset:,} twice)")
+        seen.add(offset)
         block = _block(data, offset, size_, index, "a data block")
         for key, value in _block_entries(block, index, "a data block"):
             if key == b"":
@@ -323,17 +356,36 @@ def open_bundle(path: str | os.PathLike) -> TensorBundle:
                 raise BundleError(index, "not a TensorFlow tensor bundle index (a variable "
                                          "name is not text)") from None
             entries[name] = _entry(name, value, index)
-    if header is None:
-        raise BundleError(index, "not a TensorFlow tensor bundle index (no bundle header)")
-    num_shards, big_endian = 1, False
-    for number, value in header:
-        if number == 1:
-            num_shards = int(value)
-        elif number == 2:
-            big_endian = int(value) == 1
-    if not 1 <= num_shards <= 100_000:
-        raise BundleError(index, f"the bundle header declares {num_shards} shards")
-    bundle = TensorBundle(index.with_name(index.name[: -len(".index")]), entries, num_shards,
-                          big_endian)
+            if len(entries) > MAX_ENTRIES:
+                raise BundleError(index, f"more than {MAX_ENTRIES:,} variables: not a model's "
+                                         "checkpoint")
+    return entries, header
+
+
+def open_bundle(path: str | os.PathLike, should_stop=None) -> TensorBundle:
+    """Parse the index of a checkpoint (folder, prefix or ``.index`` file). The parse is
+    kept for the same index bytes, so a load that asks several times parses it once; the
+    data files are checked every time."""
+    index = index_for(path)
+    data = _index_bytes(index)
+    digest = hashlib.sha256(data).hexdigest()
+    stamp = (str(index), digest)
+    bundle = _PARSED.get(stamp)
+    if bundle is None:
+        entries, header = _table(data, index, should_stop)
+        if header is None:
+            raise BundleError(index, "not a TensorFlow tensor bundle index (no bundle header)")
+        num_shards, big_endian = 1, False
+        for number, value in header:
+            if number == 1:
+                num_shards = int(value)
+            elif number == 2:
+                big_endian = int(value) == 1
+        if not 1 <= num_shards <= 100_000:
+            raise BundleError(index, f"the bundle header declares {num_shards} shards")
+        bundle = TensorBundle(index.with_name(index.name[: -len(".index")]), entries,
+                              num_shards, big_endian, digest)
+        _PARSED.clear()
+        _PARSED[stamp] = bundle
     bundle.check_files()
     return bundle

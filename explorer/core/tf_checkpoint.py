@@ -100,7 +100,7 @@ def read_tf_checkpoint(path: str | os.PathLike, should_stop=None
                        ) -> tuple[dict[str, torch.Tensor], dict | None, list[str]]:
     """The weights under Hugging Face's GPT-2 names, a Hugging Face-style config (from
     hparams.json, None without one) and notices."""
-    bundle = open_bundle(path)
+    bundle = open_bundle(path, should_stop)
     folder = bundle.index_path.parent
     notices: list[str] = []
     names: dict[str, str] = {}
@@ -125,7 +125,10 @@ def read_tf_checkpoint(path: str | os.PathLike, should_stop=None
     if hparams is not None:
         _check_hparams(bundle, hparams, hparams_path, layers)
     data_files = [bundle.data_path(s) for s in range(bundle.num_shards)]
-    checked = all(state.was_verified(f, "crc32c") for f in data_files)  # once per file
+    # verified once per data file and index: the record names the index's bytes, so a
+    # changed index (other offsets into the same data) is verified again
+    label = f"crc32c, index sha256:{bundle.index_sha256}"
+    checked = all(state.was_verified(f, label) for f in data_files)
     sd: dict[str, torch.Tensor] = {}
     for name, target in names.items():
         check(should_stop)
@@ -138,7 +141,7 @@ def read_tf_checkpoint(path: str | os.PathLike, should_stop=None
         sd[target] = tensor
     if not checked and len(names) == len(bundle.entries):  # every byte was checked
         for f in data_files:
-            state.mark_verified(f, "crc32c")
+            state.mark_verified(f, label)
     config = None
     if hparams is not None:
         config = {"n_head": hparams["n_head"], "n_embd": hparams["n_embd"],
