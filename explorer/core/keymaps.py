@@ -34,13 +34,23 @@ def is_hf_state_dict(sd: dict[str, torch.Tensor]) -> bool:
     return any(k.endswith("wte.weight") for k in sd)
 
 
+def _needs_rank(path: Path, key: str, t: torch.Tensor, rank: int) -> None:
+    """Refuse a tensor of another rank before any operation on it, naming what it should
+    be: Conv1D weights are (in, out) matrices, biases and norm parameters vectors."""
+    if isinstance(t, torch.Tensor) and t.dim() != rank:
+        what = "a matrix (in, out)" if rank == 2 else "a vector"
+        raise CheckpointError(path, f"{key!r} has shape {tuple(t.shape)} ({t.dim()}-d); "
+                                    f"GPT-2 stores it as {what}")
+
+
 def convert_hf_state_dict(path: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Hugging Face GPT-2 names -> ours. Conv1D weights are (in, out): transposed; the
-    fused c_attn is split into W_query, W_key, W_value."""
+    fused c_attn is split into W_query, W_key, W_value. Ranks are checked first."""
     out: dict[str, torch.Tensor] = {}
     for key, t in sd.items():
         k = key[len("transformer."):] if key.startswith("transformer.") else key
         if k in _HF_TOP_MAP:
+            _needs_rank(path, key, t, 1 if k.startswith("ln_f") else 2)
             out[_HF_TOP_MAP[k]] = t
             continue
         m = _HF_LAYER_RE.match(k)
@@ -50,19 +60,19 @@ def convert_hf_state_dict(path: Path, sd: dict[str, torch.Tensor]) -> dict[str, 
         prefix = f"trf_blocks.{layer}."
         if rest in _HF_IGNORED:
             continue
-        if rest in ("attn.c_attn.weight", "attn.c_attn.bias"):
+        if rest not in _HF_BLOCK_MAP and rest not in ("attn.c_attn.weight", "attn.c_attn.bias"):
+            raise CheckpointError(path, f"unexpected key {key!r} for a GPT-2 checkpoint")
+        matrix = rest.endswith("weight") and not rest.startswith("ln_")
+        _needs_rank(path, key, t, 2 if matrix else 1)
+        if rest.startswith("attn.c_attn."):
             kind = rest.rsplit(".", 1)[1]
             if t.shape[-1] % 3:
                 raise CheckpointError(path, f"{key!r} has shape {tuple(t.shape)}: its last "
                                             "dimension is not 3 x emb_dim")
-            parts = t.chunk(3, dim=-1)
-            for name, part in zip(("W_query", "W_key", "W_value"), parts):
-                out[prefix + f"att.{name}.{kind}"] = part.t().contiguous() if kind == "weight" else part.contiguous()
+            for name, part in zip(("W_query", "W_key", "W_value"), t.chunk(3, dim=-1)):
+                out[prefix + f"att.{name}.{kind}"] = part.t().contiguous() if matrix else part.contiguous()
             continue
-        if rest not in _HF_BLOCK_MAP:
-            raise CheckpointError(path, f"unexpected key {key!r} for a GPT-2 checkpoint")
-        target = _HF_BLOCK_MAP[rest]
-        out[prefix + target] = t.t().contiguous() if target.endswith("weight") and "norm" not in target else t
+        out[prefix + _HF_BLOCK_MAP[rest]] = t.t().contiguous() if matrix else t
     return out
 
 

@@ -99,3 +99,25 @@ def test_a_shard_index_cannot_name_files_outside_its_folder(tmp_path):
                                               r"shards must be files in the same folder"):
         load_checkpoint(folder)
 
+
+
+@pytest.mark.parametrize("key, shape, says", [
+    ("h.0.attn.c_attn.weight", (), r"'h.0.attn.c_attn.weight' has shape \(\) \(0-d\); GPT-2 "
+                                   r"stores it as a matrix \(in, out\)"),
+    ("h.0.attn.c_proj.weight", (1, 64, 64), r"'h.0.attn.c_proj.weight' has shape \(1, 64, 64\) "
+                                            r"\(3-d\); GPT-2 stores it as a matrix"),
+    ("h.1.ln_2.bias", (64, 1), r"'h.1.ln_2.bias' has shape \(64, 1\) \(2-d\); .* a vector"),
+    ("h.0.attn.c_attn.bias", (), r"'h.0.attn.c_attn.bias' has shape \(\) \(0-d\)"),
+    ("wte.weight", (50257,), r"'wte.weight' has shape \(50257,\) \(1-d\)"),
+])
+def test_a_tensor_of_another_rank_is_named_with_the_shape_it_needs(tmp_path, key, shape, says):
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=32)
+    sd = {k.removeprefix("transformer."): v for k, v in
+          transformers.GPT2LMHeadModel(cfg).state_dict().items() if ".attn.bias" not in k
+          or "c_attn" in k}
+    sd[key] = torch.zeros(shape)
+    for path in (tmp_path / "pytorch_model.bin", tmp_path / "model.pth"):
+        torch.save(sd, path)
+        with pytest.raises(CheckpointError, match=says):
+            load_checkpoint(path)
