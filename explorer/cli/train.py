@@ -45,6 +45,11 @@ def train(args: argparse.Namespace) -> int:
         changes.update(max_minutes=args.minutes, max_steps=10**9)
     if args.resume:
         trainer = Trainer.resume(args.out, text, **changes)
+        if trainer.finished:
+            print(f"the run in {args.out} is finished at step {trainer.state.step:,} of "
+                  f"{trainer.settings.max_steps:,}: nothing to do; ask for more with --steps "
+                  f"{trainer.state.step + 100}", file=sys.stderr)
+            return 0
         print(f"resuming {args.out} at step {trainer.state.step}", file=sys.stderr)
     else:
         trainer = Trainer(text, TrainSettings(preset=args.preset, **changes), args.out)

@@ -20,6 +20,7 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
+from .cancel import check
 from .checkpoints import CheckpointError, check_memory, load_checkpoint, save_checkpoint
 from .config import GPTConfig, preset
 from .generation import GenerationSettings, generate
@@ -59,8 +60,8 @@ class TrainSettings:
             lambda: whole(self.max_steps, "steps", 1, 10**9),
             lambda: whole(self.batch_size, "batch size", 1, 4096),
             lambda: whole(self.eval_every, "eval every", 1, 10**9),
-            lambda: whole(self.eval_batches, "eval batches", 1, 10_000),
-            lambda: whole(self.sample_tokens, "sample tokens", 1, 10_000),
+            lambda: whole(self.eval_batches, "eval batches", 1, 100),
+            lambda: whole(self.sample_tokens, "sample tokens", 1, 1000),
             lambda: whole(self.warmup_steps, "warmup steps", 0, 10**9),
             lambda: whole(self.seed, "seed", 0, 2**63 - 1),
             lambda: real(self.lr, "the learning rate (--lr)", 0.0, 10.0, lo_open=True),
@@ -136,10 +137,37 @@ def learning_rate(step: int, s: TrainSettings) -> float:
     return s.min_lr + 0.5 * (s.lr - s.min_lr) * (1 + math.cos(math.pi * progress))
 
 
+MAX_TEXT_BYTES = 256 * 1024 * 1024  # ~60 million tokens: far more than hours of CPU training use
+CHUNK_CHARS = 1 << 16  # tokenized a piece at a time: the tokenizer's regex fails on huge runs
+
+
+def _cut(text: str, start: int) -> int:
+    """Where the piece starting at ``start`` ends: before a word's leading space, so the
+    pieces tokenize as the whole text does; a hard cut only in a run without words."""
+    end = start + CHUNK_CHARS
+    if end >= len(text):
+        return len(text)
+    i = text.rfind(" ", start + CHUNK_CHARS // 2, end)
+    while i > start and (text[i - 1].isspace() or i + 1 >= len(text) or text[i + 1].isspace()):
+        i = text.rfind(" ", start + CHUNK_CHARS // 2, i)
+    return i if i > start else end
+
+
+def tokens_of(text: str, should_stop=None) -> torch.Tensor:
+    """Token ids of a text of any length, encoded a piece at a time (int64)."""
+    parts, start = [], 0
+    while start < len(text):
+        check(should_stop)
+        end = _cut(text, start)
+        parts.append(torch.tensor(encode(text[start:end]), dtype=torch.long))
+        start = end
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
+
+
 def split_tokens(text: str, val_fraction: float, context: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids of the text, split at a character position (as the book does)."""
     cut = int(len(text) * (1 - val_fraction))
-    train, val = torch.tensor(encode(text[:cut])), torch.tensor(encode(text[cut:]))
+    train, val = tokens_of(text[:cut]), tokens_of(text[cut:])
     if len(train) < context + 1 or len(val) < context + 1:
         raise ValueError(f"the text is too short for a context of {context} tokens: "
                          f"{len(train)} training and {len(val)} validation tokens")
@@ -251,8 +279,16 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, out_dir: str | Path | None = None) -> Path:
-        """Model (project format), optimizer and trainer state, written atomically."""
-        folder = Path(out_dir or self.out_dir)
+        """Model (project format), optimizer and trainer state, written atomically; a
+        failed write (a full disk) is one line, and the previous checkpoint stays."""
+        try:
+            return self._save(Path(out_dir or self.out_dir))
+        except OSError as exc:
+            raise ValueError(f"{out_dir or self.out_dir}: the checkpoint of step "
+                             f"{self.state.step} could not be written "
+                             f"({exc.strerror or exc})") from None
+
+    def _save(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         path = save_checkpoint(self.model, folder / MODEL_FILE, trained=self.state.step > 0,
                                metadata={"train_step": str(self.state.step)})
@@ -266,7 +302,9 @@ class Trainer:
 
     @classmethod
     def resume(cls, folder: str | Path, text: str, **changes) -> "Trainer":
-        """Continue a run saved in ``folder`` (settings may be changed, e.g. max_steps)."""
+        """Continue a run saved in ``folder`` (settings may be changed, e.g. max_steps).
+        Every part of the saved run is checked against the others and the limits: the
+        step, the history, the settings, the model's size and the optimizer's state."""
         folder = Path(folder)
         state_path = folder / STATE_FILE
         if file_kind(state_path) == "missing":
@@ -278,17 +316,36 @@ class Trainer:
         except TypeError as exc:
             raise ValueError(f"{state_path}: unknown training settings ({exc})") from None
         settings.validate()
+        own_end = TrainSettings(**saved).max_steps
+        if step > own_end:
+            raise ValueError(f"{state_path}: says step {step:,}, past the run's own end at "
+                             f"{own_end:,} steps: the file is damaged")
         loaded = load_checkpoint(folder / MODEL_FILE)
-        optimizer_state = _read_optimizer(folder / OPTIMIZER_FILE)
+        _check_preset(state_path, settings.preset, loaded.config)
         model = loaded.model.train()
         for p in model.parameters():
             p.requires_grad_(True)
+        optimizer_state = _read_optimizer(folder / OPTIMIZER_FILE, model)
         try:
             return cls(text, settings, folder, model, TrainState(step, history), optimizer_state)
         except (ValueError, KeyError, TypeError, RuntimeError) as exc:  # the optimizer's state
             if isinstance(exc, ValueError) and "invalid training settings" in str(exc):
                 raise
             raise ValueError(f"{folder / OPTIMIZER_FILE}: does not fit this model ({exc})") from None
+
+    @property
+    def finished(self) -> bool:
+        return self.state.step >= self.settings.max_steps
+
+
+_HISTORY_TYPES = {"step": int, "train_loss": float, "val_loss": float, "sample": str}
+MAX_HISTORY = 100_000
+
+
+def _is(value, kind) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
 
 
 def _resume_state(path: Path, state) -> tuple[int, list, dict]:
@@ -305,10 +362,34 @@ def _resume_state(path: Path, state) -> tuple[int, list, dict]:
         raise ValueError(f"{path}: {exc}") from None
     if not isinstance(history, list) or not isinstance(saved, dict):
         raise ValueError(f"{path}: history must be a list and settings an object")
+    if len(history) > MAX_HISTORY:
+        raise ValueError(f"{path}: {len(history):,} evaluations in its history; a run keeps "
+                         f"at most {MAX_HISTORY:,}")
+    for i, entry in enumerate(history):
+        if not (isinstance(entry, dict) and all(_is(entry.get(k), t) for k, t in _HISTORY_TYPES.items())
+                and 0 <= entry["step"] <= step):
+            raise ValueError(f"{path}: history entry {i + 1} is not an evaluation of this run "
+                             "(step, train_loss, val_loss and sample, at most the run's step)")
     return step, history, saved
 
 
-def _read_optimizer(path: Path) -> dict:
+def _check_preset(path: Path, name: str, cfg: GPTConfig) -> None:
+    """The preset trainer.json names is the model in model.safetensors."""
+    try:
+        named = preset(name)
+    except (KeyError, ValueError):
+        raise ValueError(f"{path}: names the preset {name!r}, which is not one") from None
+    keys = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")
+    if any(getattr(named, k) != getattr(cfg, k) for k in keys):
+        raise ValueError(f"{path}: names the preset {name!r} ({named.n_layers} blocks, "
+                         f"{named.emb_dim} wide), but {MODEL_FILE} beside it has "
+                         f"{cfg.n_layers} blocks, {cfg.emb_dim} wide: the files are of "
+                         "different runs")
+
+
+def _read_optimizer(path: Path, model: GPTModel) -> dict:
+    """AdamW's state, read with weights_only=True and checked against the model: one
+    entry per parameter, each moment of the parameter's shape, finite."""
     import pickle
     regular_file(path)
     try:
@@ -321,7 +402,35 @@ def _read_optimizer(path: Path) -> dict:
         raise ValueError(f"{path}: corrupt optimizer state ({first})") from None
     if not isinstance(state, dict) or "state" not in state or "param_groups" not in state:
         raise ValueError(f"{path}: not an optimizer state")
+    _check_moments(path, state, model)
     return state
+
+
+def _check_moments(path: Path, state: dict, model: GPTModel) -> None:
+    params = [p for _, p in model.named_parameters() if p.dim() >= 2] + [
+        p for _, p in model.named_parameters() if p.dim() < 2]  # the order of the groups
+    groups, moments = state["param_groups"], state["state"]
+    ids = ([i for g in groups if isinstance(g, dict) for i in g.get("params", [])]
+           if isinstance(groups, list) else [])
+    if ids != list(range(len(params))) or not isinstance(moments, dict):
+        raise ValueError(f"{path}: holds the state of {len(ids):,} parameters; this model has "
+                         f"{len(params):,}: the files are of different runs")
+    for i, entry in moments.items():
+        if not isinstance(i, int) or not 0 <= i < len(params) or not isinstance(entry, dict):
+            raise ValueError(f"{path}: not AdamW's state for this model (entry {i!r})")
+        for key in ("exp_avg", "exp_avg_sq"):
+            t = entry.get(key)
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(params[i].shape):
+                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"{path}: {key} of parameter {i} is {got}, the model's "
+                                 f"parameter is {tuple(params[i].shape)}: the files are of "
+                                 "different runs")
+            if not t.is_floating_point() or not torch.isfinite(t).all():
+                raise ValueError(f"{path}: {key} of parameter {i} is not finite floating point")
+        step = entry.get("step")
+        if isinstance(step, bool) or not isinstance(step, (torch.Tensor, int, float)) or (
+                isinstance(step, torch.Tensor) and step.numel() != 1):
+            raise ValueError(f"{path}: the step of parameter {i} is not a number")
 
 
 def default_text() -> str:
@@ -329,9 +438,16 @@ def default_text() -> str:
 
 
 def read_text(path: str | Path) -> str:
-    """A training text: a regular file of UTF-8 text (a FIFO would wait forever)."""
+    """A training text: a regular file of UTF-8 text (a FIFO would wait forever) of at
+    most MAX_TEXT_BYTES, checked before a byte is read."""
     try:
         regular_file(path)
+        size = Path(path).stat().st_size
+        if size > MAX_TEXT_BYTES:
+            raise ValueError(f"{path}: {size / 1e6:,.0f} MB of text; training reads at most "
+                             f"{MAX_TEXT_BYTES / 1e6:,.0f} MB (about 60 million tokens, more than "
+                             "a CPU trains on in hours): use a part of it")
+        check_memory(4 * size, torch.device("cpu"), f"reading {Path(path).name}")
         return Path(path).read_text(encoding="utf-8")
     except CheckpointError as exc:
         raise ValueError(str(exc)) from None
@@ -340,12 +456,21 @@ def read_text(path: str | Path) -> str:
 
 
 def check_out_dir(out_dir: str | Path) -> Path:
-    """Where checkpoints go: a folder, or a place where one can be made."""
+    """Where checkpoints go: a folder the user may write in, made now if missing, so a
+    place that cannot hold them (under /proc, read-only) is refused before training."""
     folder = Path(out_dir)
     kind = file_kind(folder)
     if kind not in ("missing", "folder"):
         what = "a file" if kind == "file" else kind
         raise ValueError(f"{folder}: {what}, not a folder for checkpoints")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test.part"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"{folder}: checkpoints cannot be written there "
+                         f"({exc.strerror or exc})") from None
     return folder
 
 

@@ -1,0 +1,107 @@
+"""Training's inputs at their boundaries: a text too large to read, runs the tokenizer's
+regex cannot take in one piece, a checkpoint folder that cannot be written, and resume
+files whose parts do not belong together."""
+
+import json
+import os
+
+import pytest
+import torch
+
+from explorer.cli import main
+from explorer.core.tokenizer import encode
+from explorer.core.training import CHUNK_CHARS, MAX_TEXT_BYTES, default_text, tokens_of
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_text_too_large_is_refused_before_a_byte_is_read(capsys, tmp_path):
+    huge = tmp_path / "huge.txt"
+    with open(huge, "wb") as fh:  # sparse: 3 GB that take no disk
+        fh.truncate(3 * 1024**3)
+    code, _, err = run(capsys, "train", "--text", str(huge), "--preset", "tiny",
+                       "--out", str(tmp_path / "run"))
+    assert code == 2 and "3,221 MB of text; training reads at most 268 MB" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_long_texts_are_tokenized_a_piece_at_a_time_as_the_whole_would_be():
+    text = default_text()
+    assert tokens_of(text).tolist() == encode(text)  # one piece: exactly the book's ids
+    long = text * 8
+    assert len(long) > 2 * CHUNK_CHARS and tokens_of(long).tolist() == encode(long)
+    spaces = tokens_of(" " * 3_000_000)  # one piece of it makes the regex fail
+    assert spaces.dtype == torch.long and spaces.shape == (3_000_000,)
+    with pytest.raises(ValueError, match="Regex error"):
+        encode(" " * 3_000_000)
+    assert tokens_of("").shape == (0,)
+
+
+@pytest.mark.parametrize("where", ["/proc/no/such/run", "/sys/kernel/run"])
+def test_a_checkpoint_folder_that_cannot_be_written_is_refused_first(capsys, where):
+    code, _, err = run(capsys, "train", "--preset", "tiny", "--steps", "1", "--out", where)
+    assert code == 2 and f"{where}: checkpoints cannot be written there" in err
+    assert "Traceback" not in err and "training tiny" not in err  # before any training
+
+
+@pytest.fixture
+def a_run(capsys, tmp_path):
+    folder = tmp_path / "run"
+    assert run(capsys, "train", "--steps", "2", "--eval-every", "1", "--preset", "tiny",
+               "--out", str(folder))[0] == 0
+    return folder, json.loads((folder / "trainer.json").read_text())
+
+
+def resume(capsys, folder, *more):
+    return run(capsys, "train", "--resume", "--out", str(folder), *more)
+
+
+def test_a_resume_file_whose_parts_do_not_belong_together_is_named(capsys, a_run):
+    folder, state = a_run
+    assert len(state["history"]) == 3 and state["step"] == 2
+    for broken, message in (
+            (dict(state, history=[{"step": "1"}]), "history entry 1 is not an evaluation"),
+            (dict(state, history=state["history"] + [dict(state["history"][0], step=9)]),
+             "history entry 4 is not an evaluation of this run"),
+            (dict(state, history=[7] * 3), "history entry 1 is not an evaluation"),
+            (dict(state, step=1_000_000_000), "says step 1,000,000,000, past the run's own end "
+                                              "at 2 steps"),
+            (dict(state, settings=dict(state["settings"], eval_batches=10_000)),
+             "eval batches must be between 1 and 100"),
+            (dict(state, settings=dict(state["settings"], preset="mini")),
+             "names the preset 'mini' (4 blocks, 192 wide), but model.safetensors beside it has "
+             "2 blocks, 32 wide")):
+        (folder / "trainer.json").write_text(json.dumps(broken))
+        code, _, err = resume(capsys, folder, "--steps", "4")
+        assert code == 2 and message in err, err
+        assert len(err.strip().splitlines()) == 1, err
+
+
+def test_an_optimizer_state_of_other_shapes_is_named(capsys, a_run):
+    folder, _ = a_run
+    saved = torch.load(folder / "optimizer.pt", weights_only=True)
+    shape = tuple(saved["state"][0]["exp_avg"].shape)
+    saved["state"][0]["exp_avg"] = torch.zeros(3, 5)
+    torch.save(saved, folder / "optimizer.pt")
+    code, _, err = resume(capsys, folder, "--steps", "4")
+    assert code == 2 and f"exp_avg of parameter 0 is (3, 5), the model's parameter is {shape}" in err
+    saved["state"][0]["exp_avg"] = torch.full(shape, float("nan"))
+    torch.save(saved, folder / "optimizer.pt")
+    assert "exp_avg of parameter 0 is not finite" in resume(capsys, folder, "--steps", "4")[2]
+    saved["param_groups"][0]["params"] = saved["param_groups"][0]["params"][:-1]
+    torch.save(saved, folder / "optimizer.pt")
+    code, _, err = resume(capsys, folder, "--steps", "4")
+    assert code == 2 and "the files are of different runs" in err
+
+
+def test_a_finished_run_asked_for_nothing_more_says_so(capsys, a_run):
+    folder, state = a_run
+    code, _, err = resume(capsys, folder)
+    assert code == 0 and "is finished at step 2 of 2: nothing to do; ask for more with --steps" in err
+    assert json.loads((folder / "trainer.json").read_text()) == state  # untouched
+    code, _, err = resume(capsys, folder, "--steps", "3")
+    assert code == 0 and "resuming" in err and json.loads((folder / "trainer.json").read_text())["step"] == 3
