@@ -265,3 +265,8 @@ def test_generate_applies_an_intervention_file_or_none_at_all(capsys, tmp_path):
     bad.write_text('{"interventions": [{"kind": "scale", "node": "trf_blocks.0.att", "k": "x"}]}')
     code, out, err = run(capsys, *args, "--intervene", str(bad))
     assert code == 2 and "k must be a finite number" in err and out == ""
+    off = tmp_path / "off.json"
+    off.write_text(good.read_text().replace('{"interventions"', '{"enabled": false, "interventions"'))
+    code, out, err = run(capsys, *args, "--intervene", str(off))
+    assert code == 0 and out == plain and "switched off (\"enabled\": false): none of its 2 applied" in err
+    assert "intervention:" not in err

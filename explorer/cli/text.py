@@ -74,7 +74,11 @@ def generate(args: argparse.Namespace) -> int:
         if args.intervene:
             from ..core.interventions import applied, load_file, resolve
 
-            specs = load_file(args.intervene, loaded.config)  # all checked, or none applied
+            specs, enabled = load_file(args.intervene, loaded.config)  # all checked, or none
+            if not enabled:  # the app saves its switch: a file saved switched off changes nothing
+                print(f"interventions in {args.intervene} are switched off (\"enabled\": false): "
+                      f"none of its {len(specs)} applied", file=sys.stderr)
+                specs = []
             stack.enter_context(applied(loaded.model, resolve(loaded.model, specs, stream.prompt_ids)))
             for spec in specs:
                 print(f"intervention: {spec.describe()}", file=sys.stderr)

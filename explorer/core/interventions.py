@@ -27,6 +27,7 @@ from .model import GPTModel
 from .nodes import (ATTENTION, GELU_OUTPUT, all_hook_names, eval_source, node_for_hook,
                     parse_hook, residual_branches)
 from .tokenizer import encode
+from .outputs import atomic_output, check_output
 from .validate import read_json
 
 KINDS = {
@@ -150,9 +151,10 @@ def from_dict(data: dict) -> Intervention:
 MAX_INTERVENTIONS = 256  # each one is a hook on every forward
 
 
-def load_file(path: str | Path, cfg: GPTConfig) -> list[Intervention]:
-    """Interventions from a JSON file ({"interventions": [...]} or a list), each checked
-    against the model; one clear ValueError and nothing applied when any is wrong."""
+def load_file(path: str | Path, cfg: GPTConfig) -> tuple[list[Intervention], bool]:
+    """Interventions from a JSON file ({"enabled": …, "interventions": [...]} or a list),
+    each checked against the model, and whether the file has them switched on; one clear
+    ValueError and nothing applied when any is wrong."""
     path = Path(path)
     if path.exists() and path.stat().st_size > MAX_FILE_BYTES:
         raise ValueError(f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB, not an intervention file")
@@ -160,6 +162,9 @@ def load_file(path: str | Path, cfg: GPTConfig) -> list[Intervention]:
     items = data.get("interventions") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise ValueError(f"{path}: expected {{\"interventions\": [...]}}")
+    enabled = data.get("enabled", True) if isinstance(data, dict) else True
+    if not isinstance(enabled, bool):
+        raise ValueError(f"{path}: \"enabled\" must be true or false, got {enabled!r}"[:200])
     if len(items) > MAX_INTERVENTIONS:
         raise ValueError(f"{path}: {len(items):,} interventions; at most {MAX_INTERVENTIONS} at once")
     found = []
@@ -170,13 +175,15 @@ def load_file(path: str | Path, cfg: GPTConfig) -> list[Intervention]:
         except (ValueError, TypeError) as exc:
             raise ValueError(f"{path}, intervention {i + 1}: {exc}") from None
         found.append(one)
-    return found
+    return found, enabled
 
 
 def save_file(path: str | Path, interventions: list[Intervention], enabled: bool = True) -> None:
-    Path(path).write_text(json.dumps({"enabled": enabled,
-                                      "interventions": [i.to_dict() for i in interventions]},
-                                     indent=2) + "\n", encoding="utf-8")
+    """The list and its switch as JSON, written under a temporary name and renamed."""
+    text = json.dumps({"enabled": enabled, "interventions": [i.to_dict() for i in interventions]},
+                      indent=2) + "\n"
+    with atomic_output(check_output(path)) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
 
 
 @dataclass

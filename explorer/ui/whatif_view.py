@@ -188,12 +188,13 @@ class WhatIfView(QWidget):
         if not path or self.session.model is None:
             return
         try:
-            found = load_file(path, self.session.model.config)
+            found, enabled = load_file(path, self.session.model.config)
         except ValueError as exc:  # nothing applied: the list stays as it was
             self.message.setText(f"<span style='color:#b00020'>{html.escape(str(exc))}</span>")
             return
-        self.session.set_interventions(found, on=True)
-        self.message.setText(f"Loaded {len(found)} intervention(s) from {html.escape(path)}.")
+        self.session.set_interventions(found, on=enabled)
+        self.message.setText(f"Loaded {len(found)} intervention(s) from {html.escape(path)}"
+                             + ("." if enabled else ", switched off as saved."))
 
     def save(self, path: str | None = None) -> None:
         if not path:
@@ -203,7 +204,7 @@ class WhatIfView(QWidget):
             try:
                 save_file(path, self.session.interventions, self.session.interventions_on)
                 self.message.setText(f"Saved to {html.escape(path)}.")
-            except OSError as exc:
+            except (OSError, ValueError) as exc:  # a folder, a FIFO, a full disk: one line
                 self.message.setText(f"<span style='color:#b00020'>Could not save: "
                                      f"{html.escape(str(exc))}</span>")
 

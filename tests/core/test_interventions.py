@@ -174,7 +174,12 @@ def test_bad_interventions_and_files_say_what_is_wrong_and_apply_nothing(model, 
             Intervention("steer", "trf_blocks.1.add2", k=4.0, prompt="Love", prompt_b="Hate"),
             Intervention("zero", "trf_blocks.0.ff", positions=(0, 3))]
     save_file(tmp_path / "ok.json", good)
-    assert load_file(tmp_path / "ok.json", cfg) == good
+    assert load_file(tmp_path / "ok.json", cfg) == (good, True)
+    save_file(tmp_path / "off.json", good, enabled=False)
+    assert load_file(tmp_path / "off.json", cfg) == (good, False)
+    (tmp_path / "odd.json").write_text('{"enabled": "no", "interventions": []}')
+    with pytest.raises(ValueError, match='"enabled" must be true or false'):
+        load_file(tmp_path / "odd.json", cfg)
     assert no_hooks(model)
 
 

@@ -48,7 +48,9 @@ def test_an_intervention_from_the_tab_changes_every_view_and_the_switch_undoes_i
     wait_run(qtbot, window)
     view.load(str(tmp_path / "iv.json"))
     wait_run(qtbot, window)
-    assert session.interventions == [Intervention("zero", "trf_blocks.1.att")] and session.interventions_on
+    # saved with the switch off: loaded as saved, and said
+    assert session.interventions == [Intervention("zero", "trf_blocks.1.att")]
+    assert not session.interventions_on and "switched off as saved" in view.message.text()
     (tmp_path / "bad.json").write_text('{"interventions": [{"kind": "heads", "node": "trf_blocks.0.att", "heads": [9]}]}')
     view.load(str(tmp_path / "bad.json"))
     assert "heads must be numbers 0..3" in view.message.text()
