@@ -42,6 +42,9 @@ class HubState:
     cut_after: int | None = None  # close the next CDN transfer after this many body bytes
     flip_byte_at: int | None = None  # serve this byte of LFS files XOR 0xFF
     served: int = 0  # body bytes the CDN sent
+    extra_body: int = 0  # the CDN sends this many bytes more than the Hub announced
+    commit_for: dict[str, str] = field(default_factory=dict)  # file -> another X-Repo-Commit
+    redirect_loop: bool = False  # every resolve answers with a redirect to itself
     blobs: dict[str, bytes] = field(default_factory=dict)  # sha256 -> bytes
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -93,12 +96,19 @@ def _hub_handler(state: HubState, cdn_base: str):
             name = m["file"]
             if name not in repo.files:
                 return self._error("EntryNotFound", repo.commit)
+            if state.redirect_loop:
+                self.send_response(302)
+                self.send_header("Location", self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             data = repo.files[name]
+            commit = state.commit_for.get(name, repo.commit)
             if repo.is_lfs(name):
                 sha = hashlib.sha256(data).hexdigest()
                 self.send_response(302)
                 self.send_header("Location", f"{cdn_base}/{sha}")
-                self.send_header("X-Repo-Commit", repo.commit)
+                self.send_header("X-Repo-Commit", commit)
                 self.send_header("X-Linked-Etag", f'"{sha}"')
                 self.send_header("X-Linked-Size", str(len(data)))
                 self.send_header("ETag", f'"{git_blob_sha1(b"pointer " + sha.encode())}"')
@@ -106,7 +116,7 @@ def _hub_handler(state: HubState, cdn_base: str):
                 self.end_headers()
                 return
             self.send_response(200)
-            self.send_header("X-Repo-Commit", repo.commit)
+            self.send_header("X-Repo-Commit", commit)
             self.send_header("ETag", f'"{git_blob_sha1(data)}"')
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -143,6 +153,7 @@ def _cdn_handler(state: HubState):
                 data = bytearray(data)
                 data[state.flip_byte_at] ^= 0xFF
                 data = bytes(data)
+            data = data + b"\0" * state.extra_body
             start = 0
             m = re.fullmatch(r"bytes=(\d+)-", rng or "")
             if m:

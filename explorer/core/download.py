@@ -6,18 +6,25 @@ every other tool look, and ``HF_ENDPOINT``, ``HF_HOME``, ``HF_HUB_CACHE``,
 the explorer needs is fetched: ``config.json`` and the safetensors weights.
 
 The weights are fetched resumably: the library's metadata call gives the file's sha256
-(its ETag), size and location; its ``http_get`` streams the bytes into
-``blobs/<sha256>.incomplete``, which a stop, Ctrl+C or a dropped connection leaves in
-place for the next run to continue. A finished file is hashed, and only a file whose
-sha256 equals the published one is moved into the cache, where the library links it into
-the snapshot. A mismatch removes the bytes and says so.
+(its ETag), size and location; the bytes are streamed with the library's HTTP session
+into ``blobs/<sha256>.incomplete``, which a stop, Ctrl+C or a dropped connection leaves
+in place for the next run to continue. What the Hub announced bounds what is written: a
+body longer than the announced size is an error and its bytes are removed; a server
+that stops sending for ``HF_HUB_DOWNLOAD_TIMEOUT`` seconds is one line; Stop is asked
+after every network read and at least once a second while none arrives. A finished file
+is hashed, and only a file whose sha256 equals the published one is moved into the
+cache, where the library links it into the snapshot. Config files are size-checked
+before they are stored, and one that is refused is removed from the cache. A download
+counts as done only when the model can be found again from the cache.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import queue
 import shutil
+import threading
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -32,10 +39,12 @@ from .hub import (CONFIG, SHA256_RE, WEIGHTS, WEIGHTS_INDEX, HubError, HubUnreac
                   verified, verify)
 from .validate import read_json
 
-# huggingface_hub's http_get hands over bytes in chunks of constants.DOWNLOAD_CHUNK_SIZE
-# (10 MiB): progress, Stop and what a dropped connection keeps would come in steps of
-# 10 MiB (ten seconds each at 1 MB/s). The explorer asks for 1 MiB chunks.
-TRANSFER_CHUNK = 1024 * 1024
+POLL_SECONDS = 1.0  # the longest a network read waits before Stop is asked again
+MAX_CONFIG_BYTES = 16 * 1024 * 1024  # config.json and the shard index: a few KB on the Hub
+
+
+class _TooLong(HubError):
+    """The server sent more than the Hub announced."""
 
 
 @dataclass
@@ -66,7 +75,7 @@ class DownloadProgress:
 
 class _Meter:
     """Counts bytes for the progress callback (at most ten calls a second) and asks
-    ``should_stop`` on every chunk, so Stop takes effect before the next chunk."""
+    ``should_stop`` on every network read."""
 
     def __init__(self, callback, should_stop, total: int, done: int) -> None:
         self.callback, self.should_stop = callback, should_stop
@@ -96,28 +105,6 @@ class _Meter:
                 speed = (b1 - b0) / (t1 - t0)
                 left = max(0.0, (self.total - self.done) / speed)
         self.callback(DownloadProgress(phase, self.filename, self.done, self.total, speed, left))
-
-    def bar_class(self):
-        """A stand-in for tqdm that http_get drives: each update is a chunk written."""
-        meter = self
-
-        class Bar:
-            def __init__(self, *args, **kwargs) -> None:
-                pass
-
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc) -> bool:
-                return False
-
-            def update(self, n: int = 1) -> None:
-                meter.add(int(n))
-
-            def close(self) -> None:
-                pass
-
-        return Bar
 
 
 @dataclass
@@ -172,6 +159,12 @@ def _plain_errors(repo_id: str, hub: str) -> Iterator[None]:
         reason = str(exc) or type(exc).__name__
         raise HubUnreachable(f"cannot reach the Hugging Face Hub at {hub} ({reason}): no "
                              "network, or a proxy or firewall in the way?") from None
+    except httpx2.TooManyRedirects:
+        raise HubError(f"{hub} redirects without end (a redirect loop): not the Hugging Face "
+                       "Hub, or a proxy in the way") from None
+    except httpx2.HTTPError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise HubError(f"the exchange with {hub} failed ({reason})") from None
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", -1)):
             raise HubError(f"no room to write {repo_id} ({exc.strerror}: the disk is full or "
@@ -203,16 +196,13 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
     """Fetch config.json and the safetensors weights of a GPT-2 (a size name or a repo
     id) into the Hugging Face cache; resume what an earlier run left; check every
     weights file's sha256. On success, the downloaded model becomes the default."""
-    from huggingface_hub import errors, hf_hub_download
+    from huggingface_hub import errors
     from huggingface_hub.file_download import repo_folder_name
     from huggingface_hub.utils import build_hf_headers
-
-    from huggingface_hub import constants
 
     repo_id, _ = resolve(name)
     root = Path(cache) if cache else cache_dir()
     hub = (hub or endpoint()).rstrip("/")
-    constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, TRANSFER_CHUNK)
     if offline():
         raise HubError("HF_HUB_OFFLINE is set: downloads are switched off (unset it to download)")
     headers = build_hf_headers()
@@ -222,14 +212,14 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
             try:
                 files = [(WEIGHTS, *_metadata(repo_id, WEIGHTS, revision, hub, headers))]
             except errors.RemoteEntryNotFoundError:  # no single file: a sharded checkpoint?
-                index = Path(hf_hub_download(repo_id, WEIGHTS_INDEX, revision=revision,
-                                             cache_dir=str(root), endpoint=hub))
-                files = [(n, *_metadata(repo_id, n, revision, hub, headers))
-                         for n in shard_names(index)]
+                index = _small_file(repo_id, WEIGHTS_INDEX, revision, root, hub, headers)
+                with _removed_if_refused(index):
+                    names = shard_names(index)
+                files = [(n, *_metadata(repo_id, n, revision, hub, headers)) for n in names]
             commit = files[0][2].commit_hash
-            config = Path(hf_hub_download(repo_id, CONFIG, revision=commit, cache_dir=str(root),
-                                          endpoint=hub))
-            _check_config(config, repo_id)
+            config = _small_file(repo_id, CONFIG, commit, root, hub, headers)
+            with _removed_if_refused(config):
+                _check_config(config, repo_id)
             storage = root / repo_folder_name(repo_id=repo_id, repo_type="model")
             total = sum(meta.size for _, _, meta in files)
             meter = _Meter(progress, should_stop, total, 0)
@@ -239,6 +229,7 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
                 fetched += _fetch(repo_id, filename, url, meta, storage, revision, root, hub,
                                   headers, meter, notices)
             meter.report("done")
+            _found_again(repo_id, root, files)
     except HubUnreachable as exc:
         # offline, but a complete, checked copy is already here: nothing to do
         cached = find_repo(repo_id, root)
@@ -252,6 +243,48 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
     if make_default:
         state.set_default_repo(repo_id)
     return DownloadResult(repo_id, config.parent, fetched, total, notices)
+
+
+def _small_file(repo_id: str, filename: str, revision: str, root: Path, hub: str,
+                headers: dict) -> Path:
+    """config.json or the shard index into the cache, its announced size checked first
+    (a GPT-2's are a few KB)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+
+    url = hf_hub_url(repo_id, filename, revision=revision, endpoint=hub)
+    size = get_hf_file_metadata(url, headers=headers).size
+    if size is not None and size > MAX_CONFIG_BYTES:
+        raise HubError(f"{repo_id}: its {filename} is {size / 1e6:,.0f} MB, where a GPT-2's is "
+                       "a few KB; not stored")
+    return Path(hf_hub_download(repo_id, filename, revision=revision, cache_dir=str(root),
+                                endpoint=hub))
+
+
+@contextmanager
+def _removed_if_refused(path: Path) -> Iterator[None]:
+    """A file the checks in the block refuse does not stay in the cache."""
+    try:
+        yield
+    except HubError:
+        try:
+            blob = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            blob = path
+        remove_from_cache(blob, path)
+        raise
+
+
+def _found_again(repo_id: str, root: Path, files: list) -> None:
+    """The download is done only if the cache lookup that the next start uses finds it:
+    answers naming different commits leave files no lookup of 'main' finds."""
+    cached = find_repo(repo_id, root)
+    wanted = {name for name, _, _ in files}
+    if cached is None or {w.name for w in cached.weights} != wanted:
+        commits = sorted({meta.commit_hash for _, _, meta in files})
+        raise HubError(f"{repo_id}: the Hub's answers do not agree on the model's commit "
+                       f"({', '.join(c[:8] for c in commits)} and another), so the files "
+                       "cannot be found again from the cache; nothing was made the default. "
+                       "Try again later")
 
 
 def _check_config(config: Path, repo_id: str) -> None:
@@ -272,7 +305,6 @@ def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision:
     from urllib.parse import urlparse
 
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import WeakFileLock
 
     sha, size = meta.etag, int(meta.size)
@@ -306,11 +338,14 @@ def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision:
                            f"{(size - resume) / 1e6:,.0f} MB more in {blob.parent}, only "
                            f"{free / 1e6:,.0f} MB are free")
         meter.done += resume
-        with open(partial, "r+b" if resume else "wb") as fh:
-            fh.seek(resume)
-            fh.truncate()
-            http_get(meta.location, fh, resume_size=resume, headers=get_headers,
-                     expected_size=size, tqdm_class=meter.bar_class())
+        try:
+            with open(partial, "r+b" if resume else "wb") as fh:
+                fh.seek(resume)
+                fh.truncate()
+                _stream(meta.location, fh, resume, size, get_headers, meter, filename)
+        except _TooLong:
+            partial.unlink(missing_ok=True)  # not the announced file: nothing of it is kept
+            raise
         meter.report("download")  # the file's last bytes, whatever the throttle said
         meter.report("verify")
         actual = sha256_of(partial, meter.should_stop)
@@ -324,6 +359,89 @@ def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision:
     # the library links the blob into the snapshot and records the revision's commit
     hf_hub_download(repo_id, filename, revision=revision, cache_dir=str(root), endpoint=hub)
     return size - resume
+
+
+def _chunks(response, should_stop) -> Iterator[bytes]:
+    """The response's bytes as they arrive, read by a helper thread so that Stop is asked
+    at least every POLL_SECONDS while the server sends nothing; a stop closes the
+    response and leaves the helper to end with its read."""
+    arrived: queue.Queue = queue.Queue()
+    done = object()
+    closed = threading.Event()
+
+    def pump() -> None:
+        try:
+            for chunk in response.iter_bytes():
+                if closed.is_set():
+                    return
+                arrived.put(chunk)
+            arrived.put(done)
+        except BaseException as exc:  # handed to the caller's thread
+            arrived.put(exc)
+
+    threading.Thread(target=pump, daemon=True, name="download-read").start()
+    try:
+        while True:
+            try:
+                item = arrived.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                check(should_stop)
+                continue
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        closed.set()
+        try:
+            response.close()
+        except Exception:  # closing from this thread while the helper reads
+            pass
+
+
+def _stream(url: str, fh, resume: int, size: int, headers: dict, meter: _Meter,
+            filename: str) -> None:
+    """Bytes ``resume``..``size`` of the file into ``fh``, with the library's HTTP session;
+    a dropped connection continues with a range request (five times without progress,
+    then one line), more bytes than announced is ``_TooLong``."""
+    import httpx2
+    from huggingface_hub import constants
+    from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
+
+    written, attempts = resume, 0
+    timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
+    while written < size:
+        request_headers = dict(headers, **({"Range": f"bytes={written}-"} if written else {}))
+        before = written
+        try:
+            with http_stream_backoff("GET", url, headers=request_headers, timeout=timeout,
+                                     retry_on_exceptions=(), retry_on_status_codes=(408, 429)) as response:
+                hf_raise_for_status(response)
+                if written and response.status_code == 200:  # the range was ignored: restart
+                    meter.done -= written
+                    fh.seek(0)
+                    fh.truncate()
+                    written = 0
+                for chunk in _chunks(response, meter.should_stop):
+                    if written + len(chunk) > size:
+                        raise _TooLong(f"{filename}: the server sent more than the "
+                                       f"{size:,} bytes the Hub announced; removed what "
+                                       "arrived")
+                    fh.write(chunk)
+                    written += len(chunk)
+                    meter.add(len(chunk))
+        except httpx2.TimeoutException:
+            raise HubUnreachable(f"{filename}: the server sent nothing for {timeout:.0f} s "
+                                 f"after {written / 1e6:,.1f} of {size / 1e6:,.1f} MB; run it "
+                                 "again, it resumes") from None
+        except (httpx2.RemoteProtocolError, httpx2.NetworkError):
+            pass  # a dropped connection: continue from what arrived
+        attempts = 0 if written > before else attempts + 1
+        if written < size and attempts >= 5:
+            raise HubUnreachable(f"{filename}: the connection keeps closing at "
+                                 f"{written / 1e6:,.1f} of {size / 1e6:,.1f} MB; run it again, "
+                                 "it resumes")
 
 
 def partial_bytes(name: str, cache: str | os.PathLike | None = None) -> int:
