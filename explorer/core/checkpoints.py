@@ -24,7 +24,7 @@ import torch
 
 from .cancel import check
 from .config import GPT2_VOCAB, GPTConfig, preset, preset_for_emb_dim
-from .devices import free_memory_bytes, resolve_device, resolve_dtype
+from .devices import check_memory, resolve_device, resolve_dtype
 from .errors import CheckpointError
 from .hf_files import hf_folder_weights, read_safetensors, safetensors_header
 from .keymaps import (check_tensor, convert_hf_state_dict, drop_book_buffers, infer_config,
@@ -36,7 +36,6 @@ from .validate import file_kind, parse_json, read_json, regular_file
 
 PROJECT_FORMAT = "gpt-block-explorer"
 PROJECT_FORMAT_VERSION = "1"
-GIB = 1024 ** 3
 
 
 @dataclass
@@ -244,15 +243,6 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
 
 
 # --------------------------------------------------------------------------- loading
-
-def check_memory(need_bytes: int, device: torch.device, what: str) -> None:
-    """Refuse, with a clear message, work that will not fit in the device's memory."""
-    free = free_memory_bytes(device)
-    if free is not None and need_bytes > free:
-        raise MemoryError(f"{what} needs about {need_bytes / GIB:.1f} GiB on {device}, but only "
-                          f"{free / GIB:.1f} GiB is available; choose a smaller model, "
-                          "bfloat16, or another device")
-
 
 def _fingerprint(path: Path, fmt: str) -> list[tuple[str, int, int]]:
     if fmt == "openai-tf":

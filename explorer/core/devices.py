@@ -91,3 +91,15 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+GIB = 1024 ** 3
+
+
+def check_memory(need_bytes: int, device: torch.device, what: str) -> None:
+    """Refuse, with a clear message, work that will not fit in the device's memory."""
+    free = free_memory_bytes(device)
+    if free is not None and need_bytes > free:
+        raise MemoryError(f"{what} needs about {need_bytes / GIB:.1f} GiB on {device}, but only "
+                          f"{free / GIB:.1f} GiB is available; choose a smaller model, "
+                          "bfloat16, or another device")

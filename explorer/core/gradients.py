@@ -6,7 +6,9 @@ every block's two shortcuts removed (each add returns only its branch: the
 demonstration (chapter 4, ``ExampleDeepNeuralNetwork``) at GPT-2 scale.
 
 Hooks are temporary and removed in ``finally``; no parameter gradient is accumulated
-(``torch.autograd.grad`` asks only for the nodes' outputs). Qt-free."""
+(``torch.autograd.grad`` asks only for the nodes' outputs). The memory a run needs is
+checked before it starts, and Stop is asked after every block, forward and backward.
+Qt-free."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .cancel import Cancelled
+from .cancel import Cancelled, check
+from .devices import check_memory
 from .interventions import Intervention, Resolved, applied
 from .model import GPTModel
 from .nodes import EMBEDDINGS, all_hook_names, block_hook_name, block_output, residual_branches
@@ -76,10 +79,35 @@ def without_shortcuts(model: GPTModel):
                            for i in range(cfg.n_layers) for key in residual_branches()])
 
 
+def gradient_bytes(cfg, tokens: int) -> int:
+    """About what one run holds: the logits with their softmax and gradient, every
+    block's activations kept for the backward pass (the attention scores among them),
+    and a gradient for each block parameter."""
+    from .model import count_parameters
+
+    logits = 3 * tokens * cfg.vocab_size * 4
+    activations = tokens * cfg.n_layers * (20 * cfg.emb_dim + 3 * cfg.n_heads * tokens) * 4
+    return logits + activations + 2 * count_parameters(cfg).total * 4
+
+
+def _stop_points(model: GPTModel, stack: ExitStack, should_stop) -> None:
+    """Stop is asked when each block's forward ends and when the backward pass reaches
+    its output: one block's work at most."""
+    def after_block(module, inputs, out):
+        check(should_stop)
+        if out.requires_grad:
+            out.register_hook(lambda grad: check(should_stop))
+
+    for block in model.trf_blocks:
+        stack.callback(block.register_forward_hook(after_block).remove)
+
+
 def _one_run(model: GPTModel, ids: torch.Tensor, names: list[str], shortcut: bool,
-             norms_kept: bool) -> GradientRun:
+             norms_kept: bool, should_stop=None) -> GradientRun:
     outputs: dict[str, torch.Tensor] = {}
     with ExitStack() as stack:
+        if should_stop is not None:
+            _stop_points(model, stack, should_stop)
         if not shortcut:  # first: the hooks below then see the adds without their shortcut
             stack.enter_context(without_shortcuts(model))
         if not norms_kept:
@@ -126,6 +154,8 @@ def gradient_report(model: GPTModel, ids: list[int], without: bool = True,
         raise ValueError(f"the prompt has {len(ids)} tokens; this model's context is "
                          f"{model.cfg.context_length}")
     device = next(model.parameters()).device
+    check_memory(gradient_bytes(model.cfg, len(ids)), device,
+                 f"the gradients of a {len(ids):,}-token prompt")
     tokens = torch.tensor([ids], device=device)
     names = [n for n in all_hook_names(model.cfg, include_pattern=False)
              if n not in ("tok_emb", "pos_emb", "emb_add")]
@@ -135,7 +165,7 @@ def gradient_report(model: GPTModel, ids: list[int], without: bool = True,
             raise Cancelled("stopped")
         if progress is not None:
             progress(i, 2 if without else 1)
-        runs.append(_one_run(model, tokens, names, shortcut, norms))
+        runs.append(_one_run(model, tokens, names, shortcut, norms, should_stop))
     return GradientReport(len(ids), tuple(runs))
 
 

@@ -23,7 +23,7 @@ from .batch import PAD_ID, Batch
 from .cancel import check
 from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StopCheck
 from .steps import StepRecorder
-from .checkpoints import check_memory
+from .devices import check_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
                          pick, prepare_prompt, sampler, tokenizer_logits)
 from .model import GPTModel

@@ -25,7 +25,8 @@ import torch
 
 from . import hub, state
 from .cancel import check
-from .checkpoints import CheckpointError, LoadedModel, check_memory, load_checkpoint
+from .checkpoints import CheckpointError, LoadedModel, load_checkpoint
+from .devices import check_memory
 from .config import GPTConfig, preset
 from .devices import resolve_device, resolve_dtype
 from .model import build_model, count_parameters

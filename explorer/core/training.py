@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from .cancel import check
-from .checkpoints import CheckpointError, check_memory, load_checkpoint, save_checkpoint
+from .checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from .devices import check_memory
 from .config import GPTConfig, preset
 from .generation import GenerationSettings, generate
 from .model import GPTModel, build_model

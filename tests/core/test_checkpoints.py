@@ -5,7 +5,7 @@ import zipfile
 import pytest
 import torch
 
-from explorer.core import checkpoints
+from explorer.core import checkpoints, devices
 from explorer.core.checkpoints import (CheckpointError, detect_format, load_checkpoint,
                                        save_checkpoint)
 from explorer.core.sources import random_model
@@ -284,7 +284,7 @@ def test_nan_weights_are_refused(tmp_path):
 
 def test_memory_estimate_refuses_what_does_not_fit(tmp_path, monkeypatch):
     path = _tiny_safetensors(tmp_path)
-    monkeypatch.setattr(checkpoints, "free_memory_bytes", lambda device: 1000)
+    monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 1000)
     with pytest.raises(MemoryError, match="GiB"):
         load_checkpoint(path)
     with pytest.raises(MemoryError, match="gpt2-xl"):

@@ -103,3 +103,34 @@ def test_without_the_blocks_norms_the_gradient_vanishes_without_shortcuts():
     assert no_hooks(model)
     kept = gradient_report(model, IDS)  # the norms back: the same model, other numbers
     assert kept.runs[0].norms_kept and kept.runs[0].loss != with_.loss
+
+
+def test_stop_is_asked_after_every_block_forward_and_backward():
+    model = build_model(preset("tiny"), seed=4)  # 2 blocks
+    asked = []
+
+    def stop_at(n):
+        def should_stop():
+            asked.append(1)
+            return len(asked) >= n
+        return should_stop
+
+    with pytest.raises(Cancelled):  # during the backward pass: the 5th question
+        gradient_report(model, IDS, without=False, should_stop=stop_at(5))
+    assert len(asked) == 5 and no_hooks(model)
+    asked.clear()
+    gradient_report(model, IDS, without=False, should_stop=stop_at(10**9))
+    # before the run, then after each of 2 blocks forward and 2 blocks backward
+    assert len(asked) == 1 + 2 + 2
+
+
+def test_gradients_that_would_not_fit_are_refused_before_they_run(monkeypatch):
+    from explorer.core import devices
+    from explorer.core.gradients import gradient_bytes
+    cfg = preset("gpt2-xl")
+    need = gradient_bytes(cfg, 1024)
+    assert 15 * 2**30 < need < 40 * 2**30  # logits, 48 blocks of activations, a gradient each
+    model = build_model(preset("tiny"), seed=4)
+    monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 2**20)
+    with pytest.raises(MemoryError, match="the gradients of a 5-token prompt needs about"):
+        gradient_report(model, IDS)

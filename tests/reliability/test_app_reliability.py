@@ -2,7 +2,7 @@
 
 import time
 
-from explorer.core import checkpoints
+from explorer.core import checkpoints, devices
 from explorer.core.sources import ModelSpec
 
 
@@ -31,7 +31,7 @@ def test_closing_during_training_exits_cleanly(qtbot, make_window, tmp_path):
 def test_out_of_memory_load_is_reported_and_the_model_kept(qtbot, make_window, warnings, monkeypatch):
     window = make_window()
     before = window.session.model
-    monkeypatch.setattr(checkpoints, "free_memory_bytes", lambda device: 10 * 2**20)
+    monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 10 * 2**20)
     window.load_model(ModelSpec(preset="gpt2-xl"))
     qtbot.waitUntil(lambda: bool(warnings), timeout=30_000)
     assert "GiB" in warnings[-1][1] and "gpt2-xl" in warnings[-1][1]

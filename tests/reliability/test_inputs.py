@@ -125,11 +125,11 @@ def test_an_unexpected_error_is_one_line_with_the_log(capsys, monkeypatch, tmp_p
 
 
 def test_a_pass_that_would_not_fit_is_refused_before_it_runs(monkeypatch):
-    from explorer.core import checkpoints
+    from explorer.core import devices
     from explorer.core.batch import make_batch
     from explorer.core.passes import run_prompt
     model = build_model(preset("tiny"), seed=0)
-    monkeypatch.setattr(checkpoints, "free_memory_bytes", lambda device: 50 * 2**20)
+    monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 50 * 2**20)
     batch = make_batch(["word " * 60] * 16, model.cfg.context_length)
     with pytest.raises(MemoryError, match="a pass of 16 × 61 tokens with capture needs about"):
         run_prompt(model, batch)
@@ -137,8 +137,8 @@ def test_a_pass_that_would_not_fit_is_refused_before_it_runs(monkeypatch):
 
 
 def test_a_training_step_that_would_not_fit_is_refused_before_the_model_is_built(monkeypatch):
-    from explorer.core import checkpoints, training
-    monkeypatch.setattr(checkpoints, "free_memory_bytes", lambda device: 8 * 2**30)
+    from explorer.core import devices, training
+    monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 8 * 2**30)
     built = []
     monkeypatch.setattr(training, "build_model", lambda *a, **k: built.append(1))
     with pytest.raises(MemoryError, match="training gpt2-small with batch size 4096 needs about"):
