@@ -46,6 +46,8 @@ def setup_logging(level: str = "WARNING", to_file: bool = True) -> Path | None:
             folder = log_dir()
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / "explorer.log"
+            if path.exists() and not path.is_file():  # a FIFO there would block the open
+                raise OSError(f"{path} is not a regular file")
             file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000,
                                                                 backupCount=3, encoding="utf-8")
             file_handler.setLevel(min(logging.INFO, logging.getLevelName(level)))
@@ -53,6 +55,7 @@ def setup_logging(level: str = "WARNING", to_file: bool = True) -> Path | None:
                 "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
             logger.addHandler(file_handler)
             logger.setLevel(min(logging.INFO, logging.getLevelName(level)))
-        except OSError:
+        except OSError as exc:
+            logger.warning("no log file: %s", exc)
             path = None
     return path

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import errno
 import os
-import queue
 import shutil
-import threading
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -37,14 +35,10 @@ from .cancel import Cancelled, check
 from .hub import (CONFIG, SHA256_RE, WEIGHTS, WEIGHTS_INDEX, HubError, HubUnreachable, cache_dir,
                   endpoint, find_repo, offline, remove_from_cache, resolve, sha256_of, shard_names,
                   verified, verify)
+from .transfer import TooLong, stream
 from .validate import read_json
 
-POLL_SECONDS = 1.0  # the longest a network read waits before Stop is asked again
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # config.json and the shard index: a few KB on the Hub
-
-
-class _TooLong(HubError):
-    """The server sent more than the Hub announced."""
 
 
 @dataclass
@@ -342,8 +336,8 @@ def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision:
             with open(partial, "r+b" if resume else "wb") as fh:
                 fh.seek(resume)
                 fh.truncate()
-                _stream(meta.location, fh, resume, size, get_headers, meter, filename)
-        except _TooLong:
+                stream(meta.location, fh, resume, size, get_headers, meter, filename)
+        except TooLong:
             partial.unlink(missing_ok=True)  # not the announced file: nothing of it is kept
             raise
         meter.report("download")  # the file's last bytes, whatever the throttle said
@@ -359,89 +353,6 @@ def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision:
     # the library links the blob into the snapshot and records the revision's commit
     hf_hub_download(repo_id, filename, revision=revision, cache_dir=str(root), endpoint=hub)
     return size - resume
-
-
-def _chunks(response, should_stop) -> Iterator[bytes]:
-    """The response's bytes as they arrive, read by a helper thread so that Stop is asked
-    at least every POLL_SECONDS while the server sends nothing; a stop closes the
-    response and leaves the helper to end with its read."""
-    arrived: queue.Queue = queue.Queue()
-    done = object()
-    closed = threading.Event()
-
-    def pump() -> None:
-        try:
-            for chunk in response.iter_bytes():
-                if closed.is_set():
-                    return
-                arrived.put(chunk)
-            arrived.put(done)
-        except BaseException as exc:  # handed to the caller's thread
-            arrived.put(exc)
-
-    threading.Thread(target=pump, daemon=True, name="download-read").start()
-    try:
-        while True:
-            try:
-                item = arrived.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                check(should_stop)
-                continue
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        closed.set()
-        try:
-            response.close()
-        except Exception:  # closing from this thread while the helper reads
-            pass
-
-
-def _stream(url: str, fh, resume: int, size: int, headers: dict, meter: _Meter,
-            filename: str) -> None:
-    """Bytes ``resume``..``size`` of the file into ``fh``, with the library's HTTP session;
-    a dropped connection continues with a range request (five times without progress,
-    then one line), more bytes than announced is ``_TooLong``."""
-    import httpx2
-    from huggingface_hub import constants
-    from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
-
-    written, attempts = resume, 0
-    timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
-    while written < size:
-        request_headers = dict(headers, **({"Range": f"bytes={written}-"} if written else {}))
-        before = written
-        try:
-            with http_stream_backoff("GET", url, headers=request_headers, timeout=timeout,
-                                     retry_on_exceptions=(), retry_on_status_codes=(408, 429)) as response:
-                hf_raise_for_status(response)
-                if written and response.status_code == 200:  # the range was ignored: restart
-                    meter.done -= written
-                    fh.seek(0)
-                    fh.truncate()
-                    written = 0
-                for chunk in _chunks(response, meter.should_stop):
-                    if written + len(chunk) > size:
-                        raise _TooLong(f"{filename}: the server sent more than the "
-                                       f"{size:,} bytes the Hub announced; removed what "
-                                       "arrived")
-                    fh.write(chunk)
-                    written += len(chunk)
-                    meter.add(len(chunk))
-        except httpx2.TimeoutException:
-            raise HubUnreachable(f"{filename}: the server sent nothing for {timeout:.0f} s "
-                                 f"after {written / 1e6:,.1f} of {size / 1e6:,.1f} MB; run it "
-                                 "again, it resumes") from None
-        except (httpx2.RemoteProtocolError, httpx2.NetworkError):
-            pass  # a dropped connection: continue from what arrived
-        attempts = 0 if written > before else attempts + 1
-        if written < size and attempts >= 5:
-            raise HubUnreachable(f"{filename}: the connection keeps closing at "
-                                 f"{written / 1e6:,.1f} of {size / 1e6:,.1f} MB; run it again, "
-                                 "it resumes")
 
 
 def partial_bytes(name: str, cache: str | os.PathLike | None = None) -> int:

@@ -107,6 +107,9 @@ class Intervention:
             raise ValueError(f"{where}: a patch needs the prompt to patch from")
         if self.kind == "steer" and self.vector is None and not (self.prompt and self.prompt_b):
             raise ValueError(f"{where}: a steering vector needs two prompts (A and B) or a vector")
+        if self.vector is not None and len(self.vector) != (width := node.shape(cfg, 1, 1)[-1]):
+            raise ValueError(f"{where}: the steering vector has {len(self.vector)} values; "
+                             f"this node has {width}")
 
 
 def allowed_kinds(node: str) -> list[str]:

@@ -76,10 +76,16 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None) -> int:
     install_excepthook(window)
     window.show()
     try:
-        return app.exec()
+        code = app.exec()
     finally:
         sys.excepthook = sys.__excepthook__
         threading.excepthook = threading.__excepthook__
+    if window.stuck:  # a thread still in a job: Qt would abort when it is destroyed
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = None,

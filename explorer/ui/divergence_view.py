@@ -10,12 +10,13 @@ import html
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayout, QLabel,
-                               QPushButton, QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
 from ..core.divergence import (FF_WIDTH, MUTATIONS, SECOND_HALF, Divergence, describe,
                                ff_mutation, find_divergence, lesson)
 from ..core.sources import Mutation, model_for, parse_source
+from .job_controls import JobControls
 from .session import Session
 
 CHECKPOINT = "checkpoint file…"
@@ -44,13 +45,12 @@ class DivergenceView(QWidget):
         self.tol.setRange(0.0, 10.0)
         self.tol.setSingleStep(1e-4)
         self.tol.setValue(1e-4)
-        run = QPushButton("Find the first divergence")
-        run.clicked.connect(self.request)
+        self.controls = JobControls("Find the first divergence", self.request)
         bar = QVBoxLayout()  # two rows: the tab fits a laptop's narrow right-hand column
         first, second = QHBoxLayout(), QHBoxLayout()
         for w in (QLabel("Model B = A with:"), self.kind, self.ff_width, self.layer):
             first.addWidget(w)
-        for w in (QLabel("tolerance"), self.tol, run):
+        for w in (QLabel("tolerance"), self.tol, *self.controls.widgets()):
             second.addWidget(w)
         first.addStretch(1)
         second.addStretch(1)
@@ -134,12 +134,17 @@ class DivergenceView(QWidget):
                 result.notes += lesson(source.name, b, source.layer, ids)
             return result
 
-        self.engine.submit(
-            job, "divergence finder", finished=self.show_result,
-            failed=lambda m: (self.summary.setText("The comparison failed."),
-                              self.session.report_error("Divergence finder", m)))
+        self.controls.started(self.engine.submit(
+            job, "divergence finder", finished=self.show_result, cancelled=self._stopped,
+            failed=lambda m: (self._stopped("The comparison failed."),
+                              self.session.report_error("Divergence finder", m))))
+
+    def _stopped(self, text: str = "Stopped: the two models were not compared.") -> None:
+        self.controls.ended()
+        self.summary.setText(text)
 
     def show_result(self, result: Divergence) -> None:
+        self.controls.ended()
         self.result = result
         self.table.setRowCount(len(result.rows))
         self.table.setVerticalHeaderLabels([r.name for r in result.rows])

@@ -12,6 +12,7 @@ window replaced (``retire``), a tensor at a time, instead of the GUI thread.
 from __future__ import annotations
 
 import gc
+import logging
 import threading
 from typing import Any
 
@@ -19,7 +20,10 @@ from PySide6.QtCore import QObject
 
 from ..core.passes import Pass
 from ..core.sources import ModelInfo, ModelSpec, open_model
-from .jobs import Job, JobContext, JobRunner
+from ..core.cancel import Cancelled
+from .jobs import EXPECTED, Job, JobContext, JobRunner
+
+log = logging.getLogger("explorer.ui.engine")
 
 GUI_CATCH_UP_S = 0.5  # the longest the engine waits for the GUI to draw a pass
 
@@ -46,7 +50,15 @@ class Engine(JobRunner):
         """A job that loads a model; ``finished`` gets its ModelInfo. On failure or Stop
         the previous model stays loaded."""
         def load(ctx: JobContext) -> ModelInfo:
-            loaded = open_model(spec, ctx.should_stop)
+            try:
+                loaded = open_model(spec, ctx.should_stop)
+            except (Cancelled, *EXPECTED):  # already one line for people
+                raise
+            except Exception as exc:  # a reader's own error: words for people, details logged
+                log.error("loading %s failed", spec.describe(), exc_info=True)
+                raise ValueError(f"{spec.describe()} could not be read: the file is damaged or "
+                                 f"not what it seems ({type(exc).__name__}; the details are in "
+                                 "the log)") from None
             self.loaded = loaded
             # The model's thousands of long-lived objects would make every full garbage
             # collection (which holds the GIL, so the GUI thread too) take ~100 ms.

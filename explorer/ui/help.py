@@ -144,3 +144,18 @@ def tour_steps(window) -> list[tuple[QWidget, str, str]]:
             shortcut = f" ({spec.shortcut})" if spec.shortcut else ""
             steps.append((window.docks[spec.key], spec.title + shortcut, words.get(spec.key, "")))
     return steps
+
+
+def about(parent) -> None:
+    """Help ▸ About: the version and the libraries it runs on."""
+    import PySide6
+    import pyqtgraph
+    import tiktoken
+    import torch
+    from PySide6.QtWidgets import QMessageBox
+
+    from .. import __version__
+    QMessageBox.about(parent, "About GPT Block Explorer",
+                      f"<b>GPT Block Explorer {__version__}</b><br>See inside a GPT-2 model."
+                      f"<br><br>PyTorch {torch.__version__}<br>PySide6 {PySide6.__version__}"
+                      f"<br>pyqtgraph {pyqtgraph.__version__}<br>tiktoken {tiktoken.__version__}")

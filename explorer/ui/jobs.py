@@ -154,8 +154,18 @@ class JobRunner(QObject):
         for job in self.jobs:
             job.cancel()
 
-    def shutdown(self) -> None:
-        """Cancel every job and wait for the thread (at the end of the window)."""
+    def shutdown(self, wait_s: float | None = None) -> bool:
+        """Cancel every job and wait for the thread (at the end of the window), at most
+        ``wait_s`` seconds when given; False when the thread is still in a job then (a
+        read the operating system does not give back)."""
         self.cancel_all()
         self.thread.quit()
-        self.thread.wait()
+        if wait_s is None:
+            self.thread.wait()
+            return True
+        if self.thread.wait(int(wait_s * 1000)):
+            return True
+        busy = [j.name for j in self.jobs if j.running]
+        log.warning("%s still in %s %.0f s after Stop; the window closes without it",
+                    self.thread.objectName(), ", ".join(busy) or "a job", wait_s)
+        return False

@@ -13,7 +13,6 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QProgressBar, QVBoxLayout, QWidget)
 
-from .. import __version__
 from ..core import hub
 from ..core.config import PRESETS
 from ..core.devices import usable_cores
@@ -21,6 +20,7 @@ from ..core.sources import ModelInfo, ModelSpec
 from .engine import Engine
 from .enlarge import CentralArea
 from .first_run import FirstRunBanner
+from .help import about
 from .jobs import JobRunner
 from .session import Session
 from .placement import first_size, fit_to_screen, style_dock_tabs
@@ -37,6 +37,9 @@ AREAS = {"right": Qt.RightDockWidgetArea, "bottom": Qt.BottomDockWidgetArea}
 def _unordered(text: str) -> str:
     return text.replace(" · Post-LN", "").replace(" · Pre-LN", "")
 BOTTOM_MIN = 170  # the tallest minimum of a bottom tab: more and the graph loses the room
+CLOSE_WAIT_S = 5.0  # the longest closing the window waits for a job to stop
+
+
 class MainWindow(QMainWindow):
     def __init__(self, spec: ModelSpec | None = None, settings: QSettings | None = None) -> None:
         super().__init__()
@@ -44,13 +47,11 @@ class MainWindow(QMainWindow):
         self.settings = settings or QSettings("GPT Block Explorer", "gpt-block-explorer")
         self.warn = QMessageBox.warning  # replaced where no one can click a dialog away
         self.loading = False
+        self.stuck = False  # a job that did not stop when the window closed
         self.load_job = None
         self.load_job_spec: ModelSpec | None = None
-        # torch leaves one core to the window: on 2 cores, with both for torch, a key
-        # waited 30-77 ms in a 1024-token pass (p99 9-39 ms) in the sixth session's runs,
-        # with one 28-48 ms (p99 2-12 ms) (benchmarks/bench_gui_latency.py --threads).
-        # The engine's Python code hands the GIL over after 1 ms instead of 5 ms, so
-        # slots stay short while it works.
+        # torch leaves one core to the window and the engine's Python code hands the GIL
+        # over after 1 ms, so keys and clicks stay prompt during a pass (PERFORMANCE.md)
         torch.set_num_threads(max(1, usable_cores() - 1))
         sys.setswitchinterval(0.001)
         self.engine = Engine(self)
@@ -209,7 +210,7 @@ class MainWindow(QMainWindow):
         self._action(help_menu, "&Tour", self.tour, tip="What is where in the window")
         self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts,
                      QKeySequence("Ctrl+/"))
-        self._action(help_menu, "&About", self.about)
+        self._action(help_menu, "&About", lambda: about(self))
 
     # ------------------------------------------------------------------ models
     def load_model(self, spec: ModelSpec) -> None:
@@ -302,7 +303,7 @@ class MainWindow(QMainWindow):
     def stop(self) -> None:
         """Esc: stop what the engine is doing (a run, training, a load) at its next safe
         point; downloads have their own Cancel."""
-        if self.session.busy or self.loading:
+        if self.session.busy or self.loading or self.engine.busy():
             self.engine.cancel_all()
             self.session.set_status("Stopping…")
 
@@ -339,15 +340,6 @@ class MainWindow(QMainWindow):
         self._full_tab_titles()
         self.docks["generation"].raise_()
         self._default_dock_sizes()
-
-    def about(self) -> None:
-        import PySide6
-        import pyqtgraph
-        import tiktoken
-        QMessageBox.about(self, "About GPT Block Explorer",
-                          f"<b>GPT Block Explorer {__version__}</b><br>See inside a GPT-2 model."
-                          f"<br><br>PyTorch {torch.__version__}<br>PySide6 {PySide6.__version__}"
-                          f"<br>pyqtgraph {pyqtgraph.__version__}<br>tiktoken {tiktoken.__version__}")
 
     # ------------------------------------------------------------------ settings
     def _last_spec(self) -> ModelSpec:
@@ -395,6 +387,7 @@ class MainWindow(QMainWindow):
         for view in self.views.values():
             if hasattr(view, "save_settings"):
                 view.save_settings(self.settings)
-        self.engine.shutdown()
-        self.jobs.shutdown()
+        self.settings.sync()
+        # a job still running after Stop is in a read that cannot be abandoned: exit anyway
+        self.stuck = not all([self.engine.shutdown(CLOSE_WAIT_S), self.jobs.shutdown(CLOSE_WAIT_S)])
         super().closeEvent(event)

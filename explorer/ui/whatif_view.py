@@ -18,6 +18,7 @@ from ..core.interventions import (FUNCTIONS, KINDS, Intervention, allowed_kinds,
                                   resolve, save_file)
 from ..core.tokenizer import token_piece
 from ..core.whatif import Comparison, compare
+from .job_controls import JobControls
 from .session import Session
 
 FIELDS = {"scale": ("k",), "steer": ("k", "prompt", "prompt_b"), "patch": ("prompt",),
@@ -84,8 +85,8 @@ class WhatIfView(QWidget):
         self.tokens.setRange(1, 50)
         self.tokens.setValue(10)
         self.tokens.setSuffix(" tokens")
-        self.compare_button = QPushButton("Compare clean and changed")
-        self.compare_button.clicked.connect(self.request_comparison)
+        self.controls = JobControls("Compare clean and changed", self.request_comparison)
+        self.compare_button = self.controls.run_button
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
@@ -101,7 +102,7 @@ class WhatIfView(QWidget):
             add.addWidget(w)
         add.addStretch(1)
         cmp_row = QHBoxLayout()
-        for w in (self.compare_button, self.tokens):
+        for w in (self.compare_button, self.tokens, *self.controls.widgets()[1:]):
             cmp_row.addWidget(w)
         cmp_row.addStretch(1)
         layout = QVBoxLayout(self)
@@ -219,13 +220,23 @@ class WhatIfView(QWidget):
         self._compared = prompt
         asked = self._asked
         self.message.setText("Comparing the clean and the changed continuation…")
-        self.engine.submit(
+        self.controls.started(self.engine.submit(
             lambda ctx: compare(ctx.model, resolve(ctx.model, specs, ids), ids, n, ctx.should_stop),
-            "clean vs changed", finished=lambda c: asked == self._asked and self.show_comparison(c),
-            failed=self._failed)
+            "clean vs changed", finished=lambda c: self._compared_now(asked, c),
+            cancelled=lambda: self._ended("Stopped: the continuations were not compared."),
+            failed=self._failed))
+
+    def _compared_now(self, asked: int, c: Comparison) -> None:
+        self.controls.ended()
+        if asked == self._asked:
+            self.show_comparison(c)
+
+    def _ended(self, text: str) -> None:
+        self.controls.ended()
+        self.message.setText(text)
 
     def _failed(self, message: str) -> None:
-        self.message.setText("The comparison failed.")
+        self._ended("The comparison failed.")
         self.session.report_error("Clean against changed", message)
 
     def show_comparison(self, c: Comparison) -> None:

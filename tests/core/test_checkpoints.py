@@ -5,7 +5,7 @@ import zipfile
 import pytest
 import torch
 
-from explorer.core import checkpoints, devices
+from explorer.core import devices
 from explorer.core.checkpoints import (CheckpointError, detect_format, load_checkpoint,
                                        save_checkpoint)
 from explorer.core.sources import random_model

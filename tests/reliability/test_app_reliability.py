@@ -2,7 +2,7 @@
 
 import time
 
-from explorer.core import checkpoints, devices
+from explorer.core import devices
 from explorer.core.sources import ModelSpec
 
 
@@ -95,3 +95,66 @@ def test_nan_activations_are_counted_in_the_inspector(qtbot, make_window):
     cells = {window.inspector.stats_table.item(r, 0).text(): window.inspector.stats_table.item(r, 1).text()
              for r in range(window.inspector.stats_table.rowCount()) if window.inspector.stats_table.item(r, 0)}
     assert cells["NaN / Inf"] == "3 / 0" and float(cells["mean"]) == 1.0
+
+
+def test_the_window_closes_even_when_a_job_does_not_stop(qtbot, make_window):
+    """A job caught in a read the system does not give back ignores Stop: the window
+    still closes, after a bounded wait, and says the process must leave it behind."""
+    import threading
+
+    from explorer.ui import main_window
+    window = make_window()
+    release = threading.Event()
+    window.engine.submit(lambda ctx: release.wait(60), "a read that does not return")
+    qtbot.waitUntil(lambda: any(j.running for j in window.engine.jobs), timeout=10_000)
+    main_window.CLOSE_WAIT_S, before = 1.0, main_window.CLOSE_WAIT_S
+    try:
+        window.close()
+    finally:
+        main_window.CLOSE_WAIT_S = before
+    assert window.stuck and not window.engine.thread.isFinished()
+    release.set()  # here the test lets it end; app.run exits the process instead
+    assert window.engine.thread.wait(10_000)
+
+
+def test_the_divergence_finder_and_the_comparison_have_stop(qtbot, make_window):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    from explorer.core.interventions import Intervention
+    from tests.ui.conftest import run_and_wait
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=1)
+    view = window.divergence
+    view.request()
+    assert view.controls.stop_button.isEnabled() and not view.controls.run_button.isEnabled()
+    view.controls.stop_button.click()
+    qtbot.waitUntil(lambda: view.controls.job is None, timeout=30_000)
+    assert view.summary.text() == "Stopped: the two models were not compared."
+    assert view.controls.run_button.isEnabled() and view.result is None
+    whatif = window.whatif
+    window.session.add_intervention(Intervention("scale", "trf_blocks.1.add2", k=-3.0))
+    qtbot.waitUntil(lambda: not window.running and not window.engine.busy(), timeout=30_000)
+    whatif.request_comparison()
+    QTest.keyClick(window, Qt.Key_Escape)  # Esc stops any engine job, not only runs
+    qtbot.waitUntil(lambda: whatif.controls.job is None, timeout=30_000)
+    assert whatif.message.text() == "Stopped: the continuations were not compared."
+    assert whatif.comparison is None
+
+
+def test_a_reader_error_reaches_the_user_as_words_not_python(qtbot, make_window, warnings,
+                                                            monkeypatch, tmp_path):
+    from explorer.ui import engine
+
+    def broken(spec, should_stop=None):
+        raise RuntimeError("t() expects a tensor with <= 2 dimensions, but self is 3D")
+
+    window = make_window()
+    before = window.session.model
+    monkeypatch.setattr(engine, "open_model", broken)
+    window.load_model(ModelSpec(checkpoint=str(tmp_path / "odd.pth")))
+    qtbot.waitUntil(lambda: not window.loading, timeout=30_000)
+    text = warnings[-1][1]
+    assert "odd.pth could not be read: the file is damaged or not what it seems" in text
+    assert "t() expects" not in text and "the details are in the log" in text
+    assert window.session.model is before

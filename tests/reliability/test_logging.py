@@ -48,3 +48,15 @@ def test_exceptions_in_slots_are_logged_and_shown_not_fatal(qtbot, tmp_path, mon
         assert "uncaught exception" in caplog.text
     finally:
         sys.excepthook = sys.__excepthook__
+
+
+def test_a_log_file_that_is_a_fifo_is_not_opened(tmp_path, monkeypatch, capsys):
+    import os
+    monkeypatch.setenv("GPT_EXPLORER_LOG_DIR", str(tmp_path))
+    os.mkfifo(tmp_path / "explorer.log")
+    try:
+        assert setup_logging("WARNING") is None  # opening it would wait for a reader forever
+        err = capsys.readouterr().err
+        assert f"no log file: {tmp_path / 'explorer.log'} is not a regular file" in err
+    finally:
+        setup_logging("WARNING", to_file=False)

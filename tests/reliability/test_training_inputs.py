@@ -3,14 +3,13 @@ regex cannot take in one piece, a checkpoint folder that cannot be written, and 
 files whose parts do not belong together."""
 
 import json
-import os
 
 import pytest
 import torch
 
 from explorer.cli import main
 from explorer.core.tokenizer import encode
-from explorer.core.training import CHUNK_CHARS, MAX_TEXT_BYTES, default_text, tokens_of
+from explorer.core.training import CHUNK_CHARS, default_text, tokens_of
 
 
 def run(capsys, *argv):

@@ -131,12 +131,15 @@ def test_interventions_that_do_not_fit_a_new_model_are_dropped_with_a_word(qtbot
     window = make_window()
     session = window.session
     keep = Intervention("scale", "trf_blocks.0.ff", k=0.5)
+    wide = Intervention("steer", "trf_blocks.0.add2", k=2.0, vector=(0.5,) * 32)  # tiny's width
     session.set_interventions([Intervention("zero", "trf_blocks.1.att"), keep,
-                               Intervention("heads", "trf_blocks.0.att", heads=(3,))])
-    small = save_checkpoint(build_model(preset("tiny", n_layers=1, n_heads=2)), tmp_path / "one.safetensors")
+                               Intervention("heads", "trf_blocks.0.att", heads=(3,)), wide])
+    small = save_checkpoint(build_model(preset("tiny", n_layers=1, n_heads=2, emb_dim=16)),
+                            tmp_path / "one.safetensors")
     window.load_model(ModelSpec(checkpoint=str(small)))
     qtbot.waitUntil(lambda: session.model is not None and session.model.config.n_layers == 1,
                     timeout=60_000)
     assert session.interventions == [keep]
     words = window.whatif.message.text()
     assert "trf_blocks.1.att: zero" in words and "knock out heads [3]" in words
+    assert "steer 2 × a given vector" in words  # 32 values for a 16-wide model: dropped too
