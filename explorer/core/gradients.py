@@ -155,7 +155,7 @@ def gradient_report(model: GPTModel, ids: list[int], without: bool = True,
                          f"{model.cfg.context_length}")
     device = next(model.parameters()).device
     check_memory(gradient_bytes(model.cfg, len(ids)), device,
-                 f"the gradients of a {len(ids):,}-token prompt")
+                 f"computing the gradients of a {len(ids):,}-token prompt")
     tokens = torch.tensor([ids], device=device)
     names = [n for n in all_hook_names(model.cfg, include_pattern=False)
              if n not in ("tok_emb", "pos_emb", "emb_add")]

@@ -132,5 +132,5 @@ def test_gradients_that_would_not_fit_are_refused_before_they_run(monkeypatch):
     assert 15 * 2**30 < need < 40 * 2**30  # logits, 48 blocks of activations, a gradient each
     model = build_model(preset("tiny"), seed=4)
     monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 2**20)
-    with pytest.raises(MemoryError, match="the gradients of a 5-token prompt needs about"):
+    with pytest.raises(MemoryError, match="computing the gradients of a 5-token prompt needs about"):
         gradient_report(model, IDS)

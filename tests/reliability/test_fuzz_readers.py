@@ -1,0 +1,125 @@
+"""Fuzzing the readers with hypothesis: output paths, JSON of any depth and number shape,
+tensors of any rank under GPT-2's names, and damaged TensorFlow bundle indexes — each
+ends in a success or the boundary's own one-line error, never another exception."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from explorer.core.checkpoints import load_checkpoint
+from explorer.core.outputs import OutputError, check_output
+from explorer.core.tf_bundle import BundleError, open_bundle
+from explorer.core.validate import MAX_JSON_DEPTH, parse_json
+from tests.reliability.test_fuzz import FUZZ, expect_boundary
+
+TF_FOLDER = Path(__file__).resolve().parents[1] / "data" / "openai-tf-tiny"
+
+
+@FUZZ
+@given(kind=st.sampled_from(["missing", "file", "folder", "fifo", "no-parent", "link-to-fifo",
+                             "device", "empty"]),
+       name=st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)),
+                    min_size=1, max_size=20),
+       suffix=st.sampled_from(["", ".png", ".npz", ".csv"]))
+def test_output_paths(tmp_path_factory, kind, name, suffix):
+    base = tmp_path_factory.mktemp("out")
+    target = base / name
+    if kind == "file":
+        target.write_text("old")
+    elif kind == "folder":
+        target.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "no-parent":
+        target = base / "no" / "such" / name
+    elif kind == "link-to-fifo":
+        os.mkfifo(base / "pipe")
+        target.symlink_to(base / "pipe")
+    elif kind == "device":
+        target = Path("/dev/null")
+    elif kind == "empty":
+        target = Path("   ")
+    written = target  # what will be written: the suffix added when the name lacks it
+    if suffix and not target.name.endswith(suffix):
+        written = target.with_name(target.name + suffix)
+    usable = (str(target).strip() != "" and not target.is_dir() and written.parent.is_dir()
+              and (not written.exists() or written.is_file()))
+    try:
+        got = check_output(target, suffix)
+    except OutputError as exc:
+        assert not usable, exc
+        assert str(exc).strip() and "\n" not in str(exc).strip()
+        return
+    assert usable and got == written
+
+
+numbers = st.one_of(st.integers(-10**40, 10**40).map(str),
+                    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+                    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e400", "-1e999",
+                                     "1" * 400, "0.1e-400", "1E+30"]))
+
+
+@FUZZ
+@given(depth=st.integers(0, 3 * MAX_JSON_DEPTH), number=numbers,
+       shape=st.sampled_from(["list", "object", "mixed"]))
+@example(depth=100_000, number="1", shape="list")
+def test_json_of_any_depth_and_number(depth, number, shape):
+    opens = {"list": "[", "object": '{"a":', "mixed": '[{"a":'}[shape]
+    closes = {"list": "]", "object": "}", "mixed": "}]"}[shape]
+    text = opens * depth + number + closes * depth
+    value = expect_boundary(lambda: parse_json(text, "fuzz.json"))
+    if value is not None:
+        json.dumps(value, allow_nan=False)  # what comes back is finite, plain JSON
+
+
+GPT2_KEYS = ["h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight",
+             "h.1.mlp.c_fc.weight", "h.1.mlp.c_proj.bias", "h.0.ln_1.weight", "wte.weight",
+             "wpe.weight", "ln_f.bias"]
+
+
+@pytest.fixture(scope="module")
+def hf_state_dict():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=16)
+    return {k.removeprefix("transformer."): v for k, v in
+            transformers.GPT2LMHeadModel(cfg).state_dict().items()
+            if not k.endswith(".attn.bias") and not k.endswith("masked_bias")}
+
+
+@FUZZ
+@given(key=st.sampled_from(GPT2_KEYS),
+       shape=st.lists(st.integers(0, 97), min_size=0, max_size=4))
+def test_tensors_of_any_rank_under_gpt2_names(tmp_path_factory, hf_state_dict, key, shape):
+    sd = dict(hf_state_dict)
+    sd[key] = torch.zeros(shape)
+    path = tmp_path_factory.mktemp("rank") / "pytorch_model.bin"
+    torch.save(sd, path)
+    loaded = expect_boundary(lambda: load_checkpoint(path))
+    if loaded is not None:  # only the right shape loads
+        assert tuple(shape) == tuple(hf_state_dict[key].shape)
+
+
+@FUZZ
+@given(flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1,
+                      max_size=4),
+       cut=st.one_of(st.none(), st.integers(0, 10**6)))
+def test_damaged_tensor_bundle_indexes(tmp_path_factory, flips, cut):
+    folder = tmp_path_factory.mktemp("tf") / "124M"
+    shutil.copytree(TF_FOLDER, folder)
+    index = folder / "model.ckpt.index"
+    data = bytearray(index.read_bytes())
+    for at, mask in flips:
+        data[at % len(data)] ^= mask
+    if cut is not None:
+        data = data[:cut % (len(data) + 1)]
+    index.write_bytes(bytes(data))
+    try:
+        open_bundle(folder)
+    except BundleError as exc:
+        assert str(exc).strip() and "\n" not in str(exc).strip()
