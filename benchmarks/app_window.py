@@ -11,7 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
 
 from explorer.core.sources import ModelSpec  # noqa: E402
-from explorer.ui.main_window import MainWindow  # noqa: E402
+from explorer.ui.window.main_window import MainWindow  # noqa: E402
 
 
 def waiter(app):

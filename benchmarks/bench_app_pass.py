@@ -32,9 +32,9 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from benchmarks.app_window import open_window, waiter  # noqa: E402
 from benchmarks.common import machine_line  # noqa: E402
-from explorer.core.devices import usable_cores  # noqa: E402
-from explorer.core.resources import resource_path  # noqa: E402
-from explorer.core.tokenizer import decode, encode  # noqa: E402
+from explorer.core.base.devices import usable_cores  # noqa: E402
+from explorer.core.base.resources import resource_path  # noqa: E402
+from explorer.core.gpt.tokenizer import decode, encode  # noqa: E402
 
 BUDGET_FIRST, BUDGET_ALL = 1.3, 2.0
 

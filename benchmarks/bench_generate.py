@@ -27,8 +27,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line, twin_models  # noqa: E402
-from explorer.core.generation import GenerationSettings, generate_stream  # noqa: E402
-from explorer.core.tokenizer import encode  # noqa: E402
+from explorer.core.run.generation import GenerationSettings, generate_stream  # noqa: E402
+from explorer.core.gpt.tokenizer import encode  # noqa: E402
 
 
 def ours_tok_s(model, prompt, n, capture=False):

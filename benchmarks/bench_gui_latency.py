@@ -38,7 +38,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from benchmarks.app_window import open_window, waiter  # noqa: E402
 from benchmarks.common import machine_line  # noqa: E402
-from explorer.core.resources import resource_path  # noqa: E402
+from explorer.core.base.resources import resource_path  # noqa: E402
 
 PERIOD_MS = 5
 WRITER = f"""

@@ -21,8 +21,8 @@ def twin_models(seed: int = 0, preset_name: str = "gpt2-small"):
     the same weights through our checkpoint loader (both fp32, eval, CPU)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from explorer.core.checkpoints import load_checkpoint
-    from explorer.core.config import preset
+    from explorer.core.weights.checkpoints import load_checkpoint
+    from explorer.core.gpt.config import preset
 
     cfg = preset(preset_name)
     torch.manual_seed(seed)

@@ -7,7 +7,7 @@ import inspect
 import re
 from pathlib import Path
 
-from explorer.ui.views import VIEWS
+from explorer.ui.views.registry import VIEWS
 
 ROOT = Path(__file__).resolve().parents[1] / "explorer"
 MODULES = {p: ".".join(p.relative_to(ROOT.parent).with_suffix("").parts) for p in ROOT.rglob("*.py")}
@@ -35,7 +35,10 @@ def imports(path: Path) -> set[str]:
     return found
 
 
-PACKAGES = {"explorer", "explorer.core", "explorer.ui", "explorer.cli"}
+CORE_LAYERS = ("base", "gpt", "run", "weights", "lessons", "experiments")  # bottom first
+UI_LAYERS = ("base", "widgets", "plots", "graph", "views", "window")
+PACKAGES = ({"explorer", "explorer.core", "explorer.ui", "explorer.cli"}
+            | {f"explorer.core.{p}" for p in CORE_LAYERS} | {f"explorer.ui.{p}" for p in UI_LAYERS})
 
 
 def ours(path: Path) -> set[str]:
@@ -73,15 +76,15 @@ def test_there_is_no_import_circle():
 
 
 def test_the_session_does_not_know_the_engine_and_the_cli_imports_no_view():
-    session = NAMES["explorer.ui.session"]
-    assert not {m for m in ours(session) if m in ("explorer.ui.engine", "explorer.ui.jobs")}
+    session = NAMES["explorer.ui.base.session"]
+    assert not {m for m in ours(session) if m in ("explorer.ui.base.engine", "explorer.ui.base.jobs")}
     views = {inspect.getmodule(v.cls).__name__ for v in VIEWS}
     for path, name in MODULES.items():
         if name.startswith("explorer.cli"):
             assert not (ours(path) & views), f"{name} imports a view"
             assert {m for m in ours(path) if m.startswith("explorer.ui")} <= {
-                "explorer.ui.app", "explorer.ui.figures", "explorer.ui.gradient_plots",
-                "explorer.ui.patch_plots"}, name
+                "explorer.ui.window.app", "explorer.ui.plots.figures", "explorer.ui.plots.gradient_plots",
+                "explorer.ui.plots.patch_plots"}, name
 
 
 def test_every_view_is_a_module_of_its_own_made_from_session_and_engine():
@@ -94,6 +97,28 @@ def test_every_view_is_a_module_of_its_own_made_from_session_and_engine():
         assert params[1:3] == ["session", "engine"], spec.cls
 
 
+def layer(name: str) -> tuple[str, int] | None:
+    """('core' or 'ui', the layer's height) of a module in a subpackage."""
+    parts = name.split(".")
+    layers = {"core": CORE_LAYERS, "ui": UI_LAYERS}.get(parts[1]) if len(parts) > 3 else None
+    return (parts[1], layers.index(parts[2])) if layers and parts[2] in layers else None
+
+
+def test_subpackages_import_only_downwards():
+    """base < gpt < run < weights < lessons < experiments in core, base < widgets < plots
+    < graph < views < window in the UI; core's own root modules (sources) sit on top."""
+    assert all(layer(n) for p, n in MODULES.items() if n.count(".") == 3
+               and n.split(".")[1] in ("core", "ui"))  # every module in a layer
+    for path, name in MODULES.items():
+        mine = layer(name)
+        for module in ours(path):
+            theirs = layer(module)
+            if mine and theirs and theirs[0] == mine[0]:
+                assert theirs[1] <= mine[1], f"{name} imports {module}, a layer above it"
+            if mine and mine[0] == "core" and module.startswith("explorer.core.") and not theirs:
+                raise AssertionError(f"{name} imports {module}, which sits above core's layers")
+
+
 def test_no_file_is_over_400_lines():
     long = {name: n for p, name in MODULES.items() if (n := len(p.read_text().splitlines())) > 400}
     assert not long
@@ -104,7 +129,7 @@ def test_hook_names_are_split_only_in_the_node_table():
     # keymaps.py maps state-dict keys (parameter names such as trf_blocks.0.att.W_query
     # .weight) between formats: weights, not hook names
     for path, name in MODULES.items():
-        if name in ("explorer.core.nodes", "explorer.core.keymaps"):
+        if name in ("explorer.core.gpt.nodes", "explorer.core.weights.keymaps"):
             continue
         code = [line for line in path.read_text().splitlines()
                 if not line.strip().startswith("#") and "help=" not in line]

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from explorer.cli import main
-from explorer.core.checkpoints import save_checkpoint
-from explorer.core.config import preset
-from explorer.core.model import build_model
+from explorer.core.weights.checkpoints import save_checkpoint
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
 
 
 def run(capsys, *argv):
@@ -29,7 +29,7 @@ def test_info_prints_config_and_the_book_counts(capsys):
     assert code == 0 and "UNTRAINED" in out
     assert "emb_dim         32" in out
     total = [line for line in out.splitlines() if line.strip().startswith("total")][0]
-    from explorer.core.model import count_parameters
+    from explorer.core.gpt.model import count_parameters
     assert f"{count_parameters(preset('tiny')).total:,}" in total
     assert "Untied (a head of its own)" in out
     code, out, _ = run(capsys, "info", "--preset", "gpt2-small")
@@ -43,10 +43,10 @@ def test_generate_streams_tokens_from_a_checkpoint(capsys, tmp_path):
                          "--max-new-tokens", "6", "--no-stop")
     assert code == 0
     assert out.startswith("Every effort moves you")
-    from explorer.core.generation import GenerationSettings, generate
+    from explorer.core.run.generation import GenerationSettings, generate
     ids = generate(model, [6109, 3626, 6100, 345],
                    GenerationSettings(max_new_tokens=6, stop_at_eot=False)).new_ids
-    from explorer.core.tokenizer import decode
+    from explorer.core.gpt.tokenizer import decode
     assert out.rstrip("\n") == "Every effort moves you" + decode(ids)
     assert "6 tokens" in err and "tok/s" in err
 
@@ -88,7 +88,7 @@ def test_inspect_prints_nodes_in_forward_order_and_saves_npz(capsys, tmp_path):
     code, out, _ = run(capsys, "inspect", "Every effort moves you", "--preset", "tiny",
                        "--layer", "0", "--save", str(out_file))
     assert code == 0
-    from explorer.core.nodes import block_nodes
+    from explorer.core.gpt.nodes import block_nodes
     rows = [line.split()[0] for line in out.splitlines() if line.startswith("trf_blocks.")]
     assert rows == [f"trf_blocks.0.{n.key}" for n in block_nodes("pre") if n.kind != "pattern"]
     assert "(1, 4, 128)" in out  # the feed-forward's hidden width for the tiny preset
@@ -121,7 +121,7 @@ def test_inspect_unknown_node_is_an_error(capsys):
 
 
 def test_no_command_opens_the_app_on_the_remembered_or_default_model(monkeypatch):
-    import explorer.ui.app as app
+    import explorer.ui.window.app as app
     seen = []
     monkeypatch.setattr(app, "run", lambda spec=None, argv=None: seen.append(spec) or 0)
     assert main([]) == 0 and seen == [None]
@@ -168,7 +168,7 @@ def test_train_refuses_unreadable_text(capsys, tmp_path):
 
 
 def test_ctrl_c_during_training_saves_and_says_how_to_resume(capsys, tmp_path, monkeypatch):
-    from explorer.core import training
+    from explorer.core.experiments import training
 
     original = training.Trainer.run
 

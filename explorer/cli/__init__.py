@@ -1,5 +1,5 @@
 """The ``gpt-explorer`` command line: one module per group of commands, each a thin
-layer over core functions (the app's: over explorer.ui.app). Without a command it opens
+layer over core functions (the app's: over explorer.ui.window.app). Without a command it opens
 the desktop app. Errors a user can act on are one line and exit status 2."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     command = args.command or "gui"
-    from ..core.hub import HubError
+    from ..core.weights.hub import HubError
     from ..log import setup_logging
 
     setup_logging(args.log_level, to_file=command == "gui")

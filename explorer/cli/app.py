@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.outputs import check_output
+from ..core.base.outputs import check_output
 from .common import add_model_args
 
 
@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 
 def run_app(args: argparse.Namespace) -> int:
-    from ..ui import app
+    from ..ui.window import app
     from .common import spec_of
 
     explicit = any(getattr(args, k, None) for k in ("checkpoint", "preset"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output
 from .common import add_model_args, load
 
 
@@ -31,11 +31,11 @@ def register(sub) -> None:
 def compare_ln(args: argparse.Namespace) -> int:
     if args.plot:
         check_output(args.plot)  # before any work: a FIFO or a folder is refused now
-    from ..core.compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, compare_prompt,
-                               gradient_experiment)
-    from ..core.generation import prepare_prompt
-    from ..core.resources import resource_path
-    from ..core.tokenizer import encode
+    from ..core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, compare_prompt,
+                                               gradient_experiment)
+    from ..core.run.generation import prepare_prompt
+    from ..core.base.resources import resource_path
+    from ..core.gpt.tokenizer import encode
 
     try:
         depths = sorted({int(d) for d in args.depths.split(",") if d.strip()} | {args.depth})
@@ -78,8 +78,8 @@ def compare_ln(args: argparse.Namespace) -> int:
         print(f"{d:5d} {a:12.4g} {b:12.4g}")
     print("\n" + result.summary())
     if args.plot:
-        from ..core.nodes import block_hook_name, block_output
-        from ..ui.figures import save_compare_figure
+        from ..core.gpt.nodes import block_hook_name, block_output
+        from ..ui.plots.figures import save_compare_figure
         node = block_hook_name(0, block_output(loaded.config.norm_position))
         with atomic_output(args.plot) as tmp:
             save_compare_figure(str(tmp), {"pre": pre, "post": post}, result, args.depth, node)

@@ -22,13 +22,13 @@ def register(sub) -> None:
 
 
 def diff(args: argparse.Namespace) -> int:
-    from ..core.batch import make_batch
-    from ..core.divergence import describe, find_divergence, lesson
-    from ..core.generation import prepare_prompt
+    from ..core.run.batch import make_batch
+    from ..core.experiments.divergence import describe, find_divergence, lesson
+    from ..core.run.generation import prepare_prompt
     from ..core.sources import ModelSpec, Mutation, model_for, open_model, parse_source
-    from ..core.tokenizer import encode
+    from ..core.gpt.tokenizer import encode
 
-    from ..core.validate import real
+    from ..core.base.validate import real
 
     real(args.tol, "--tol", 0.0)
     texts = args.prompt

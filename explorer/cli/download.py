@@ -17,7 +17,7 @@ def register(sub) -> None:
 
 
 def download(args: argparse.Namespace) -> int:
-    from ..core import download as fetching, hub
+    from ..core.weights import download as fetching, hub
 
     repo_id, _ = hub.resolve(args.model)
     resumed = fetching.partial_bytes(repo_id)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output
 from .common import add_model_args, load
 
 
@@ -30,10 +30,10 @@ def register(sub) -> None:
 def gradients(args: argparse.Namespace) -> int:
     if args.plot:
         check_output(args.plot)  # before any work: a FIFO or a folder is refused now
-    from ..core.generation import prepare_prompt
-    from ..core.gradients import describe, gradient_report
-    from ..core.nodes import all_hook_names, block_nodes
-    from ..core.tokenizer import encode
+    from ..core.run.generation import prepare_prompt
+    from ..core.experiments.gradients import describe, gradient_report
+    from ..core.gpt.nodes import all_hook_names, block_nodes
+    from ..core.gpt.tokenizer import encode
 
     keys = [n.key for n in block_nodes("pre") if n.kind != "pattern"]
     if args.node not in keys:
@@ -59,7 +59,7 @@ def gradients(args: argparse.Namespace) -> int:
     for line in describe(report, cfg.n_layers):
         print(line)
     if args.plot:
-        from ..ui.gradient_plots import save_gradient_figure
+        from ..ui.plots.gradient_plots import save_gradient_figure
 
         with atomic_output(args.plot) as tmp:
             save_gradient_figure(str(tmp), report, args.node, cfg.n_layers)

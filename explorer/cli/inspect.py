@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output
 from .common import add_model_args, load
 
 
@@ -31,9 +31,9 @@ def register(sub) -> None:
 def info(args: argparse.Namespace) -> int:
     import torch
 
-    from ..core.config import preset
-    from ..core.devices import resolve_device, resolve_dtype
-    from ..core.model import count_parameters, describe_size
+    from ..core.gpt.config import preset
+    from ..core.base.devices import resolve_device, resolve_dtype
+    from ..core.gpt.model import count_parameters, describe_size
 
     if args.preset:  # a preset needs no weights: describe it without building it
         cfg = preset(args.preset)
@@ -54,7 +54,7 @@ def info(args: argparse.Namespace) -> int:
     print("parameters:")
     for name, n in counts.rows():
         print(f"  {name:45s} {n:>15,}")
-    from ..core.sizes import sizes
+    from ..core.gpt.sizes import sizes
     for line in sizes(cfg).notes():  # what the figures in the literature count
         print(f"  {line}")
     size = torch.tensor([], dtype=dtype).element_size()
@@ -68,8 +68,8 @@ def inspect(args: argparse.Namespace) -> int:
         check_output(args.save, ".npz")  # before the pass: a folder or a FIFO is refused
     import numpy as np
 
-    from ..core.batch import make_batch
-    from ..core.passes import Keep, run_prompt
+    from ..core.run.batch import make_batch
+    from ..core.run.passes import Keep, run_prompt
 
     prompts = list(args.prompt)
     if len(prompts) == 1 and not prompts[0]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output
 from .common import add_model_args, load
 
 
@@ -28,8 +28,8 @@ def patch(args: argparse.Namespace) -> int:
     for target in (args.csv, args.plot):  # before any work
         if target:
             check_output(target)
-    from ..core.nodes import block_hook_name
-    from ..core.patching import patch_sweep, single_token
+    from ..core.gpt.nodes import block_hook_name
+    from ..core.experiments.patching import patch_sweep, single_token
 
     single_token(args.answer, "answer")  # checked before the model loads
     single_token(args.wrong, "wrong token")
@@ -59,7 +59,7 @@ def patch(args: argparse.Namespace) -> int:
             sweep.write_csv(tmp)
         print(f"saved {args.csv}", file=sys.stderr)
     if args.plot:
-        from ..ui.patch_plots import save_sweep_figure
+        from ..ui.plots.patch_plots import save_sweep_figure
 
         with atomic_output(args.plot) as tmp:
             save_sweep_figure(str(tmp), sweep, loaded.config.norm_position)

@@ -41,7 +41,7 @@ def register(sub) -> None:
 
 
 def tokenize(args: argparse.Namespace) -> int:
-    from ..core.tokenizer import encode, token_piece
+    from ..core.gpt.tokenizer import encode, token_piece
 
     ids = encode(args.text)
     print(f"{len(ids)} tokens")
@@ -51,10 +51,10 @@ def tokenize(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from ..core.generation import GenerationSettings, generate_stream, prepare_prompt
-    from ..core.tokenizer import encode
+    from ..core.run.generation import GenerationSettings, generate_stream, prepare_prompt
+    from ..core.gpt.tokenizer import encode
 
-    from ..core.validate import whole
+    from ..core.base.validate import whole
 
     whole(args.show_top, "--show-top", 0, 50257)
     sampling = args.temperature is not None or args.top_k is not None or args.top_p is not None
@@ -72,7 +72,7 @@ def generate(args: argparse.Namespace) -> int:
     stream = generate_stream(loaded.model, prompt_ids, settings, args.start_with_eot)
     with contextlib.ExitStack() as stack:
         if args.intervene:
-            from ..core.interventions import applied, load_file, resolve
+            from ..core.experiments.interventions import applied, load_file, resolve
 
             specs, enabled = load_file(args.intervene, loaded.config)  # all checked, or none
             if not enabled:  # the app saves its switch: a file saved switched off changes nothing
@@ -86,7 +86,7 @@ def generate(args: argparse.Namespace) -> int:
 
 
 def _write(args, stream, loaded) -> int:
-    from ..core.tokenizer import token_piece
+    from ..core.gpt.tokenizer import token_piece
 
     for notice in stream.notices:
         print(f"note: {notice}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from ..core.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output
 from .common import seed_number
 
 
@@ -32,8 +32,8 @@ def train(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from ..core.training import (CheckpointEvent, EvalEvent, StepEvent, Trainer, TrainSettings,
-                                check_out_dir, default_text, read_text)
+    from ..core.experiments.training import (CheckpointEvent, EvalEvent, StepEvent, Trainer,
+                                             TrainSettings, check_out_dir, default_text, read_text)
 
     text = read_text(args.text) if args.text else default_text()
     check_out_dir(args.out)
@@ -91,7 +91,7 @@ def train(args: argparse.Namespace) -> int:
     print(f"done at step {trainer.state.step}; explore it with: gpt-explorer gui --checkpoint "
           f"{Path(args.out) / 'model.safetensors'}", file=sys.stderr)
     if args.plot:
-        from ..ui.figures import save_loss_figure
+        from ..ui.plots.figures import save_loss_figure
         with atomic_output(args.plot) as tmp:
             save_loss_figure(str(tmp), losses, trainer.state.history)
         print(f"saved {args.plot}", file=sys.stderr)

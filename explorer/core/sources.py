@@ -23,13 +23,14 @@ from typing import Any
 
 import torch
 
-from . import hub, state
-from .cancel import check
-from .checkpoints import CheckpointError, LoadedModel, load_checkpoint
-from .devices import check_memory
-from .config import GPTConfig, preset
-from .devices import resolve_device, resolve_dtype
-from .model import build_model, count_parameters
+from .weights import hub
+from .base import state
+from .base.cancel import check
+from .weights.checkpoints import CheckpointError, LoadedModel, load_checkpoint
+from .base.devices import check_memory
+from .gpt.config import GPTConfig, preset
+from .base.devices import resolve_device, resolve_dtype
+from .gpt.model import build_model, count_parameters
 
 NO_TRAINED_MODEL = ("no trained GPT-2 found in the Hugging Face cache ({cache}); using a "
                     "random initialisation. Get one with `gpt-explorer download gpt2`, "
@@ -197,7 +198,7 @@ def parse_source(text: str, layer: int = 0, **where: Any) -> ModelSpec | Mutatio
     """A model source in the grammar: a ModelSpec, or a Mutation of another model."""
     text = (text or "").strip()
     if text.startswith("mutation:"):
-        from .divergence import MUTATIONS, known
+        from .experiments.divergence import MUTATIONS, known
         name = text[len("mutation:"):]
         if not known(name):
             raise ValueError(f"unknown mutation {name!r}; choose one of {', '.join(MUTATIONS)} "
@@ -259,7 +260,7 @@ def model_for(source: ModelSpec | Mutation, base: LoadedModel, should_stop=None)
     """The GPTModel a source names, next to a loaded ``base`` (on its device): a mutation
     of it, or another model loaded."""
     if isinstance(source, Mutation):
-        from .divergence import mutate
+        from .experiments.divergence import mutate
         return mutate(base.model, source.name, layer=source.layer)
     spec = dataclasses.replace(source, device=str(base.device))
     return open_model(spec, should_stop).model

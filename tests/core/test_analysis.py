@@ -5,11 +5,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.core.analysis import (gelu_curves, gelu_input_shares, layer_table, lens_nodes,
-                                    logit_lens, residual_profile)
-from explorer.core.capture import Capture
-from explorer.core.config import preset
-from explorer.core.model import build_model
+from explorer.core.run.analysis import (gelu_curves, gelu_input_shares, layer_table, lens_nodes,
+                                        logit_lens, residual_profile)
+from explorer.core.run.capture import Capture
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
 
 
 def test_gelu_curves_match_torch_and_their_derivatives():

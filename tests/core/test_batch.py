@@ -2,13 +2,13 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.batch import PAD_ID, PAD_LABEL, make_batch, split_prompts
-from explorer.core.capture import Capture
-from explorer.core.config import preset
-from explorer.core.model import build_model
-from explorer.core.nodes import HistRange
-from explorer.core.stats import tensor_stats
-from explorer.core.tokenizer import encode
+from explorer.core.run.batch import PAD_ID, PAD_LABEL, make_batch, split_prompts
+from explorer.core.run.capture import Capture
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import HistRange
+from explorer.core.run.stats import tensor_stats
+from explorer.core.gpt.tokenizer import encode
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_a_mask_that_does_not_fit_the_pass_is_refused(model):
 
 
 def test_explanations_read_real_tokens_of_a_batch(model):
-    from explorer.core.explain import explain
+    from explorer.core.lessons.explain import explain
     batch = make_batch(PROMPTS, 64)
     views = run(model, batch).views()
     pieces = [p for b in range(batch.size) for p in batch.pieces(b)]  # one per vector

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.capture import Capture
-from explorer.core.steps import StepRecorder
-from explorer.core.config import preset
-from explorer.core.generation import GenerationSettings, generate_stream
-from explorer.core.model import build_model
-from explorer.core.nodes import all_hook_names, block_nodes
-from explorer.core.stats import tensor_stats
+from explorer.core.run.capture import Capture
+from explorer.core.run.steps import StepRecorder
+from explorer.core.gpt.config import preset
+from explorer.core.run.generation import GenerationSettings, generate_stream
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import all_hook_names, block_nodes
+from explorer.core.run.stats import tensor_stats
 
 
 @pytest.fixture(scope="module")

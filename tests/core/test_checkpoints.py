@@ -5,12 +5,12 @@ import zipfile
 import pytest
 import torch
 
-from explorer.core import devices
-from explorer.core.checkpoints import (CheckpointError, detect_format, load_checkpoint,
-                                       save_checkpoint)
+from explorer.core.base import devices
+from explorer.core.weights.checkpoints import (CheckpointError, detect_format, load_checkpoint,
+                                               save_checkpoint)
 from explorer.core.sources import random_model
-from explorer.core.config import preset
-from explorer.core.model import build_model
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
 from tests import book_model
 
 transformers = pytest.importorskip("transformers")

@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-from explorer.core.capture import Capture
-from explorer.core.code import built_order, listing
-from explorer.core.config import preset
-from explorer.core.model import build_model
-from explorer.core.nodes import node_for_hook, parse_hook
-from explorer.core.trace import trace_order, what_changed
+from explorer.core.run.capture import Capture
+from explorer.core.lessons.listing import built_order, listing
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import node_for_hook, parse_hook
+from explorer.core.lessons.trace import trace_order, what_changed
 
 
 @pytest.mark.parametrize("position", ["pre", "post"])

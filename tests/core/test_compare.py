@@ -4,12 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.compare import (EXPERIMENT_CONFIG, compare_prompt, gradient_experiment,
-                                   initialise, lm_loss, post_ln_twin)
-from explorer.core.config import preset
-from explorer.core.model import build_model
-from explorer.core.resources import resource_path
-from explorer.core.tokenizer import encode
+from explorer.core.experiments.ln_compare import (EXPERIMENT_CONFIG, compare_prompt,
+                                                  gradient_experiment, initialise, lm_loss,
+                                                  post_ln_twin)
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.core.base.resources import resource_path
+from explorer.core.gpt.tokenizer import encode
 
 TEXT_IDS = encode(resource_path("the-verdict.txt").read_text(encoding="utf-8")[:2000])
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core import layers
-from explorer.core.config import preset
-from explorer.core.devices import resolve_device
-from explorer.core.generation import GenerationSettings, generate_stream
-from explorer.core.model import build_model
-from explorer.core.passes import EVERYTHING, run_prompt
+from explorer.core.gpt import layers
+from explorer.core.gpt.config import preset
+from explorer.core.base.devices import resolve_device
+from explorer.core.run.generation import GenerationSettings, generate_stream
+from explorer.core.gpt.model import build_model
+from explorer.core.run.passes import EVERYTHING, run_prompt
 
 DEVICE = os.environ.get("GPT_EXPLORER_TEST_DEVICE", "cpu")
 IDS = list(range(300, 400))  # more than one chunk of pattern rows

@@ -1,14 +1,14 @@
 import pytest
 
-from explorer.core.config import preset
+from explorer.core.gpt.config import preset
 import re
 
 import torch
 
-from explorer.core.batch import make_batch
-from explorer.core.divergence import MUTATIONS, find_divergence, lesson, mutate
-from explorer.core.model import build_model
-from explorer.core.tokenizer import encode
+from explorer.core.run.batch import make_batch
+from explorer.core.experiments.divergence import MUTATIONS, find_divergence, lesson, mutate
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.tokenizer import encode
 
 IDS = encode("Every effort moves you forward, and then some more")
 
@@ -101,7 +101,7 @@ def test_without_gelu_the_feed_forward_is_one_linear_map(model):
 def test_the_inner_size_exercise_mismatches_on_every_preset(name):
     """ff-N's default width differs from every preset's emb_dim (1024 is gpt2-medium's),
     so the exercise always breaks the shortcut; the lesson names both widths."""
-    from explorer.core.divergence import ff_mutation
+    from explorer.core.experiments.divergence import ff_mutation
     cfg = preset(name, n_layers=1, vocab_size=64, context_length=8)  # the shape that matters
     small = build_model(cfg, seed=0)
     mutation = ff_mutation(cfg)

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.capture import Capture
-from explorer.core.config import preset
-from explorer.core.explain import MISTAKE, WHAT, explain
-from explorer.core.model import build_model
-from explorer.core.nodes import all_hook_names, node_for_hook
-from explorer.core.tokenizer import encode, token_piece
+from explorer.core.run.capture import Capture
+from explorer.core.gpt.config import preset
+from explorer.core.lessons.explain import MISTAKE, WHAT, explain
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import all_hook_names, node_for_hook
+from explorer.core.gpt.tokenizer import encode, token_piece
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_attention_and_logits_name_real_tokens(captured):
     weights = views["trf_blocks.0.att.attn_weights"].array[0][:, -1, :].mean(0)
     assert repr(pieces[int(np.argmax(weights))]) in e.here
     top = int(np.argmax(views["out_head"].array[0, -1]))
-    from explorer.core.tokenizer import token_piece
+    from explorer.core.gpt.tokenizer import token_piece
     assert f"{token_piece(top)!r} (id {top})" in explain("out_head", views, pieces).here
 
 

@@ -4,12 +4,12 @@ a Post-LN model, at every position."""
 
 import pytest
 
-from explorer.core.config import preset
-from explorer.core.formulas import worked
-from explorer.core.model import build_model
-from explorer.core.nodes import all_hook_names
-from explorer.core.passes import run_prompt
-from explorer.core.tokenizer import encode
+from explorer.core.gpt.config import preset
+from explorer.core.lessons.formulas import worked
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import all_hook_names
+from explorer.core.run.passes import run_prompt
+from explorer.core.gpt.tokenizer import encode
 
 
 @pytest.mark.parametrize("order", ["pre", "post"])

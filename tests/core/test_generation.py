@@ -1,10 +1,11 @@
 import pytest
 import torch
 
-from explorer.core.config import preset
-from explorer.core.generation import GenerationSettings, generate, generate_stream, prepare_prompt
-from explorer.core.model import build_model
-from explorer.core.tokenizer import END_OF_TEXT_ID, decode
+from explorer.core.gpt.config import preset
+from explorer.core.run.generation import (GenerationSettings, generate, generate_stream,
+                                          prepare_prompt)
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.tokenizer import END_OF_TEXT_ID, decode
 from tests.book_model import generate_text_simple
 
 

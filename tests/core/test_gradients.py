@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.core.cancel import Cancelled
-from explorer.core.config import preset
-from explorer.core.gradients import describe, gradient_report, per_layer
-from explorer.core.model import build_model
+from explorer.core.base.cancel import Cancelled
+from explorer.core.gpt.config import preset
+from explorer.core.experiments.gradients import describe, gradient_report, per_layer
+from explorer.core.gpt.model import build_model
 
 IDS = [464, 1049, 11, 290, 262]
 
@@ -125,8 +125,8 @@ def test_stop_is_asked_after_every_block_forward_and_backward():
 
 
 def test_gradients_that_would_not_fit_are_refused_before_they_run(monkeypatch):
-    from explorer.core import devices
-    from explorer.core.gradients import gradient_bytes
+    from explorer.core.base import devices
+    from explorer.core.experiments.gradients import gradient_bytes
     cfg = preset("gpt2-xl")
     need = gradient_bytes(cfg, 1024)
     assert 15 * 2**30 < need < 40 * 2**30  # logits, 48 blocks of activations, a gradient each

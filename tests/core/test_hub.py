@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer.core import download, hub, state
-from explorer.core.cancel import Cancelled
+from explorer.core.weights import download, hub
+from explorer.core.base import state
+from explorer.core.base.cancel import Cancelled
 from explorer.core.sources import ModelSpec, load_default_model, open_model
 from tests.hub_server import serving, tiny_gpt2
 

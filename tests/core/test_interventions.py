@@ -7,16 +7,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.core.cancel import Cancelled
-from explorer.core.capture import StopCheck
-from explorer.core.config import preset
-from explorer.core.generation import GenerationSettings, generate
-from explorer.core.interventions import (Intervention, applied, from_dict, load_file, resolve,
-                                         save_file)
-from explorer.core.model import build_model
-from explorer.core.nodes import all_hook_names
-from explorer.core.passes import run_prompt
-from explorer.core.tokenizer import encode
+from explorer.core.base.cancel import Cancelled
+from explorer.core.run.capture import StopCheck
+from explorer.core.gpt.config import preset
+from explorer.core.run.generation import GenerationSettings, generate
+from explorer.core.experiments.interventions import (Intervention, applied, from_dict, load_file,
+                                                     resolve, save_file)
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import all_hook_names
+from explorer.core.run.passes import run_prompt
+from explorer.core.gpt.tokenizer import encode
 
 IDS = encode("Every effort moves you forward")
 
@@ -184,7 +184,7 @@ def test_bad_interventions_and_files_say_what_is_wrong_and_apply_nothing(model, 
 
 
 def test_clean_against_changed_step_by_step(model):
-    from explorer.core.whatif import compare
+    from explorer.core.experiments.whatif import compare
 
     none = compare(model, [], IDS, new_tokens=5)
     assert none.clean_ids == none.changed_ids and all(s.kl == 0 for s in none.steps)

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core import layers
-from explorer.core.cancel import Cancelled
-from explorer.core.capture import Capture
-from explorer.core.config import preset
-from explorer.core.model import build_model
-from explorer.core.nodes import all_hook_names
-from explorer.core.passes import EVERYTHING, Keep, run_prompt
-from explorer.core.stats import DETAILS, SCALAR_NAMES
+from explorer.core.gpt import layers
+from explorer.core.base.cancel import Cancelled
+from explorer.core.run.capture import Capture
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import all_hook_names
+from explorer.core.run.passes import EVERYTHING, Keep, run_prompt
+from explorer.core.run.stats import DETAILS, SCALAR_NAMES
 
 IDS = list(range(100, 100 + 150))  # more than one chunk of pattern rows (64)
 

@@ -4,10 +4,10 @@ every step."""
 
 import pytest
 
-from explorer.core.config import preset
-from explorer.core.generation import GenerationSettings, prepare_prompt
-from explorer.core.model import build_model
-from explorer.core.passes import Completed, prompt_then_generate
+from explorer.core.gpt.config import preset
+from explorer.core.run.generation import GenerationSettings, prepare_prompt
+from explorer.core.gpt.model import build_model
+from explorer.core.run.passes import Completed, prompt_then_generate
 
 CTX = 64  # the tiny preset's context
 

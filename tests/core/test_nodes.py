@@ -2,11 +2,11 @@
 
 import pytest
 
-from explorer.core import nodes
-from explorer.core.analysis import lens_nodes
-from explorer.core.config import preset
-from explorer.core.nodes import (all_hook_names, block_output, drawn_beside, layer_of,
-                                 parse_hook, residual_nodes, same_node_in_layer, short_label)
+from explorer.core.gpt import nodes
+from explorer.core.run.analysis import lens_nodes
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.nodes import (all_hook_names, block_output, drawn_beside, layer_of,
+                                     parse_hook, residual_nodes, same_node_in_layer, short_label)
 
 
 def test_parse_hook_splits_every_node_of_both_orders():
@@ -43,7 +43,7 @@ def test_every_nodes_words_name_its_own_orders_neighbours():
     """What a node reads and what its shortcut carries, in each order's words: a Post-LN
     LayerNorm 1 comes after the first add, its attention reads the block's input, its
     second add's shortcut is LayerNorm 1's output."""
-    from explorer.core.nodes import node_for_hook
+    from explorer.core.gpt.nodes import node_for_hook
     said = {
         "pre": {"norm1": "block's input, before attention", "norm2": "first add's output, before",
                 "att": "on LayerNorm 1's output", "add1": "the shortcut, the block's input",

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.batch import make_batch
-from explorer.core.config import preset
-from explorer.core.generation import GenerationSettings, generate_stream
-from explorer.core.model import build_model
-from explorer.core.passes import (EVERYTHING, STATISTICS, Completed, Keep, prompt_and_prefill,
-                                  prompt_then_generate, run_prompt)
+from explorer.core.run.batch import make_batch
+from explorer.core.gpt.config import preset
+from explorer.core.run.generation import GenerationSettings, generate_stream
+from explorer.core.gpt.model import build_model
+from explorer.core.run.passes import (EVERYTHING, STATISTICS, Completed, Keep, prompt_and_prefill,
+                                      prompt_then_generate, run_prompt)
 
 IDS = [6109, 3626, 6100, 345]
 
@@ -119,5 +119,5 @@ def test_a_padded_vocabulary_never_produces_ids_the_tokenizer_lacks():
                          lambda r: isinstance(r, Completed) or reports.append(r))
     assert all(i < 50257 for r in reports for i in r.top_ids)
     assert all(r.token_id < 50257 for r in reports[1:])
-    from explorer.core.tokenizer import token_piece
+    from explorer.core.gpt.tokenizer import token_piece
     assert token_piece(50300) == "<id 50300>"

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from explorer.core.cancel import Cancelled
-from explorer.core.config import preset
-from explorer.core.model import build_model
-from explorer.core.patching import patch_keys, patch_sweep
-from explorer.core.tokenizer import encode
+from explorer.core.base.cancel import Cancelled
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.core.experiments.patching import patch_keys, patch_sweep
+from explorer.core.gpt.tokenizer import encode
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
@@ -78,7 +78,7 @@ def test_a_gap_within_noise_says_so_and_a_real_one_does_not():
     scaled by 1000 (the final norm's scale; shift and bias are 0) has a real gap, the
     same shares, and no such note."""
     import torch
-    from explorer.core.patching import NOISE_GAP
+    from explorer.core.experiments.patching import NOISE_GAP
     small = build_model(preset("tiny", n_layers=3), seed=9)
     noisy = patch_sweep(small, CLEAN, CORRUPT, " Mary", " John")
     assert 0 < abs(noisy.clean_diff - noisy.corrupt_diff) < NOISE_GAP

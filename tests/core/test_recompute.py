@@ -4,11 +4,11 @@ tokens as with the cache, and each step is the whole captured pass, (1, T + k, C
 import numpy as np
 import torch
 
-from explorer.core.config import preset
-from explorer.core.generation import GenerationSettings, generate
-from explorer.core.model import build_model
-from explorer.core.passes import Pass, prompt_then_generate
-from explorer.core.tokenizer import encode
+from explorer.core.gpt.config import preset
+from explorer.core.run.generation import GenerationSettings, generate
+from explorer.core.gpt.model import build_model
+from explorer.core.run.passes import Pass, prompt_then_generate
+from explorer.core.gpt.tokenizer import encode
 
 IDS = encode("Every effort moves you")
 

@@ -3,9 +3,9 @@ built model's own parameters; the book's 163,009,536 and 621.83 MB; the literatu
 
 import pytest
 
-from explorer.core.config import BOOK_GPT_CONFIG_124M, preset
-from explorer.core.model import build_model
-from explorer.core.sizes import sizes
+from explorer.core.gpt.config import BOOK_GPT_CONFIG_124M, preset
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.sizes import sizes
 
 
 @pytest.mark.parametrize("tie", [True, False])
@@ -57,7 +57,7 @@ def test_the_notes_for_the_books_own_checkpoint_compare_with_gpt2():
 
 
 def test_the_feed_forward_width_is_a_choice_with_a_cost():
-    from explorer.core.sizes import feed_forward_cost
+    from explorer.core.gpt.sizes import feed_forward_cost
     cfg = preset("gpt2-small")
     four = feed_forward_cost(cfg, 4)
     assert four.hidden == cfg.hidden_dim == 3072

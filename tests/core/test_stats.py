@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.nodes import _HIST_BY_KIND as HIST_BY_KIND, HistRange
-from explorer.core.stats import SCALAR_NAMES, row_stats, tensor_stats
+from explorer.core.gpt.nodes import _HIST_BY_KIND as HIST_BY_KIND, HistRange
+from explorer.core.run.stats import SCALAR_NAMES, row_stats, tensor_stats
 
 H = HistRange(-4.0, 4.0, 80)
 
@@ -157,7 +157,7 @@ def test_small_tensors_run_on_one_thread_and_give_the_thread_count_back(threads)
             s = tensor_stats(x, H)
         finally:
             torch.linalg.vector_norm = real
-        from explorer.core.cpu_work import _OPENMP
+        from explorer.core.base.cpu_work import _OPENMP
 
         # OpenMP builds switch to one thread; the native pool cannot, and is left alone
         assert seen == [1 if _OPENMP else threads]
@@ -175,7 +175,7 @@ def test_small_tensors_run_on_one_thread_and_give_the_thread_count_back(threads)
 def test_several_chunks_give_the_numbers_of_one_pass():
     """Large tensors go through the statistics a chunk at a time (cpu_work.chunks): over
     three chunks and a part, the histogram is torch.histc's and the moments numpy's."""
-    from explorer.core.cpu_work import CHUNK
+    from explorer.core.base.cpu_work import CHUNK
 
     x = torch.randn(3 * CHUNK + 17, generator=torch.Generator().manual_seed(5)) * 3
     x[:1000] = 0.0
@@ -192,7 +192,7 @@ def test_several_chunks_give_the_numbers_of_one_pass():
 
 
 def test_chunk_loops_run_on_one_thread_and_give_the_count_back():
-    from explorer.core.cpu_work import _OPENMP, CHUNK, chunks
+    from explorer.core.base.cpu_work import _OPENMP, CHUNK, chunks
 
     threads = torch.get_num_threads()
     torch.set_num_threads(2)

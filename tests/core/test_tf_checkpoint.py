@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.checkpoints import CheckpointError, detect_format, load_checkpoint
-from explorer.core.crc32c import crc32c, raw_update
-from explorer.core.tf_bundle import open_bundle
+from explorer.core.weights.checkpoints import CheckpointError, detect_format, load_checkpoint
+from explorer.core.weights.crc32c import crc32c, raw_update
+from explorer.core.weights.tf_bundle import open_bundle
 
 transformers = pytest.importorskip("transformers")
 

@@ -1,9 +1,9 @@
 
 import pytest
 
-from explorer.core import tokenizer
-from explorer.core.tokenizer import (END_OF_TEXT_ID, IncrementalDecoder, decode, encode,
-                                     get_encoding, token_piece)
+from explorer.core.gpt import tokenizer
+from explorer.core.gpt.tokenizer import (END_OF_TEXT_ID, IncrementalDecoder, decode, encode,
+                                         get_encoding, token_piece)
 
 
 @pytest.mark.parametrize("text,ids", [
@@ -25,7 +25,7 @@ def test_vocabulary_size_and_special_token():
 
 
 def test_round_trip_on_sample_text():
-    from explorer.core.resources import resource_path
+    from explorer.core.base.resources import resource_path
     text = resource_path("the-verdict.txt").read_text(encoding="utf-8")
     ids = encode(text)
     assert len(ids) == 5145  # the book's count for "The Verdict"

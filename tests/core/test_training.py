@@ -3,9 +3,9 @@ import json
 import pytest
 import torch
 
-from explorer.core.checkpoints import load_checkpoint
-from explorer.core.training import (EvalEvent, StepEvent, Trainer, TrainSettings, default_text,
-                                    learning_rate)
+from explorer.core.weights.checkpoints import load_checkpoint
+from explorer.core.experiments.training import (EvalEvent, StepEvent, Trainer, TrainSettings,
+                                                default_text, learning_rate)
 
 TEXT = default_text()
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import struct
 
-from explorer.core.crc32c import crc32c
-from explorer.core.tf_bundle import TABLE_MAGIC
+from explorer.core.weights.crc32c import crc32c
+from explorer.core.weights.tf_bundle import TABLE_MAGIC
 
 
 def varint(n: int) -> bytes:

@@ -2,7 +2,7 @@
 
 import time
 
-from explorer.core import devices
+from explorer.core.base import devices
 from explorer.core.sources import ModelSpec
 
 
@@ -78,10 +78,10 @@ def test_invalid_generation_settings_cannot_be_entered(make_window):
 
 def test_nan_activations_are_counted_in_the_inspector(qtbot, make_window):
     import numpy as np
-    from explorer.core.capture import NodeView
-    from explorer.core.nodes import node_for_hook
-    from explorer.core.stats import tensor_stats
-    from explorer.core.passes import Pass
+    from explorer.core.run.capture import NodeView
+    from explorer.core.gpt.nodes import node_for_hook
+    from explorer.core.run.stats import tensor_stats
+    from explorer.core.run.passes import Pass
     import torch
     window = make_window()
     array = np.ones((1, 2, 32), dtype=np.float32)
@@ -102,7 +102,7 @@ def test_the_window_closes_even_when_a_job_does_not_stop(qtbot, make_window):
     still closes, after a bounded wait, and says the process must leave it behind."""
     import threading
 
-    from explorer.ui import main_window
+    from explorer.ui.window import main_window
     window = make_window()
     release = threading.Event()
     window.engine.submit(lambda ctx: release.wait(60), "a read that does not return")
@@ -121,7 +121,7 @@ def test_the_divergence_finder_and_the_comparison_have_stop(qtbot, make_window):
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
 
-    from explorer.core.interventions import Intervention
+    from explorer.core.experiments.interventions import Intervention
     from tests.ui.conftest import run_and_wait
     window = make_window()
     run_and_wait(qtbot, window, max_tokens=1)
@@ -144,7 +144,7 @@ def test_the_divergence_finder_and_the_comparison_have_stop(qtbot, make_window):
 
 def test_a_reader_error_reaches_the_user_as_words_not_python(qtbot, make_window, warnings,
                                                             monkeypatch, tmp_path):
-    from explorer.ui import engine
+    from explorer.ui.base import engine
 
     def broken(spec, should_stop=None):
         raise RuntimeError("t() expects a tensor with <= 2 dimensions, but self is 3D")

@@ -11,9 +11,9 @@ import time
 import pytest
 import torch
 
-from explorer.core.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
-from explorer.core.config import preset
-from explorer.core.model import build_model
+from explorer.core.weights.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
 
 
 @pytest.fixture
@@ -143,7 +143,7 @@ def test_a_file_truncated_under_a_loaded_model_does_not_crash(tmp_path, save):
         save_checkpoint(model, path)
     code = (
         "import os, sys, torch\n"
-        "from explorer.core.checkpoints import load_checkpoint\n"
+        "from explorer.core.weights.checkpoints import load_checkpoint\n"
         f"loaded = load_checkpoint({str(path)!r})\n"
         f"os.truncate({str(path)!r}, 100)\n"
         "with torch.inference_mode():\n"

@@ -4,11 +4,12 @@ training steps; the next action works afterwards."""
 import pytest
 import torch
 
-from explorer.core.capture import Cancelled, StopCheck
-from explorer.core.config import preset
-from explorer.core.model import build_model
+from explorer.core.base.cancel import Cancelled
+from explorer.core.run.capture import StopCheck
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
 from explorer.core.sources import ModelSpec
-from explorer.ui.engine import Engine
+from explorer.ui.base.engine import Engine
 
 
 def hooks_left(model):
@@ -36,8 +37,8 @@ def test_stop_check_stops_a_forward_within_one_block():
 
 
 def test_a_stopped_engine_job_skips_its_generation_and_the_next_one_works(qtbot):
-    from explorer.core.generation import GenerationSettings
-    from explorer.core.passes import prompt_then_generate
+    from explorer.core.run.generation import GenerationSettings
+    from explorer.core.run.passes import prompt_then_generate
 
     engine = Engine()
     loaded, reports, ends = [], [], []

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from explorer.ui.display import XCB_LIBRARIES, display_problem
+from explorer.ui.base.display import XCB_LIBRARIES, display_problem
 
 
 def test_without_a_display_the_app_says_so_and_exits_2():

@@ -7,8 +7,9 @@ import threading
 import pytest
 from huggingface_hub import constants
 
-from explorer.core import download, hub, state
-from explorer.core.cancel import Cancelled
+from explorer.core.weights import download, hub
+from explorer.core.base import state
+from explorer.core.base.cancel import Cancelled
 from tests.hub_server import serving, tiny_gpt2
 
 pytest.importorskip("transformers")

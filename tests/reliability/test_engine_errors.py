@@ -56,7 +56,7 @@ def trigger_patching(qtbot, w):
 
 
 def trigger_whatif(qtbot, w):
-    from explorer.core.interventions import Intervention
+    from explorer.core.experiments.interventions import Intervention
     w.session.interventions = [Intervention("scale", "trf_blocks.0.att", k=0.5)]
     w.whatif.request_comparison()
 
@@ -66,17 +66,17 @@ def trigger_load(qtbot, w):
 
 
 JOBS = {  # where the job's core function is looked up, and what starts the job
-    "load": ("explorer.ui.engine.open_model", trigger_load),
-    "prompt and generation": ("explorer.ui.runs.prompt_then_generate", trigger_run),
-    "batch": ("explorer.ui.runs.run_prompt", trigger_batch),
-    "logit lens": ("explorer.ui.lens_view.logit_lens", trigger_lens),
-    "Pre-LN vs Post-LN": ("explorer.ui.ln_compare.compare_prompt", trigger_compare),
-    "gradient experiment": ("explorer.ui.ln_compare.gradient_experiment", trigger_gradients),
-    "training": ("explorer.ui.train_panel.train", trigger_training),
-    "divergence finder": ("explorer.ui.divergence_view.find_divergence", trigger_divergence),
-    "gradients": ("explorer.ui.gradients_view.gradient_report", trigger_grad_flow),
-    "activation patching": ("explorer.ui.patching_view.patch_sweep", trigger_patching),
-    "clean against changed": ("explorer.ui.whatif_view.compare", trigger_whatif),
+    "load": ("explorer.ui.base.engine.open_model", trigger_load),
+    "prompt and generation": ("explorer.ui.base.runs.prompt_then_generate", trigger_run),
+    "batch": ("explorer.ui.base.runs.run_prompt", trigger_batch),
+    "logit lens": ("explorer.ui.views.lens_view.logit_lens", trigger_lens),
+    "Pre-LN vs Post-LN": ("explorer.ui.views.ln_compare_view.compare_prompt", trigger_compare),
+    "gradient experiment": ("explorer.ui.views.ln_compare_view.gradient_experiment", trigger_gradients),
+    "training": ("explorer.ui.views.train_view.train", trigger_training),
+    "divergence finder": ("explorer.ui.views.divergence_view.find_divergence", trigger_divergence),
+    "gradients": ("explorer.ui.views.gradients_view.gradient_report", trigger_grad_flow),
+    "activation patching": ("explorer.ui.views.patching_view.patch_sweep", trigger_patching),
+    "clean against changed": ("explorer.ui.views.whatif_view.compare", trigger_whatif),
 }
 
 
@@ -121,7 +121,7 @@ def test_an_exception_in_another_thread_is_shown_on_the_gui_thread(qtbot, make_w
     import sys
     import threading
 
-    from explorer.ui.app import install_excepthook
+    from explorer.ui.window.app import install_excepthook
     shown = []
     window = make_window()
     window.warn = lambda parent, title, text: shown.append(
@@ -153,7 +153,7 @@ def test_no_qt_object_is_made_off_the_gui_thread(qtbot, make_window, qtlog, tmp_
                     is not None and not window.engine.busy(), timeout=60_000)
     assert window.divergence.result is not None and window.ln_compare.runs
     assert window.gradients.report is not None and window.patching.sweep is not None
-    from explorer.core.interventions import Intervention
+    from explorer.core.experiments.interventions import Intervention
     window.session.add_intervention(Intervention("scale", "trf_blocks.0.att", k=0.5))
     qtbot.waitUntil(lambda: window.running, timeout=10_000)  # the prompt runs again with it
     qtbot.waitUntil(lambda: not window.running and not window.engine.busy(), timeout=60_000)

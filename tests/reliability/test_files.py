@@ -5,9 +5,9 @@ import os
 import pytest
 import torch
 
-from explorer.core.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
-from explorer.core.config import preset
-from explorer.core.model import build_model
+from explorer.core.weights.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
 
 
 def _sd():
@@ -35,7 +35,7 @@ def test_unreadable_file_is_refused(tmp_path, monkeypatch):
     if os.geteuid() != 0:
         path.chmod(0)
     else:  # root reads anything: make the read itself fail as it would for a user
-        from explorer.core import checkpoints
+        from explorer.core.weights import checkpoints
 
         def denied(*args, **kwargs):
             raise PermissionError(13, "Permission denied", str(path))
@@ -64,7 +64,7 @@ def test_a_failed_load_leaves_the_process_able_to_load_again(tmp_path):
 
 
 def test_a_file_that_changes_while_it_loads_is_refused(tmp_path, monkeypatch):
-    from explorer.core import checkpoints
+    from explorer.core.weights import checkpoints
     path = save_checkpoint(build_model(preset("tiny")), tmp_path / "growing.safetensors")
     original = checkpoints.read_state_dict
 
@@ -80,7 +80,7 @@ def test_a_file_that_changes_while_it_loads_is_refused(tmp_path, monkeypatch):
 
 
 def test_a_load_can_be_stopped_and_nothing_is_half_loaded(tmp_path):
-    from explorer.core.cancel import Cancelled
+    from explorer.core.base.cancel import Cancelled
     path = save_checkpoint(build_model(preset("tiny")), tmp_path / "m.safetensors")
     with pytest.raises(Cancelled):
         load_checkpoint(path, should_stop=lambda: True)

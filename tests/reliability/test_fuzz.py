@@ -12,11 +12,11 @@ import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from explorer.core.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
-from explorer.core.config import GPTConfig, preset
-from explorer.core.generation import GenerationSettings, pick
-from explorer.core.model import build_model
-from explorer.core.training import Trainer
+from explorer.core.weights.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from explorer.core.gpt.config import GPTConfig, preset
+from explorer.core.run.generation import GenerationSettings, pick
+from explorer.core.gpt.model import build_model
+from explorer.core.experiments.training import Trainer
 
 FUZZ = settings(max_examples=60, deadline=timedelta(seconds=30),  # a hang guard, not a speed test
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -100,7 +100,7 @@ def test_shard_indexes(tmp_path_factory, index):
 
 @pytest.fixture(scope="module")
 def a_run(tmp_path_factory):
-    from explorer.core.training import TrainSettings
+    from explorer.core.experiments.training import TrainSettings
     folder = tmp_path_factory.mktemp("run")
     text = "Every effort moves you. " * 400
     trainer = Trainer(text, TrainSettings(preset="tiny", max_steps=1, batch_size=1), folder)
@@ -145,8 +145,8 @@ def test_sampling_settings_keep_probabilities_finite(temperature, top_k, top_p, 
 def test_settings_file_values(qtbot, tmp_path_factory, values):
     from PySide6.QtCore import QSettings
 
-    from explorer.ui.generation_panel import GenerationPanel
-    from explorer.ui.session import Session
+    from explorer.ui.views.generation_view import GenerationPanel
+    from explorer.ui.base.session import Session
     store = QSettings(str(tmp_path_factory.mktemp("ini") / "s.ini"), QSettings.IniFormat)
     for key, value in values.items():
         store.setValue(f"generation/{key}", value)

@@ -12,10 +12,10 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from explorer.core.checkpoints import load_checkpoint
-from explorer.core.outputs import OutputError, check_output
-from explorer.core.tf_bundle import BundleError, open_bundle
-from explorer.core.validate import MAX_JSON_DEPTH, parse_json
+from explorer.core.weights.checkpoints import load_checkpoint
+from explorer.core.base.outputs import OutputError, check_output
+from explorer.core.weights.tf_bundle import BundleError, open_bundle
+from explorer.core.base.validate import MAX_JSON_DEPTH, parse_json
 from tests.reliability.test_fuzz import FUZZ, expect_boundary
 
 TF_FOLDER = Path(__file__).resolve().parents[1] / "data" / "openai-tf-tiny"

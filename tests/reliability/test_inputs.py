@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from explorer.cli import main
-from explorer.core.batch import split_prompts
-from explorer.core.config import preset
-from explorer.core.divergence import find_divergence
-from explorer.core.model import build_model
-from explorer.core.training import Trainer, TrainSettings
+from explorer.core.run.batch import split_prompts
+from explorer.core.gpt.config import preset
+from explorer.core.experiments.divergence import find_divergence
+from explorer.core.gpt.model import build_model
+from explorer.core.experiments.training import Trainer, TrainSettings
 
 
 def run(capsys, *argv):
@@ -125,9 +125,9 @@ def test_an_unexpected_error_is_one_line_with_the_log(capsys, monkeypatch, tmp_p
 
 
 def test_a_pass_that_would_not_fit_is_refused_before_it_runs(monkeypatch):
-    from explorer.core import devices
-    from explorer.core.batch import make_batch
-    from explorer.core.passes import run_prompt
+    from explorer.core.base import devices
+    from explorer.core.run.batch import make_batch
+    from explorer.core.run.passes import run_prompt
     model = build_model(preset("tiny"), seed=0)
     monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 50 * 2**20)
     batch = make_batch(["word " * 60] * 16, model.cfg.context_length)
@@ -137,7 +137,8 @@ def test_a_pass_that_would_not_fit_is_refused_before_it_runs(monkeypatch):
 
 
 def test_a_training_step_that_would_not_fit_is_refused_before_the_model_is_built(monkeypatch):
-    from explorer.core import devices, training
+    from explorer.core.base import devices
+    from explorer.core.experiments import training
     monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 8 * 2**30)
     built = []
     monkeypatch.setattr(training, "build_model", lambda *a, **k: built.append(1))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from explorer.core.config import preset
-from explorer.core.interventions import load_file
+from explorer.core.gpt.config import preset
+from explorer.core.experiments.interventions import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ def test_a_fifo_or_a_nested_file_in_the_state_folder_is_set_aside_and_the_app_go
     assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
     names = sorted(p.name for p in state.iterdir())
     assert "default-model.json.bad" in names and "default-model.json" not in names
-    from explorer.core import state as state_module
+    from explorer.core.base import state as state_module
     os.environ["GPT_EXPLORER_STATE_DIR"] = str(state)
     try:
         assert state_module.was_verified(__file__, "0" * 64) is False  # the nested one: set aside

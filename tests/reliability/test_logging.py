@@ -23,7 +23,7 @@ def test_exceptions_in_slots_are_logged_and_shown_not_fatal(qtbot, tmp_path, mon
 
     from PySide6.QtCore import QObject, Signal
 
-    from explorer.ui.app import install_excepthook
+    from explorer.ui.window.app import install_excepthook
 
     class Window:
         shown = []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.core.outputs import OutputError, atomic_output, check_output
+from explorer.core.base.outputs import OutputError, atomic_output, check_output
 
 
 def test_the_rule_refuses_what_is_not_a_regular_file(tmp_path):
@@ -104,8 +104,8 @@ def test_small_inputs_that_meant_something_else_are_refused(capsys, tmp_path):
     """A seed past torch's range, an empty --checkpoint (silently the default model),
     heads given as true (taken as head 1)."""
     from explorer.cli import main
-    from explorer.core.config import preset
-    from explorer.core.interventions import load_file
+    from explorer.core.gpt.config import preset
+    from explorer.core.experiments.interventions import load_file
     for argv, said in ((["info", "--preset", "tiny", "--seed", str(2 ** 64 + 5)], "between 0 and 2**63"),
                        (["info", "--preset", "tiny", "--seed", "-1"], "between 0 and 2**63"),
                        (["info", "--checkpoint", ""], "--checkpoint needs a path")):
@@ -122,9 +122,9 @@ def test_weights_that_are_not_finite_in_the_loaded_dtype_are_refused(tmp_path):
     """A weight of 1e5 overflows float16 (inf there, NaN logits); an inf in the file is
     refused in any dtype; the message names the tensor, the count and what to do."""
     import torch
-    from explorer.core.checkpoints import save_checkpoint
-    from explorer.core.config import preset
-    from explorer.core.model import build_model
+    from explorer.core.weights.checkpoints import save_checkpoint
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.model import build_model
     from explorer.core.sources import ModelSpec, open_model
     model = build_model(preset("tiny"), seed=1)
     with torch.no_grad():

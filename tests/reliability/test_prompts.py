@@ -6,11 +6,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from explorer.core.capture import Capture
-from explorer.core.config import preset
-from explorer.core.generation import GenerationSettings, generate_stream, prepare_prompt
-from explorer.core.model import build_model
-from explorer.core.tokenizer import END_OF_TEXT, decode, encode
+from explorer.core.run.capture import Capture
+from explorer.core.gpt.config import preset
+from explorer.core.run.generation import GenerationSettings, generate_stream, prepare_prompt
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.tokenizer import END_OF_TEXT, decode, encode
 
 MODEL = build_model(preset("tiny"), seed=0)
 TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=300) | st.sampled_from(

@@ -5,7 +5,7 @@ import os
 
 from PySide6.QtCore import QSettings
 
-from explorer.ui.main_window import MainWindow
+from explorer.ui.window.main_window import MainWindow
 
 
 def open_window(qtbot, path):

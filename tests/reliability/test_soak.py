@@ -3,10 +3,10 @@ generation with per-token capture), in one process."""
 
 import gc
 
-from explorer.core.config import preset
-from explorer.core.generation import GenerationSettings
-from explorer.core.model import build_model
-from explorer.core.passes import prompt_then_generate
+from explorer.core.gpt.config import preset
+from explorer.core.run.generation import GenerationSettings
+from explorer.core.gpt.model import build_model
+from explorer.core.run.passes import prompt_then_generate
 
 
 def rss() -> int:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorer.core import tf_bundle
-from explorer.core.cancel import Cancelled
-from explorer.core.checkpoints import CheckpointError, load_checkpoint
-from explorer.core.crc32c import unmask
-from explorer.core.tf_bundle import BundleError, open_bundle
+from explorer.core.weights import tf_bundle
+from explorer.core.base.cancel import Cancelled
+from explorer.core.weights.checkpoints import CheckpointError, load_checkpoint
+from explorer.core.weights.crc32c import unmask
+from explorer.core.weights.tf_bundle import BundleError, open_bundle
 from tests.data import bundle_writer as bw
 
 FOLDER = Path(__file__).resolve().parents[1] / "data" / "openai-tf-tiny"

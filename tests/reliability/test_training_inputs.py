@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from explorer.cli import main
-from explorer.core.tokenizer import encode
-from explorer.core.training import CHUNK_CHARS, default_text, tokens_of
+from explorer.core.gpt.tokenizer import encode
+from explorer.core.experiments.training import CHUNK_CHARS, default_text, tokens_of
 
 
 def run(capsys, *argv):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, QTimer
 
-from explorer.core.generation import GenerationSettings
-from explorer.core.passes import Completed, prompt_then_generate
+from explorer.core.run.generation import GenerationSettings
+from explorer.core.run.passes import Completed, prompt_then_generate
 from explorer.core.sources import ModelInfo, ModelSpec, random_model
-from explorer.core.tokenizer import encode
-from explorer.ui.jobs import Job, JobContext, connect, run_job
-from explorer.ui.session import Session
-from explorer.ui.views import VIEWS
+from explorer.core.gpt.tokenizer import encode
+from explorer.ui.base.jobs import Job, JobContext, connect, run_job
+from explorer.ui.base.session import Session
+from explorer.ui.views.registry import VIEWS
 
 
 class InlineEngine(QObject):

@@ -18,7 +18,7 @@ def warnings(monkeypatch):
 @pytest.fixture
 def make_window(qtbot, tmp_path, warnings):
     from explorer.core.sources import ModelSpec
-    from explorer.ui.main_window import MainWindow
+    from explorer.ui.window.main_window import MainWindow
 
     windows = []
 

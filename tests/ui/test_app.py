@@ -6,14 +6,14 @@ import torch
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtTest import QTest
 
-from explorer.core.capture import Capture
-from explorer.core.config import preset
-from explorer.core.model import build_model
-from explorer.core.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, block_hook_name,
-                                 block_input, block_nodes)
-from explorer.core.tokenizer import encode, token_piece
-from explorer.ui.inspector import STAT_ROWS
-from explorer.ui.values_table import ValuesModel
+from explorer.core.run.capture import Capture
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, block_hook_name,
+                                     block_input, block_nodes)
+from explorer.core.gpt.tokenizer import encode, token_piece
+from explorer.ui.views.inspector_view import STAT_ROWS
+from explorer.ui.widgets.values_table import ValuesModel
 from tests.ui.conftest import run_and_wait
 
 
@@ -52,7 +52,7 @@ def test_graph_is_built_from_the_node_table(make_window):
 
 
 def test_post_ln_model_is_drawn_in_post_ln_order(make_window, tmp_path):
-    from explorer.core.checkpoints import save_checkpoint
+    from explorer.core.weights.checkpoints import save_checkpoint
     path = save_checkpoint(build_model(preset("tiny", norm_position="post")),
                            tmp_path / "post.safetensors")
     window = make_window(preset=None, checkpoint=str(path))
@@ -254,7 +254,7 @@ def test_clicking_every_node_shows_its_hook_name_and_shape(qtbot, make_window):
 
 def test_screenshot_command_renders_the_window(tmp_path, monkeypatch):
     from PySide6.QtGui import QImage
-    from explorer.ui import app
+    from explorer.ui.window import app
     from explorer.core.sources import ModelSpec
     out = tmp_path / "shot.png"
     code = app.screenshot(str(out), ModelSpec(preset="tiny"), prompt="Hello world",
@@ -267,7 +267,7 @@ def test_screenshot_command_renders_the_window(tmp_path, monkeypatch):
 
 def test_model_dialog_returns_the_chosen_spec(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    from explorer.ui.model_dialog import ModelDialog
+    from explorer.ui.window.model_dialog import ModelDialog
     dialog = ModelDialog()
     qtbot.addWidget(dialog)
     assert not dialog.use_cache.isEnabled() and dialog.use_preset.isChecked()
@@ -291,7 +291,7 @@ def test_window_title_says_which_model_and_whether_trained(make_window):
 
 
 def test_invisible_token_pieces_are_shown_by_their_code():
-    from explorer.ui.generation_panel import _visible
+    from explorer.ui.views.generation_view import _visible
     assert _visible(" you") == "·you" and _visible("\n") == "⏎" and _visible("é") == "é"
     assert _visible("\u200b") == "\\u200b" and _visible("\x0c") == "\\u000c"
 
@@ -314,7 +314,7 @@ def test_replaced_passes_are_freed_by_the_engine_not_the_gui(qtbot, make_window)
 def test_the_engine_waits_for_the_gui_only_a_bounded_time(qtbot, make_window):
     import time
 
-    from explorer.ui.engine import GUI_CATCH_UP_S
+    from explorer.ui.base.engine import GUI_CATCH_UP_S
     window = make_window()
     engine = window.engine
     done = []

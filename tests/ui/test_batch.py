@@ -7,12 +7,12 @@ import torch
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from explorer.core.batch import make_batch
-from explorer.core.capture import Capture
-from explorer.core.config import preset
-from explorer.core.model import build_model
-from explorer.ui.inspector import STAT_ROWS
-from explorer.ui.values_table import ValuesModel
+from explorer.core.run.batch import make_batch
+from explorer.core.run.capture import Capture
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.ui.views.inspector_view import STAT_ROWS
+from explorer.ui.widgets.values_table import ValuesModel
 
 PROMPTS = "Every effort moves you\nHello"  # 4 and 1 tokens: padded to 2 x 4
 
@@ -121,7 +121,7 @@ def test_batch_mode_and_its_prompts_are_remembered(qtbot, tmp_path, warnings):
     from PySide6.QtCore import QSettings
 
     from explorer.core.sources import ModelSpec
-    from explorer.ui.main_window import MainWindow
+    from explorer.ui.window.main_window import MainWindow
     path = str(tmp_path / "remember.ini")
     first = MainWindow(ModelSpec(preset="tiny"), QSettings(path, QSettings.IniFormat))
     qtbot.addWidget(first)
@@ -157,7 +157,7 @@ def test_a_stopped_or_refused_batch_keeps_the_shown_pass(qtbot, make_window, war
 
 
 def test_a_big_batch_draws_a_bounded_number_of_chips(make_window):
-    from explorer.ui.generation_panel import MAX_CHIPS
+    from explorer.ui.views.generation_view import MAX_CHIPS
     window = make_window()
     panel = window.generation
     panel.batch.setChecked(True)

@@ -4,8 +4,8 @@
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
-from explorer.ui.plot_text import empty_message
-from explorer.ui.views import VIEWS
+from explorer.ui.plots.plot_text import empty_message
+from explorer.ui.views.registry import VIEWS
 from tests.ui.alone import Alone
 
 # plots with data before any pass: the GELU curves are the function itself

@@ -3,11 +3,11 @@
 
 import pytest
 
-from explorer.core import download, hub
-from explorer.core.checkpoints import save_checkpoint
-from explorer.core.config import preset
-from explorer.core.model import build_model
-from explorer.ui.first_run import SEEN_KEY
+from explorer.core.weights import download, hub
+from explorer.core.weights.checkpoints import save_checkpoint
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.ui.window.first_run import SEEN_KEY
 from tests.hub_server import serving, tiny_gpt2
 
 transformers = pytest.importorskip("transformers")

@@ -11,19 +11,19 @@ from PySide6.QtGui import QContextMenuEvent, QPainterPathStroker
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QGraphicsSimpleTextItem
 
-from explorer.core.checkpoints import save_checkpoint
-from explorer.core.config import preset
-from explorer.core.interventions import Intervention
-from explorer.core.model import build_model
-from explorer.core.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, all_hook_names,
-                                 block_hook_name, block_input, node_for_hook)
-from explorer.core.passes import Pass
-from explorer.core.capture import NodeView
+from explorer.core.weights.checkpoints import save_checkpoint
+from explorer.core.gpt.config import preset
+from explorer.core.experiments.interventions import Intervention
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, all_hook_names,
+                                     block_hook_name, block_input, node_for_hook)
+from explorer.core.run.passes import Pass
+from explorer.core.run.capture import NodeView
 from explorer.core.sources import ModelInfo, ModelSpec
-from explorer.core.stats import tensor_stats
-from explorer.ui.block_graph import BlockGraphView
-from explorer.ui.graph_items import FrameItem
-from explorer.ui.session import Session
+from explorer.core.run.stats import tensor_stats
+from explorer.ui.views.graph_view import BlockGraphView
+from explorer.ui.graph.graph_items import FrameItem
+from explorer.ui.base.session import Session
 from tests.ui.conftest import run_and_wait
 
 

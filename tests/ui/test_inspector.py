@@ -7,9 +7,9 @@ import pytest
 import torch
 from PySide6.QtGui import QFontMetrics
 
-from explorer.core.stats import tensor_stats
-from explorer.ui.inspector import ALL_TOKENS, InspectorView
-from explorer.ui.plot_text import empty_message
+from explorer.core.run.stats import tensor_stats
+from explorer.ui.views.inspector_view import ALL_TOKENS, InspectorView
+from explorer.ui.plots.plot_text import empty_message
 from tests.ui.alone import Alone
 
 
@@ -104,7 +104,7 @@ def test_details_that_come_after_the_pass_show_when_they_come(alone, qtbot):
     them, with the numbers of a pass that computed everything at once."""
     from dataclasses import replace
 
-    from explorer.core.passes import EVERYTHING, run_prompt
+    from explorer.core.run.passes import EVERYTHING, run_prompt
     from tests.ui.alone import encode
 
     ids = encode("Every effort moves you")

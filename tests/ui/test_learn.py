@@ -6,9 +6,9 @@ import pytest
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QAbstractButton, QLabel
 
-from explorer.core.nodes import all_hook_names, block_hook_name
-from explorer.core.quiz import ORDER, SHAPES
-from explorer.ui.cover import Cover
+from explorer.core.gpt.nodes import all_hook_names, block_hook_name
+from explorer.core.lessons.quiz import ORDER, SHAPES
+from explorer.ui.widgets.cover import Cover
 from tests.ui.conftest import run_and_wait
 
 
@@ -102,9 +102,9 @@ def test_learn_mode_asks_nothing_before_a_pass(qtbot, make_window):
 def test_every_nodes_shape_answer_is_the_inspectors_shape(qtbot, make_window, tmp_path, position):
     """For every node of a Pre-LN and a Post-LN model: the shape question's answer is
     the shape the inspector shows once it is revealed."""
-    from explorer.core.checkpoints import save_checkpoint
-    from explorer.core.config import preset
-    from explorer.core.model import build_model
+    from explorer.core.weights.checkpoints import save_checkpoint
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.model import build_model
 
     path = save_checkpoint(build_model(preset("tiny", norm_position=position)),
                            tmp_path / f"{position}.safetensors")

@@ -6,14 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from explorer.core.checkpoints import save_checkpoint
-from explorer.core.config import preset
-from explorer.core.interventions import Intervention
-from explorer.core.model import build_model
-from explorer.ui.histogram import FIXED_RANGE
-from explorer.ui.ln_compare import twin_words
-from explorer.ui.runs import RATE_SECONDS, Runs
-from explorer.ui.session import Session
+from explorer.core.weights.checkpoints import save_checkpoint
+from explorer.core.gpt.config import preset
+from explorer.core.experiments.interventions import Intervention
+from explorer.core.gpt.model import build_model
+from explorer.ui.plots.histogram import FIXED_RANGE
+from explorer.ui.views.ln_compare_view import twin_words
+from explorer.ui.base.runs import RATE_SECONDS, Runs
+from explorer.ui.base.session import Session
 from tests.ui.alone import Alone
 from tests.ui.conftest import run_and_wait
 
@@ -161,7 +161,7 @@ def test_words_come_from_the_models_own_order(qtbot, make_window, tmp_path):
     window.session.show_step(1)
     steps = window.session.steps
     qtbot.waitUntil(lambda: "Step 1. Input" in shown(window), timeout=5_000)
-    from explorer.core.tokenizer import token_piece
+    from explorer.core.gpt.tokenizer import token_piece
     assert f"Input {token_piece(steps[0].token_id)!r} → chose {token_piece(steps[1].token_id)!r}" \
         in shown(window)
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
 
-from explorer.core.analysis import gelu_input_shares
-from explorer.core.nodes import block_nodes
-from explorer.ui.distributions import write_table_csv
+from explorer.core.run.analysis import gelu_input_shares
+from explorer.core.gpt.nodes import block_nodes
+from explorer.ui.views.distributions_view import write_table_csv
 from tests.ui.alone import Alone
 from tests.ui.conftest import run_and_wait
 
@@ -15,7 +15,7 @@ def show(qtbot, views, title):
     """The view of this title, alone (on a session and an inline engine) or in a window."""
     if isinstance(views, Alone):
         return views.show(title)
-    from explorer.ui.views import VIEWS
+    from explorer.ui.views.registry import VIEWS
     dock = views.docks[next(v.key for v in VIEWS if v.title == title)]
     dock.raise_()
     qtbot.waitUntil(lambda: dock.widget().isVisible(), timeout=5_000)
@@ -203,7 +203,7 @@ def test_attention_view_shows_every_head_and_one_large(qtbot, ran):
     # token labels on both axes, for every tile row and column, never closer than a label
     from PySide6.QtGui import QFontMetrics
 
-    from explorer.ui.attention_view import token_label
+    from explorer.ui.views.attention_view import token_label
     pieces = ran.session.prompt.pieces
     rows = -(-heads // columns)
     box = view.plot.getViewBox()
@@ -229,7 +229,7 @@ def test_attention_view_shows_every_head_and_one_large(qtbot, ran):
 
 
 def test_attention_image_is_reused_and_big_patterns_shrink_by_block_max(qtbot, ran):
-    from explorer.ui.attention_view import block_max
+    from explorer.ui.views.attention_view import block_max
     view = show(qtbot, ran, "Attention")
     view.head_box.setCurrentIndex(0)
     view.redraw()
@@ -250,7 +250,7 @@ def test_attention_image_is_reused_and_big_patterns_shrink_by_block_max(qtbot, r
 def test_hovering_a_mosaic_cell_reads_that_head_and_weight(qtbot, ran):
     from PySide6.QtCore import QPointF
 
-    from explorer.ui.attention_view import mosaic
+    from explorer.ui.views.attention_view import mosaic
     view = show(qtbot, ran, "Attention")
     view.head_box.setCurrentIndex(0)
     view.redraw()
@@ -276,9 +276,8 @@ def test_logit_lens_ends_at_the_model_prediction(qtbot, ran):
 
 
 def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran):
-    import pyqtgraph as pg
 
-    from explorer.ui.plot_text import empty_message
+    from explorer.ui.plots.plot_text import empty_message
 
     def hints(key):  # the "Press …" line an empty plot shows
         message = empty_message(view.plots[key])
@@ -300,7 +299,7 @@ def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran
     (x0, x1), (y0, y1) = view.plots["residual"].getViewBox().viewRange()
     assert y0 <= norms.min() and y1 >= norms.max() and x1 >= len(view.runs["pre"].residual_norm) - 1
     # the node's histogram in both orders: each on its own values' range, as densities
-    from explorer.ui.figures import density
+    from explorer.ui.plots.figures import density
     node = ran.session.node
     curves = view.plots["hist"].listDataItems()
     assert len(curves) == 2
@@ -352,7 +351,7 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
     assert window.status_text.text() == "Training finished: saved model.safetensors"
     # a sample that starts with blank lines shows them (⏎), so it does not look empty, on
     # its step's line: many line breaks are not a column of marks without their step
-    from explorer.core.training import EvalEvent
+    from explorer.core.experiments.training import EvalEvent
     panel.on_event(EvalEvent(step=7, train_loss=1.0, val_loss=2.0, sample="\n\nHello"))
     assert panel.samples.toPlainText().endswith("step 7 (validation loss 2.00): ⏎ ⏎ Hello\n")
     panel.on_event(EvalEvent(step=8, train_loss=1.0, val_loss=2.0, sample="\n" * 40 + "end"))
@@ -415,7 +414,7 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
 def test_the_graph_colours_come_with_their_scale(qtbot):
     """Nodes coloured by a statistic: a viridis bar between the smallest and the largest
     value says what the colours mean; before a pass, no scale."""
-    from explorer.ui.graph_colours import colour as _colour
+    from explorer.ui.graph.graph_colours import colour as _colour
 
     alone = Alone(qtbot)
     graph = alone.graph
@@ -436,7 +435,7 @@ def test_the_graph_colours_come_with_their_scale(qtbot):
 
 
 def test_the_model_panel_counts_the_loaded_models_parameters(qtbot):
-    from explorer.ui.model_view import ModelView
+    from explorer.ui.views.model_view import ModelView
 
     alone = Alone(qtbot)
     view = ModelView(alone.session)
@@ -444,7 +443,7 @@ def test_the_model_panel_counts_the_loaded_models_parameters(qtbot):
     cfg = alone.session.model.config
     cells = {view.table.item(r, 0).text(): view.table.item(r, 1).text()
              for r in range(view.table.rowCount())}
-    from explorer.core.sizes import sizes
+    from explorer.core.gpt.sizes import sizes
     s = sizes(cfg)
     assert cells["total, head tied (as GPT-2)"] == f"{s.tied:,}"
     assert cells["total, head untied (its own matrix)"] == f"{s.untied:,}"
@@ -456,8 +455,8 @@ def test_the_model_panel_counts_the_loaded_models_parameters(qtbot):
 def test_the_code_view_points_at_the_lines_and_traces_the_pass(qtbot, ran):
     from PySide6.QtCore import Qt
 
-    from explorer.core.trace import trace_order
-    from explorer.ui.code_view import CodeView
+    from explorer.core.lessons.trace import trace_order
+    from explorer.ui.views.code_view import CodeView
 
     view = ran.view(CodeView)
     ran.session.set_node("trf_blocks.0.norm1")
@@ -494,10 +493,10 @@ def test_the_code_view_points_at_the_lines_and_traces_the_pass(qtbot, ran):
 
 
 def test_the_code_view_shows_the_post_ln_forward(qtbot):
-    from explorer.ui.code_view import CodeView
+    from explorer.ui.views.code_view import CodeView
 
     alone = Alone(qtbot)
-    from explorer.core.config import preset
+    from explorer.core.gpt.config import preset
     from explorer.core.sources import ModelInfo
     info = alone.session.model
     alone.session.set_model(ModelInfo(**{**info.__dict__, "config": preset("tiny", norm_position="post")}))
@@ -509,8 +508,8 @@ def test_the_code_view_shows_the_post_ln_forward(qtbot):
 
 
 def test_the_gradients_view_draws_both_runs_and_forgets_them_with_the_model(qtbot, ran):
-    from explorer.ui.gradients_view import GradientsView
-    from explorer.ui.plot_text import empty_message
+    from explorer.ui.views.gradients_view import GradientsView
+    from explorer.ui.plots.plot_text import empty_message
 
     view = ran.view(GradientsView)
     assert empty_message(view.plots["residual"]).startswith("Press")

@@ -5,7 +5,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication, QVBoxLayout, QWidget
 
-from explorer.ui.scrolling import scrolling
+from explorer.ui.widgets.scrolling import scrolling
 
 
 def wheel(widget, steps=-1):

@@ -5,7 +5,7 @@ status line speaks of the load, not of the last run."""
 import numpy as np
 
 from explorer.core.sources import ModelSpec
-from explorer.ui.plot_text import empty_message
+from explorer.ui.plots.plot_text import empty_message
 from tests.ui.conftest import run_and_wait
 from tests.ui.test_plots import show
 

@@ -4,8 +4,8 @@ the model get it through jobs."""
 
 import numpy as np
 
-from explorer.core.nodes import all_hook_names, drawn_beside
-from explorer.ui.views import VIEWS
+from explorer.core.gpt.nodes import all_hook_names, drawn_beside
+from explorer.ui.views.registry import VIEWS
 from tests.ui.alone import Alone
 
 

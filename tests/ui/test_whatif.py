@@ -7,10 +7,10 @@ import json
 import numpy as np
 from PySide6.QtCore import QPointF
 
-from explorer.core.interventions import Intervention
-from explorer.core.patching import patch_sweep
-from explorer.core.tokenizer import encode
-from explorer.ui.node_menu import node_menu
+from explorer.core.experiments.interventions import Intervention
+from explorer.core.experiments.patching import patch_sweep
+from explorer.core.gpt.tokenizer import encode
+from explorer.ui.graph.node_menu import node_menu
 from tests.ui.conftest import run_and_wait
 
 
@@ -123,9 +123,9 @@ def test_a_click_on_the_patching_heatmap_applies_that_patch(qtbot, make_window):
 
 
 def test_interventions_that_do_not_fit_a_new_model_are_dropped_with_a_word(qtbot, make_window, tmp_path):
-    from explorer.core.checkpoints import save_checkpoint
-    from explorer.core.config import preset
-    from explorer.core.model import build_model
+    from explorer.core.weights.checkpoints import save_checkpoint
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.model import build_model
     from explorer.core.sources import ModelSpec
 
     window = make_window()

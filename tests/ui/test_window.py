@@ -5,7 +5,7 @@ from PySide6.QtCore import QSettings
 from PySide6.QtGui import QGuiApplication
 
 from explorer.core.sources import ModelSpec
-from explorer.ui.main_window import MainWindow
+from explorer.ui.window.main_window import MainWindow
 from tests.ui.conftest import run_and_wait
 
 
@@ -65,7 +65,7 @@ def test_the_keyboard_shortcuts_come_from_the_menus(qtbot, make_window):
 
 
 def test_the_tour_outlines_the_graph_and_every_view(qtbot, make_window):
-    from explorer.ui.views import VIEWS
+    from explorer.ui.views.registry import VIEWS
     window = make_window()
     tour = window.tour()
     qtbot.addWidget(tour)
@@ -98,7 +98,7 @@ def test_a_first_window_takes_most_of_a_large_screen_and_all_tabs_show(qtbot, ma
     from PySide6.QtCore import QRect
     from PySide6.QtWidgets import QTabBar
 
-    from explorer.ui.placement import first_size
+    from explorer.ui.window.placement import first_size
 
     window = make_window()
 
@@ -127,8 +127,8 @@ def test_a_view_that_cannot_be_built_stops_the_engine_and_says_so(qtbot, tmp_pat
     'QThread: Destroyed while thread is still running')."""
     import pytest
 
-    from explorer.ui import main_window
-    from explorer.ui.engine import Engine
+    from explorer.ui.window import main_window
+    from explorer.ui.base.engine import Engine
 
     started = []
     real_init = Engine.__init__

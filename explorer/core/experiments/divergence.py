@@ -1,0 +1,293 @@
+"""The divergence finder: run two models on the same prompt, compare them node by node in
+forward order, and point at the first node where they differ beyond a tolerance, with
+the size of the difference at every node after it.
+
+Model B is a checkpoint, another model, or a *mutation* of model A — the seeds'
+debugging exercises: remove a shortcut, move the norms (Post-LN), GELU -> ReLU, a second
+feed-forward Linear sized 4C -> 1024 (shapes stop matching), LayerNorm with unbiased
+variance, a different eps, dropout left on. Qt-free.
+"""
+
+from __future__ import annotations
+
+import re
+
+import copy
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from .ln_compare import post_ln_twin
+from ..gpt.model import GPTModel
+from ..gpt.nodes import all_hook_names
+from ..run.batch import Batch
+from ..run.passes import Keep, run_prompt
+
+MUTATIONS = {
+    "no-shortcut": "remove the first shortcut of the block (add1 returns only the attention branch)",
+    "post-ln": "move the norms after the adds (Post-LN), same weights",
+    "relu": "GELU -> ReLU in the block's feed-forward",
+    "no-activation": "GELU -> identity in the block's feed-forward (its two Linears collapse "
+                     "into one linear map)",
+    "ff-1024": "second feed-forward Linear sized 4*emb -> 1024 (the seeds' exercise; "
+               "ff-N for any width N)",
+    "unbiased-ln": "norm1 with unbiased variance (divide by n-1)",
+    "eps": "norm1 with eps 1e-2 instead of 1e-5",
+    "dropout-on": "dropout left on (the model in training mode)",
+    # the chapter's "the second half of the block is wrong: where do you look first?"
+    "ff-inner": "Linear 1 sized emb -> 2*emb while Linear 2 still reads 4*emb (inner sizes "
+                "that do not match)",
+    "no-norm2": "LayerNorm 2 removed (the feed-forward half reads an unnormalised stream)",
+    "wrong-shortcut2": "the second add fed the block's input as its shortcut, not the first "
+                       "half's output",
+}
+SECOND_HALF = ("ff-inner", "no-norm2", "wrong-shortcut2")  # the chapter's exercise
+
+
+FF_WIDTH = re.compile(r"ff-(\d{1,6})$")  # ff-N: the second Linear gives N values per token
+
+
+def known(name: str) -> bool:
+    return name in MUTATIONS or FF_WIDTH.match(name) is not None
+
+
+def describe(name: str) -> str:
+    m = FF_WIDTH.match(name)
+    return MUTATIONS.get(name) or f"second feed-forward Linear sized 4*emb -> {m[1]}"
+
+
+def ff_mutation(cfg) -> str:
+    """The inner-size exercise for this model: a width other than its emb_dim (1024,
+    or 768 where emb_dim is 1024), so that B's output no longer fits its shortcut."""
+    return "ff-1024" if cfg.emb_dim != 1024 else "ff-768"
+
+
+class _UnbiasedLayerNorm(nn.Module):
+    """The book's LayerNorm, but with torch.var's default unbiased estimate."""
+
+    def __init__(self, original) -> None:
+        super().__init__()
+        self.scale, self.shift, self.eps = original.scale, original.shift, original.eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(dim=-1, keepdim=True)
+        var = x.var(dim=-1, keepdim=True, unbiased=True)
+        return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
+
+
+def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPTModel:
+    """A deep copy of ``model`` with one change made at block ``layer``."""
+    if not known(mutation):
+        raise ValueError(f"unknown mutation {mutation!r}; choose one of: {', '.join(MUTATIONS)} "
+                         "(ff-N for any width N)")
+    if not 0 <= layer < model.cfg.n_layers:
+        raise ValueError(f"layer {layer} out of range 0..{model.cfg.n_layers - 1}")
+    if mutation == "post-ln":
+        return post_ln_twin(model)
+    b = copy.deepcopy(model)
+    b.tie_weights()
+    block = b.trf_blocks[layer]
+    if mutation == "no-shortcut":
+        branch = {}
+        block.drop1.register_forward_hook(lambda m, i, o: branch.__setitem__("x", o))
+        block.add1.register_forward_hook(lambda m, i, o: branch["x"])  # drop the shortcut
+    elif mutation == "relu":
+        block.ff.layers[1] = nn.ReLU()
+    elif mutation == "no-activation":
+        block.ff.layers[1] = nn.Identity()
+    elif FF_WIDTH.match(mutation):
+        cfg = b.cfg
+        torch.manual_seed(seed)
+        param = next(b.parameters())
+        width = int(FF_WIDTH.match(mutation)[1])
+        if width < 1:
+            raise ValueError("ff-N needs a width N of at least 1")
+        block.ff.layers[2] = nn.Linear(cfg.hidden_dim, width).to(param.device, param.dtype)
+    elif mutation == "ff-inner":
+        cfg = b.cfg
+        torch.manual_seed(seed)
+        param = next(b.parameters())
+        block.ff.layers[0] = nn.Linear(cfg.emb_dim, cfg.hidden_dim // 2).to(param.device, param.dtype)
+    elif mutation == "no-norm2":
+        block.norm2 = nn.Identity()
+    elif mutation == "wrong-shortcut2":
+        seen = {}
+        block.register_forward_pre_hook(lambda m, args: seen.__setitem__("input", args[0]))
+        block.drop2.register_forward_hook(lambda m, i, o: seen.__setitem__("branch", o))
+        block.add2.register_forward_hook(lambda m, i, o: seen["branch"] + seen["input"])
+    elif mutation == "unbiased-ln":
+        block.norm1 = _UnbiasedLayerNorm(block.norm1)
+    elif mutation == "eps":
+        block.norm1.eps = 1e-2
+    elif mutation == "dropout-on":
+        if b.cfg.drop_rate == 0:
+            raise ValueError("this model's drop_rate is 0: dropout left on changes nothing")
+        torch.manual_seed(seed)
+        b.train()
+    return b
+
+
+@dataclass
+class NodeDiff:
+    name: str
+    shape_a: tuple[int, ...] | None
+    shape_b: tuple[int, ...] | None
+    max_abs: float  # inf when the shapes differ, nan when a side is missing
+    relative: float  # max |a - b| / max |a|
+
+    @property
+    def status(self) -> str:
+        if self.shape_b is None:
+            return "not reached in B"
+        if self.shape_a != self.shape_b:
+            return "shapes differ"
+        return "differs" if math.isfinite(self.max_abs) and self.max_abs > 0 else "same"
+
+
+@dataclass
+class Divergence:
+    rows: list[NodeDiff]
+    tolerance: float
+    first: str | None  # the first node beyond the tolerance, or None
+    error_b: str | None = None  # the exception model B raised, if any
+    notes: list[str] = field(default_factory=list)
+
+    def table(self) -> str:
+        lines = [f"{'node':34s} {'shape A':>16s} {'shape B':>16s} {'max |A-B|':>11s} {'relative':>10s}"]
+        for r in self.rows:
+            mark = "  <- first divergence" if r.name == self.first else ""
+            sa = str(r.shape_a) if r.shape_a else "-"
+            sb = str(r.shape_b) if r.shape_b else "-"
+            if r.status in ("shapes differ", "not reached in B"):  # no size of a difference
+                lines.append(f"{r.name:34s} {sa:>16s} {sb:>16s} {r.status:>22s}{mark}")
+            else:
+                lines.append(f"{r.name:34s} {sa:>16s} {sb:>16s} {r.max_abs:11.3g} {r.relative:10.3g}{mark}")
+        if self.first is None:
+            lines.append(f"no node differs by more than {self.tolerance:g}")
+        else:
+            lines.append(f"first divergence: {self.headline()}")
+        if self.error_b:
+            lines.append(f"model B failed: {self.error_b}")
+        lines += self.notes
+        return "\n".join(lines)
+
+    def headline(self) -> str:
+        """The first divergence in words: a shape mismatch says so, with both shapes."""
+        row = next((r for r in self.rows if r.name == self.first), None)
+        if row is None:
+            return str(self.first)
+        if row.status == "shapes differ":
+            return f"{row.name}: shape mismatch, A {row.shape_a} vs B {row.shape_b}"
+        return row.name
+
+
+EVERY_TENSOR = Keep(budget_bytes=1 << 62, attention=False)  # both models, every node in full
+
+
+def _max_difference(ta: np.ndarray, tb: np.ndarray) -> float:
+    """The largest |A - B|, where a NaN or infinity in one and not the same in the other
+    is an infinite difference (a NaN is never 'equal')."""
+    finite_a, finite_b = np.isfinite(ta), np.isfinite(tb)
+    if (finite_a != finite_b).any() or (~finite_a & (ta != tb) & ~(np.isnan(ta) & np.isnan(tb))).any():
+        return float("inf")
+    both = finite_a & finite_b
+    return float(np.abs(ta[both] - tb[both]).max()) if both.any() else 0.0
+
+
+def find_divergence(a: GPTModel, b: GPTModel, ids: list[int] | Batch, tolerance: float = 1e-4,
+                    should_stop=None) -> Divergence:
+    """Compare every node of A (in A's forward order) with the same-named node of B, on
+    one prompt or a batch (the seeds' exercises use a 2 x 3 batch)."""
+    from ..base.validate import real
+
+    real(tolerance, "the tolerance", 0.0)
+    run_a = run_prompt(a, ids, EVERY_TENSOR, should_stop, tolerate_errors=True)
+    if run_a.error:
+        raise ValueError(f"model A failed on the prompt: {run_a.error}")
+    run_b = run_prompt(b, ids, EVERY_TENSOR, should_stop, tolerate_errors=True)
+    error_b = run_b.error
+    rows, first = [], None
+    for name in all_hook_names(a.cfg, include_pattern=False):
+        va, vb = run_a.views.get(name), run_b.views.get(name)
+        ta = va.array if va is not None else None
+        tb = vb.array if vb is not None else None
+        if ta is None:
+            continue
+        if tb is None:
+            rows.append(NodeDiff(name, tuple(ta.shape), None, float("nan"), float("nan")))
+            continue
+        if ta.shape != tb.shape:
+            diff = NodeDiff(name, tuple(ta.shape), tuple(tb.shape), float("inf"), float("inf"))
+        else:
+            d = _max_difference(ta, tb)
+            scale = float(np.nanmax(np.abs(ta))) if np.isfinite(ta).any() else 1.0
+            diff = NodeDiff(name, tuple(ta.shape), tuple(tb.shape), d, d / (scale or 1.0))
+        rows.append(diff)
+        if first is None and (diff.shape_a != diff.shape_b or diff.max_abs > tolerance):
+            first = name
+    if first is None and error_b:
+        first = next((r.name for r in rows if r.shape_b is None), None)
+    return Divergence(rows, tolerance, first, error_b)
+
+
+def lesson(mutation: str, b: GPTModel, layer: int, prompt: list[int] | Batch) -> list[str]:
+    """What a mutation teaches, shown with this model's numbers (for the exercises that
+    have a point to make beyond where the models part)."""
+    block = b.trf_blocks[layer]
+    if mutation == "no-activation":
+        seen = {}
+        handle = block.ff.register_forward_hook(
+            lambda m, inp, out: seen.update(x=inp[0].detach(), y=out.detach()))
+        try:
+            batch = prompt if isinstance(prompt, Batch) else Batch((tuple(prompt),), (len(prompt),))
+            device = next(b.parameters()).device
+            with torch.no_grad():
+                b(torch.tensor(batch.ids, device=device))
+        finally:
+            handle.remove()
+        first, second = block.ff.layers[0], block.ff.layers[2]
+        with torch.no_grad():
+            w = second.weight.double() @ first.weight.double()  # (C, C): one map
+            bias = second.weight.double() @ first.bias.double() + second.bias.double()
+            y = seen["x"].double() @ w.T + bias
+            err = float((y - seen["y"].double()).abs().max())
+        c, h = first.in_features, first.out_features
+        return [f"Without GELU, block {layer}'s Linear 2 after Linear 1 is one linear map: "
+                f"W2·W1 is {c}×{c} (in place of {h}×{c} and {c}×{h}), and x·(W2·W1)ᵀ + "
+                f"(W2·b1 + b2) gives the feed-forward's output here within {err:.2g} "
+                "(float32 rounding). Stacked linear layers without a non-linearity add no power."]
+    if mutation == "dropout-on":
+        p = b.cfg.drop_rate
+        return [f"B is in training mode: every dropout zeroes a random share {p:g} of its "
+                f"values and scales the rest by 1/(1 − {p:g}) = {1 / (1 - p):.3g}. In training "
+                "that keeps the model from leaning on single values (against overfitting); "
+                "when the model is used it must be off, as in A."]
+    if mutation == "ff-inner":
+        c = b.cfg
+        return [f"B's Linear 1 gives {c.hidden_dim // 2} values per token but its Linear 2 "
+                f"reads {c.hidden_dim}: the feed-forward's two inner sizes must match "
+                f"(emb {c.emb_dim} → hidden → emb), so B stops at Linear 2. Look first where "
+                "the second half starts and follow its shapes."]
+    if mutation == "no-norm2":
+        if b.cfg.norm_position == "post":
+            return ["B's block ends at the second add's sum, not normalised (in Post-LN "
+                    "LayerNorm 2 comes last): the block's output is the first node to differ."]
+        return ["B's feed-forward half reads the first add's output as it is, not normalised: "
+                "the first node that differs is where LayerNorm 2 was, and every later one "
+                "follows from it."]
+    if mutation == "wrong-shortcut2":
+        return ["B's second add adds the block's input instead of the first half's output: "
+                "every node before the second add is the same; the add itself is the first "
+                "to differ, by exactly the attention half's contribution."]
+    if FF_WIDTH.match(mutation):
+        width = int(FF_WIDTH.match(mutation)[1])
+        if width == b.cfg.emb_dim:
+            return [f"B's second feed-forward Linear gives {width} values per token, as many "
+                    f"as emb_dim: this width fits the shortcut. Choose another (ff-N) to see "
+                    "the mismatch."]
+        return [f"B's second feed-forward Linear gives {width} values per token instead of "
+                f"{b.cfg.emb_dim}: its output no longer fits the shortcut it is added to."]
+    return []

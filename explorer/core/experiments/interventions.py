@@ -1,0 +1,338 @@
+"""What if: interventions on any node — zero it, mean-ablate it, scale it, add a steering
+vector, patch it from another prompt, knock out attention heads, remove a shortcut, swap
+the GELU — applied through temporary forward hooks, in the prompt pass and at every
+decoding step alike (positions are counted from the KV cache's length).
+
+``Intervention`` is the description (what the user chose; saved as JSON); ``resolve``
+runs the model on the prompts an intervention needs (the mean to ablate with, the two
+prompts of a steering vector, the prompt to patch from) and gives ``Resolved`` ones;
+``applied(model, resolved)`` is the context that hooks them in and removes every hook
+in ``finally``. Enter it before a capture: the capture then sees the changed values.
+In eval mode a node that outputs another's tensor (dropout, the feed-forward's output)
+is changed where that tensor is made, so every view of it agrees. Qt-free."""
+
+from __future__ import annotations
+
+import json
+import math
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..gpt.config import GPTConfig
+from ..gpt.model import GPTModel
+from ..gpt.nodes import (ATTENTION, GELU_OUTPUT, all_hook_names, eval_source, node_for_hook,
+                         parse_hook, residual_branches)
+from ..gpt.tokenizer import encode
+from ..base.outputs import atomic_output, check_output
+from ..base.validate import read_json
+
+KINDS = {
+    "zero": "set the node's output to 0",
+    "mean": "replace it by its mean over the prompt's tokens (mean-ablation)",
+    "scale": "multiply it by k",
+    "steer": "add k × (mean activation on prompt A − on prompt B) at every position",
+    "patch": "replace it by its value on another prompt, at the chosen positions",
+    "heads": "knock out attention heads (their share of the output before out_proj)",
+    "no-shortcut": "remove this add's shortcut: the add returns only its branch",
+    "activation": "swap the GELU for relu or identity",
+}
+FUNCTIONS = ("relu", "identity")
+MAX_FILE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Intervention:
+    kind: str
+    node: str  # hook name
+    k: float = 1.0  # scale factor, or the steering vector's strength
+    heads: tuple[int, ...] = ()  # "heads"
+    positions: tuple[int, ...] | None = None  # None: every position
+    prompt: str | None = None  # "patch": the prompt patched from; "steer": prompt A
+    prompt_b: str | None = None  # "steer": prompt B
+    function: str | None = None  # "activation": relu | identity
+    vector: tuple[float, ...] | None = None  # "steer": a vector given as it is
+
+    def describe(self) -> str:
+        at = "" if self.positions is None else f" at positions {list(self.positions)}"
+        what = {"zero": "zero", "mean": "mean-ablate", "scale": f"scale ×{self.k:g}",
+                "steer": (f"steer {self.k:g} × ({self.prompt!r} − {self.prompt_b!r})"
+                          if self.vector is None else f"steer {self.k:g} × a given vector"),
+                "patch": f"patch from {self.prompt!r}",
+                "heads": f"knock out heads {list(self.heads)}",
+                "no-shortcut": "remove the shortcut",
+                "activation": f"GELU → {self.function}"}[self.kind]
+        return f"{self.node}: {what}{at}"
+
+    def to_dict(self) -> dict:
+        data = {k: v for k, v in asdict(self).items() if v not in (None, ())}
+        for key in ("heads", "positions", "vector"):
+            if key in data:
+                data[key] = list(data[key])
+        return data
+
+    def check(self, cfg: GPTConfig) -> None:
+        """One clear ValueError for anything that cannot apply to this model."""
+        where = f"intervention on {self.node!r}"
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown intervention {self.kind!r}; choose one of {', '.join(KINDS)}")
+        if self.node not in all_hook_names(cfg):
+            raise ValueError(f"{where}: no such node in this model (e.g. trf_blocks.0.att)")
+        node = node_for_hook(self.node)
+        if not isinstance(self.k, (int, float)) or isinstance(self.k, bool) or not math.isfinite(self.k):
+            raise ValueError(f"{where}: k must be a finite number, got {self.k!r}")
+        if node.kind == "pattern" and self.kind not in ("zero", "scale"):
+            raise ValueError(f"{where}: the attention pattern can be zeroed or scaled only")
+        if self.kind == "heads":
+            if parse_hook(self.node)[1] != ATTENTION:
+                raise ValueError(f"{where}: heads are knocked out at an attention node (….att)")
+            if not self.heads or any(not isinstance(h, int) or isinstance(h, bool)  # true is not 1
+                                     or not 0 <= h < cfg.n_heads for h in self.heads):
+                raise ValueError(f"{where}: heads must be numbers 0..{cfg.n_heads - 1}, got {list(self.heads)}")
+        if self.kind == "no-shortcut" and parse_hook(self.node)[1] not in residual_branches():
+            raise ValueError(f"{where}: a shortcut is removed at a block's add (add1 or add2)")
+        if self.kind == "activation":
+            if parse_hook(self.node)[1] != GELU_OUTPUT:
+                raise ValueError(f"{where}: the activation is swapped at the GELU (ff.layers.1)")
+            if self.function not in FUNCTIONS:
+                raise ValueError(f"{where}: function must be relu or identity, got {self.function!r}")
+        if self.positions is not None and any(
+                not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < cfg.context_length
+                for p in self.positions):
+            raise ValueError(f"{where}: positions must be whole numbers 0..{cfg.context_length - 1}")
+        if self.kind == "patch" and not self.prompt:
+            raise ValueError(f"{where}: a patch needs the prompt to patch from")
+        if self.kind == "steer" and self.vector is None and not (self.prompt and self.prompt_b):
+            raise ValueError(f"{where}: a steering vector needs two prompts (A and B) or a vector")
+        if self.vector is not None and len(self.vector) != (width := node.shape(cfg, 1, 1)[-1]):
+            raise ValueError(f"{where}: the steering vector has {len(self.vector)} values; "
+                             f"this node has {width}")
+
+
+def allowed_kinds(node: str) -> list[str]:
+    """The kinds of intervention that fit a node."""
+    key, kind = parse_hook(node)[1], node_for_hook(node).kind
+    if kind == "pattern":
+        return ["zero", "scale"]
+    kinds = ["zero", "mean", "scale", "steer", "patch"]
+    if key == ATTENTION:
+        kinds.append("heads")
+    if key in residual_branches() and parse_hook(node)[0] is not None:
+        kinds.append("no-shortcut")
+    if key == GELU_OUTPUT:
+        kinds.append("activation")
+    return kinds
+
+
+def from_dict(data: dict) -> Intervention:
+    if not isinstance(data, dict):
+        raise ValueError(f"an intervention is an object with kind and node, got {data!r}"[:200])
+    unknown = set(data) - set(Intervention.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"unknown intervention field(s): {', '.join(sorted(unknown))}")
+    if not isinstance(data.get("kind"), str) or not isinstance(data.get("node"), str):
+        raise ValueError("an intervention needs a kind and a node (text)")
+    args = dict(data)
+    for key in ("heads", "positions", "vector"):
+        if args.get(key) is not None:
+            if not isinstance(args[key], list):
+                raise ValueError(f"{key} must be a list, got {args[key]!r}"[:200])
+            args[key] = tuple(args[key])
+    for key in ("prompt", "prompt_b", "function"):
+        if args.get(key) is not None and not isinstance(args[key], str):
+            raise ValueError(f"{key} must be text, got {args[key]!r}"[:200])
+    if args.get("vector") is not None and not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in args["vector"]):
+        raise ValueError("a steering vector holds finite numbers only")
+    return Intervention(**args)
+
+
+MAX_INTERVENTIONS = 256  # each one is a hook on every forward
+
+
+def load_file(path: str | Path, cfg: GPTConfig) -> tuple[list[Intervention], bool]:
+    """Interventions from a JSON file ({"enabled": …, "interventions": [...]} or a list),
+    each checked against the model, and whether the file has them switched on; one clear
+    ValueError and nothing applied when any is wrong."""
+    path = Path(path)
+    if path.exists() and path.stat().st_size > MAX_FILE_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_FILE_BYTES // 1024} KiB, not an intervention file")
+    data = read_json(path, "an intervention file")  # kind, size, depth and numbers checked
+    items = data.get("interventions") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise ValueError(f"{path}: expected {{\"interventions\": [...]}}")
+    enabled = data.get("enabled", True) if isinstance(data, dict) else True
+    if not isinstance(enabled, bool):
+        raise ValueError(f"{path}: \"enabled\" must be true or false, got {enabled!r}"[:200])
+    if len(items) > MAX_INTERVENTIONS:
+        raise ValueError(f"{path}: {len(items):,} interventions; at most {MAX_INTERVENTIONS} at once")
+    found = []
+    for i, item in enumerate(items):
+        try:
+            one = from_dict(item)
+            one.check(cfg)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path}, intervention {i + 1}: {exc}") from None
+        found.append(one)
+    return found, enabled
+
+
+def save_file(path: str | Path, interventions: list[Intervention], enabled: bool = True) -> None:
+    """The list and its switch as JSON, written under a temporary name and renamed."""
+    text = json.dumps({"enabled": enabled, "interventions": [i.to_dict() for i in interventions]},
+                      indent=2) + "\n"
+    with atomic_output(check_output(path)) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")
+
+
+@dataclass
+class Resolved:
+    """An intervention with what it needs computed: ``tensor`` is the mean (C,), the
+    steering vector (C,) or the patch source (…, T_source, C)."""
+    spec: Intervention
+    tensor: torch.Tensor | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def activations(model: GPTModel, prompt: str | list[int], nodes) -> dict[str, torch.Tensor]:
+    """Copies of the named nodes' outputs for a prompt (text or ids), in one forward
+    without interventions."""
+    ids = encode(prompt) if isinstance(prompt, str) else list(prompt)
+    if not ids:
+        raise ValueError("an intervention's prompt is empty")
+    got = {}
+    with ExitStack() as stack:
+        for name in set(nodes):
+            module = model.get_submodule(_where(model, name))
+            stack.callback(module.register_forward_hook(
+                lambda m, i, out, n=name: got.__setitem__(n, out.detach().clone())).remove)
+        device = next(model.parameters()).device
+        with torch.inference_mode():
+            model(torch.tensor([ids[-model.cfg.context_length:]], device=device))
+    return got
+
+
+def _where(model: GPTModel, name: str) -> str:
+    """The module whose output is this node's tensor (in eval mode, a dropout's is its
+    source's)."""
+    return name if model.training else eval_source(name)
+
+
+def _mean(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(-1, x.shape[-1]).mean(dim=0)  # (C,) over the prompt's tokens
+
+
+def resolve(model: GPTModel, interventions: list[Intervention], prompt_ids: list[int]) -> list[Resolved]:
+    """Compute what the interventions need, from the model without interventions."""
+    out = []
+    for spec in interventions:
+        spec.check(model.cfg)
+        r = Resolved(spec)
+        if spec.kind == "mean":
+            r.tensor = _mean(activations(model, prompt_ids, [spec.node])[spec.node])
+        elif spec.kind == "steer":
+            if spec.vector is not None:
+                r.tensor = torch.tensor(spec.vector, dtype=next(model.parameters()).dtype)
+            else:
+                r.tensor = (_mean(activations(model, spec.prompt, [spec.node])[spec.node])
+                            - _mean(activations(model, spec.prompt_b, [spec.node])[spec.node]))
+            width = node_for_hook(spec.node).shape(model.cfg, 1, 1)[-1]
+            if r.tensor.numel() != width:
+                raise ValueError(f"intervention on {spec.node!r}: the steering vector has "
+                                 f"{r.tensor.numel()} values; this node has {width}")
+        elif spec.kind == "patch":
+            r.tensor = activations(model, spec.prompt, [spec.node])[spec.node]
+        out.append(r)
+    return out
+
+
+class _Offset:
+    """The absolute position of a forward's first token: the KV cache's length."""
+    value = 0
+
+
+def _edit(r: Resolved, offset: _Offset):
+    spec = r.spec
+
+    def hook(module, inputs, out):
+        t = out.shape[-2] if out.dim() >= 2 else 1
+        start = offset.value
+        if spec.positions is None:
+            local = list(range(t))
+        else:
+            local = [p - start for p in spec.positions if start <= p < start + t]
+        if spec.kind == "activation":
+            x = inputs[0]
+            return F.relu(x) if spec.function == "relu" else x
+        if not local:
+            return None
+        new = out.clone()
+        index = torch.tensor(local, device=out.device)
+        sel = new.index_select(-2, index)
+        if spec.kind == "zero":
+            sel = torch.zeros_like(sel)
+        elif spec.kind == "scale":
+            sel = sel * spec.k
+        elif spec.kind == "mean":
+            sel = r.tensor.to(sel.dtype).expand_as(sel).clone()
+        elif spec.kind == "steer":
+            sel = sel + spec.k * r.tensor.to(sel.device, sel.dtype)
+        elif spec.kind == "patch":
+            src = r.tensor.to(sel.device, sel.dtype)
+            keep = [i for i, p in enumerate(local) if start + p < src.shape[-2]]
+            if not keep:
+                return None
+            index = index[keep]
+            sel = src.index_select(-2, torch.tensor([start + local[i] for i in keep],
+                                                    device=src.device)).expand(
+                *new.shape[:-2], len(keep), new.shape[-1])
+        new.index_copy_(-2, index, sel)
+        return new
+
+    return hook
+
+
+@contextmanager
+def applied(model: GPTModel, resolved: list[Resolved]):
+    """Hook the interventions into the model for the duration of the context; every
+    hook is removed on exit, also when the forward raised or was stopped."""
+    offset = _Offset()
+
+    def track(module, args, kwargs):
+        cache = kwargs.get("cache", args[1] if len(args) > 1 else None)
+        offset.value = cache.length if cache is not None else 0
+
+    with ExitStack() as stack:
+        if resolved:
+            stack.callback(model.register_forward_pre_hook(track, with_kwargs=True).remove)
+        for r in resolved:
+            spec = r.spec
+            layer, key = parse_hook(spec.node)
+            if spec.kind == "heads":
+                att = model.get_submodule(spec.node)
+                hd = att.head_dim
+                drop = sorted(set(spec.heads))
+
+                def knock(module, args, hd=hd, drop=drop):
+                    ctx = args[0].clone()  # (B, T, C): the heads side by side
+                    for h in drop:
+                        ctx[..., h * hd:(h + 1) * hd] = 0
+                    return (ctx,) + tuple(args[1:])
+                stack.callback(att.out_proj.register_forward_pre_hook(knock).remove)
+            elif spec.kind == "no-shortcut":
+                block = model.trf_blocks[layer]
+                branch = {}
+                source = block.get_submodule(residual_branches()[key])
+                stack.callback(source.register_forward_hook(
+                    lambda m, i, o, b=branch: b.__setitem__("x", o)).remove)
+                stack.callback(block.get_submodule(key).register_forward_hook(
+                    lambda m, i, o, b=branch: b.pop("x")).remove)
+            else:
+                name = spec.node if spec.kind == "activation" else _where(model, spec.node)
+                module = model.get_submodule(name)
+                stack.callback(module.register_forward_hook(_edit(r, offset)).remove)
+        yield

@@ -1,0 +1,111 @@
+"""What a saved training run holds, checked before it is used: trainer.json's step,
+history and settings, the preset it names against the model beside it, and AdamW's
+state against that model (read with weights_only=True). Each problem is one ValueError
+that names the file; training.py resumes from what passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..gpt.config import GPTConfig, preset
+from ..gpt.model import GPTModel
+from ..base.validate import regular_file, whole
+
+MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.pt", "trainer.json"
+
+
+_HISTORY_TYPES = {"step": int, "train_loss": float, "val_loss": float, "sample": str}
+MAX_HISTORY = 100_000
+
+
+def _is(value, kind) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
+
+
+def resume_state(path: Path, state) -> tuple[int, list, dict]:
+    """trainer.json's step, history and settings, of the right types."""
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: a training state is a JSON object, not {type(state).__name__}")
+    missing = [k for k in ("step", "history", "settings") if k not in state]
+    if missing:
+        raise ValueError(f"{path}: lacks {', '.join(missing)}")
+    step, history, saved = state["step"], state["history"], state["settings"]
+    try:
+        step = whole(step, "its step", 0, 10**9)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    if not isinstance(history, list) or not isinstance(saved, dict):
+        raise ValueError(f"{path}: history must be a list and settings an object")
+    if len(history) > MAX_HISTORY:
+        raise ValueError(f"{path}: {len(history):,} evaluations in its history; a run keeps "
+                         f"at most {MAX_HISTORY:,}")
+    for i, entry in enumerate(history):
+        if not (isinstance(entry, dict) and all(_is(entry.get(k), t) for k, t in _HISTORY_TYPES.items())
+                and 0 <= entry["step"] <= step):
+            raise ValueError(f"{path}: history entry {i + 1} is not an evaluation of this run "
+                             "(step, train_loss, val_loss and sample, at most the run's step)")
+    return step, history, saved
+
+
+def check_preset(path: Path, name: str, cfg: GPTConfig) -> None:
+    """The preset trainer.json names is the model in model.safetensors."""
+    try:
+        named = preset(name)
+    except (KeyError, ValueError):
+        raise ValueError(f"{path}: names the preset {name!r}, which is not one") from None
+    keys = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers")
+    if any(getattr(named, k) != getattr(cfg, k) for k in keys):
+        raise ValueError(f"{path}: names the preset {name!r} ({named.n_layers} blocks, "
+                         f"{named.emb_dim} wide), but {MODEL_FILE} beside it has "
+                         f"{cfg.n_layers} blocks, {cfg.emb_dim} wide: the files are of "
+                         "different runs")
+
+
+def read_optimizer(path: Path, model: GPTModel) -> dict:
+    """AdamW's state, read with weights_only=True and checked against the model: one
+    entry per parameter, each moment of the parameter's shape, finite."""
+    import pickle
+    regular_file(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(f"{path}: refused: the pickle holds more than tensors; nothing in it "
+                         "was run") from None
+    except Exception as exc:  # torch's errors about a damaged archive, in one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: corrupt optimizer state ({first})") from None
+    if not isinstance(state, dict) or "state" not in state or "param_groups" not in state:
+        raise ValueError(f"{path}: not an optimizer state")
+    _check_moments(path, state, model)
+    return state
+
+
+def _check_moments(path: Path, state: dict, model: GPTModel) -> None:
+    params = [p for _, p in model.named_parameters() if p.dim() >= 2] + [
+        p for _, p in model.named_parameters() if p.dim() < 2]  # the order of the groups
+    groups, moments = state["param_groups"], state["state"]
+    ids = ([i for g in groups if isinstance(g, dict) for i in g.get("params", [])]
+           if isinstance(groups, list) else [])
+    if ids != list(range(len(params))) or not isinstance(moments, dict):
+        raise ValueError(f"{path}: holds the state of {len(ids):,} parameters; this model has "
+                         f"{len(params):,}: the files are of different runs")
+    for i, entry in moments.items():
+        if not isinstance(i, int) or not 0 <= i < len(params) or not isinstance(entry, dict):
+            raise ValueError(f"{path}: not AdamW's state for this model (entry {i!r})")
+        for key in ("exp_avg", "exp_avg_sq"):
+            t = entry.get(key)
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(params[i].shape):
+                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"{path}: {key} of parameter {i} is {got}, the model's "
+                                 f"parameter is {tuple(params[i].shape)}: the files are of "
+                                 "different runs")
+            if not t.is_floating_point() or not torch.isfinite(t).all():
+                raise ValueError(f"{path}: {key} of parameter {i} is not finite floating point")
+        step = entry.get("step")
+        if isinstance(step, bool) or not isinstance(step, (torch.Tensor, int, float)) or (
+                isinstance(step, torch.Tensor) and step.numel() != 1):
+            raise ValueError(f"{path}: the step of parameter {i} is not a number")

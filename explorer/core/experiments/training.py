@@ -1,0 +1,398 @@
+"""Training a small GPT on a text, offline: a train/validation split, AdamW, linear
+warm-up then cosine decay, gradient clipping, periodic evaluation with a sample
+generation, and resumable checkpoints in the project's format.
+
+``Trainer.run()`` is a generator of events (a step, an evaluation, a checkpoint), so the
+CLI prints them and the app's engine forwards them; either stops it between steps.
+Batches are drawn from a generator seeded by (seed, step), so a resumed run continues
+exactly as an uninterrupted one would. Owns no UI.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from ..base.cancel import check
+from ..weights.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from ..base.devices import check_memory
+from ..gpt.config import GPTConfig, preset
+from ..run.generation import GenerationSettings, generate
+from ..gpt.model import GPTModel, build_model
+from ..base.resources import resource_path
+from ..gpt.tokenizer import decode, encode
+from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_preset, read_optimizer,
+                          resume_state)
+from ..base.validate import file_kind, read_json, real, regular_file, whole
+
+
+
+@dataclass
+class TrainSettings:
+    """Defaults are sized for a 2-core CPU and a few minutes."""
+
+    preset: str = "mini"
+    max_steps: int = 200
+    max_minutes: float | None = None  # stop earlier when this much time has passed
+    batch_size: int = 8
+    lr: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_steps: int = 20
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    eval_every: int = 25
+    eval_batches: int = 4
+    val_fraction: float = 0.1
+    seed: int = 123
+    sample_prompt: str = "Every effort moves you"
+    sample_tokens: int = 20
+    drop_rate: float = 0.1
+
+    def validate(self) -> None:
+        """Every setting of the right type and in range; the message names the setting,
+        the value and the range."""
+        checks = [
+            lambda: whole(self.max_steps, "steps", 1, 10**9),
+            lambda: whole(self.batch_size, "batch size", 1, 4096),
+            lambda: whole(self.eval_every, "eval every", 1, 10**9),
+            lambda: whole(self.eval_batches, "eval batches", 1, 100),
+            lambda: whole(self.sample_tokens, "sample tokens", 1, 1000),
+            lambda: whole(self.warmup_steps, "warmup steps", 0, 10**9),
+            lambda: whole(self.seed, "seed", 0, 2**63 - 1),
+            lambda: real(self.lr, "the learning rate (--lr)", 0.0, 10.0, lo_open=True),
+            lambda: real(self.min_lr, "the final learning rate", 0.0, 10.0, lo_open=True),
+            lambda: real(self.weight_decay, "weight decay", 0.0, 10.0),
+            lambda: real(self.grad_clip, "gradient clipping", 0.0, 1e6, lo_open=True),
+            lambda: real(self.val_fraction, "the validation share", 0.0, 0.5, lo_open=True),
+            lambda: real(self.drop_rate, "drop rate", 0.0, 0.999),
+        ]
+        if self.max_minutes is not None:
+            checks.append(lambda: real(self.max_minutes, "minutes (--minutes)", 0.0, 10**7,
+                                       lo_open=True))
+        problems = []
+        for check_one in checks:
+            try:
+                check_one()
+            except ValueError as exc:
+                problems.append(str(exc))
+        if not problems and self.min_lr > self.lr:  # the schedule decays to min(lr, 1e-4)
+            problems.append(f"the learning rate {self.lr:g} is below the schedule's final rate "
+                            f"{self.min_lr:g}")
+        if not isinstance(self.sample_prompt, str) or not isinstance(self.preset, str):
+            problems.append("preset and sample prompt must be text")
+        if problems:
+            raise ValueError("invalid training settings: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    step: int  # steps done so far
+    loss: float
+    lr: float
+    tokens_per_second: float
+    elapsed: float
+
+
+@dataclass(frozen=True)
+class EvalEvent:
+    step: int
+    train_loss: float
+    val_loss: float
+    sample: str
+
+
+@dataclass(frozen=True)
+class CheckpointEvent:
+    step: int
+    path: str
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    history: list[dict] = field(default_factory=list)  # evaluations so far
+
+
+def training_bytes(cfg: GPTConfig, batch_size: int) -> int:
+    """About what a training step holds: the logits with their softmax and gradient, the
+    activations kept for the backward pass, and the weights with AdamW's two moments."""
+    from ..gpt.model import count_parameters
+
+    tokens = batch_size * cfg.context_length
+    logits = 3 * tokens * cfg.vocab_size * 4
+    activations = tokens * cfg.n_layers * (16 * cfg.emb_dim + 2 * cfg.n_heads * cfg.context_length) * 4
+    return logits + activations + 4 * count_parameters(cfg).total * 4
+
+
+def learning_rate(step: int, s: TrainSettings) -> float:
+    """Linear warm-up to ``lr``, then cosine decay to ``min_lr`` at ``max_steps``."""
+    if step < s.warmup_steps:
+        return s.lr * (step + 1) / s.warmup_steps
+    progress = min(1.0, (step - s.warmup_steps) / max(1, s.max_steps - s.warmup_steps))
+    return s.min_lr + 0.5 * (s.lr - s.min_lr) * (1 + math.cos(math.pi * progress))
+
+
+MAX_TEXT_BYTES = 256 * 1024 * 1024  # ~60 million tokens: far more than hours of CPU training use
+CHUNK_CHARS = 1 << 16  # tokenized a piece at a time: the tokenizer's regex fails on huge runs
+
+
+def _cut(text: str, start: int) -> int:
+    """Where the piece starting at ``start`` ends: before a word's leading space, so the
+    pieces tokenize as the whole text does; a hard cut only in a run without words."""
+    end = start + CHUNK_CHARS
+    if end >= len(text):
+        return len(text)
+    i = text.rfind(" ", start + CHUNK_CHARS // 2, end)
+    while i > start and (text[i - 1].isspace() or i + 1 >= len(text) or text[i + 1].isspace()):
+        i = text.rfind(" ", start + CHUNK_CHARS // 2, i)
+    return i if i > start else end
+
+
+def tokens_of(text: str, should_stop=None) -> torch.Tensor:
+    """Token ids of a text of any length, encoded a piece at a time (int64)."""
+    parts, start = [], 0
+    while start < len(text):
+        check(should_stop)
+        end = _cut(text, start)
+        parts.append(torch.tensor(encode(text[start:end]), dtype=torch.long))
+        start = end
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
+
+
+def split_tokens(text: str, val_fraction: float, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids of the text, split at a character position (as the book does)."""
+    cut = int(len(text) * (1 - val_fraction))
+    train, val = tokens_of(text[:cut]), tokens_of(text[cut:])
+    if len(train) < context + 1 or len(val) < context + 1:
+        raise ValueError(f"the text is too short for a context of {context} tokens: "
+                         f"{len(train)} training and {len(val)} validation tokens")
+    return train, val
+
+
+def batch(tokens: torch.Tensor, size: int, context: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    starts = torch.randint(0, len(tokens) - context - 1, (size,), generator=gen)
+    x = torch.stack([tokens[s:s + context] for s in starts.tolist()])  # (B, T)
+    y = torch.stack([tokens[s + 1:s + 1 + context] for s in starts.tolist()])
+    return x, y
+
+
+def loss_of(model: GPTModel, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    logits = model(x)  # (B, T, V)
+    return F.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+
+class Trainer:
+    def __init__(self, text: str, settings: TrainSettings = TrainSettings(),
+                 out_dir: str | Path | None = None, model: GPTModel | None = None,
+                 state: TrainState | None = None, optimizer_state: dict | None = None) -> None:
+        settings.validate()
+        self.settings = settings
+        self.text = text
+        self.out_dir = Path(out_dir) if out_dir else None
+        cfg = model.cfg if model is not None else preset(
+            settings.preset, drop_rate=settings.drop_rate, tie_weights=True)
+        check_memory(training_bytes(cfg, settings.batch_size), torch.device("cpu"),
+                     f"training {settings.preset} with batch size {settings.batch_size}")
+        if model is None:  # built only once it is known to fit
+            model = build_model(cfg, seed=settings.seed)
+        self.model = model
+        self.cfg: GPTConfig = model.cfg
+        self.train_ids, self.val_ids = split_tokens(text, settings.val_fraction, self.cfg.context_length)
+        decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+        no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": settings.weight_decay},
+             {"params": no_decay, "weight_decay": 0.0}], lr=settings.lr, betas=(0.9, 0.95))
+        if optimizer_state is not None:
+            self.optimizer.load_state_dict(optimizer_state)
+        self.state = state or TrainState()
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float]:
+        self.model.eval()
+        out = []
+        for tokens, offset in ((self.train_ids, 0), (self.val_ids, 1)):
+            gen = torch.Generator().manual_seed(self.settings.seed + offset)  # the same batches each time
+            losses = [loss_of(self.model, *batch(tokens, self.settings.batch_size, self.cfg.context_length, gen)).item()
+                      for _ in range(self.settings.eval_batches)]
+            out.append(sum(losses) / len(losses))
+        self.model.train()
+        return out[0], out[1]
+
+    def sample(self) -> str:
+        self.model.eval()
+        result = generate(self.model, encode(self.settings.sample_prompt),
+                          GenerationSettings(max_new_tokens=self.settings.sample_tokens, stop_at_eot=False))
+        self.model.train()
+        return self.settings.sample_prompt + decode(result.new_ids)
+
+    # ------------------------------------------------------------------ training
+    def run(self) -> Iterator[StepEvent | EvalEvent | CheckpointEvent]:
+        """Train until max_steps or max_minutes; yields after every step."""
+        s = self.settings
+        start = time.perf_counter()
+        saved = None
+        self.model.train()
+        if self.state.step == 0:
+            yield self._eval_event()
+        while self.state.step < s.max_steps:
+            if s.max_minutes is not None and time.perf_counter() - start > 60 * s.max_minutes:
+                break
+            t0 = time.perf_counter()
+            lr = learning_rate(self.state.step, s)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            gen = torch.Generator().manual_seed(s.seed * 1_000_003 + self.state.step)
+            x, y = batch(self.train_ids, s.batch_size, self.cfg.context_length, gen)
+            torch.manual_seed(s.seed * 1_000_003 + self.state.step)  # dropout masks, per step
+            loss = loss_of(self.model, x, y)
+            if not torch.isfinite(loss):
+                raise ValueError(f"the loss became {loss.item()} at step {self.state.step + 1}: "
+                                 f"training diverged (learning rate {lr:.2g} too high?); the "
+                                 "last good checkpoint stays as it was")
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
+            self.optimizer.step()
+            self.state.step += 1
+            dt = time.perf_counter() - t0
+            yield StepEvent(self.state.step, loss.item(), lr, x.numel() / dt, time.perf_counter() - start)
+            if self.state.step % s.eval_every == 0 or self.state.step == s.max_steps:
+                yield self._eval_event()
+                if self.out_dir is not None:
+                    saved = self.state.step
+                    yield CheckpointEvent(saved, str(self.save()))
+        if self.out_dir is not None and saved != self.state.step:
+            yield CheckpointEvent(self.state.step, str(self.save()))
+
+    def _eval_event(self) -> EvalEvent:
+        train_loss, val_loss = self.evaluate()
+        event = EvalEvent(self.state.step, train_loss, val_loss, self.sample())
+        self.state.history.append(asdict(event))
+        return event
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, out_dir: str | Path | None = None) -> Path:
+        """Model (project format), optimizer and trainer state, written atomically; a
+        failed write (a full disk) is one line, and the previous checkpoint stays."""
+        try:
+            return self._save(Path(out_dir or self.out_dir))
+        except OSError as exc:
+            raise ValueError(f"{out_dir or self.out_dir}: the checkpoint of step "
+                             f"{self.state.step} could not be written "
+                             f"({exc.strerror or exc})") from None
+
+    def _save(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = save_checkpoint(self.model, folder / MODEL_FILE, trained=self.state.step > 0,
+                               metadata={"train_step": str(self.state.step)})
+        tmp = folder / (OPTIMIZER_FILE + ".part")
+        torch.save(self.optimizer.state_dict(), tmp)
+        tmp.replace(folder / OPTIMIZER_FILE)
+        state = {"step": self.state.step, "history": self.state.history, "settings": asdict(self.settings)}
+        (folder / (STATE_FILE + ".part")).write_text(json.dumps(state, indent=1))
+        (folder / (STATE_FILE + ".part")).replace(folder / STATE_FILE)
+        return path
+
+    @classmethod
+    def resume(cls, folder: str | Path, text: str, **changes) -> "Trainer":
+        """Continue a run saved in ``folder`` (settings may be changed, e.g. max_steps).
+        Every part of the saved run is checked against the others and the limits: the
+        step, the history, the settings, the model's size and the optimizer's state."""
+        folder = Path(folder)
+        state_path = folder / STATE_FILE
+        if file_kind(state_path) == "missing":
+            raise ValueError(f"{folder}: no resumable training run here (no {STATE_FILE})")
+        state = read_json(state_path, "a training state")
+        step, history, saved = resume_state(state_path, state)
+        try:
+            settings = TrainSettings(**{**saved, **changes})
+        except TypeError as exc:
+            raise ValueError(f"{state_path}: unknown training settings ({exc})") from None
+        settings.validate()
+        own_end = TrainSettings(**saved).max_steps
+        if step > own_end:
+            raise ValueError(f"{state_path}: says step {step:,}, past the run's own end at "
+                             f"{own_end:,} steps: the file is damaged")
+        loaded = load_checkpoint(folder / MODEL_FILE)
+        check_preset(state_path, settings.preset, loaded.config)
+        model = loaded.model.train()
+        for p in model.parameters():
+            p.requires_grad_(True)
+        optimizer_state = read_optimizer(folder / OPTIMIZER_FILE, model)
+        try:
+            return cls(text, settings, folder, model, TrainState(step, history), optimizer_state)
+        except (ValueError, KeyError, TypeError, RuntimeError) as exc:  # the optimizer's state
+            if isinstance(exc, ValueError) and "invalid training settings" in str(exc):
+                raise
+            raise ValueError(f"{folder / OPTIMIZER_FILE}: does not fit this model ({exc})") from None
+
+    @property
+    def finished(self) -> bool:
+        return self.state.step >= self.settings.max_steps
+
+
+def default_text() -> str:
+    return resource_path("the-verdict.txt").read_text(encoding="utf-8")
+
+
+def read_text(path: str | Path) -> str:
+    """A training text: a regular file of UTF-8 text (a FIFO would wait forever) of at
+    most MAX_TEXT_BYTES, checked before a byte is read."""
+    try:
+        regular_file(path)
+        size = Path(path).stat().st_size
+        if size > MAX_TEXT_BYTES:
+            raise ValueError(f"{path}: {size / 1e6:,.0f} MB of text; training reads at most "
+                             f"{MAX_TEXT_BYTES / 1e6:,.0f} MB (about 60 million tokens, more than "
+                             "a CPU trains on in hours): use a part of it")
+        check_memory(4 * size, torch.device("cpu"), f"reading {Path(path).name}")
+        return Path(path).read_text(encoding="utf-8")
+    except CheckpointError as exc:
+        raise ValueError(str(exc)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read it as UTF-8 text ({exc})") from None
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """Where checkpoints go: a folder the user may write in, made now if missing, so a
+    place that cannot hold them (under /proc, read-only) is refused before training."""
+    folder = Path(out_dir)
+    kind = file_kind(folder)
+    if kind not in ("missing", "folder"):
+        what = "a file" if kind == "file" else kind
+        raise ValueError(f"{folder}: {what}, not a folder for checkpoints")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test.part"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"{folder}: checkpoints cannot be written there "
+                         f"({exc.strerror or exc})") from None
+    return folder
+
+
+def train(text_path: str | None, settings: TrainSettings, out_dir: str | Path, report,
+          should_stop=None) -> str:
+    """Train on a text file (default: "The Verdict"), reporting every event; a stop
+    saves a checkpoint at the current step. Returns the last checkpoint's path."""
+    text = read_text(text_path) if text_path else default_text()
+    check_out_dir(out_dir)
+    trainer = Trainer(text, settings, out_dir)
+    last = ""
+    for event in trainer.run():
+        if isinstance(event, CheckpointEvent):
+            last = event.path
+        report(event)
+        if should_stop is not None and should_stop():
+            return str(trainer.save())
+    return last

@@ -1,0 +1,181 @@
+"""The seeds' building blocks, with the book's names: LayerNorm, GELU, FeedForward,
+MultiHeadAttention, plus HookPoint (an identity module that gives a name to a tensor
+that no module returns, such as a residual add).
+
+These modules compute; they do not capture (see capture.py) and do not load weights
+(see checkpoints.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import GPTConfig
+
+
+class HookPoint(nn.Module):
+    """Identity module: a named place where forward hooks can see a tensor."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+class LayerNorm(nn.Module):
+    """The book's LayerNorm: biased variance, eps 1e-5, learnable ``scale`` and ``shift``.
+
+    Same maths as ``(x - mean) / sqrt(var(unbiased=False) + eps) * scale + shift``;
+    computed by ``F.layer_norm``, which fuses those steps.
+    """
+
+    def __init__(self, emb_dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.scale = nn.Parameter(torch.ones(emb_dim))
+        self.shift = nn.Parameter(torch.zeros(emb_dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, self.scale.shape, self.scale, self.shift, self.eps)
+
+
+class GELU(nn.Module):
+    """GELU, tanh approximation, as in GPT-2 and the book:
+    ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3)))``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x, approximate="tanh")
+
+
+def gelu_tanh_formula(x: torch.Tensor) -> torch.Tensor:
+    """The book's GELU written out term by term (reference for tests and plots)."""
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+class FeedForward(nn.Module):
+    """Position-wise MLP: Linear emb->4*emb, GELU, Linear 4*emb->emb."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Linear(cfg.emb_dim, cfg.hidden_dim),
+            GELU(),
+            nn.Linear(cfg.hidden_dim, cfg.emb_dim),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
+
+
+class LayerKV:
+    """Preallocated key/value buffers of one attention layer for incremental decoding."""
+
+    __slots__ = ("k", "v")
+
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+
+PATTERN_ROWS = 64  # query rows per chunk of a materialised attention pattern
+
+
+def causal_softmax(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """The attention pattern softmax(q k^T / sqrt(hd)) with the causal mask, (B, H, T,
+    T_k), for the last T of T_k positions: as the book computes it, but a chunk of query
+    rows at a time and only up to each chunk's last allowed key, so the masked half is
+    never computed (it stays exactly 0). About half the time of the full product at
+    T=1024 and the same values (dividing by sqrt(64) = 8 and multiplying by 1/8 agree)."""
+    b, h, t, hd = q.shape
+    t_k = k.shape[2]
+    weights = q.new_zeros(b, h, t, t_k)
+    q = q * (1.0 / math.sqrt(hd))
+    tri = torch.ones(PATTERN_ROWS, PATTERN_ROWS, dtype=torch.bool, device=q.device).triu_(1)
+    for s in range(0, t, PATTERN_ROWS):
+        e = min(t, s + PATTERN_ROWS)
+        n, kend = e - s, t_k - t + e  # query s..e-1 sees keys 0..kend-1 at most
+        scores = q[:, :, s:e] @ k[:, :, :kend].transpose(2, 3)  # (B, H, n, kend)
+        scores[..., kend - n:].masked_fill_(tri[:n, :n], float("-inf"))
+        weights[:, :, s:e, :kend] = torch.softmax(scores, dim=-1)
+    return weights
+
+
+def causal_matmul(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """weights @ v for a causal pattern (B, H, T, T_k): each chunk of query rows only
+    with the keys it may see (the rest of its row is 0)."""
+    t, t_k = weights.shape[2:]
+    parts = []
+    for s in range(0, t, PATTERN_ROWS):
+        e = min(t, s + PATTERN_ROWS)
+        kend = t_k - t + e
+        parts.append(weights[:, :, s:e, :kend] @ v[:, :, :kend])
+    return torch.cat(parts, dim=2)
+
+
+class MultiHeadAttention(nn.Module):
+    """Causal multi-head self-attention with the book's names.
+
+    ``attn_weights`` is a hook point for the softmax weights (B, H, T, T). They are
+    materialised only when a hook is attached there; otherwise the fused
+    ``scaled_dot_product_attention`` kernel runs, which gives the same result.
+    """
+
+    def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float,
+                 num_heads: int, qkv_bias: bool = False) -> None:
+        super().__init__()
+        if d_out % num_heads:
+            raise ValueError("d_out must be divisible by num_heads")
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.context_length = context_length
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.attn_weights = HookPoint()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # The book registers its causal mask as a persistent buffer; we build the mask on
+        # the fly, so a book state dict's "<prefix>mask" is accepted and ignored.
+        state_dict.pop(prefix + "mask", None)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _wants_pattern(self) -> bool:
+        hp = self.attn_weights
+        return bool(hp._forward_hooks or hp._forward_pre_hooks)
+
+    def forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        b, t, _ = x.shape  # (B, T, C)
+        h, hd = self.num_heads, self.head_dim
+        q = self.W_query(x).view(b, t, h, hd).transpose(1, 2)  # (B, H, T, hd)
+        k = self.W_key(x).view(b, t, h, hd).transpose(1, 2)
+        v = self.W_value(x).view(b, t, h, hd).transpose(1, 2)
+        if kv is not None:
+            if kv.k is None or kv.k.shape[0] != b:
+                shape = (b, h, self.context_length, hd)
+                kv.k = x.new_empty(shape)
+                kv.v = x.new_empty(shape)
+            kv.k[:, :, pos:pos + t] = k
+            kv.v[:, :, pos:pos + t] = v
+            k = kv.k[:, :, :pos + t]  # (B, H, pos+T, hd)
+            v = kv.v[:, :, :pos + t]
+        t_k = k.shape[2]
+        drop_p = self.dropout.p if self.training else 0.0
+
+        if self._wants_pattern():
+            weights = self.dropout(causal_softmax(q, k))  # (B, H, T, T_k)
+            weights = self.attn_weights(weights)
+            ctx = causal_matmul(weights, v)  # (B, H, T, hd)
+        elif t == 1:
+            ctx = F.scaled_dot_product_attention(q, k, v, dropout_p=drop_p)
+        elif t == t_k:
+            ctx = F.scaled_dot_product_attention(q, k, v, dropout_p=drop_p, is_causal=True)
+        else:  # a chunk of several new tokens after cached ones
+            allowed = torch.ones(t, t_k, dtype=torch.bool, device=x.device).tril(t_k - t)
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=drop_p)
+        ctx = ctx.transpose(1, 2).reshape(b, t, self.d_out)  # (B, T, C)
+        return self.out_proj(ctx)

@@ -1,0 +1,110 @@
+"""GPT-2's byte-pair tokenizer, built offline from ``resources/gpt2.tiktoken``.
+
+The vocabulary file is checked against its sha256 and parsed here, so nothing is
+downloaded and nothing is cached under the temp folder (tiktoken's own loader caches
+every path it reads). Owns text <-> ids and display pieces; knows nothing of models.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+
+import tiktoken
+
+from ..base.resources import resource_path
+
+GPT2_TIKTOKEN_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
+END_OF_TEXT = "<|endoftext|>"
+END_OF_TEXT_ID = 50256
+# r50k_base's split pattern (the one GPT-2 was trained with).
+_GPT2_PATTERN = (
+    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+)
+
+
+def _load_ranks() -> dict[bytes, int]:
+    path = resource_path("gpt2.tiktoken")
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != GPT2_TIKTOKEN_SHA256:
+        raise ValueError(
+            f"{path}: sha256 {digest} does not match GPT-2's vocabulary "
+            f"({GPT2_TIKTOKEN_SHA256}); the file is damaged or not the GPT-2 vocabulary"
+        )
+    ranks = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+@functools.lru_cache(maxsize=1)
+def get_encoding() -> tiktoken.Encoding:
+    """The GPT-2 encoding (50,257 ids; ``<|endoftext|>`` = 50256)."""
+    return tiktoken.Encoding(
+        name="gpt2",
+        pat_str=_GPT2_PATTERN,
+        mergeable_ranks=_load_ranks(),
+        special_tokens={END_OF_TEXT: END_OF_TEXT_ID},
+        explicit_n_vocab=50257,
+    )
+
+
+def encode(text: str, allow_special: bool = True) -> list[int]:
+    """Token ids for ``text``. With ``allow_special`` the literal ``<|endoftext|>`` becomes
+    id 50256 (as the book does); otherwise it is tokenized as ordinary text."""
+    enc = get_encoding()
+    if allow_special:
+        return enc.encode(text, allowed_special={END_OF_TEXT})
+    return enc.encode(text, disallowed_special=())
+
+
+def decode(ids: list[int]) -> str:
+    """Text for token ids; bytes that are not valid UTF-8 become U+FFFD."""
+    return get_encoding().decode(list(ids), errors="replace")
+
+
+def token_bytes(token_id: int) -> bytes:
+    return get_encoding().decode_single_token_bytes(token_id)
+
+
+def token_piece(token_id: int) -> str:
+    """A display string for one token: its text, or ``<0xE2><0x80>``-style byte escapes
+    when the token is only part of a UTF-8 character."""
+    try:
+        raw = token_bytes(token_id)
+    except KeyError:  # an id GPT-2's vocabulary does not have (a padded model's extra rows)
+        return f"<id {token_id}>"
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(f"<0x{b:02X}>" for b in raw)
+
+
+class IncrementalDecoder:
+    """Turns a stream of token ids into text pieces, holding back bytes of a UTF-8
+    character that a later token completes (so an emoji split over tokens prints whole)."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def push(self, token_id: int) -> str:
+        data = self._pending + token_bytes(token_id)
+        try:
+            text = data.decode("utf-8")
+            self._pending = b""
+            return text
+        except UnicodeDecodeError as exc:
+            if exc.reason == "unexpected end of data" and len(data) - exc.start < 4:
+                self._pending = data[exc.start:]
+                return data[:exc.start].decode("utf-8", errors="replace")
+            self._pending = b""
+            return data.decode("utf-8", errors="replace")
+
+    def flush(self) -> str:
+        text = self._pending.decode("utf-8", errors="replace")
+        self._pending = b""
+        return text

@@ -1,0 +1,2 @@
+"""Words and exercises: node explanations, formulas worked with real numbers,
+the quiz, the forward trace and the code listing."""

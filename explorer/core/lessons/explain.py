@@ -1,0 +1,184 @@
+"""Explanations with live numbers: for a node of a captured pass, what the node does in
+plain words, what it did here (with the numbers of this prompt), and the common mistake
+about it. Works on numpy views only; owns no tensors and no UI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..gpt.nodes import input_node, node_for_hook, residual_branches
+from ..gpt.tokenizer import token_piece
+
+# Texts with {names}: filled in from the loaded config (``numbers``), never fixed.
+WHAT = {
+    "embedding": "Turns each token id (or each position) into a vector of {c} learned numbers. "
+                 "Nothing is computed yet: it is a table lookup ({vocab} token rows, {ctx} "
+                 "position rows).",
+    "norm": "Rescales every token's vector on its own: subtract its mean, divide by its "
+            "standard deviation, then apply a learned scale and shift per dimension. Like "
+            "marks from subjects graded on different scales, put on one scale before they "
+            "are compared: no feature can drown out the others by its size alone.",
+    "attention": "Lets each token look at the tokens before it: queries meet keys to give "
+                 "weights, and each token receives a weighted mix of the values, one mix per "
+                 "head ({heads} heads of {head_dim} values); out_proj then combines the heads.",
+    "pattern": "The attention weights themselves: for every head, how much each token (row) "
+               "takes from each earlier token (column). Each row sums to 1.",
+    "dropout": "During training, zeroes a random share ({drop}) of the values and scales the "
+               "rest up so the expected value stays the same. It keeps the model from leaning "
+               "on a few values, against overfitting; when the model is used (eval mode) it "
+               "does nothing (the Divergence tab's dropout-on change shows the difference).",
+    "add": "The residual connection: adds the block's branch to the shortcut — the vector "
+           "that skipped the branch — so information and gradients can pass around it.",
+    "linear": "A learned matrix multiplication applied to every token separately: each output "
+              "value is a weighted score of all the token's input values (plus a bias), one "
+              "set of weights per output value.",
+    "gelu": "A smooth non-linearity: passes positive values almost unchanged, squashes "
+            "negative ones towards zero with a small dip near -0.75. Without it the two "
+            "Linear layers around it would collapse into one linear map (the Divergence "
+            "tab's no-activation change shows it with this model's weights).",
+    "ffn": "The feed-forward block: widen each token from {c} to {hidden} values, apply GELU, "
+           "and narrow it back to {c}. It works on each token on its own.",
+    "logits": "Scores every token of the vocabulary ({vocab} of them) as the next token; "
+              "softmax turns the scores into probabilities.",
+}
+
+# Nodes whose kind's text does not fit them: the embedding sum is an add without a
+# branch or a shortcut.
+WHAT_BY_KEY = {
+    "emb_add": "Adds each token's embedding and its position's embedding, value by value "
+               "({c} values each): the residual stream starts here. There is no branch and "
+               "no shortcut yet; the blocks add theirs to this sum.",
+}
+MISTAKE_BY_KEY = {
+    "emb_add": "The two embeddings are added, not concatenated: the width stays {c}; the "
+               "position embedding is the same for every prompt at that position.",
+}
+
+MISTAKE = {
+    "embedding": "The position embedding is added, not concatenated: the width stays {c}.",
+    "norm": "LayerNorm normalises each token over its own {c} features, not over the batch "
+            "(that is BatchNorm); it uses the biased variance (divide by n).",
+    "attention": "The causal mask makes later tokens invisible to earlier ones; the output "
+                 "has the same shape as the input ({c} values per token).",
+    "pattern": "Rows, not columns, sum to 1; the upper triangle is zero because of the mask.",
+    "dropout": "Dropout is not applied when generating (eval mode): seeing values change "
+               "here would mean the model was left in training mode.",
+    "add": "The shortcut is added, not concatenated: the shape does not change.",
+    "linear": "The weight is stored as (out, in) and applied as x @ W.T.",
+    "gelu": "GELU is not ReLU: negative inputs give small negative outputs, not zeros.",
+    "ffn": "The feed-forward block does not change the embedding size: {c} in, {c} out, "
+           "only {hidden} inside.",
+    "logits": "These are not probabilities yet: softmax is applied afterwards.",
+}
+
+
+def numbers(cfg=None) -> dict[str, str]:
+    """The values the texts name, from a GPTConfig (symbolic names without one)."""
+    if cfg is None:
+        return {"c": "emb_dim", "hidden": "hidden_dim", "vocab": "vocab_size",
+                "ctx": "context_length", "heads": "n_heads", "head_dim": "head_dim",
+                "drop": "drop_rate"}
+    return {"c": f"{cfg.emb_dim:,}", "hidden": f"{cfg.hidden_dim:,}",
+            "vocab": f"{cfg.vocab_size:,}", "ctx": f"{cfg.context_length:,}",
+            "heads": str(cfg.n_heads), "head_dim": str(cfg.head_dim),
+            "drop": f"{cfg.drop_rate:g}"}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    node: str
+    what: str
+    here: str
+    mistake: str
+
+
+def _piece(pieces: list[str], i: int) -> str:
+    return repr(pieces[i]) if 0 <= i < len(pieces) else f"position {i}"
+
+
+def _token_std(array: np.ndarray, position: int) -> float:
+    return float(np.asarray(array).reshape(-1, array.shape[-1])[position].std())
+
+
+def _input_of(name: str, views: dict, norm_position: str) -> str | None:
+    source = input_node(name, norm_position)
+    return source if source in views else None
+
+
+def explain(name: str, views: dict, pieces: list[str], position: int | None = None,
+            norm_position: str = "pre", cfg=None) -> Explanation:
+    """Explain ``name`` using the captured ``views`` of one pass (prompt pieces given);
+    ``cfg`` (the loaded GPTConfig) fills in the texts' numbers."""
+    node = node_for_hook(name, norm_position)
+    view = views.get(name)
+    values = numbers(cfg)
+    what = WHAT_BY_KEY.get(node.key, WHAT[node.kind]).format(**values) + " " + node.description
+    mistake = MISTAKE_BY_KEY.get(node.key, MISTAKE[node.kind]).format(**values)
+    if view is None:
+        return Explanation(name, what, "Run a prompt to see what it did here.", mistake)
+    array = view.array
+    s = view.stats
+    if array is None:
+        rows = 1
+    elif node.kind == "pattern":
+        rows = array.shape[-2]  # (B, H, T, T): positions are the query rows
+    else:
+        rows = int(np.prod(array.shape[:-1]))
+    pos = (rows - 1) if position is None else position
+    if position is None and view.valid is not None:  # a batch: the last real token
+        real = view.valid[0, 0] if node.kind == "pattern" else view.valid.reshape(-1)
+        pos = int(np.flatnonzero(real)[-1]) if real.any() else pos
+    width = view.shape[-1]
+    parts = [f"Here its output has shape {view.shape}: mean {s.mean:.3g}, std {s.std:.3g}, "
+             f"largest |value| {s.absmax:.3g}."]
+    if array is not None and node.kind != "pattern":
+        token = _piece(pieces, pos)
+        if node.kind == "norm":
+            source = _input_of(name, views, norm_position)
+            if source and views[source].array is not None:
+                before = _token_std(views[source].array, pos)
+                after = _token_std(array, pos)
+                parts.append(f"It brought token {token} from std {before:.3g} to {after:.3g}.")
+        elif node.key in ("ff.layers.0", "ff.layers.2"):
+            source = _input_of(name, views, norm_position)
+            if source:
+                verb = "widened" if views[source].shape[-1] < width else "narrowed"
+                parts.append(f"It {verb} each token from {views[source].shape[-1]} to {width} values.")
+        elif node.kind == "gelu":
+            source = _input_of(name, views, norm_position)
+            if source and views[source].array is not None:
+                rows_in = views[source].real_rows()  # a batch's padding left out
+                x = rows_in.reshape(-1)
+                parts.append(f"{100 * float((x < 0).mean()):.0f}% of its inputs (the "
+                             f"{rows_in.shape[0]} tokens × {rows_in.shape[1]:,} = {x.size:,} "
+                             f"values) were negative and came out between -0.17 and 0.")
+        elif node.kind == "add":
+            branch_key = residual_branches().get(node.key)
+            prefix = name[: -len(node.key)]
+            branch = views.get(prefix + branch_key) if branch_key else None
+            if branch is not None and branch.array is not None:
+                b = np.asarray(branch.array).reshape(-1, width)[pos]
+                total = np.asarray(array).reshape(-1, width)[pos]
+                shortcut = total - b
+                kept = np.linalg.norm(shortcut) / max(np.linalg.norm(total), 1e-12)
+                parts.append(f"For token {token} the branch is {np.linalg.norm(b) / max(np.linalg.norm(shortcut), 1e-12):.2g}× "
+                             f"the shortcut's size; the shortcut is {100 * kept:.0f}% of the result's norm.")
+        elif node.kind == "dropout":
+            source = node.same_in_eval and name[: -len(node.key)] + node.same_in_eval
+            if source in views and views[source].array is not None:
+                same = np.array_equal(views[source].array, array)
+                parts.append("It changed nothing here (eval mode)." if same else
+                             f"It zeroed {100 * s.frac_zero:.0f}% of the values (training mode).")
+        elif node.kind == "logits":
+            top = int(np.argmax(np.asarray(array).reshape(-1, width)[pos]))
+            parts.append(f"At token {token} the highest score is for {token_piece(top)!r} "
+                         f"(id {top}).")
+    if node.kind == "pattern" and array is not None:
+        weights = np.asarray(array)[0]  # (H, T, T)
+        last = weights[:, pos, :].mean(axis=0)
+        j = int(np.argmax(last))
+        parts.append(f"Averaged over the heads, token {_piece(pieces, pos)} attends most to "
+                     f"{_piece(pieces, j)} (weight {last[j]:.2f}).")
+    return Explanation(name, what, " ".join(parts), mistake)

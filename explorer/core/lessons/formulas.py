@@ -1,0 +1,197 @@
+"""Each node's formula worked with one token's numbers: the general formula, then the
+selected token's values put through it step by step (three features shown), recomputed
+from the captured tensors of the pass and the model's own parameters — and checked
+against what the node captured. No UI; reads the model's parameters, never changes them.
+
+The recomputation needs the whole pass (every position's tensors): a step from the KV
+cache holds one position only, and attention then needs the cached keys it did not keep.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..gpt.model import GPTModel
+from ..gpt.nodes import (BLOCK_INPUT, block_hook_name, block_input, eval_source, input_node,
+                         node_for_hook, parse_hook, residual_branches, shortcut_sources)
+from ..gpt.tokenizer import token_piece
+
+SHOWN = 3  # features worked through
+
+
+@dataclass(frozen=True)
+class Worked:
+    node: str
+    formula: str  # the general formula, as the book writes it
+    lines: list[str]  # this token's numbers put through it
+    value: np.ndarray  # the recomputed output at the token (float64)
+    captured: np.ndarray  # what the node captured there
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def max_error(self) -> float:
+        return float(np.max(np.abs(self.value - self.captured))) if self.value.size else 0.0
+
+
+def _row(views: dict, name: str, pos: int) -> np.ndarray:
+    """The node's vector at ``pos`` (the batch's first sample), in float64."""
+    array = np.asarray(views[name].array, dtype=np.float64)
+    if array.ndim == 2:  # the position embedding: (T, C)
+        return array[pos]
+    return array[0, pos]
+
+
+def _rows(views: dict, name: str, upto: int) -> np.ndarray:
+    return np.asarray(views[name].array, dtype=np.float64)[0, :upto + 1]
+
+
+def _p(module_param: torch.Tensor) -> np.ndarray:
+    return module_param.detach().to("cpu", torch.float64).numpy()
+
+
+def _f(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
+           head: int = 0) -> Worked:
+    """``name``'s formula at position ``pos`` of the pass whose ``views`` and token
+    ``ids`` are given (the attention pattern and attention for ``head``)."""
+    cfg = model.cfg
+    order = cfg.norm_position
+    node = node_for_hook(name, order)
+    if views.get(name) is None or views[name].array is None:
+        raise ValueError(f"{name} was not kept in full in this pass")
+    layer, key = parse_hook(name)
+    where = f"token {token_piece(ids[pos])!r} at position {pos}"
+    captured = _row(views, name, pos) if node.kind != "pattern" else \
+        np.asarray(views[name].array, dtype=np.float64)[0, head, pos]
+    kind = node.kind
+    if kind == "dropout" or key == "ff":  # eval mode: another node's tensor, unchanged
+        source = eval_source(name)
+        value = _row(views, source, pos)
+        return Worked(name, f"{key}(x) = x  (eval mode: dropout does nothing)" if kind == "dropout"
+                      else "ff(x) = Linear 2(GELU(Linear 1(x))): Linear 2's output",
+                      [f"{where}: the output is {source}'s, value for value: "
+                       + ", ".join(_f(v) for v in value[:SHOWN]) + " …"], value, captured)
+    if kind == "embedding":
+        table = model.tok_emb.weight if key == "tok_emb" else model.pos_emb.weight
+        index = ids[pos] if key == "tok_emb" else pos
+        value = _p(table[index])
+        return Worked(name, f"{key}[{'token id' if key == 'tok_emb' else 'position'}] (a row of the "
+                      f"({table.shape[0]}, {table.shape[1]}) table)",
+                      [f"{where}: row {index} = " + ", ".join(_f(v) for v in value[:SHOWN]) + " …"],
+                      value, captured)
+    if key == "emb_add":
+        tok, posv = _row(views, "tok_emb", pos), _row(views, "pos_emb", pos)
+        value = tok + posv
+        return Worked(name, "x = tok_emb[token id] + pos_emb[position]",
+                      [f"{where}, feature {i}: {_f(tok[i])} + {_f(posv[i])} = {_f(value[i])}"
+                       for i in range(SHOWN)], value, captured)
+    if kind == "norm":
+        return _layer_norm(model, name, views, pos, where, captured, order)
+    if kind == "gelu":
+        x = _row(views, input_node(name, order), pos)
+        c = math.sqrt(2 / math.pi)
+        value = 0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x ** 3)))
+        return Worked(name, "GELU(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))",
+                      [f"{where}, feature {i}: 0.5·{_f(x[i])}·(1 + tanh(0.7979·({_f(x[i])} + "
+                       f"0.044715·{_f(x[i])}³))) = {_f(value[i])}" for i in range(SHOWN)],
+                      value, captured)
+    if kind == "linear":
+        module = model.get_submodule(name)
+        x = _row(views, input_node(name, order), pos)
+        w, b = _p(module.weight), _p(module.bias) if module.bias is not None else 0.0
+        value = x @ w.T + b
+        return Worked(name, f"y = x·Wᵀ + b   x ({w.shape[1]}) · Wᵀ ({w.shape[1]}, {w.shape[0]}) → y "
+                      f"({w.shape[0]})",
+                      [f"{where}, output {i}: Σ over {w.shape[1]} inputs of x·W[{i}] = "
+                       f"{_f(float(x @ w[i]))}, + b[{i}] {_f(float(np.atleast_1d(b)[i] if np.ndim(b) else b))} "
+                       f"= {_f(value[i])}" for i in range(SHOWN)], value, captured)
+    if kind == "add":
+        return _add(name, views, pos, where, captured, layer, key, order)
+    if kind in ("attention", "pattern"):
+        return _attention(model, name, views, pos, head, where, captured, layer, order)
+    if kind == "logits":
+        x = _row(views, "final_norm", pos)
+        w = _p(model.out_head.weight)
+        value = x @ w.T
+        top = int(np.argmax(value))
+        tied = model.out_head.weight.data_ptr() == model.tok_emb.weight.data_ptr()
+        return Worked(name, "logits = final_norm(x) · W_outᵀ" + (" (W_out is tok_emb: tied)" if tied else ""),
+                      [f"{where}: the top logit is {token_piece(top)!r} (id {top}): final-norm vector · "
+                       f"row {top} of W_out = {_f(value[top])}"], value, captured)
+    raise ValueError(f"no formula for {name}")
+
+
+def _layer_norm(model, name, views, pos, where, captured, order) -> Worked:
+    module = model.get_submodule(name)
+    source = input_node(name, order) if name != "final_norm" else \
+        block_hook_name(model.cfg.n_layers - 1, "add2" if order == "pre" else "norm2")
+    x = _row(views, source, pos)
+    mean, var = x.mean(), x.var()  # the biased variance: divide by n
+    eps = module.eps
+    scale, shift = _p(module.scale), _p(module.shift)
+    value = (x - mean) / math.sqrt(var + eps) * scale + shift
+    lines = [f"{where}: mean {_f(mean)}, biased variance {_f(var)} (over its {x.size} values), "
+             f"eps {eps:g}, √(var + eps) {_f(math.sqrt(var + eps))}"
+             + (" — eps is larger than the variance here: the output's std stays below 1"
+                if eps > var else "")]
+    lines += [f"feature {i}: ({_f(x[i])} − {_f(mean)}) / {_f(math.sqrt(var + eps))} × {_f(scale[i])} "
+              f"+ {_f(shift[i])} = {_f(value[i])}" for i in range(3)]
+    return Worked(name, "y = (x − mean) / √(var + eps) · scale + shift", lines, value, captured)
+
+
+def _add(name, views, pos, where, captured, layer, key, order) -> Worked:
+    branch = block_hook_name(layer, residual_branches()[key])
+    source = shortcut_sources(order)[key]
+    shortcut = block_input(layer, order) if source == BLOCK_INPUT else block_hook_name(layer, source)
+    b, s = _row(views, branch, pos), _row(views, shortcut, pos)
+    value = b + s
+    lines = [f"{where}: ‖branch‖ {_f(np.linalg.norm(b))} ({branch}), ‖shortcut‖ "
+             f"{_f(np.linalg.norm(s))} ({shortcut}), ‖sum‖ {_f(np.linalg.norm(value))}"]
+    lines += [f"feature {i}: {_f(b[i])} + {_f(s[i])} = {_f(value[i])}" for i in range(SHOWN)]
+    return Worked(name, "output = branch + shortcut", lines, value, captured)
+
+
+def _attention(model, name, views, pos, head, where, captured, layer, order) -> Worked:
+    att = model.trf_blocks[layer].att
+    x = _rows(views, input_node(block_hook_name(layer, "att"), order), pos)  # (pos+1, C)
+    hd = att.head_dim
+
+    def proj(linear):
+        w = _p(linear.weight)
+        b = _p(linear.bias) if linear.bias is not None else 0.0
+        return x @ w.T + b  # (pos+1, C)
+
+    queries, keys, values = proj(att.W_query), proj(att.W_key), proj(att.W_value)
+    heads = []
+    for h in range(att.num_heads):
+        s = slice(h * hd, (h + 1) * hd)
+        attn_scores = keys[:, s] @ queries[pos, s] / math.sqrt(hd)  # (pos+1,) keys ≤ pos
+        weights = np.exp(attn_scores - attn_scores.max())
+        weights /= weights.sum()
+        heads.append((attn_scores, weights, weights @ values[:, s]))
+    scores, weights, _ = heads[head]
+    context_vec = np.concatenate([c for _, _, c in heads])
+    lines = [f"{where}, head {head} (head_dim {hd}): attn_scores = queries·keysᵀ / √{hd} for the "
+             f"{pos + 1} keys up to it (later keys masked to −inf): "
+             + ", ".join(_f(v) for v in scores[-SHOWN:]),
+             "attn_weights = softmax(attn_scores): " + ", ".join(_f(v) for v in weights[-SHOWN:])
+             + f" (sum {_f(weights.sum())})"]
+    if node_for_hook(name, order).kind == "pattern":
+        full = np.zeros(np.asarray(views[name].array).shape[-1])
+        full[:pos + 1] = weights
+        return Worked(name, "attn_weights = softmax(queries·keysᵀ / √head_dim + mask)", lines,
+                      full, captured)
+    w, b = _p(att.out_proj.weight), _p(att.out_proj.bias)
+    value = context_vec @ w.T + b
+    lines.append(f"context_vec = attn_weights · values for each of {att.num_heads} heads, "
+                 f"concatenated ({context_vec.size}); out_proj: " +
+                 ", ".join(f"{_f(v)}" for v in value[:SHOWN]) + " …")
+    return Worked(name, "context_vec = softmax(queries·keysᵀ / √head_dim + mask)·values; "
+                  "out_proj(context_vec)", lines, value, captured)

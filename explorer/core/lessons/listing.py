@@ -1,0 +1,84 @@
+"""The code beside the graph: for a node, the source of the class that produces it (the
+explorer's own modules, with the book's names) — its ``__init__``, which builds the
+modules, and the ``forward`` that runs, which alone sets their order — with the line
+that built the node's module and the line that produced the node. Pre-LN and Post-LN
+blocks each have their own ``forward``. Read with ``inspect`` from the running code, so
+it can never disagree with what runs. Qt-free."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import textwrap
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..gpt.layers import FeedForward, MultiHeadAttention
+from ..gpt.model import GPTModel, TransformerBlock
+from ..gpt.nodes import block_nodes, block_steps, parse_hook
+
+
+@dataclass(frozen=True)
+class Listing:
+    title: str  # "TransformerBlock (Pre-LN)"
+    init: tuple[str, ...]  # the lines of __init__
+    forward: tuple[str, ...]  # the lines of the forward that runs
+    forward_name: str
+    init_line: int | None  # index into ``init`` of the line that built the node's module
+    forward_line: int | None  # index into ``forward`` of the line that produced the node
+    note: str
+
+
+@lru_cache(maxsize=None)
+def _source(cls: type, method: str) -> tuple[str, ...]:
+    return tuple(textwrap.dedent(inspect.getsource(getattr(cls, method))).rstrip().splitlines())
+
+
+def _find(lines: tuple[str, ...], pattern: str) -> int | None:
+    return next((i for i, line in enumerate(lines) if re.search(pattern, line)), None)
+
+
+def built_order(lines: tuple[str, ...]) -> list[str]:
+    """The attributes ``__init__`` assigns a module to, in its order."""
+    return [m.group(1) for line in lines
+            if (m := re.match(r"\s*self\.(\w+) = (?!cfg|.*==)[\w.]+\(", line))]
+
+
+def listing(name: str, norm_position: str = "pre") -> Listing:
+    """Where ``name`` (a hook name) comes from in the source."""
+    layer, key = parse_hook(name)
+    if layer is None:
+        init, forward = _source(GPTModel, "__init__"), _source(GPTModel, "forward")
+        return Listing("GPTModel", init, forward, "forward", _find(init, rf"self\.{key} = "),
+                       _find(forward, rf"self\.{key}\("),
+                       f"{key} is built once in GPTModel.__init__ and used in GPTModel.forward, "
+                       "around the loop over the transformer blocks.")
+    if key == "att.attn_weights":
+        init, forward = _source(MultiHeadAttention, "__init__"), _source(MultiHeadAttention, "forward")
+        return Listing("MultiHeadAttention", init, forward, "forward",
+                       _find(init, r"self\.attn_weights = "), _find(forward, r"self\.attn_weights\("),
+                       "The pattern is softmax(q kᵀ / √head_dim) with the causal mask; the "
+                       "attn_weights hook point names it (made only when something looks).")
+    children = [n.key for n in block_nodes(norm_position) if n.parent == "ff"]
+    if key in children:  # the Sequential's layers, in the node table's order
+        index = children.index(key)
+        init, forward = _source(FeedForward, "__init__"), _source(FeedForward, "forward")
+        start = _find(init, r"nn\.Sequential\(")
+        return Listing("FeedForward", init, forward, "forward",
+                       None if start is None else start + 1 + index, _find(forward, r"self\.layers\("),
+                       f"{key} is element {index} of the nn.Sequential: the "
+                       "Sequential runs its layers in the order they are listed.")
+    method = "forward_post_ln" if norm_position == "post" else "forward_pre_ln"
+    init, forward = _source(TransformerBlock, "__init__"), _source(TransformerBlock, method)
+    module = "drop_shortcut" if key in ("drop1", "drop2") else key
+    built = [m for m in built_order(init) if not m.startswith(("drop1", "drop2", "add"))]
+    runs = [n.key for n in block_steps(norm_position)]
+    kind = "Pre-LN" if norm_position == "pre" else "Post-LN"
+    note = (f"__init__ builds {', '.join(built)} in that order; {method} alone sets the order "
+            f"they run: {' → '.join(runs)}.")
+    if key.startswith("add"):
+        note += f" {key} is x + shortcut; its HookPoint computes nothing, it names the sum."
+    elif module == "drop_shortcut":
+        note += f" {key} names one of the two uses of the single drop_shortcut module."
+    return Listing(f"TransformerBlock ({kind})", init, forward, method,
+                   _find(init, rf"self\.{module} = "), _find(forward, rf"self\.{key}\("), note)

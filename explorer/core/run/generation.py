@@ -1,0 +1,294 @@
+"""Token-by-token generation as a plain Python generator (no Qt, no threads).
+
+``generate_stream`` yields one ``Step`` per new token. It keeps a KV cache, so each step
+runs the model on one token; the caller stops generation simply by not asking for the
+next step (or by ``close()``), which takes effect before the next token is computed.
+Given a ``Prefill`` (passes.prompt_and_prefill: the captured prompt pass), it continues
+from there instead of running the prompt again. Owns sampling and prompt preparation;
+the model and the tokenizer are given to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+
+from .steps import StepCapture, StepRecorder
+from ..gpt.config import GPT2_VOCAB
+from ..gpt.model import GPTModel, KVCache
+from ..gpt.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, IncrementalDecoder, token_piece
+
+
+MAX_NEW_TOKENS = 100_000
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How to pick each next token. ``greedy`` takes the argmax; otherwise sampling with
+    ``temperature``, then ``top_k`` and ``top_p`` filtering, from a ``seed``."""
+
+    max_new_tokens: int = 20
+    greedy: bool = True
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = 0
+    stop_at_eot: bool = True
+    show_top_k: int = 5  # candidates reported per step
+    capture_steps: bool = False  # attach every node's vector and statistics to each step
+    leave_room: bool = False  # crop the prompt so the new tokens fit in the context
+    # every step runs the whole context again, as the book's generate_text_simple does
+    # (no KV cache): slower, and each step's pass sees (1, T + k, C)
+    recompute: bool = False
+
+    def validate(self, vocab_size: int) -> None:
+        """Every setting of the right type and in a range where the probabilities stay
+        finite (a temperature of 1e-40 turns them into inf and nan)."""
+        from ..base.validate import real, whole
+
+        checks = [lambda: whole(self.max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
+                  lambda: whole(self.show_top_k, "the candidates shown", 1, vocab_size)]
+        if not self.greedy:
+            checks.append(lambda: real(self.temperature, "temperature", MIN_TEMPERATURE,
+                                       MAX_TEMPERATURE))
+            if self.top_k is not None:
+                checks.append(lambda: whole(self.top_k, "top-k", 1, vocab_size))
+            if self.top_p is not None:
+                checks.append(lambda: real(self.top_p, "top-p", 0.0, 1.0, lo_open=True))
+            if self.seed is not None:
+                checks.append(lambda: whole(self.seed, "the sampling seed", 0, 2**63 - 1))
+        problems = []
+        for check_one in checks:
+            try:
+                check_one()
+            except ValueError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise ValueError("invalid generation settings: " + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One generated token, as the model saw it."""
+
+    index: int  # 0 for the first new token
+    position: int  # its position in the sequence (prompt tokens come first)
+    token_id: int
+    piece: str  # the token's own display piece (byte escapes if partial UTF-8)
+    text: str  # text to append to the output (partial UTF-8 held back until complete)
+    prob: float  # the model's probability of this token (softmax of the raw logits)
+    top_ids: tuple[int, ...]  # the model's most likely candidates at this step
+    top_probs: tuple[float, ...]
+    elapsed: float  # seconds since generation started (prompt pass included)
+    step_seconds: float  # seconds this token took
+    is_eot: bool = False
+    # With capture_steps: every node at the position whose forward pass chose this
+    # token (position - 1), i.e. what the model computed to predict it.
+    capture: StepCapture | None = None
+
+
+@dataclass
+class Prefill:
+    """Where generation continues after a prompt pass run elsewhere: the prompt's ids,
+    its KV cache, the last position's logits (vocab,) and, for step capture, every
+    node's vector at that position."""
+
+    ids: list[int]
+    cache: KVCache
+    logits: torch.Tensor
+    step: StepCapture | None
+    seconds: float
+
+
+def check_vocabulary(ids, vocab_size: int) -> None:
+    """Every id must be a row of the model's embedding: a ValueError names the first
+    that is not (a model trained with another, smaller vocabulary than GPT-2's)."""
+    for i in ids:
+        if not 0 <= int(i) < vocab_size:
+            raise ValueError(f"token {int(i)} ({token_piece(int(i))!r}) is outside this model's "
+                             f"vocabulary of {vocab_size:,} tokens: the model was not trained "
+                             "with GPT-2's full tokenizer, so this prompt cannot run on it")
+
+
+def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = False,
+                   new_tokens: int = 0, leave_room: bool = False) -> tuple[list[int], list[str]]:
+    """The ids the model will see and notices for the user. An empty prompt is an error
+    unless ``start_with_eot``; a prompt longer than the context is cropped from the left.
+    With ``new_tokens`` to generate: ``leave_room`` crops the prompt so that they fit
+    in the context (the KV cache then serves every step); without it a notice says
+    when the context fills and each further token recomputes the whole window."""
+    ids = [int(i) for i in ids]
+    notices = []
+    if not ids:
+        if not start_with_eot:
+            raise ValueError("the prompt is empty: type some text, or start from "
+                             f"{END_OF_TEXT} explicitly")
+        ids = [END_OF_TEXT_ID]
+        notices.append(f"empty prompt: starting from {END_OF_TEXT}")
+    room = min(max(0, new_tokens), context_length - 1) if leave_room else 0
+    keep = context_length - room
+    if len(ids) > keep:
+        why = f" to leave room for {room} new tokens" if room else ""
+        notices.append(f"the first {len(ids) - keep} were dropped{why} (context "
+                       f"{context_length})")
+        ids = ids[-keep:]
+    full = context_length - len(ids)  # new tokens before the context is full
+    if new_tokens > full and not leave_room:
+        notices.append(f"the context is full after {full} new tokens: later ones recompute "
+                       f"all {context_length} positions without the KV cache (slow)")
+    return ids, notices
+
+
+def tokenizer_logits(logits: torch.Tensor) -> torch.Tensor:
+    """The logits of the ids GPT-2's tokenizer has: a padded vocabulary's extra rows
+    (some conversions round 50,257 up to 50,304) are never chosen or shown."""
+    return logits[..., :GPT2_VOCAB]
+
+
+def sampler(s: GenerationSettings) -> torch.Generator | None:
+    """The random generator sampling draws from (None for greedy or an unseeded run)."""
+    return torch.Generator().manual_seed(s.seed) if (not s.greedy and s.seed is not None) else None
+
+
+def pick(logits: torch.Tensor, s: GenerationSettings, gen: torch.Generator | None) -> int:
+    """Choose the next id from one row of logits (vocab,)."""
+    logits = tokenizer_logits(logits)
+    if s.greedy:
+        return int(torch.argmax(logits))
+    scaled = logits.float().cpu() / s.temperature
+    if s.top_k is not None and s.top_k < scaled.numel():
+        kth = torch.topk(scaled, s.top_k).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    if s.top_p is not None and s.top_p < 1.0:
+        sorted_logits, order = torch.sort(scaled, descending=True)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        remove = cumulative > s.top_p
+        remove[1:] = remove[:-1].clone()  # keep the token that crosses top_p
+        remove[0] = False
+        scaled[order[remove]] = float("-inf")
+    probs = torch.softmax(scaled, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=gen))
+
+
+class GenerationStream:
+    """Iterator of ``Step``s. Before the first step, ``prompt_ids`` and ``notices`` tell
+    what the model will see; after it, ``prompt_seconds`` is the prompt pass's time."""
+
+    def __init__(self, model: GPTModel, prompt_ids: list[int],
+                 settings: GenerationSettings = GenerationSettings(),
+                 start_with_eot: bool = False, prefill: Prefill | None = None) -> None:
+        settings.validate(model.cfg.vocab_size)
+        self.model = model
+        self.settings = settings
+        self.prompt_ids, self.notices = prepare_prompt(
+            prompt_ids, model.cfg.context_length, start_with_eot, settings.max_new_tokens,
+            settings.leave_room)
+        check_vocabulary(self.prompt_ids, model.cfg.vocab_size)
+        if prefill is not None:
+            if list(prefill.ids) != self.prompt_ids:
+                raise ValueError("the prefill is of another prompt")
+            if settings.capture_steps and prefill.step is None:
+                raise ValueError("step capture needs a prefill with the last position's vectors")
+        self.prefill = prefill
+        self.ids: list[int] = list(self.prompt_ids)
+        self.prompt_seconds: float | None = None
+        self.stopped_by: str | None = None  # "eot", "max_new_tokens", "closed"
+        self._iter = self._run()
+
+    def __iter__(self) -> "GenerationStream":
+        return self
+
+    def __next__(self) -> Step:
+        return next(self._iter)
+
+    def close(self) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = "closed"
+        self._iter.close()
+
+    def _run(self) -> Iterator[Step]:
+        model, s = self.model, self.settings
+        ctx = model.cfg.context_length
+        device = next(model.parameters()).device
+        gen = sampler(s)
+        decoder = IncrementalDecoder()
+        recorder = StepRecorder(model) if s.capture_steps else None
+        start = time.perf_counter()
+        with torch.inference_mode(), (recorder or contextlib.nullcontext()):
+            first_capture = None
+            if self.prefill is not None:  # the prompt pass already ran, captured
+                prefill, self.prefill = self.prefill, None  # its cache grows: use it once
+                cache, logits, first_capture = prefill.cache, prefill.logits, prefill.step
+                self.prompt_seconds = prefill.seconds
+                start -= prefill.seconds  # elapsed counts the prompt pass, as without one
+            else:
+                cache = model.new_cache()
+                prompt = torch.tensor([self.ids], device=device)
+                logits = model(prompt, cache=cache, last_only=True)[0, -1]
+                self.prompt_seconds = time.perf_counter() - start
+            last = time.perf_counter()
+            for index in range(s.max_new_tokens):
+                token = pick(logits, s, gen)
+                probs = torch.softmax(tokenizer_logits(logits).float(), dim=-1)
+                top = torch.topk(probs, min(s.show_top_k, probs.numel()))
+                now = time.perf_counter()
+                step = Step(
+                    index=index, position=len(self.ids), token_id=token,
+                    piece=token_piece(token), text=decoder.push(token),
+                    prob=float(probs[token]),
+                    top_ids=tuple(top.indices.tolist()), top_probs=tuple(top.values.tolist()),
+                    elapsed=now - start, step_seconds=now - last,
+                    is_eot=token == END_OF_TEXT_ID,
+                    capture=(first_capture if index == 0 and first_capture is not None
+                             else recorder.snapshot(len(self.ids) - 1) if recorder else None),
+                )
+                self.ids.append(token)
+                yield step
+                if step.is_eot and s.stop_at_eot:
+                    self.stopped_by = "eot"
+                    return
+                if index + 1 == s.max_new_tokens:
+                    break
+                last = time.perf_counter()
+                if s.recompute:  # the book's way: the whole (cropped) context, every step
+                    cache = None
+                if cache is not None and cache.length < ctx:
+                    logits = model(torch.tensor([[token]], device=device), cache=cache,
+                                   last_only=True)[0, -1]
+                else:  # context full: slide the window, recompute without a cache
+                    cache = None
+                    window = torch.tensor([self.ids[-ctx:]], device=device)
+                    logits = model(window, last_only=True)[0, -1]
+        self.stopped_by = "max_new_tokens"
+
+
+def generate_stream(model: GPTModel, prompt_ids: list[int],
+                    settings: GenerationSettings = GenerationSettings(),
+                    start_with_eot: bool = False,
+                    prefill: Prefill | None = None) -> GenerationStream:
+    """A stream of generated tokens; see ``GenerationStream``. With ``prefill`` (from
+    passes.prompt_and_prefill) the prompt is not run again."""
+    return GenerationStream(model, prompt_ids, settings, start_with_eot, prefill)
+
+
+
+@dataclass
+class GenerationResult:
+    prompt_ids: list[int]
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def new_ids(self) -> list[int]:
+        return [s.token_id for s in self.steps]
+
+
+def generate(model: GPTModel, prompt_ids: list[int],
+             settings: GenerationSettings = GenerationSettings()) -> GenerationResult:
+    """Run a stream to the end and collect its steps."""
+    stream = generate_stream(model, prompt_ids, settings)
+    return GenerationResult(stream.prompt_ids, list(stream))

@@ -1,0 +1,121 @@
+"""Hugging Face's files: a folder's weights files (shards only inside the folder), and
+safetensors, whose header is parsed and checked against the file's size before anything
+is allocated. Every failure is a CheckpointError naming the file."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..base.errors import CheckpointError
+from ..base.validate import parse_json, read_json
+
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4,
+                            "I16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+MAX_HEADER = 100 * 1024 * 1024
+
+
+def hf_folder_weights(folder: Path) -> list[Path]:
+    """The weights files of a Hugging Face folder: its shards (each a plain file name,
+    so inside the folder), model.safetensors or pytorch_model.bin; [] when none."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        data = read_json(index, "a shard index")
+        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise CheckpointError(index, "unreadable shard index: it needs a \"weight_map\" "
+                                         "object of tensor name -> shard file")
+        shards = sorted({v for v in weight_map.values() if isinstance(v, str)})
+        if len(shards) != len(set(map(str, weight_map.values()))):
+            raise CheckpointError(index, "unreadable shard index: every shard must be a file name")
+        for shard in shards:
+            if not isinstance(shard, str) or Path(shard).name != shard or shard in ("", ".", ".."):
+                raise CheckpointError(index, f"names {shard!r} as a shard; shards must be files "
+                                             "in the same folder")
+        return [folder / s for s in shards]
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (folder / name).is_file():
+            return [folder / name]
+    return []
+
+
+def safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
+    """The parsed header of a safetensors file and the byte count its tensors need,
+    checked entry by entry (types, known dtypes, shapes and offsets that agree, inside
+    the file) before anything is allocated."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        raw = fh.read(8)
+        if len(raw) < 8:
+            raise CheckpointError(path, "truncated safetensors file (no header)")
+        (n,) = struct.unpack("<Q", raw)
+        if n > min(size - 8, MAX_HEADER):
+            raise CheckpointError(path, f"corrupt safetensors header: it declares {n:,} header "
+                                        f"bytes but the file has {size:,} bytes")
+        try:
+            header = parse_json(fh.read(n), path, "a safetensors header")
+        except CheckpointError as exc:
+            raise CheckpointError(path, f"corrupt safetensors header ({exc.problem})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(path, "corrupt safetensors header (not a JSON object)")
+    data_bytes = size - 8 - n
+    needed = 0
+    for key, info in header.items():
+        if key == "__metadata__":
+            if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+                raise CheckpointError(path, "corrupt safetensors header: __metadata__ must map "
+                                            "names to strings")
+            continue
+        start, end, count = _entry(path, key, info)
+        expected = count * DTYPE_BYTES[info["dtype"]]
+        if end - start != expected:
+            raise CheckpointError(path, f"corrupt safetensors header: {key!r} declares "
+                                        f"{end - start:,} bytes for shape {info['shape']} "
+                                        f"{info['dtype']}")
+        if end > data_bytes:
+            raise CheckpointError(
+                path, f"truncated safetensors file: tensor {key!r} ends at byte {end:,} but "
+                      f"only {data_bytes:,} bytes of data are present (incomplete download?)")
+        needed = max(needed, end)
+    return header, needed
+
+
+def _entry(path: Path, key: str, info: Any) -> tuple[int, int, int]:
+    """(start, end, element count) of one header entry whose fields have the right types."""
+    def bad(what: str) -> CheckpointError:
+        return CheckpointError(path, f"corrupt safetensors header entry {key!r}: {what}")
+
+    if not isinstance(info, dict):
+        raise bad("not an object")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if dtype not in DTYPE_BYTES:
+        raise bad(f"unknown dtype {dtype!r}")
+    if not isinstance(shape, list) or len(shape) > 8 or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise bad(f"shape must be a list of whole numbers, got {shape!r}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(
+            isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
+            and offsets[0] <= offsets[1]):
+        raise bad(f"data_offsets must be [start, end] byte positions, got {offsets!r}")
+    count = 1
+    for d in shape:
+        count *= d
+    return offsets[0], offsets[1], count
+
+
+def read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Every tensor, read into memory: tensors mapped from the file would die with
+    SIGBUS when the file is truncated or re-saved in place while the model is loaded."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    header, _ = safetensors_header(path)
+    meta = header.get("__metadata__") or {}
+    try:
+        tensors = load(path.read_bytes())
+    except (SafetensorError, OSError, RuntimeError, ValueError, TypeError) as exc:
+        raise CheckpointError(path, f"corrupt safetensors file ({exc})") from None
+    return tensors, {str(k): str(v) for k, v in meta.items()}

@@ -1,0 +1,201 @@
+"""State dicts: Hugging Face GPT-2 names onto the book's, the config a state dict implies
+(from its shapes and whatever config came with it), and the check of names, shapes and
+values against the model that config describes. Reads no file (checkpoints.py does)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..gpt.config import GPTConfig, preset, preset_for_emb_dim
+from ..base.errors import CheckpointError
+from ..base.validate import real, whole
+from ..gpt.model import GPTModel
+
+
+# --------------------------------------------------------------------------- key maps
+
+_HF_LAYER_RE = re.compile(r"^h\.(\d+)\.(.+)$")
+_HF_BLOCK_MAP = {"ln_1.weight": "norm1.scale", "ln_1.bias": "norm1.shift",
+                 "ln_2.weight": "norm2.scale", "ln_2.bias": "norm2.shift",
+                 "attn.c_proj.weight": "att.out_proj.weight", "attn.c_proj.bias": "att.out_proj.bias",
+                 "mlp.c_fc.weight": "ff.layers.0.weight", "mlp.c_fc.bias": "ff.layers.0.bias",
+                 "mlp.c_proj.weight": "ff.layers.2.weight", "mlp.c_proj.bias": "ff.layers.2.bias"}
+_HF_TOP_MAP = {"wte.weight": "tok_emb.weight", "wpe.weight": "pos_emb.weight",
+               "ln_f.weight": "final_norm.scale", "ln_f.bias": "final_norm.shift",
+               "lm_head.weight": "out_head.weight"}
+_HF_IGNORED = ("attn.bias", "attn.masked_bias")  # causal-mask buffers of older files
+
+
+def is_hf_state_dict(sd: dict[str, torch.Tensor]) -> bool:
+    return any(k.endswith("wte.weight") for k in sd)
+
+
+def _needs_rank(path: Path, key: str, t: torch.Tensor, rank: int) -> None:
+    """Refuse a tensor of another rank before any operation on it, naming what it should
+    be: Conv1D weights are (in, out) matrices, biases and norm parameters vectors."""
+    if isinstance(t, torch.Tensor) and t.dim() != rank:
+        what = "a matrix (in, out)" if rank == 2 else "a vector"
+        raise CheckpointError(path, f"{key!r} has shape {tuple(t.shape)} ({t.dim()}-d); "
+                                    f"GPT-2 stores it as {what}")
+
+
+def convert_hf_state_dict(path: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Hugging Face GPT-2 names -> ours. Conv1D weights are (in, out): transposed; the
+    fused c_attn is split into W_query, W_key, W_value. Ranks are checked first."""
+    out: dict[str, torch.Tensor] = {}
+    for key, t in sd.items():
+        k = key[len("transformer."):] if key.startswith("transformer.") else key
+        if k in _HF_TOP_MAP:
+            _needs_rank(path, key, t, 1 if k.startswith("ln_f") else 2)
+            out[_HF_TOP_MAP[k]] = t
+            continue
+        m = _HF_LAYER_RE.match(k)
+        if not m:
+            raise CheckpointError(path, f"unexpected key {key!r} for a GPT-2 checkpoint")
+        layer, rest = m.group(1), m.group(2)
+        prefix = f"trf_blocks.{layer}."
+        if rest in _HF_IGNORED:
+            continue
+        if rest not in _HF_BLOCK_MAP and rest not in ("attn.c_attn.weight", "attn.c_attn.bias"):
+            raise CheckpointError(path, f"unexpected key {key!r} for a GPT-2 checkpoint")
+        matrix = rest.endswith("weight") and not rest.startswith("ln_")
+        _needs_rank(path, key, t, 2 if matrix else 1)
+        if rest.startswith("attn.c_attn."):
+            kind = rest.rsplit(".", 1)[1]
+            if t.shape[-1] % 3:
+                raise CheckpointError(path, f"{key!r} has shape {tuple(t.shape)}: its last "
+                                            "dimension is not 3 x emb_dim")
+            for name, part in zip(("W_query", "W_key", "W_value"), t.chunk(3, dim=-1)):
+                out[prefix + f"att.{name}.{kind}"] = part.t().contiguous() if matrix else part.contiguous()
+            continue
+        out[prefix + _HF_BLOCK_MAP[rest]] = t.t().contiguous() if matrix else t
+    return out
+
+
+def drop_book_buffers(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in sd.items() if not k.endswith(".att.mask")}
+
+
+# --------------------------------------------------------------------------- config
+
+def infer_config(path: Path, sd: dict[str, torch.Tensor], info: dict[str, Any],
+                 notices: list[str]) -> GPTConfig:
+    """The config of a converted state dict: from the checkpoint's own config when it has
+    one, otherwise from tensor shapes (heads from config.json or GPT-2's sizes)."""
+    if "config" in info:
+        return info["config"]
+    for needed in ("tok_emb.weight", "pos_emb.weight"):
+        if needed not in sd:
+            raise CheckpointError(path, f"missing key {needed!r}: not a GPT-2-architecture "
+                                        "state dict")
+        if sd[needed].dim() != 2:
+            raise CheckpointError(path, f"{needed!r} has shape {tuple(sd[needed].shape)}; an "
+                                        "embedding is a matrix (rows, width)")
+    vocab, emb = sd["tok_emb.weight"].shape
+    context = sd["pos_emb.weight"].shape[0]
+    layers = block_layers(path, sd)
+    hf = info.get("hf_config")
+    book = info.get("book_config") or {}
+    try:
+        if hf:
+            n_heads = whole(hf.get("n_head"), "n_head in config.json")
+        elif book:
+            n_heads = whole(book.get("n_heads"), "n_heads in config.json")
+    except ValueError as exc:
+        raise CheckpointError(path, str(exc)) from None
+    if not hf and not book:
+        guess = preset_for_emb_dim(emb)
+        n_heads = preset(guess).n_heads if guess else (emb // 64 if emb % 64 == 0 else 0)
+        if not n_heads:
+            where = ("its hparams.json (with n_head)" if info.get("format") == "openai-tf"
+                     else "a config.json with n_heads")
+            ignored = [n for n in info.get("notices", []) if n.startswith("ignored ")]
+            raise CheckpointError(path, f"cannot tell the number of heads for emb_dim {emb}; "
+                                        f"put {where} beside the file"
+                                        + (f" ({ignored[0]})" if ignored else ""))
+        notices.append(f"n_heads not stored in the file: assumed {n_heads} (head size "
+                       f"{emb // n_heads}, as GPT-2); put a config.json with \"n_heads\" "
+                       "beside the file if that is wrong")
+    out_head = sd.get("out_head.weight")
+    tied = out_head is None or (out_head.shape == sd["tok_emb.weight"].shape
+                                and torch.equal(out_head, sd["tok_emb.weight"]))
+    try:
+        drop = (real(hf.get("resid_pdrop", 0.1), "resid_pdrop in config.json", 0.0, 0.999) if hf
+                else real(book.get("drop_rate", 0.1), "drop_rate in config.json", 0.0, 0.999))
+        return GPTConfig(vocab_size=int(vocab), context_length=int(context), emb_dim=int(emb),
+                         n_heads=n_heads, n_layers=len(layers), drop_rate=drop,
+                         qkv_bias="trf_blocks.0.att.W_query.bias" in sd,
+                         norm_position=book.get("norm_position", "pre"), tie_weights=tied)
+    except ValueError as exc:
+        raise CheckpointError(path, str(exc)) from None
+
+
+_BLOCK_KEY = re.compile(r"^trf_blocks\.(\d+)\.")
+
+
+def block_layers(path: Path, sd: dict[str, torch.Tensor]) -> list[int]:
+    """The block numbers a state dict's keys name, checked to be 0..N-1."""
+    layers = sorted({int(m.group(1)) for k in sd if (m := _BLOCK_KEY.match(k))})
+    if not layers:
+        raise CheckpointError(path, "no transformer blocks (trf_blocks.N.*) found")
+    if layers != list(range(len(layers))):
+        raise CheckpointError(path, f"transformer blocks are not numbered 0..N-1 ({layers[:5]}…)")
+    return layers
+
+
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def check_tensor(path: Path, key: str, t) -> None:
+    """A plain dense tensor of a floating dtype the model can use, that owns (at least)
+    the bytes its shape needs: no sparse, meta or float8 tensor, no stride-0 expansion
+    (a 14 KB file that would become gigabytes)."""
+    if not isinstance(t, torch.Tensor):
+        raise CheckpointError(path, f"{key!r} is a {type(t).__name__}, not a tensor")
+    if t.layout != torch.strided:
+        raise CheckpointError(path, f"{key!r} is a {t.layout} tensor; weights must be dense")
+    if t.device.type == "meta":
+        raise CheckpointError(path, f"{key!r} has no data (a meta tensor)")
+    if t.dtype not in SUPPORTED_DTYPES:
+        raise CheckpointError(path, f"{key!r} has dtype {t.dtype}; weights must be float32, "
+                                    "float16, bfloat16 or float64")
+    if t.numel() and t.untyped_storage().nbytes() < t.numel() * t.element_size():
+        raise CheckpointError(path, f"{key!r} is an expanded view ({tuple(t.shape)} over "
+                                    f"{t.untyped_storage().nbytes():,} bytes): not a plain weight")
+
+
+def validate_state_dict(path: Path, sd: dict[str, torch.Tensor], cfg: GPTConfig) -> None:
+    """Names, shapes and values against the model the config describes; the config's
+    layer count is checked against the keys before the (meta) model is built."""
+    for key, t in sd.items():
+        check_tensor(path, key, t)
+    layers = len(block_layers(path, sd))
+    if layers != cfg.n_layers:
+        raise CheckpointError(path, f"the config says {cfg.n_layers:,} layers but the weights "
+                                    f"have {layers:,}")
+    with torch.device("meta"):
+        expected = GPTModel(cfg).state_dict()
+    missing = [k for k in expected if k not in sd and not (cfg.tie_weights and k == "out_head.weight")]
+    unexpected = [k for k in sd if k not in expected]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise CheckpointError(path, f"missing key(s) {', '.join(repr(k) for k in missing[:3])}{more}")
+    if unexpected:
+        more = f" and {len(unexpected) - 3} more" if len(unexpected) > 3 else ""
+        raise CheckpointError(path, f"unexpected key(s) {', '.join(repr(k) for k in unexpected[:3])}{more}")
+    for key, ref in expected.items():
+        if key not in sd:
+            continue
+        t = sd[key]
+        if tuple(t.shape) != tuple(ref.shape):
+            raise CheckpointError(path, f"shape mismatch for {key!r}: the file has "
+                                        f"{tuple(t.shape)}, the model needs {tuple(ref.shape)}")
+        if not t.is_floating_point():  # (check_tensor already refused it)
+            raise CheckpointError(path, f"{key!r} has dtype {t.dtype}; weights must be floating point")
+        if not torch.isfinite(t).all():
+            bad = int((~torch.isfinite(t)).sum())
+            raise CheckpointError(path, f"{key!r} contains {bad:,} NaN/Inf value(s)")

@@ -1,0 +1,94 @@
+"""The engine: the job runner whose thread owns the model. It runs jobs — plain core
+callables, ``fn(ctx)`` with ``ctx.model``, ``ctx.report`` and ``ctx.should_stop`` (see
+jobs.py) — one at a time, so all torch work happens there; the GUI gets numpy-only
+results as data. It has no per-feature slots: a view submits its own jobs.
+
+Two things it does for the window's latency: after a job reports a prompt pass, it waits
+(briefly, ``catch_up``) for the views to draw it before its next long stretch of Python
+work, which would compete with the drawing for the GIL; and it frees the passes the
+window replaced (``retire``), a tensor at a time, instead of the GUI thread.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+from typing import Any
+
+from PySide6.QtCore import QObject
+
+from ...core.run.passes import Pass
+from ...core.sources import ModelInfo, ModelSpec, open_model
+from ...core.base.cancel import Cancelled
+from .jobs import EXPECTED, Job, JobContext, JobRunner
+
+log = logging.getLogger("explorer.ui.base.engine")
+
+GUI_CATCH_UP_S = 0.5  # the longest the engine waits for the GUI to draw a pass
+
+
+class Engine(JobRunner):
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__("engine", parent)
+        self.loaded = None  # LoadedModel, set and used on the engine's thread only
+        # Cleared when a job reports a prompt pass; set by the window once every view has
+        # drawn it (gui_caught_up).
+        self.gui_idle = threading.Event()
+        self.gui_idle.set()
+        self._retired: list[Pass] = []  # passes the GUI no longer shows, freed here
+
+    # ---------------------------------------------------------------------- jobs
+    def context(self, job: Job) -> JobContext:
+        return JobContext(job, self, self.loaded)
+
+    def before_report(self, value: Any) -> None:
+        if isinstance(value, Pass) and not value.one_position and value.views:
+            self.gui_idle.clear()  # the window is about to draw a whole pass
+
+    def load(self, spec: ModelSpec, **handlers) -> Job:
+        """A job that loads a model; ``finished`` gets its ModelInfo. On failure or Stop
+        the previous model stays loaded."""
+        def load(ctx: JobContext) -> ModelInfo:
+            try:
+                loaded = open_model(spec, ctx.should_stop)
+            except (Cancelled, *EXPECTED):  # already one line for people
+                raise
+            except Exception as exc:  # a reader's own error: words for people, details logged
+                log.error("loading %s failed", spec.describe(), exc_info=True)
+                raise ValueError(f"{spec.describe()} could not be read: the file is damaged or "
+                                 f"not what it seems ({type(exc).__name__}; the details are in "
+                                 "the log)") from None
+            self.loaded = loaded
+            # The model's thousands of long-lived objects would make every full garbage
+            # collection (which holds the GIL, so the GUI thread too) take ~100 ms.
+            gc.freeze()
+            return ModelInfo.of(loaded, spec)
+
+        return self.submit(load, f"load {spec.describe()}", **handlers)
+
+    # ---------------------------------------------------------------------- the window's pace
+    def catch_up(self) -> None:
+        """On the engine's thread, after a prompt pass was reported: wait until the views
+        have drawn it (or half a second), then free the passes it replaced."""
+        self.gui_idle.wait(GUI_CATCH_UP_S)
+        self.drop_retired()
+
+    def gui_caught_up(self) -> None:
+        """From the GUI thread once every view has redrawn the new pass."""
+        self.gui_idle.set()
+        if self._retired:
+            self.submit(lambda ctx: self.drop_retired(), "free replaced passes")
+
+    def retire(self, *passes: Pass | None) -> None:
+        """From the GUI thread, with passes it replaced: they are freed here later, never
+        on the GUI thread, where freeing a 1024-token pass's gigabyte takes ~60 ms."""
+        self._retired.extend(p for p in passes if p is not None)
+
+    def drop_retired(self) -> None:
+        """Free retired passes one tensor at a time; between two, the GIL can go to the
+        GUI thread, so it never waits long."""
+        while self._retired:
+            views = self._retired.pop().views
+            while views:
+                views.popitem()

@@ -1,0 +1,178 @@
+"""Ctrl+Enter's work as engine jobs: a prompt (its captured pass, then token by token
+from the same forward's KV cache), or a batch of prompts in one pass. Feeds the session
+(the pass, the steps, busy, a status line, errors); the prompt panel owns one."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import replace
+
+from PySide6.QtCore import QObject
+
+from ...core.run.batch import make_batch
+from ...core.run.generation import GenerationSettings
+from ...core.experiments.interventions import applied, resolve
+from ...core.gpt.nodes import GELU_INPUT, block_hook_name
+from ...core.run.passes import EVERYTHING, Completed, Pass, prompt_then_generate, run_prompt
+from .jobs import Job
+from .session import Session
+
+REASONS = {"stopped": "stopped by you", "eot": "reached <|endoftext|>",
+           "max_new_tokens": "reached the token limit", "error": "failed", "batch": "done"}
+
+
+RATE_TOKENS, RATE_SECONDS = 3, 0.5  # a rate is shown once measured over both
+
+
+@contextmanager
+def intervened(model, specs: list, ids: list[int]):
+    """The run's interventions hooked in (nothing when there are none)."""
+    if not specs:
+        yield
+        return
+    with applied(model, resolve(model, specs, ids)):
+        yield
+
+
+def said(report, specs: list):
+    """``report``, with the prompt pass noting the interventions it ran with (the status
+    line then says so)."""
+    if not specs:
+        return report
+
+    def noted(value):
+        if isinstance(value, Pass) and value.step is None:
+            value.notices.append(f"with {len(specs)} intervention{'s' if len(specs) > 1 else ''} "
+                                 "(What if tab)")
+        report(value)
+    return noted
+
+
+class Runs(QObject):
+    def __init__(self, session: Session, engine) -> None:
+        super().__init__()
+        self.session, self.engine = session, engine
+        self.job: Job | None = None
+        self._step_times: list[float] = []
+        self._status = ""  # the run's own last word (Stop's "Stopping…" aside)
+        self._prompt_done = False
+        self._notes = ""  # the prompt pass's notices (a cropped prompt)
+        self.lazy = True  # statistics when something shows them (Keep.later)
+
+    @property
+    def running(self) -> bool:
+        return self.job is not None
+
+    def start(self, ids: list[int], settings: GenerationSettings) -> Job | None:
+        """The prompt pass, then generation; None when a run is going on or no model."""
+        if self.running or self.session.model is None:
+            return None
+        self._begin(f"Running the prompt ({len(ids)} tokens)…")
+        self._step_times = []
+        engine = self.engine
+        keep = self.keep()
+        specs = self.session.active_interventions()
+
+        def run(ctx):
+            with intervened(ctx.model, specs, ids):
+                return prompt_then_generate(ctx.model, ids, settings, said(ctx.report, specs),
+                                            ctx.should_stop, keep,
+                                            after_prompt=getattr(engine, "catch_up", None))
+
+        self.job = engine.submit(
+            run, "prompt and generation", progress=self._pass, finished=self._end,
+            failed=self._failed, cancelled=lambda: self._end("stopped"))
+        return self.job
+
+    def keep(self):
+        """Every node in full; in the pass, the details only of what the first view shows
+        (the selected node and its layer's GELU input); the rest once it is drawn."""
+        now = (self.session.node, block_hook_name(self.session.layer, GELU_INPUT))
+        return replace(EVERYTHING, now=now) if self.lazy else replace(EVERYTHING, later=False)
+
+    def start_batch(self, prompts: list[str]) -> Job | None:
+        """Several prompts padded into one forward pass (nothing is generated)."""
+        if self.running or self.session.model is None:
+            return None
+        try:
+            batch = make_batch(prompts, self.session.model.config.context_length)
+        except ValueError as exc:
+            self.session.report_error("GPT Block Explorer", str(exc))
+            return None
+        self._begin(f"Running {batch.describe()}…")
+        specs = self.session.active_interventions()
+
+        def run(ctx):
+            with intervened(ctx.model, specs, batch.sample(0)):
+                return run_prompt(ctx.model, batch, EVERYTHING, ctx.should_stop)
+
+        self.job = self.engine.submit(
+            run, "batch pass", finished=self._batch_done, failed=self._failed,
+            cancelled=lambda: self._end("stopped"))
+        return self.job
+
+    def stop(self) -> None:
+        if self.job is not None:
+            self.job.cancel()  # checked between tokens and blocks
+            self.session.set_status("Stopping…")
+
+    # ------------------------------------------------------------------ results
+    def _begin(self, status: str) -> None:
+        self._prompt_done = False
+        self._notes = ""
+        self.session.set_busy(True)
+        self._say(status)
+
+    def _say(self, status: str) -> None:
+        self._status = status
+        self.session.set_status(status)
+
+    def _pass(self, result: Pass | Completed) -> None:
+        if isinstance(result, Completed):
+            self.session.pass_completed(result.result)
+            return
+        if result.step is None:
+            self._prompt_done = True
+            self.session.set_prompt(result)
+            self._notes = "; ".join(result.notices)  # also said when the run ends
+            self._say(f"Prompt pass: {len(result.ids)} tokens in {result.seconds:.2f} s"
+                      + (f" — {self._notes}" if self._notes else ""))
+            return
+        self.session.add_step(result)
+        self._step_times.append(result.seconds)  # seconds since generation started
+        if len(self._step_times) > 1:
+            self._say(f"Generating: {self._rate()}")
+
+    def _rate(self) -> str:
+        """'7 tokens, 21.3 tok/s': the tokens after the first over the time they took
+        (the first comes from the prompt pass at once), shown once measured over at
+        least RATE_TOKENS tokens and RATE_SECONDS."""
+        n = len(self._step_times)
+        span = self._step_times[-1] - self._step_times[0] if n > 1 else 0.0
+        measured = n - 1 >= RATE_TOKENS and span >= RATE_SECONDS
+        rate = f", {(n - 1) / span:.1f} tok/s" if measured else ""
+        return f"{n} token{'s' if n != 1 else ''}{rate}"
+
+    def _batch_done(self, result: Pass) -> None:
+        self._prompt_done = True
+        self.session.set_prompt(result)
+        note = "; ".join(result.notices)
+        self._say(f"Batch pass: {result.batch.describe() if result.batch else '1 prompt'}"
+                  f" in {result.seconds:.2f} s" + (f" — {note}" if note else ""))
+        self._end("batch")
+
+    def _failed(self, message: str) -> None:
+        self._end("error")
+        self.session.report_error("GPT Block Explorer", message)
+
+    def _end(self, reason: str) -> None:
+        self.job = None
+        self.session.set_busy(False)
+        base = self._status
+        if reason == "stopped" and not self._prompt_done:
+            base = "Stopped during the prompt pass"
+        elif self._step_times:  # what the run did, not what it was doing
+            base = f"Generated {self._rate()}"
+            if self._notes:
+                reason = f"{REASONS.get(reason, reason)} ({self._notes})"
+        self.session.set_status(f"{base} — {REASONS.get(reason, reason)}")

@@ -1,0 +1,228 @@
+"""The shared state of one window: the loaded model, the prompt pass, the generated
+steps, what is selected (layer, node, step) and marked, and what the window is doing
+(busy, a status line, errors to show). Views read it, listen to its signals and change
+it through its methods; none of them knows another. Holds no tensors: every capture here
+is numpy (core.passes.Pass)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable
+
+import shiboken6
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from ...core.run.capture import NodeView
+from ...core.gpt.nodes import (FIRST_BLOCK_NODE, block_hook_name, layer_of,
+                               same_node_in_layer)
+from ...core.run.passes import Pass
+from ...core.sources import ModelInfo, ModelSpec
+from .turns import Turns
+
+CATCH_UP_PROBE_MS = 40  # how often to look whether every view has drawn a new pass
+
+
+class Session(QObject):
+    """Views register with ``on_pass`` rather than connecting ``passChanged``: after a
+    new pass each view then redraws in a turn of the event loop of its own, so clicks,
+    keys and paints get in between (queued slots would all run in one batch, ~40 ms
+    after a 1024-token pass)."""
+
+    modelChanged = Signal()
+    passChanged = Signal()  # the shown pass (prompt or a step) changed
+    stepsChanged = Signal()  # a step was added or the steps were cleared
+    layerChanged = Signal(int)
+    nodeChanged = Signal(str)  # hook name
+    coverChanged = Signal(object)  # frozenset of what a Learn question covers (core.quiz)
+    markChanged = Signal(str)  # a node to outline (the divergence finder's), "" for none
+    busyChanged = Signal(bool)  # a run (prompt, generation, batch, training) is going on
+    statusChanged = Signal(str)  # one line about what the window is doing
+    errorRaised = Signal(str, str)  # title, message: the window shows it
+    modelRequested = Signal(object)  # a view asks for a model to be loaded (ModelSpec)
+    caughtUp = Signal()  # every view has redrawn the latest pass
+    completed = Signal()  # the shown pass's later statistics are all computed
+    interventionsChanged = Signal()  # the list, or the switch that applies them
+    viewRequested = Signal(str)  # a view asks for another to be shown (its key)
+    runRequested = Signal(str)  # run this prompt (empty: the panel's own) as Ctrl+Enter does
+
+    def __init__(self, retire: Callable[..., None] | None = None) -> None:
+        super().__init__()
+        self.model: ModelInfo | None = None
+        self.prompt: Pass | None = None
+        self.steps: list[Pass] = []
+        self.current: Pass | None = None  # what the views show
+        self.layer = 0
+        self.node = block_hook_name(0, FIRST_BLOCK_NODE)
+        self.covered: frozenset[str] = frozenset()  # what views must not show yet
+        self.interventions: list = []  # core.interventions.Intervention, in order
+        self.interventions_on = True  # the one switch
+        self.mark = ""
+        self.busy = False
+        self.status = ""
+        self._retire = retire or (lambda *passes: None)  # who frees replaced passes
+        self._pass_listeners: list = []
+        self._drawing: list = []  # views' "still drawing in turns of their own?" checks
+        self._turns = Turns(self)  # the listeners still to call for the latest pass
+        self._probe = QTimer(self, singleShot=True, interval=CATCH_UP_PROBE_MS)
+        self._probe.timeout.connect(self._look_caught_up)
+        self.passChanged.connect(self._schedule)
+
+    def on_pass(self, callback) -> None:
+        """Call ``callback()`` after every change of the shown pass, in its own turn of
+        the event loop, in the order registered."""
+        self._pass_listeners.append(callback)
+
+    def still_drawing(self, check) -> None:
+        """A view that draws a pass over several loop turns of its own says so with
+        ``check()``: the session is caught up (and the engine goes on) only after them."""
+        self._drawing.append(check)
+
+    def _schedule(self) -> None:
+        # a newer pass replaces what was pending
+        self._turns.run([partial(self._call, cb) for cb in self._pass_listeners])
+        self._probe.start()
+
+    def _look_caught_up(self) -> None:
+        self._drawing = [c for c in self._drawing if _alive(c)]  # views of closed windows
+        if self._turns.pending() or any(check() for check in self._drawing):
+            self._probe.start()  # views still to redraw: look again shortly
+        else:
+            self.caughtUp.emit()
+
+    def _call(self, callback) -> None:
+        if not _alive(callback):
+            self._pass_listeners.remove(callback)  # its view is gone (window closed)
+        else:
+            callback()
+
+    def pending(self) -> int:
+        """Views not yet redrawn for the latest pass."""
+        return self._turns.pending()
+
+    # -------------------------------------------------------------------- changes
+    def set_model(self, info: ModelInfo) -> None:
+        self._retire(self.prompt, *self.steps)
+        self.model = info
+        self.prompt, self.steps, self.current = None, [], None
+        self.set_mark("")  # marks belong to the model they were found in
+        self.layer = min(self.layer, info.config.n_layers - 1)
+        self.node = same_node_in_layer(self.node, self.layer)
+        self.modelChanged.emit()
+        self.stepsChanged.emit()
+        self.passChanged.emit()
+
+    def set_prompt(self, result: Pass) -> None:
+        self._retire(self.prompt, *self.steps)
+        self.prompt, self.steps = result, []
+        self.current = result
+        self.stepsChanged.emit()
+        self.passChanged.emit()
+
+    def pass_completed(self, result: Pass) -> None:
+        """The engine computed what ``result`` left for later (core.passes.Keep.later):
+        views that show such details redraw."""
+        if result is self.current:
+            self.completed.emit()
+
+    def add_step(self, result: Pass) -> None:
+        self.steps.append(result)
+        self.stepsChanged.emit()
+
+    def show_pass(self, result: Pass | None) -> None:
+        self.current = result
+        self.passChanged.emit()
+
+    def show_step(self, index: int | None) -> None:
+        """None shows the prompt pass; an index shows that generated step."""
+        self.show_pass(self.prompt if index is None else self.steps[index])
+
+    def set_layer(self, layer: int) -> None:
+        if self.model is None:
+            return
+        layer = max(0, min(layer, self.model.config.n_layers - 1))
+        if layer != self.layer:
+            self.layer = layer
+            self.layerChanged.emit(layer)
+            self.set_node(same_node_in_layer(self.node, layer))
+
+    def set_node(self, name: str) -> None:
+        layer = layer_of(name)
+        if layer is not None and layer != self.layer:
+            self.layer = layer
+            self.layerChanged.emit(self.layer)
+        if name != self.node:
+            self.node = name
+            self.nodeChanged.emit(name)
+
+    def set_mark(self, name: str) -> None:
+        if name != self.mark:
+            self.mark = name
+            self.markChanged.emit(name)
+
+    def set_busy(self, busy: bool) -> None:
+        if busy != self.busy:
+            self.busy = busy
+            self.busyChanged.emit(busy)
+
+    def set_status(self, text: str) -> None:
+        self.status = text
+        self.statusChanged.emit(text)
+
+    def report_error(self, title: str, message: str) -> None:
+        """Show an error (the window opens the dialog, on the GUI thread)."""
+        self.errorRaised.emit(title, message)
+
+    def request_model(self, spec: ModelSpec) -> None:
+        self.modelRequested.emit(spec)
+
+    learning = False  # Learn mode is on (set_learning)
+
+    def set_covered(self, kinds=frozenset()) -> None:
+        """While a Learn-mode question is open, the views cover what would give its
+        answer away (``core.quiz.SHAPES`` / ``ORDER`` / ``VALUES``); empty uncovers."""
+        kinds = frozenset(kinds)
+        if kinds != self.covered:
+            self.covered = kinds
+            self.coverChanged.emit(kinds)
+
+    def covers(self, kind: str) -> bool:
+        return kind in self.covered
+
+    def set_learning(self, on: bool) -> None:
+        """Learn mode on: the graph keeps its edge shapes hidden between questions too
+        (a shape seen once answers the next shape question)."""
+        if on != self.learning:
+            self.learning = on
+            self.coverChanged.emit(self.covered)
+
+    # -------------------------------------------------------------- what if
+    def set_interventions(self, interventions: list, on: bool | None = None) -> None:
+        self.interventions = list(interventions)
+        if on is not None:
+            self.interventions_on = on
+        self.interventionsChanged.emit()
+
+    def add_intervention(self, intervention) -> None:
+        self.set_interventions(self.interventions + [intervention], on=True)
+
+    def active_interventions(self) -> list:
+        """What a run applies: the list while the switch is on."""
+        return list(self.interventions) if self.interventions_on else []
+
+    def request_view(self, key: str) -> None:
+        self.viewRequested.emit(key)
+
+    def request_run(self, prompt: str = "") -> None:
+        self.runRequested.emit(prompt)
+
+    # -------------------------------------------------------------------- reads
+    def view(self, name: str | None = None) -> NodeView | None:
+        if self.current is None:
+            return None
+        return self.current.views.get(name or self.node)
+
+
+def _alive(callback) -> bool:
+    """False for a bound method of a Qt object that has been deleted."""
+    owner = getattr(callback, "__self__", None)
+    return not isinstance(owner, QObject) or shiboken6.isValid(owner)

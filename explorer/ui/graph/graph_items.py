@@ -1,0 +1,157 @@
+"""The block graph's items: a clickable node box (right-click: what-if interventions on
+it; the interventions that change it written on it and its fill hatched), a node drawn
+as the frame around the nodes it contains, an arrow that shows its tensor when hovered,
+and a cap (the embeddings or the head) that unfolds on a click."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QPainterPath, QPainterPathStroker, QPen
+from PySide6.QtWidgets import (QGraphicsItem, QGraphicsPathItem, QGraphicsRectItem,
+                               QGraphicsSimpleTextItem)
+
+from ...core.gpt.nodes import Node
+from .graph_colours import text_colour
+
+SELECTED, MARKED, EDGE, EDGE_HOT = "#ff8c00", "#d40000", "#444444", "#ff8c00"
+
+
+class NodeItem(QGraphicsRectItem):
+    """One clickable node box, centred on its position."""
+
+    diverged = False  # marked by the divergence finder
+
+    def __init__(self, name: str, node: Node, graph: "object", label: str, w: float, h: float,
+                 font: QFont) -> None:
+        super().__init__(-w / 2, -h / 2, w, h)
+        self.name, self.node, self.graph = name, node, graph
+        self.setFlag(QGraphicsItem.ItemIsSelectable, False)
+        self.setCursor(Qt.PointingHandCursor)
+        self.setAcceptHoverEvents(True)
+        self.text = QGraphicsSimpleTextItem(label, self)
+        self.text.setFont(font)
+        r = self.text.boundingRect()
+        self.text.setPos(-r.width() / 2, -r.height() / 2)
+        self.fill = QColor("#e8e8e8")
+        self.hatched = False
+        self.badge = self.badge_box = None
+        self.set_fill(self.fill)
+        self.set_selected(False)
+
+    def set_fill(self, colour: QColor) -> None:
+        self.fill = colour
+        self.setBrush(QBrush(colour))
+        self.text.setBrush(QBrush(text_colour(colour)))
+
+    def paint(self, painter, option, widget=None) -> None:
+        super().paint(painter, option, widget)
+        if self.hatched:  # changed by an intervention: its colour under red hatching
+            painter.fillRect(self.rect(), QBrush(QColor(200, 30, 30, 150), Qt.BDiagPattern))
+
+    def set_selected(self, selected: bool) -> None:
+        colour = SELECTED if selected else MARKED if self.diverged else "#555555"
+        self.setPen(QPen(QColor(colour), 4 if selected or self.diverged else 1))
+        self.setZValue(2 if selected else 1)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        if event.button() == Qt.LeftButton:  # a right press only opens the menu
+            self.graph.nodeClicked.emit(self.name)
+        event.accept()
+
+    def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        self.graph.node_menu(self.name, event.screenPos())
+        event.accept()
+
+    def set_marks(self, marks: list[str]) -> None:
+        """What the interventions do to this node, on a white tab at its top right
+        (none: no tab), and its fill hatched."""
+        text = "  ".join(marks)
+        if self.badge is None and text:
+            self.badge_box = QGraphicsRectItem(self)
+            self.badge_box.setBrush(QBrush(QColor("white")))
+            self.badge_box.setPen(QPen(QColor("#c0392b"), 1))
+            self.badge = QGraphicsSimpleTextItem("", self.badge_box)
+            self.badge.setBrush(QBrush(QColor("#c0392b")))
+            font = QFont(self.text.font())
+            font.setBold(True)
+            self.badge.setFont(font)
+        self.hatched = bool(text)
+        self.update()
+        if self.badge is None:
+            return
+        self.badge.setText(text)
+        self.badge_box.setVisible(bool(text))
+        box = self.badge.boundingRect().adjusted(-3, -1, 3, 1)
+        self.badge_box.setRect(box)
+        rect = self.rect()
+        self.badge_box.setPos(rect.right() - box.width() + 4, rect.top() - box.height() + 4)
+        self.badge_box.setToolTip("What if: " + text + " (the What if tab lists and removes it)")
+
+
+class FrameItem(NodeItem):
+    """A node drawn as the frame around the nodes it contains, its title at the top."""
+
+    def __init__(self, name: str, node: Node, graph: "object", rect: QRectF, title: str,
+                 title_pos, font: QFont) -> None:
+        super().__init__(name, node, graph, title, rect.width(), rect.height(), font)
+        self.setRect(rect)
+        bold = QFont(font)
+        bold.setBold(True)
+        self.text.setFont(bold)
+        self.text.setPos(*title_pos)
+        self.setZValue(0.5)
+
+    def set_fill(self, colour: QColor) -> None:
+        super().set_fill(colour)
+        light = QColor(colour)
+        light.setAlpha(70)  # a tint: the layers inside keep their own colours
+        self.setBrush(QBrush(light))
+        self.text.setBrush(QBrush(QColor("#222222")))
+
+    def set_selected(self, selected: bool) -> None:
+        super().set_selected(selected)
+        self.setZValue(0.5)  # always under the layers it contains
+
+
+class EdgeItem(QGraphicsPathItem):
+    """An arrow; hovering anywhere near it shows its tensor (set by the graph)."""
+
+    def __init__(self, path: QPainterPath, source: str, dashed: bool = False,
+                 target: str = "") -> None:
+        super().__init__(path)
+        self.source, self.target = source, target  # hook names ("" for a cap)
+        self.dashed = dashed
+        self.setAcceptHoverEvents(True)
+        self.set_hot(False)
+
+    def set_hot(self, hot: bool) -> None:
+        """The edge the selected node feeds: drawn thick and orange."""
+        pen = QPen(QColor(EDGE_HOT if hot else EDGE), 3 if hot else 1.4,
+                   Qt.DashLine if self.dashed else Qt.SolidLine)
+        self.setPen(pen)
+        self.setZValue(1.5 if hot else 0.8)
+
+    def shape(self) -> QPainterPath:  # noqa: D102 (a wide band: easy to hover)
+        stroker = QPainterPathStroker()
+        stroker.setWidth(10)
+        return stroker.createStroke(self.path())
+
+
+class CapItem(QGraphicsSimpleTextItem):
+    """The embeddings (before) or the final norm and head (after): a line of text that
+    unfolds them on a click, and folds them again."""
+
+    def __init__(self, text: str, which: str, graph: "object", font: QFont) -> None:
+        super().__init__(text)
+        self.which, self.graph = which, graph
+        self.setFont(font)
+        self.setBrush(QBrush(QColor("#2a5a8a")))
+        self.setCursor(Qt.PointingHandCursor)
+        self.setToolTip("Click to unfold or fold: " + (
+            "the token and position embeddings, their sum and dropout" if which == "before"
+            else "the final LayerNorm and the output head"))
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        if event.button() == Qt.LeftButton:
+            self.graph.toggle_cap(self.which)
+        event.accept()

@@ -1,0 +1,77 @@
+"""The strip under the block graph: every block in a row, coloured by the std of the
+residual stream after it (the selected one outlined); click one to show it. It is what
+says that the block drawn above is one of N identical blocks."""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtWidgets import QLabel, QWidget
+
+from ...core.gpt.nodes import block_hook_name, block_output
+from .graph_colours import colour, text_colour
+from ..base.session import Session
+
+
+class LayerStrip(QWidget):
+    """All layers in a row, coloured by the residual stream's std after each block;
+    click one to show it."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.setMinimumHeight(20)
+        self.setMaximumHeight(20)
+        self.setMinimumWidth(60)
+        self.setToolTip("All blocks in order, coloured by the std of each block's output "
+                        "(the drawn one outlined): click one to draw it")
+        self.caption = QLabel()  # beside the strip: what it is (the graph lays it out)
+        self.caption.setStyleSheet("color: #444444")
+        session.modelChanged.connect(self.update)
+        session.modelChanged.connect(self._caption)
+        self._caption()
+        session.layerChanged.connect(lambda _: self.update())
+
+    def _caption(self) -> None:
+        info = self.session.model
+        n = info.config.n_layers if info else 0
+        self.caption.setText(f"All {n} blocks:" if n else "")
+        self.caption.setToolTip(self.toolTip())
+
+    def _values(self) -> list[float | None]:
+        info, current = self.session.model, self.session.current
+        if info is None:
+            return []
+        out = []
+        for layer in range(info.config.n_layers):
+            key = block_output(info.config.norm_position)
+            view = current.views.get(block_hook_name(layer, key)) if current else None
+            out.append(view.stats.std if view else None)
+        return out
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        values = self._values()
+        if not values:
+            return
+        painter = QPainter(self)
+        w = self.width() / len(values)
+        finite = [math.log10(v + 1e-12) for v in values if v]
+        lo, hi = (min(finite), max(finite)) if finite else (0, 1)
+        for i, v in enumerate(values):
+            t = (math.log10(v + 1e-12) - lo) / (hi - lo) if v and hi > lo else 0.5
+            painter.fillRect(QRectF(i * w, 0, w - 1, self.height()),
+                             colour(t) if v else QColor("#dddddd"))
+            if w >= painter.fontMetrics().horizontalAdvance(str(len(values))) + 4:
+                painter.setPen(text_colour(colour(t) if v else QColor("#dddddd")))
+                painter.drawText(QRectF(i * w, 0, w - 1, self.height()), Qt.AlignCenter, str(i + 1))
+            if i == self.session.layer:
+                painter.setPen(QPen(QColor("#ff8c00"), 3))
+                painter.drawRect(QRectF(i * w + 1, 1, w - 3, self.height() - 3))
+        painter.end()
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        values = self._values()
+        if values:
+            self.session.set_layer(int(event.position().x() / (self.width() / len(values))))

@@ -1,0 +1,43 @@
+"""The block graph's right-click menu on a node: interventions that need no more than a
+click (zero, mean-ablate, scale, knock out one head, remove the shortcut, swap the
+GELU), and the way to the What if tab for those that need prompts (steer, patch)."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QMenu, QWidget
+
+from ...core.experiments.interventions import Intervention, allowed_kinds
+from ..base.session import Session
+
+
+def node_menu(session: Session, name: str, parent: QWidget) -> QMenu:
+    menu = QMenu(parent)
+    menu.setTitle(name)
+    kinds = allowed_kinds(name)
+
+    def add(*args, **kwargs):
+        return lambda: (session.set_node(name), session.add_intervention(Intervention(*args, **kwargs)))
+
+    menu.addSection(f"What if… ({name})")
+    menu.addAction("Zero it", add("zero", name))
+    if "mean" in kinds:
+        menu.addAction("Mean-ablate it (its mean over the prompt)", add("mean", name))
+    scale = menu.addMenu("Scale it")
+    for k in (0.5, 2.0, 5.0, -1.0):
+        scale.addAction(f"× {k:g}", add("scale", name, k=k))
+    info = session.model
+    if "heads" in kinds and info is not None:
+        heads = menu.addMenu("Knock out a head")
+        for h in range(info.config.n_heads):
+            heads.addAction(f"head {h}", add("heads", name, heads=(h,)))
+    if "no-shortcut" in kinds:
+        menu.addAction("Remove its shortcut", add("no-shortcut", name))
+    if "activation" in kinds:
+        for function in ("relu", "identity"):
+            menu.addAction(f"GELU → {function}", add("activation", name, function=function))
+    menu.addSeparator()
+    menu.addAction("Steer, patch, or more… (What if tab)",
+                   lambda: (session.set_node(name), session.request_view("whatif")))
+    if session.interventions:
+        menu.addAction("Remove every intervention", lambda: session.set_interventions([]))
+    return menu

@@ -1,0 +1,195 @@
+"""Figures without a window: the offscreen rendering behind ``--screenshot`` and the
+CLI's ``--plot`` options, and the plots that a view and a CLI figure share (Pre-LN vs
+Post-LN, the loss curve), so that the CLI imports no view."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pyqtgraph as pg
+
+from ...core.experiments.ln_compare import GradientResult, RunSummary
+from ...core.gpt.nodes import short_label
+from .plot_axes import add_plot, count_axis, log_axis
+from .plot_text import legend_row, pen_sample, set_empty, set_title
+
+PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
+NAMES = {"pre": "Pre-LN", "post": "Post-LN"}
+TITLE_SIZE = "10pt"
+
+
+def offscreen_app():
+    """The QApplication, made offscreen when none runs yet (no display needed)."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtWidgets import QApplication
+
+    return QApplication.instance() or QApplication(sys.argv[:1])
+
+
+def save_widget(widget, path: str) -> None:
+    """Show, lay out and grab a widget into a PNG (ValueError if it cannot be written)."""
+    app = offscreen_app()
+    widget.show()
+    app.processEvents()
+    ok = widget.grab().save(path)
+    widget.close()
+    if not ok:
+        raise ValueError(f"could not write {path}")
+
+
+def comparison_plots(layout: pg.GraphicsLayoutWidget, columns: int = 2) -> dict[str, pg.PlotItem]:
+    """The four plots, in a GraphicsLayoutWidget (shared by the view and the CLI figure),
+    ``columns`` side by side: the tab uses one, as two did not fit a laptop's column once
+    the histogram's title named the node and the shares outside its range."""
+    # Short titles (the detail is on the axes): a title sets the plot's minimum width.
+    titles = {"residual": "Residual stream after each block", "hist": "Selected node, both orders",
+              "grad": "Gradient per block",
+              "depth": "Last layer's gradient vs depth"}
+    # one legend for all four, above them: the colours mean the same in each plot
+    legend_row(layout.ci, [(pen_sample(PENS[p]), NAMES[p]) for p in PENS], colspan=columns)
+    plots = {key: add_plot(layout, row=1 + i // columns, col=i % columns)
+             for i, key in enumerate(titles)}
+    for key, plot in plots.items():
+        plot.setTitle(titles[key], size=TITLE_SIZE)
+        plot.showGrid(x=True, y=True, alpha=0.2)
+        plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
+    for key in ("residual", "grad"):  # blocks, counted from 1 as in the graph
+        count_axis(plots[key], "bottom", first=1)
+    plots["residual"].setLabel("bottom", "block")
+    plots["residual"].setLabel("left", "mean norm")
+    plots["grad"].setLabel("bottom", "block")
+    plots["grad"].setLabel("left", "‖∇ ff.layers.2.weight‖")
+    plots["depth"].setLabel("left", "grad norm")
+    # log axes labelled with plain numbers (0.05, 0.1, 0.2; 2, 5, 10), as many as fit
+    for key, side in (("grad", "left"), ("depth", "left"), ("depth", "bottom")):
+        log_axis(plots[key], side)
+    plots["grad"].setLabel("left", "‖∇ ff.layers.2.weight‖")
+    plots["depth"].setLabel("left", "grad norm")
+    plots["grad"].setLogMode(y=True)
+    plots["depth"].setLabel("bottom", "depth (layers)")
+    plots["depth"].setLogMode(x=True, y=True)
+    clear_plots(plots, list(plots))
+    return plots
+
+
+FILLED_BY = {"residual": "Compare on the prompt", "hist": "Compare on the prompt",
+             "grad": "Gradient experiment", "depth": "Gradient experiment"}
+
+
+def clear_plots(plots: dict[str, pg.PlotItem], keys: list[str]) -> None:
+    """Until there is data, each plot says what fills it, without axes."""
+    for key in keys:
+        plots[key].clear()
+        set_empty(plots[key], f"Press “{FILLED_BY[key]}”")
+
+
+def density(hist) -> np.ndarray:
+    """A histogram's counts as a density (share of all values per unit of value), so that
+    two histograms on different ranges and bin widths can share one plot."""
+    total = max(int(hist.counts.sum()) + hist.below + hist.above, 1)
+    return hist.counts / (total * np.diff(hist.edges))
+
+
+def draw_runs(plots: dict[str, pg.PlotItem], runs: dict[str, RunSummary], node: str | None) -> None:
+    """Each order's residual stream, and the node's histogram in both: each on the range
+    of its own values (the plot spans both), as densities; the values outside each
+    range are counted in the title."""
+    for key in ("residual", "hist"):
+        plots[key].clear()
+        set_empty(plots[key], None)
+    outside = []
+    for position, run in runs.items():
+        plots["residual"].plot(np.arange(len(run.residual_norm)), run.residual_norm, pen=PENS[position],
+                               symbol="o", symbolSize=5, symbolBrush=PENS[position].color(),
+                               name=NAMES[position])
+        hist = run.histograms.get(node) if node else None
+        if hist is not None:
+            plots["hist"].plot(hist.edges, density(hist), stepMode="center", pen=PENS[position],
+                               name=NAMES[position])
+            total = max(int(hist.counts.sum()) + hist.below + hist.above, 1)
+            outside.append(f"{NAMES[position]} {100 * (hist.below + hist.above) / total:.1f}%")
+    label = short_label(node) if node else "no node"
+    # two short lines: one long line made the plot wider than a laptop's column
+    set_title(plots["hist"], f"{label}<br>outside the range: {', '.join(outside)}" if outside
+              else f"{label}: not captured", size=TITLE_SIZE)
+    plots["hist"].setLabel("bottom", "value (each order on its own range)")
+    plots["hist"].setLabel("left", "density")
+    plots["hist"].enableAutoRange()
+
+
+def draw_gradients(plots: dict[str, pg.PlotItem], result: GradientResult, depth: int) -> None:
+    for key in ("grad", "depth"):
+        plots[key].clear()
+        set_empty(plots[key], None)
+    set_title(plots["grad"], f"Gradient per block, depth {depth}",
+              size=TITLE_SIZE)
+    for position in ("pre", "post"):
+        per_layer = result.per_layer.get((position, depth))
+        if per_layer is not None:
+            plots["grad"].plot(np.arange(len(per_layer)), per_layer, pen=PENS[position], symbol="o",
+                               symbolSize=4, symbolBrush=PENS[position].color(),
+                               name=f"{NAMES[position]}, depth {depth}")
+        plots["depth"].plot(result.depths, result.last_layer(position), pen=PENS[position], symbol="s",
+                            symbolSize=7, symbolBrush=PENS[position].color(), name=NAMES[position])
+
+
+
+class LossCurves:
+    """The training loss on a plot: every step, and the periodic train / validation
+    evaluations; the legend in a row above the plot."""
+
+    def __init__(self, canvas: pg.GraphicsLayoutWidget) -> None:
+        canvas.setBackground("w")
+        self.plot = plot = add_plot(canvas, row=1, col=0)
+        plot.setLabel("bottom", "step")
+        plot.setLabel("left", "cross-entropy loss")
+        plot.showGrid(x=True, y=True, alpha=0.2)
+        self.steps = plot.plot([], [], pen=pg.mkPen("#9bb8e0", width=1), name="train (each step)")
+        self.train = plot.plot([], [], pen=pg.mkPen("#1f4e8c", width=2), symbol="o",
+                               symbolSize=6, symbolBrush="#1f4e8c", name="train (evaluation)")
+        self.val = plot.plot([], [], pen=pg.mkPen("#d2691e", width=2), symbol="s",
+                             symbolSize=6, symbolBrush="#d2691e", name="validation")
+        legend_row(canvas.ci, [(c, c.name()) for c in (self.steps, self.train, self.val)],
+                   columns=1)  # one per line: the Train tab's plot is narrow on a laptop
+        set_empty(plot, "Start a training run: its loss appears here, step by step")
+
+    def set_steps(self, steps: list[tuple[int, float]]) -> None:
+        arr = np.asarray(steps, dtype=float).reshape(-1, 2)
+        self.steps.setData(arr[:, 0], arr[:, 1])
+        if len(arr):
+            set_empty(self.plot, None)
+
+    def set_evals(self, steps: list[int], train: list[float], val: list[float]) -> None:
+        self.train.setData(steps, train)
+        self.val.setData(steps, val)
+        if len(steps):
+            set_empty(self.plot, None)
+
+
+def save_compare_figure(path: str, runs: dict[str, RunSummary], result: GradientResult,
+                        depth: int, node: str) -> None:
+    """The Pre-LN vs Post-LN comparison as a PNG (``gpt-explorer compare-ln --plot``)."""
+    offscreen_app()
+    canvas = pg.GraphicsLayoutWidget()
+    canvas.setBackground("w")
+    canvas.resize(1400, 900)
+    plots = comparison_plots(canvas)
+    draw_runs(plots, runs, node)
+    draw_gradients(plots, result, depth)
+    save_widget(canvas, path)
+
+
+def save_loss_figure(path: str, steps: list[tuple[int, float]], evals: list[dict]) -> None:
+    """The loss curve as a PNG (``gpt-explorer train --plot``)."""
+    offscreen_app()
+    widget = pg.GraphicsLayoutWidget()
+    widget.resize(900, 500)
+    curves = LossCurves(widget)
+    if steps:
+        curves.set_steps(steps)
+    if evals:
+        curves.set_evals([e["step"] for e in evals], [e["train_loss"] for e in evals],
+                         [e["val_loss"] for e in evals])
+    save_widget(widget, path)

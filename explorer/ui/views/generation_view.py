@@ -1,0 +1,395 @@
+"""Prompt and generation: the prompt box with its GPT-2 tokens shown live as chips, the
+generation settings, Generate / Stop, the generated tokens (each clickable: selecting
+one makes every view show that step), and the top-k candidates of the shown step. The
+runs themselves are engine jobs (runs.py); the panel keeps its own settings."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pyqtgraph as pg
+from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
+                               QTextBrowser, QVBoxLayout, QWidget)
+
+from ..plots.plot_axes import plot_widget
+from ...core.run.batch import MAX_BATCH, split_prompts
+from ...core.run.generation import GenerationSettings, prepare_prompt
+from ...core.gpt.tokenizer import encode, token_piece
+from ..widgets.generation_box import GenerationBox, flag
+from ..plots.plot_text import set_empty, set_ticks
+from ..base.runs import Runs
+from ..base.session import Session
+
+DEFAULT_PROMPT = "Every effort moves you"
+MAX_PROMPT_CHARS = 1_000_000  # a remembered prompt beyond this is cut (a damaged settings file)
+MAX_CHIPS = 96  # chips drawn for a long prompt (the count shows them all; 200 took ~30 ms)
+CHIP_COLOURS = ("#dce8fb", "#fbe8d0")
+
+
+def nice_below(x: float) -> float:
+    """The largest 1, 2 or 5 times a power of ten that is at most x (x > 0)."""
+    power = 10.0 ** math.floor(math.log10(x))
+    return max(m * power for m in (1, 2, 5) if m * power <= x * (1 + 1e-9))
+
+
+def _short(text: str, limit: int = 12) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _visible(piece: str) -> str:
+    """Make leading spaces and newlines visible on a chip."""
+    shown = piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥") or "∅"
+    # other control or invisible characters (a blank label tells nothing): their code
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in shown)
+
+
+class GenerationPanel(QWidget):
+    def __init__(self, session: Session, engine=None) -> None:
+        super().__init__()
+        self.session = session
+        self.runs = Runs(session, engine)
+        self.settings_store = None  # the window's QSettings, once restored
+        self.running = False
+        self._chips_pending = False
+        self._shown_prompt = None  # the prompt pass whose steps the output shows
+        self._shown_steps = 0
+        self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
+        self.prompt.setPlaceholderText("Type a prompt, then Ctrl+Enter")
+        self.prompt.setMaximumHeight(90)
+        self.chips = QTextBrowser()  # rich text lays out hundreds of chips in a few ms
+        self.chips.setMaximumHeight(70)
+        self.chips.setToolTip("The prompt's GPT-2 tokens: piece and id (· is a space)")
+        self.token_ids: list[int] = []
+        self.token_count = QLabel()
+        self.token_count.setWordWrap(True)  # a long note wraps instead of widening the dock
+        self.batch = QCheckBox("Batch")
+        self.batch.setToolTip("Batch: one prompt per line. Run several prompts at once (padded on the right) to see the "
+                              "batch dimension at every node; generation runs one prompt at a time")
+        self.batch.toggled.connect(self._batch_toggled)
+
+        self.settings_box = GenerationBox()
+        box = self.settings_box  # its widgets, as the panel's own
+        self.max_tokens, self.leave_room, self.sample = box.max_tokens, box.leave_room, box.sample
+        self.temperature, self.top_k, self.top_p, self.seed = box.temperature, box.top_k, box.top_p, box.seed
+
+        self.generate_button = QPushButton("Generate  (Ctrl+Enter)")
+        self.generate_button.clicked.connect(self.request_run)
+        self.stop_button = QPushButton("Stop  (Esc)")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.runs.stop)
+
+        self.output = QTextBrowser()  # one rich-text document: appending a token is one call
+        self.output.setOpenLinks(False)
+        self.output.setToolTip("Click the prompt or a generated token: every view shows that step")
+        self.output.anchorClicked.connect(lambda url: self.select(None if url.toString() == "prompt"
+                                                                  else int(url.toString())))
+        self.selected: int | None = None  # None: the prompt pass; else a step index
+        # its title in a label that wraps: a plot title wider than the plot widens the
+        # plot beyond its widget, which then cuts off its right-hand side
+        self.topk_what = QLabel("Next token")
+        self.topk_what.setWordWrap(True)
+        self.topk_what.setAlignment(Qt.AlignHCenter)
+        self.topk_plot = plot_widget()
+        self.topk_plot.setLabel("bottom", "probability")
+        self.topk_plot.getAxis("bottom").enableAutoSIPrefix(False)  # 0.0002, not "(x1e-6)"
+        self.topk_plot.invertY(True)
+        self.topk_bars = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.8, brush="#3c78c8")
+        self.topk_plot.addItem(self.topk_bars)
+        self.topk_plot.setMouseEnabled(x=False, y=False)
+        left = self.topk_plot.getAxis("left")
+        self._label_metrics = QFontMetrics(left.font())
+        self._axis_width = self._label_metrics.horizontalAdvance("·restraints 0.00013") + 16
+        left.setWidth(self._axis_width)
+        self.topk_plot.setMinimumWidth(self._axis_width + 70)  # the labels, bars and title
+
+        left = QVBoxLayout()
+        left.setSpacing(3)
+        left.addWidget(self.prompt, 1)
+        row = QHBoxLayout()
+        row.addWidget(self.token_count)
+        row.addStretch(1)
+        row.addWidget(self.batch)
+        left.addLayout(row)
+        left.addWidget(self.chips, 1)
+        output_title = QLabel("Output — click a token to see that step")
+        output_title.setWordWrap(True)
+        left.addWidget(output_title)
+        left.addWidget(self.output, 2)
+        for box in (self.prompt, self.chips, self.output):  # short: the graph keeps the room
+            box.setMinimumHeight(QFontMetrics(box.font()).height() * 2 + 10)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.settings_box)
+        run = QHBoxLayout()
+        run.addWidget(self.generate_button, 2)
+        run.addWidget(self.stop_button, 1)
+        buttons.addLayout(run)
+        buttons.addStretch(1)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 4)
+        layout.addLayout(left, 3)
+        layout.addLayout(buttons, 1)
+        topk = QVBoxLayout()
+        topk.addWidget(self.topk_what)
+        topk.addWidget(self.topk_plot, 1)
+        self.topk_plot.setMinimumHeight(90)
+        layout.addLayout(topk, 2)
+
+        self._retokenize = QTimer(self, singleShot=True, interval=120)
+        self._retokenize.timeout.connect(self.update_chips)
+        self.prompt.textChanged.connect(self._retokenize.start)
+        # the note on cropping depends on them too
+        for changed in (self.max_tokens.valueChanged, self.leave_room.toggled):
+            changed.connect(lambda _: self._retokenize.start())
+        session.stepsChanged.connect(self.update_output)
+        session.on_pass(self.update_topk)
+        session.modelChanged.connect(self.update_chips)
+        session.busyChanged.connect(self.set_running)
+        session.runRequested.connect(self.run_prompt)
+        session.interventionsChanged.connect(self._rerun)
+        self._rerun_timer = QTimer(self, singleShot=True, interval=0)
+        self._rerun_timer.timeout.connect(self._rerun_now)
+        self.update_chips()
+        self.update_output()  # a panel made after a run shows it
+        self.update_topk()
+
+    # ------------------------------------------------------------------ settings
+    def settings(self) -> GenerationSettings:
+        return self.settings_box.settings()
+
+    def set_running(self, running: bool) -> None:
+        self.running = running
+        self.generate_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+        if not running and self._chips_pending:
+            self.update_chips()
+
+    def _batch_toggled(self, on: bool) -> None:
+        self.settings_box.setEnabled(not on)
+        self.generate_button.setText("Run batch  (Ctrl+Enter)" if on else "Generate  (Ctrl+Enter)")
+        self.prompt.setPlaceholderText("One prompt per line, then Ctrl+Enter" if on
+                                       else "Type a prompt, then Ctrl+Enter")
+        self.prompt.setMaximumHeight(130 if on else 90)
+        self.update_chips()
+
+    def prompts(self) -> list[str]:
+        """Batch mode: the prompts, one per non-blank line."""
+        return split_prompts(self.prompt.toPlainText())
+
+    def request_run(self) -> None:
+        if not self.generate_button.isEnabled():
+            return
+        text = self.prompt.toPlainText()
+        if self.batch.isChecked():
+            prompts = self.prompts()
+            error = ("The batch is empty: type one prompt per line." if not prompts else
+                     f"At most {MAX_BATCH} prompts at once." if len(prompts) > MAX_BATCH else "")
+            if error:
+                self.token_count.setText(f"<span style='color:#b00020'>{error}</span>")
+                return
+            self.save_settings()
+            self.runs.start_batch(prompts)
+            return
+        if not text.strip():
+            self.token_count.setText("<span style='color:#b00020'>The prompt is empty: type "
+                                     "some text first.</span>")
+            return
+        self.save_settings()  # what the user typed survives whatever happens next
+        self.runs.start(encode(text), self.settings())
+
+    def run_prompt(self, text: str) -> None:
+        """Run ``text`` (another view's request), or the prompt as it is when empty."""
+        if text:
+            self.batch.setChecked(False)
+            self.prompt.setPlainText(text)
+        self.request_run()
+
+    def _rerun(self) -> None:
+        """Interventions changed: the shown prompt runs again with them (if idle), a
+        loop turn later, so that a view that also asks for another prompt comes first."""
+        self._rerun_timer.start()
+
+    def _rerun_now(self) -> None:
+        if self.session.prompt is not None and not self.runs.running:
+            self.request_run()
+
+    # ------------------------------------------------------------------ remembered
+    def save_settings(self, store=None) -> None:
+        store = store or self.settings_store
+        if store is None:
+            return
+        values = {**self.settings_box.values(), "prompt": self.prompt.toPlainText(),
+                  "batch": self.batch.isChecked()}
+        for key, value in values.items():
+            store.setValue(f"generation/{key}", value)
+
+    def restore_settings(self, store) -> None:
+        """The last run's settings; a value that cannot be read keeps the default."""
+        self.settings_store = store
+
+        def read(key, convert, widget_value):
+            """The saved value, or the widget's own when the saved one is not a number of
+            the widget's range (a hand-edited or corrupted settings file)."""
+            try:
+                value = convert(store.value(f"generation/{key}", widget_value))
+            except (TypeError, ValueError, OverflowError):
+                return widget_value
+            if isinstance(value, float) and not math.isfinite(value):
+                return widget_value
+            return value
+
+        self.settings_box.restore(read)
+        self.prompt.setPlainText(read("prompt", str, self.prompt.toPlainText())[:MAX_PROMPT_CHARS])
+        self.batch.setChecked(read("batch", flag, "false"))
+
+    # ------------------------------------------------------------------ views
+    def update_chips(self) -> None:
+        if self.running:  # the run has its prompt; redraw the chips when it ends
+            self._chips_pending = True
+            return
+        self._chips_pending = False
+        ctx = self.session.model.config.context_length if self.session.model else None
+        if self.batch.isChecked():
+            self._batch_chips(ctx)
+            return
+        ids = encode(self.prompt.toPlainText())
+        self.token_ids = ids
+        more = f" … {len(ids) - MAX_CHIPS} more" if len(ids) > MAX_CHIPS else ""
+        self.chips.setHtml(self._chip_html(ids[:MAX_CHIPS]) + more)
+        note, notices = "", []
+        if ctx and ids:  # short here (a narrow column); the whole notice in the tooltip
+            new = self.max_tokens.value()
+            kept, notices = prepare_prompt(ids, ctx, new_tokens=new,
+                                           leave_room=self.leave_room.isChecked())
+            parts = [f"the last {len(kept)} run"] if len(kept) < len(ids) else []
+            if not self.leave_room.isChecked() and new > ctx - len(kept):
+                parts.append(f"slow after {ctx - len(kept)} new")
+            if parts:
+                note = f" — <span style='color:#b06000'>{html.escape('; '.join(parts))}</span>"
+        self.token_count.setText(f"{len(ids)} tokens{note}")
+        tip = "; ".join(notices)
+        self.token_count.setToolTip(tip[:1].upper() + tip[1:])
+
+    @staticmethod
+    def _chip_html(ids: list[int]) -> str:
+        return " ".join(f"<span style='background:{CHIP_COLOURS[i % 2]}'>&nbsp;"
+                        f"{html.escape(_visible(token_piece(tid)))}<sub> {tid}</sub>&nbsp;</span>"
+                        for i, tid in enumerate(ids))
+
+    def _batch_chips(self, ctx: int | None) -> None:
+        """One row of chips per prompt, padded to the longest with grey [pad] chips."""
+        prompts = self.prompts()
+        rows = [encode(p) for p in prompts[:MAX_BATCH]]
+        if ctx:
+            rows = [r[-ctx:] for r in rows]
+        self.token_ids = rows[0] if rows else []
+        width = max((len(r) for r in rows), default=0)
+        pad = "<span style='background:#d0d0d0; color:#606060'>&nbsp;[pad]&nbsp;</span>"
+        per_row = max(8, 2 * MAX_CHIPS // max(1, len(rows)))  # chips drawn per prompt
+        lines = []
+        for b, r in enumerate(rows):
+            drawn = min(len(r), per_row)
+            pads = min(width - len(r), per_row - drawn)
+            cut = " …" if drawn + pads < width else ""
+            lines.append(f"<b>s{b}</b> " + self._chip_html(r[:per_row]) + (" " + pad) * pads + cut)
+        self.chips.setHtml("<br>".join(lines))
+        if not rows:
+            self.token_count.setText("Batch: no prompts yet (one per line)")
+            return
+        lengths = ", ".join(str(len(r)) for r in rows)
+        if len(prompts) > MAX_BATCH:  # say so, do not quietly show the first 16 as the batch
+            self.token_count.setText(f"<span style='color:#b00020'>{len(prompts)} prompts: at "
+                                     f"most {MAX_BATCH} run at once</span>")
+            return
+        self.token_count.setText(f"Batch of {len(rows)} × {width} tokens (lengths {lengths}; "
+                                 f"{sum(width - len(r) for r in rows)} padding)")
+
+    def update_output(self) -> None:
+        """Append the new steps' tokens (redraw everything only when the run changed)."""
+        session = self.session
+        if session.prompt is None or self._shown_prompt is not session.prompt or \
+                self._shown_steps > len(session.steps):
+            self._shown_prompt, self._shown_steps, self.selected = session.prompt, 0, None
+            self._redraw_output()
+            return
+        new = session.steps[self._shown_steps:]
+        if new:
+            cursor = self.output.textCursor()
+            cursor.movePosition(cursor.MoveOperation.End)
+            cursor.insertHtml("".join(self._token_html(step) for step in new))
+            self._shown_steps = len(session.steps)
+            self.output.ensureCursorVisible()
+
+    def _token_html(self, step) -> str:
+        colour = "#ffd27f" if self.selected == step.step else CHIP_COLOURS[step.step % 2]
+        return (f"<a href='{step.step}' style='text-decoration:none; color:black'>"
+                f"<span style='background:{colour}'>&nbsp;{html.escape(_visible(token_piece(step.token_id)))}"
+                f"<sub> {step.prob:.2g}</sub>&nbsp;</span></a> ")
+
+    def _redraw_output(self) -> None:
+        session = self.session
+        if session.prompt is None:
+            self.output.clear()
+            return
+        colour = "#ffd27f" if self.selected is None else "#e0e0e0"
+        batch = session.prompt.batch
+        what = (f"batch ({batch.size} prompts × {batch.width} tokens)" if batch is not None
+                else f"prompt ({len(session.prompt.ids)} tokens)")
+        prompt = (f"<a href='prompt' style='text-decoration:none; color:black'><span style='background:{colour}'>"
+                  f"&nbsp;{what}&nbsp;</span></a> ")
+        self.output.setHtml(prompt + "".join(self._token_html(s) for s in session.steps))
+        self._shown_steps = len(session.steps)
+
+    def output_count(self) -> int:
+        """Clickable entries shown: the prompt pass and each generated token."""
+        return (1 if self._shown_prompt is not None else 0) + self._shown_steps
+
+    def select(self, index: int | None) -> None:
+        """Show the prompt pass (None) or a generated step everywhere."""
+        if self.session.prompt is None:
+            return
+        self.selected = index
+        self.session.show_step(index)
+        self._redraw_output()
+
+    def update_topk(self) -> None:
+        current = self.session.current
+        plot = self.topk_plot.getPlotItem()
+        if current is None or not current.top_ids:
+            self.topk_bars.setOpts(x0=[0], y=[0], width=[0], height=0.8)
+            set_ticks(self.topk_plot.getAxis("left"), [[]])  # no labels of an old pass
+            self.topk_what.setText("Next token")
+            set_empty(plot, "Run a prompt to see them")  # fits a narrow chart
+            return
+        set_empty(plot, None)
+        probs = list(current.top_probs)
+        self.topk_bars.setOpts(x0=[0] * len(probs), y=list(range(len(probs))), width=probs, height=0.8)
+        ticks = [(i, self._candidate_label(p, v)) for i, (p, v) in
+                 enumerate(zip(current.top_pieces, probs))]
+        set_ticks(self.topk_plot.getAxis("left"), [ticks])
+        what = "after the prompt" if current.step is None else f"at step {current.step}"
+        if current.batch is not None:
+            what = "after prompt s0"
+        self.topk_what.setText(f"Next token {what}")
+        top = max(probs) or 1.0
+        self.topk_plot.setXRange(0, top * 1.05)
+        # two labels: automatic ones ran together ("5e-050.0001") on a narrow plot; the
+        # second a round number well inside the axis (one at its end is not drawn)
+        mark = nice_below(0.7 * top)
+        set_ticks(self.topk_plot.getAxis("bottom"), [[(0.0, "0"), (mark, f"{mark:g}")]])
+        self.topk_plot.setYRange(-0.6, len(probs) - 0.4)
+
+    def _candidate_label(self, piece: str, prob: float) -> str:
+        """'·matter 0.00021', the piece cut to what the axis holds (a label wider than
+        the axis is not drawn at all)."""
+        room = self._axis_width - 12
+        number = f" {prob:.2g}"
+        metrics = self._label_metrics
+        shown = metrics.elidedText(_short(_visible(piece)), Qt.ElideRight,
+                                   room - metrics.horizontalAdvance(number))
+        return shown + number
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(900, 260)

@@ -1,0 +1,222 @@
+"""Pre-LN versus Post-LN, side by side: the loaded model and its twin with the norms
+moved (same weights, same prompt) — residual stream size per layer with linked axes,
+histograms of the selected node in both, the next-token candidates of both — and the
+gradient experiment at initialisation (Xiong et al. 2020), run in the engine thread
+with progress and Stop."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLayout, QLabel,
+                               QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+
+from ...core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, INITS,
+                                            GradientResult, RunSummary, compare_prompt,
+                                            gradient_experiment)
+from ...core.base.resources import resource_path
+from ...core.gpt.tokenizer import encode
+from ...core.gpt.nodes import BLOCK_INPUT, block_steps, shortcut_sources
+from ..widgets.job_controls import JobControls
+from ..plots.figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
+from ..widgets.scrolling import scrolling
+from ..base.session import Session
+
+
+
+class OrderGraphs(QGraphicsView):
+    """Both blocks side by side as small node graphs in forward order, with their
+    shortcut arrows (the order and the shortcut sources come from the node table)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        scene = QGraphicsScene(self)
+        self.setScene(scene)
+        self.setRenderHint(QPainter.Antialiasing)
+        self.setMaximumHeight(150)
+        w, h, gap = 118.0, 22.0, 14.0
+        for row, position in enumerate(("pre", "post")):
+            y = row * 60.0
+            title = scene.addSimpleText(NAMES[position])
+            title.setPos(0, y + 3)
+            x0 = 70.0
+            boxes = {}
+            nodes = block_steps(position)
+            for i, node in enumerate(nodes):
+                x = x0 + i * (w + gap)
+                colour = "#fff3b0" if node.kind == "norm" else "#dce8fb" if node.kind == "add" else "#eeeeee"
+                scene.addRect(QRectF(x, y, w, h), QPen(QColor("#555555")), QBrush(QColor(colour)))
+                text = scene.addSimpleText(node.label)
+                text.setPos(x + (w - text.boundingRect().width()) / 2, y + 3)
+                if i:
+                    scene.addLine(x - gap, y + h / 2, x, y + h / 2, QPen(QColor("#444444")))
+                boxes[node.key] = x
+            for add, source in shortcut_sources(position).items():
+                sx = x0 - 10 if source == BLOCK_INPUT else boxes[source] + w / 2
+                path = QPainterPath(QPointF(sx, y + h))
+                tx = boxes[add] + w / 2
+                path.cubicTo(QPointF(sx, y + h + 22), QPointF(tx, y + h + 22), QPointF(tx, y + h))
+                scene.addPath(path, QPen(QColor("#2a7ab0"), 1.5))
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        self.fitInView(self.scene().itemsBoundingRect(), Qt.KeepAspectRatio)
+
+
+def twin_words(runs: dict, info) -> str:
+    """Each order's next tokens; for a trained model, the words that say the other
+    order's numbers come from weights trained for this order (a twin, not a model)."""
+    words = []
+    trained_for = info.config.norm_position if info is not None else None
+    for position, run in runs.items():
+        cands = ", ".join(f"{p!r} {v:.3g}" for p, v in zip(run.top_pieces, run.top_probs))
+        twin = ""
+        if info is not None and info.trained and position != trained_for:
+            twin = (f" <i>(the same weights, trained for {NAMES[trained_for]}, run in "
+                    f"{NAMES[position]} order: not what a model trained as {NAMES[position]} "
+                    "would predict)</i>")
+        words.append(f"<b>{NAMES[position]}</b> next tokens: {cands}{twin}")
+    return "<br>".join(words)
+
+
+def node_orders_html() -> str:
+    """Both blocks' node order, from the node table, as two lines of text."""
+    lines = []
+    for position in ("pre", "post"):
+        keys = [n.label for n in block_steps(position)]
+        lines.append(f"<b>{NAMES[position]} block:</b> input → " + " → ".join(keys) + " → output")
+    return "<br>".join(lines)
+
+
+class LnCompareView(QWidget):
+    def __init__(self, session: Session, engine) -> None:
+        super().__init__()
+        self.session, self.engine = session, engine
+        self.runs: dict[str, RunSummary] = {}
+        self.result: GradientResult | None = None
+        self.compare_button = QPushButton("Compare on the prompt")
+        self.compare_button.setToolTip("Run the prompt through the model and its twin with the norms moved")
+        self.compare_button.clicked.connect(self._compare)
+        self.depths = QLineEdit("6, 12, 24")
+        self.depths.setToolTip("Depths for the gradient experiment, comma separated")
+        self.depths.setMinimumWidth(self.depths.fontMetrics().horizontalAdvance("6, 12, 24, 48") + 16)
+        self.init_box = QComboBox()
+        self.init_box.addItems(list(INITS))
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.controls = JobControls("Gradient experiment", self._gradients)
+        self.run_button, self.stop_button = self.controls.run_button, self.controls.stop_button
+        bar = QVBoxLayout()  # two rows: the tab fits a laptop's narrow right-hand column
+        first, second = QHBoxLayout(), QHBoxLayout()
+        for w in (self.compare_button, *self.controls.widgets()):
+            first.addWidget(w)
+        for w in (QLabel("Depths:"), self.depths, QLabel("Init:"), self.init_box,
+                  QLabel("Seed:"), self.seed):
+            second.addWidget(w)
+        first.addStretch(1)
+        second.addStretch(1)
+        bar.addLayout(first)
+        bar.addLayout(second)
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("w")
+        self.plots = comparison_plots(self.canvas, columns=1)
+        self.top_label = QLabel()
+        self.top_label.setWordWrap(True)
+        self.orders = QLabel(node_orders_html())
+        self.orders.setWordWrap(True)
+        self.claim = QLabel(FINAL_NORM_NOTE)
+        self.claim.setWordWrap(True)
+        self.claim.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        outer = QVBoxLayout(self)
+        outer.addLayout(bar)
+        content = QWidget()
+        layout = QVBoxLayout(content)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.order_graphs = OrderGraphs()
+        layout.addWidget(self.order_graphs)
+        layout.addWidget(self.orders)
+        self.canvas.setMinimumHeight(4 * 190)  # four plots, one above another; the tab scrolls
+        layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.top_label)
+        layout.addWidget(self.claim)
+        outer.addWidget(scrolling(content), 1)
+        session.nodeChanged.connect(lambda _: self._redraw_runs())
+        session.modelChanged.connect(self._new_model)
+        self._asked = 0  # the latest comparison asked for: older answers are not shown
+
+    def _new_model(self) -> None:
+        """The comparison belonged to the model before (the gradient experiment, on
+        fresh models of its own, stays)."""
+        self._asked += 1
+        self.runs = {}
+        clear_plots(self.plots, ["residual", "hist"])
+        self.top_label.setText("")
+
+    # ------------------------------------------------------------------ requests
+    def _compare(self) -> None:
+        prompt = self.session.prompt
+        if prompt is None:
+            self.top_label.setText("Run a prompt first (Ctrl+Enter): both orders get it.")
+            return
+        ids = list(prompt.ids)
+        self.top_label.setText("Comparing Pre-LN and Post-LN…")
+        self._asked += 1
+        asked = self._asked
+        self.engine.submit(lambda ctx: compare_prompt(ctx.model, ids, ctx.should_stop),
+                           "Pre-LN vs Post-LN",
+                           finished=lambda runs: asked == self._asked and self.show_runs(runs),
+                           failed=lambda m: self.session.report_error(
+                               "Pre-LN/Post-LN comparison", m))
+
+    def _gradients(self) -> None:
+        try:
+            depths = sorted({int(d) for d in self.depths.text().replace(" ", "").split(",") if d})
+        except ValueError:
+            self.claim.setText("Depths must be whole numbers separated by commas, e.g. 6, 12, 24.")
+            return
+        if not depths or min(depths) < 1 or max(depths) > 96:
+            self.claim.setText("Choose depths between 1 and 96.")
+            return
+        scheme, seed = self.init_box.currentText(), self.seed.value()
+
+        def experiment(ctx):
+            text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:4000]
+
+            def progress(done: int, total: int) -> bool:
+                ctx.report((done, total))
+                return not ctx.should_stop()
+
+            return gradient_experiment(EXPERIMENT_CONFIG, encode(text), depths, scheme, seed,
+                                       progress)
+
+        self.controls.started(self.engine.submit(
+            experiment, "gradient experiment", progress=lambda p: self.controls.report(*p),
+            finished=self.show_gradients, cancelled=lambda: self.show_gradients(None),
+            failed=self._gradients_failed))
+
+    def _gradients_failed(self, message: str) -> None:
+        self.show_gradients(None)
+        self.session.report_error("Gradient experiment", message)
+
+    # ------------------------------------------------------------------ results
+    def show_runs(self, runs: tuple[RunSummary, RunSummary]) -> None:
+        self.runs = {r.norm_position: r for r in runs}
+        self._redraw_runs()
+        self.top_label.setText(twin_words(self.runs, self.session.model))
+
+    def _redraw_runs(self) -> None:
+        if self.runs:
+            draw_runs(self.plots, self.runs, self.session.node)
+
+    def show_gradients(self, result: GradientResult | None) -> None:
+        self.controls.ended()
+        if result is None:
+            self.claim.setText("Gradient experiment stopped.")
+            return
+        self.result = result
+        depth = result.depths[len(result.depths) // 2]
+        draw_gradients(self.plots, result, depth)
+        self.claim.setText(result.summary().replace("\n", "<br>") + "<br>" + FINAL_NORM_NOTE)

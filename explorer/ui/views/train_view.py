@@ -1,0 +1,189 @@
+"""Train: settings for a small GPT trained on a text file (by default "The Verdict"), a
+live loss curve (per step, and the periodic train/validation evaluations), the sample
+generations as they improve, Stop, and "Load into explorer" for the latest checkpoint.
+Training is an engine job (core.training.train); the window stays responsive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout,
+                               QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QPushButton,
+                               QSpinBox, QVBoxLayout, QWidget)
+
+from ...core.sources import ModelSpec
+from ...core.base.state import data_dir
+from ...core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
+from ..plots.figures import LossCurves
+from ..base.session import Session
+
+
+def shown_sample(text: str) -> str:
+    """A generated sample on one wrapped line under its step, its line breaks marked ⏎
+    in place: one that starts with blank lines does not look empty, and a run of line
+    breaks is not a column of bare marks that scrolls its step out of view."""
+    return text.replace("\r\n", "\n").replace("\n", "⏎ ").rstrip()
+
+
+class TrainPanel(QWidget):
+    def __init__(self, session: Session, engine, default_out: str | None = None) -> None:
+        super().__init__()
+        self.session, self.engine = session, engine
+        self.job = None
+        defaults = TrainSettings()
+        self.text_path = QLineEdit()
+        self.text_path.setPlaceholderText("The Verdict (built in)")
+        browse = QPushButton("Text file…")
+        browse.clicked.connect(self._browse)
+        self.preset = QComboBox()
+        self.preset.addItems(["mini", "tiny"])
+        self.steps = QSpinBox()
+        self.steps.setRange(1, 100_000)
+        self.steps.setValue(defaults.max_steps)
+        self.lr = QDoubleSpinBox()
+        self.lr.setDecimals(5)
+        self.lr.setRange(1e-5, 1e-1)
+        self.lr.setSingleStep(1e-4)
+        self.lr.setValue(defaults.lr)
+        self.minutes = QDoubleSpinBox()
+        self.minutes.setRange(0, 24 * 60)
+        self.minutes.setSpecialValueText("no limit")
+        self.minutes.setToolTip("Stop after this many minutes even if the steps are not done")
+        self.batch = QSpinBox()
+        self.batch.setRange(1, 256)
+        self.batch.setValue(defaults.batch_size)
+        # the platform's data folder, whatever folder the app was started from
+        self.out_dir = QLineEdit(default_out or str(data_dir() / "runs" / "train"))
+        self.out_dir.setToolTip("Checkpoints go here (the full path)")
+        text_row = QHBoxLayout()
+        text_row.addWidget(self.text_path, 1)
+        text_row.addWidget(browse)
+        form = QFormLayout()
+        form.addRow("Text", text_row)
+        form.addRow("Model", self.preset)
+        form.addRow("Steps", self.steps)
+        form.addRow("Time limit (minutes)", self.minutes)
+        form.addRow("Peak learning rate", self.lr)
+        form.addRow("Batch size", self.batch)
+        form.addRow("Checkpoints in", self.out_dir)
+
+        self.start_button = QPushButton("Start training")
+        self.start_button.clicked.connect(self.start)
+        self.stop_button = QPushButton("Stop (saves)")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stop)
+        self.load_button = QPushButton("Load into explorer")
+        self.load_button.setEnabled(False)
+        self.load_button.clicked.connect(
+            lambda: self.session.request_model(ModelSpec(checkpoint=self.checkpoint)))
+        self.progress = QProgressBar()
+        self.status = QLabel("Trains on this machine's CPU: the default takes a few minutes.")
+        self.status.setWordWrap(True)
+        buttons = QHBoxLayout()
+        for b in (self.start_button, self.stop_button, self.load_button):
+            buttons.addWidget(b)
+
+        self.plot = pg.GraphicsLayoutWidget()
+        self.curves = LossCurves(self.plot)
+        self.samples = QPlainTextEdit()
+        self.samples.setReadOnly(True)
+        self.samples.setPlaceholderText("Sample generations appear here at each evaluation.")
+
+        left = QVBoxLayout()
+        left.addLayout(form)
+        left.addLayout(buttons)
+        left.addWidget(self.progress)
+        left.addWidget(self.status)
+        left.addStretch(1)
+        right = QVBoxLayout()
+        right.addWidget(self.plot, 2)
+        right.addWidget(self.samples, 1)
+        layout = QHBoxLayout(self)
+        layout.addLayout(left, 1)
+        layout.addLayout(right, 2)
+        self.checkpoint = ""
+        self._reset()
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Text to train on", "", "Text (*.txt);;All files (*)")
+        if path:
+            self.text_path.setText(path)
+
+    def _reset(self) -> None:
+        self.steps_seen: list[tuple[int, float]] = []
+        self.evals: list[EvalEvent] = []
+        self.curves.set_steps([])
+        self.curves.set_evals([], [], [])
+
+    def settings(self) -> TrainSettings:
+        return TrainSettings(preset=self.preset.currentText(), max_steps=self.steps.value(),
+                             lr=self.lr.value(), min_lr=min(self.lr.value(), TrainSettings().min_lr),
+                             batch_size=self.batch.value(),
+                             max_minutes=self.minutes.value() or None,
+                             warmup_steps=min(TrainSettings().warmup_steps, self.steps.value() // 5))
+
+    def start(self) -> None:
+        if self.session.busy or self.job is not None:
+            self.session.report_error("GPT Block Explorer", "Stop the generation first.")
+            return
+        self._reset()
+        self._before = self.checkpoint
+        self.samples.clear()
+        self.set_running(True)
+        self.progress.setMaximum(self.steps.value())
+        self.progress.setValue(0)
+        path = self.text_path.text().strip() or None
+        settings = self.settings()
+        out = self.out_dir.text().strip() or str(data_dir() / "runs" / "train")
+        self.session.set_busy(True)  # the engine is busy: no generation meanwhile
+        self.session.set_status(f"Training {settings.preset}…")
+        self.job = self.engine.submit(
+            lambda ctx: train(path, settings, out, ctx.report, ctx.should_stop), "training",
+            progress=self.on_event, finished=self.on_done, failed=self._failed,
+            cancelled=lambda: self.on_done(""))
+
+    def stop(self) -> None:
+        if self.job is not None:
+            self.job.cancel()  # saves a checkpoint before the next step
+
+    def _failed(self, message: str) -> None:
+        self.on_done("")
+        self.session.report_error("Training", message)
+
+    def set_running(self, running: bool) -> None:
+        self.start_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+
+    # ------------------------------------------------------------------ events
+    def on_event(self, event) -> None:
+        if isinstance(event, StepEvent):
+            self.steps_seen.append((event.step, event.loss))
+            self.curves.set_steps(self.steps_seen)
+            self.progress.setValue(event.step)
+            self.status.setText(f"step {event.step}: loss {event.loss:.3f}, lr {event.lr:.2e}, "
+                                f"{event.tokens_per_second:,.0f} tokens/s, {event.elapsed:,.0f} s")
+        elif isinstance(event, EvalEvent):
+            self.evals.append(event)
+            self.curves.set_evals([e.step for e in self.evals], [e.train_loss for e in self.evals],
+                                  [e.val_loss for e in self.evals])
+            self.samples.appendPlainText(f"step {event.step} (validation loss {event.val_loss:.2f}): "
+                                         f"{shown_sample(event.sample)}\n")
+        elif isinstance(event, CheckpointEvent):
+            self.checkpoint = event.path
+            self.load_button.setEnabled(True)
+            self.load_button.setToolTip(event.path)
+
+    def on_done(self, path: str) -> None:
+        self.job = None
+        self.session.set_busy(False)
+        self.set_running(False)
+        new = self.checkpoint and self.checkpoint != self._before  # saved by this run
+        last = f"; last checkpoint {Path(self.checkpoint).name}" if new else ""
+        self.session.set_status(f"Training finished: saved {Path(path).name}" if path
+                                else f"Training stopped{last}")
+        if path:
+            self.checkpoint = path
+            self.load_button.setEnabled(True)
+            self.status.setText(f"{self.status.text()} — saved {Path(path).name}; "
+                                "load it into the explorer to look inside")

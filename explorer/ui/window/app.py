@@ -1,0 +1,158 @@
+"""Starts the desktop app (the QApplication and the main window), or renders it
+offscreen to a PNG for ``--screenshot``."""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+from ...core.base.outputs import OutputError, atomic_output
+from ...core.sources import ModelSpec
+
+
+class _ErrorRelay:
+    """Brings an error raised on any thread to a dialog on the GUI thread: a widget made
+    off the GUI thread would take the process down."""
+
+    def __init__(self, window) -> None:
+        from PySide6.QtCore import QObject, Signal
+
+        class Relay(QObject):
+            raised = Signal(str)
+
+        from ...log import log_dir
+
+        self.relay = Relay()  # lives on the GUI thread: a signal from elsewhere is queued
+        where = log_dir() / "explorer.log"
+        self.relay.raised.connect(
+            lambda text: window.warn(window, "Unexpected error",
+                                     f"{text}\n\nThe details are in {where}."))
+
+    def __call__(self, text: str) -> None:
+        self.relay.raised.emit(text)
+
+
+def install_excepthook(window) -> None:
+    """Uncaught exceptions (in a slot, or in any thread) are logged and shown, never
+    fatal; the dialog always opens on the GUI thread."""
+    log = logging.getLogger("explorer.ui")
+    relay = _ErrorRelay(window)
+
+    def hook(kind, value, tb) -> None:
+        log.error("uncaught exception", exc_info=(kind, value, tb))
+        text = "".join(traceback.format_exception_only(kind, value)).strip()
+        try:
+            relay(text)
+        except Exception:  # the window may be gone already
+            sys.__excepthook__(kind, value, tb)
+
+    sys.excepthook = hook
+    threading.excepthook = lambda args: hook(args.exc_type, args.exc_value, args.exc_traceback)
+
+
+def run(spec: ModelSpec | None = None, argv: list[str] | None = None) -> int:
+    from ..base.display import display_problem
+
+    problem = display_problem()
+    if problem:  # before Qt starts: Qt would abort the process
+        print(f"gpt-explorer: error: {problem}", file=sys.stderr)
+        return 2
+    from PySide6.QtWidgets import QApplication
+
+    from .main_window import MainWindow
+
+    faulthandler.enable()
+    app = QApplication.instance() or QApplication(argv or sys.argv[:1])
+    app.setApplicationName("GPT Block Explorer")
+    app.setOrganizationName("GPT Block Explorer")
+    window = MainWindow(spec)
+    install_excepthook(window)
+    window.show()
+    try:
+        code = app.exec()
+    finally:
+        sys.excepthook = sys.__excepthook__
+        threading.excepthook = threading.__excepthook__
+    if window.stuck:  # a thread still in a job: Qt would abort when it is destroyed
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = None,
+               node: str | None = None, max_new_tokens: int = 8, timeout: float = 600.0) -> int:
+    """Open the window offscreen, run the prompt, select ``node``, save a PNG. Uses a
+    throw-away settings file, so the user's remembered layout and model are untouched."""
+    os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    from PySide6.QtCore import QSettings
+
+    from ..plots.figures import offscreen_app
+    from .main_window import MainWindow
+
+    app = offscreen_app()
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = QSettings(os.path.join(tmp, "settings.ini"), QSettings.IniFormat)
+        window = MainWindow(spec, settings)
+        window.warn = lambda parent, title, text: errors.append(text)
+        window._placed = True  # the picture's own size, not the (offscreen) screen's
+        window.resize(1600, 1000)
+        window.show()
+
+        def wait(done) -> bool:
+            end = time.monotonic() + timeout
+            while not done() and not errors and time.monotonic() < end:
+                app.processEvents()
+                time.sleep(0.01)
+            return done()
+
+        if not wait(lambda: window.session.model is not None):
+            print(f"gpt-explorer: error: {errors[0] if errors else 'the model did not load'}",
+                  file=sys.stderr)
+            window.close()
+            return 2
+        if prompt is not None:
+            window.generation.prompt.setPlainText(prompt)
+        window.generation.max_tokens.setValue(max_new_tokens)
+        window.generation.request_run()
+        if not window.running and not errors:  # the panel refused it (an empty prompt…)
+            reason = re.sub(r"<[^>]+>", "", window.generation.token_count.text())
+            print(f"gpt-explorer: error: the prompt did not run: {reason}", file=sys.stderr)
+            window.close()
+            return 2
+        wait(lambda: not window.running and window.session.prompt is not None)
+        if errors:
+            print(f"gpt-explorer: error: {errors[0]}", file=sys.stderr)
+            window.close()
+            return 2
+        window.session.show_step(None)
+        if node:
+            if node not in window.session.prompt.views:
+                print(f"gpt-explorer: error: unknown node {node!r}", file=sys.stderr)
+                window.close()
+                return 2
+            window.session.set_node(node)
+        settle = time.monotonic() + 0.5  # let queued redraws and layouts finish
+        while time.monotonic() < settle:
+            app.processEvents()
+            time.sleep(0.01)
+        try:
+            with atomic_output(path) as tmp:
+                ok = window.grab().save(str(tmp))
+        except OutputError:  # nothing written, and nothing left that looks complete
+            ok = False
+        window.close()
+    if not ok:
+        print(f"gpt-explorer: error: could not write {path}", file=sys.stderr)
+        return 2
+    print(f"saved {path}", file=sys.stderr)
+    return 0
