@@ -136,3 +136,13 @@ def test_hook_names_are_split_only_in_the_node_table():
         hits = [line.strip() for line in code if pattern.search(line)
                 and not line.strip().startswith(('"', "'", "``"))]
         assert not hits, f"{name}: {hits}"
+
+
+def test_modules_are_hooked_only_through_the_hook_manager():
+    """One way to hook: gpt/hooks.py attaches every forward and pre-forward hook."""
+    pattern = re.compile(r"register_forward_(pre_)?hook|register_full_backward")
+    for path, name in MODULES.items():
+        if name != "explorer.core.gpt.hooks":
+            assert not pattern.search(path.read_text()), name
+    from explorer.core.gpt import hooks
+    assert pattern.search(inspect.getsource(hooks))

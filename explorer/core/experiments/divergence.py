@@ -20,9 +20,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from .interventions import shortcut_hooks
 from .ln_compare import post_ln_twin
+from ..gpt.hooks import attach, hooks
 from ..gpt.model import GPTModel
-from ..gpt.nodes import all_hook_names
+from ..gpt.nodes import (FEED_FORWARD, all_hook_names, block_hook_name, block_module_name,
+                         residual_branches)
 from ..run.batch import Batch
 from ..run.passes import Keep, run_prompt
 
@@ -90,10 +93,8 @@ def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPT
     b = copy.deepcopy(model)
     b.tie_weights()
     block = b.trf_blocks[layer]
-    if mutation == "no-shortcut":
-        branch = {}
-        block.drop1.register_forward_hook(lambda m, i, o: branch.__setitem__("x", o))
-        block.add1.register_forward_hook(lambda m, i, o: branch["x"])  # drop the shortcut
+    if mutation == "no-shortcut":  # the copy keeps the intervention's hooks for good
+        attach(b, shortcut_hooks(block_hook_name(layer, next(iter(residual_branches())))))
     elif mutation == "relu":
         block.ff.layers[1] = nn.ReLU()
     elif mutation == "no-activation":
@@ -114,10 +115,7 @@ def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPT
     elif mutation == "no-norm2":
         block.norm2 = nn.Identity()
     elif mutation == "wrong-shortcut2":
-        seen = {}
-        block.register_forward_pre_hook(lambda m, args: seen.__setitem__("input", args[0]))
-        block.drop2.register_forward_hook(lambda m, i, o: seen.__setitem__("branch", o))
-        block.add2.register_forward_hook(lambda m, i, o: seen["branch"] + seen["input"])
+        attach(b, *_wrong_second_shortcut(layer))
     elif mutation == "unbiased-ln":
         block.norm1 = _UnbiasedLayerNorm(block.norm1)
     elif mutation == "eps":
@@ -233,21 +231,29 @@ def find_divergence(a: GPTModel, b: GPTModel, ids: list[int] | Batch, tolerance:
     return Divergence(rows, tolerance, first, error_b)
 
 
+def _wrong_second_shortcut(layer: int) -> tuple[list, list]:
+    """Forward and pre-forward hooks that make the second add carry the block's input
+    instead of the first add's output: the seeds' wrong shortcut."""
+    seen: dict = {}
+    add = list(residual_branches())[1]  # the second add
+    branch = block_hook_name(layer, residual_branches()[add])
+    return ([(branch, lambda m, i, o: seen.__setitem__("branch", o)),
+             (block_hook_name(layer, add), lambda m, i, o: seen["branch"] + seen["input"])],
+            [(block_module_name(layer), lambda m, args: seen.__setitem__("input", args[0]))])
+
+
 def lesson(mutation: str, b: GPTModel, layer: int, prompt: list[int] | Batch) -> list[str]:
     """What a mutation teaches, shown with this model's numbers (for the exercises that
     have a point to make beyond where the models part)."""
     block = b.trf_blocks[layer]
     if mutation == "no-activation":
         seen = {}
-        handle = block.ff.register_forward_hook(
-            lambda m, inp, out: seen.update(x=inp[0].detach(), y=out.detach()))
-        try:
-            batch = prompt if isinstance(prompt, Batch) else Batch((tuple(prompt),), (len(prompt),))
-            device = next(b.parameters()).device
-            with torch.no_grad():
-                b(torch.tensor(batch.ids, device=device))
-        finally:
-            handle.remove()
+        watch = (block_hook_name(layer, FEED_FORWARD),
+                 lambda m, inp, out: seen.update(x=inp[0].detach(), y=out.detach()))
+        batch = prompt if isinstance(prompt, Batch) else Batch((tuple(prompt),), (len(prompt),))
+        device = next(b.parameters()).device
+        with hooks(b, [watch]), torch.no_grad():
+            b(torch.tensor(batch.ids, device=device))
         first, second = block.ff.layers[0], block.ff.layers[2]
         with torch.no_grad():
             w = second.weight.double() @ first.weight.double()  # (C, C): one map

@@ -13,7 +13,7 @@ Qt-free."""
 from __future__ import annotations
 
 import math
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import torch
@@ -21,9 +21,11 @@ import torch.nn.functional as F
 
 from ..base.cancel import Cancelled, check
 from ..base.devices import check_memory
-from .interventions import Intervention, Resolved, applied
+from ..gpt.hooks import hooks
 from ..gpt.model import GPTModel
-from ..gpt.nodes import EMBEDDINGS, all_hook_names, block_hook_name, block_output, residual_branches
+from ..gpt.nodes import (EMBEDDINGS, all_hook_names, block_hook_name, block_module_name,
+                         block_nodes, block_output, residual_branches)
+from .interventions import shortcut_hooks
 
 
 @dataclass(frozen=True)
@@ -56,27 +58,21 @@ class GradientReport:
         return with_ / without
 
 
-@contextmanager
 def without_block_norms(model: GPTModel):
     """Every block's LayerNorms return their input unchanged while the context is open
     (the final norm stays): the blocks become a plain deep network."""
-    handles = []
-    try:
-        for block in model.trf_blocks:
-            for norm in (block.norm1, block.norm2):
-                handles.append(norm.register_forward_hook(lambda m, inp, out: inp[0]))
-        yield
-    finally:
-        for h in handles:
-            h.remove()
+    cfg = model.cfg
+    norms = [n.key for n in block_nodes(cfg.norm_position) if n.kind == "norm"]
+    return hooks(model, [(block_hook_name(i, key), lambda m, inp, out: inp[0])
+                         for i in range(cfg.n_layers) for key in norms])
 
 
 def without_shortcuts(model: GPTModel):
     """Every block's adds return only their branch while the context is open (the
     no-shortcut intervention at every add)."""
     cfg = model.cfg
-    return applied(model, [Resolved(Intervention("no-shortcut", block_hook_name(i, key)))
-                           for i in range(cfg.n_layers) for key in residual_branches()])
+    return hooks(model, [hook for i in range(cfg.n_layers) for key in residual_branches()
+                         for hook in shortcut_hooks(block_hook_name(i, key))])
 
 
 def gradient_bytes(cfg, tokens: int) -> int:
@@ -90,16 +86,22 @@ def gradient_bytes(cfg, tokens: int) -> int:
     return logits + activations + 2 * count_parameters(cfg).total * 4
 
 
-def _stop_points(model: GPTModel, stack: ExitStack, should_stop) -> None:
+def _stop_points(model: GPTModel, should_stop):
     """Stop is asked when each block's forward ends and when the backward pass reaches
-    its output: one block's work at most."""
+    its output (a hook on the output tensor, gone with the graph): one block's work at
+    most."""
     def after_block(module, inputs, out):
         check(should_stop)
         if out.requires_grad:
             out.register_hook(lambda grad: check(should_stop))
 
-    for block in model.trf_blocks:
-        stack.callback(block.register_forward_hook(after_block).remove)
+    return hooks(model, [(block_module_name(i), after_block) for i in range(model.cfg.n_layers)])
+
+
+def _starts_the_gradient(module, inputs, out):
+    """The gradient starts at the embeddings' output, whatever the parameters need."""
+    if not out.requires_grad:
+        out.requires_grad_(True)
 
 
 def _one_run(model: GPTModel, ids: torch.Tensor, names: list[str], shortcut: bool,
@@ -107,18 +109,13 @@ def _one_run(model: GPTModel, ids: torch.Tensor, names: list[str], shortcut: boo
     outputs: dict[str, torch.Tensor] = {}
     with ExitStack() as stack:
         if should_stop is not None:
-            _stop_points(model, stack, should_stop)
+            stack.enter_context(_stop_points(model, should_stop))
         if not shortcut:  # first: the hooks below then see the adds without their shortcut
             stack.enter_context(without_shortcuts(model))
         if not norms_kept:
             stack.enter_context(without_block_norms(model))
-        for name in names:
-            module = model.get_submodule(name)
-            stack.callback(module.register_forward_hook(
-                lambda m, inp, out, n=name: outputs.__setitem__(n, out)).remove)
-        # the gradient starts at the embeddings' output, whatever the parameters need
-        stack.callback(model.get_submodule(EMBEDDINGS).register_forward_hook(
-            lambda m, inp, out: out.requires_grad_(True) if not out.requires_grad else None).remove)
+        keep = [(name, lambda m, inp, out, n=name: outputs.__setitem__(n, out)) for name in names]
+        stack.enter_context(hooks(model, keep + [(EMBEDDINGS, _starts_the_gradient)]))
         with torch.enable_grad():
             logits = model(ids)  # (1, T, vocab)
             loss = F.cross_entropy(logits[0, :-1].float(), ids[0, 1:])

@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import json
 import math
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
 from ..gpt.config import GPTConfig
+from ..gpt.hooks import Hook, hooks, shortcut_removed
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (ATTENTION, GELU_OUTPUT, all_hook_names, eval_source, node_for_hook,
-                         parse_hook, residual_branches)
+from ..gpt.nodes import (ATTENTION, GELU_OUTPUT, all_hook_names, block_hook_name, eval_source,
+                         node_for_hook, parse_hook, residual_branches)
 from ..gpt.tokenizer import encode
 from ..base.outputs import atomic_output, check_output
 from ..base.validate import read_json
@@ -205,14 +207,11 @@ def activations(model: GPTModel, prompt: str | list[int], nodes) -> dict[str, to
     if not ids:
         raise ValueError("an intervention's prompt is empty")
     got = {}
-    with ExitStack() as stack:
-        for name in set(nodes):
-            module = model.get_submodule(_where(model, name))
-            stack.callback(module.register_forward_hook(
-                lambda m, i, out, n=name: got.__setitem__(n, out.detach().clone())).remove)
-        device = next(model.parameters()).device
-        with torch.inference_mode():
-            model(torch.tensor([ids[-model.cfg.context_length:]], device=device))
+    keep = [(_where(model, name), lambda m, i, out, n=name: got.__setitem__(n, out.detach().clone()))
+            for name in set(nodes)]
+    device = next(model.parameters()).device
+    with hooks(model, keep), torch.inference_mode():
+        model(torch.tensor([ids[-model.cfg.context_length:]], device=device))
     return got
 
 
@@ -296,6 +295,26 @@ def _edit(r: Resolved, offset: _Offset):
     return hook
 
 
+def shortcut_hooks(node: str) -> list[Hook]:
+    """The hooks that take the shortcut away at the add ``node`` (trf_blocks.N.add1 or
+    add2): the add returns only its branch."""
+    layer, key = parse_hook(node)
+    return shortcut_removed(node, block_hook_name(layer, residual_branches()[key]))
+
+
+def _knock_heads(att, heads) -> Callable:
+    """A pre-hook on attention's out_proj that zeroes the chosen heads' slices of the
+    context vectors (B, T, C), the heads side by side."""
+    hd, drop = att.head_dim, sorted(set(heads))
+
+    def knock(module, args):
+        ctx = args[0].clone()
+        for h in drop:
+            ctx[..., h * hd:(h + 1) * hd] = 0
+        return (ctx,) + tuple(args[1:])
+    return knock
+
+
 @contextmanager
 def applied(model: GPTModel, resolved: list[Resolved]):
     """Hook the interventions into the model for the duration of the context; every
@@ -306,33 +325,15 @@ def applied(model: GPTModel, resolved: list[Resolved]):
         cache = kwargs.get("cache", args[1] if len(args) > 1 else None)
         offset.value = cache.length if cache is not None else 0
 
-    with ExitStack() as stack:
-        if resolved:
-            stack.callback(model.register_forward_pre_hook(track, with_kwargs=True).remove)
-        for r in resolved:
-            spec = r.spec
-            layer, key = parse_hook(spec.node)
-            if spec.kind == "heads":
-                att = model.get_submodule(spec.node)
-                hd = att.head_dim
-                drop = sorted(set(spec.heads))
-
-                def knock(module, args, hd=hd, drop=drop):
-                    ctx = args[0].clone()  # (B, T, C): the heads side by side
-                    for h in drop:
-                        ctx[..., h * hd:(h + 1) * hd] = 0
-                    return (ctx,) + tuple(args[1:])
-                stack.callback(att.out_proj.register_forward_pre_hook(knock).remove)
-            elif spec.kind == "no-shortcut":
-                block = model.trf_blocks[layer]
-                branch = {}
-                source = block.get_submodule(residual_branches()[key])
-                stack.callback(source.register_forward_hook(
-                    lambda m, i, o, b=branch: b.__setitem__("x", o)).remove)
-                stack.callback(block.get_submodule(key).register_forward_hook(
-                    lambda m, i, o, b=branch: b.pop("x")).remove)
-            else:
-                name = spec.node if spec.kind == "activation" else _where(model, spec.node)
-                module = model.get_submodule(name)
-                stack.callback(module.register_forward_hook(_edit(r, offset)).remove)
+    forward, pre = [], []
+    for r in resolved:
+        spec = r.spec
+        if spec.kind == "heads":
+            pre.append((f"{spec.node}.out_proj", _knock_heads(model.get_submodule(spec.node), spec.heads)))
+        elif spec.kind == "no-shortcut":
+            forward += shortcut_hooks(spec.node)
+        else:
+            name = spec.node if spec.kind == "activation" else _where(model, spec.node)
+            forward.append((name, _edit(r, offset)))
+    with hooks(model, forward, pre, pre_kwargs=[("", track)] if resolved else []):
         yield

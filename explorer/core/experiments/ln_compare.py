@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..run.analysis import ValueHistogram, data_histogram
-from ..run.capture import _Hooks
+from ..gpt.hooks import HookSet
 from ..gpt.config import GPTConfig
 from ..gpt.layers import LayerNorm
 from ..gpt.model import GPTModel, build_model, init_weights
@@ -58,7 +58,7 @@ class RunSummary:
     histograms: dict[str, ValueHistogram]  # each block node's, on its values' own range
 
 
-class ValueHistograms(_Hooks):
+class ValueHistograms(HookSet):
     """Every block node's histogram on the range of its own values, counted as the
     forward pass makes each tensor (no tensor is kept)."""
 

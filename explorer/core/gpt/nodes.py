@@ -182,6 +182,7 @@ def residual_branches() -> dict[str, str]:
 BLOCKS = "trf_blocks"  # the module list of the transformer blocks
 # Nodes that other parts of the app look for by their role, named here only.
 ATTENTION = "att"
+FEED_FORWARD = "ff"
 PATTERN = "att.attn_weights"  # inside attention; drawn beside it
 GELU_INPUT = "ff.layers.0"  # what the GELU receives: Linear 1's output
 GELU_OUTPUT = "ff.layers.1"

@@ -5,8 +5,8 @@
   full tensors (optionally float16) within a memory budget; statistics are always kept.
 Generation records each step with ``StepRecorder`` (steps.py), which builds on this.
 
-Hooks are registered on entry and every handle is removed on exit, also when the
-forward raises. Hooks never return a value, so capturing never changes the output.
+Hooks are attached on entry and all removed on exit, also when the forward raises
+(``gpt/hooks.py``). Hooks never return a value, so capturing never changes the output.
 Attention patterns are hooked only when asked for: hooking them makes attention
 materialise its softmax weights instead of running the fused kernel.
 """
@@ -22,51 +22,13 @@ import numpy as np
 import torch
 
 from ..base.cancel import check
+from ..gpt.hooks import HookSet
 from ..gpt.model import GPTModel
 from ..gpt.nodes import (Node, block_module_name, eval_source, is_pattern, node_for_hook,
                          select_hook_names)
 from .stats import NodeStats, tensor_stats
 
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
-
-
-class _Hooks:
-    """Forward hooks on named modules of a model, registered on ``__enter__`` and all
-    removed on ``__exit__`` (also when registering or the forward pass fails)."""
-
-    def __init__(self, model: GPTModel) -> None:
-        self.model = model
-        self._handles: list = []
-
-    def _hooks(self) -> dict[str, object]:
-        """Hook name -> forward hook; called on entry."""
-        raise NotImplementedError
-
-    pre = False  # register forward pre-hooks (called before the module runs) instead
-
-    def __enter__(self):
-        modules = dict(self.model.named_modules())
-        try:
-            for name, hook in self._hooks().items():
-                register = (modules[name].register_forward_pre_hook if self.pre
-                            else modules[name].register_forward_hook)
-                self._handles.append(register(hook))
-        except BaseException:
-            self.remove()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
-
-    def remove(self) -> None:
-        handles, self._handles = self._handles, []
-        for handle in handles:
-            handle.remove()
-        self._forget()
-
-    def _forget(self) -> None:
-        """Drop per-pass state once the hooks are gone."""
 
 
 @dataclass
@@ -105,7 +67,7 @@ class NodeView:
         return rows if self.valid is None else rows[self.valid.reshape(-1)]
 
 
-class Capture(_Hooks):
+class Capture(HookSet):
     """``with Capture(model, ...) as cap: model(ids)``, then ``cap[name]``.
 
     nodes: None for every node, or a hook name / glob / list of them.
@@ -295,7 +257,7 @@ def _keep_as_is(out: torch.Tensor, dtype: torch.dtype) -> bool:
             and out.untyped_storage().nbytes() == out.numel() * out.element_size())
 
 
-class StopCheck(_Hooks):
+class StopCheck(HookSet):
     """``with StopCheck(model, should_stop)``: before each transformer block runs, ask
     ``should_stop()``; if it says yes, raise ``Cancelled``, so a long forward pass (a
     1024-token prompt on a large model) stops within one block."""

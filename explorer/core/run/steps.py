@@ -9,7 +9,8 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from .capture import NodeView, _Hooks
+from ..gpt.hooks import HookSet
+from .capture import NodeView
 from ..gpt.model import GPTModel
 from ..gpt.nodes import LOGITS, eval_source, is_pattern, node_for_hook, select_hook_names
 from .stats import NodeStats, RowStats, row_stats, tensor_stats
@@ -67,7 +68,7 @@ class StepCapture:
         return out
 
 
-class StepRecorder(_Hooks):
+class StepRecorder(HookSet):
     """Hooks that keep the last position's output of each node; ``snapshot()`` turns the
     latest forward pass into a ``StepCapture`` (one stack and one copy per width).
     In eval mode, nodes that output another node's tensor (``Node.same_in_eval``) are
