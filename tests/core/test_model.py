@@ -72,6 +72,46 @@ def test_attention_matches_book_and_ignores_book_mask_buffer():
     torch.testing.assert_close(ours(x), ref(x), atol=1e-5, rtol=1e-5)
 
 
+def test_the_books_attention_steps_and_the_fast_paths_give_the_same_numbers():
+    """book_forward is the book's forward line by line (the Code view shows it); the
+    fast paths — the fused kernel, the pattern a chunk of rows at a time, the KV cache a
+    token or a chunk at a time — agree with it, and with the book's own class."""
+    from explorer.core.gpt.hooks import hooks
+    torch.manual_seed(1)
+    ref = book_model.MultiHeadAttention(32, 32, 200, 0.0, 4, qkv_bias=True).eval()
+    att = layers.MultiHeadAttention(32, 32, 200, 0.0, 4, qkv_bias=True).eval()
+    att.load_state_dict(ref.state_dict())
+    for t in (1, 7, layers.PATTERN_ROWS, 150):  # 150: three chunks of query rows
+        x = torch.randn(2, t, 32)
+        book = att.book_forward(x)
+        torch.testing.assert_close(book, ref(x), atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(att.fast_forward(x), book, atol=1e-5, rtol=1e-5)  # fused
+        seen = []
+        with hooks(att, [("attn_weights", lambda m, i, o: seen.append(o))]):
+            torch.testing.assert_close(att.fast_forward(x), book, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(att(x), book, atol=1e-5, rtol=1e-5)
+        assert seen[0].shape == (2, 4, t, t)
+        torch.testing.assert_close(seen[0], seen[1], atol=1e-6, rtol=1e-5)  # the same pattern
+        kv = layers.LayerKV()  # the prompt in two chunks, then token by token
+        half = max(1, t // 2)
+        parts = [att.fast_forward(x[:, :half], kv, 0)]
+        parts += [att.fast_forward(x[:, i:i + 1], kv, i) for i in range(half, t)]
+        torch.testing.assert_close(torch.cat(parts, dim=1), book, atol=1e-5, rtol=1e-5)
+
+
+def test_the_code_view_shows_the_books_attention():
+    from explorer.core.lessons.listing import listing
+    shown = listing("trf_blocks.0.att.attn_weights")
+    assert shown.forward_name == "book_forward"
+    code = "\n".join(shown.forward)
+    for step in ("queries = self.W_query(x)", "attn_scores = queries @ keys.transpose(2, 3)",
+                 "attn_scores.masked_fill_(mask_bool, -torch.inf)",
+                 "attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)",
+                 "context_vec = (attn_weights @ values).transpose(1, 2)"):
+        assert step in code, step
+    assert "self.attn_weights(" in shown.forward[shown.forward_line]
+
+
 def _book_cfg(cfg):
     return {k: getattr(cfg, k) for k in ("vocab_size", "context_length", "emb_dim", "n_heads",
                                          "n_layers", "drop_rate", "qkv_bias")}

@@ -149,23 +149,52 @@ class MultiHeadAttention(nn.Module):
         return bool(hp._forward_hooks or hp._forward_pre_hooks)
 
     def forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        """The book's steps (``book_forward``) for a prompt of up to PATTERN_ROWS tokens
+        whose pattern is watched; otherwise the same numbers from ``fast_forward``: with
+        the KV cache, a pattern computed a chunk of rows at a time, or the fused kernel
+        (a test checks that the two agree)."""
+        if kv is None and x.shape[1] <= PATTERN_ROWS and self._wants_pattern():
+            return self.book_forward(x)
+        return self.fast_forward(x, kv, pos)
+
+    def book_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """MultiHeadAttention.forward as the book writes it; only the mask is made here
+        instead of kept as a buffer."""
+        b, num_tokens, d_in = x.shape
+        keys = self.W_key(x)  # (b, num_tokens, d_out)
+        queries = self.W_query(x)
+        values = self.W_value(x)
+        # split the last dimension into heads: (b, num_tokens, num_heads, head_dim)
+        keys = keys.view(b, num_tokens, self.num_heads, self.head_dim)
+        values = values.view(b, num_tokens, self.num_heads, self.head_dim)
+        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim)
+        keys = keys.transpose(1, 2)  # (b, num_heads, num_tokens, head_dim)
+        queries = queries.transpose(1, 2)
+        values = values.transpose(1, 2)
+        attn_scores = queries @ keys.transpose(2, 3)  # (b, num_heads, num_tokens, num_tokens)
+        mask_bool = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=x.device).triu(1)
+        attn_scores.masked_fill_(mask_bool, -torch.inf)  # no token sees a later one
+        attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+        attn_weights = self.dropout(attn_weights)
+        attn_weights = self.attn_weights(attn_weights)  # the pattern's hook point
+        context_vec = (attn_weights @ values).transpose(1, 2)  # (b, num_tokens, num_heads, head_dim)
+        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
+        context_vec = self.out_proj(context_vec)
+        return context_vec
+
+    def fast_forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        """The same attention for long prompts and generation: new keys and values go
+        into the KV cache at ``pos``; a watched pattern is computed a chunk of query rows
+        at a time (causal_softmax); otherwise the fused kernel runs."""
         b, t, _ = x.shape  # (B, T, C)
         h, hd = self.num_heads, self.head_dim
         q = self.W_query(x).view(b, t, h, hd).transpose(1, 2)  # (B, H, T, hd)
         k = self.W_key(x).view(b, t, h, hd).transpose(1, 2)
         v = self.W_value(x).view(b, t, h, hd).transpose(1, 2)
         if kv is not None:
-            if kv.k is None or kv.k.shape[0] != b:
-                shape = (b, h, self.context_length, hd)
-                kv.k = x.new_empty(shape)
-                kv.v = x.new_empty(shape)
-            kv.k[:, :, pos:pos + t] = k
-            kv.v[:, :, pos:pos + t] = v
-            k = kv.k[:, :, :pos + t]  # (B, H, pos+T, hd)
-            v = kv.v[:, :, :pos + t]
+            k, v = self._cached(kv, k, v, pos)  # (B, H, pos+T, hd)
         t_k = k.shape[2]
         drop_p = self.dropout.p if self.training else 0.0
-
         if self._wants_pattern():
             weights = self.dropout(causal_softmax(q, k))  # (B, H, T, T_k)
             weights = self.attn_weights(weights)
@@ -179,3 +208,13 @@ class MultiHeadAttention(nn.Module):
             ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=drop_p)
         ctx = ctx.transpose(1, 2).reshape(b, t, self.d_out)  # (B, T, C)
         return self.out_proj(ctx)
+
+    def _cached(self, kv: LayerKV, k: torch.Tensor, v: torch.Tensor, pos: int):
+        """Write the new keys and values at ``pos``; all of them so far, (B, H, pos+T, hd)."""
+        b, h, t, hd = k.shape
+        if kv.k is None or kv.k.shape[0] != b:
+            kv.k = k.new_empty((b, h, self.context_length, hd))
+            kv.v = v.new_empty((b, h, self.context_length, hd))
+        kv.k[:, :, pos:pos + t] = k
+        kv.v[:, :, pos:pos + t] = v
+        return kv.k[:, :, :pos + t], kv.v[:, :, :pos + t]

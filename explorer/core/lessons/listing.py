@@ -54,11 +54,14 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
                        f"{key} is built once in GPTModel.__init__ and used in GPTModel.forward, "
                        "around the loop over the transformer blocks.")
     if key == "att.attn_weights":
-        init, forward = _source(MultiHeadAttention, "__init__"), _source(MultiHeadAttention, "forward")
-        return Listing("MultiHeadAttention", init, forward, "forward",
+        init = _source(MultiHeadAttention, "__init__")
+        forward = _source(MultiHeadAttention, "book_forward")
+        return Listing("MultiHeadAttention", init, forward, "book_forward",
                        _find(init, r"self\.attn_weights = "), _find(forward, r"self\.attn_weights\("),
-                       "The pattern is softmax(q kᵀ / √head_dim) with the causal mask; the "
-                       "attn_weights hook point names it (made only when something looks).")
+                       "The pattern is softmax(queries keysᵀ / √head_dim) with the causal mask, "
+                       "as the book computes it; the attn_weights hook point names it. Long "
+                       "prompts and generation get the same numbers from fast_forward (the KV "
+                       "cache, the pattern a chunk of rows at a time).")
     children = [n.key for n in block_nodes(norm_position) if n.parent == "ff"]
     if key in children:  # the Sequential's layers, in the node table's order
         index = children.index(key)
