@@ -92,9 +92,11 @@ def test_every_view_is_a_module_of_its_own_made_from_session_and_engine():
     assert len(set(modules)) == len(modules)
     keys = [v.key for v in VIEWS]
     assert len(set(keys)) == len(keys) and [v.area for v in VIEWS].count("central") == 1
+    from explorer.ui.base.view import ViewHooks
     for spec in VIEWS:
         params = list(inspect.signature(spec.cls.__init__).parameters)
         assert params[1:3] == ["session", "engine"], spec.cls
+        assert issubclass(spec.cls, ViewHooks), spec.cls  # the hooks the window calls
 
 
 def layer(name: str) -> tuple[str, int] | None:
@@ -146,3 +148,12 @@ def test_modules_are_hooked_only_through_the_hook_manager():
             assert not pattern.search(path.read_text()), name
     from explorer.core.gpt import hooks
     assert pattern.search(inspect.getsource(hooks))
+
+
+def test_views_and_what_they_draw_with_never_touch_torch():
+    """Views get numpy (a Pass); a torch call on the GUI thread would share torch's
+    threads with the engine's pass. Only the window sets torch's thread count."""
+    for path, name in MODULES.items():
+        if name.split(".")[1:3] in (["ui", "views"], ["ui", "graph"], ["ui", "plots"],
+                                    ["ui", "widgets"], ["ui", "base"]):
+            assert "torch" not in {m.split(".")[0] for m in imports(path)}, name

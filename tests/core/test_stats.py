@@ -202,3 +202,28 @@ def test_chunk_loops_run_on_one_thread_and_give_the_count_back():
         assert [torch.get_num_threads() for _ in chunks(torch.zeros(10))] == [2]
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_vectors_numpy_statistics_are_tensor_stats(seed):
+    """The inspector's one-token statistics are computed with numpy on the GUI thread;
+    they are the statistics tensor_stats gives, NaN, Inf and the range's edges included."""
+    import numpy as np
+    from explorer.core.gpt.nodes import HistRange
+    from explorer.core.run.vector_stats import vector_stats
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(768) * rng.choice([0.1, 1.0, 30.0])).astype(np.float32)
+    hist = HistRange(-4.0, 4.0, 80)
+    if seed >= 2:
+        x[:5] = [4.0, -4.0, 0.0, -0.0, 0.05]  # on the edges, zeros of both signs
+    if seed >= 4:
+        x[5:9] = [np.nan, np.inf, -np.inf, np.nan]
+    ours, theirs = vector_stats(x, hist), tensor_stats(torch.from_numpy(x).reshape(1, -1), hist)
+    for key in ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg", "frac_zero"):
+        assert getattr(ours, key) == pytest.approx(getattr(theirs, key), rel=1e-5, abs=1e-5), key
+    for key in ("count", "n_nan", "n_inf", "under", "over"):
+        assert getattr(ours, key) == getattr(theirs, key), key
+    np.testing.assert_array_equal(ours.hist, theirs.hist)
+    np.testing.assert_array_equal(ours.top_dims, theirs.top_dims)
+    np.testing.assert_allclose(ours.top_values, theirs.top_values, rtol=1e-6)
+    np.testing.assert_allclose(ours.token_l2, theirs.token_l2, rtol=1e-5)

@@ -291,7 +291,7 @@ def test_window_title_says_which_model_and_whether_trained(make_window):
 
 
 def test_invisible_token_pieces_are_shown_by_their_code():
-    from explorer.ui.views.generation_view import _visible
+    from explorer.ui.widgets.token_chips import visible as _visible
     assert _visible(" you") == "·you" and _visible("\n") == "⏎" and _visible("é") == "é"
     assert _visible("\u200b") == "\\u200b" and _visible("\x0c") == "\\u000c"
 

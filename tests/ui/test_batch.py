@@ -157,7 +157,7 @@ def test_a_stopped_or_refused_batch_keeps_the_shown_pass(qtbot, make_window, war
 
 
 def test_a_big_batch_draws_a_bounded_number_of_chips(make_window):
-    from explorer.ui.views.generation_view import MAX_CHIPS
+    from explorer.ui.widgets.token_chips import MAX_CHIPS
     window = make_window()
     panel = window.generation
     panel.batch.setChecked(True)

@@ -105,18 +105,19 @@ class LensRow:
     top_probs: tuple[float, ...]
 
 
-def logit_lens(model: GPTModel, residuals: dict[str, torch.Tensor], position: int,
+def logit_lens(model: GPTModel, residuals: dict[str, torch.Tensor | np.ndarray], position: int,
                k: int = 5) -> list[LensRow]:
     """Apply the final norm and the output head to the residual stream after each add
-    (the tensors in ``residuals``, shape (1, T, C)) at one position: what the model
-    would predict if it stopped there."""
+    (the tensors or a pass's arrays in ``residuals``, shape (1, T, C)) at one position:
+    what the model would predict if it stopped there."""
     names = list(residuals)
     if not names:
         return []
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     with torch.inference_mode():
-        stack = torch.stack([residuals[n][0, position] for n in names]).to(device, dtype)  # (R, C)
+        stack = torch.stack([torch.as_tensor(residuals[n][0, position]) for n in names]
+                            ).to(device, dtype)  # (R, C)
         logits = tokenizer_logits(model.out_head(model.final_norm(stack)))
         probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, k, dim=-1)

@@ -8,8 +8,10 @@ visible region, and the dock's visibilityChanged signal when it comes back.
 
 from __future__ import annotations
 
+from .view import ViewHooks
 
-class LazyRefresh:
+
+class LazyRefresh(ViewHooks):
     """Mixin for QWidget views: call ``self.request_refresh()`` on every change, put the
     drawing in ``self.redraw()``, and connect the dock's ``visibilityChanged`` to
     ``self.visibility_changed``."""

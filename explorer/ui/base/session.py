@@ -172,6 +172,10 @@ class Session(QObject):
         """Show an error (the window opens the dialog, on the GUI thread)."""
         self.errorRaised.emit(title, message)
 
+    def error_reporter(self, title: str):
+        """``report_error`` with its title filled in, for a callback."""
+        return lambda message: self.report_error(title, message)
+
     def request_model(self, spec: ModelSpec) -> None:
         self.modelRequested.emit(spec)
 

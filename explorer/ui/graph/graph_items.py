@@ -5,7 +5,9 @@ and a cap (the embeddings or the head) that unfolds on a click."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt
+import math
+
+from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QPainterPath, QPainterPathStroker, QPen
 from PySide6.QtWidgets import (QGraphicsItem, QGraphicsPathItem, QGraphicsRectItem,
                                QGraphicsSimpleTextItem)
@@ -155,3 +157,26 @@ class CapItem(QGraphicsSimpleTextItem):
         if event.button() == Qt.LeftButton:
             self.graph.toggle_cap(self.which)
         event.accept()
+
+
+def marks(one) -> tuple[str, str]:
+    """(the node it is drawn on, the words) for one intervention (a removed shortcut on
+    its add, whose shortcut the graph also draws dashed)."""
+    return one.node, {"zero": "× 0", "scale": f"× {one.k:g}", "mean": "mean", "steer": "steered",
+                      "patch": "patched", "heads": "heads " + ",".join(map(str, one.heads)) + " off",
+                      "activation": f"→ {one.function}", "no-shortcut": "no shortcut"}[one.kind]
+
+
+def arrow_head(path: QPainterPath, p0, p1) -> None:
+    """Two short strokes at ``p1``, pointing from ``p0``."""
+    angle = math.atan2(p1[1] - p0[1], p1[0] - p0[0])
+    for da in (2.6, -2.6):
+        path.moveTo(QPointF(*p1))
+        path.lineTo(p1[0] + 8 * math.cos(angle + da), p1[1] + 8 * math.sin(angle + da))
+
+
+def tooltip(name: str, view) -> str:
+    """A node's shape and moments, for its tooltip."""
+    s = view.stats
+    return (f"{name}  shape {view.shape}\nmean {s.mean:.4g}   std {s.std:.4g}\n"
+            f"min {s.min:.4g}   max {s.max:.4g}   abs-max {s.absmax:.4g}")

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QPla
 from ...core.lessons.listing import listing
 from ...core.lessons.trace import trace_order, what_changed
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 SPEEDS = {"0.5 s per node": 500, "1 s per node": 1000, "2 s per node": 2000}
 BUILT, RAN = QColor("#d7e8fb"), QColor("#ffe9a8")
@@ -36,7 +37,7 @@ def _code_box() -> QPlainTextEdit:
     return box
 
 
-class CodeView(QWidget):
+class CodeView(ViewHooks, QWidget):
     def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session

@@ -13,7 +13,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton,
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
 
 from functools import partial
@@ -22,6 +22,7 @@ from ...core.run.analysis import ValueHistogram, layer_table, residual_profile
 from ...core.gpt.nodes import block_hook_name, block_nodes, block_title
 from ..plots.histogram import RANGES, HistogramPlot, histogram_of, range_box
 from ..base.lazy import LazyRefresh
+from ..widgets.save_file import save_as
 from ..plots.plot_axes import add_plot, count_axis, plot_widget
 from ..plots.plot_text import set_empty, set_label, set_ticks, set_title
 from ..widgets.scrolling import scrolling
@@ -255,9 +256,10 @@ class DistributionsView(LazyRefresh, QWidget):
     def export_csv(self) -> None:
         if self.table is None:
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Export table", "distributions.csv", "CSV (*.csv)")
-        if path:
-            write_table_csv(path, self.table_keys, self.table, self.stat_box.currentText())
+        keys, table, stat = self.table_keys, self.table, self.stat_box.currentText()
+        save_as(self, "Export table", "distributions.csv", "CSV (*.csv)",
+                lambda tmp: write_table_csv(tmp, keys, table, stat),
+                lambda m: self.session.report_error("Distributions", m))
 
 
 def write_table_csv(path: str, keys: list[str], table: np.ndarray, stat: str) -> None:

@@ -18,11 +18,12 @@ from ...core.experiments.divergence import (FF_WIDTH, MUTATIONS, SECOND_HALF, Di
 from ...core.sources import Mutation, model_for, parse_source
 from ..widgets.job_controls import JobControls
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 CHECKPOINT = "checkpoint file…"
 
 
-class DivergenceView(QWidget):
+class DivergenceView(ViewHooks, QWidget):
     """Marks the first diverging node in the session (the block graph outlines it)."""
 
     def __init__(self, session: Session, engine) -> None:

@@ -19,14 +19,14 @@ from ...core.run.batch import MAX_BATCH, split_prompts
 from ...core.run.generation import GenerationSettings, prepare_prompt
 from ...core.gpt.tokenizer import encode, token_piece
 from ..widgets.generation_box import GenerationBox, flag
+from ..widgets.token_chips import CHIP_COLOURS, batch_chips_html, chips_html, visible
 from ..plots.plot_text import set_empty, set_ticks
 from ..base.runs import Runs
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 DEFAULT_PROMPT = "Every effort moves you"
 MAX_PROMPT_CHARS = 1_000_000  # a remembered prompt beyond this is cut (a damaged settings file)
-MAX_CHIPS = 96  # chips drawn for a long prompt (the count shows them all; 200 took ~30 ms)
-CHIP_COLOURS = ("#dce8fb", "#fbe8d0")
 
 
 def nice_below(x: float) -> float:
@@ -39,14 +39,7 @@ def _short(text: str, limit: int = 12) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _visible(piece: str) -> str:
-    """Make leading spaces and newlines visible on a chip."""
-    shown = piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥") or "∅"
-    # other control or invisible characters (a blank label tells nothing): their code
-    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in shown)
-
-
-class GenerationPanel(QWidget):
+class GenerationPanel(ViewHooks, QWidget):
     def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session
@@ -56,6 +49,17 @@ class GenerationPanel(QWidget):
         self._chips_pending = False
         self._shown_prompt = None  # the prompt pass whose steps the output shows
         self._shown_steps = 0
+        self._prompt_widgets()
+        self._buttons()
+        self._topk_plot()
+        self._lay_out()
+        self._connect(session)
+        self.update_chips()
+        self.update_output()  # a panel made after a run shows it
+        self.update_topk()
+
+    def _prompt_widgets(self) -> None:
+        """The prompt, its token chips and count, the batch switch, the output."""
         self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
         self.prompt.setPlaceholderText("Type a prompt, then Ctrl+Enter")
         self.prompt.setMaximumHeight(90)
@@ -70,6 +74,17 @@ class GenerationPanel(QWidget):
                               "batch dimension at every node; generation runs one prompt at a time")
         self.batch.toggled.connect(self._batch_toggled)
 
+        self.output = QTextBrowser()  # one rich-text document: appending a token is one call
+        self.output.setOpenLinks(False)
+        self.output.setToolTip("Click the prompt or a generated token: every view shows that step")
+        self.output.anchorClicked.connect(lambda url: self.select(None if url.toString() == "prompt"
+                                                                  else int(url.toString())))
+        self.selected: int | None = None  # None: the prompt pass; else a step index
+        # its title in a label that wraps: a plot title wider than the plot widens the
+        # plot beyond its widget, which then cuts off its right-hand side
+
+    def _buttons(self) -> None:
+        """The generation settings (their widgets as the panel's own), Generate, Stop."""
         self.settings_box = GenerationBox()
         box = self.settings_box  # its widgets, as the panel's own
         self.max_tokens, self.leave_room, self.sample = box.max_tokens, box.leave_room, box.sample
@@ -81,12 +96,8 @@ class GenerationPanel(QWidget):
         self.stop_button.setEnabled(False)
         self.stop_button.clicked.connect(self.runs.stop)
 
-        self.output = QTextBrowser()  # one rich-text document: appending a token is one call
-        self.output.setOpenLinks(False)
-        self.output.setToolTip("Click the prompt or a generated token: every view shows that step")
-        self.output.anchorClicked.connect(lambda url: self.select(None if url.toString() == "prompt"
-                                                                  else int(url.toString())))
-        self.selected: int | None = None  # None: the prompt pass; else a step index
+    def _topk_plot(self) -> None:
+        """The next-token candidates as bars, their pieces on the left axis."""
         # its title in a label that wraps: a plot title wider than the plot widens the
         # plot beyond its widget, which then cuts off its right-hand side
         self.topk_what = QLabel("Next token")
@@ -105,6 +116,7 @@ class GenerationPanel(QWidget):
         left.setWidth(self._axis_width)
         self.topk_plot.setMinimumWidth(self._axis_width + 70)  # the labels, bars and title
 
+    def _lay_out(self) -> None:
         left = QVBoxLayout()
         left.setSpacing(3)
         left.addWidget(self.prompt, 1)
@@ -137,6 +149,7 @@ class GenerationPanel(QWidget):
         self.topk_plot.setMinimumHeight(90)
         layout.addLayout(topk, 2)
 
+    def _connect(self, session: Session) -> None:
         self._retokenize = QTimer(self, singleShot=True, interval=120)
         self._retokenize.timeout.connect(self.update_chips)
         self.prompt.textChanged.connect(self._retokenize.start)
@@ -151,9 +164,6 @@ class GenerationPanel(QWidget):
         session.interventionsChanged.connect(self._rerun)
         self._rerun_timer = QTimer(self, singleShot=True, interval=0)
         self._rerun_timer.timeout.connect(self._rerun_now)
-        self.update_chips()
-        self.update_output()  # a panel made after a run shows it
-        self.update_topk()
 
     # ------------------------------------------------------------------ settings
     def settings(self) -> GenerationSettings:
@@ -256,8 +266,7 @@ class GenerationPanel(QWidget):
             return
         ids = encode(self.prompt.toPlainText())
         self.token_ids = ids
-        more = f" … {len(ids) - MAX_CHIPS} more" if len(ids) > MAX_CHIPS else ""
-        self.chips.setHtml(self._chip_html(ids[:MAX_CHIPS]) + more)
+        self.chips.setHtml(chips_html(ids))
         note, notices = "", []
         if ctx and ids:  # short here (a narrow column); the whole notice in the tooltip
             new = self.max_tokens.value()
@@ -272,12 +281,6 @@ class GenerationPanel(QWidget):
         tip = "; ".join(notices)
         self.token_count.setToolTip(tip[:1].upper() + tip[1:])
 
-    @staticmethod
-    def _chip_html(ids: list[int]) -> str:
-        return " ".join(f"<span style='background:{CHIP_COLOURS[i % 2]}'>&nbsp;"
-                        f"{html.escape(_visible(token_piece(tid)))}<sub> {tid}</sub>&nbsp;</span>"
-                        for i, tid in enumerate(ids))
-
     def _batch_chips(self, ctx: int | None) -> None:
         """One row of chips per prompt, padded to the longest with grey [pad] chips."""
         prompts = self.prompts()
@@ -286,15 +289,7 @@ class GenerationPanel(QWidget):
             rows = [r[-ctx:] for r in rows]
         self.token_ids = rows[0] if rows else []
         width = max((len(r) for r in rows), default=0)
-        pad = "<span style='background:#d0d0d0; color:#606060'>&nbsp;[pad]&nbsp;</span>"
-        per_row = max(8, 2 * MAX_CHIPS // max(1, len(rows)))  # chips drawn per prompt
-        lines = []
-        for b, r in enumerate(rows):
-            drawn = min(len(r), per_row)
-            pads = min(width - len(r), per_row - drawn)
-            cut = " …" if drawn + pads < width else ""
-            lines.append(f"<b>s{b}</b> " + self._chip_html(r[:per_row]) + (" " + pad) * pads + cut)
-        self.chips.setHtml("<br>".join(lines))
+        self.chips.setHtml(batch_chips_html(rows))
         if not rows:
             self.token_count.setText("Batch: no prompts yet (one per line)")
             return
@@ -325,7 +320,7 @@ class GenerationPanel(QWidget):
     def _token_html(self, step) -> str:
         colour = "#ffd27f" if self.selected == step.step else CHIP_COLOURS[step.step % 2]
         return (f"<a href='{step.step}' style='text-decoration:none; color:black'>"
-                f"<span style='background:{colour}'>&nbsp;{html.escape(_visible(token_piece(step.token_id)))}"
+                f"<span style='background:{colour}'>&nbsp;{html.escape(visible(token_piece(step.token_id)))}"
                 f"<sub> {step.prob:.2g}</sub>&nbsp;</span></a> ")
 
     def _redraw_output(self) -> None:
@@ -387,7 +382,7 @@ class GenerationPanel(QWidget):
         room = self._axis_width - 12
         number = f" {prob:.2g}"
         metrics = self._label_metrics
-        shown = metrics.elidedText(_short(_visible(piece)), Qt.ElideRight,
+        shown = metrics.elidedText(_short(visible(piece)), Qt.ElideRight,
                                    room - metrics.horizontalAdvance(number))
         return shown + number
 

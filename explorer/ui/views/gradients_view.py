@@ -16,13 +16,14 @@ from ...core.gpt.nodes import block_nodes
 from ..plots.gradient_plots import draw_report, gradient_plots
 from ..widgets.job_controls import JobControls
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 INTRO = ("The loss of each prompt token predicting the next one, backpropagated; "
          "the same model and prompt with the shortcuts removed (each add returns only its "
          "branch) in orange.")
 
 
-class GradientsView(QWidget):
+class GradientsView(ViewHooks, QWidget):
     def __init__(self, session: Session, engine) -> None:
         super().__init__()
         self.session, self.engine = session, engine

@@ -24,11 +24,13 @@ from ...core.gpt.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, is_pattern
 from ...core.lessons.quiz import SHAPES
 from ..graph.graph_colours import colour, colour_bar_pixmap
 from ..graph.graph_canvas import GraphCanvas
-from ..graph.graph_items import CapItem, EdgeItem, FrameItem, NodeItem
+from ..graph.graph_items import (CapItem, EdgeItem, FrameItem, NodeItem, arrow_head, marks,
+                                 tooltip)
 from ..graph.graph_layout import Metrics, label_floors, layout_block
 from ..graph.layer_strip import LayerStrip
 from ..graph.node_menu import node_menu
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 STATISTICS = {"std": "std", "abs-max": "absmax", "RMS": "rms", "kurtosis": "kurtosis"}
 BEFORE = {n.key for n in MODEL_NODES_BEFORE[:3]}  # drawn only when the cap is open
@@ -36,15 +38,7 @@ AFTER = {n.key for n in MODEL_NODES_AFTER}
 SHORTCUT, REMOVED = "#2a7ab0", "#c0392b"
 
 
-def marks(one) -> tuple[str, str]:
-    """(the node it is drawn on, the words) for one intervention (a removed shortcut on
-    its add, whose shortcut the graph also draws dashed)."""
-    return one.node, {"zero": "× 0", "scale": f"× {one.k:g}", "mean": "mean", "steer": "steered",
-                      "patch": "patched", "heads": "heads " + ",".join(map(str, one.heads)) + " off",
-                      "activation": f"→ {one.function}", "no-shortcut": "no shortcut"}[one.kind]
-
-
-class BlockGraphView(QWidget):
+class BlockGraphView(ViewHooks, QWidget):
     """Toolbar (block, colour statistic, feed-forward layers, fit) over the graph, and a
     row with the strip of all blocks and the colour scale under it."""
 
@@ -62,6 +56,22 @@ class BlockGraphView(QWidget):
         self._anchors: dict[str, tuple[float, float, bool]] = {}
         self._widths: tuple[float, float] | None = None  # the labels' room in the layout
 
+        self.scene = QGraphicsScene(self)
+        self.view = GraphCanvas(self.scene)
+        self.strip = LayerStrip(session)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 2, 4, 2)
+        layout.setSpacing(2)
+        layout.addLayout(self._toolbar())
+        layout.addWidget(self.view, 1)
+        layout.addLayout(self._scale_row())
+        self._show_scale(False)
+        self._connect(session)
+        if session.model is not None:  # a view made after the model loaded starts from it
+            self.rebuild()
+
+    def _toolbar(self) -> QHBoxLayout:
+        """Block, colour statistic, feed-forward layers, Fit."""
         self.layer_box = QSpinBox()
         self.layer_box.setPrefix("Block ")
         self.layer_box.setToolTip("Which transformer block is drawn (Up/Down in the graph)")
@@ -79,10 +89,10 @@ class BlockGraphView(QWidget):
                   self.fit_button):
             bar.addWidget(w)
         bar.addStretch(1)
+        return bar
 
-        self.scene = QGraphicsScene(self)
-        self.view = GraphCanvas(self.scene)
-        self.strip = LayerStrip(session)
+    def _scale_row(self) -> QHBoxLayout:
+        """The strip of all blocks, then the colour scale's ends and its zero count."""
         self.legend = QLabel()
         self.legend.setStyleSheet("color: #444444")
         self.scale_lo, self.scale_hi, self.zero_note = QLabel(), QLabel(), QLabel()
@@ -94,14 +104,9 @@ class BlockGraphView(QWidget):
         below.addWidget(self.strip, 1)
         for w in (self.legend, self.scale_lo, self.scale_bar, self.scale_hi, self.zero_note):
             below.addWidget(w)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 2, 4, 2)
-        layout.setSpacing(2)
-        layout.addLayout(bar)
-        layout.addWidget(self.view, 1)
-        layout.addLayout(below)
-        self._show_scale(False)
+        return below
 
+    def _connect(self, session: Session) -> None:
         self.layer_box.valueChanged.connect(lambda v: session.set_layer(v - 1))
         self.stat_box.currentTextChanged.connect(lambda _: self.recolour())
         self.expand_ff.toggled.connect(lambda _: self.rebuild())
@@ -115,8 +120,6 @@ class BlockGraphView(QWidget):
         session.markChanged.connect(self.mark_divergence)
         session.coverChanged.connect(lambda _: self.refresh())
         session.interventionsChanged.connect(self._badges)
-        if session.model is not None:  # a view made after the model loaded starts from it
-            self.rebuild()
 
     # ---------------------------------------------------------------- building
     def metrics(self) -> Metrics:
@@ -185,7 +188,7 @@ class BlockGraphView(QWidget):
         for p in arrow.points[1:]:
             path.lineTo(QPointF(*p))
         if arrow.target:
-            _head(path, arrow.points[-2], arrow.points[-1])
+            arrow_head(path, arrow.points[-2], arrow.points[-1])
         edge = EdgeItem(path, arrow.source, arrow.dashed, arrow.target)
         self.scene.addItem(edge)
         self.edges.setdefault(arrow.source, []).append(edge)
@@ -201,7 +204,7 @@ class BlockGraphView(QWidget):
         path = QPainterPath(QPointF(*cut.points[0]))
         for p in cut.points[1:]:
             path.lineTo(QPointF(*p))
-        _head(path, cut.points[-2], cut.points[-1])
+        arrow_head(path, cut.points[-2], cut.points[-1])
         edge = EdgeItem(path, cut.source)
         self.scene.addItem(edge)
         word = self.scene.addSimpleText("shortcut")
@@ -278,7 +281,7 @@ class BlockGraphView(QWidget):
                 label.setPos(x - label.boundingRect().width(), y)
         for name, edges in self.edges.items():
             view = current.views.get(name) if current else None
-            tip = _tip(name, view) if view is not None and shapes and not self.session.covered else name
+            tip = tooltip(name, view) if view is not None and shapes and not self.session.covered else name
             for edge in edges:
                 if not any(edge is s[1] for s in self.shortcuts.values()):
                     edge.setToolTip(f"The tensor on this arrow: {tip}")
@@ -291,7 +294,7 @@ class BlockGraphView(QWidget):
             elif view is None:
                 item.setToolTip(f"{name}\n{item.node.description}")
             else:
-                item.setToolTip(f"{name}\n{item.node.description}\n{_tip(name, view)}")
+                item.setToolTip(f"{name}\n{item.node.description}\n{tooltip(name, view)}")
         self.recolour()
         self._badges()
         self._on_node(self.session.node)
@@ -385,16 +388,3 @@ class BlockGraphView(QWidget):
             self.session.set_layer(self.session.layer + (-1 if event.key() == Qt.Key_Up else 1))
         else:
             super().keyPressEvent(event)
-
-
-def _head(path: QPainterPath, p0, p1) -> None:
-    angle = math.atan2(p1[1] - p0[1], p1[0] - p0[0])
-    for da in (2.6, -2.6):
-        path.moveTo(QPointF(*p1))
-        path.lineTo(p1[0] + 8 * math.cos(angle + da), p1[1] + 8 * math.sin(angle + da))
-
-
-def _tip(name: str, view) -> str:
-    s = view.stats
-    return (f"{name}  shape {view.shape}\nmean {s.mean:.4g}   std {s.std:.4g}\n"
-            f"min {s.min:.4g}   max {s.max:.4g}   abs-max {s.absmax:.4g}")

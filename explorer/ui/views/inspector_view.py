@@ -11,23 +11,23 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-import torch
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetrics, QGuiApplication
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QPushButton, QSpinBox,
-                               QTableView, QTableWidget, QTableWidgetItem, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QPushButton, QSpinBox, QTableView,
+                               QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from ..plots.plot_axes import plot_widget, position_ticks
 from ...core.run.batch import shown_piece
 from ...core.run.capture import NodeView
 from ...core.gpt.nodes import block_hook_name, block_title, layer_of, parse_hook, residual_branches
 from ...core.run.analysis import branch_ratio
-from ...core.run.stats import DETAILS, tensor_stats
+from ...core.run.stats import DETAILS
+from ...core.run.vector_stats import vector_stats
 from ..plots.histogram import FIXED_RANGE, RANGES, HistogramPlot, histogram_of, range_box
 from ..base.lazy import LazyRefresh
 from ..plots.plot_text import set_empty, set_label, set_ticks
 from ..base.session import Session
+from ..widgets.save_file import save_as
 from ..widgets.values_table import ValuesModel, as_matrix
 
 STAT_ROWS = [("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
@@ -50,7 +50,24 @@ class InspectorView(LazyRefresh, QWidget):
         self.stats_table.verticalHeader().setVisible(False)
         self.stats_table.horizontalHeader().setStretchLastSection(True)
         self.stats_table.setMaximumHeight(330)
+        self._shown: tuple | None = None
+        self._waiting = False  # the shown node's details are still to come
+        self._dirty: set[int] = set()
+        tabs = self._tabs()
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.title)
+        layout.addWidget(self.stats_table)
+        layout.addLayout(self._token_row())
+        layout.addWidget(tabs, 1)
+        layout.addLayout(self._exports())
+        session.nodeChanged.connect(lambda _: self.refresh())
+        session.on_pass(self.refresh)  # in a loop turn of its own
+        session.completed.connect(lambda: self._waiting and self.refresh())
+        session.modelChanged.connect(self.refresh)
+        self.refresh()
 
+    def _tabs(self) -> QTabWidget:
+        """Histogram, heatmap, token norms, branch / shortcut, values."""
         self.tabs = QTabWidget()
         self.hist_plot = plot_widget()
         self.histogram = HistogramPlot(self.hist_plot.getPlotItem())
@@ -82,11 +99,11 @@ class InspectorView(LazyRefresh, QWidget):
         self.ratio_tab = self.tabs.indexOf(self.ratio_plot)
         self.heat_tab = self.tabs.indexOf(self.heat_plot)
         self.values_tab = self.tabs.indexOf(self.values_view)
-        self._shown: tuple | None = None
-        self._waiting = False  # the shown node's details are still to come
-        self._dirty: set[int] = set()
         self.tabs.currentChanged.connect(self._render_tab)
+        return self.tabs
 
+    def _token_row(self) -> QHBoxLayout:
+        """All tokens or one, and the histogram's range."""
         self.token_box = QSpinBox()  # constant cost, however many rows there are
         self.token_box.setSpecialValueText("all tokens")
         self.token_box.setToolTip("All tokens, or one row (a position): the statistics and the "
@@ -95,6 +112,16 @@ class InspectorView(LazyRefresh, QWidget):
         self.token_label = QLabel()
         self.range_box = range_box()
         self.range_box.currentTextChanged.connect(lambda _: self._show_numbers())
+        tools = QHBoxLayout()
+        tools.addWidget(QLabel("Token:"))
+        tools.addWidget(self.token_box)
+        tools.addWidget(self.token_label, 1)
+        tools.addWidget(QLabel("Range:"))
+        tools.addWidget(self.range_box)
+        return tools
+
+    def _exports(self) -> QHBoxLayout:
+        """What if…, then the exports and the plot copy."""
         export_npy = QPushButton("Export .npy…")
         export_npy.clicked.connect(self.export_npy)
         export_csv = QPushButton("Statistics CSV…")
@@ -102,12 +129,6 @@ class InspectorView(LazyRefresh, QWidget):
         copy_plot = QPushButton("Copy plot")
         copy_plot.setToolTip("Copy the visible plot to the clipboard as an image")
         copy_plot.clicked.connect(self.copy_plot)
-        tools = QHBoxLayout()
-        tools.addWidget(QLabel("Token:"))
-        tools.addWidget(self.token_box)
-        tools.addWidget(self.token_label, 1)
-        tools.addWidget(QLabel("Range:"))
-        tools.addWidget(self.range_box)
         self.whatif_button = QPushButton("What if…")
         self.whatif_button.setToolTip("Change this node (zero, ablate, scale, steer, patch…) "
                                       "in the What if tab")
@@ -117,19 +138,7 @@ class InspectorView(LazyRefresh, QWidget):
         exports.addStretch(1)
         for button in (export_npy, export_csv, copy_plot):
             exports.addWidget(button)
-
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.title)
-        layout.addWidget(self.stats_table)
-        layout.addLayout(tools)
-        layout.addWidget(self.tabs, 1)
-        layout.addLayout(exports)
-
-        session.nodeChanged.connect(lambda _: self.refresh())
-        session.on_pass(self.refresh)  # in a loop turn of its own
-        session.completed.connect(lambda: self._waiting and self.refresh())
-        session.modelChanged.connect(self.refresh)
-        self.refresh()
+        return exports
 
     # ------------------------------------------------------------------ showing
     def _row_labels(self, view: NodeView, rows: int) -> list[str]:
@@ -236,8 +245,7 @@ class InspectorView(LazyRefresh, QWidget):
         values, row = self._token_values()
         stats = view.stats
         if values is not None:  # one vector: its own statistics, a moment to compute
-            stats = tensor_stats(torch.from_numpy(np.ascontiguousarray(values)).reshape(1, -1),
-                                 view.node.hist)
+            stats = vector_stats(values, view.node.hist)  # numpy: no torch on this thread
         rows = [(label, getattr(stats, key) if stats.ready or key not in DETAILS else "computing…")
                 for label, key in STAT_ROWS]
         rows += [("NaN / Inf", f"{stats.n_nan} / {stats.n_inf}"),
@@ -366,19 +374,15 @@ class InspectorView(LazyRefresh, QWidget):
     # ------------------------------------------------------------------ export
     def export_npy(self) -> None:
         view = self.session.view()
-        if view is None or view.array is None:
-            return
-        path, _ = QFileDialog.getSaveFileName(self, "Export tensor", f"{view.name}.npy", "NumPy (*.npy)")
-        if path:
-            np.save(path, view.array)
+        if view is not None and view.array is not None:
+            save_as(self, "Export tensor", f"{view.name}.npy", "NumPy (*.npy)",
+                    lambda tmp: np.save(tmp, view.array), self.session.error_reporter("Tensor inspector"))
 
     def export_csv(self) -> None:
         view = self.session.view()
-        if view is None:
-            return
-        path, _ = QFileDialog.getSaveFileName(self, "Export statistics", f"{view.name}.csv", "CSV (*.csv)")
-        if path:
-            write_stats_csv(path, view)
+        if view is not None:
+            save_as(self, "Export statistics", f"{view.name}.csv", "CSV (*.csv)",
+                    lambda tmp: write_stats_csv(tmp, view), self.session.error_reporter("Tensor inspector"))
 
     def copy_plot(self) -> None:
         QGuiApplication.clipboard().setPixmap(self.tabs.currentWidget().grab())

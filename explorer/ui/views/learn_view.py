@@ -15,13 +15,14 @@ from PySide6.QtWidgets import (QCheckBox, QLabel, QPushButton, QScrollArea, QVBo
 
 from ...core.lessons.quiz import Question, Score, question_for
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 
 def _rich(text: str) -> str:
     return html.escape(text, quote=False).replace("\n", "<br>")
 
 
-class LearnView(QWidget):
+class LearnView(ViewHooks, QWidget):
     def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session

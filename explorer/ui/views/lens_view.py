@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import csv
 
-import torch
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton,
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ...core.run.analysis import lens_nodes, logit_lens
 from ...core.gpt.nodes import short_label
 from ..base.lazy import LazyRefresh
+from ..widgets.save_file import save_as
 from ..base.session import Session
 
 
@@ -72,9 +72,8 @@ class LensView(LazyRefresh, QWidget):
         self._asked += 1
         asked = self._asked
 
-        def lens(ctx):  # the arrays are the pass's own memory: nothing is copied
-            residuals = {n: torch.from_numpy(a) for n, a in arrays.items()}
-            return logit_lens(ctx.model, residuals, position)
+        def lens(ctx):  # the pass's own arrays: nothing is copied
+            return logit_lens(ctx.model, arrays, position)
 
         self.engine.submit(lens, "logit lens",
                            finished=lambda rows: asked == self._asked and self.show_rows(rows),
@@ -102,11 +101,13 @@ class LensView(LazyRefresh, QWidget):
     def export_csv(self) -> None:
         if not self.rows:
             return
-        path, _ = QFileDialog.getSaveFileName(self, "Export logit lens", "logit_lens.csv", "CSV (*.csv)")
-        if path:
-            with open(path, "w", newline="", encoding="utf-8") as fh:
-                writer = csv.writer(fh)
-                writer.writerow(["node", "rank", "token_id", "piece", "probability"])
-                for row in self.rows:
-                    for rank, (tid, piece, p) in enumerate(zip(row.top_ids, row.top_pieces, row.top_probs), 1):
-                        writer.writerow([row.name, rank, tid, piece, f"{p:.6g}"])
+        save_as(self, "Export logit lens", "logit_lens.csv", "CSV (*.csv)", self._write_csv,
+                lambda m: self.session.report_error("Logit lens", m))
+
+    def _write_csv(self, path) -> None:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["node", "rank", "token_id", "piece", "probability"])
+            for row in self.rows:
+                for rank, (tid, piece, p) in enumerate(zip(row.top_ids, row.top_pieces, row.top_probs), 1):
+                    writer.writerow([row.name, rank, tid, piece, f"{p:.6g}"])

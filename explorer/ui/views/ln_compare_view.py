@@ -22,6 +22,7 @@ from ..widgets.job_controls import JobControls
 from ..plots.figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
 from ..widgets.scrolling import scrolling
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 
 
@@ -91,7 +92,7 @@ def node_orders_html() -> str:
     return "<br>".join(lines)
 
 
-class LnCompareView(QWidget):
+class LnCompareView(ViewHooks, QWidget):
     def __init__(self, session: Session, engine) -> None:
         super().__init__()
         self.session, self.engine = session, engine

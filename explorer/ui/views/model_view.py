@@ -13,12 +13,13 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeade
 
 from ...core.gpt.sizes import feed_forward_cost, sizes
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 COLUMNS = ("component", "parameters", "share", "per block")
 
 
-class ModelView(QWidget):
+class ModelView(ViewHooks, QWidget):
     def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
         self.session = session

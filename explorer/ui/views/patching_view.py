@@ -21,12 +21,13 @@ from ..widgets.job_controls import JobControls
 from ..plots.patch_plots import draw_sweep, panel_keys, sweep_title
 from ..plots.plot_text import set_empty
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPT = "When Mary and John went to the store, Mary gave a drink to"
 
 
-class PatchingView(QWidget):
+class PatchingView(ViewHooks, QWidget):
     def __init__(self, session: Session, engine) -> None:
         super().__init__()
         self.session, self.engine = session, engine

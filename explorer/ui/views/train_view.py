@@ -17,6 +17,7 @@ from ...core.base.state import data_dir
 from ...core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
 from ..plots.figures import LossCurves
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 
 def shown_sample(text: str) -> str:
@@ -26,7 +27,7 @@ def shown_sample(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\n", "⏎ ").rstrip()
 
 
-class TrainPanel(QWidget):
+class TrainPanel(ViewHooks, QWidget):
     def __init__(self, session: Session, engine, default_out: str | None = None) -> None:
         super().__init__()
         self.session, self.engine = session, engine

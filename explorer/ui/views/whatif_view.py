@@ -20,6 +20,7 @@ from ...core.gpt.tokenizer import token_piece
 from ...core.experiments.whatif import Comparison, compare
 from ..widgets.job_controls import JobControls
 from ..base.session import Session
+from ..base.view import ViewHooks
 
 FIELDS = {"scale": ("k",), "steer": ("k", "prompt", "prompt_b"), "patch": ("prompt",),
           "heads": ("heads",), "activation": ("function",)}
@@ -37,7 +38,7 @@ def numbers(text: str, what: str) -> tuple[int, ...] | None:
         raise ValueError(f"{what}: whole numbers separated by commas, e.g. 0, 3") from None
 
 
-class WhatIfView(QWidget):
+class WhatIfView(ViewHooks, QWidget):
     def __init__(self, session: Session, engine) -> None:
         super().__init__()
         self.session, self.engine = session, engine

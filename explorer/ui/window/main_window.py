@@ -142,8 +142,7 @@ class MainWindow(QMainWindow):
         dock.setWidget(widget)
         self.addDockWidget(AREAS[spec_.area], dock)
         dock.dockLocationChanged.connect(lambda _area: self._full_tab_titles())
-        if hasattr(view, "visibility_changed"):  # lazy views redraw when shown
-            dock.visibilityChanged.connect(view.visibility_changed)
+        dock.visibilityChanged.connect(view.visibility_changed)  # lazy views redraw when shown
         return dock
 
     def _full_tab_titles(self) -> None:
@@ -360,8 +359,7 @@ class MainWindow(QMainWindow):
             self.fit_to_screen(first_size(self))
             QTimer.singleShot(0, self._default_dock_sizes)
         for view in self.views.values():
-            if hasattr(view, "restore_settings"):
-                view.restore_settings(s)
+            view.restore_settings(s)
 
     def fit_to_screen(self, size: tuple[int, int] | None = None) -> None:
         fit_to_screen(self, size)
@@ -385,8 +383,7 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
         for view in self.views.values():
-            if hasattr(view, "save_settings"):
-                view.save_settings(self.settings)
+            view.save_settings(self.settings)
         self.settings.sync()
         # a job still running after Stop is in a read that cannot be abandoned: exit anyway
         self.stuck = not all([self.engine.shutdown(CLOSE_WAIT_S), self.jobs.shutdown(CLOSE_WAIT_S)])
