@@ -157,3 +157,13 @@ def test_views_and_what_they_draw_with_never_touch_torch():
         if name.split(".")[1:3] in (["ui", "views"], ["ui", "graph"], ["ui", "plots"],
                                     ["ui", "widgets"], ["ui", "base"]):
             assert "torch" not in {m.split(".")[0] for m in imports(path)}, name
+
+
+def test_no_function_is_over_60_lines():
+    long = {}
+    for path, name in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if (n := node.end_lineno - node.lineno + 1) > 60:
+                    long[f"{name}.{node.name}"] = n
+    assert not long

@@ -29,11 +29,10 @@ def register(sub) -> None:
 def train(args: argparse.Namespace) -> int:
     if args.plot:
         check_output(args.plot)  # before the training: a FIFO or a folder is refused now
-    import time
     from pathlib import Path
 
-    from ..core.experiments.training import (CheckpointEvent, EvalEvent, StepEvent, Trainer,
-                                             TrainSettings, check_out_dir, default_text, read_text)
+    from ..core.experiments.training import (Trainer, TrainSettings, check_out_dir, default_text,
+                                             read_text)
 
     text = read_text(args.text) if args.text else default_text()
     check_out_dir(args.out)
@@ -57,32 +56,10 @@ def train(args: argparse.Namespace) -> int:
     print(f"training {s.preset} ({sum(p.numel() for p in trainer.model.parameters()):,} parameters) on "
           f"{len(trainer.train_ids):,} training and {len(trainer.val_ids):,} validation tokens; "
           f"checkpoints in {args.out}", file=sys.stderr)
-    total = None if s.max_minutes else s.max_steps
-    losses: list[tuple[int, float]] = []
-    tty = sys.stderr.isatty()
-    last_line = 0.0  # when a plain progress line was last written (not a terminal)
+    report = Progress(None if s.max_minutes else s.max_steps)
     try:
         for event in trainer.run():
-            if isinstance(event, StepEvent):
-                losses.append((event.step, event.loss))
-                done = f"{event.step}/{total}" if total else f"{event.step}"
-                bar = ""
-                if total and tty:
-                    filled = int(30 * event.step / total)
-                    bar = "[" + "#" * filled + "." * (30 - filled) + "] "
-                line = (f"{bar}step {done}  loss {event.loss:.3f}  lr {event.lr:.2e}  "
-                        f"{event.tokens_per_second:,.0f} tok/s  {event.elapsed:,.0f} s")
-                if tty:
-                    sys.stderr.write(f"\r{line} ")
-                elif time.monotonic() - last_line >= 10 or event.step == total or event.step == 1:
-                    sys.stderr.write(line + "\n")  # a log or a pipe: a plain line now and then
-                    last_line = time.monotonic()
-                sys.stderr.flush()
-            elif isinstance(event, EvalEvent):
-                print(f"\nstep {event.step}: train loss {event.train_loss:.3f}, validation loss "
-                      f"{event.val_loss:.3f}\n  sample: {event.sample!r}")
-            elif isinstance(event, CheckpointEvent):
-                print(f"  saved {event.path}", file=sys.stderr)
+            report(event)
     except KeyboardInterrupt:
         path = trainer.save()
         print(f"\ninterrupted: saved step {trainer.state.step} to {path}; continue with --resume",
@@ -93,6 +70,43 @@ def train(args: argparse.Namespace) -> int:
     if args.plot:
         from ..ui.plots.figures import save_loss_figure
         with atomic_output(args.plot) as tmp:
-            save_loss_figure(str(tmp), losses, trainer.state.history)
+            save_loss_figure(str(tmp), report.losses, trainer.state.history)
         print(f"saved {args.plot}", file=sys.stderr)
     return 0
+
+
+class Progress:
+    """Training's events on the terminal: a bar that rewrites its line on a terminal, a
+    plain line every 10 s into a pipe or a log, each evaluation and checkpoint."""
+
+    def __init__(self, total: int | None) -> None:
+        self.total = total
+        self.losses: list[tuple[int, float]] = []
+        self.tty = sys.stderr.isatty()
+        self.last_line = 0.0  # when a plain progress line was last written (not a terminal)
+
+    def __call__(self, event) -> None:
+        import time
+
+        from ..core.experiments.training import CheckpointEvent, EvalEvent, StepEvent
+        if isinstance(event, StepEvent):
+            self.losses.append((event.step, event.loss))
+            total = self.total
+            done = f"{event.step}/{total}" if total else f"{event.step}"
+            bar = ""
+            if total and self.tty:
+                filled = int(30 * event.step / total)
+                bar = "[" + "#" * filled + "." * (30 - filled) + "] "
+            line = (f"{bar}step {done}  loss {event.loss:.3f}  lr {event.lr:.2e}  "
+                    f"{event.tokens_per_second:,.0f} tok/s  {event.elapsed:,.0f} s")
+            if self.tty:
+                sys.stderr.write(f"\r{line} ")
+            elif time.monotonic() - self.last_line >= 10 or event.step == total or event.step == 1:
+                sys.stderr.write(line + "\n")  # a log or a pipe: a plain line now and then
+                self.last_line = time.monotonic()
+            sys.stderr.flush()
+        elif isinstance(event, EvalEvent):
+            print(f"\nstep {event.step}: train loss {event.train_loss:.3f}, validation loss "
+                  f"{event.val_loss:.3f}\n  sample: {event.sample!r}")
+        elif isinstance(event, CheckpointEvent):
+            print(f"  saved {event.path}", file=sys.stderr)

@@ -118,8 +118,18 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
     mistake = MISTAKE_BY_KEY.get(node.key, MISTAKE[node.kind]).format(**values)
     if view is None:
         return Explanation(name, what, "Run a prompt to see what it did here.", mistake)
-    array = view.array
     s = view.stats
+    pos = _position(node, view, position)
+    parts = [f"Here its output has shape {view.shape}: mean {s.mean:.3g}, std {s.std:.3g}, "
+             f"largest |value| {s.absmax:.3g}."]
+    if view.array is not None:
+        parts += _what_it_did(name, node, view, views, pieces, pos, norm_position)
+    return Explanation(name, what, " ".join(parts), mistake)
+
+
+def _position(node, view, position: int | None) -> int:
+    """The token a sentence speaks of: the one asked for, else the last (real) one."""
+    array = view.array
     if array is None:
         rows = 1
     elif node.kind == "pattern":
@@ -130,55 +140,55 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
     if position is None and view.valid is not None:  # a batch: the last real token
         real = view.valid[0, 0] if node.kind == "pattern" else view.valid.reshape(-1)
         pos = int(np.flatnonzero(real)[-1]) if real.any() else pos
-    width = view.shape[-1]
-    parts = [f"Here its output has shape {view.shape}: mean {s.mean:.3g}, std {s.std:.3g}, "
-             f"largest |value| {s.absmax:.3g}."]
-    if array is not None and node.kind != "pattern":
-        token = _piece(pieces, pos)
-        if node.kind == "norm":
-            source = _input_of(name, views, norm_position)
-            if source and views[source].array is not None:
-                before = _token_std(views[source].array, pos)
-                after = _token_std(array, pos)
-                parts.append(f"It brought token {token} from std {before:.3g} to {after:.3g}.")
-        elif node.key in ("ff.layers.0", "ff.layers.2"):
-            source = _input_of(name, views, norm_position)
-            if source:
-                verb = "widened" if views[source].shape[-1] < width else "narrowed"
-                parts.append(f"It {verb} each token from {views[source].shape[-1]} to {width} values.")
-        elif node.kind == "gelu":
-            source = _input_of(name, views, norm_position)
-            if source and views[source].array is not None:
-                rows_in = views[source].real_rows()  # a batch's padding left out
-                x = rows_in.reshape(-1)
-                parts.append(f"{100 * float((x < 0).mean()):.0f}% of its inputs (the "
-                             f"{rows_in.shape[0]} tokens × {rows_in.shape[1]:,} = {x.size:,} "
-                             f"values) were negative and came out between -0.17 and 0.")
-        elif node.kind == "add":
-            branch_key = residual_branches().get(node.key)
-            prefix = name[: -len(node.key)]
-            branch = views.get(prefix + branch_key) if branch_key else None
-            if branch is not None and branch.array is not None:
-                b = np.asarray(branch.array).reshape(-1, width)[pos]
-                total = np.asarray(array).reshape(-1, width)[pos]
-                shortcut = total - b
-                kept = np.linalg.norm(shortcut) / max(np.linalg.norm(total), 1e-12)
-                parts.append(f"For token {token} the branch is {np.linalg.norm(b) / max(np.linalg.norm(shortcut), 1e-12):.2g}× "
-                             f"the shortcut's size; the shortcut is {100 * kept:.0f}% of the result's norm.")
-        elif node.kind == "dropout":
-            source = node.same_in_eval and name[: -len(node.key)] + node.same_in_eval
-            if source in views and views[source].array is not None:
-                same = np.array_equal(views[source].array, array)
-                parts.append("It changed nothing here (eval mode)." if same else
-                             f"It zeroed {100 * s.frac_zero:.0f}% of the values (training mode).")
-        elif node.kind == "logits":
-            top = int(np.argmax(np.asarray(array).reshape(-1, width)[pos]))
-            parts.append(f"At token {token} the highest score is for {token_piece(top)!r} "
-                         f"(id {top}).")
-    if node.kind == "pattern" and array is not None:
-        weights = np.asarray(array)[0]  # (H, T, T)
-        last = weights[:, pos, :].mean(axis=0)
+    return pos
+
+
+def _what_it_did(name: str, node, view, views: dict, pieces: list[str], pos: int,
+                 norm_position: str) -> list[str]:
+    """One sentence, by the node's kind, with this pass's numbers."""
+    array, s, width = view.array, view.stats, view.shape[-1]
+    token = _piece(pieces, pos)
+    source = _input_of(name, views, norm_position)
+    seen = views[source] if source in views else None
+    if node.kind == "norm" and seen is not None and seen.array is not None:
+        return [f"It brought token {token} from std {_token_std(seen.array, pos):.3g} to "
+                f"{_token_std(array, pos):.3g}."]
+    if node.kind == "linear" and seen is not None:
+        verb = "widened" if seen.shape[-1] < width else "narrowed"
+        return [f"It {verb} each token from {seen.shape[-1]} to {width} values."]
+    if node.kind == "gelu" and seen is not None and seen.array is not None:
+        rows_in = seen.real_rows()  # a batch's padding left out
+        x = rows_in.reshape(-1)
+        return [f"{100 * float((x < 0).mean()):.0f}% of its inputs (the {rows_in.shape[0]} "
+                f"tokens × {rows_in.shape[1]:,} = {x.size:,} values) were negative and came "
+                "out between -0.17 and 0."]
+    if node.kind == "add":
+        return _add_sentence(name, node, array, views, token, pos, width)
+    if node.kind == "dropout":
+        same_as = node.same_in_eval and name[: -len(node.key)] + node.same_in_eval
+        if same_as in views and views[same_as].array is not None:
+            same = np.array_equal(views[same_as].array, array)
+            return ["It changed nothing here (eval mode)." if same else
+                    f"It zeroed {100 * s.frac_zero:.0f}% of the values (training mode)."]
+    if node.kind == "logits":
+        top = int(np.argmax(np.asarray(array).reshape(-1, width)[pos]))
+        return [f"At token {token} the highest score is for {token_piece(top)!r} (id {top})."]
+    if node.kind == "pattern":
+        last = np.asarray(array)[0][:, pos, :].mean(axis=0)  # (H, T, T) -> the row, averaged
         j = int(np.argmax(last))
-        parts.append(f"Averaged over the heads, token {_piece(pieces, pos)} attends most to "
-                     f"{_piece(pieces, j)} (weight {last[j]:.2f}).")
-    return Explanation(name, what, " ".join(parts), mistake)
+        return [f"Averaged over the heads, token {token} attends most to "
+                f"{_piece(pieces, j)} (weight {last[j]:.2f})."]
+    return []
+
+
+def _add_sentence(name: str, node, array, views: dict, token: str, pos: int, width: int) -> list[str]:
+    branch_key = residual_branches().get(node.key)
+    branch = views.get(name[: -len(node.key)] + branch_key) if branch_key else None
+    if branch is None or branch.array is None:
+        return []
+    b = np.asarray(branch.array).reshape(-1, width)[pos]
+    shortcut = np.asarray(array).reshape(-1, width)[pos] - b
+    kept = np.linalg.norm(shortcut) / max(np.linalg.norm(b + shortcut), 1e-12)
+    return [f"For token {token} the branch is "
+            f"{np.linalg.norm(b) / max(np.linalg.norm(shortcut), 1e-12):.2g}× the shortcut's "
+            f"size; the shortcut is {100 * kept:.0f}% of the result's norm."]

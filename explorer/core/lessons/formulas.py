@@ -78,7 +78,24 @@ def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
                       else "ff(x) = Linear 2(GELU(Linear 1(x))): Linear 2's output",
                       [f"{where}: the output is {source}'s, value for value: "
                        + ", ".join(_f(v) for v in value[:SHOWN]) + " …"], value, captured)
-    if kind == "embedding":
+    if kind == "embedding" or key == "emb_add":
+        return _embedding(model, name, key, views, ids, pos, where, captured)
+    if kind == "norm":
+        return _layer_norm(model, name, views, pos, where, captured, order)
+    if kind in ("gelu", "linear"):
+        return (_gelu if kind == "gelu" else _linear)(model, name, views, pos, where, captured, order)
+    if kind == "add":
+        return _add(name, views, pos, where, captured, layer, key, order)
+    if kind in ("attention", "pattern"):
+        return _attention(model, name, views, pos, head, where, captured, layer, order)
+    if kind == "logits":
+        return _logits(model, name, views, pos, where, captured)
+    raise ValueError(f"no formula for {name}")
+
+
+def _embedding(model, name, key, views, ids, pos, where, captured) -> Worked:
+    """A row of the token or position table, or their sum."""
+    if key != "emb_add":
         table = model.tok_emb.weight if key == "tok_emb" else model.pos_emb.weight
         index = ids[pos] if key == "tok_emb" else pos
         value = _p(table[index])
@@ -86,46 +103,45 @@ def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
                       f"({table.shape[0]}, {table.shape[1]}) table)",
                       [f"{where}: row {index} = " + ", ".join(_f(v) for v in value[:SHOWN]) + " …"],
                       value, captured)
-    if key == "emb_add":
-        tok, posv = _row(views, "tok_emb", pos), _row(views, "pos_emb", pos)
-        value = tok + posv
-        return Worked(name, "x = tok_emb[token id] + pos_emb[position]",
-                      [f"{where}, feature {i}: {_f(tok[i])} + {_f(posv[i])} = {_f(value[i])}"
-                       for i in range(SHOWN)], value, captured)
-    if kind == "norm":
-        return _layer_norm(model, name, views, pos, where, captured, order)
-    if kind == "gelu":
-        x = _row(views, input_node(name, order), pos)
-        c = math.sqrt(2 / math.pi)
-        value = 0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x ** 3)))
-        return Worked(name, "GELU(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))",
-                      [f"{where}, feature {i}: 0.5·{_f(x[i])}·(1 + tanh(0.7979·({_f(x[i])} + "
-                       f"0.044715·{_f(x[i])}³))) = {_f(value[i])}" for i in range(SHOWN)],
-                      value, captured)
-    if kind == "linear":
-        module = model.get_submodule(name)
-        x = _row(views, input_node(name, order), pos)
-        w, b = _p(module.weight), _p(module.bias) if module.bias is not None else 0.0
-        value = x @ w.T + b
-        return Worked(name, f"y = x·Wᵀ + b   x ({w.shape[1]}) · Wᵀ ({w.shape[1]}, {w.shape[0]}) → y "
-                      f"({w.shape[0]})",
-                      [f"{where}, output {i}: Σ over {w.shape[1]} inputs of x·W[{i}] = "
-                       f"{_f(float(x @ w[i]))}, + b[{i}] {_f(float(np.atleast_1d(b)[i] if np.ndim(b) else b))} "
-                       f"= {_f(value[i])}" for i in range(SHOWN)], value, captured)
-    if kind == "add":
-        return _add(name, views, pos, where, captured, layer, key, order)
-    if kind in ("attention", "pattern"):
-        return _attention(model, name, views, pos, head, where, captured, layer, order)
-    if kind == "logits":
-        x = _row(views, "final_norm", pos)
-        w = _p(model.out_head.weight)
-        value = x @ w.T
-        top = int(np.argmax(value))
-        tied = model.out_head.weight.data_ptr() == model.tok_emb.weight.data_ptr()
-        return Worked(name, "logits = final_norm(x) · W_outᵀ" + (" (W_out is tok_emb: tied)" if tied else ""),
-                      [f"{where}: the top logit is {token_piece(top)!r} (id {top}): final-norm vector · "
-                       f"row {top} of W_out = {_f(value[top])}"], value, captured)
-    raise ValueError(f"no formula for {name}")
+    # emb_add: the sum of the two rows
+    tok, posv = _row(views, "tok_emb", pos), _row(views, "pos_emb", pos)
+    value = tok + posv
+    return Worked(name, "x = tok_emb[token id] + pos_emb[position]",
+                  [f"{where}, feature {i}: {_f(tok[i])} + {_f(posv[i])} = {_f(value[i])}"
+                   for i in range(SHOWN)], value, captured)
+
+
+def _gelu(model, name, views, pos, where, captured, order) -> Worked:
+    x = _row(views, input_node(name, order), pos)
+    c = math.sqrt(2 / math.pi)
+    value = 0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x ** 3)))
+    return Worked(name, "GELU(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))",
+                  [f"{where}, feature {i}: 0.5·{_f(x[i])}·(1 + tanh(0.7979·({_f(x[i])} + "
+                   f"0.044715·{_f(x[i])}³))) = {_f(value[i])}" for i in range(SHOWN)],
+                  value, captured)
+
+
+def _linear(model, name, views, pos, where, captured, order) -> Worked:
+    module = model.get_submodule(name)
+    x = _row(views, input_node(name, order), pos)
+    w, b = _p(module.weight), _p(module.bias) if module.bias is not None else 0.0
+    value = x @ w.T + b
+    return Worked(name, f"y = x·Wᵀ + b   x ({w.shape[1]}) · Wᵀ ({w.shape[1]}, {w.shape[0]}) → y "
+                  f"({w.shape[0]})",
+                  [f"{where}, output {i}: Σ over {w.shape[1]} inputs of x·W[{i}] = "
+                   f"{_f(float(x @ w[i]))}, + b[{i}] {_f(float(np.atleast_1d(b)[i] if np.ndim(b) else b))} "
+                   f"= {_f(value[i])}" for i in range(SHOWN)], value, captured)
+
+
+def _logits(model, name, views, pos, where, captured) -> Worked:
+    x = _row(views, "final_norm", pos)
+    w = _p(model.out_head.weight)
+    value = x @ w.T
+    top = int(np.argmax(value))
+    tied = model.out_head.weight.data_ptr() == model.tok_emb.weight.data_ptr()
+    return Worked(name, "logits = final_norm(x) · W_outᵀ" + (" (W_out is tok_emb: tied)" if tied else ""),
+                  [f"{where}: the top logit is {token_piece(top)!r} (id {top}): final-norm vector · "
+                   f"row {top} of W_out = {_f(value[top])}"], value, captured)
 
 
 def _layer_norm(model, name, views, pos, where, captured, order) -> Worked:

@@ -341,18 +341,24 @@ def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision:
             partial.unlink(missing_ok=True)  # not the announced file: nothing of it is kept
             raise
         meter.report("download")  # the file's last bytes, whatever the throttle said
-        meter.report("verify")
-        actual = sha256_of(partial, meter.should_stop)
-        if actual != sha:
-            partial.unlink()
-            raise HubError(f"{filename} of {repo_id}: the downloaded bytes do not match the "
-                           f"Hub's sha256 ({actual[:12]}… instead of {sha[:12]}…); removed them "
-                           "from the cache, run the download again")
-        os.replace(partial, blob)
+        _checked_into_place(partial, blob, sha, f"{filename} of {repo_id}", meter)
         state.mark_verified(blob, f"sha256:{sha}")
     # the library links the blob into the snapshot and records the revision's commit
     hf_hub_download(repo_id, filename, revision=revision, cache_dir=str(root), endpoint=hub)
     return size - resume
+
+
+def _checked_into_place(partial: Path, blob: Path, sha: str, what: str, meter: _Meter) -> None:
+    """The finished bytes become the blob only if their sha256 is the Hub's; otherwise
+    they are removed."""
+    meter.report("verify")
+    actual = sha256_of(partial, meter.should_stop)
+    if actual != sha:
+        partial.unlink()
+        raise HubError(f"{what}: the downloaded bytes do not match the Hub's sha256 "
+                       f"({actual[:12]}… instead of {sha[:12]}…); removed them from the cache, "
+                       "run the download again")
+    os.replace(partial, blob)
 
 
 def partial_bytes(name: str, cache: str | os.PathLike | None = None) -> int:

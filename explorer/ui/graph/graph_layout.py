@@ -120,155 +120,177 @@ def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,
     """The layout of one block; ``lw`` and ``plw`` are the widths its shape labels and
     the attention pattern's label need (the graph lays out again when they grow)."""
     out = Layout()
-    fh = m.line
-    nh, gap = fh + 6, fh + 5  # a node's height; the room an arrow and its label need
-    pad = 6
+    p = _plan(cfg, layer, expand, m, lw, plw)
+    _place_columns(out, p)
+    _ff_frame_and_pattern(out, p)
+    frame_bottom = _column_arrows(out, p)
+    # the block's input above column A, the caps above both columns, the title
+    fh, nh, nw = p.fh, p.nh, p.nw
+    inp = _box(out, p.input_name, p.input_node, p.input_label, p.cxa, -(fh + 4) - nh / 2, nw, nh)
+    first_a = p.box(out, p.keys_a[0])
+    out.arrows.append(Arrow(inp.name, first_a.name, [(inp.cx, inp.bottom), (first_a.cx, first_a.top)],
+                            (inp.cx + 5, inp.bottom + 2)))
+    before_top = _before(out, cfg, layer, inp, open_before, m, nh, p.gap, nw)
+    last_b = p.box(out, p.keys_b[0])  # the top of column B: the block's output
+    after_top = _after(out, cfg, layer, last_b, open_after, m, nh, p.gap, nw, 0.0)
+    order = "Pre-LN" if cfg.norm_position == "pre" else "Post-LN"
+    title = f"{block_title(layer, cfg.n_layers)} · {block_module_name(layer)} · {order}"
+    out.texts.append(Text(title, p.cxb - nw / 2, min(after_top, before_top + fh + 6) - fh - 6, "title"))
+    _shortcuts(out, p, inp, m)
+    # the frame, and '× N' beside the block's output (the top of column B)
+    out.times = f"× {cfg.n_layers}"
+    times_left = max(last_b.right + 12, p.cxb + 5 + lw + 8)
+    out.texts.append(Text(out.times, times_left, last_b.cy - m.big_line / 2, "times"))
+    frame_right = max(p.cxb + 5 + lw, p.ff_right, times_left + m.big_width(out.times)) + 8
+    out.frame = (0.0, 0.0, frame_right, frame_bottom)
+    return out
+
+
+class _Plan:
+    """What the steps of ``layout_block`` share: sizes, the two columns and their x."""
+
+    def name(self, key: str) -> str:
+        return block_hook_name(self.layer, key)
+
+    def box(self, out: Layout, key: str) -> Box:
+        return out.boxes[self.name(key)]
+
+    def in_ff(self, key: str) -> bool:
+        return self.expand and _node_key_in(self.nodes, key, self.ff_parent)
+
+
+def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: float) -> _Plan:
+    """The steps of the block in two columns (the attention half down, the feed-forward
+    half up), the nodes' width and every column's and lane's x."""
+    p = _Plan()
+    p.cfg, p.layer, p.expand, p.lw = cfg, layer, expand, lw
+    p.fh = fh = m.line
+    p.nh, p.gap = fh + 6, fh + 5  # a node's height; the room an arrow and its label need
+    p.pad = 6
     position = cfg.norm_position
-    n = cfg.n_layers
-    nodes = block_nodes(position)
-    beside = drawn_beside(position)
-    pattern = beside.get("att")
-    ff_parent = "ff"
-    steps = [nd for nd in nodes if nd.kind != "pattern" and
-             ((nd.parent is None and not (expand and nd.key == ff_parent)) or
-              (expand and nd.parent == ff_parent))]
+    p.nodes = nodes = block_nodes(position)
+    p.pattern = drawn_beside(position).get("att")
+    p.ff_parent = "ff"
+    p.steps = steps = [nd for nd in nodes if nd.kind != "pattern" and
+                       ((nd.parent is None and not (expand and nd.key == p.ff_parent)) or
+                        (expand and nd.parent == p.ff_parent))]
     half = residual_nodes(position)[0]  # the first half ends here (add1, or norm1)
     cut = [s.key for s in steps].index(half) + 1
-    col_a, col_b = steps[:cut], steps[cut:]
-
-    input_name = block_input(layer, position)
+    p.keys_a = [s.key for s in steps[:cut]]
+    p.keys_b = [s.key for s in reversed(steps[cut:])]  # top-down: the column runs upwards
+    p.input_name = block_input(layer, position)
     if layer == 0:
-        input_node, input_label = MODEL_NODES_BEFORE[3], "Embeddings"
+        p.input_node, p.input_label = MODEL_NODES_BEFORE[3], "Embeddings"
     else:
-        input_node = node_for_hook(input_name, position)
-        input_label = f"Block {layer} output"
-    labels = {nd.key: nd.label for nd in steps}
-    texts = [input_label, *labels.values(), *(nd.label for nd in MODEL_NODES_BEFORE + MODEL_NODES_AFTER)]
-    nw = max(90.0, max(m.width(t) for t in texts) + 14)
-    lane = fh + 14  # a shortcut's lane, its word written beside the line
+        p.input_node = node_for_hook(p.input_name, position)
+        p.input_label = f"Block {layer} output"
+    p.labels = {nd.key: nd.label for nd in steps}
+    texts = [p.input_label, *p.labels.values(),
+             *(nd.label for nd in MODEL_NODES_BEFORE + MODEL_NODES_AFTER)]
+    p.nw = nw = max(90.0, max(m.width(t) for t in texts) + 14)
+    p.lane = lane = fh + 14  # a shortcut's lane, its word written beside the line
+    p.cxa = cxa = lane + nw / 2
+    p.chip_w = m.width(PATTERN_LABEL) + 14
+    p.chip_left = cxa + nw / 2 + 12
+    right_a = max(cxa + 5 + lw, p.chip_left + max(p.chip_w, plw) if p.pattern else 0) + 6
+    p.lane2 = right_a + fh + 6
+    p.cxb = cxb = p.lane2 + 10 + 8 + nw / 2
+    p.ff_right = cxb + 5 + max(lw, m.bold_width(ff_title(cfg))) + 8
+    return p
 
-    # ---- x
-    cxa = lane + nw / 2
-    chip_w = m.width(PATTERN_LABEL) + 14
-    chip_left = cxa + nw / 2 + 12
-    right_a = max(cxa + 5 + lw, chip_left + max(chip_w, plw) if pattern else 0) + 6
-    lane2 = right_a + fh + 6
-    b_left = lane2 + 10
-    cxb = b_left + 8 + nw / 2
-    ff_w_title = m.bold_width(ff_title(cfg))
-    ff_right = cxb + 5 + max(lw, ff_w_title) + 8
 
-    # ---- y inside the block, each column packed, then spread to one bottom row
-    in_ff = lambda key: _node_key_in(nodes, key, ff_parent) and expand  # noqa: E731
+def _pack(p: _Plan, keys: list[str], gaps: list[float]) -> list[float]:
+    """Top edges of the nodes, top-down, with ``gaps`` between them (frame room added
+    where a feed-forward layer starts or ends)."""
+    tops, y = [], 0.0
+    for i, key in enumerate(keys):
+        if p.in_ff(key) and (i == 0 or not p.in_ff(keys[i - 1])):
+            y += p.fh + 6  # the frame's title row
+        tops.append(y)
+        y += p.nh
+        if p.in_ff(key) and (i == len(keys) - 1 or not p.in_ff(keys[i + 1])):
+            y += 5  # the frame's bottom
+        if i < len(gaps):
+            y += gaps[i]
+    return tops
 
-    def pack(keys: list[str], gaps: list[float]) -> list[float]:
-        """Top edges of the nodes, top-down, with ``gaps`` between them (frame room
-        added where a feed-forward layer starts or ends)."""
-        tops, y = [], 0.0
-        for i, key in enumerate(keys):
-            if in_ff(key) and (i == 0 or not in_ff(keys[i - 1])):
-                y += fh + 6  # the frame's title row
-            tops.append(y)
-            y += nh
-            if in_ff(key) and (i == len(keys) - 1 or not in_ff(keys[i + 1])):
-                y += 5  # the frame's bottom
-            if i < len(gaps):
-                y += gaps[i]
-        return tops
 
-    keys_a = [s.key for s in col_a]
-    keys_b = [s.key for s in reversed(col_b)]  # top-down: the column runs upwards
-    gaps_a = [2 * fh + 8 if k == "att" and pattern else gap for k in keys_a[:-1]]
-    gaps_b = [gap] * (len(keys_b) - 1)
-    bottom_a = pack(keys_a, gaps_a)[-1]
-    bottom_b = pack(keys_b, gaps_b)[-1]
+def _place_columns(out: Layout, p: _Plan) -> None:
+    """Each column packed, then spread so both end on one bottom row."""
+    gaps_a = [2 * p.fh + 8 if k == "att" and p.pattern else p.gap for k in p.keys_a[:-1]]
+    gaps_b = [p.gap] * (len(p.keys_b) - 1)
+    bottom_a, bottom_b = _pack(p, p.keys_a, gaps_a)[-1], _pack(p, p.keys_b, gaps_b)[-1]
     target = max(bottom_a, bottom_b)
-    if len(gaps_a):
+    if gaps_a:
         gaps_a = [g + (target - bottom_a) / len(gaps_a) for g in gaps_a]
-    if len(gaps_b):
+    if gaps_b:
         gaps_b = [g + (target - bottom_b) / len(gaps_b) for g in gaps_b]
-    tops_a, tops_b = pack(keys_a, gaps_a), pack(keys_b, gaps_b)
-    top = 0.0  # the block frame's top edge; nodes start one pad below
-    for key, t in zip(keys_a, tops_a):
-        _box(out, block_hook_name(layer, key), _step(steps, key), labels[key], cxa, top + pad + t + nh / 2, nw, nh)
-    for key, t in zip(keys_b, tops_b):
-        _box(out, block_hook_name(layer, key), _step(steps, key), labels[key], cxb, top + pad + t + nh / 2, nw, nh)
-    bottom_row = top + pad + target + nh / 2  # both columns' last node's centre
-    name = lambda key: block_hook_name(layer, key)  # noqa: E731
-    box = lambda key: out.boxes[name(key)]  # noqa: E731
+    for keys, gaps, cx in ((p.keys_a, gaps_a, p.cxa), (p.keys_b, gaps_b, p.cxb)):
+        for key, t in zip(keys, _pack(p, keys, gaps)):  # nodes start one pad below the top
+            _box(out, p.name(key), _step(p.steps, key), p.labels[key], cx,
+                 p.pad + t + p.nh / 2, p.nw, p.nh)
+    p.bottom_row = p.pad + target + p.nh / 2  # both columns' last node's centre
 
-    # the feed-forward frame around its layers
-    if expand:
-        inside = [out.boxes[name(k)] for k in keys_b + keys_a if in_ff(k)]
+
+def _ff_frame_and_pattern(out: Layout, p: _Plan) -> None:
+    """The feed-forward frame around its layers; the pattern's chip beside attention."""
+    fh, nw = p.fh, p.nw
+    if p.expand:
+        inside = [p.box(out, k) for k in p.keys_b + p.keys_a if p.in_ff(k)]
         if inside:
             ftop = min(b.top for b in inside) - (fh + 6)
             fbottom = max(b.bottom for b in inside) + 5
-            out.ff_frame = (cxb - nw / 2 - 8, ftop, ff_right - (cxb - nw / 2 - 8), fbottom - ftop)
-            out.ff_name = name(ff_parent)
-            out.texts.append(Text(ff_title(cfg), cxb + 6, ftop + 3, "ff-title"))
-
-    # the pattern's chip beside attention, its shape under it
-    if pattern and "att" in keys_a:
-        att = box("att")
-        chip = _box(out, name(pattern.key), pattern, PATTERN_LABEL, chip_left + chip_w / 2, att.cy, chip_w, nh - 4)
-        out.arrows.append(Arrow(name(pattern.key), "", [(att.right, att.cy), (chip.left, chip.cy)],
+            out.ff_frame = (p.cxb - nw / 2 - 8, ftop, p.ff_right - (p.cxb - nw / 2 - 8), fbottom - ftop)
+            out.ff_name = p.name(p.ff_parent)
+            out.texts.append(Text(ff_title(p.cfg), p.cxb + 6, ftop + 3, "ff-title"))
+    if p.pattern and "att" in p.keys_a:  # its shape under it
+        att = p.box(out, "att")
+        chip = _box(out, p.name(p.pattern.key), p.pattern, PATTERN_LABEL,
+                    p.chip_left + p.chip_w / 2, att.cy, p.chip_w, p.nh - 4)
+        out.arrows.append(Arrow(p.name(p.pattern.key), "", [(att.right, att.cy), (chip.left, chip.cy)],
                                 (chip.left, chip.bottom + 2), dashed=True))
 
-    # arrows down column A, up column B, and the turn along the bottom
-    for upper, lower in zip(keys_a, keys_a[1:]):
-        a, b = box(upper), box(lower)
+
+def _column_arrows(out: Layout, p: _Plan) -> float:
+    """Arrows down column A, up column B and the turn along the bottom; the frame's
+    bottom edge."""
+    fh, frame = p.fh, out.ff_frame
+    for upper, lower in zip(p.keys_a, p.keys_a[1:]):
+        a, b = p.box(out, upper), p.box(out, lower)
         out.arrows.append(Arrow(a.name, b.name, [(a.cx, a.bottom), (b.cx, b.top)], (a.cx + 5, b.top - 2 - fh)))
-    for lower, upper in zip(reversed(keys_b), list(reversed(keys_b))[1:]):
-        a, b = box(lower), box(upper)
+    for lower, upper in zip(reversed(p.keys_b), list(reversed(p.keys_b))[1:]):
+        a, b = p.box(out, lower), p.box(out, upper)
         hi, lo = b.bottom, a.top  # the free band between them, outside a frame's border
-        if out.ff_frame is not None and in_ff(lower) and not in_ff(upper):
-            lo = out.ff_frame[1]
-        elif out.ff_frame is not None and in_ff(upper) and not in_ff(lower):
-            hi = out.ff_frame[1] + out.ff_frame[3]
+        if frame is not None and p.in_ff(lower) and not p.in_ff(upper):
+            lo = frame[1]
+        elif frame is not None and p.in_ff(upper) and not p.in_ff(lower):
+            hi = frame[1] + frame[3]
         out.arrows.append(Arrow(a.name, b.name, [(a.cx, a.top), (b.cx, b.bottom)],
                                 (a.cx + 5, (hi + lo) / 2 - fh / 2)))
-    last_a, first_b = box(keys_a[-1]), box(keys_b[-1])
-    turn = Arrow(last_a.name, first_b.name, [(last_a.right, bottom_row), (first_b.left, bottom_row)],
-                 (last_a.right + 4, bottom_row + nh / 2 + 1))  # under both nodes' row
-    out.arrows.append(turn)
-    frame_bottom = bottom_row + nh / 2 + 1 + fh + 3
+    last_a, first_b, row = p.box(out, p.keys_a[-1]), p.box(out, p.keys_b[-1]), p.bottom_row
+    out.arrows.append(Arrow(last_a.name, first_b.name, [(last_a.right, row), (first_b.left, row)],
+                            (last_a.right + 4, row + p.nh / 2 + 1)))  # under both nodes' row
+    return row + p.nh / 2 + 1 + fh + 3
 
-    # the block's input above column A, the caps above both columns
-    inp = _box(out, input_name, input_node, input_label, cxa, top - (fh + 4) - nh / 2, nw, nh)
-    first_a = box(keys_a[0])
-    out.arrows.append(Arrow(inp.name, first_a.name, [(inp.cx, inp.bottom), (first_a.cx, first_a.top)],
-                            (inp.cx + 5, inp.bottom + 2)))
-    before_top = _before(out, cfg, layer, inp, open_before, m, nh, gap, nw)
-    last_b = box(keys_b[0])  # the top of column B: the block's output
-    after_top = _after(out, cfg, layer, last_b, open_after, m, nh, gap, nw, top)
-    title = f"{block_title(layer, n)} · {block_module_name(layer)} · {'Pre-LN' if position == 'pre' else 'Post-LN'}"
-    out.texts.append(Text(title, cxb - nw / 2, min(after_top, before_top + fh + 6) - fh - 6, "title"))
 
-    # shortcuts: fork from the arrow leaving the source, run in the lane, enter the add
-    sources = shortcut_sources(position)
+def _shortcuts(out: Layout, p: _Plan, inp: Box, m: Metrics) -> None:
+    """Each shortcut forks from the arrow leaving its source, runs in its lane and enters
+    its add from the left."""
+    sources = shortcut_sources(p.cfg.norm_position)
     for add_key in ("add1", "add2"):
         src_key = sources[add_key]
-        src = inp.name if src_key == BLOCK_INPUT else name(src_key)
-        add = box(add_key)
+        src = inp.name if src_key == BLOCK_INPUT else p.name(src_key)
+        add = p.box(out, add_key)
         if src == inp.name:  # fork on the arrow into the first node, lane on the left
             y0 = inp.bottom + 4
-            pts = [(cxa, y0), (lane - 8, y0), (lane - 8, add.cy), (add.left, add.cy)]
-            word_x = lane - 11
+            pts = [(p.cxa, y0), (p.lane - 8, y0), (p.lane - 8, add.cy), (add.left, add.cy)]
+            word_x = p.lane - 11
         else:  # fork on the turn (the source is column A's last node), lane between
-            pts = [(lane2, bottom_row), (lane2, add.cy), (add.left, add.cy)]
-            word_x = lane2 - 3
-        ys = [p[1] for p in pts]
-        out.shortcuts.append(Shortcut(name(add_key), src, pts,
+            pts = [(p.lane2, p.bottom_row), (p.lane2, add.cy), (add.left, add.cy)]
+            word_x = p.lane2 - 3
+        ys = [q[1] for q in pts]
+        out.shortcuts.append(Shortcut(p.name(add_key), src, pts,
                                       (word_x, (min(ys) + max(ys)) / 2 + m.width("shortcut") / 2)))
-
-    # the frame, and '× N' beside the block's output (the top of column B)
-    out.times = f"× {n}"
-    times_left = max(last_b.right + 12, cxb + 5 + lw + 8)
-    times_w = m.big_width(out.times)
-    out.texts.append(Text(out.times, times_left, last_b.cy - m.big_line / 2, "times"))
-    frame_right = max(cxb + 5 + lw, ff_right, times_left + times_w) + 8
-    out.frame = (0.0, top, frame_right, frame_bottom - top)
-    return out
 
 
 def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh: float,

@@ -148,32 +148,9 @@ class AttentionView(LazyRefresh, QWidget):
         choice = self.head_box.currentIndex()
         self.shown_heads = list(range(heads)) if choice <= 0 else [choice - 1]
         if len(self.shown_heads) == 1:
-            h = self.shown_heads[0]
-            self._grid = (1, T, 1, 0)
-            self.image.setImage(np.asarray(self.pattern[h], dtype=np.float32), levels=(0.0, 1.0))
-            self._set_labels([])
-            set_title(self.plot, f"head {h}")
-            set_label(self.plot, "left", "query token")
-            set_label(self.plot, "bottom", "key token")
+            self._one_head(self.shown_heads[0], T)
         else:
-            side = max(64, int(np.sqrt(GRID_CELLS / len(self.shown_heads))))  # a tile's cells
-            factor = 1
-            while -(-T // factor) > side:  # powers of two: 1024 tokens divide evenly
-                factor *= 2
-            tiles = [block_max(self.pattern[h], factor) for h in self.shown_heads]
-            n = tiles[0].shape[0]
-            columns = int(np.ceil(np.sqrt(len(tiles))))
-            gap = max(1, n // 12)
-            self._grid = (columns, n, factor, gap)
-            self.image.setImage(mosaic(tiles, columns, gap), levels=(0.0, 1.0))
-            set_title(self.plot, f"all {len(tiles)} heads")
-            set_label(self.plot, "left", "query token (rows of each head)")
-            set_label(self.plot, "bottom", "key token (columns of each head)")
-            # each label inside its tile's top-right corner, over the masked future (always
-            # zero in a causal pattern), so it neither hides weights nor runs into the row
-            # above when the tiles are small
-            self._set_labels([(f"head {h}", (i % columns) * (n + gap) + n, (i // columns) * (n + gap))
-                              for i, h in enumerate(self.shown_heads)])
+            self._all_heads(T)
         self.plot.autoRange(padding=0.02)
         self._fit_ticks()
         note = "" if current is None or not current.one_position else \
@@ -183,6 +160,37 @@ class AttentionView(LazyRefresh, QWidget):
         info = self.session.model
         self.hover.setText(f"{block_title(self.session.layer, info.config.n_layers) if info else ''}"
                            f"{note}{shrunk}")
+
+    def _one_head(self, h: int, T: int) -> None:
+        """One head's pattern at full resolution."""
+        self._grid = (1, T, 1, 0)
+        self.image.setImage(np.asarray(self.pattern[h], dtype=np.float32), levels=(0.0, 1.0))
+        self._set_labels([])
+        set_title(self.plot, f"head {h}")
+        set_label(self.plot, "left", "query token")
+        set_label(self.plot, "bottom", "key token")
+
+    def _all_heads(self, T: int) -> None:
+        """Every head as a tile of one mosaic; past ~180 tokens a cell is the largest
+        weight of its block, so sharp peaks stay visible."""
+        side = max(64, int(np.sqrt(GRID_CELLS / len(self.shown_heads))))  # a tile's cells
+        factor = 1
+        while -(-T // factor) > side:  # powers of two: 1024 tokens divide evenly
+            factor *= 2
+        tiles = [block_max(self.pattern[h], factor) for h in self.shown_heads]
+        n = tiles[0].shape[0]
+        columns = int(np.ceil(np.sqrt(len(tiles))))
+        gap = max(1, n // 12)
+        self._grid = (columns, n, factor, gap)
+        self.image.setImage(mosaic(tiles, columns, gap), levels=(0.0, 1.0))
+        set_title(self.plot, f"all {len(tiles)} heads")
+        set_label(self.plot, "left", "query token (rows of each head)")
+        set_label(self.plot, "bottom", "key token (columns of each head)")
+        # each label inside its tile's top-right corner, over the masked future (always
+        # zero in a causal pattern), so it neither hides weights nor runs into the row
+        # above when the tiles are small
+        self._set_labels([(f"head {h}", (i % columns) * (n + gap) + n, (i // columns) * (n + gap))
+                          for i, h in enumerate(self.shown_heads)])
 
     def _fit_ticks(self, *_args) -> None:
         """Token labels on both axes, for every tile row and column, every k-th cell so

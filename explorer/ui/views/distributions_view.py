@@ -63,36 +63,8 @@ class DistributionsView(LazyRefresh, QWidget):
         second.addStretch(1)
         second.addWidget(export)
 
-        self.table_plot = plot_widget()
-        count_axis(self.table_plot.getPlotItem(), "bottom", centred=True, first=1)
-        self.table_plot.setLabel("bottom", "block")
-        self.table_image = pg.ImageItem(axisOrder="row-major")
-        self.table_image.setColorMap(pg.colormap.get("viridis"))
-        self.table_plot.addItem(self.table_image)
-        self.table_plot.invertY(True)
-        self.color_bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False,
-                                         width=14)
-        self.color_bar.setImageItem(self.table_image, insert_in=self.table_plot.getPlotItem())
-        self.color_bar.axis.enableAutoSIPrefix(False)
-        # Fixed axis sizes: new tick labels after each pass then repaint the plot once,
-        # instead of relayouting it and repainting again.
-        left = self.table_plot.getAxis("left")
-        keys = {n.key for order in ("pre", "post") for n in block_nodes(order)}
-        left.setWidth(max(QFontMetrics(left.font()).horizontalAdvance(k) for k in keys) + 20)
-        self.table_image.mouseClickEvent = self._table_click
-        self.table_keys: list[str] = []
-        # one row label per row only where rows are tall enough for text, else every k-th
-        self.table_plot.getViewBox().sigResized.connect(self._fit_row_labels)
-        self.table: np.ndarray | None = None
-
-        self.resid_plot = plot_widget()
-        count_axis(self.resid_plot.getPlotItem(), "bottom", first=1)
-        self.resid_plot.setLabel("bottom", "block: the residual stream after each of its two adds")
-        self.resid_plot.setLabel("left", "std")
-        self.resid_plot.getAxis("left").setWidth(60)
-        self.resid_plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
-        self.resid_curve = self.resid_plot.plot([], [], pen=pg.mkPen("#1f4e8c", width=2), symbol="o",
-                                                symbolSize=5)
+        self._table_plot()
+        self._residual_plot()
 
         split = QSplitter(Qt.Vertical)
         split.addWidget(self.small)
@@ -117,6 +89,41 @@ class DistributionsView(LazyRefresh, QWidget):
         session.still_drawing(self.busy)  # the engine waits for the histograms' turns
         session.layerChanged.connect(self.request_refresh)
         session.modelChanged.connect(self.request_refresh)
+
+    def _table_plot(self) -> None:
+        """The nodes × blocks heatmap of a statistic, with its colour bar."""
+        self.table_plot = plot_widget()
+        count_axis(self.table_plot.getPlotItem(), "bottom", centred=True, first=1)
+        self.table_plot.setLabel("bottom", "block")
+        self.table_image = pg.ImageItem(axisOrder="row-major")
+        self.table_image.setColorMap(pg.colormap.get("viridis"))
+        self.table_plot.addItem(self.table_image)
+        self.table_plot.invertY(True)
+        self.color_bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False,
+                                         width=14)
+        self.color_bar.setImageItem(self.table_image, insert_in=self.table_plot.getPlotItem())
+        self.color_bar.axis.enableAutoSIPrefix(False)
+        # Fixed axis sizes: new tick labels after each pass then repaint the plot once,
+        # instead of relayouting it and repainting again.
+        left = self.table_plot.getAxis("left")
+        keys = {n.key for order in ("pre", "post") for n in block_nodes(order)}
+        left.setWidth(max(QFontMetrics(left.font()).horizontalAdvance(k) for k in keys) + 20)
+        self.table_image.mouseClickEvent = self._table_click
+        self.table_keys: list[str] = []
+        # one row label per row only where rows are tall enough for text, else every k-th
+        self.table_plot.getViewBox().sigResized.connect(self._fit_row_labels)
+        self.table: np.ndarray | None = None
+
+    def _residual_plot(self) -> None:
+        """The residual stream's std after each add, block by block."""
+        self.resid_plot = plot_widget()
+        count_axis(self.resid_plot.getPlotItem(), "bottom", first=1)
+        self.resid_plot.setLabel("bottom", "block: the residual stream after each of its two adds")
+        self.resid_plot.setLabel("left", "std")
+        self.resid_plot.getAxis("left").setWidth(60)
+        self.resid_plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
+        self.resid_curve = self.resid_plot.plot([], [], pen=pg.mkPen("#1f4e8c", width=2), symbol="o",
+                                                symbolSize=5)
 
     # ------------------------------------------------------------------ drawing
     def redraw(self) -> None:

@@ -48,17 +48,7 @@ class GeluView(LazyRefresh, QWidget):
             line.setCacheMode(QGraphicsItem.DeviceCoordinateCache)
         self.plot.setXRange(-4, 4, padding=0)
         self.plot.setYRange(-0.5, 4, padding=0)
-        # the real inputs, on a second y axis
-        self.hist_box = pg.ViewBox()
-        item = self.plot
-        item.showAxis("right")
-        item.scene().addItem(self.hist_box)
-        item.getAxis("right").linkToView(self.hist_box)
-        item.getAxis("right").setLabel("share of GELU inputs per bin")
-        self.hist_box.setXLink(item)
-        self.hist_bars = pg.BarGraphItem(x=[0], height=[0], width=0.2, brush=(60, 160, 90, 90), pen=None)
-        self.hist_box.addItem(self.hist_bars)
-        item.vb.sigResized.connect(lambda: self.hist_box.setGeometry(item.vb.sceneBoundingRect()))
+        self._input_bars()
         self.legend = legend_row(self.canvas.ci, [
             (self.lines["tanh"], "GELU, tanh (the model)"), (self.lines["exact"], "GELU, exact"),
             (self.lines["relu"], "ReLU"), (self.deriv["tanh"], "derivatives"),
@@ -79,6 +69,19 @@ class GeluView(LazyRefresh, QWidget):
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
         session.completed.connect(lambda: self._waiting and self.request_refresh())
+
+    def _input_bars(self) -> None:
+        """The real GELU inputs of this layer as bars, on a second y axis."""
+        self.hist_box = pg.ViewBox()
+        item = self.plot
+        item.showAxis("right")
+        item.scene().addItem(self.hist_box)
+        item.getAxis("right").linkToView(self.hist_box)
+        item.getAxis("right").setLabel("share of GELU inputs per bin")
+        self.hist_box.setXLink(item)
+        self.hist_bars = pg.BarGraphItem(x=[0], height=[0], width=0.2, brush=(60, 160, 90, 90), pen=None)
+        self.hist_box.addItem(self.hist_bars)
+        item.vb.sigResized.connect(lambda: self.hist_box.setGeometry(item.vb.sceneBoundingRect()))
 
     def _toggle_deriv(self, on: bool) -> None:
         for line in self.deriv.values():

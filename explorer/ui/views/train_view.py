@@ -32,6 +32,28 @@ class TrainPanel(ViewHooks, QWidget):
         super().__init__()
         self.session, self.engine = session, engine
         self.job = None
+        self.checkpoint = ""
+        self.plot = pg.GraphicsLayoutWidget()
+        self.curves = LossCurves(self.plot)
+        self.samples = QPlainTextEdit()
+        self.samples.setReadOnly(True)
+        self.samples.setPlaceholderText("Sample generations appear here at each evaluation.")
+        left = QVBoxLayout()
+        left.addLayout(self._form(default_out))
+        left.addLayout(self._buttons())
+        left.addWidget(self.progress)
+        left.addWidget(self.status)
+        left.addStretch(1)
+        right = QVBoxLayout()
+        right.addWidget(self.plot, 2)
+        right.addWidget(self.samples, 1)
+        layout = QHBoxLayout(self)
+        layout.addLayout(left, 1)
+        layout.addLayout(right, 2)
+        self._reset()
+
+    def _form(self, default_out: str | None) -> QFormLayout:
+        """The text, the model, steps, time limit, learning rate, batch, where to save."""
         defaults = TrainSettings()
         self.text_path = QLineEdit()
         self.text_path.setPlaceholderText("The Verdict (built in)")
@@ -68,7 +90,10 @@ class TrainPanel(ViewHooks, QWidget):
         form.addRow("Peak learning rate", self.lr)
         form.addRow("Batch size", self.batch)
         form.addRow("Checkpoints in", self.out_dir)
+        return form
 
+    def _buttons(self) -> QHBoxLayout:
+        """Start, Stop (which saves), Load into explorer; the progress and status below."""
         self.start_button = QPushButton("Start training")
         self.start_button.clicked.connect(self.start)
         self.stop_button = QPushButton("Stop (saves)")
@@ -84,27 +109,7 @@ class TrainPanel(ViewHooks, QWidget):
         buttons = QHBoxLayout()
         for b in (self.start_button, self.stop_button, self.load_button):
             buttons.addWidget(b)
-
-        self.plot = pg.GraphicsLayoutWidget()
-        self.curves = LossCurves(self.plot)
-        self.samples = QPlainTextEdit()
-        self.samples.setReadOnly(True)
-        self.samples.setPlaceholderText("Sample generations appear here at each evaluation.")
-
-        left = QVBoxLayout()
-        left.addLayout(form)
-        left.addLayout(buttons)
-        left.addWidget(self.progress)
-        left.addWidget(self.status)
-        left.addStretch(1)
-        right = QVBoxLayout()
-        right.addWidget(self.plot, 2)
-        right.addWidget(self.samples, 1)
-        layout = QHBoxLayout(self)
-        layout.addLayout(left, 1)
-        layout.addLayout(right, 2)
-        self.checkpoint = ""
-        self._reset()
+        return buttons
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Text to train on", "", "Text (*.txt);;All files (*)")

@@ -45,19 +45,43 @@ class WhatIfView(ViewHooks, QWidget):
         self.comparison: Comparison | None = None
         self._compared = None  # the prompt pass the comparison was asked for
         self._asked = 0
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addLayout(self._list_row(session))
+        layout.addLayout(self._add_row())
+        layout.addWidget(self.list)
+        layout.addWidget(self.message)
+        layout.addLayout(self._compare_row())
+        layout.addWidget(self.table, 1)
+        session.nodeChanged.connect(self._target)
+        session.interventionsChanged.connect(self._show_list)
+        session.stepsChanged.connect(self._prompt_changed)  # a new prompt pass
+        session.modelChanged.connect(self._new_model)
+        self._target(session.node)
+        self._show_list()
+
+    def _list_row(self, session: Session) -> QHBoxLayout:
+        """The one switch, and Remove, Clear, Load…, Save… for the list."""
         self.switch = QCheckBox("Apply the interventions")
         self.switch.setChecked(True)
         self.switch.setToolTip("One switch for all of them: off runs the model as it is")
         self.switch.toggled.connect(lambda on: session.set_interventions(session.interventions, on))
-        buttons = {}
-        for text, slot in (("Remove", self.remove), ("Clear", self.clear), ("Load…", self.load),
-                           ("Save…", self.save)):
-            buttons[text] = QPushButton(text)
-            buttons[text].clicked.connect(slot)
         self.list = QListWidget()
         self.list.setSelectionMode(QAbstractItemView.SingleSelection)
         self.list.setMaximumHeight(90)
-        # adding one to the selected node
+        top = QHBoxLayout()
+        top.addWidget(self.switch)
+        for text, slot in (("Remove", self.remove), ("Clear", self.clear), ("Load…", self.load),
+                           ("Save…", self.save)):
+            button = QPushButton(text)
+            button.clicked.connect(slot)
+            top.addWidget(button)
+        top.addStretch(1)
+        return top
+
+    def _add_row(self) -> QHBoxLayout:
+        """What to do to the selected node, with the fields its kind needs."""
         self.target = QLabel()
         self.kind = QComboBox()
         self.kind.setToolTip("What to do to the node")
@@ -79,9 +103,15 @@ class WhatIfView(ViewHooks, QWidget):
         self.add_button = QPushButton("Add")
         self.add_button.clicked.connect(self.add)
         self.kind.currentTextChanged.connect(self._fields)
-        self.message = QLabel()
-        self.message.setWordWrap(True)
-        # clean against changed
+        add = QHBoxLayout()
+        for w in (self.target, self.kind, self.k, self.heads, self.prompt_a, self.prompt_b,
+                  self.function, self.positions, self.add_button):
+            add.addWidget(w)
+        add.addStretch(1)
+        return add
+
+    def _compare_row(self) -> QHBoxLayout:
+        """Clean against changed: how many tokens, Run/Stop, and the table below."""
         self.tokens = QSpinBox()
         self.tokens.setRange(1, 50)
         self.tokens.setValue(10)
@@ -92,33 +122,11 @@ class WhatIfView(ViewHooks, QWidget):
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.Stretch)
-
-        top = QHBoxLayout()
-        for w in (self.switch, *buttons.values()):
-            top.addWidget(w)
-        top.addStretch(1)
-        add = QHBoxLayout()
-        for w in (self.target, self.kind, self.k, self.heads, self.prompt_a, self.prompt_b,
-                  self.function, self.positions, self.add_button):
-            add.addWidget(w)
-        add.addStretch(1)
-        cmp_row = QHBoxLayout()
+        row = QHBoxLayout()
         for w in (self.compare_button, self.tokens, *self.controls.widgets()[1:]):
-            cmp_row.addWidget(w)
-        cmp_row.addStretch(1)
-        layout = QVBoxLayout(self)
-        for part in (top, add):
-            layout.addLayout(part)
-        layout.addWidget(self.list)
-        layout.addWidget(self.message)
-        layout.addLayout(cmp_row)
-        layout.addWidget(self.table, 1)
-        session.nodeChanged.connect(self._target)
-        session.interventionsChanged.connect(self._show_list)
-        session.stepsChanged.connect(self._prompt_changed)  # a new prompt pass
-        session.modelChanged.connect(self._new_model)
-        self._target(session.node)
-        self._show_list()
+            row.addWidget(w)
+        row.addStretch(1)
+        return row
 
     # ------------------------------------------------------------- the list
     def _target(self, name: str) -> None:

@@ -115,32 +115,11 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
                 time.sleep(0.01)
             return done()
 
-        if not wait(lambda: window.session.model is not None):
-            print(f"gpt-explorer: error: {errors[0] if errors else 'the model did not load'}",
-                  file=sys.stderr)
+        problem = _run_and_select(window, wait, errors, prompt, node, max_new_tokens)
+        if problem:
+            print(f"gpt-explorer: error: {problem}", file=sys.stderr)
             window.close()
             return 2
-        if prompt is not None:
-            window.generation.prompt.setPlainText(prompt)
-        window.generation.max_tokens.setValue(max_new_tokens)
-        window.generation.request_run()
-        if not window.running and not errors:  # the panel refused it (an empty prompt…)
-            reason = re.sub(r"<[^>]+>", "", window.generation.token_count.text())
-            print(f"gpt-explorer: error: the prompt did not run: {reason}", file=sys.stderr)
-            window.close()
-            return 2
-        wait(lambda: not window.running and window.session.prompt is not None)
-        if errors:
-            print(f"gpt-explorer: error: {errors[0]}", file=sys.stderr)
-            window.close()
-            return 2
-        window.session.show_step(None)
-        if node:
-            if node not in window.session.prompt.views:
-                print(f"gpt-explorer: error: unknown node {node!r}", file=sys.stderr)
-                window.close()
-                return 2
-            window.session.set_node(node)
         settle = time.monotonic() + 0.5  # let queued redraws and layouts finish
         while time.monotonic() < settle:
             app.processEvents()
@@ -156,3 +135,27 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
         return 2
     print(f"saved {path}", file=sys.stderr)
     return 0
+
+
+def _run_and_select(window, wait, errors: list[str], prompt: str | None, node: str | None,
+                    max_new_tokens: int) -> str | None:
+    """Load, run the prompt and select the node in the screenshot's window; what went
+    wrong, or None."""
+    if not wait(lambda: window.session.model is not None):
+        return errors[0] if errors else "the model did not load"
+    if prompt is not None:
+        window.generation.prompt.setPlainText(prompt)
+    window.generation.max_tokens.setValue(max_new_tokens)
+    window.generation.request_run()
+    if not window.running and not errors:  # the panel refused it (an empty prompt…)
+        reason = re.sub(r"<[^>]+>", "", window.generation.token_count.text())
+        return f"the prompt did not run: {reason}"
+    wait(lambda: not window.running and window.session.prompt is not None)
+    if errors:
+        return errors[0]
+    window.session.show_step(None)
+    if node:
+        if node not in window.session.prompt.views:
+            return f"unknown node {node!r}"
+        window.session.set_node(node)
+    return None

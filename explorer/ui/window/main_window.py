@@ -96,6 +96,17 @@ class MainWindow(QMainWindow):
         self._default_state = self.saveState()
         self._get_gpt2 = None
 
+        self._status_bar()
+        self._connect()
+        self._menus()
+        self._restore()
+        import gc
+        gc.freeze()  # the widgets live as long as the window: keep them out of GC passes
+        self._remembered = spec is None  # the last session's model, which may be gone
+        self.load_model(spec or self._last_spec())
+
+    def _status_bar(self) -> None:
+        """The model's line, the session's status, the busy bar."""
         self.model_label = QLabel("no model")
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)
@@ -106,6 +117,8 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.status_text)
         self.statusBar().addPermanentWidget(self.busy)
 
+    def _connect(self) -> None:
+        """The session's and the banner's signals to what the window does with them."""
         s = self.session
         s.statusChanged.connect(self.status_text.setText)
         s.coverChanged.connect(self._order_words)
@@ -119,12 +132,6 @@ class MainWindow(QMainWindow):
         self.banner.openFileRequested.connect(self.open_checkpoint)
         self.banner.trainRequested.connect(lambda: self.show_view("train"))
         s.viewRequested.connect(self.show_view)
-        self._menus()
-        self._restore()
-        import gc
-        gc.freeze()  # the widgets live as long as the window: keep them out of GC passes
-        self._remembered = spec is None  # the last session's model, which may be gone
-        self.load_model(spec or self._last_spec())
 
     @property
     def running(self) -> bool:

@@ -46,23 +46,7 @@ class ModelDialog(QDialog):
         self.dtype_box = QComboBox()
         self.dtype_box.addItems(["float32", "bfloat16", "float16"])
 
-        group = QButtonGroup(self)
-        for b in (self.use_cache, self.use_file, self.use_preset):
-            group.addButton(b)
-        if current.preset:
-            self.use_preset.setChecked(True)
-            self.preset_box.setCurrentText(current.preset)
-            self.norm_box.setCurrentIndex(1 if current.norm_position == "post" else 0)
-            self.seed.setValue(current.seed)
-        elif current.checkpoint and not current.checkpoint.startswith("hf:"):
-            self.use_file.setChecked(True)
-        elif self.cached:
-            self.use_cache.setChecked(True)
-        else:
-            self.use_preset.setChecked(True)
-        if current.device in available_devices():
-            self.device_box.setCurrentText(current.device)
-        self.dtype_box.setCurrentText(current.dtype)
+        self._choose(current)
 
         file_row = QHBoxLayout()
         file_row.addWidget(self.path, 1)
@@ -84,6 +68,26 @@ class ModelDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(buttons)
+
+    def _choose(self, current: ModelSpec) -> None:
+        """Start from the model loaded now: its source, preset, order, seed, device, dtype."""
+        group = QButtonGroup(self)
+        for b in (self.use_cache, self.use_file, self.use_preset):
+            group.addButton(b)
+        if current.preset:
+            self.use_preset.setChecked(True)
+            self.preset_box.setCurrentText(current.preset)
+            self.norm_box.setCurrentIndex(1 if current.norm_position == "post" else 0)
+            self.seed.setValue(current.seed)
+        elif current.checkpoint and not current.checkpoint.startswith("hf:"):
+            self.use_file.setChecked(True)
+        elif self.cached:
+            self.use_cache.setChecked(True)
+        else:
+            self.use_preset.setChecked(True)
+        if current.device in available_devices():
+            self.device_box.setCurrentText(current.device)
+        self.dtype_box.setCurrentText(current.dtype)
 
     def _browse(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Checkpoint", self.path.text(),
