@@ -9,6 +9,7 @@ import sys
 
 from ..core.base.outputs import atomic_output, check_output
 from .common import add_model_args, load
+from ..core.gpt.nodes import FEED_FORWARD
 
 
 def register(sub) -> None:
@@ -20,7 +21,7 @@ def register(sub) -> None:
     g.add_argument("--no-norm", action="store_true",
                    help="remove the blocks' LayerNorms as well (both runs): the book's plain "
                         "deep network, whose gradient fades without the shortcuts")
-    g.add_argument("--node", default="ff", help="the block node drawn in every block in "
+    g.add_argument("--node", default=FEED_FORWARD, help="the block node drawn in every block in "
                                                 "--plot's middle panel (default ff)")
     g.add_argument("--plot", metavar="OUT.png", help="save the figure")
     add_model_args(g)

@@ -23,8 +23,9 @@ from ..base.cancel import Cancelled, check
 from ..base.devices import check_memory
 from ..gpt.hooks import hooks
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (EMBEDDINGS, all_hook_names, block_hook_name, block_module_name,
-                         block_nodes, block_output, residual_branches)
+from ..gpt.nodes import (EMBEDDINGS, EMBEDDING_SUM, POSITION_EMBEDDING, TOKEN_EMBEDDING,
+                         all_hook_names, block_hook_name, block_module_name, block_nodes,
+                         block_output, residual_branches)
 from .interventions import shortcut_hooks
 
 
@@ -155,7 +156,7 @@ def gradient_report(model: GPTModel, ids: list[int], without: bool = True,
                  f"computing the gradients of a {len(ids):,}-token prompt")
     tokens = torch.tensor([ids], device=device)
     names = [n for n in all_hook_names(model.cfg, include_pattern=False)
-             if n not in ("tok_emb", "pos_emb", "emb_add")]
+             if n not in (TOKEN_EMBEDDING, POSITION_EMBEDDING, EMBEDDING_SUM)]
     runs = []
     for i, shortcut in enumerate((True, False) if without else (True,)):
         if should_stop is not None and should_stop():

@@ -180,15 +180,22 @@ def residual_branches() -> dict[str, str]:
 
 
 BLOCKS = "trf_blocks"  # the module list of the transformer blocks
-# Nodes that other parts of the app look for by their role, named here only.
+# Nodes that other parts of the app look for by their role, named here only (a test
+# checks that no other module writes a node's name).
+TOKEN_EMBEDDING, POSITION_EMBEDDING, EMBEDDING_SUM = "tok_emb", "pos_emb", "emb_add"
+EMBEDDINGS = "drop_emb"  # the residual stream entering block 0
+FIRST_NORM, SECOND_NORM = "norm1", "norm2"
 ATTENTION = "att"
-FEED_FORWARD = "ff"
 PATTERN = "att.attn_weights"  # inside attention; drawn beside it
+FIRST_DROPOUT = "drop1"
+FIRST_ADD, SECOND_ADD = "add1", "add2"
+FEED_FORWARD = "ff"
 GELU_INPUT = "ff.layers.0"  # what the GELU receives: Linear 1's output
 GELU_OUTPUT = "ff.layers.1"
+LINEAR_2 = "ff.layers.2"
+FINAL_NORM = "final_norm"
 LOGITS = "out_head"
-EMBEDDINGS = "drop_emb"  # the residual stream entering block 0
-FIRST_BLOCK_NODE = "norm1"
+FIRST_BLOCK_NODE = FIRST_NORM
 
 
 def block_hook_name(layer: int, key: str) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpt.nodes import input_node, node_for_hook, residual_branches
+from ..gpt.nodes import EMBEDDING_SUM, input_node, node_for_hook, residual_branches
 from ..gpt.tokenizer import token_piece
 
 # Texts with {names}: filled in from the loaded config (``numbers``), never fixed.
@@ -47,12 +47,12 @@ WHAT = {
 # Nodes whose kind's text does not fit them: the embedding sum is an add without a
 # branch or a shortcut.
 WHAT_BY_KEY = {
-    "emb_add": "Adds each token's embedding and its position's embedding, value by value "
+    EMBEDDING_SUM: "Adds each token's embedding and its position's embedding, value by value "
                "({c} values each): the residual stream starts here. There is no branch and "
                "no shortcut yet; the blocks add theirs to this sum.",
 }
 MISTAKE_BY_KEY = {
-    "emb_add": "The two embeddings are added, not concatenated: the width stays {c}; the "
+    EMBEDDING_SUM: "The two embeddings are added, not concatenated: the width stays {c}; the "
                "position embedding is the same for every prompt at that position.",
 }
 

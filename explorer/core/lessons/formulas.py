@@ -16,8 +16,10 @@ import numpy as np
 import torch
 
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (BLOCK_INPUT, block_hook_name, block_input, eval_source, input_node,
-                         node_for_hook, parse_hook, residual_branches, shortcut_sources)
+from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, EMBEDDING_SUM, FEED_FORWARD, FINAL_NORM,
+                         POSITION_EMBEDDING, TOKEN_EMBEDDING, block_hook_name, block_input,
+                         block_output, eval_source, input_node, node_for_hook, parse_hook,
+                         residual_branches, shortcut_sources)
 from ..gpt.tokenizer import token_piece
 
 SHOWN = 3  # features worked through
@@ -71,14 +73,14 @@ def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
     captured = _row(views, name, pos) if node.kind != "pattern" else \
         np.asarray(views[name].array, dtype=np.float64)[0, head, pos]
     kind = node.kind
-    if kind == "dropout" or key == "ff":  # eval mode: another node's tensor, unchanged
+    if kind == "dropout" or key == FEED_FORWARD:  # eval mode: another node's tensor, unchanged
         source = eval_source(name)
         value = _row(views, source, pos)
         return Worked(name, f"{key}(x) = x  (eval mode: dropout does nothing)" if kind == "dropout"
                       else "ff(x) = Linear 2(GELU(Linear 1(x))): Linear 2's output",
                       [f"{where}: the output is {source}'s, value for value: "
                        + ", ".join(_f(v) for v in value[:SHOWN]) + " …"], value, captured)
-    if kind == "embedding" or key == "emb_add":
+    if kind == "embedding" or key == EMBEDDING_SUM:
         return _embedding(model, name, key, views, ids, pos, where, captured)
     if kind == "norm":
         return _layer_norm(model, name, views, pos, where, captured, order)
@@ -95,16 +97,16 @@ def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
 
 def _embedding(model, name, key, views, ids, pos, where, captured) -> Worked:
     """A row of the token or position table, or their sum."""
-    if key != "emb_add":
-        table = model.tok_emb.weight if key == "tok_emb" else model.pos_emb.weight
-        index = ids[pos] if key == "tok_emb" else pos
+    if key != EMBEDDING_SUM:
+        table = model.tok_emb.weight if key == TOKEN_EMBEDDING else model.pos_emb.weight
+        index = ids[pos] if key == TOKEN_EMBEDDING else pos
         value = _p(table[index])
-        return Worked(name, f"{key}[{'token id' if key == 'tok_emb' else 'position'}] (a row of the "
+        return Worked(name, f"{key}[{'token id' if key == TOKEN_EMBEDDING else 'position'}] (a row of the "
                       f"({table.shape[0]}, {table.shape[1]}) table)",
                       [f"{where}: row {index} = " + ", ".join(_f(v) for v in value[:SHOWN]) + " …"],
                       value, captured)
     # emb_add: the sum of the two rows
-    tok, posv = _row(views, "tok_emb", pos), _row(views, "pos_emb", pos)
+    tok, posv = _row(views, TOKEN_EMBEDDING, pos), _row(views, POSITION_EMBEDDING, pos)
     value = tok + posv
     return Worked(name, "x = tok_emb[token id] + pos_emb[position]",
                   [f"{where}, feature {i}: {_f(tok[i])} + {_f(posv[i])} = {_f(value[i])}"
@@ -134,7 +136,7 @@ def _linear(model, name, views, pos, where, captured, order) -> Worked:
 
 
 def _logits(model, name, views, pos, where, captured) -> Worked:
-    x = _row(views, "final_norm", pos)
+    x = _row(views, FINAL_NORM, pos)
     w = _p(model.out_head.weight)
     value = x @ w.T
     top = int(np.argmax(value))
@@ -146,8 +148,8 @@ def _logits(model, name, views, pos, where, captured) -> Worked:
 
 def _layer_norm(model, name, views, pos, where, captured, order) -> Worked:
     module = model.get_submodule(name)
-    source = input_node(name, order) if name != "final_norm" else \
-        block_hook_name(model.cfg.n_layers - 1, "add2" if order == "pre" else "norm2")
+    source = input_node(name, order) if name != FINAL_NORM else \
+        block_hook_name(model.cfg.n_layers - 1, block_output(order))
     x = _row(views, source, pos)
     mean, var = x.mean(), x.var()  # the biased variance: divide by n
     eps = module.eps
@@ -176,7 +178,7 @@ def _add(name, views, pos, where, captured, layer, key, order) -> Worked:
 
 def _attention(model, name, views, pos, head, where, captured, layer, order) -> Worked:
     att = model.trf_blocks[layer].att
-    x = _rows(views, input_node(block_hook_name(layer, "att"), order), pos)  # (pos+1, C)
+    x = _rows(views, input_node(block_hook_name(layer, ATTENTION), order), pos)  # (pos+1, C)
     hd = att.head_dim
 
     def proj(linear):

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 from ..gpt.layers import FeedForward, MultiHeadAttention
 from ..gpt.model import GPTModel, TransformerBlock
-from ..gpt.nodes import block_nodes, block_steps, parse_hook
+from ..gpt.nodes import FEED_FORWARD, PATTERN, block_nodes, block_steps, parse_hook
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
                        _find(forward, rf"self\.{key}\("),
                        f"{key} is built once in GPTModel.__init__ and used in GPTModel.forward, "
                        "around the loop over the transformer blocks.")
-    if key == "att.attn_weights":
+    if key == PATTERN:
         init = _source(MultiHeadAttention, "__init__")
         forward = _source(MultiHeadAttention, "book_forward")
         return Listing("MultiHeadAttention", init, forward, "book_forward",
@@ -62,7 +62,7 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
                        "as the book computes it; the attn_weights hook point names it. Long "
                        "prompts and generation get the same numbers from fast_forward (the KV "
                        "cache, the pattern a chunk of rows at a time).")
-    children = [n.key for n in block_nodes(norm_position) if n.parent == "ff"]
+    children = [n.key for n in block_nodes(norm_position) if n.parent == FEED_FORWARD]
     if key in children:  # the Sequential's layers, in the node table's order
         index = children.index(key)
         init, forward = _source(FeedForward, "__init__"), _source(FeedForward, "forward")
@@ -73,13 +73,14 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
                        "Sequential runs its layers in the order they are listed.")
     method = "forward_post_ln" if norm_position == "post" else "forward_pre_ln"
     init, forward = _source(TransformerBlock, "__init__"), _source(TransformerBlock, method)
-    module = "drop_shortcut" if key in ("drop1", "drop2") else key
-    built = [m for m in built_order(init) if not m.startswith(("drop1", "drop2", "add"))]
+    kinds = {n.key: n.kind for n in block_nodes(norm_position)}
+    module = "drop_shortcut" if kinds[key] == "dropout" else key  # the book's one module
+    built = [m for m in built_order(init) if kinds.get(m) not in ("dropout", "add")]
     runs = [n.key for n in block_steps(norm_position)]
     kind = "Pre-LN" if norm_position == "pre" else "Post-LN"
     note = (f"__init__ builds {', '.join(built)} in that order; {method} alone sets the order "
             f"they run: {' → '.join(runs)}.")
-    if key.startswith("add"):
+    if kinds[key] == "add":
         note += f" {key} is x + shortcut; its HookPoint computes nothing, it names the sum."
     elif module == "drop_shortcut":
         note += f" {key} names one of the two uses of the single drop_shortcut module."

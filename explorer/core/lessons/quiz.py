@@ -16,9 +16,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..gpt.nodes import (BLOCK_INPUT, EMBEDDINGS, block_hook_name, block_input, block_output,
-                         block_steps, eval_source, input_node, layer_of, node_for_hook, parse_hook,
-                         residual_branches, shortcut_sources)
+from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, EMBEDDINGS, EMBEDDING_SUM, FEED_FORWARD,
+                         FIRST_ADD, FIRST_DROPOUT, FIRST_NORM, GELU_INPUT, LINEAR_2, PATTERN,
+                         block_hook_name, block_input, block_output, block_steps, eval_source,
+                         input_node, layer_of, node_for_hook, parse_hook, residual_branches,
+                         shortcut_sources)
 
 # What a question would give away if it stayed on screen.
 SHAPES = "shapes"  # tensor shapes (graph edges, tooltips, inspector)
@@ -105,14 +107,14 @@ def _shape_reason(d: tuple, shape: tuple, c: int, hidden: int) -> str:
 
 
 def _emb(live: Live) -> int:
-    return int(live.views["drop_emb"].shape[-1]) if "drop_emb" in live.views else int(live.shape[-1])
+    return int(live.views[EMBEDDINGS].shape[-1]) if EMBEDDINGS in live.views else int(live.shape[-1])
 
 
 # ------------------------------------------------------------------ questions per node
 def shape_question(live: Live, rng: random.Random) -> Question:
     shape, node = live.shape, live.node
     c = _emb(live)
-    hidden = live.width("ff.layers.0") or 4 * c
+    hidden = live.width(GELU_INPUT) or 4 * c
     if node.kind == "pattern":
         b, h, t = shape[0], shape[1], shape[-1]
         distractors = [(b, t, t), (b, h, t, c // h), (b, t, c)]
@@ -160,31 +162,31 @@ def width_question(live: Live, rng: random.Random) -> Question:
 def first_node_question(live: Live, rng: random.Random) -> Question:
     """The seeds' question with the seeds' options: most people guess attention."""
     order = block_steps(live.norm_position)
-    labels = {"norm1": "LayerNorm 1 (norm1)", "att": "Multi-head attention (att)",
-              "ff": "Feed-forward (ff)", "drop1": "Dropout (drop_shortcut)"}
+    labels = {FIRST_NORM: f"LayerNorm 1 ({FIRST_NORM})", ATTENTION: f"Multi-head attention ({ATTENTION})",
+              FEED_FORWARD: f"Feed-forward ({FEED_FORWARD})", FIRST_DROPOUT: "Dropout (drop_shortcut)"}
     first = order[0].key
     x = live.views.get(block_input(live_layer(live), live.norm_position))
     x_shape = tuple(x.shape) if x is not None else "(B, T, C)"
-    att, norm1 = live.near("att"), live.near("norm1")
+    att, norm1 = live.near(ATTENTION), live.near(FIRST_NORM)
     place = {n.key: i + 1 for i, n in enumerate(order)}
     why = {}
     for key, label in labels.items():
         n = place[key]
-        if key == "att" and first != "att":
+        if key == ATTENTION and first != ATTENTION:
             std = ""
             if x is not None and norm1 is not None and x.array is not None and norm1.array is not None:
                 std = (f" (the last token's std {x.array.reshape(-1, x.shape[-1])[-1].std():.3g} in x, "
                        f"{norm1.array.reshape(-1, norm1.shape[-1])[-1].std():.3g} after norm1)")
             why[label] = (f"attention comes {_nth(n)}: it receives norm1's output, x rescaled "
                           f"token by token{std}, not x itself.")
-        elif key == "ff":
-            hidden = live.width("ff.layers.0")
+        elif key == FEED_FORWARD:
+            hidden = live.width(GELU_INPUT)
             why[label] = (f"the feed-forward comes {_nth(n)}, after the first add; it widens "
                           f"each token to {hidden} values and back.")
-        elif key == "drop1":
+        elif key == FIRST_DROPOUT:
             why[label] = (f"drop_shortcut comes {_nth(n)}: it acts on the attention's output "
                           f"{tuple(att.shape) if att is not None else ''}, and does nothing at inference.")
-        elif key == "norm1" and first != "norm1":
+        elif key == FIRST_NORM and first != FIRST_NORM:
             why[label] = (f"in this Post-LN block LayerNorm 1 comes {_nth(n)}, after the first "
                           "add, not before attention.")
     options, answer, why_t = _choices(labels[first], [v for k, v in labels.items() if k != first],
@@ -203,7 +205,7 @@ def live_layer(live: Live) -> int:
     if layer is None:
         return 0
     if parse_hook(live.name)[1] == block_output(live.norm_position) and \
-            block_hook_name(layer + 1, "norm1") in live.views:
+            block_hook_name(layer + 1, FIRST_NORM) in live.views:
         return layer + 1
     return layer
 
@@ -216,7 +218,7 @@ def norm_question(live: Live, rng: random.Random) -> Question:
     pre = live.norm_position == "pre"
     options = ("Pre-LN (norm before attention and feed-forward)", "Post-LN (norm after each add)")
     layer = live_layer(live)
-    fed_name = input_node(block_hook_name(layer, "norm1"), live.norm_position)
+    fed_name = input_node(block_hook_name(layer, FIRST_NORM), live.norm_position)
     fed = live.views.get(fed_name)
     fed_by = ("the block's input" if fed_name == block_input(layer, live.norm_position)
               else parse_hook(fed_name)[1])
@@ -272,14 +274,14 @@ def dropout_question(live: Live, rng: random.Random) -> Question:
 
 
 def shortcut_question(live: Live, rng: random.Random) -> Question:
-    names = {BLOCK_INPUT: "the block's input x", "add1": "the first add's output (add1)",
-             "norm1": "LayerNorm 1's output (norm1)"}
+    names = {BLOCK_INPUT: "the block's input x", FIRST_ADD: f"the first add's output ({FIRST_ADD})",
+             FIRST_NORM: f"LayerNorm 1's output ({FIRST_NORM})"}
     source = shortcut_sources(live.norm_position)[parse_hook(live.name)[1]]
     right = names[source]
     distractors = [v for k, v in names.items() if k != source] + ["the attention's output (att)"]
     order = "Pre-LN" if live.norm_position == "pre" else "Post-LN"
     why_not = {v: f"in this {order} block the shortcut into {parse_hook(live.name)[1]} carries "
-                  f"{right}; {v} is {'the branch being added' if 'att' in v else 'another point of the stream'}"
+                  f"{right}; {v} is {'the branch being added' if ATTENTION in v else 'another point of the stream'}"
                for v in distractors}
     options, answer, reasons = _choices(right, distractors, rng, why_not)
     branch = live.near(residual_branches()[parse_hook(live.name)[1]])
@@ -329,10 +331,10 @@ def gelu_question(live: Live, rng: random.Random) -> Question:
 
 # Which questions fit which node (by key, then by kind); they rotate per node.
 _BY_KEY: dict[str, tuple[Callable, ...]] = {
-    "ff.layers.0": (width_question, shape_question),
-    "ff.layers.2": (width_question, shape_question),
-    "ff": (width_question, shape_question),
-    "att.attn_weights": (shape_question, pattern_rows_question),
+    GELU_INPUT: (width_question, shape_question),
+    LINEAR_2: (width_question, shape_question),
+    FEED_FORWARD: (width_question, shape_question),
+    PATTERN: (shape_question, pattern_rows_question),
 }
 _BY_KIND: dict[str, tuple[Callable, ...]] = {
     "embedding": (shape_question, width_question),
@@ -347,7 +349,7 @@ _BY_KIND: dict[str, tuple[Callable, ...]] = {
 
 def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
     node = node_for_hook(name, norm_position)
-    if node.key == "emb_add":
+    if node.key == EMBEDDING_SUM:
         return (shape_question, width_question)
     makers = _BY_KEY.get(node.key) or _BY_KIND[node.kind]
     if name == EMBEDDINGS or node.key == block_output(norm_position):

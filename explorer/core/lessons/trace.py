@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..gpt.config import GPTConfig
-from ..gpt.nodes import (BLOCK_INPUT, all_hook_names, block_hook_name, block_input, input_node,
-                         layer_of, node_for_hook, shortcut_sources)
+from ..gpt.nodes import (BLOCK_INPUT, EMBEDDINGS, EMBEDDING_SUM, FINAL_NORM, LOGITS,
+                         POSITION_EMBEDDING, TOKEN_EMBEDDING, all_hook_names, block_hook_name,
+                         block_input, input_node, layer_of, node_for_hook, shortcut_sources)
 
 
 def trace_order(cfg: GPTConfig) -> list[str]:
@@ -19,8 +20,8 @@ def trace_order(cfg: GPTConfig) -> list[str]:
 def source_of(name: str, cfg: GPTConfig) -> str | None:
     """The node whose output this one reads (None for the embeddings' lookups)."""
     last = block_input(cfg.n_layers, cfg.norm_position)  # what leaves the last block
-    model_level = {"tok_emb": None, "pos_emb": None, "emb_add": "tok_emb",
-                   "drop_emb": "emb_add", "final_norm": last, "out_head": "final_norm"}
+    model_level = {TOKEN_EMBEDDING: None, POSITION_EMBEDDING: None, EMBEDDING_SUM: TOKEN_EMBEDDING,
+                   EMBEDDINGS: EMBEDDING_SUM, FINAL_NORM: last, LOGITS: FINAL_NORM}
     if name in model_level:
         return model_level[name]
     return input_node(name, cfg.norm_position)
@@ -39,11 +40,11 @@ def what_changed(name: str, views: dict, cfg: GPTConfig) -> str:
     head = f"{node.label} ({name}) gives {shape}, mean {s.mean:.3g}, std {s.std:.3g}"
     source = source_of(name, cfg)
     before = views.get(source) if source else None
-    if name == "tok_emb":
+    if name == TOKEN_EMBEDDING:
         return head + f": one {shape[-1]}-value row of the embedding table per token id."
-    if name == "pos_emb":
+    if name == POSITION_EMBEDDING:
         return head + f": one learned vector per position 0..{shape[0] - 1}, no batch axis."
-    if name == "emb_add" and "pos_emb" in views:
+    if name == EMBEDDING_SUM and POSITION_EMBEDDING in views:
         return head + ": token + position embeddings, added (the width stays " \
                       f"{shape[-1]}; the positions are broadcast over the batch)."
     if node.kind == "pattern":

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ...core.gpt.config import GPTConfig
-from ...core.gpt.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, Node, block_hook_name,
-                               block_module_name, block_title, node_for_hook, block_input,
-                               block_nodes, drawn_beside, residual_nodes, shortcut_sources,
-                               BLOCK_INPUT)
+from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, MODEL_NODES_AFTER,
+                               MODEL_NODES_BEFORE, Node, block_hook_name, block_input,
+                               block_module_name, block_nodes, block_title, drawn_beside,
+                               node_for_hook, residual_branches, residual_nodes, shortcut_sources)
 
 
 @dataclass(frozen=True)
@@ -169,8 +169,8 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
     p.pad = 6
     position = cfg.norm_position
     p.nodes = nodes = block_nodes(position)
-    p.pattern = drawn_beside(position).get("att")
-    p.ff_parent = "ff"
+    p.pattern = drawn_beside(position).get(ATTENTION)
+    p.ff_parent = FEED_FORWARD
     p.steps = steps = [nd for nd in nodes if nd.kind != "pattern" and
                        ((nd.parent is None and not (expand and nd.key == p.ff_parent)) or
                         (expand and nd.parent == p.ff_parent))]
@@ -217,7 +217,7 @@ def _pack(p: _Plan, keys: list[str], gaps: list[float]) -> list[float]:
 
 def _place_columns(out: Layout, p: _Plan) -> None:
     """Each column packed, then spread so both end on one bottom row."""
-    gaps_a = [2 * p.fh + 8 if k == "att" and p.pattern else p.gap for k in p.keys_a[:-1]]
+    gaps_a = [2 * p.fh + 8 if k == ATTENTION and p.pattern else p.gap for k in p.keys_a[:-1]]
     gaps_b = [p.gap] * (len(p.keys_b) - 1)
     bottom_a, bottom_b = _pack(p, p.keys_a, gaps_a)[-1], _pack(p, p.keys_b, gaps_b)[-1]
     target = max(bottom_a, bottom_b)
@@ -243,8 +243,8 @@ def _ff_frame_and_pattern(out: Layout, p: _Plan) -> None:
             out.ff_frame = (p.cxb - nw / 2 - 8, ftop, p.ff_right - (p.cxb - nw / 2 - 8), fbottom - ftop)
             out.ff_name = p.name(p.ff_parent)
             out.texts.append(Text(ff_title(p.cfg), p.cxb + 6, ftop + 3, "ff-title"))
-    if p.pattern and "att" in p.keys_a:  # its shape under it
-        att = p.box(out, "att")
+    if p.pattern and ATTENTION in p.keys_a:  # its shape under it
+        att = p.box(out, ATTENTION)
         chip = _box(out, p.name(p.pattern.key), p.pattern, PATTERN_LABEL,
                     p.chip_left + p.chip_w / 2, att.cy, p.chip_w, p.nh - 4)
         out.arrows.append(Arrow(p.name(p.pattern.key), "", [(att.right, att.cy), (chip.left, chip.cy)],
@@ -277,7 +277,7 @@ def _shortcuts(out: Layout, p: _Plan, inp: Box, m: Metrics) -> None:
     """Each shortcut forks from the arrow leaving its source, runs in its lane and enters
     its add from the left."""
     sources = shortcut_sources(p.cfg.norm_position)
-    for add_key in ("add1", "add2"):
+    for add_key in residual_branches():
         src_key = sources[add_key]
         src = inp.name if src_key == BLOCK_INPUT else p.name(src_key)
         add = p.box(out, add_key)

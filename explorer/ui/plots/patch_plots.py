@@ -11,18 +11,19 @@ import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
 
 from .plot_axes import add_plot
-from ...core.gpt.nodes import block_output
+from ...core.gpt.nodes import ATTENTION, FEED_FORWARD, block_output
 from ...core.experiments.patching import Sweep
 from ...core.gpt.tokenizer import encode, token_piece
 from .figures import TITLE_SIZE, offscreen_app, save_widget
 from .plot_text import set_ticks, set_title
 
 CMAP = pg.colormap.get("CET-D1A")  # blue - white - red
-PANELS = ("stream", "att", "ff")  # with every position: the classic three panels
+PANELS = ("stream", "attention", "feed-forward")  # with every position: the classic three panels
 
 
 def panel_keys(sweep: Sweep, norm_position: str) -> dict[str, str]:
-    return {"stream": block_output(norm_position), "att": "att", "ff": "ff"}
+    return {"stream": block_output(norm_position), "attention": ATTENTION,
+            "feed-forward": FEED_FORWARD}
 
 
 def draw_sweep(layout: pg.GraphicsLayoutWidget, sweep: Sweep, norm_position: str = "pre") -> dict:
@@ -57,7 +58,7 @@ def draw_sweep(layout: pg.GraphicsLayoutWidget, sweep: Sweep, norm_position: str
             left.setStyle(showValues=False)
         set_ticks(plot.getAxis("bottom"), [[(i + 0.5, str(i)) for i in range(sweep.layers)]])
         title = {"nodes": "every node, last position", "stream": "residual stream",
-                 "att": "attention output", "ff": "feed-forward output"}[name]
+                 "attention": "attention output", "feed-forward": "feed-forward output"}[name]
         set_title(plot, title, size=TITLE_SIZE)
         plot.setMouseEnabled(x=False, y=False)
         shown[name] = (plot, image, rows)

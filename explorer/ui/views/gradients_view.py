@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QTextB
 import pyqtgraph as pg
 
 from ...core.experiments.gradients import GradientReport, describe, gradient_report
-from ...core.gpt.nodes import block_nodes
+from ...core.gpt.nodes import FEED_FORWARD, block_nodes
 from ..plots.gradient_plots import draw_report, gradient_plots
 from ..widgets.job_controls import JobControls
 from ..base.session import Session
@@ -34,7 +34,7 @@ class GradientsView(ViewHooks, QWidget):
         self.run_button = self.controls.run_button
         self.node_box = QComboBox()
         self.node_box.addItems([n.key for n in block_nodes("pre") if n.kind != "pattern"])
-        self.node_box.setCurrentText("ff")
+        self.node_box.setCurrentText(FEED_FORWARD)
         self.node_box.setToolTip("The node drawn in every block (middle plot)")
         self.node_box.currentTextChanged.connect(lambda _: self.redraw())
         self.no_norms = QCheckBox("Remove the blocks' LayerNorms too")

@@ -19,8 +19,8 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainterPath, QP
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsScene, QGraphicsSimpleTextItem,
                                QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from ...core.gpt.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, is_pattern, layer_of,
-                               node_for_hook)
+from ...core.gpt.nodes import (EMBEDDINGS, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, is_pattern,
+                               layer_of, node_for_hook)
 from ...core.lessons.quiz import SHAPES
 from ..graph.graph_colours import colour, colour_bar_pixmap
 from ..graph.graph_canvas import GraphCanvas
@@ -367,7 +367,7 @@ class BlockGraphView(ViewHooks, QWidget):
         self._on_node(self.session.node)
 
     def _on_node(self, name: str) -> None:
-        for cap, keys in (("before", BEFORE | ({"drop_emb"} if self.session.layer else set())),
+        for cap, keys in (("before", BEFORE | ({EMBEDDINGS} if self.session.layer else set())),
                           ("after", AFTER)):
             if name in keys and name not in self.items and not self.open_caps[cap]:
                 self.open_caps[cap] = True  # the selected node is always drawn
