@@ -85,6 +85,10 @@ def test_ctrl_c_keeps_a_partial_download_that_the_next_run_resumes(env, server, 
 
 @pytest.mark.parametrize("name, endpoint, message", [
     ("gpt2", "http://127.0.0.1:9", "cannot reach the Hugging Face Hub at http://127.0.0.1:9"),
+    ("gpt2", "http://127.0.0.1:9", "without the Hub, open a GPT-2 folder you already have (the "
+                                   "book's gpt2/124M, a Hugging Face folder, a .pth file) or train "
+                                   "a small model here (gpt-explorer --checkpoint gpt2/124M, or "
+                                   "gpt-explorer train)"),
     ("someone/missing", None, "repository someone/missing not found"),
     ("gpt-9", None, "neither a GPT-2 size"),
 ])

@@ -44,6 +44,9 @@ def download(args: argparse.Namespace) -> int:
 
     try:
         result = fetching.download(repo_id, progress=show, revision=args.revision)
+    except hub.HubUnreachable as exc:  # one line, with the ways that need no network
+        raise hub.HubUnreachable(f"{exc}; {hub.OFFLINE_CHOICES} (gpt-explorer --checkpoint "
+                                 "gpt2/124M, or gpt-explorer train)") from None
     except KeyboardInterrupt:
         kept = fetching.partial_bytes(repo_id)
         print(f"\ninterrupted: {kept / 1e6:,.1f} MB kept in the cache; run the same command "

@@ -79,3 +79,24 @@ def test_bad_settings_and_short_texts_are_refused():
         Trainer("Just a few words.", fast())
     with pytest.raises(ValueError, match="no resumable"):
         Trainer.resume("/nonexistent/run", TEXT)
+
+
+def test_the_time_left_is_measured_from_the_steps_timed_here():
+    """A controlled clock: step 1 warms up (left out), then 2 s a step with an evaluation
+    of 10 s between; 200 steps."""
+    from explorer.core.experiments.train_estimate import MEASURING, Estimate
+    estimate = Estimate(200)
+    assert estimate.text() == MEASURING
+    estimate.add(StepEvent(1, 10.0, 1e-3, 400.0, elapsed=5.0))  # the first step: slow
+    assert estimate.text() == MEASURING and estimate.seconds_left() is None
+    for step in range(2, 26):
+        estimate.add(StepEvent(step, 9.0, 1e-3, 512.0, elapsed=5.0 + 2.0 * (step - 1)))
+    assert estimate.seconds_per_step() == pytest.approx(2.0)
+    assert estimate.seconds_left() == pytest.approx(175 * 2.0)
+    assert estimate.text() == "about 6 min left (512 tokens/s here)"
+    estimate.add(StepEvent(26, 9.0, 1e-3, 512.0, elapsed=5.0 + 2.0 * 25 + 10.0))  # + an eval
+    assert estimate.seconds_per_step() == pytest.approx(60.0 / 25)
+    for step in range(27, 200):
+        estimate.add(StepEvent(step, 9.0, 1e-3, 512.0, elapsed=60.0 + 2.0 * (step - 26)))
+    assert estimate.text() == "under a minute left (512 tokens/s here)"
+    assert Estimate(None).text() == MEASURING  # a time limit: no number of steps to count

@@ -90,6 +90,22 @@ def test_a_network_error_is_a_line_in_the_dialog_and_the_model_stays(qtbot, make
     assert "cannot reach the Hugging Face Hub at http://127.0.0.1:9" in dialog.status.text()
     assert dialog.download_button.isEnabled() and window.session.model is before
     assert not warnings  # no extra message box
+    # the ways that need no network, as buttons: training starts at once in the Train tab
+    assert dialog.offline.isVisible()
+    assert dialog.open_folder_button.text() == "Open a GPT-2 folder you have…"
+    panel = window.train_panel
+    panel.preset.setCurrentText("tiny")
+    panel.steps.setValue(2)
+    panel.out_dir.setText(str(hf_cache.parent / "run"))
+    said = []
+    panel.estimateChanged.connect(said.append)
+    dialog.train_button.click()
+    assert not dialog.isVisible() and panel.job is not None
+    dock = window.docks["train"]
+    assert dock.isVisible() and not dock.visibleRegion().isEmpty()
+    qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
+    assert said[0] == "measuring…" and said[-1] == "" and window.banner.train.isEnabled()
+    assert (hf_cache.parent / "run" / "model.safetensors").is_file()
 
 
 def test_the_banner_offers_three_ways_and_stays_away_after_a_trained_model(qtbot, make_window,
@@ -101,9 +117,17 @@ def test_the_banner_offers_three_ways_and_stays_away_after_a_trained_model(qtbot
     assert [a.text() for a in banner.open.menu().actions()] == [
         "Folder (the book's gpt2/124M, a Hugging Face folder)…",
         "File (.pth, .safetensors, .bin, model.ckpt.index)…"]
+    panel = window.train_panel  # a tiny run: the button starts training, not only the tab
+    panel.preset.setCurrentText("tiny")
+    panel.steps.setValue(3)
+    panel.out_dir.setText(str(tmp_path / "run"))
     banner.train.click()
     dock = window.docks["train"]
-    assert dock.isVisible() and not dock.visibleRegion().isEmpty()
+    assert dock.isVisible() and not dock.visibleRegion().isEmpty() and panel.job is not None
+    assert banner.train.text() == "Training: measuring…" and not banner.train.isEnabled()
+    qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
+    assert banner.train.text() == "Train a small model here"
+    assert "left" in panel.status.text()  # measured from the steps it timed
     trained = save_checkpoint(build_model(preset("tiny"), seed=1), tmp_path / "trained.safetensors")
     window.load_model(window.session.model.spec.__class__(checkpoint=str(trained)))
     qtbot.waitUntil(lambda: window.session.model.trained, timeout=60_000)

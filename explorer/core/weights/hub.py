@@ -35,6 +35,11 @@ class HubUnreachable(HubError):
     """No connection to the Hub (no network, a firewall, an endpoint that is down)."""
 
 
+# what works without the Hub, said wherever a download cannot reach it
+OFFLINE_CHOICES = ("without the Hub, open a GPT-2 folder you already have (the book's "
+                   "gpt2/124M, a Hugging Face folder, a .pth file) or train a small model here")
+
+
 @dataclass(frozen=True)
 class HubModel:
     """One of OpenAI's four GPT-2 sizes on the Hub."""

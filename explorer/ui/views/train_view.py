@@ -8,12 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyqtgraph as pg
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QPushButton,
                                QSpinBox, QVBoxLayout, QWidget)
 
 from ...core.sources import ModelSpec
 from ...core.base.state import data_dir
+from ...core.experiments.train_estimate import MEASURING, Estimate
 from ...core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
 from ..plots.figures import LossCurves
 from ..base.session import Session
@@ -28,6 +30,8 @@ def shown_sample(text: str) -> str:
 
 
 class TrainPanel(ViewHooks, QWidget):
+    estimateChanged = Signal(str)  # the time left, measured ("" when no training runs)
+
     def __init__(self, session: Session, engine, default_out: str | None = None) -> None:
         super().__init__()
         self.session, self.engine = session, engine
@@ -104,7 +108,8 @@ class TrainPanel(ViewHooks, QWidget):
         self.load_button.clicked.connect(
             lambda: self.session.request_model(ModelSpec(checkpoint=self.checkpoint)))
         self.progress = QProgressBar()
-        self.status = QLabel("Trains on this machine's CPU: the default takes a few minutes.")
+        self.status = QLabel("Trains on this machine's CPU; the time left is measured on the "
+                             "first steps.")
         self.status.setWordWrap(True)
         buttons = QHBoxLayout()
         for b in (self.start_button, self.stop_button, self.load_button):
@@ -144,6 +149,9 @@ class TrainPanel(ViewHooks, QWidget):
         out = self.out_dir.text().strip() or str(data_dir() / "runs" / "train")
         self.session.set_busy(True)  # the engine is busy: no generation meanwhile
         self.session.set_status(f"Training {settings.preset}…")
+        self.estimate = Estimate(None if settings.max_minutes else settings.max_steps)
+        self.status.setText(f"Training {settings.preset}: {MEASURING}")
+        self.estimateChanged.emit(MEASURING)
         self.job = self.engine.submit(
             lambda ctx: train(path, settings, out, ctx.report, ctx.should_stop), "training",
             progress=self.on_event, finished=self.on_done, failed=self._failed,
@@ -167,8 +175,11 @@ class TrainPanel(ViewHooks, QWidget):
             self.steps_seen.append((event.step, event.loss))
             self.curves.set_steps(self.steps_seen)
             self.progress.setValue(event.step)
+            self.estimate.add(event)
+            left = self.estimate.text()
             self.status.setText(f"step {event.step}: loss {event.loss:.3f}, lr {event.lr:.2e}, "
-                                f"{event.tokens_per_second:,.0f} tokens/s, {event.elapsed:,.0f} s")
+                                f"{event.elapsed:,.0f} s; {left}")
+            self.estimateChanged.emit(left)
         elif isinstance(event, EvalEvent):
             self.evals.append(event)
             self.curves.set_evals([e.step for e in self.evals], [e.train_loss for e in self.evals],
@@ -182,6 +193,7 @@ class TrainPanel(ViewHooks, QWidget):
 
     def on_done(self, path: str) -> None:
         self.job = None
+        self.estimateChanged.emit("")
         self.session.set_busy(False)
         self.set_running(False)
         new = self.checkpoint and self.checkpoint != self._before  # saved by this run

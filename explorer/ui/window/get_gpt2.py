@@ -28,6 +28,8 @@ def _size(n: float) -> str:
 
 class GetGpt2Dialog(QDialog):
     modelReady = Signal(str)  # the repository id, now complete in the cache
+    openFolderRequested = Signal()  # the ways that need no network, offered on a failure
+    trainRequested = Signal()
 
     def __init__(self, runner: JobRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -76,6 +78,7 @@ class GetGpt2Dialog(QDialog):
         layout.addWidget(self.table, 1)
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
+        layout.addWidget(self._offline_row())
         layout.addLayout(buttons)
         self.refresh()
         self.table.selectRow(0)
@@ -112,6 +115,28 @@ class GetGpt2Dialog(QDialog):
                     item.setForeground(Qt.darkRed)
                 self.table.setItem(row, col, item)
 
+    def _offline_row(self) -> QWidget:
+        """Shown when a download fails: the two ways to a trained model without the Hub."""
+        self.offline = QWidget()
+        row = QHBoxLayout(self.offline)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("Without the Hub:"))
+        self.open_folder_button = QPushButton("Open a GPT-2 folder you have…")
+        self.open_folder_button.setToolTip("The book's gpt2/124M, a Hugging Face folder, a .pth")
+        self.open_folder_button.clicked.connect(lambda: self._offline(self.openFolderRequested))
+        self.train_button = QPushButton("Train a small model here")
+        self.train_button.setToolTip("A few minutes on this machine, no network needed")
+        self.train_button.clicked.connect(lambda: self._offline(self.trainRequested))
+        row.addWidget(self.open_folder_button)
+        row.addWidget(self.train_button)
+        row.addStretch(1)
+        self.offline.hide()
+        return self.offline
+
+    def _offline(self, signal) -> None:
+        self.close()
+        signal.emit()
+
     def selected(self) -> hub.HubModel:
         rows = self.table.selectionModel().selectedRows()
         return hub.GPT2_MODELS[rows[0].row() if rows else 0]
@@ -126,6 +151,7 @@ class GetGpt2Dialog(QDialog):
     def start(self) -> None:
         if self.job is not None:
             return
+        self.offline.hide()
         model = self.selected()
         self.status.setStyleSheet("")
         self.status.setText(f"Connecting to {hub.endpoint()} for {model.repo_id}…")
@@ -171,6 +197,7 @@ class GetGpt2Dialog(QDialog):
         self.progress.hide()
         self.status.setStyleSheet("color: #b00020;")
         self.status.setText(message)
+        self.offline.show()
 
     def _cancelled(self) -> None:
         model = self.selected()

@@ -23,7 +23,7 @@ from .first_run import FirstRunBanner
 from .help import about
 from ..base.jobs import JobRunner
 from ..base.session import Session
-from .placement import first_size, fit_to_screen, style_dock_tabs
+from .placement import BOTTOM_MIN, default_dock_sizes, first_size, fit_to_screen, style_dock_tabs
 from ...core.lessons.quiz import ORDER
 from ..widgets.cover import Cover
 from ..widgets.scrolling import scrolling
@@ -36,7 +36,6 @@ AREAS = {"right": Qt.RightDockWidgetArea, "bottom": Qt.BottomDockWidgetArea}
 
 def _unordered(text: str) -> str:
     return text.replace(" · Post-LN", "").replace(" · Pre-LN", "")
-BOTTOM_MIN = 170  # the tallest minimum of a bottom tab: more and the graph loses the room
 CLOSE_WAIT_S = 5.0  # the longest closing the window waits for a job to stop
 
 
@@ -130,7 +129,8 @@ class MainWindow(QMainWindow):
         self.banner.downloadRequested.connect(lambda: self.get_gpt2(start="gpt2"))
         self.banner.openFolderRequested.connect(self.open_folder)
         self.banner.openFileRequested.connect(self.open_checkpoint)
-        self.banner.trainRequested.connect(lambda: self.show_view("train"))
+        self.banner.trainRequested.connect(self.train_here)
+        self.train_panel.estimateChanged.connect(self.banner.training)
         s.viewRequested.connect(self.show_view)
 
     @property
@@ -253,6 +253,8 @@ class MainWindow(QMainWindow):
         if self._get_gpt2 is None:
             self._get_gpt2 = GetGpt2Dialog(self.jobs, self)
             self._get_gpt2.modelReady.connect(self._downloaded)
+            self._get_gpt2.openFolderRequested.connect(self.open_folder)
+            self._get_gpt2.trainRequested.connect(self.train_here)
         dialog = self._get_gpt2
         dialog.refresh()
         dialog.show()
@@ -261,6 +263,11 @@ class MainWindow(QMainWindow):
             dialog.table.selectRow([m.name for m in hub.GPT2_MODELS].index(start))
             dialog.start()
         return dialog
+
+    def train_here(self) -> None:  # the offline way: the default small model, trained now
+        self.show_view("train")
+        if self.train_panel.job is None:
+            self.train_panel.start()
 
     @Slot(str)
     def _downloaded(self, repo_id: str) -> None:
@@ -372,12 +379,7 @@ class MainWindow(QMainWindow):
         fit_to_screen(self, size)
 
     def _default_dock_sizes(self) -> None:
-        """The graph keeps the room: a prompt panel of about 28% of the height under
-        it, and the right-hand tabs at about 40% of the width."""
-        self.resizeDocks([self.docks["generation"]], [max(BOTTOM_MIN, int(self.height() * 0.28))],
-                         Qt.Vertical)
-        self.resizeDocks([self.docks["inspector"]], [max(440, int(self.width() * 0.42))],
-                         Qt.Horizontal)
+        default_dock_sizes(self, self.docks["generation"], self.docks["inspector"])
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)

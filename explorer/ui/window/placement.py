@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QMainWindow, QTabBar
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabBar
+
+BOTTOM_MIN = 170  # the tallest minimum of a bottom tab: more and the graph loses the room
 
 DEFAULT_SIZE = (1500, 950)  # a first window at least (the screen permitting)
 SCREEN_SHARE = 0.9  # or this share of a larger screen's free area
@@ -50,3 +52,10 @@ def style_dock_tabs(window: QMainWindow) -> None:
             bar.setElideMode(Qt.ElideNone)
             bar.setUsesScrollButtons(True)
             bar.setStyleSheet(TAB_STYLE)
+
+
+def default_dock_sizes(window: QMainWindow, bottom: QDockWidget, right: QDockWidget) -> None:
+    """The graph keeps the room: a prompt panel of about 28% of the height under it, and
+    the right-hand tabs at about 40% of the width."""
+    window.resizeDocks([bottom], [max(BOTTOM_MIN, int(window.height() * 0.28))], Qt.Vertical)
+    window.resizeDocks([right], [max(440, int(window.width() * 0.42))], Qt.Horizontal)
