@@ -24,8 +24,11 @@ import torch  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def _deterministic():
+def _deterministic(tmp_path, monkeypatch):
+    """Each test starts from the same seed and a state folder of its own (what one test's
+    training or download remembers never becomes another's default model)."""
     torch.manual_seed(1234)
+    monkeypatch.setenv("GPT_EXPLORER_STATE_DIR", str(tmp_path / "explorer-state"))
     yield
 
 

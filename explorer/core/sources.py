@@ -83,8 +83,9 @@ def default_candidates(cache: str | os.PathLike | None = None) -> list[hub.Cache
 
 def load_default_model(device: str = "cpu", dtype: str | torch.dtype = "float32",
                        cache: str | os.PathLike | None = None, should_stop=None) -> LoadedModel:
-    """The last downloaded GPT-2, else the smallest one in the cache, else an untrained
-    gpt2-small. Works offline; a cached file that fails its check is skipped, said why."""
+    """The last downloaded GPT-2, else the smallest one in the cache, else the model
+    trained here last, else an untrained gpt2-small. Works offline; a file that fails its
+    check is skipped, said why."""
     notices: list[str] = []
     for cached in default_candidates(cache):
         try:
@@ -92,6 +93,15 @@ def load_default_model(device: str = "cpu", dtype: str | torch.dtype = "float32"
         except (CheckpointError, hub.HubError, OSError, RuntimeError) as exc:
             notices.append(f"skipped {cached.repo_id} in the cache: {exc}")
             continue
+        loaded.notices[:0] = notices
+        return loaded
+    for run in state.trained_models():
+        try:
+            loaded = load_checkpoint(run.path, device=device, dtype=dtype, should_stop=should_stop)
+        except (CheckpointError, OSError, RuntimeError, ValueError) as exc:
+            notices.append(f"skipped the model trained here at {run.path}: {exc}")
+            continue
+        loaded.label = f"trained here: {run.preset}, {run.step} steps ({run.path})"
         loaded.notices[:0] = notices
         return loaded
     loaded = random_model("gpt2-small", seed=0, device=device, dtype=dtype, should_stop=should_stop)

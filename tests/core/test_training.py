@@ -100,3 +100,15 @@ def test_the_time_left_is_measured_from_the_steps_timed_here():
         estimate.add(StepEvent(step, 9.0, 1e-3, 512.0, elapsed=60.0 + 2.0 * (step - 26)))
     assert estimate.text() == "under a minute left (512 tokens/s here)"
     assert Estimate(None).text() == MEASURING  # a time limit: no number of steps to count
+
+
+def test_a_finished_run_is_described_with_its_own_losses():
+    from explorer.core.experiments.train_estimate import result_words
+    evals = [EvalEvent(0, 10.9, 10.9, ""), EvalEvent(100, 4.1, 5.7, ""), EvalEvent(200, 2.9, 5.9, "")]
+    words = result_words(evals)
+    assert words.startswith("Done: validation loss 5.90 (at the start 10.90, lowest 5.70 at "
+                            "step 100).")
+    assert "stopped falling" in words and "memorise" in words
+    still = result_words(evals[:2])
+    assert "lowest 5.70 at step 100" in still and "stopped falling" not in still
+    assert result_words([]) == "Done."

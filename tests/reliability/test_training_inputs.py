@@ -9,7 +9,7 @@ import torch
 
 from explorer.cli import main
 from explorer.core.gpt.tokenizer import encode
-from explorer.core.experiments.training import CHUNK_CHARS, default_text, tokens_of
+from explorer.core.experiments.train_text import CHUNK_CHARS, default_text, tokens_of
 
 
 def run(capsys, *argv):

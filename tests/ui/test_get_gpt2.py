@@ -121,13 +121,16 @@ def test_the_banner_offers_three_ways_and_stays_away_after_a_trained_model(qtbot
     panel.preset.setCurrentText("tiny")
     panel.steps.setValue(3)
     panel.out_dir.setText(str(tmp_path / "run"))
+    said = []
+    panel.estimateChanged.connect(said.append)
     banner.train.click()
     dock = window.docks["train"]
     assert dock.isVisible() and not dock.visibleRegion().isEmpty() and panel.job is not None
     assert banner.train.text() == "Training: measuring…" and not banner.train.isEnabled()
     qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
     assert banner.train.text() == "Train a small model here"
-    assert "left" in panel.status.text()  # measured from the steps it timed
+    assert said[0] == "measuring…" and "left (" in said[-2]  # measured from the steps timed
+    assert panel.status.text().startswith("Done: validation loss ")  # and the honest result
     trained = save_checkpoint(build_model(preset("tiny"), seed=1), tmp_path / "trained.safetensors")
     window.load_model(window.session.model.spec.__class__(checkpoint=str(trained)))
     qtbot.waitUntil(lambda: window.session.model.trained, timeout=60_000)

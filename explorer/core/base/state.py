@@ -13,6 +13,8 @@ import logging
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +97,51 @@ def default_repo() -> str | None:
 
 def set_default_repo(repo_id: str) -> None:
     _write("default-model.json", {"repo_id": repo_id})
+
+
+# ------------------------------------------------------------------------ trained here
+
+MAX_TRAINED = 20  # runs remembered, the latest first
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """A training run finished on this machine: where its model is, when, how far."""
+
+    path: str
+    date: str  # ISO 8601, local time
+    step: int
+    val_loss: float | None
+    preset: str
+
+    def describe(self) -> str:
+        loss = f"validation loss {self.val_loss:.2f}" if self.val_loss is not None else "no evaluation"
+        return f"{self.preset}, {self.step} steps, {loss}, {self.date[:16].replace('T', ' ')} · {self.path}"
+
+
+def remember_trained(path: str | os.PathLike, step: int, val_loss: float | None, preset: str) -> None:
+    """A finished run becomes the first of the runs remembered (the default model when no
+    trained GPT-2 is in the cache)."""
+    entry = {"path": str(Path(path).resolve()), "date": datetime.now().isoformat(timespec="seconds"),
+             "step": int(step), "val_loss": val_loss, "preset": str(preset)}
+    runs = [r for r in _read("trained-models.json").get("runs", [])
+            if isinstance(r, dict) and r.get("path") != entry["path"]]
+    _write("trained-models.json", {"runs": [entry] + runs[:MAX_TRAINED - 1]})
+
+
+def trained_models() -> list[TrainedModel]:
+    """The runs remembered whose model file is still there, the latest first."""
+    found = []
+    for r in _read("trained-models.json").get("runs", []):
+        try:
+            run = TrainedModel(str(r["path"]), str(r["date"]), int(r["step"]),
+                               None if r.get("val_loss") is None else float(r["val_loss"]),
+                               str(r["preset"]))
+        except (KeyError, TypeError, ValueError):
+            continue  # an entry of another shape: not used
+        if Path(run.path).is_file():
+            found.append(run)
+    return found
 
 
 # ------------------------------------------------------------------------ checked files

@@ -43,3 +43,23 @@ class Estimate:
         if left < 60:
             return f"under a minute left{rate}"
         return f"about {math.ceil(left / 60)} min left{rate}"
+
+
+def result_words(evals: list) -> str:
+    """What a finished run got, honestly: the validation loss against where it started
+    and its lowest, and what to expect of a model trained for minutes on one short
+    story (``evals``: the run's EvalEvents in order)."""
+    if not evals:
+        return "Done."
+    first, last = evals[0], evals[-1]
+    best = min(evals, key=lambda e: e.val_loss)
+    words = (f"Done: validation loss {last.val_loss:.2f} (at the start {first.val_loss:.2f}, "
+             f"lowest {best.val_loss:.2f} at step {best.step}).")
+    if best.step < last.step and last.val_loss > best.val_loss:
+        words += (" The validation loss stopped falling while the training loss went on: "
+                  "trained on one short story, the model starts to memorise it, as in the "
+                  "book's chapter 5.")
+    else:
+        words += (" Trained for minutes on one short story, it writes words of the story, "
+                  "not sense; a longer run starts to memorise the text (chapter 5).")
+    return words

@@ -20,18 +20,17 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
-from ..base.cancel import check
-from ..weights.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from ..base.devices import check_memory
+from ..base.state import remember_trained
+from ..base.validate import file_kind, read_json, real, whole
 from ..gpt.config import GPTConfig, preset
-from ..run.generation import GenerationSettings, generate
 from ..gpt.model import GPTModel, build_model
-from ..base.resources import resource_path
 from ..gpt.tokenizer import decode, encode
+from ..run.generation import GenerationSettings, generate
+from ..weights.checkpoints import load_checkpoint, save_checkpoint
 from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_preset, read_optimizer,
                           resume_state)
-from ..base.validate import file_kind, read_json, real, regular_file, whole
-
+from .train_text import default_text, read_text, tokens_of
 
 
 @dataclass
@@ -137,33 +136,6 @@ def learning_rate(step: int, s: TrainSettings) -> float:
         return s.lr * (step + 1) / s.warmup_steps
     progress = min(1.0, (step - s.warmup_steps) / max(1, s.max_steps - s.warmup_steps))
     return s.min_lr + 0.5 * (s.lr - s.min_lr) * (1 + math.cos(math.pi * progress))
-
-
-MAX_TEXT_BYTES = 256 * 1024 * 1024  # ~60 million tokens: far more than hours of CPU training use
-CHUNK_CHARS = 1 << 16  # tokenized a piece at a time: the tokenizer's regex fails on huge runs
-
-
-def _cut(text: str, start: int) -> int:
-    """Where the piece starting at ``start`` ends: before a word's leading space, so the
-    pieces tokenize as the whole text does; a hard cut only in a run without words."""
-    end = start + CHUNK_CHARS
-    if end >= len(text):
-        return len(text)
-    i = text.rfind(" ", start + CHUNK_CHARS // 2, end)
-    while i > start and (text[i - 1].isspace() or i + 1 >= len(text) or text[i + 1].isspace()):
-        i = text.rfind(" ", start + CHUNK_CHARS // 2, i)
-    return i if i > start else end
-
-
-def tokens_of(text: str, should_stop=None) -> torch.Tensor:
-    """Token ids of a text of any length, encoded a piece at a time (int64)."""
-    parts, start = [], 0
-    while start < len(text):
-        check(should_stop)
-        end = _cut(text, start)
-        parts.append(torch.tensor(encode(text[start:end]), dtype=torch.long))
-        start = end
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
 
 
 def split_tokens(text: str, val_fraction: float, context: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -272,6 +244,10 @@ class Trainer:
                     yield CheckpointEvent(saved, str(self.save()))
         if self.out_dir is not None and saved != self.state.step:
             yield CheckpointEvent(self.state.step, str(self.save()))
+        if self.out_dir is not None:  # finished: remembered as a model trained here
+            last = self.state.history[-1] if self.state.history else {}
+            remember_trained(self.out_dir / MODEL_FILE, self.state.step, last.get("val_loss"),
+                             s.preset)
 
     def _eval_event(self) -> EvalEvent:
         train_loss, val_loss = self.evaluate()
@@ -338,28 +314,6 @@ class Trainer:
     @property
     def finished(self) -> bool:
         return self.state.step >= self.settings.max_steps
-
-
-def default_text() -> str:
-    return resource_path("the-verdict.txt").read_text(encoding="utf-8")
-
-
-def read_text(path: str | Path) -> str:
-    """A training text: a regular file of UTF-8 text (a FIFO would wait forever) of at
-    most MAX_TEXT_BYTES, checked before a byte is read."""
-    try:
-        regular_file(path)
-        size = Path(path).stat().st_size
-        if size > MAX_TEXT_BYTES:
-            raise ValueError(f"{path}: {size / 1e6:,.0f} MB of text; training reads at most "
-                             f"{MAX_TEXT_BYTES / 1e6:,.0f} MB (about 60 million tokens, more than "
-                             "a CPU trains on in hours): use a part of it")
-        check_memory(4 * size, torch.device("cpu"), f"reading {Path(path).name}")
-        return Path(path).read_text(encoding="utf-8")
-    except CheckpointError as exc:
-        raise ValueError(str(exc)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read it as UTF-8 text ({exc})") from None
 
 
 def check_out_dir(out_dir: str | Path) -> Path:

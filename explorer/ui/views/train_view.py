@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QFormLayo
 
 from ...core.sources import ModelSpec
 from ...core.base.state import data_dir
-from ...core.experiments.train_estimate import MEASURING, Estimate
+from ...core.experiments.train_estimate import MEASURING, Estimate, result_words
 from ...core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
 from ..plots.figures import LossCurves
 from ..base.session import Session
@@ -203,5 +203,5 @@ class TrainPanel(ViewHooks, QWidget):
         if path:
             self.checkpoint = path
             self.load_button.setEnabled(True)
-            self.status.setText(f"{self.status.text()} — saved {Path(path).name}; "
-                                "load it into the explorer to look inside")
+            self.status.setText(f"{result_words(self.evals)} Saved {Path(path).name}: load it "
+                                "into the explorer to look inside.")

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QDialog, QDialogButtonBo
                                QFileDialog, QFormLayout, QHBoxLayout, QLineEdit, QPushButton,
                                QRadioButton, QSpinBox, QVBoxLayout, QWidget)
 
+from ...core.base import state
 from ...core.weights import hub
 from ...core.gpt.config import PRESETS
 from ...core.base.devices import available_devices
@@ -28,6 +29,7 @@ class ModelDialog(QDialog):
         if not self.cached:
             self.cache_box.addItem(f"none found in {hub.cache_dir()} (File ▸ Get GPT-2…)")
             self.use_cache.setEnabled(False)
+        self._trained_runs()
         self.use_file = QRadioButton("Checkpoint file or folder")
         self.path = QLineEdit(current.checkpoint if current.checkpoint and not
                               current.checkpoint.startswith("hf:") else "")
@@ -54,6 +56,8 @@ class ModelDialog(QDialog):
         form = QFormLayout()
         form.addRow(self.use_cache)
         form.addRow("   model", self.cache_box)
+        form.addRow(self.use_trained)
+        form.addRow("   run", self.trained_box)
         form.addRow(self.use_file)
         form.addRow("   path", file_row)
         form.addRow(self.use_preset)
@@ -69,20 +73,36 @@ class ModelDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(buttons)
 
+    def _trained_runs(self) -> None:
+        """The runs finished here, the latest first: date, validation loss and path."""
+        self.trained = state.trained_models()
+        self.use_trained = QRadioButton("A model trained here")
+        self.trained_box = QComboBox()
+        for run in self.trained:
+            self.trained_box.addItem(run.describe(), run.path)
+        if not self.trained:
+            self.trained_box.addItem("none yet (the Train tab, or gpt-explorer train)")
+            self.use_trained.setEnabled(False)
+
     def _choose(self, current: ModelSpec) -> None:
         """Start from the model loaded now: its source, preset, order, seed, device, dtype."""
         group = QButtonGroup(self)
-        for b in (self.use_cache, self.use_file, self.use_preset):
+        for b in (self.use_cache, self.use_trained, self.use_file, self.use_preset):
             group.addButton(b)
         if current.preset:
             self.use_preset.setChecked(True)
             self.preset_box.setCurrentText(current.preset)
             self.norm_box.setCurrentIndex(1 if current.norm_position == "post" else 0)
             self.seed.setValue(current.seed)
+        elif current.checkpoint in [run.path for run in self.trained]:
+            self.use_trained.setChecked(True)
+            self.trained_box.setCurrentIndex(self.trained_box.findData(current.checkpoint))
         elif current.checkpoint and not current.checkpoint.startswith("hf:"):
             self.use_file.setChecked(True)
         elif self.cached:
             self.use_cache.setChecked(True)
+        elif self.trained:  # the default, when no GPT-2 is in the cache
+            self.use_trained.setChecked(True)
         else:
             self.use_preset.setChecked(True)
         if current.device in available_devices():
@@ -100,6 +120,8 @@ class ModelDialog(QDialog):
         device, dtype = self.device_box.currentText(), self.dtype_box.currentText()
         if self.use_cache.isChecked() and self.cached:
             return ModelSpec(checkpoint=self.cache_box.currentData(), device=device, dtype=dtype)
+        if self.use_trained.isChecked() and self.trained:
+            return ModelSpec(checkpoint=self.trained_box.currentData(), device=device, dtype=dtype)
         if self.use_file.isChecked():
             return ModelSpec(checkpoint=self.path.text().strip(), device=device, dtype=dtype)
         return ModelSpec(preset=self.preset_box.currentText(), seed=self.seed.value(),

@@ -1,0 +1,77 @@
+"""A model trained here is remembered: a finished run becomes the default model when no
+trained GPT-2 is in the cache — for the window, `info` and `generate` in a fresh process —
+and Choose model lists it with its date, loss and path. A stopped run is not."""
+
+import os
+import subprocess
+import sys
+
+from explorer.cli import main
+from explorer.core.base import state
+from explorer.core.experiments.training import StepEvent, Trainer, TrainSettings, default_text
+from explorer.core.sources import load_default_model
+
+
+def train_tiny(capsys, out, steps="2"):
+    assert main(["train", "--preset", "tiny", "--steps", steps, "--eval-every", "1",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    return out / "model.safetensors"
+
+
+def test_a_finished_run_is_the_default_when_no_gpt2_is_cached(capsys, tmp_path, hf_cache):
+    assert state.trained_models() == [] and not load_default_model().trained
+    model = train_tiny(capsys, tmp_path / "run")
+    (run,) = state.trained_models()
+    assert run.path == str(model.resolve()) and run.step == 2 and run.preset == "tiny"
+    assert run.val_loss is not None and 0 < run.val_loss < 12
+    loaded = load_default_model()
+    assert loaded.trained and loaded.config.emb_dim == 32
+    assert loaded.label == f"trained here: tiny, 2 steps ({run.path})"
+    # a fresh process with the same state folder names it too, for info and generate
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    info = subprocess.run([sys.executable, "-m", "explorer", "info"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert info.returncode == 0 and f"trained here: tiny, 2 steps ({run.path})" in info.stdout
+    assert "UNTRAINED" not in info.stdout
+    made = subprocess.run([sys.executable, "-m", "explorer", "generate", "Every effort",
+                           "--max-new-tokens", "2"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert made.returncode == 0 and "trained here: tiny" in made.stderr
+
+
+def test_the_latest_run_comes_first_and_a_stopped_one_is_not_remembered(capsys, tmp_path):
+    first = train_tiny(capsys, tmp_path / "a")
+    second = train_tiny(capsys, tmp_path / "b", steps="3")
+    assert [r.path for r in state.trained_models()] == [str(second.resolve()), str(first.resolve())]
+    trainer = Trainer(default_text(), TrainSettings(preset="tiny", max_steps=50, eval_every=10,
+                                                    batch_size=2), tmp_path / "c")
+    for event in trainer.run():  # stopped after step 3, as Stop does
+        if isinstance(event, StepEvent) and event.step == 3:
+            trainer.save()
+            break
+    assert len(state.trained_models()) == 2
+    second.unlink()  # a run whose model is gone is not offered
+    assert [r.path for r in state.trained_models()] == [str(first.resolve())]
+
+
+def test_a_new_window_opens_it_and_choose_model_lists_it(qtbot, capsys, tmp_path, hf_cache):
+    from PySide6.QtCore import QSettings
+
+    from explorer.ui.window.main_window import MainWindow
+    from explorer.ui.window.model_dialog import ModelDialog
+    model = train_tiny(capsys, tmp_path / "run")
+    window = MainWindow(None, QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
+    qtbot.addWidget(window)
+    window.warn = lambda *a: None
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=60_000)
+    info = window.session.model
+    assert info.trained and "trained here: tiny" in info.label
+    assert not window.banner.isVisible()  # the first-run banner stays away
+    dialog = ModelDialog(window, info.spec)
+    assert dialog.use_trained.isChecked() and dialog.use_trained.isEnabled()
+    text = dialog.trained_box.currentText()
+    assert text.startswith("tiny, 2 steps, validation loss ") and str(model.resolve()) in text
+    assert dialog.spec().checkpoint == str(model.resolve())
+    window.close()
