@@ -87,7 +87,7 @@ def test_a_network_error_is_a_line_in_the_dialog_and_the_model_stays(qtbot, make
     dialog = window.get_gpt2()
     dialog.download_button.click()
     qtbot.waitUntil(lambda: dialog.job is None, timeout=30_000)
-    assert "cannot reach the Hugging Face Hub at http://127.0.0.1:9" in dialog.status.text()
+    assert dialog.status.text().startswith("cannot reach the Hugging Face Hub at http://127.0.0.1:9")
     assert dialog.download_button.isEnabled() and window.session.model is before
     assert not warnings  # no extra message box
     # the ways that need no network, as buttons: training starts at once in the Train tab

@@ -375,6 +375,11 @@ def test_stopping_training_saves_a_checkpoint(qtbot, make_window, tmp_path):
     assert len(panel.steps_seen) < 100 and (tmp_path / "run" / "model.safetensors").is_file()
     import json
     assert json.loads((tmp_path / "run" / "trainer.json").read_text())["step"] == len(panel.steps_seen)
+    # said as a stop, not as a finished run, and not remembered as a model trained here
+    assert panel.status.text().startswith(f"Stopped at step {len(panel.steps_seen)}. Saved ")
+    assert window.session.status.startswith("Training stopped: saved")
+    from explorer.core.base import state
+    assert state.trained_models() == []
 
 
 def test_explain_tab_follows_the_selected_node_with_live_numbers(qtbot, ran):

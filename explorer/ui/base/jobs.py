@@ -17,11 +17,12 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ...core.base.cancel import Cancelled
+from ...core.weights.hub import HubError
 
 log = logging.getLogger("explorer.ui.base.jobs")
 
 # Exceptions whose message is already the one line a user reads; others get their type.
-EXPECTED = (ValueError, OSError, MemoryError, LookupError)
+EXPECTED = (ValueError, OSError, MemoryError, LookupError, HubError)
 
 
 class Job(QObject):

@@ -36,6 +36,7 @@ class TrainPanel(ViewHooks, QWidget):
         super().__init__()
         self.session, self.engine = session, engine
         self.job = None
+        self._stopping = False  # Stop was asked: the run did not finish
         self.checkpoint = ""
         self.plot = pg.GraphicsLayoutWidget()
         self.curves = LossCurves(self.plot)
@@ -159,6 +160,7 @@ class TrainPanel(ViewHooks, QWidget):
 
     def stop(self) -> None:
         if self.job is not None:
+            self._stopping = True
             self.job.cancel()  # saves a checkpoint before the next step
 
     def _failed(self, message: str) -> None:
@@ -198,10 +200,13 @@ class TrainPanel(ViewHooks, QWidget):
         self.set_running(False)
         new = self.checkpoint and self.checkpoint != self._before  # saved by this run
         last = f"; last checkpoint {Path(self.checkpoint).name}" if new else ""
-        self.session.set_status(f"Training finished: saved {Path(path).name}" if path
-                                else f"Training stopped{last}")
+        stopped, self._stopping = self._stopping, False
+        self.session.set_status(f"Training {'stopped' if stopped else 'finished'}: saved "
+                                f"{Path(path).name}" if path else f"Training stopped{last}")
         if path:
             self.checkpoint = path
             self.load_button.setEnabled(True)
-            self.status.setText(f"{result_words(self.evals)} Saved {Path(path).name}: load it "
-                                "into the explorer to look inside.")
+            done = (f"Stopped at step {self.steps_seen[-1][0] if self.steps_seen else 0}."
+                    if stopped else result_words(self.evals))
+            self.status.setText(f"{done} Saved {Path(path).name}: load it into the explorer "
+                                "to look inside.")
