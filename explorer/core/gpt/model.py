@@ -46,7 +46,7 @@ class TransformerBlock(nn.Module):
         return forward(x, kv, pos)
 
     # One operation per line, as in the book, so that the Code view can point at the
-    # line that produced each node (core/code.py reads this source).
+    # line that produced each node (core/lessons/listing.py reads this source).
     def forward_pre_ln(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
         shortcut = x  # (B, T, C)
         x = self.norm1(x)

@@ -168,7 +168,7 @@ class InspectorView(LazyRefresh, QWidget):
             self._clear(why)
             self._stale = False
             return
-        # the rest is ~17 ms at T=1024: only while the tab is in front (ui/lazy.py)
+        # the rest is ~17 ms at T=1024: only while the tab is in front (ui/base/lazy.py)
         self.request_refresh()
 
     def redraw(self) -> None:

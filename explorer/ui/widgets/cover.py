@@ -1,6 +1,6 @@
 """A plain panel laid over a view while a Learn-mode question is open, so that the view
 cannot give the answer away; it lifts when the question is answered. Which views it
-covers, and for which kinds of question, is said once in the view list (views.py)."""
+covers, and for which kinds of question, is said once in the view list (views/registry.py)."""
 
 from __future__ import annotations
 
