@@ -85,7 +85,7 @@ def test_no_widget_shows_the_answer_while_a_question_is_open(qtbot, make_window)
     # the graph keeps its shapes off while Learn mode is on: the next question may ask one
     assert window.graph.edge_labels[block_hook_name(0, "ff.layers.0")].text() == ""
     asked = learn.score.asked
-    assert learn.score_label.text() == f"Score this session: {learn.score.right} of {asked}"
+    assert learn.score_label.text() == f"Score since the window opened: {learn.score.right} of {asked}"
     learn.enabled.setChecked(False)
     assert window.session.covered == frozenset()
 

@@ -366,11 +366,17 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
     assert window.generation.generate_button.isEnabled()
 
 
-def test_stopping_training_saves_a_checkpoint(qtbot, make_window, tmp_path):
+@pytest.mark.parametrize("how", ["Stop", "Esc"])
+def test_stopping_training_saves_a_checkpoint(qtbot, make_window, tmp_path, how):
     window = make_window()
     panel = start_training(window, 10_000, tmp_path / "run")
     qtbot.waitUntil(lambda: len(panel.steps_seen) >= 2, timeout=60_000)
-    panel.stop_button.click()
+    if how == "Stop":
+        panel.stop_button.click()
+    else:  # the window's Esc stops the engine's job: the same stop, said the same way
+        from PySide6.QtCore import Qt
+        from PySide6.QtTest import QTest
+        QTest.keyClick(window, Qt.Key_Escape)
     qtbot.waitUntil(lambda: not window.running, timeout=60_000)
     assert len(panel.steps_seen) < 100 and (tmp_path / "run" / "model.safetensors").is_file()
     import json

@@ -135,4 +135,4 @@ class LearnView(ViewHooks, QWidget):
         return right
 
     def _show_score(self) -> None:
-        self.score_label.setText(f"Score this session: {self.score.right} of {self.score.asked}")
+        self.score_label.setText(f"Score since the window opened: {self.score.right} of {self.score.asked}")

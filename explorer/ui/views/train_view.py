@@ -36,7 +36,6 @@ class TrainPanel(ViewHooks, QWidget):
         super().__init__()
         self.session, self.engine = session, engine
         self.job = None
-        self._stopping = False  # Stop was asked: the run did not finish
         self.checkpoint = ""
         self.plot = pg.GraphicsLayoutWidget()
         self.curves = LossCurves(self.plot)
@@ -160,7 +159,6 @@ class TrainPanel(ViewHooks, QWidget):
 
     def stop(self) -> None:
         if self.job is not None:
-            self._stopping = True
             self.job.cancel()  # saves a checkpoint before the next step
 
     def _failed(self, message: str) -> None:
@@ -194,13 +192,14 @@ class TrainPanel(ViewHooks, QWidget):
             self.load_button.setToolTip(event.path)
 
     def on_done(self, path: str) -> None:
+        # Stop or Esc asked the job to stop: it saved where it was, it did not finish
+        stopped = self.job is not None and self.job.should_stop()
         self.job = None
         self.estimateChanged.emit("")
         self.session.set_busy(False)
         self.set_running(False)
         new = self.checkpoint and self.checkpoint != self._before  # saved by this run
         last = f"; last checkpoint {Path(self.checkpoint).name}" if new else ""
-        stopped, self._stopping = self._stopping, False
         self.session.set_status(f"Training {'stopped' if stopped else 'finished'}: saved "
                                 f"{Path(path).name}" if path else f"Training stopped{last}")
         if path:

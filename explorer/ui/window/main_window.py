@@ -101,7 +101,7 @@ class MainWindow(QMainWindow):
         self._restore()
         import gc
         gc.freeze()  # the widgets live as long as the window: keep them out of GC passes
-        self._remembered = spec is None  # the last session's model, which may be gone
+        self._remembered = spec is None  # the model of the last launch, which may be gone
         self.load_model(spec or self._last_spec())
 
     def _status_bar(self) -> None:
