@@ -10,6 +10,7 @@ run's wall time, evaluations and samples included) and the ratio, median and wor
 
     python benchmarks/bench_train.py [--preset mini] [--steps 40] [--rounds 3]
                                      [--eval-freq 5] [--eval-iter 5] [--threads N]
+                                     [--precision auto|float32|bfloat16]
 """
 
 from __future__ import annotations
@@ -124,9 +125,9 @@ def book_run(cfg, text: str, steps: int, batch: int, eval_freq: int, eval_iter: 
     return tokens / (time.perf_counter() - start)
 
 
-def explorer_run(name: str, text: str, steps: int, batch: int) -> float:
+def explorer_run(name: str, text: str, steps: int, batch: int, precision: str) -> float:
     settings = TrainSettings(preset=name, max_steps=steps, batch_size=batch,
-                             warmup_steps=min(20, steps // 4))
+                             warmup_steps=min(20, steps // 4), precision=precision)
     trainer = Trainer(text, settings)
     start = time.perf_counter()
     for _ in trainer.run():
@@ -143,6 +144,8 @@ def main() -> None:
     parser.add_argument("--eval-freq", type=int, default=5, help="the book's eval_freq")
     parser.add_argument("--eval-iter", type=int, default=5, help="the book's eval_iter")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--precision", default="auto", choices=("auto", "float32", "bfloat16"),
+                        help="the explorer's precision (auto: bfloat16 where native)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -152,7 +155,8 @@ def main() -> None:
     for r in range(args.rounds):
         runs = [("book", lambda: book_run(cfg, text, args.steps, args.batch, args.eval_freq,
                                           args.eval_iter)),
-                ("explorer", lambda: explorer_run(args.preset, text, args.steps, args.batch))]
+                ("explorer", lambda: explorer_run(args.preset, text, args.steps, args.batch,
+                                              args.precision))]
         if r % 2:
             runs.reverse()
         rates = {name: fn() for name, fn in runs}
@@ -163,7 +167,8 @@ def main() -> None:
               f"tok/s, ratio {ratios[-1]:.2f}x", flush=True)
     print(f"{args.preset}, {args.steps} steps, batch {args.batch}, context {cfg.context_length}; "
           f"the book evaluates {args.eval_iter} batches every {args.eval_freq} steps, the "
-          f"explorer {TrainSettings().eval_batches} every {TrainSettings().eval_every}:")
+          f"explorer {TrainSettings().eval_batches} every {TrainSettings().eval_every}, "
+          f"precision {args.precision}:")
     print(f"  book's train_model_simple  median {statistics.median(book_rates):,.0f} tok/s")
     print(f"  explorer Trainer           median {statistics.median(ours_rates):,.0f} tok/s")
     print(f"  ratio explorer / book      median {statistics.median(ratios):.2f}x  worst "

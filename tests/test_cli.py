@@ -148,7 +148,8 @@ def test_compare_ln_prints_both_orders_and_saves_the_figure(capsys, tmp_path):
 def test_train_saves_and_resumes(capsys, tmp_path):
     out = tmp_path / "run"
     code, stdout, err = run(capsys, "train", "--preset", "tiny", "--steps", "4", "--eval-every", "2",
-                            "--out", str(out))
+                            "--out", str(out), "--precision", "float32")
+    assert "validation tokens in float32;" in err
     assert code == 0 and "step 4: train loss" in stdout and "sample: 'Every effort moves you" in stdout
     assert (out / "model.safetensors").is_file() and (out / "optimizer.pt").is_file()
     code, stdout, err = run(capsys, "train", "--resume", "--steps", "6", "--out", str(out),
@@ -157,7 +158,8 @@ def test_train_saves_and_resumes(capsys, tmp_path):
     from PySide6.QtGui import QImage
     assert QImage(str(tmp_path / "loss.png")).width() == 900
     import json
-    assert json.loads((out / "trainer.json").read_text())["step"] == 6
+    saved = json.loads((out / "trainer.json").read_text())
+    assert saved["step"] == 6 and saved["settings"]["precision"] == "float32"
 
 
 def test_train_refuses_unreadable_text(capsys, tmp_path):

@@ -22,6 +22,9 @@ def register(sub) -> None:
     t.add_argument("--lr", type=float, default=None, help="peak learning rate")
     t.add_argument("--eval-every", type=int, default=None)
     t.add_argument("--seed", type=seed_number, default=None)
+    t.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default=None,
+                   help="matrix products in bfloat16 or float32; auto (default): bfloat16 "
+                        "where the CPU computes it natively, float32 elsewhere")
     t.add_argument("--plot", metavar="OUT.png", help="save the loss curve at the end")
     t.set_defaults(func=train)
 
@@ -37,7 +40,8 @@ def train(args: argparse.Namespace) -> int:
     text = read_text(args.text) if args.text else default_text()
     check_out_dir(args.out)
     changes = {k: v for k, v in {"max_steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
-                                  "eval_every": args.eval_every, "seed": args.seed}.items() if v is not None}
+                                  "eval_every": args.eval_every, "seed": args.seed,
+                                  "precision": args.precision}.items() if v is not None}
     if args.lr is not None:  # the schedule decays towards 1e-4, or to the rate if lower
         changes["min_lr"] = min(args.lr, TrainSettings().min_lr) if args.lr > 0 else args.lr
     if args.minutes is not None:
@@ -54,8 +58,9 @@ def train(args: argparse.Namespace) -> int:
         trainer = Trainer(text, TrainSettings(preset=args.preset, **changes), args.out)
     s = trainer.settings
     print(f"training {s.preset} ({sum(p.numel() for p in trainer.model.parameters()):,} parameters) on "
-          f"{len(trainer.train_ids):,} training and {len(trainer.val_ids):,} validation tokens; "
-          f"checkpoints in {args.out}", file=sys.stderr)
+          f"{len(trainer.train_ids):,} training and {len(trainer.val_ids):,} validation tokens in "
+          f"{'bfloat16' if trainer.bfloat16 else 'float32'}; checkpoints in {args.out}",
+          file=sys.stderr)
     report = Progress(None if s.max_minutes else s.max_steps)
     try:
         for event in trainer.run():

@@ -112,3 +112,24 @@ def test_a_finished_run_is_described_with_its_own_losses():
     still = result_words(evals[:2])
     assert "lowest 5.70 at step 100" in still and "stopped falling" not in still
     assert result_words([]) == "Done."
+
+
+def test_bfloat16_learns_what_float32_learns_at_every_evaluation():
+    """bfloat16 autocast (the default where the CPU has it natively) changes the speed,
+    not what is learned: the same losses within noise at the same steps."""
+    runs = {}
+    for precision in ("float32", "bfloat16"):
+        trainer = Trainer(TEXT, fast(precision=precision, max_steps=24, eval_every=12))
+        assert trainer.bfloat16 == (precision == "bfloat16")
+        runs[precision] = [(e.train_loss, e.val_loss) for e in trainer.run()
+                           if isinstance(e, EvalEvent)]
+    assert len(runs["float32"]) == 3
+    assert runs["float32"] != runs["bfloat16"]  # the products really ran in bfloat16
+    for (t32, v32), (t16, v16) in zip(runs["float32"], runs["bfloat16"]):
+        assert t16 == pytest.approx(t32, abs=0.1) and v16 == pytest.approx(v32, abs=0.1)
+    assert runs["bfloat16"][-1][0] < runs["bfloat16"][0][0] - 1.0
+
+
+def test_an_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="precision 'half' is not one of auto, float32, bfloat16"):
+        Trainer(TEXT, fast(precision="half"))

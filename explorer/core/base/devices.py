@@ -65,6 +65,19 @@ def resolve_dtype(name: str | torch.dtype) -> torch.dtype:
         raise ValueError(f"unknown dtype {name!r}; use float32, bfloat16 or float16") from None
 
 
+def native_bfloat16(device: torch.device) -> bool:
+    """Whether ``device`` computes in bfloat16 natively (a CPU with AVX512-BF16 or AMX, a
+    GPU that supports it), where bfloat16 autocast makes matrix products faster; elsewhere
+    it is emulated and slower, so float32 stays."""
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        checks = [getattr(torch.cpu, name, None)
+                  for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+        return any(check() for check in checks if check is not None)
+    return False
+
+
 def free_memory_bytes(device: torch.device) -> int | None:
     """Memory available for new tensors on ``device`` (None when it cannot be told)."""
     if device.type == "cuda":
