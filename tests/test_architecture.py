@@ -35,7 +35,8 @@ def imports(path: Path) -> set[str]:
     return found
 
 
-CORE_LAYERS = ("base", "gpt", "run", "weights", "lessons", "experiments")  # bottom first
+CORE_LAYERS = ("base", "gpt", "run", "weights", "lessons", "attribution",
+               "experiments")  # bottom first
 UI_LAYERS = ("base", "widgets", "plots", "graph", "views", "window")
 PACKAGES = ({"explorer", "explorer.core", "explorer.ui", "explorer.cli"}
             | {f"explorer.core.{p}" for p in CORE_LAYERS} | {f"explorer.ui.{p}" for p in UI_LAYERS})
@@ -84,7 +85,7 @@ def test_the_session_does_not_know_the_engine_and_the_cli_imports_no_view():
             assert not (ours(path) & views), f"{name} imports a view"
             assert {m for m in ours(path) if m.startswith("explorer.ui")} <= {
                 "explorer.ui.window.app", "explorer.ui.plots.figures", "explorer.ui.plots.gradient_plots",
-                "explorer.ui.plots.patch_plots"}, name
+                "explorer.ui.plots.patch_plots", "explorer.ui.plots.why_plots"}, name
 
 
 def test_every_view_is_a_module_of_its_own_made_from_session_and_engine():
@@ -107,7 +108,8 @@ def layer(name: str) -> tuple[str, int] | None:
 
 
 def test_subpackages_import_only_downwards():
-    """base < gpt < run < weights < lessons < experiments in core, base < widgets < plots
+    """base < gpt < run < weights < lessons < attribution < experiments in core, base <
+    widgets < plots
     < graph < views < window in the UI; core's own root modules (sources) sit on top."""
     assert all(layer(n) for p, n in MODULES.items() if n.count(".") == 3
                and n.split(".")[1] in ("core", "ui"))  # every module in a layer

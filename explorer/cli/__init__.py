@@ -11,11 +11,11 @@ import sys
 from typing import Sequence
 
 from .. import __version__
-from . import app, compare, diff, download, gradients, inspect, patch, text, train
+from . import app, compare, diff, download, gradients, inspect, patch, text, train, why
 
 DESCRIPTION = ("GPT Block Explorer: see inside a GPT-2 model. Without a command it opens "
                "the desktop app.")
-GROUPS = (app, text, inspect, compare, gradients, patch, train, diff, download)
+GROUPS = (app, text, inspect, compare, gradients, why, patch, train, diff, download)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -196,6 +196,9 @@ LINEAR_2 = "ff.layers.2"
 FINAL_NORM = "final_norm"
 LOGITS = "out_head"
 FIRST_BLOCK_NODE = FIRST_NORM
+# Modules inside attention that are not nodes of the graph, read by attribution: the
+# query and key projections, and the Linear that mixes the heads' context vectors.
+QUERIES, KEYS, HEADS_MIX = "att.W_query", "att.W_key", "att.out_proj"
 
 
 def block_hook_name(layer: int, key: str) -> str:

@@ -44,6 +44,8 @@ class Session(QObject):
     interventionsChanged = Signal()  # the list, or the switch that applies them
     viewRequested = Signal(str)  # a view asks for another to be shown (its key)
     runRequested = Signal(str)  # run this prompt (empty: the panel's own) as Ctrl+Enter does
+    whyChanged = Signal()  # the latest answer to "why this token?" (or None)
+    whyRequested = Signal(int)  # explain this token (an id) at the shown pass's position
 
     def __init__(self, retire: Callable[..., None] | None = None) -> None:
         super().__init__()
@@ -57,6 +59,7 @@ class Session(QObject):
         self.interventions: list = []  # core.interventions.Intervention, in order
         self.interventions_on = True  # the one switch
         self.mark = ""
+        self.why = None  # core.attribution.why.Why: of the model and prompt shown
         self.busy = False
         self.status = ""
         self._retire = retire or (lambda *passes: None)  # who frees replaced passes
@@ -105,6 +108,7 @@ class Session(QObject):
         self.model = info
         self.prompt, self.steps, self.current = None, [], None
         self.set_mark("")  # marks belong to the model they were found in
+        self.set_why(None)  # so do answers
         self.layer = min(self.layer, info.config.n_layers - 1)
         self.node = same_node_in_layer(self.node, self.layer)
         self.modelChanged.emit()
@@ -115,6 +119,7 @@ class Session(QObject):
         self._retire(self.prompt, *self.steps)
         self.prompt, self.steps = result, []
         self.current = result
+        self.set_why(None)  # an answer about the prompt before
         self.stepsChanged.emit()
         self.passChanged.emit()
 
@@ -153,6 +158,16 @@ class Session(QObject):
         if name != self.node:
             self.node = name
             self.nodeChanged.emit(name)
+
+    def set_why(self, why) -> None:
+        if why is not self.why:
+            self.why = why
+            self.whyChanged.emit()
+
+    def ask_why(self, token_id: int) -> None:
+        """Explain ``token_id`` at the shown pass's position (the next-token chart's
+        right-click): the Why view answers and shows itself."""
+        self.whyRequested.emit(int(token_id))
 
     def set_mark(self, name: str) -> None:
         if name != self.mark:

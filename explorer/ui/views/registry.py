@@ -27,6 +27,9 @@ from .patching_view import PatchingView
 from .ln_compare_view import LnCompareView
 from .train_view import TrainPanel
 from .whatif_view import WhatIfView
+from .heads_view import HeadsView
+from .layers_view import LayersView
+from .why_view import WhyView
 
 
 @dataclass(frozen=True)
@@ -78,4 +81,7 @@ VIEWS = (
              "Ctrl+Shift+T", "Patching"),
     ViewSpec("model", "model", "Model and its parameters", ModelView, "bottom", "Ctrl+Shift+P",
              "Model"),
+    ViewSpec("why", "why", "Why this token?", WhyView, "bottom", "Ctrl+Shift+W", "Why"),
+    ViewSpec("layers", "layers", "Layer table", LayersView, "bottom", "Ctrl+Shift+L", "Layers"),
+    ViewSpec("heads", "heads", "Head roles", HeadsView, "bottom", "Ctrl+Shift+H", "Heads"),
 )

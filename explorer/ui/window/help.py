@@ -135,6 +135,12 @@ def tour_steps(window) -> list[tuple[QWidget, str, str]]:
                   "changed continuations side by side.",
         "patching": "Activation patching: how much of a logit difference each node brings back.",
         "model": "Where the parameter count comes from, and what the feed-forward's width costs.",
+        "heads": "Each head scored as previous-token, first-token, current-token, local and "
+                 "induction, with its pattern.",
+        "why": "Why this token: each block's, head's and neuron's part of its logit, as a "
+               "waterfall.",
+        "layers": "One row per block: the stream's size, each branch against its shortcut, "
+                  "the lens's token and the block's part of the logit.",
     }
     steps = [(window.graph, "The block graph", "One whole transformer block in forward order, "
               "with its shortcuts and every tensor's shape. Click a node to inspect it; Up and "

@@ -1,0 +1,1 @@
+"""Why this token: direct logit attribution, head roles, the layer table."""

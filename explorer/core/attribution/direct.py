@@ -1,0 +1,174 @@
+"""Direct logit attribution: why a token gets its logit at one position.
+
+Pre-LN (GPT-2): the final norm's input is exactly the sum of the embeddings and every
+block's attention and feed-forward branches. With the final norm's scale for this
+position held fixed (its 1/σ: the standard linearisation), the logit of a token — or
+the difference between two tokens' logits — is a sum of one term per branch,
+``(γ ⊙ u / σ − mean) · branch``, plus the norm's shift ``u · β`` (u: the token's row of
+the output head). The terms add up to the model's logit. Each attention branch splits
+further by head (its slice of ``out_proj``) and its bias; each feed-forward branch by
+neuron (the GELU's output times the neuron's column of Linear 2) and its bias.
+
+Post-LN: a norm follows every add, so no such sum exists. What is given instead is the
+change of the logit lens (final norm and head applied to the stream) across each half
+of each block: the changes add up to the logit too, but they are not contributions;
+no head or neuron split is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..gpt.model import GPTModel
+from ..gpt.nodes import (FINAL_NORM, FIRST_ADD, HEADS_MIX, SECOND_ADD, LINEAR_2, LOGITS, POSITION_EMBEDDING,
+                         TOKEN_EMBEDDING, block_hook_name, block_title, residual_branches,
+                         residual_nodes)
+from .reading import Reading
+
+EXACT_NOTE = ("Direct attribution: the final norm's scale at this position held fixed (the "
+              "standard linearisation), each part is its branch's share of the logit; the "
+              "parts and the norm's shift add up to the logit.")
+POST_LN_NOTE = ("Post-LN: a norm follows every add, so the logit is not a sum of the "
+                "branches. Shown instead: how the logit lens's value of the token changes "
+                "across each half of each block. The changes add up to the logit but are "
+                "not contributions, and no head or neuron split is given.")
+
+
+@dataclass(frozen=True)
+class Part:
+    label: str  # "Block 3 of 12 attention"
+    kind: str  # "embedding" | "attention" | "feed-forward" | "shift"
+    layer: int | None
+    node: str | None  # the node to select for it
+    value: float
+
+
+@dataclass(frozen=True)
+class Attribution:
+    position: int
+    target: int
+    versus: int | None  # None: the target's logit; else the target's minus this one's
+    logit: float  # the model's own value of it
+    exact: bool  # Pre-LN: the parts are contributions; Post-LN: lens changes
+    parts: tuple[Part, ...]  # in forward order; their sum is the logit
+    heads: np.ndarray | None = None  # (layers, heads)
+    attention_bias: np.ndarray | None = None  # (layers,)
+    neurons: np.ndarray | None = None  # (layers, hidden)
+    ff_bias: np.ndarray | None = None  # (layers,)
+    scale: float = 1.0  # the final norm's σ at this position
+
+    @property
+    def note(self) -> str:
+        return EXACT_NOTE if self.exact else POST_LN_NOTE
+
+    @property
+    def total(self) -> float:
+        return float(sum(p.value for p in self.parts))
+
+    def block_totals(self) -> np.ndarray:
+        n = max((p.layer for p in self.parts if p.layer is not None), default=-1) + 1
+        out = np.zeros(n)
+        for p in self.parts:
+            if p.layer is not None:
+                out[p.layer] += p.value
+        return out
+
+    def top_heads(self, k: int = 10) -> list[tuple[int, int, float]]:
+        """(layer, head, value), the largest in size first."""
+        return _top(self.heads, k)
+
+    def top_neurons(self, k: int = 10) -> list[tuple[int, int, float]]:
+        return _top(self.neurons, k)
+
+
+def _top(values: np.ndarray | None, k: int) -> list[tuple[int, int, float]]:
+    if values is None or values.size == 0:
+        return []
+    flat = np.argsort(-np.abs(values), axis=None, kind="stable")[:k]
+    return [(int(i // values.shape[1]), int(i % values.shape[1]), float(values.flat[i]))
+            for i in flat]
+
+
+def _weights(model: GPTModel, name: str) -> np.ndarray:
+    return model.get_parameter(name).detach().double().cpu().numpy()
+
+
+def direction(model: GPTModel, target: int, versus: int | None) -> np.ndarray:
+    """The output head's row of the target, less the row of ``versus``."""
+    head = model.get_parameter(f"{LOGITS}.weight")
+    u = head[target].detach().double().cpu().numpy()
+    if versus is not None:
+        u = u - head[versus].detach().double().cpu().numpy()
+    return u
+
+
+def attribute(model: GPTModel, reading: Reading, target: int,
+              versus: int | None = None) -> Attribution:
+    """The attribution of ``target``'s logit (or its difference to ``versus``'s) at the
+    reading's position."""
+    vocab = reading.logits.shape[0]
+    for token in (target, versus):
+        if token is not None and not 0 <= token < vocab:
+            raise ValueError(f"token id {token} is outside the vocabulary of {vocab:,}")
+    if target == versus:
+        raise ValueError("a token against itself: choose two different tokens")
+    u = direction(model, target, versus)
+    logit = float(reading.logits[target] - (reading.logits[versus] if versus is not None else 0))
+    gamma, beta = _weights(model, f"{FINAL_NORM}.scale"), _weights(model, f"{FINAL_NORM}.shift")
+    eps = model.get_submodule(FINAL_NORM).eps
+    if reading.norm_position != "pre":
+        return _lens_changes(reading, target, versus, logit, u, gamma, beta, eps)
+    r = reading.final_input
+    sigma = float(np.sqrt(r.var() + eps))
+    w = gamma * u / sigma
+    w = w - w.mean()  # the norm's centring, moved onto the direction
+    parts = [Part("Token embedding", "embedding", None, TOKEN_EMBEDDING,
+                  float(w @ reading.token_embedding)),
+             Part("Position embedding", "embedding", None, POSITION_EMBEDDING,
+                  float(w @ reading.position_embedding))]
+    heads, att_bias, neurons, ff_bias = [], [], [], []
+    branches = residual_branches()
+    n = len(reading.blocks)
+    for layer, block in enumerate(reading.blocks):
+        title = block_title(layer, n)
+        mix = block_hook_name(layer, HEADS_MIX)
+        per_dim = _weights(model, f"{mix}.weight").T @ w  # (C,): each context value's share
+        heads.append((per_dim * block.context).reshape(model.cfg.n_heads, -1).sum(axis=1))
+        att_bias.append(float(w @ _weights(model, f"{mix}.bias")))
+        linear2 = block_hook_name(layer, LINEAR_2)
+        neurons.append(block.gelu * (_weights(model, f"{linear2}.weight").T @ w))
+        ff_bias.append(float(w @ _weights(model, f"{linear2}.bias")))
+        parts += [Part(f"{title} attention", "attention", layer,
+                       block_hook_name(layer, branches[FIRST_ADD]), float(w @ block.attention)),
+                  Part(f"{title} feed-forward", "feed-forward", layer,
+                       block_hook_name(layer, branches[SECOND_ADD]), float(w @ block.feed_forward))]
+    parts.append(Part("Final norm's shift", "shift", None, FINAL_NORM, float(u @ beta)))
+    return Attribution(reading.position, target, versus, logit, True, tuple(parts),
+                       np.array(heads), np.array(att_bias), np.array(neurons),
+                       np.array(ff_bias), sigma)
+
+
+def lens_value(x: np.ndarray, u: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
+               eps: float) -> float:
+    """The final norm and the head's direction applied to one stream vector."""
+    return float(u @ (gamma * (x - x.mean()) / np.sqrt(x.var() + eps) + beta))
+
+
+def _lens_changes(reading: Reading, target: int, versus: int | None, logit: float,
+                  u: np.ndarray, gamma, beta, eps: float) -> Attribution:
+    def lens(x: np.ndarray) -> float:
+        return lens_value(x, u, gamma, beta, eps)
+
+    before = lens(reading.embeddings)
+    parts = [Part("Embeddings (read by the lens)", "embedding", None, POSITION_EMBEDDING, before)]
+    n = len(reading.blocks)
+    names = residual_nodes(reading.norm_position)
+    for layer, block in enumerate(reading.blocks):
+        for half, kind, name in zip(block.residual, ("attention", "feed-forward"), names):
+            now = lens(half)
+            parts.append(Part(f"{block_title(layer, n)} {kind} half (lens change)", kind, layer,
+                              block_hook_name(layer, name), now - before))
+            before = now
+    return Attribution(reading.position, target, versus, logit, False, tuple(parts))

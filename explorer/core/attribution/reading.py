@@ -1,0 +1,116 @@
+"""One forward pass read at one position: what attribution and the layer table need.
+
+``read_position(model, ids, position)`` runs the prompt up to ``position`` (later tokens
+cannot change it: attention is causal) with forward hooks on the nodes it reads, and
+keeps, as float64 copies, only that position's vectors: the token and position
+embeddings, each block's per-head context (the input of ``out_proj``), its attention and
+feed-forward branches, the GELU's output, the residual stream after each half, this
+position's query and every key (for the attention entropy), the final norm's input and
+the logits. A 1,024-token prompt keeps a few megabytes, not the pass's gigabytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..gpt.hooks import hooks
+from ..gpt.model import GPTModel
+from ..gpt.nodes import (FINAL_NORM, FIRST_ADD, GELU_OUTPUT, HEADS_MIX, KEYS, LOGITS,
+                         POSITION_EMBEDDING, QUERIES, SECOND_ADD, TOKEN_EMBEDDING,
+                         block_hook_name, residual_branches, residual_nodes)
+from ..run.capture import StopCheck
+
+
+@dataclass(frozen=True)
+class BlockReading:
+    """One block at the position read; vectors of emb_dim unless said."""
+
+    block_input: np.ndarray
+    context: np.ndarray  # the heads' context vectors side by side, before out_proj
+    attention: np.ndarray  # the attention branch (out_proj's output)
+    feed_forward: np.ndarray  # the feed-forward branch (Linear 2's output)
+    gelu: np.ndarray  # the GELU's output (hidden_dim)
+    residual: tuple[np.ndarray, np.ndarray]  # the stream after each half of the block
+    query: np.ndarray  # (heads, head_dim) at this position
+    keys: np.ndarray  # (heads, position + 1, head_dim)
+
+
+@dataclass(frozen=True)
+class Reading:
+    ids: tuple[int, ...]  # the tokens up to and including the position
+    position: int
+    norm_position: str
+    token_embedding: np.ndarray
+    position_embedding: np.ndarray
+    blocks: tuple[BlockReading, ...]
+    final_input: np.ndarray  # what the final norm receives
+    logits: np.ndarray  # (vocab,) the model's own logits at this position
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        """The residual stream entering block 0 (dropout is the identity in eval)."""
+        return self.token_embedding + self.position_embedding
+
+
+def read_position(model: GPTModel, ids: list[int], position: int,
+                  should_stop=None) -> Reading:
+    """The vectors at ``position`` of a forward pass of ``ids``; ``should_stop()`` is asked
+    before every block (``Cancelled``)."""
+    if not 0 <= position < len(ids):
+        raise ValueError(f"position {position} is outside the prompt's {len(ids)} tokens")
+    if position >= model.cfg.context_length:
+        raise ValueError(f"position {position} is past the model's context of "
+                         f"{model.cfg.context_length} tokens")
+    cfg = model.cfg
+    seen: dict[str, np.ndarray] = {}
+    p = position
+
+    def last_row(name: str, whole: bool = False):
+        def hook(module, inputs, out):
+            tensor = out if out.dim() == 2 else out[0]  # the position embedding has no batch
+            seen[name] = (tensor if whole else tensor[p]).detach().double().cpu().numpy()
+        return hook
+
+    def input_row(name: str):
+        def hook(module, inputs):
+            seen[name] = inputs[0][0, p].detach().double().cpu().numpy()
+        return hook
+
+    forward = [(TOKEN_EMBEDDING, last_row(TOKEN_EMBEDDING)),
+               (POSITION_EMBEDDING, last_row(POSITION_EMBEDDING)), (LOGITS, last_row(LOGITS))]
+    pre = [(FINAL_NORM, input_row(FINAL_NORM))]
+    branches = residual_branches()
+    for layer in range(cfg.n_layers):
+        names = [branches[FIRST_ADD], branches[SECOND_ADD], GELU_OUTPUT, QUERIES,
+                 *residual_nodes(cfg.norm_position)]
+        forward += [(block_hook_name(layer, k), last_row(block_hook_name(layer, k)))
+                    for k in names]
+        keys = block_hook_name(layer, KEYS)
+        forward.append((keys, last_row(keys, whole=True)))
+        pre.append((block_hook_name(layer, HEADS_MIX), input_row(block_hook_name(layer, HEADS_MIX))))
+    tokens = torch.tensor([ids[:p + 1]], device=next(model.parameters()).device)
+    with torch.inference_mode(), StopCheck(model, should_stop), hooks(model, forward, pre):
+        model(tokens)
+    return _reading(cfg, seen, tuple(ids[:p + 1]), p)
+
+
+def _reading(cfg, seen: dict[str, np.ndarray], ids: tuple[int, ...], p: int) -> Reading:
+    heads, head_dim = cfg.n_heads, cfg.emb_dim // cfg.n_heads
+    branches = residual_branches()
+    blocks = []
+    previous = seen[TOKEN_EMBEDDING] + seen[POSITION_EMBEDDING]
+    for layer in range(cfg.n_layers):
+        def at(key: str) -> np.ndarray:
+            return seen[block_hook_name(layer, key)]
+        first, second = residual_nodes(cfg.norm_position)
+        blocks.append(BlockReading(
+            block_input=previous, context=at(HEADS_MIX), attention=at(branches[FIRST_ADD]),
+            feed_forward=at(branches[SECOND_ADD]), gelu=at(GELU_OUTPUT),
+            residual=(at(first), at(second)), query=at(QUERIES).reshape(heads, head_dim),
+            keys=at(KEYS).reshape(p + 1, heads, head_dim).transpose(1, 0, 2)))
+        previous = at(second)
+    return Reading(ids, p, cfg.norm_position, seen[TOKEN_EMBEDDING], seen[POSITION_EMBEDDING],
+                   tuple(blocks), seen[FINAL_NORM], seen[LOGITS])

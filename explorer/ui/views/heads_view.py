@@ -1,0 +1,186 @@
+"""Head roles: a layers x heads grid of one role's scores — previous-token, first-token
+(attention sink), current-token, local, induction — with what the score measures, and
+the copying score of the induction battery (core.attribution.head_roles). The pattern
+roles come from the shown prompt; induction from a seeded battery of repeated random
+tokens, run as a job with progress and Stop. Click a cell: that head's pattern on the
+prompt and on the battery, and its attention node selected."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from ...core.attribution.head_roles import ROLE_EVIDENCE, ROLES, HeadRoles, head_roles
+from ...core.gpt.nodes import ATTENTION, block_hook_name
+from ..base.lazy import LazyRefresh
+from ..base.session import Session
+from ..plots.plot_axes import add_plot
+from ..plots.plot_text import set_empty, set_title
+from ..plots.why_plots import cell_at, draw_grid
+from ..widgets.job_controls import JobControls
+
+EMPTY = "Run a prompt (Ctrl+Enter) to score every head's attention."
+COPYING = "copying"
+
+
+class HeadsView(LazyRefresh, QWidget):
+    def __init__(self, session: Session, engine) -> None:
+        super().__init__()
+        self.session, self.engine = session, engine
+        self.roles: HeadRoles | None = None
+        self.cell: tuple[int, int] | None = None
+        self._asked = 0
+        self.role_box = QComboBox()
+        self.role_box.addItems([*ROLES, COPYING])
+        self.role_box.currentTextChanged.connect(lambda _t: self.draw())
+        self.controls = JobControls("Induction battery", self.run_battery, "Score induction "
+                                    "and copying on seeded repeated random tokens")
+        bar = QHBoxLayout()
+        for w in (QLabel("Role:"), self.role_box, *self.controls.widgets()):
+            bar.addWidget(w)
+        bar.addStretch(1)
+        self.note = QLabel(EMPTY)
+        self.note.setWordWrap(True)
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("w")
+        self.grid = add_plot(self.canvas, row=0, col=0)  # wide and low: the bottom area
+        self.prompt_plot = add_plot(self.canvas, row=0, col=1)
+        self.battery_plot = add_plot(self.canvas, row=0, col=2)
+        self.canvas.ci.layout.setColumnStretchFactor(0, 3)
+        self.canvas.setMinimumHeight(150)
+        self.canvas.scene().sigMouseClicked.connect(self._clicked)
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(self.note)
+        layout.addWidget(self.canvas, 1)
+        session.on_pass(self.request_refresh)
+        session.modelChanged.connect(self._forget)
+        self.draw()
+
+    # ------------------------------------------------------------------ jobs
+    def _ids(self) -> list[int] | None:
+        current = self.session.current
+        if current is None or self.session.model is None or current.batch is not None:
+            return None
+        return list(current.ids)
+
+    def redraw(self) -> None:
+        """A new pass: score its heads (one forward with the patterns)."""
+        self._run(False)
+
+    def run_battery(self) -> None:
+        self._run(True)
+
+    def _run(self, induction: bool) -> None:
+        ids = self._ids()
+        self._asked += 1
+        asked = self._asked
+        if ids is None:
+            self.roles = None
+            self.draw()
+            return
+        self.note.setText("Running the battery…" if induction else "Scoring the heads…")
+
+        def job(ctx):
+            return head_roles(ctx.model, ids, induction, should_stop=ctx.should_stop,
+                              progress=lambda i, n: ctx.report((i, n)))
+
+        handlers = dict(finished=lambda roles: self._done(asked, roles),
+                        failed=lambda message: self._failed(asked, message),
+                        cancelled=lambda: self._done(asked, None))
+        if induction:
+            self.controls.started(self.engine.submit(
+                job, "head roles", progress=lambda p: self.controls.report(*p), **handlers))
+        else:
+            self.engine.submit(job, "head roles", **handlers)
+
+    def _done(self, asked: int, roles: HeadRoles | None) -> None:
+        self.controls.ended()
+        if asked != self._asked:
+            return
+        if roles is None:
+            self.note.setText("Stopped: the battery did not finish.")
+            return
+        self.roles = roles
+        self.draw()
+
+    def _failed(self, asked: int, message: str) -> None:
+        self.controls.ended()
+        if asked == self._asked:
+            self.note.setText(f"Could not score the heads: {message}")
+            self.session.report_error("Head roles", message)
+
+    def _forget(self) -> None:
+        self._asked += 1
+        self.controls.ended()
+        self.roles, self.cell = None, None
+        self.draw()
+
+    # ------------------------------------------------------------------ drawing
+    def values(self) -> np.ndarray | None:
+        if self.roles is None:
+            return None
+        role = self.role_box.currentText()
+        if role == COPYING:
+            return self.roles.copying
+        if role == "induction" and self.roles.battery_patterns is None:
+            return None
+        return self.roles.scores[role]
+
+    def draw(self) -> None:
+        role = self.role_box.currentText()
+        values = self.values()
+        waiting = ("Press Induction battery to score it." if self.roles is not None
+                   else EMPTY)
+        draw_grid(self.grid, values, role == COPYING, waiting)
+        set_title(self.grid, role if values is not None else "")
+        if self.roles is None:
+            self.note.setText(EMPTY)
+        elif values is not None:
+            layer, head, score = self._best(role, values)
+            evidence = ROLE_EVIDENCE.get(role, "the head's direct contribution to the logit "
+                                               "of the token it attends to (battery)")
+            self.note.setText(f"{role}: {evidence}. Strongest: block {layer + 1} head "
+                              f"{head + 1} ({score:.2f}).")
+        else:
+            self.note.setText(waiting)
+        self._draw_patterns()
+
+    @staticmethod
+    def _best(role: str, values: np.ndarray) -> tuple[int, int, float]:
+        layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
+        return int(layer), int(head), float(values[layer, head])
+
+    def _draw_patterns(self) -> None:
+        for plot, patterns, what in ((self.prompt_plot, self._patterns(False), "prompt"),
+                                     (self.battery_plot, self._patterns(True), "battery")):
+            plot.clear()
+            if patterns is None or self.cell is None:
+                set_empty(plot, f"Click a head: its pattern on the {what}")
+                continue
+            set_empty(plot, None)
+            image = pg.ImageItem(patterns[self.cell].astype(np.float32), axisOrder="row-major",
+                                 levels=(0.0, 1.0))
+            image.setColorMap(pg.colormap.get("viridis"))
+            plot.addItem(image)
+            plot.invertY(True)
+            plot.setAspectLocked(True)
+            layer, head = self.cell
+            set_title(plot, f"B{layer + 1} H{head + 1} on the {what}")
+
+    def _patterns(self, battery: bool) -> np.ndarray | None:
+        if self.roles is None:
+            return None
+        return self.roles.battery_patterns if battery else self.roles.patterns
+
+    def _clicked(self, event) -> None:
+        values = self.values() if self.roles is not None else None
+        if values is None or not self.grid.sceneBoundingRect().contains(event.scenePos()):
+            return
+        point = self.grid.vb.mapSceneToView(event.scenePos())
+        cell = cell_at(values, point.x(), point.y())
+        if cell is not None:
+            self.cell = cell
+            self._draw_patterns()
+            self.session.set_node(block_hook_name(cell[0], ATTENTION))

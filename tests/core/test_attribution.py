@@ -1,0 +1,144 @@
+"""Why this token: direct logit attribution, head roles and the layer table, checked
+against the model's own logits and against a model whose heads and neurons are built
+by hand."""
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.core.attribution.direct import attribute
+from explorer.core.attribution.head_roles import head_roles
+from explorer.core.attribution.layer_table import layer_rows
+from explorer.core.attribution.reading import read_position
+from explorer.core.base.cancel import Cancelled
+from explorer.core.gpt.config import GPTConfig, preset
+from explorer.core.gpt.model import build_model
+
+PROMPT = [464, 3290, 286, 262, 1295, 11, 484, 373, 5597, 284, 1560, 502, 13, 887, 314]
+
+
+@pytest.mark.parametrize("name", ["tiny", "gpt2-small"])
+def test_the_parts_add_up_to_the_logit_at_every_position(name):
+    model = build_model(preset(name), seed=3)
+    for position in range(len(PROMPT)):
+        reading = read_position(model, PROMPT, position)
+        with torch.no_grad():
+            logits = model(torch.tensor([PROMPT]))[0, position]
+        target = int(logits.argmax())
+        a = attribute(model, reading, target)
+        assert a.exact and a.logit == pytest.approx(float(logits[target]), abs=1e-5)
+        assert a.total == pytest.approx(a.logit, abs=1e-4)
+        b = attribute(model, reading, target, versus=13)  # the difference to '.'
+        assert b.total == pytest.approx(float(logits[target] - logits[13]), abs=1e-4)
+        parts = {p.label: p.value for p in a.parts}
+        for layer in range(model.cfg.n_layers):
+            att = [p.value for p in a.parts if p.layer == layer and p.kind == "attention"][0]
+            ff = [p.value for p in a.parts if p.layer == layer and p.kind == "feed-forward"][0]
+            assert a.heads[layer].sum() + a.attention_bias[layer] == pytest.approx(att, abs=1e-6)
+            assert a.neurons[layer].sum() + a.ff_bias[layer] == pytest.approx(ff, abs=1e-6)
+        assert len(parts) == 3 + 2 * model.cfg.n_layers
+
+
+def test_post_ln_gives_lens_changes_and_says_they_are_not_contributions():
+    model = build_model(preset("tiny", norm_position="post"), seed=3)
+    reading = read_position(model, PROMPT, 9)
+    with torch.no_grad():
+        logits = model(torch.tensor([PROMPT]))[0, 9]
+    a = attribute(model, reading, 42)
+    assert not a.exact and a.heads is None and a.neurons is None and a.top_heads() == []
+    assert "not contributions" in a.note and "Post-LN" in a.note
+    assert a.total == pytest.approx(float(logits[42]), abs=1e-4)  # the changes telescope
+    assert [p.kind for p in a.parts[1:3]] == ["attention", "feed-forward"]
+
+
+# ---------------------------------------------------------------- a model built by hand
+
+V, T, D = 32, 32, 192  # tokens, positions; the stream: token, -token, position, -position,
+TOK, NTOK, POS, NPOS, PREV, NPREV = 0, 32, 64, 96, 128, 160  # previous token, -previous
+NEURON, WRITTEN = 5, 9  # block 2's neuron 5 writes token 9's unembedding
+
+
+def hand_built():
+    """Block 1, head 1 attends to the previous token and writes its identity; block 2,
+    head 1 attends to the token after an earlier copy of the current one (induction) and
+    copies it; the other heads and neurons are zero but block 2's neuron 5, which writes
+    token 9's unembedding. Every stream vector has mean 0 and the same norm, so each
+    LayerNorm only scales by sqrt(32)."""
+    cfg = GPTConfig(vocab_size=V, context_length=T, emb_dim=D, n_heads=2, n_layers=2,
+                    drop_rate=0.0, tie_weights=False)
+    model = build_model(cfg, seed=0)
+    sharp = 6.0
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        for n in (model.final_norm, *[m for b in model.trf_blocks for m in (b.norm1, b.norm2)]):
+            n.scale.fill_(1.0)
+        i = torch.arange(V)
+        model.out_head.weight[i, TOK + i] = 1.0
+        model.tok_emb.weight[i, TOK + i], model.tok_emb.weight[i, NTOK + i] = 1.0, -1.0
+        model.pos_emb.weight[i, POS + i], model.pos_emb.weight[i, NPOS + i] = 1.0, -1.0
+        first, second = model.trf_blocks[0].att, model.trf_blocks[1].att
+        first.W_query.weight[i, POS + i] = sharp  # head 1 (rows 0..95): query = position p
+        first.W_key.weight[i[:-1] + 1, POS + i[:-1]] = sharp  # key = position k + 1
+        first.W_value.weight[i, TOK + i] = 1.0  # value: the token
+        first.out_proj.weight[PREV + i, i] = 1 / 32 ** 0.5  # written as the previous token
+        first.out_proj.weight[NPREV + i, i] = -1 / 32 ** 0.5
+        second.W_query.weight[i, TOK + i] = sharp  # query: the current token
+        second.W_key.weight[i, PREV + i] = sharp  # key: the token before the key
+        second.W_value.weight[i, TOK + i] = 1.0
+        second.out_proj.weight[TOK + i, i] = 1.0  # copies the attended token
+        ff = model.trf_blocks[1].ff.layers
+        ff[0].bias[NEURON] = 3.0  # always on: GELU(3) ~ 3
+        ff[2].weight[:, NEURON] = 0.5 * model.out_head.weight[WRITTEN]
+    return model.eval()
+
+
+def test_hand_built_previous_token_and_induction_heads_are_named():
+    model = hand_built()
+    prompt = [3, 17, 8, 25, 11, 30, 6, 21, 14, 9, 27, 4]
+    roles = head_roles(model, prompt, induction=True, length=12, sequences=3)
+    prev, induction = roles.scores["previous-token"], roles.scores["induction"]
+    assert prev[0, 0] > 0.9 and prev[0, 0] > 3 * np.delete(prev.ravel(), 0).max()
+    assert induction[1, 0] > 0.8 and induction[1, 0] > 3 * np.delete(induction.ravel(), 2).max()
+    assert roles.role(0, 0) == "previous-token" and roles.role(1, 0) == "induction"
+    assert roles.role(0, 1) == "" and roles.best("induction")[:2] == (1, 0)
+    assert roles.copying[1, 0] > 1.0 and abs(roles.copying[0, 1]) < 0.05
+    assert len(roles.battery_ids) == 24 and roles.battery_ids[:12] == roles.battery_ids[12:]
+
+
+def test_the_neuron_that_writes_a_token_is_its_top_neuron():
+    model = hand_built()
+    reading = read_position(model, [3, 17, 8, 25], 3)
+    a = attribute(model, reading, WRITTEN)
+    assert a.top_neurons(1)[0][:2] == (1, NEURON) and a.top_neurons(1)[0][2] > 1.0
+    assert abs(a.top_neurons(2)[1][2]) < 1e-9  # every other neuron is silent
+    assert attribute(model, reading, 12).top_neurons(1)[0][2] < 0  # others lose to it
+
+
+def test_the_layer_table_reads_the_same_pass():
+    model = build_model(preset("tiny"), seed=3)
+    reading = read_position(model, PROMPT, 14)
+    a = attribute(model, reading, 42)
+    rows = layer_rows(model, reading, a)
+    assert [r.block for r in rows] == [1, 2]
+    assert rows[-1].lens_top_id == int(np.argmax(reading.logits))
+    assert rows[-1].residual_after_ff == pytest.approx(np.linalg.norm(reading.final_input))
+    assert sum(r.contribution for r in rows) == pytest.approx(a.block_totals().sum())
+    assert all(0 <= r.entropy <= np.log(15) + 1e-9 for r in rows)
+
+
+def test_a_uniform_head_has_the_entropy_of_a_uniform_row():
+    model = hand_built()  # the heads with zero weights attend evenly
+    reading = read_position(model, [3, 17, 8, 25, 11], 4)
+    from explorer.core.attribution.layer_table import attention_entropy
+    block = reading.blocks[0]
+    assert attention_entropy(block.query[1:], block.keys[1:]) == pytest.approx(np.log(5))
+
+
+def test_stop_ends_the_induction_battery():
+    model = build_model(preset("tiny"), seed=3)
+    done = []
+    with pytest.raises(Cancelled):
+        head_roles(model, PROMPT, induction=True, sequences=4, should_stop=lambda: bool(done),
+                   progress=lambda i, n: done.append(i))
+    assert done == [1]

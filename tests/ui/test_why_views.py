@@ -1,0 +1,142 @@
+"""Why this token, Layer table and Head roles: each tested alone on a session, a tiny
+model and an inline engine — empty before a pass, the answer equal to the core's, a
+click selecting the node, stale answers cleared on a model change, Stop on the battery."""
+
+import pytest
+from PySide6.QtCore import Qt
+
+from explorer.core.attribution.why import why_token
+from explorer.core.gpt.nodes import ATTENTION, GELU_OUTPUT, block_hook_name
+from explorer.core.gpt.tokenizer import encode, token_piece
+from explorer.core.sources import ModelInfo, ModelSpec, random_model
+from explorer.ui.plots.plot_text import empty_message
+from tests.ui.alone import Alone
+
+
+def test_before_a_pass_each_view_says_what_fills_it(qtbot):
+    alone = Alone(qtbot)
+    assert "Run a prompt" in empty_message(alone.why.plot)
+    assert alone.why.heads.rowCount() == 0 and alone.layers.table.rowCount() == 0
+    assert "Ask why" in alone.layers.note.text() and not alone.layers.export.isEnabled()
+    assert "Run a prompt" in empty_message(alone.heads.grid)
+    assert "why this token" not in alone.engine.names
+
+
+def test_the_answer_is_the_cores_and_a_click_selects_the_node(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=2)
+    alone.session.show_step(None)  # the prompt: why its next token
+    why = alone.why
+    alone.settle()
+    answer = alone.session.why
+    ids = alone.session.prompt.ids
+    direct = why_token(alone.loaded.model, ids, len(ids) - 1)
+    assert answer.attribution.target == direct.attribution.target == alone.session.prompt.top_ids[0]
+    assert answer.attribution.total == pytest.approx(direct.attribution.total)
+    assert why.heads.rowCount() == 8 and why.neurons.rowCount() == 8
+    layer, head, value = answer.attribution.top_heads(1)[0]
+    assert why.heads.item(0, 2).text() == f"{value:+.3f}"
+    why.heads.cellClicked.emit(0, 0)
+    assert alone.session.node == block_hook_name(layer, ATTENTION)
+    why.neurons.cellClicked.emit(0, 1)
+    assert alone.session.node == block_hook_name(answer.attribution.top_neurons(1)[0][0], GELU_OUTPUT)
+    # the layer table shows the same answer: one row per block, sortable
+    layers = alone.layers
+    assert layers.table.rowCount() == alone.session.model.config.n_layers
+    shown = {int(layers.table.item(r, 0).data(Qt.DisplayRole)):
+             float(layers.table.item(r, 9).data(Qt.DisplayRole)) for r in range(2)}
+    assert shown == {row.block: pytest.approx(row.contribution, abs=1e-4) for row in answer.layers}
+    layers.table.sortItems(9, Qt.DescendingOrder)
+    values = [float(layers.table.item(r, 9).data(Qt.DisplayRole)) for r in range(2)]
+    assert values == sorted(values, reverse=True)
+
+
+def test_a_generated_step_explains_the_token_it_chose(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=2)
+    alone.why  # built, then shown the second step
+    alone.session.show_step(1)
+    alone.settle()
+    step = alone.session.steps[1]
+    answer = alone.session.why
+    assert answer.attribution.target == step.token_id
+    assert answer.position == len(step.ids) - 2 and answer.ids == tuple(step.ids[:-1])
+    assert "generation step 1" in alone.why.position_box.currentText()
+
+
+def test_a_typed_token_and_a_second_one_explain_their_difference(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    why = alone.why
+    why.target_edit.setText(" know")
+    why.versus_edit.setText(" say")
+    why.explain()
+    alone.settle()
+    a = alone.session.why.attribution
+    assert (a.target, a.versus) == (encode(" know")[0], encode(" say")[0])
+    why.target_edit.setText(" two words")
+    why.explain()
+    assert "is 2 tokens" in why.note.text()
+
+
+def test_the_next_token_charts_request_is_answered(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    alone.why
+    asked = []
+    alone.session.viewRequested.connect(asked.append)
+    third = alone.session.prompt.top_ids[2]
+    alone.session.ask_why(third)
+    alone.settle()
+    assert asked == ["why"] and alone.session.why.attribution.target == third
+    assert alone.why.target_edit.text() == token_piece(third)
+
+
+def test_a_new_model_clears_the_answers(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.why, alone.layers, alone.heads
+    alone.settle()
+    assert alone.session.why is not None and alone.heads.roles is not None
+    other = random_model("tiny", seed=5)
+    alone.engine.loaded = other
+    alone.session.set_model(ModelInfo.of(other, ModelSpec(preset="tiny", seed=5)))
+    alone.settle()
+    assert alone.session.why is None and alone.layers.table.rowCount() == 0
+    assert alone.heads.roles is None and alone.why.heads.rowCount() == 0
+
+
+def test_head_roles_on_the_prompt_then_the_battery_with_a_click(qtbot):
+    alone = Alone(qtbot)
+    alone.run("The cat sat on the mat and the dog sat on the rug", max_tokens=1)
+    heads = alone.heads
+    alone.settle()
+    roles = heads.roles
+    n_layers, n_heads = alone.session.model.config.n_layers, alone.session.model.config.n_heads
+    assert roles.scores["previous-token"].shape == (n_layers, n_heads)
+    heads.role_box.setCurrentText("induction")
+    assert "Press Induction battery" in empty_message(heads.grid)
+    heads.run_battery()
+    alone.settle()
+    assert heads.roles.battery_patterns is not None and empty_message(heads.grid) is None
+    assert "Strongest: block" in heads.note.text()
+    heads.cell = (1, 2)
+    heads._draw_patterns()
+    assert empty_message(heads.prompt_plot) is None and empty_message(heads.battery_plot) is None
+    heads.role_box.setCurrentText("copying")
+    assert heads.values() is heads.roles.copying
+
+
+def test_stop_ends_the_battery_and_says_so(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    heads = alone.heads
+    alone.settle()
+    before = heads.roles
+    heads.run_battery()
+    heads.controls.stop()  # before the job's first block
+    alone.settle()
+    assert "Stopped" in heads.note.text() and heads.roles is before
+    assert heads.controls.run_button.isEnabled()
