@@ -142,3 +142,16 @@ def test_stop_ends_the_induction_battery():
         head_roles(model, PROMPT, induction=True, sequences=4, should_stop=lambda: bool(done),
                    progress=lambda i, n: done.append(i))
     assert done == [1]
+
+
+def test_a_long_prompt_keeps_the_scores_not_the_patterns():
+    from explorer.core.attribution.head_roles import KEEP, pattern_scores, read_patterns
+
+    model = build_model(preset("tiny", context_length=KEEP + 10), seed=3)
+    long = (PROMPT * 40)[:KEEP + 1]
+    roles = head_roles(model, long)
+    assert roles.patterns is None and roles.scores["local"].shape == (2, 4)
+    short = head_roles(model, long[:60])
+    whole = read_patterns(model, torch.tensor([long[:60]]))[1]
+    for role, values in pattern_scores(whole).items():  # the same from the whole patterns
+        np.testing.assert_allclose(short.scores[role], values, rtol=1e-6)

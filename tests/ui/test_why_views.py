@@ -2,6 +2,7 @@
 model and an inline engine — empty before a pass, the answer equal to the core's, a
 click selecting the node, stale answers cleared on a model change, Stop on the battery."""
 
+import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
@@ -10,6 +11,7 @@ from explorer.core.gpt.nodes import ATTENTION, GELU_OUTPUT, block_hook_name
 from explorer.core.gpt.tokenizer import encode, token_piece
 from explorer.core.sources import ModelInfo, ModelSpec, random_model
 from explorer.ui.plots.plot_text import empty_message
+from explorer.ui.widgets.candidate_menu import candidate_at, candidate_menu
 from tests.ui.alone import Alone
 
 
@@ -88,7 +90,14 @@ def test_the_next_token_charts_request_is_answered(qtbot):
     asked = []
     alone.session.viewRequested.connect(asked.append)
     third = alone.session.prompt.top_ids[2]
-    alone.session.ask_why(third)
+    chart = alone.generation
+    assert chart._shown("top_ids")[2] == third
+    assert candidate_at(2.3, 10) == 2 and candidate_at(2.5, 10) is None
+    assert candidate_at(10.0, 10) is None
+    menu = candidate_menu(chart, third, chart._shown("top_pieces")[2], alone.session)
+    action = menu.actions()[0]
+    assert action.text() == f"Why this token? ({token_piece(third)!r})"
+    action.trigger()
     alone.settle()
     assert asked == ["why"] and alone.session.why.attribution.target == third
     assert alone.why.target_edit.text() == token_piece(third)
@@ -140,3 +149,34 @@ def test_stop_ends_the_battery_and_says_so(qtbot):
     alone.settle()
     assert "Stopped" in heads.note.text() and heads.roles is before
     assert heads.controls.run_button.isEnabled()
+
+
+def test_the_graph_colours_each_branch_by_its_part_and_the_strip_by_block(qtbot):
+    from explorer.core.gpt.nodes import FEED_FORWARD, FIRST_NORM, LINEAR_2
+    from explorer.ui.graph.contribution_colours import CONTRIBUTION, NEUTRAL, diverging, scale
+
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    graph = alone.graph
+    graph.stat_box.setCurrentText(CONTRIBUTION)
+    assert "Ask why" in graph.legend.text() and graph.strip.totals is None
+    alone.why
+    alone.settle()
+    why = alone.session.why
+    parts = {(p.layer, p.kind): p.value for p in why.attribution.parts}
+    top = scale(why)
+    layer = alone.session.layer
+    fill = {name: item.fill.name() for name, item in graph.items.items()}
+    assert fill[block_hook_name(layer, ATTENTION)] == diverging(parts[layer, "attention"], top).name()
+    for key in (FEED_FORWARD, LINEAR_2):
+        assert fill[block_hook_name(layer, key)] == diverging(parts[layer, "feed-forward"], top).name()
+    assert fill[block_hook_name(layer, FIRST_NORM)] == NEUTRAL.name()
+    np.testing.assert_allclose(graph.strip.totals, why.attribution.block_totals())
+    colours = graph.strip.fills([1.0] * len(graph.strip.totals))
+    biggest = int(np.argmax(np.abs(graph.strip.totals)))
+    assert colours[biggest].name() == diverging(graph.strip.totals[biggest],
+                                                abs(graph.strip.totals[biggest])).name()
+    assert "blue against, red for" in graph.legend.text()
+    graph.stat_box.setCurrentText("std")  # back to the statistic: the strip too
+    assert graph.strip.totals is None and "std" in graph.legend.text()

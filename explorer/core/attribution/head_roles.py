@@ -41,12 +41,14 @@ ROLE_EVIDENCE = {  # each: the share above an even spread, 1 = only there
                  "followed the current token's first occurrence",
 }
 CLEAR = 0.4  # a score above this names the head's role
+KEEP = 256  # the prompt's whole patterns are kept up to this many tokens (gpt2-xl at 1,024
+# tokens would hold 5 GB of them; the scores need only four diagonals, read in the hook)
 
 
 @dataclass
 class HeadRoles:
     scores: dict[str, np.ndarray]  # role -> (layers, heads)
-    patterns: np.ndarray  # (layers, heads, T, T): the prompt's
+    patterns: np.ndarray | None  # (layers, heads, T, T): the prompt's, up to KEEP tokens
     battery_ids: tuple[int, ...] = ()  # the first battery sequence (both copies)
     battery_patterns: np.ndarray | None = None  # its patterns
     copying: np.ndarray | None = None  # (layers, heads), logits
@@ -73,9 +75,10 @@ def above_even(weights: np.ndarray, keys: np.ndarray, queries: np.ndarray) -> np
 
 
 def pattern_scores(patterns: np.ndarray) -> dict[str, np.ndarray]:
-    """The four pattern roles' scores of (layers, heads, T, T) attention weights."""
+    """The four pattern roles' scores of (..., T, T) attention weights (one block's
+    heads, or every block's): the leading axes kept."""
     t = patterns.shape[-1]
-    zeros = np.zeros(patterns.shape[:2])
+    zeros = np.zeros(patterns.shape[:-2])
     if t < 2:
         return {role: zeros for role in PATTERN_ROLES}
     q = np.arange(1, t)
@@ -91,16 +94,22 @@ def pattern_scores(patterns: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def read_patterns(model: GPTModel, ids: torch.Tensor, should_stop=None,
-                  contexts: dict | None = None, final_inputs: list | None = None) -> np.ndarray:
-    """Every block's attention weights for a (B, T) batch: (B, layers, heads, T, T).
-    ``contexts`` (layer -> the heads' context, (B, T, C)) and ``final_inputs`` are filled
-    when given."""
+                  contexts: dict | None = None, final_inputs: list | None = None,
+                  keep: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """Every head's pattern-role scores for a (1, T) prompt, computed block by block as
+    the patterns are made, and the patterns themselves, (layers, heads, T, T), when
+    ``keep``. ``contexts`` (layer -> the heads' context, (1, T, C)) and ``final_inputs``
+    are filled when given."""
     n = model.cfg.n_layers
     found: dict[int, np.ndarray] = {}
+    scores: dict[int, dict[str, np.ndarray]] = {}
 
-    def keep(layer: int):
+    def read(layer: int):
         def hook(module, inputs, out):
-            found[layer] = out.detach().float().cpu().numpy()
+            weights = out[0].detach().float().cpu().numpy()  # (H, T, T), no copy on CPU
+            scores[layer] = pattern_scores(weights)
+            if keep:
+                found[layer] = weights.copy()
         return hook
 
     def context(layer: int):
@@ -108,14 +117,15 @@ def read_patterns(model: GPTModel, ids: torch.Tensor, should_stop=None,
             contexts[layer] = inputs[0].detach().double().cpu().numpy()
         return hook
 
-    forward = [(block_hook_name(i, PATTERN), keep(i)) for i in range(n)]
+    forward = [(block_hook_name(i, PATTERN), read(i)) for i in range(n)]
     pre = [(block_hook_name(i, HEADS_MIX), context(i)) for i in range(n)] if contexts is not None else []
     if final_inputs is not None:
         pre.append((FINAL_NORM, lambda module, inputs: final_inputs.append(
             inputs[0].detach().double().cpu().numpy())))
     with torch.inference_mode(), StopCheck(model, should_stop), hooks(model, forward, pre):
         model(ids.to(next(model.parameters()).device))
-    return np.stack([found[i] for i in range(n)], axis=1)
+    stacked = {role: np.stack([scores[i][role] for i in range(n)]) for role in PATTERN_ROLES}
+    return stacked, (np.stack([found[i] for i in range(n)]) if keep else None)
 
 
 def battery(vocab: int, length: int, sequences: int, seed: int) -> torch.Tensor:
@@ -143,11 +153,13 @@ def copying_scores(model: GPTModel, ids: np.ndarray, contexts: dict, final_input
     heads, head_dim = cfg.n_heads, cfg.emb_dim // cfg.n_heads
     norm = model.get_submodule(FINAL_NORM)
     gamma = norm.scale.detach().double().cpu().numpy()
-    unembed = model.get_parameter(f"{LOGITS}.weight").detach().double().cpu().numpy()
+    unembed = model.get_parameter(f"{LOGITS}.weight").detach()
+    mean = unembed.mean(0, dtype=torch.float64).cpu().numpy()
     positions = np.arange(length, 2 * length - 1)
     targets = ids[:, positions - length + 1]  # (B, P): the tokens that followed
+    rows = unembed[torch.as_tensor(targets).to(unembed.device)].double().cpu().numpy()
     sigma = np.sqrt(final_input[:, positions].var(-1) + norm.eps)  # (B, P)
-    directions = (unembed[targets] - unembed.mean(0)) * gamma  # (B, P, C)
+    directions = (rows - mean) * gamma  # (B, P, C)
     directions -= directions.mean(-1, keepdims=True)
     directions /= sigma[..., None]
     out = np.zeros((cfg.n_layers, heads))
@@ -167,9 +179,10 @@ def head_roles(model: GPTModel, ids: list[int], induction: bool = False, length:
     if not ids:
         raise ValueError("an empty prompt has no attention to score")
     ids = ids[:model.cfg.context_length]
-    prompt = read_patterns(model, torch.tensor([ids]), should_stop)[0]
-    result = HeadRoles(pattern_scores(prompt), prompt)
-    zeros = np.zeros(prompt.shape[:2])
+    scores, prompt = read_patterns(model, torch.tensor([ids]), should_stop,
+                                   keep=len(ids) <= KEEP)
+    result = HeadRoles(scores, prompt)
+    zeros = np.zeros((model.cfg.n_layers, model.cfg.n_heads))
     result.scores["induction"] = zeros
     if not induction:
         result.notes.append("Induction: run the battery to score it.")
@@ -181,7 +194,7 @@ def head_roles(model: GPTModel, ids: list[int], induction: bool = False, length:
     for i in range(sequences):
         check(should_stop)
         contexts, finals = {}, []
-        patterns = read_patterns(model, tokens[i:i + 1], should_stop, contexts, finals)[0]
+        patterns = read_patterns(model, tokens[i:i + 1], should_stop, contexts, finals)[1]
         induction_sum += above_even(patterns[..., positions, positions - length + 1], 1,
                                     positions)
         copying_sum += copying_scores(model, tokens[i:i + 1].numpy(), contexts, finals[0], length)
@@ -200,7 +213,7 @@ def write_csv(roles: HeadRoles, path) -> None:
     import csv
 
     measured = ROLES if roles.copying is not None else PATTERN_ROLES
-    layers, heads = roles.patterns.shape[:2]
+    layers, heads = roles.scores["previous-token"].shape
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(["block", "head", *measured,

@@ -296,12 +296,21 @@ def is_pattern(hook_name: str) -> bool:
 
 def eval_source(hook_name: str) -> str:
     """The node whose tensor this node outputs in eval mode (itself if none)."""
+    return eval_chain(hook_name)[-1]
+
+
+def eval_chain(hook_name: str) -> list[str]:
+    """The node and every node whose very tensor it outputs in eval mode, in turn:
+    ``drop2`` -> drop2, ff, ff.layers.2 (dropout is the identity; ff returns Linear 2's
+    output)."""
+    chain = [hook_name]
     node = node_for_hook(hook_name)
     while node.same_in_eval:
         prefix = hook_name[: len(hook_name) - len(node.key)]
         hook_name = prefix + node.same_in_eval
+        chain.append(hook_name)
         node = node_for_hook(hook_name)
-    return hook_name
+    return chain
 
 
 def all_hook_names(cfg: GPTConfig, include_pattern: bool = True) -> list[str]:

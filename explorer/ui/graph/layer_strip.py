@@ -11,6 +11,7 @@ from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QWidget
 
 from ...core.gpt.nodes import block_hook_name, block_output
+from .contribution_colours import strip_colours
 from .graph_colours import colour, text_colour
 from ..base.session import Session
 
@@ -27,6 +28,7 @@ class LayerStrip(QWidget):
         self.setMinimumWidth(60)
         self.setToolTip("All blocks in order, coloured by the std of each block's output "
                         "(the drawn one outlined): click one to draw it")
+        self.totals = None  # each block's part of a logit (the graph's Why colouring)
         self.caption = QLabel()  # beside the strip: what it is (the graph lays it out)
         self.caption.setStyleSheet("color: #444444")
         session.modelChanged.connect(self.update)
@@ -57,19 +59,25 @@ class LayerStrip(QWidget):
             return
         painter = QPainter(self)
         w = self.width() / len(values)
-        finite = [math.log10(v + 1e-12) for v in values if v]
-        lo, hi = (min(finite), max(finite)) if finite else (0, 1)
-        for i, v in enumerate(values):
-            t = (math.log10(v + 1e-12) - lo) / (hi - lo) if v and hi > lo else 0.5
-            painter.fillRect(QRectF(i * w, 0, w - 1, self.height()),
-                             colour(t) if v else QColor("#dddddd"))
+        for i, fill in enumerate(self.fills(values)):
+            painter.fillRect(QRectF(i * w, 0, w - 1, self.height()), fill)
             if w >= painter.fontMetrics().horizontalAdvance(str(len(values))) + 4:
-                painter.setPen(text_colour(colour(t) if v else QColor("#dddddd")))
+                painter.setPen(text_colour(fill))
                 painter.drawText(QRectF(i * w, 0, w - 1, self.height()), Qt.AlignCenter, str(i + 1))
             if i == self.session.layer:
                 painter.setPen(QPen(QColor("#ff8c00"), 3))
                 painter.drawRect(QRectF(i * w + 1, 1, w - 3, self.height() - 3))
         painter.end()
+
+    def fills(self, values: list[float | None]) -> list[QColor]:
+        """Each block's colour: its part of a logit on a diverging scale when the graph
+        colours by it, else the std of its output on a log scale (grey when unknown)."""
+        if self.totals is not None and len(self.totals) == len(values):
+            return strip_colours(self.totals)
+        finite = [math.log10(v + 1e-12) for v in values if v]
+        lo, hi = (min(finite), max(finite)) if finite else (0, 1)
+        return [colour((math.log10(v + 1e-12) - lo) / (hi - lo) if hi > lo else 0.5)
+                if v else QColor("#dddddd") for v in values]
 
     def mousePressEvent(self, event) -> None:  # noqa: N802
         values = self._values()

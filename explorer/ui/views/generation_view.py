@@ -18,6 +18,7 @@ from ..plots.plot_axes import plot_widget
 from ...core.run.batch import MAX_BATCH, split_prompts
 from ...core.run.generation import GenerationSettings, prepare_prompt
 from ...core.gpt.tokenizer import encode, token_piece
+from ..widgets.candidate_menu import attach_candidate_menu
 from ..widgets.generation_box import GenerationBox, flag
 from ..widgets.token_chips import CHIP_COLOURS, batch_chips_html, chips_html, visible
 from ..plots.plot_text import set_empty, set_ticks
@@ -110,6 +111,8 @@ class GenerationPanel(ViewHooks, QWidget):
         self.topk_bars = pg.BarGraphItem(x0=[0], y=[0], width=[0], height=0.8, brush="#3c78c8")
         self.topk_plot.addItem(self.topk_bars)
         self.topk_plot.setMouseEnabled(x=False, y=False)
+        attach_candidate_menu(self.topk_plot, lambda: self._shown("top_ids"),
+                              lambda: self._shown("top_pieces"), self.session)
         left = self.topk_plot.getAxis("left")
         self._label_metrics = QFontMetrics(left.font())
         self._axis_width = self._label_metrics.horizontalAdvance("·restraints 0.00013") + 16
@@ -375,6 +378,10 @@ class GenerationPanel(ViewHooks, QWidget):
         mark = nice_below(0.7 * top)
         set_ticks(self.topk_plot.getAxis("bottom"), [[(0.0, "0"), (mark, f"{mark:g}")]])
         self.topk_plot.setYRange(-0.6, len(probs) - 0.4)
+
+    def _shown(self, what: str) -> tuple:
+        current = self.session.current
+        return getattr(current, what) if current is not None and current.batch is None else ()
 
     def _candidate_label(self, piece: str, prob: float) -> str:
         """'·matter 0.00021', the piece cut to what the axis holds (a label wider than

@@ -4,9 +4,10 @@ before it and the head after it as caps that unfold on a click.
 
 Built from the core's node table (nodes.py) through the layout (graph_layout.py): order,
 labels, shapes and the shortcut sources all come from there. The whole block fits the
-view (graph_canvas.py); nodes are coloured by a chosen statistic of the shown pass, and
-the interventions that apply are drawn on the nodes and shortcuts they change. A strip
-of all blocks below jumps between them.
+view (graph_canvas.py); nodes are coloured by a chosen statistic of the shown pass or by
+their part of a token's logit (the Why view's answer), and the interventions that apply
+are drawn on the nodes and shortcuts they change. A strip of all blocks below jumps
+between them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsScene, QGraphicsSi
 from ...core.gpt.nodes import (EMBEDDINGS, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, is_pattern,
                                layer_of, node_for_hook)
 from ...core.lessons.quiz import SHAPES
+from ..graph.contribution_colours import CONTRIBUTION, colour_by_why
 from ..graph.graph_colours import colour, colour_bar_pixmap
 from ..graph.graph_canvas import GraphCanvas
 from ..graph.graph_items import (CapItem, EdgeItem, FrameItem, NodeItem, arrow_head, marks,
@@ -52,10 +54,9 @@ class BlockGraphView(ViewHooks, QWidget):
         self.edges: dict[str, list[EdgeItem]] = {}  # by the node whose tensor they carry
         self.shortcuts: dict[str, tuple[str, EdgeItem, QGraphicsSimpleTextItem]] = {}
         self.texts: dict[str, QGraphicsSimpleTextItem] = {}  # title, times, caps, notes
-        self.open_caps = {"before": False, "after": False}
+        self.open_caps = {"before": False, "after": False}  # the caps unfolded
         self._anchors: dict[str, tuple[float, float, bool]] = {}
         self._widths: tuple[float, float] | None = None  # the labels' room in the layout
-
         self.scene = QGraphicsScene(self)
         self.view = GraphCanvas(self.scene)
         self.strip = LayerStrip(session)
@@ -76,8 +77,8 @@ class BlockGraphView(ViewHooks, QWidget):
         self.layer_box.setPrefix("Block ")
         self.layer_box.setToolTip("Which transformer block is drawn (Up/Down in the graph)")
         self.stat_box = QComboBox()
-        self.stat_box.addItems(list(STATISTICS))
-        self.stat_box.setToolTip("Statistic that colours the nodes")
+        self.stat_box.addItems([*STATISTICS, CONTRIBUTION])
+        self.stat_box.setToolTip("What colours the nodes: a statistic, or a logit's parts (Why)")
         self.expand_ff = QCheckBox("Feed-forward layers")
         self.expand_ff.setToolTip("Draw the feed-forward's Linear → GELU → Linear inside it")
         self.expand_ff.setChecked(True)
@@ -85,8 +86,7 @@ class BlockGraphView(ViewHooks, QWidget):
         self.fit_button.setToolTip("Fit the whole block to the view again (F in the graph; "
                                    "the wheel zooms, dragging pans)")
         bar = QHBoxLayout()
-        for w in (self.layer_box, QLabel("Colour:"), self.stat_box, self.expand_ff,
-                  self.fit_button):
+        for w in (self.layer_box, QLabel("Colour:"), self.stat_box, self.expand_ff, self.fit_button):
             bar.addWidget(w)
         bar.addStretch(1)
         return bar
@@ -118,6 +118,7 @@ class BlockGraphView(ViewHooks, QWidget):
         session.on_pass(self.refresh)  # in a loop turn of its own
         session.nodeChanged.connect(self._on_node)
         session.markChanged.connect(self.mark_divergence)
+        session.whyChanged.connect(self.recolour)
         session.coverChanged.connect(lambda _: self.refresh())
         session.interventionsChanged.connect(self._badges)
 
@@ -303,6 +304,9 @@ class BlockGraphView(ViewHooks, QWidget):
             self.legend.setText("Run a prompt (Ctrl+Enter) to colour the nodes")
 
     def recolour(self) -> None:
+        self.strip.totals = None
+        if self.stat_box.currentText() == CONTRIBUTION:
+            return self._colour_by_why()
         stat = STATISTICS[self.stat_box.currentText()]
         current = None if self.session.covered else self.session.current  # a question open:
         values = {}  # colours would tell which node changed nothing
@@ -336,6 +340,14 @@ class BlockGraphView(ViewHooks, QWidget):
         self.scale_hi.setText(f"{vmax:.3g}")
         self._show_scale(True)
 
+    def _colour_by_why(self) -> None:
+        self.zero_note.hide()
+        self._show_scale(False)
+        why = None if self.session.covered else self.session.why  # a question open: none
+        words, self.strip.totals = colour_by_why(self.items, why)
+        self.legend.setText(words)
+        self.strip.update()
+
     def _show_scale(self, shown: bool) -> None:
         for w in (self.scale_lo, self.scale_bar, self.scale_hi):
             w.setVisible(shown)
@@ -351,8 +363,7 @@ class BlockGraphView(ViewHooks, QWidget):
             self._draw_shortcut(add, "no shortcut" in words.get(add, []))
 
     def node_menu(self, name: str, where) -> None:
-        """Right-click on a node: what-if interventions on it (the menu pops up without
-        blocking; ``menu`` keeps the last one)."""
+        """Right-click on a node: what-if interventions on it (``menu``: the last one)."""
         if getattr(self, "menu", None) is not None:
             self.menu.close()
         self.menu = node_menu(self.session, name, self)
@@ -382,8 +393,7 @@ class BlockGraphView(ViewHooks, QWidget):
         if name in self.items:  # nothing moves while the whole drawing is in view
             self.view.ensureVisible(self.items[name], 10, 10)
 
-    def keyPressEvent(self, event) -> None:  # noqa: N802 (Qt name)
-        """Up/Down on the graph's own toolbar row change the block too."""
+    def keyPressEvent(self, event) -> None:  # noqa: N802 (Qt name): Up/Down on the toolbar too
         if event.key() in (Qt.Key_Up, Qt.Key_Down) and not event.modifiers():
             self.session.set_layer(self.session.layer + (-1 if event.key() == Qt.Key_Up else 1))
         else:

@@ -11,7 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from ...core.attribution.head_roles import ROLE_EVIDENCE, ROLES, HeadRoles, head_roles
+from ...core.attribution.head_roles import KEEP, ROLE_EVIDENCE, ROLES, HeadRoles, head_roles
 from ...core.gpt.nodes import ATTENTION, block_hook_name
 from ..base.lazy import LazyRefresh
 from ..base.session import Session
@@ -157,7 +157,9 @@ class HeadsView(LazyRefresh, QWidget):
                                      (self.battery_plot, self._patterns(True), "battery")):
             plot.clear()
             if patterns is None or self.cell is None:
-                set_empty(plot, f"Click a head: its pattern on the {what}")
+                long = self.roles is not None and what == "prompt" and patterns is None
+                set_empty(plot, f"Patterns are kept for prompts of up to {KEEP} tokens" if long
+                          else f"Click a head: its pattern on the {what}")
                 continue
             set_empty(plot, None)
             image = pg.ImageItem(patterns[self.cell].astype(np.float32), axisOrder="row-major",

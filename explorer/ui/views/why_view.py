@@ -110,6 +110,9 @@ class WhyView(LazyRefresh, QWidget):
         self.explain()
 
     def _asked_for(self, token_id: int) -> None:
+        """The next-token chart's candidate: at the position the chart is about."""
+        if self.position_box.count():
+            self.position_box.setCurrentIndex(self.position_box.count() - 1)
         self.target_edit.setText(token_piece(token_id))
         self._target = token_id
         self.session.request_view("why")

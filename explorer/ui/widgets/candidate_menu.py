@@ -1,0 +1,41 @@
+"""Right-click on a next-token chart's bar: *Why this token?* for that candidate (the
+session asks the Why view). The chart draws candidate i at y = i."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMenu
+
+
+def candidate_at(y: float, count: int) -> int | None:
+    i = int(round(y))
+    return i if 0 <= i < count and abs(y - i) <= 0.45 else None
+
+
+def attach_candidate_menu(plot_widget, candidates: Callable[[], tuple[int, ...]],
+                          pieces: Callable[[], tuple[str, ...]], session) -> None:
+    """Replace the chart's own right-click menu with one for the bar under the mouse."""
+    plot = plot_widget.getPlotItem()
+    plot.setMenuEnabled(False)
+
+    def clicked(event) -> None:
+        if event.button() != Qt.RightButton or not candidates():
+            return
+        y = plot.vb.mapSceneToView(event.scenePos()).y()
+        index = candidate_at(y, len(candidates()))
+        if index is None:
+            return
+        menu = candidate_menu(plot_widget, candidates()[index], pieces()[index], session)
+        menu.popup(event.screenPos().toPoint())
+        event.accept()
+
+    plot.scene().sigMouseClicked.connect(clicked)
+
+
+def candidate_menu(parent, token_id: int, piece: str, session) -> QMenu:
+    menu = QMenu(parent)
+    action = menu.addAction(f"Why this token? ({piece!r})")
+    action.triggered.connect(lambda: session.ask_why(token_id))
+    return menu
