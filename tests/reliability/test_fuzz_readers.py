@@ -27,6 +27,8 @@ TF_FOLDER = Path(__file__).resolve().parents[1] / "data" / "openai-tf-tiny"
        name=st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)),
                     min_size=1, max_size=20),
        suffix=st.sampled_from(["", ".png", ".npz", ".csv"]))
+@example(kind="fifo", name="x\n", suffix="")  # a newline in the name: still one line
+@example(kind="folder", name="\r", suffix=".png")
 def test_output_paths(tmp_path_factory, kind, name, suffix):
     base = tmp_path_factory.mktemp("out")
     target = base / name

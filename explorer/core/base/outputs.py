@@ -14,7 +14,11 @@ from typing import Iterator
 
 
 class OutputError(ValueError):
-    """A target the explorer will not write to; its text is one line for the user."""
+    """A target the explorer will not write to; its text is one line for the user (a
+    name with a newline or another control character in it is shown escaped: \\n)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("".join(c if c.isprintable() else repr(c)[1:-1] for c in message))
 
 
 def check_output(path: str | os.PathLike, suffix: str = "") -> Path:
