@@ -155,3 +155,23 @@ def test_a_long_prompt_keeps_the_scores_not_the_patterns():
     whole = read_patterns(model, torch.tensor([long[:60]]))[1]
     for role, values in pattern_scores(whole).items():  # the same from the whole patterns
         np.testing.assert_allclose(short.scores[role], values, rtol=1e-6)
+
+
+def test_the_contribution_graph_finds_the_hand_built_heads_edges():
+    from explorer.core.attribution.contributions import contribution_graph
+
+    model = hand_built()
+    first = [3, 17, 8, 25, 11, 30]
+    graph = contribution_graph(model, first + first)
+    shares = graph.heads.sum(axis=(1, 3)) + graph.attention_stream
+    assert np.all(shares > 0.95) and np.all(shares <= 1 + 1e-9)  # the bias brings the rest
+    for p in range(1, 12):  # block 1: head 1 reads the token before, and nothing else does
+        layer0 = graph.heads[0, :, p]
+        assert np.unravel_index(layer0.argmax(), layer0.shape) == (0, p - 1)
+        assert layer0[0, p - 1] > 0.2 and layer0[1].max() < 1e-9
+    for p in range(7, 12):  # block 2, second copy: head 1 reads the token after the first
+        assert graph.heads[1, 0, p].argmax() == p - 6 + 1
+    edges = graph.edges(0.2)
+    assert ("head", 0, 0, 4, 5) in {e[:5] for e in edges}
+    assert all(e[5] > 0.2 for e in edges)
+    assert graph.ff[0].max() < 1e-9 and graph.ff[1].max() > 0.01  # block 2 has its neuron

@@ -37,7 +37,8 @@ def test_the_answer_is_the_cores_and_a_click_selects_the_node(qtbot):
     assert answer.attribution.total == pytest.approx(direct.attribution.total)
     assert why.heads.rowCount() == 8 and why.neurons.rowCount() == 8
     layer, head, value = answer.attribution.top_heads(1)[0]
-    assert why.heads.item(0, 2).text() == f"{value:+.3f}"
+    assert why.heads.item(0, 1).text() == f"{value:+.3f}"
+    assert why.heads.item(0, 0).text() == f"B{layer + 1} H{head + 1}"
     why.heads.cellClicked.emit(0, 0)
     assert alone.session.node == block_hook_name(layer, ATTENTION)
     why.neurons.cellClicked.emit(0, 1)
@@ -180,3 +181,57 @@ def test_the_graph_colours_each_branch_by_its_part_and_the_strip_by_block(qtbot)
     assert "blue against, red for" in graph.legend.text()
     graph.stat_box.setCurrentText("std")  # back to the statistic: the strip too
     assert graph.strip.totals is None and "std" in graph.legend.text()
+
+
+def test_the_contribution_graph_draws_edges_above_the_threshold_and_a_click_names_one(qtbot):
+    alone = Alone(qtbot)
+    assert "Run a prompt" in empty_message(alone.contributions.plot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    view = alone.contributions
+    alone.settle()
+    graph = view.graph
+    assert graph.ids == tuple(alone.session.prompt.ids)
+    view.threshold.setValue(5)
+    assert len(view.shown_edges) == len(graph.edges(0.05)) > 0
+    view.threshold.setValue(60)
+    assert len(view.shown_edges) == len(graph.edges(0.60)) < len(graph.edges(0.05))
+    view.threshold.setValue(5)
+    kind, layer, head, source, target, value = next(e for e in view.shown_edges if e[0] == "head")
+    x = source + (target - source) * 0.5
+    assert view.edge_at(x, layer + 0.5)[:2] == (kind, layer)
+    assert view.edge_at(-5.0, layer + 0.5) is None
+    view.select((kind, layer, head, source, target, value))
+    assert alone.session.node == block_hook_name(layer, ATTENTION)
+    assert view.note.text().startswith(f"Block {layer + 1}, head {head + 1}:")
+
+
+def test_the_waterfalls_names_stand_apart_at_any_width(qtbot):
+    from explorer.core.attribution.direct import Attribution, Part
+    from explorer.ui.plots.why_plots import draw_waterfall, waterfall_bars
+    from explorer.ui.plots.plot_axes import plot_widget
+    from PySide6.QtGui import QFontMetrics
+
+    parts = tuple(Part(f"Block {i // 2 + 1} of 12 {'attention' if i % 2 == 0 else 'feed-forward'}",
+                       "attention", i // 2, None, (-1) ** i * 0.5) for i in range(24))
+    a = Attribution(3, 10, None, 0.0, True, parts)
+    bottoms, tops, total = waterfall_bars(a)
+    assert tops[-1] == pytest.approx(a.total) and bottoms[-1] == 0 and total[-1]
+    for width in (400, 1400):
+        widget = plot_widget()
+        qtbot.addWidget(widget)
+        widget.resize(width, 200)
+        widget.show()
+        qtbot.waitExposed(widget)
+        plot = widget.getPlotItem()
+        draw_waterfall(plot, a)
+        qtbot.wait(20)
+        ticks = plot.getAxis("bottom")._tickLevels[0]
+        metrics = QFontMetrics(plot.getAxis("bottom").font())
+        per_bar = plot.vb.width() / 25
+        xs = [x for x, _ in ticks]
+        assert ticks[-1][1] == "logit"
+        room = min(b - a for a, b in zip(xs, xs[1:])) * per_bar
+        assert room >= max(metrics.horizontalAdvance(n) for _, n in ticks)
+        if width == 1400:
+            assert len(ticks) > 12

@@ -198,7 +198,7 @@ LOGITS = "out_head"
 FIRST_BLOCK_NODE = FIRST_NORM
 # Modules inside attention that are not nodes of the graph, read by attribution: the
 # query and key projections, and the Linear that mixes the heads' context vectors.
-QUERIES, KEYS, HEADS_MIX = "att.W_query", "att.W_key", "att.out_proj"
+QUERIES, KEYS, VALUES, HEADS_MIX = "att.W_query", "att.W_key", "att.W_value", "att.out_proj"
 
 
 def block_hook_name(layer: int, key: str) -> str:

@@ -13,7 +13,7 @@ from ...core.gpt.tokenizer import token_piece
 
 CONTRIBUTION = "part of the logit (Why)"
 _DIVERGING = pg.colormap.get("CET-D1")
-NEUTRAL = QColor("#e8e8e8")
+NEUTRAL = QColor("#ffffff")  # not a branch: apart from the scale's light grey 0
 
 
 def diverging(value: float, top: float) -> QColor:
@@ -50,7 +50,7 @@ def colour_by_why(items: dict, why) -> tuple[str, np.ndarray | None]:
     for name, item in items.items():
         item.set_fill(diverging(parts[name], top) if name in parts else NEUTRAL)
     return (f"part of {token_piece(why.attribution.target)!r}'s logit: blue against, red "
-            f"for (±{top:.3g})", why.attribution.block_totals())
+            f"for (±{top:.3g}); white: not a branch", why.attribution.block_totals())
 
 
 def strip_colours(totals: np.ndarray) -> list[QColor]:

@@ -48,7 +48,7 @@ class HeadsView(LazyRefresh, QWidget):
         self.prompt_plot = add_plot(self.canvas, row=0, col=1)
         self.battery_plot = add_plot(self.canvas, row=0, col=2)
         self.canvas.ci.layout.setColumnStretchFactor(0, 3)
-        self.canvas.setMinimumHeight(150)
+        self.canvas.setMinimumHeight(100)  # the bottom area of a laptop is ~190 px
         self.canvas.scene().sigMouseClicked.connect(self._clicked)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
@@ -133,8 +133,7 @@ class HeadsView(LazyRefresh, QWidget):
         values = self.values()
         waiting = ("Press Induction battery to score it." if self.roles is not None
                    else EMPTY)
-        draw_grid(self.grid, values, role == COPYING, waiting)
-        set_title(self.grid, role if values is not None else "")
+        draw_grid(self.grid, values, role == COPYING, waiting)  # the note names the role
         if self.roles is None:
             self.note.setText(EMPTY)
         elif values is not None:
@@ -158,8 +157,7 @@ class HeadsView(LazyRefresh, QWidget):
             plot.clear()
             if patterns is None or self.cell is None:
                 long = self.roles is not None and what == "prompt" and patterns is None
-                set_empty(plot, f"Patterns are kept for prompts of up to {KEEP} tokens" if long
-                          else f"Click a head: its pattern on the {what}")
+                set_empty(plot, f"Kept up to {KEEP} tokens" if long else "Click a head")
                 continue
             set_empty(plot, None)
             image = pg.ImageItem(patterns[self.cell].astype(np.float32), axisOrder="row-major",

@@ -27,6 +27,7 @@ from .patching_view import PatchingView
 from .ln_compare_view import LnCompareView
 from .train_view import TrainPanel
 from .whatif_view import WhatIfView
+from .contributions_view import ContributionsView
 from .heads_view import HeadsView
 from .layers_view import LayersView
 from .why_view import WhyView
@@ -84,4 +85,6 @@ VIEWS = (
     ViewSpec("why", "why", "Why this token?", WhyView, "bottom", "Ctrl+Shift+W", "Why"),
     ViewSpec("layers", "layers", "Layer table", LayersView, "bottom", "Ctrl+Shift+L", "Layers"),
     ViewSpec("heads", "heads", "Head roles", HeadsView, "bottom", "Ctrl+Shift+H", "Heads"),
+    ViewSpec("contributions", "contributions", "Contribution graph", ContributionsView, "bottom",
+             "Ctrl+Shift+K", "Contributions"),
 )

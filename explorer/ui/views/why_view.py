@@ -37,19 +37,16 @@ class WhyView(LazyRefresh, QWidget):
         self.plot_widget = plot_widget()
         self.plot = self.plot_widget.getPlotItem()
         self.plot.getAxis("left").enableAutoSIPrefix(False)
-        self.plot_widget.setMinimumHeight(150)
+        self.plot_widget.setMinimumHeight(90)  # the bottom area of a laptop is ~190 px
         self.plot.scene().sigMouseClicked.connect(self._clicked_bar)
-        self.heads = self._table(["block", "head", "part"])
-        self.neurons = self._table(["block", "neuron", "part"])
+        self.heads = self._table(["top head", "part"])
+        self.neurons = self._table(["top neuron", "part"])
         self.heads.cellClicked.connect(lambda r, _c: self._select(self.heads, r, ATTENTION))
         self.neurons.cellClicked.connect(lambda r, _c: self._select(self.neurons, r, GELU_OUTPUT))
-        side = QVBoxLayout()
-        for title, table in (("Top heads", self.heads), ("Top neurons", self.neurons)):
-            side.addWidget(QLabel(title))
-            side.addWidget(table, 1)
-        row = QHBoxLayout()
-        row.addWidget(self.plot_widget, 3)
-        row.addLayout(side, 1)
+        row = QHBoxLayout()  # side by side: the bottom area is wide and low
+        row.addWidget(self.plot_widget, 4)
+        row.addWidget(self.heads, 1)
+        row.addWidget(self.neurons, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(self.bar)
         layout.addWidget(self.note)
@@ -90,6 +87,9 @@ class WhyView(LazyRefresh, QWidget):
         table.setEditTriggers(QTableWidget.NoEditTriggers)
         table.setSelectionBehavior(QTableWidget.SelectRows)
         table.horizontalHeader().setStretchLastSection(True)
+        table.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 6)
+        table.setMinimumWidth(table.fontMetrics().horizontalAdvance("B12 N3071   +0.000") + 40)
         return table
 
     # ------------------------------------------------------------------ asking
@@ -171,18 +171,20 @@ class WhyView(LazyRefresh, QWidget):
                             (self.neurons, why.attribution.top_neurons(TOP) if why else [])):
             table.setRowCount(len(rows))
             for r, (layer, index, value) in enumerate(rows):
-                for c, text in enumerate((str(layer + 1), str(index + (table is self.heads)),
-                                          f"{value:+.3f}")):
+                name = f"B{layer + 1} H{index + 1}" if table is self.heads else f"B{layer + 1} N{index}"
+                for c, text in enumerate((name, f"{value:+.3f}")):
                     item = QTableWidgetItem(text)
                     item.setData(Qt.UserRole, (layer, index))
                     table.setItem(r, c, item)
+            table.resizeColumnToContents(0)
         if why is None:
             self.note.setText(message)
             return
         lines = summary_lines(why, 3)
-        if not why.attribution.exact:
-            lines = lines[:3] + ["No head or neuron split in a Post-LN model."]
-        self.note.setText("\n".join(lines[:2]))
+        how = ("the parts add up to it (the final norm's scale held fixed)" if
+               why.attribution.exact else "Post-LN: changes of the lens, not contributions; "
+               "no head or neuron split")
+        self.note.setText(f"{lines[0]} — {how}")
         self.note.setToolTip("\n".join(lines))
 
     def _clicked_bar(self, event) -> None:

@@ -139,6 +139,8 @@ def tour_steps(window) -> list[tuple[QWidget, str, str]]:
                  "induction, with its pattern.",
         "why": "Why this token: each block's, head's and neuron's part of its logit, as a "
                "waterfall.",
+        "contributions": "Each token's stream after every block, with an edge from every "
+                         "head and feed-forward block that brought a large share of it.",
         "layers": "One row per block: the stream's size, each branch against its shortcut, "
                   "the lens's token and the block's part of the logit.",
     }
