@@ -41,13 +41,13 @@ class ContributionGraph:
 
     def edges(self, threshold: float) -> list[tuple[str, int, int, int, int, float]]:
         """(kind, layer, head or -1, source token, target token, share) above the
-        threshold: "head" edges from an earlier token, "ff" edges within a token."""
+        threshold: "head" edges from an earlier token, "feed-forward" edges within a token."""
         out = []
         for layer, head, target, source in zip(*np.nonzero(self.heads > threshold)):
             out.append(("head", int(layer), int(head), int(source), int(target),
                         float(self.heads[layer, head, target, source])))
         for layer, target in zip(*np.nonzero(self.ff > threshold)):
-            out.append(("ff", int(layer), -1, int(target), int(target),
+            out.append(("feed-forward", int(layer), -1, int(target), int(target),
                         float(self.ff[layer, target])))
         return out
 
