@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
+import numpy as np
 import torch
 
 from .steps import StepCapture, StepRecorder
@@ -90,6 +91,9 @@ class Step:
     # With capture_steps: every node at the position whose forward pass chose this
     # token (position - 1), i.e. what the model computed to predict it.
     capture: StepCapture | None = None
+    # With capture_steps: the logits this token was drawn from (vocab,), float32, so that
+    # other settings can reshape the distribution without running the model again
+    logits: np.ndarray | None = None
 
 
 @dataclass
@@ -155,12 +159,17 @@ def sampler(s: GenerationSettings) -> torch.Generator | None:
     return torch.Generator().manual_seed(s.seed) if (not s.greedy and s.seed is not None) else None
 
 
-def pick(logits: torch.Tensor, s: GenerationSettings, gen: torch.Generator | None) -> int:
-    """Choose the next id from one row of logits (vocab,)."""
-    logits = tokenizer_logits(logits)
+def sampling_probabilities(logits: torch.Tensor, s: GenerationSettings) -> torch.Tensor:
+    """The distribution a token is drawn from, (vocab,) on the CPU: the logits over the
+    temperature, then top-k and top-p cut (a cut token's probability is exactly 0);
+    greedy puts everything on the most likely token. ``pick`` draws from this, and the
+    live sampling view shows it."""
+    logits = tokenizer_logits(logits).float().cpu()
     if s.greedy:
-        return int(torch.argmax(logits))
-    scaled = logits.float().cpu() / s.temperature
+        probs = torch.zeros_like(logits)
+        probs[int(torch.argmax(logits))] = 1.0
+        return probs
+    scaled = logits / s.temperature
     if s.top_k is not None and s.top_k < scaled.numel():
         kth = torch.topk(scaled, s.top_k).values[-1]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
@@ -171,8 +180,14 @@ def pick(logits: torch.Tensor, s: GenerationSettings, gen: torch.Generator | Non
         remove[1:] = remove[:-1].clone()  # keep the token that crosses top_p
         remove[0] = False
         scaled[order[remove]] = float("-inf")
-    probs = torch.softmax(scaled, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=gen))
+    return torch.softmax(scaled, dim=-1)
+
+
+def pick(logits: torch.Tensor, s: GenerationSettings, gen: torch.Generator | None) -> int:
+    """Choose the next id from one row of logits (vocab,)."""
+    if s.greedy:
+        return int(torch.argmax(tokenizer_logits(logits)))
+    return int(torch.multinomial(sampling_probabilities(logits, s), 1, generator=gen))
 
 
 class GenerationStream:
@@ -246,6 +261,8 @@ class GenerationStream:
                     is_eot=token == END_OF_TEXT_ID,
                     capture=(first_capture if index == 0 and first_capture is not None
                              else recorder.snapshot(len(self.ids) - 1) if recorder else None),
+                    logits=(tokenizer_logits(logits).float().cpu().numpy()
+                            if s.capture_steps else None),
                 )
                 self.ids.append(token)
                 yield step

@@ -16,6 +16,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .analysis import gelu_input_shares
@@ -82,6 +83,8 @@ class Pass:
     error: str | None = None  # the forward failed here (run_prompt(tolerate_errors=True))
     shares_later: tuple[str, ...] = ()  # GELU inputs whose shares complete() counts
     whole: bool = False  # a step that ran the whole context again (GenerationSettings.recompute)
+    next_logits: np.ndarray | None = None  # (vocab,) what the next token (a step: its
+    # own token) is drawn from: live sampling reshapes it without running the model
 
     @property
     def one_position(self) -> bool:
@@ -201,7 +204,9 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
                   prob=top_probs[0] if top_probs else None, top_ids=top_ids, top_probs=top_probs,
                   top_pieces=tuple(token_piece(i) for i in top_ids), notices=notices,
                   seconds=seconds, batch=None if batch.size == 1 else batch, gelu_shares=shares,
-                  dropped=tuple(cap.dropped), error=error, shares_later=tuple(shares_later))
+                  dropped=tuple(cap.dropped), error=error, shares_later=tuple(shares_later),
+                  next_logits=None if logits is None else tokenizer_logits(
+                      logits[0, batch.lengths[0] - 1]).float().cpu().numpy())
     if not prefill or logits is None:
         return result, None
     return result, Prefill(ids=ids, cache=cache, logits=logits[0, -1], step=step, seconds=seconds)
@@ -230,7 +235,7 @@ def step_pass(step: Step, ids: list[int], notices: list[str] | None = None) -> P
     return Pass(ids=list(ids), pieces=[], views=step.capture.views() if step.capture else {},
                 step=step.index, token_id=step.token_id, prob=step.prob, top_ids=step.top_ids,
                 top_probs=step.top_probs, top_pieces=tuple(token_piece(i) for i in step.top_ids),
-                notices=list(notices or []), seconds=step.elapsed)
+                notices=list(notices or []), seconds=step.elapsed, next_logits=step.logits)
 
 
 def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: GenerationSettings,

@@ -46,6 +46,7 @@ class Session(QObject):
     runRequested = Signal(str)  # run this prompt (empty: the panel's own) as Ctrl+Enter does
     whyChanged = Signal()  # the latest answer to "why this token?" (or None)
     whyRequested = Signal(int)  # explain this token (an id) at the shown pass's position
+    samplingRequested = Signal(object)  # generate with these GenerationSettings from now on
 
     def __init__(self, retire: Callable[..., None] | None = None) -> None:
         super().__init__()
@@ -168,6 +169,10 @@ class Session(QObject):
         """Explain ``token_id`` at the shown pass's position (the next-token chart's
         right-click): the Why view answers and shows itself."""
         self.whyRequested.emit(int(token_id))
+
+    def request_sampling(self, settings) -> None:
+        """The sampling view's settings, for the prompt panel's next generation."""
+        self.samplingRequested.emit(settings)
 
     def set_mark(self, name: str) -> None:
         if name != self.mark:

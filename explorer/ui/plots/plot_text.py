@@ -7,7 +7,9 @@ its unchanged titles repainted up to six times in a row (~50 ms on the GUI threa
 
 from __future__ import annotations
 
+import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QFontMetrics
 
 
 def set_title(plot: pg.PlotItem, text: str, **style) -> None:
@@ -72,3 +74,28 @@ def legend_row(layout: pg.GraphicsLayout, entries: list, row: int = 0, col: int 
 def pen_sample(pen, **opts) -> pg.PlotDataItem:
     """A curve that is in no plot, for a legend entry that stands for several plots."""
     return pg.PlotDataItem([], [], pen=pen, **opts)
+
+
+def fit_names(plot: pg.PlotItem, names: list[str]) -> None:
+    """A name under every k-th bar (bar i at x = i), k as small as lets the names stand
+    apart, the last always named: B1 attn, B2 attn… on a wide plot, every other one on a
+    laptop's."""
+    plot._names = names
+    if not names:
+        return
+    metrics = QFontMetrics(plot.getAxis("bottom").font())
+    widest = max(metrics.horizontalAdvance(n) for n in names) + 10
+    per_bar = max(plot.vb.width(), 1.0) / len(names)
+    step = max(1, int(np.ceil(widest / per_bar)))
+    last = len(names) - 1
+    ticks = [(i, n) for i, n in enumerate(names)
+             if (i % step == 0 and last - i >= step) or i == last]
+    set_ticks(plot.getAxis("bottom"), [ticks])
+
+
+def fitted_names(plot: pg.PlotItem, names: list[str]) -> None:
+    """``fit_names`` now and again whenever the plot is resized."""
+    fit_names(plot, names)
+    if not getattr(plot, "_fits_names", False):
+        plot._fits_names = True
+        plot.vb.sigResized.connect(lambda _vb: fit_names(plot, getattr(plot, "_names", [])))

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtGui import QFontMetrics
 
 from ...core.attribution.direct import Attribution
 from ...core.attribution.head_roles import ROLE_EVIDENCE, ROLES, HeadRoles
 from ...core.attribution.why import Why
 from .figures import TITLE_SIZE, offscreen_app, save_widget
 from .plot_axes import add_plot, count_axis
-from .plot_text import set_empty, set_title, set_ticks
+from .plot_text import fitted_names, set_empty, set_title
 
 UP, DOWN, TOTAL = pg.mkBrush("#2e7d32"), pg.mkBrush("#c62828"), pg.mkBrush("#1f4e8c")
 DIVERGING = pg.colormap.get("CET-D1")
@@ -46,30 +45,11 @@ def draw_waterfall(plot: pg.PlotItem, attribution: Attribution | None,
                                  pen=pg.mkPen(None)))
     plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#999999")))
     names = [_short(p.label) for p in attribution.parts] + ["logit"]
-    fit_names(plot, names)
-    if not getattr(plot, "_fits_names", False):  # again whenever the plot is resized
-        plot._fits_names = True
-        plot.vb.sigResized.connect(lambda _vb: fit_names(plot, getattr(plot, "_names", [])))
+    fitted_names(plot, names)
     what = "logit difference" if attribution.versus is not None else "logit"
     plot.setLabel("left", what)
     plot.setXRange(-0.6, len(names) - 0.4, padding=0)
     plot.setMouseEnabled(x=False, y=False)
-
-
-def fit_names(plot: pg.PlotItem, names: list[str]) -> None:
-    """A name under every k-th bar, k as small as lets the names stand apart (the total
-    always named): B1 attn, B2 attn… on a wide plot, every other one on a laptop's."""
-    plot._names = names
-    if not names:
-        return
-    metrics = QFontMetrics(plot.getAxis("bottom").font())
-    widest = max(metrics.horizontalAdvance(n) for n in names) + 10
-    per_bar = max(plot.vb.width(), 1.0) / len(names)
-    step = max(1, int(np.ceil(widest / per_bar)))
-    last = len(names) - 1
-    ticks = [(i, n) for i, n in enumerate(names)
-             if (i % step == 0 and last - i >= step) or i == last]
-    set_ticks(plot.getAxis("bottom"), [ticks])
 
 
 def _short(label: str) -> str:

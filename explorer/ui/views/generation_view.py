@@ -153,6 +153,7 @@ class GenerationPanel(ViewHooks, QWidget):
         layout.addLayout(topk, 2)
 
     def _connect(self, session: Session) -> None:
+        session.samplingRequested.connect(self.settings_box.apply)
         self._retokenize = QTimer(self, singleShot=True, interval=120)
         self._retokenize.timeout.connect(self.update_chips)
         self.prompt.textChanged.connect(self._retokenize.start)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...core.lessons.game import PREDICTION
 from ...core.lessons.quiz import ORDER, SHAPES, VALUES
 
 from .attention_view import AttentionView
@@ -16,6 +17,7 @@ from .distributions_view import DistributionsView
 from .code_view import CodeView
 from .divergence_view import DivergenceView
 from .explanation_view import ExplanationView
+from .game_view import GameView
 from .gelu_view import GeluView
 from .gradients_view import GradientsView
 from .generation_view import GenerationPanel
@@ -30,6 +32,7 @@ from .whatif_view import WhatIfView
 from .contributions_view import ContributionsView
 from .heads_view import HeadsView
 from .layers_view import LayersView
+from .sampling_view import SamplingView
 from .why_view import WhyView
 
 
@@ -51,11 +54,12 @@ class ViewSpec:
 
 _ORDER, _VALUES = frozenset({ORDER}), frozenset({VALUES})
 _ANY = frozenset({ORDER, SHAPES, VALUES})
+_GUESS = frozenset({PREDICTION})  # a round of the prediction game is open
 VIEWS = (
     # the graph draws the order (and says Pre-LN or Post-LN); it leaves out shapes itself
     ViewSpec("graph", "graph", "Block graph", BlockGraphView, "central", covered_by=_ORDER),
     ViewSpec("inspector", "inspector", "Tensor inspector", InspectorView, "right", "Ctrl+1",
-             "Inspector", _ANY),
+             "Inspector", _ANY | _GUESS),
     ViewSpec("explanation", "explain", "Explain", ExplanationView, "right", "Ctrl+2",
              covered_by=_ANY),
     ViewSpec("learn", "learn", "Learn", LearnView, "right", "Ctrl+3"),
@@ -64,14 +68,14 @@ VIEWS = (
              "Ctrl+5", covered_by=_VALUES),
     ViewSpec("attention", "attention", "Attention", AttentionView, "right", "Ctrl+6",
              covered_by=_VALUES),
-    ViewSpec("lens", "lens", "Logit lens", LensView, "right", "Ctrl+7"),
+    ViewSpec("lens", "lens", "Logit lens", LensView, "right", "Ctrl+7", covered_by=_GUESS),
     ViewSpec("ln_compare", "ln_compare", "Pre-LN vs Post-LN", LnCompareView, "right", "Ctrl+8",
              "Pre/Post-LN", _ORDER),
     ViewSpec("divergence", "divergence", "Divergence", DivergenceView, "right", "Ctrl+9"),
     ViewSpec("train_panel", "train", "Train", TrainPanel, "right", "Ctrl+0"),
     # the bottom tabs, under the graph: the prompt panel in front
     ViewSpec("generation", "generation", "Prompt and generation", GenerationPanel, "bottom",
-             "Ctrl+L"),
+             "Ctrl+L", covered_by=_GUESS),
     ViewSpec("code", "code", "Code and forward trace", CodeView, "bottom", "Ctrl+Shift+C",
              "Code", _ANY),
     ViewSpec("gradients", "gradients", "Gradients through the shortcuts", GradientsView, "bottom",
@@ -82,9 +86,13 @@ VIEWS = (
              "Ctrl+Shift+T", "Patching"),
     ViewSpec("model", "model", "Model and its parameters", ModelView, "bottom", "Ctrl+Shift+P",
              "Model"),
-    ViewSpec("why", "why", "Why this token?", WhyView, "bottom", "Ctrl+Shift+W", "Why"),
-    ViewSpec("layers", "layers", "Layer table", LayersView, "bottom", "Ctrl+Shift+L", "Layers"),
+    ViewSpec("sampling", "sampling", "Next-token sampling", SamplingView, "bottom",
+             "Ctrl+Shift+N", "Sampling", _GUESS),
+    ViewSpec("game", "game", "Prediction game", GameView, "bottom", "Ctrl+Shift+J", "Game"),
+    ViewSpec("why", "why", "Why this token?", WhyView, "bottom", "Ctrl+Shift+W", "Why", _GUESS),
+    ViewSpec("layers", "layers", "Layer table", LayersView, "bottom", "Ctrl+Shift+L", "Layers",
+             _GUESS),
     ViewSpec("heads", "heads", "Head roles", HeadsView, "bottom", "Ctrl+Shift+H", "Heads"),
     ViewSpec("contributions", "contributions", "Contribution graph", ContributionsView, "bottom",
-             "Ctrl+Shift+K", "Contributions"),
+             "Ctrl+Shift+K", "Contributions", _GUESS),
 )

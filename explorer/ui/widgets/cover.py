@@ -1,5 +1,6 @@
-"""A plain panel laid over a view while a Learn-mode question is open, so that the view
-cannot give the answer away; it lifts when the question is answered. Which views it
+"""A plain panel laid over a view while a Learn-mode question or a round of the
+prediction game is open, so that the view cannot give the answer away; it lifts when the
+question is answered. Which views it
 covers, and for which kinds of question, is said once in the view list (views/registry.py)."""
 
 from __future__ import annotations
@@ -7,10 +8,13 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
+from ...core.lessons.game import PREDICTION
 from ..base.session import Session
 
 TEXT = ("Predict first: answer the question in the Learn tab (Ctrl+3).\n"
         "This view shows the answer, so it is covered until then.")
+GAME_TEXT = ("Guess first: the prediction game's round is open (the Game tab, Ctrl+Shift+J).\n"
+             "This view shows the answer, so it is covered until then.")
 
 
 class Cover(QLabel):
@@ -44,4 +48,5 @@ class Cover(QLabel):
             self.target.removeEventFilter(self)
         self.setVisible(shown)
         if shown:
+            self.setText(GAME_TEXT if PREDICTION in covered else TEXT)
             self.raise_()

@@ -84,6 +84,13 @@ class GenerationBox(QGroupBox):
             seed=self.seed.value(), leave_room=self.leave_room.isChecked(),
             recompute=self.recompute.isChecked())
 
+    def apply(self, s: GenerationSettings) -> None:
+        """Take the sampling settings of ``s`` (the number of tokens and the rest stay)."""
+        self.sample.setChecked(not s.greedy)
+        self.temperature.setValue(s.temperature)
+        self.top_k.setValue(s.top_k or 0)
+        self.top_p.setValue(s.top_p if s.top_p is not None else 1.0)
+
     def values(self) -> dict:
         return {"max_new_tokens": self.max_tokens.value(), "sample": self.sample.isChecked(),
                 "temperature": self.temperature.value(), "top_k": self.top_k.value(),

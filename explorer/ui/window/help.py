@@ -139,6 +139,10 @@ def tour_steps(window) -> list[tuple[QWidget, str, str]]:
                  "induction, with its pattern.",
         "why": "Why this token: each block's, head's and neuron's part of its logit, as a "
                "waterfall.",
+        "sampling": "The next-token distribution reshaped live by temperature, top-k and "
+                    "top-p, with 200 seeded draws beside it.",
+        "game": "Guess the next token before the model shows it, or the block where the lens "
+                "first finds it.",
         "contributions": "Each token's stream after every block, with an edge from every "
                          "head and feed-forward block that brought a large share of it.",
         "layers": "One row per block: the stream's size, each branch against its shortcut, "
