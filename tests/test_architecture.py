@@ -36,7 +36,7 @@ def imports(path: Path) -> set[str]:
 
 
 CORE_LAYERS = ("base", "gpt", "run", "weights", "lessons", "attribution",
-               "experiments")  # bottom first
+               "experiments", "playground")  # bottom first
 UI_LAYERS = ("base", "widgets", "plots", "graph", "views", "window")
 PACKAGES = ({"explorer", "explorer.core", "explorer.ui", "explorer.cli"}
             | {f"explorer.core.{p}" for p in CORE_LAYERS} | {f"explorer.ui.{p}" for p in UI_LAYERS})
@@ -108,7 +108,8 @@ def layer(name: str) -> tuple[str, int] | None:
 
 
 def test_subpackages_import_only_downwards():
-    """base < gpt < run < weights < lessons < attribution < experiments in core, base <
+    """base < gpt < run < weights < lessons < attribution < experiments < playground in
+    core, base <
     widgets < plots
     < graph < views < window in the UI; core's own root modules (sources) sit on top."""
     assert all(layer(n) for p, n in MODULES.items() if n.count(".") == 3

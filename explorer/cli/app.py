@@ -15,6 +15,9 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", default=None, help="the prompt for --screenshot")
     p.add_argument("--node", dest="screenshot_node", default=None, metavar="NAME",
                    help="the node selected in --screenshot, e.g. trf_blocks.0.ff.layers.1")
+    p.add_argument("--open-run", metavar="FILE", default=None,
+                   help="open a saved run (generate --save-run, File ▸ Save run…); with "
+                        "--screenshot, render it and exit (2 with one line if refused)")
 
 
 def register(sub) -> None:
@@ -31,5 +34,6 @@ def run_app(args: argparse.Namespace) -> int:
     spec = spec_of(args) if explicit else None
     if args.screenshot:
         check_output(args.screenshot)  # before the window opens: a FIFO would block at the end
-        return app.screenshot(args.screenshot, spec, args.prompt, args.screenshot_node)
-    return app.run(spec)
+        return app.screenshot(args.screenshot, spec, args.prompt, args.screenshot_node,
+                              open_run=args.open_run)
+    return app.run(spec, open_run=args.open_run) if args.open_run else app.run(spec)

@@ -36,6 +36,9 @@ def register(sub) -> None:
                         "tab) in the prompt pass and at every step")
     g.add_argument("--start-with-eot", action="store_true",
                    help="allow an empty prompt: start from <|endoftext|>")
+    g.add_argument("--save-run", metavar="FILE",
+                   help="also save the run (prompt, model identity, settings, tokens with their "
+                        "candidates, every node's statistics) for Open run… / --open-run")
     add_model_args(g)
     g.set_defaults(func=generate)
 
@@ -57,6 +60,9 @@ def generate(args: argparse.Namespace) -> int:
     from ..core.base.validate import whole
 
     whole(args.show_top, "--show-top", 0, 50257)
+    if args.save_run:
+        from ..core.base.outputs import check_output
+        check_output(args.save_run)  # before any work: a FIFO or a folder is refused now
     sampling = args.temperature is not None or args.top_k is not None or args.top_p is not None
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens, greedy=not sampling,
@@ -70,6 +76,7 @@ def generate(args: argparse.Namespace) -> int:
     loaded = load(args)
     settings.validate(loaded.config.vocab_size)
     stream = generate_stream(loaded.model, prompt_ids, settings, args.start_with_eot)
+    specs, enabled = [], True
     with contextlib.ExitStack() as stack:
         if args.intervene:
             from ..core.experiments.interventions import applied, load_file, resolve
@@ -82,7 +89,30 @@ def generate(args: argparse.Namespace) -> int:
             stack.enter_context(applied(loaded.model, resolve(loaded.model, specs, stream.prompt_ids)))
             for spec in specs:
                 print(f"intervention: {spec.describe()}", file=sys.stderr)
+        if args.save_run:
+            return _save_run(args, loaded, stream.prompt_ids, settings, specs, enabled)
         return _write(args, stream, loaded)
+
+
+def _save_run(args, loaded, prompt_ids, settings, specs, enabled) -> int:
+    """Generate with every node's statistics captured, print the text, save the run."""
+    import dataclasses
+
+    from ..core.gpt.tokenizer import decode
+    from ..core.playground.run_file import SavedRun, save_run, weights_sha256
+    from ..core.run.passes import STATISTICS, Pass, prompt_then_generate
+    from .common import spec_of
+
+    passes: list = []
+    prompt_then_generate(loaded.model, prompt_ids, settings,
+                         lambda p: isinstance(p, Pass) and passes.append(p), keep=STATISTICS)
+    print(args.prompt + decode([p.token_id for p in passes[1:]]))
+    model = {"label": loaded.label, "source": dataclasses.asdict(spec_of(args)),
+             "sha256": weights_sha256(loaded.model), "config": dataclasses.asdict(loaded.config)}
+    run = SavedRun(args.prompt, list(prompt_ids), model, settings, passes,
+                   [s.to_dict() for s in specs], enabled)
+    print(f"saved {save_run(args.save_run, run)}: {len(passes) - 1} tokens", file=sys.stderr)
+    return 0
 
 
 def _write(args, stream, loaded) -> int:

@@ -16,7 +16,7 @@ from explorer.core.weights.checkpoints import load_checkpoint
 from explorer.core.base.outputs import OutputError, check_output
 from explorer.core.weights.tf_bundle import BundleError, open_bundle
 from explorer.core.base.validate import MAX_JSON_DEPTH, parse_json
-from tests.reliability.test_fuzz import FUZZ, expect_boundary
+from tests.reliability.test_fuzz import FUZZ, expect_boundary, json_values
 
 TF_FOLDER = Path(__file__).resolve().parents[1] / "data" / "openai-tf-tiny"
 
@@ -125,3 +125,48 @@ def test_damaged_tensor_bundle_indexes(tmp_path_factory, flips, cut):
         open_bundle(folder)
     except BundleError as exc:
         assert str(exc).strip() and "\n" not in str(exc).strip()
+
+
+@pytest.fixture(scope="module")
+def saved_run(tmp_path_factory):
+    """A small saved run: the prompt pass and two steps of the tiny model."""
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.model import build_model
+    from tests.core.test_run_file import make_run
+    from explorer.core.playground.run_file import save_run
+
+    path = tmp_path_factory.mktemp("run") / "run.gbrun"
+    return save_run(path, make_run(build_model(preset("tiny"), seed=2), 2)).read_bytes()
+
+
+@FUZZ
+@given(flips=st.lists(st.tuples(st.integers(0, 10**7), st.integers(1, 255)), min_size=1,
+                      max_size=4),
+       cut=st.one_of(st.none(), st.integers(0, 10**7)),
+       field=st.one_of(st.none(), st.tuples(st.sampled_from(
+           ["prompt", "prompt_ids", "settings", "model", "passes", "interventions"]), json_values)))
+def test_damaged_run_files(tmp_path_factory, saved_run, flips, cut, field):
+    """Bytes flipped, the file cut, or a field of the description replaced by any JSON:
+    read whole or refused in one line."""
+    import struct
+
+    from explorer.core.playground.run_file import read_run
+
+    data = bytearray(saved_run)
+    if field is not None:  # a well-formed file whose description lies
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + n])
+        run = json.loads(header["__metadata__"]["run"])
+        run[field[0]] = field[1]
+        header["__metadata__"]["run"] = json.dumps(run)
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        data = bytearray(struct.pack("<Q", len(text)) + text + data[8 + n:])
+    else:
+        for at, mask in flips:
+            data[at % len(data)] ^= mask
+        if cut is not None:
+            data = data[:cut % (len(data) + 1)]
+    path = tmp_path_factory.mktemp("run") / "run.gbrun"
+    path.write_bytes(bytes(data))
+    expect_boundary(lambda: read_run(path))

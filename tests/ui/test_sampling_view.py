@@ -12,6 +12,10 @@ from explorer.ui.plots.plot_text import empty_message
 from tests.ui.alone import Alone
 
 
+def settled(qtbot, view) -> None:
+    qtbot.waitUntil(lambda: not view._soon.isActive(), timeout=2_000)
+
+
 def test_before_a_pass_it_says_what_fills_it(qtbot):
     alone = Alone(qtbot)
     assert "Run a prompt" in empty_message(alone.sampling.plot)
@@ -27,6 +31,7 @@ def test_moving_the_settings_reshapes_the_shown_step_without_running_the_model(q
     jobs = list(alone.engine.names)
     view.temperature.setValue(50)
     view.top_k.setValue(3)
+    settled(qtbot, view)  # a dragged slider reshapes at most every 30 ms
     assert alone.engine.names == jobs  # reshaped here, from the step's logits
     want = reshape(step.next_logits, GenerationSettings(greedy=False, temperature=0.5, top_k=3))
     np.testing.assert_allclose(view.shaped.after, want.after)
@@ -35,9 +40,11 @@ def test_moving_the_settings_reshapes_the_shown_step_without_running_the_model(q
     assert "3 of 50,257 tokens can be drawn" in view.note.text()
     view.top_k.setValue(0)
     view.top_p.setValue(50)
+    settled(qtbot, view)
     p_half = reshape(step.next_logits, GenerationSettings(greedy=False, temperature=0.5, top_p=0.5))
     np.testing.assert_allclose(view.shaped.after, p_half.after)
     view.greedy.setChecked(True)
+    settled(qtbot, view)
     top = int(np.argmax(step.next_logits))
     assert view.shaped.kept == 1 and view.shaped.after[top] == 1.0
     assert ("rank 1" if step.token_id == top else "cut by these settings") in view.note.text()
@@ -50,6 +57,7 @@ def test_two_hundred_draws_and_the_fixed_axis(qtbot):
     view = alone.sampling
     alone.settle()
     view.top_k.setValue(10)
+    settled(qtbot, view)
     view.sample()
     assert view.counts.sum() == 200 and np.count_nonzero(view.counts) <= 10
     assert "200 seeded draws" in view.note.text()

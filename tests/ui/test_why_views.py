@@ -107,15 +107,17 @@ def test_the_next_token_charts_request_is_answered(qtbot):
 def test_a_new_model_clears_the_answers(qtbot):
     alone = Alone(qtbot)
     alone.run(max_tokens=1)
-    alone.why, alone.layers, alone.heads
+    alone.why, alone.layers, alone.heads, alone.contributions
     alone.settle()
     assert alone.session.why is not None and alone.heads.roles is not None
+    assert alone.contributions.graph is not None
     other = random_model("tiny", seed=5)
     alone.engine.loaded = other
     alone.session.set_model(ModelInfo.of(other, ModelSpec(preset="tiny", seed=5)))
     alone.settle()
     assert alone.session.why is None and alone.layers.table.rowCount() == 0
     assert alone.heads.roles is None and alone.why.heads.rowCount() == 0
+    assert alone.contributions.graph is None and alone.contributions.shown_edges == []
 
 
 def test_head_roles_on_the_prompt_then_the_battery_with_a_click(qtbot):

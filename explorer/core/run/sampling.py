@@ -7,6 +7,7 @@ probabilities."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -14,7 +15,7 @@ import torch
 from .generation import GenerationSettings, pick, sampling_probabilities
 
 
-@dataclass(frozen=True)
+@dataclass
 class Reshaped:
     before: np.ndarray  # (V,) the model's probabilities: temperature 1, nothing cut
     after: np.ndarray  # (V,) under the settings; exactly 0 where top-k or top-p cut
@@ -24,7 +25,7 @@ class Reshaped:
     def vocab(self) -> int:
         return len(self.before)
 
-    @property
+    @cached_property
     def kept(self) -> int:
         """How many tokens can still be drawn."""
         return int(np.count_nonzero(self.after))
@@ -35,11 +36,11 @@ class Reshaped:
         nz = p[p > 0]
         return float(-(nz * np.log2(nz)).sum())
 
-    @property
+    @cached_property
     def entropy_before(self) -> float:
         return self.entropy(self.before)
 
-    @property
+    @cached_property
     def entropy_after(self) -> float:
         return self.entropy(self.after)
 

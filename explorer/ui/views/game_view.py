@@ -7,7 +7,7 @@ output and chart, the lens, sampling, why) are covered, as Learn covers its ques
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QLineEdit,
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QSpinBox, QTextBrowser, QVBoxLayout, QWidget)
 
 from ...core.lessons.game import (PREDICTION, Answer, Score, answer, choices, first_layer,
@@ -57,18 +57,16 @@ class GameView(ViewHooks, QWidget):
         for w in (self.mode, self.start_button, self.score_label):
             top.addWidget(w)
         top.addStretch(1)
-        picks = QGridLayout()
-        for i, b in enumerate(self.buttons):
-            picks.addWidget(b, 0, i)
-        row = QHBoxLayout()
-        for w in (self.guess_edit, self.layer_box, self.guess_button):
+        row = QHBoxLayout()  # one row: the bottom area is low
+        for w in (*self.buttons, self.guess_edit, self.layer_box, self.guess_button):
             row.addWidget(w)
+        self.context.setMaximumHeight(90)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.context, 1)
-        layout.addLayout(picks)
         layout.addLayout(row)
         layout.addWidget(self.result)
+        layout.addStretch(0)
 
     def _enable(self, open_: bool) -> None:
         layer = self.mode.currentIndex() == 1
@@ -126,11 +124,11 @@ class GameView(ViewHooks, QWidget):
         self.score_label.setText(self.score.words)
         self.session.set_covered()
         self._enable(False)
-        verdict = "the model's favourite!" if a.rank == 1 else f"its rank {a.rank:,}"
+        verdict = "the model's favourite!" if a.rank == 1 else f"its rank {a.rank:,}."
         self.result.setText(
             (note + ". " if note else "") + f"You: {token_piece(a.guess)!r}, log-probability "
             f"{a.log_prob:.2f} ({a.points:+.2f} bits), {verdict} The generation took "
-            f"{token_piece(a.chosen)!r} ({a.chosen_log_prob:.2f}). Start for the next round.")
+            f"{token_piece(a.chosen)!r} ({a.chosen_log_prob:.2f}). Next round goes on.")
         self.round += 1
         self.start_button.setText("Next round")
         return a

@@ -118,7 +118,7 @@ class BlockGraphView(ViewHooks, QWidget):
         session.on_pass(self.refresh)  # in a loop turn of its own
         session.nodeChanged.connect(self._on_node)
         session.markChanged.connect(self.mark_divergence)
-        session.whyChanged.connect(self.recolour)
+        session.whyChanged.connect(lambda: self.stat_box.currentText() == CONTRIBUTION and self.recolour())
         session.coverChanged.connect(lambda _: self.refresh())
         session.interventionsChanged.connect(self._badges)
 

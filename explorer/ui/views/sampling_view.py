@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPushButton, QSlider, QSpinBox,
                                QVBoxLayout, QWidget)
 
@@ -21,7 +21,7 @@ from ...core.gpt.tokenizer import token_piece
 from ..base.lazy import LazyRefresh
 from ..base.session import Session
 from ..plots.plot_axes import plot_widget
-from ..plots.plot_text import fitted_names, set_empty
+from ..plots.plot_text import empty_message, fitted_names, set_empty
 
 EMPTY = "Run a prompt (Ctrl+Enter): its next-token distribution, reshaped as you move the settings."
 SHOWN = 20  # candidates drawn
@@ -35,6 +35,10 @@ class SamplingView(LazyRefresh, QWidget):
         self.session = session
         self.shaped: Reshaped | None = None
         self.counts: np.ndarray | None = None  # the draws, for the settings they were made with
+        self._ids: tuple = ()  # the candidates whose names the axis shows
+        # a dragged slider moves many times a frame: reshape at most once per 30 ms
+        self._soon = QTimer(self, singleShot=True, interval=30)
+        self._soon.timeout.connect(self.reshape)
         self._controls()
         self.note = QLabel(EMPTY)
         self.note.setWordWrap(True)
@@ -104,7 +108,8 @@ class SamplingView(LazyRefresh, QWidget):
 
     def _changed(self, *_args) -> None:
         self.counts = None  # drawn with other settings
-        self.reshape()
+        if not self._soon.isActive():
+            self._soon.start()
 
     def reshape(self) -> None:
         s = self.settings()
@@ -122,31 +127,42 @@ class SamplingView(LazyRefresh, QWidget):
             self.draw()
 
     # ------------------------------------------------------------------ drawing
+    def _items(self) -> None:
+        """The plot's items, made once and updated in place as the settings move."""
+        self.bars = pg.BarGraphItem(x=[0], height=[0], width=0.7, pen=pg.mkPen(None))
+        self.outline = pg.BarGraphItem(x=[0], height=[0], width=0.7, brush=None,
+                                       pen=pg.mkPen(MODEL, width=1.5))
+        self.draws = pg.ScatterPlotItem(symbol="t", size=11, brush=pg.mkBrush(DRAWN), pen=None)
+        self.uniform = pg.InfiniteLine(angle=0, pen=pg.mkPen("#888888", style=Qt.DashLine))
+        for item in (self.bars, self.outline, self.draws, self.uniform):
+            self.plot.addItem(item)  # the line is named in the note: a label would cover bars
+
     def draw(self) -> None:
-        self.plot.clear()
         r = self.shaped
         if r is None:
+            self.plot.clear()
+            self._ids = ()
             set_empty(self.plot, EMPTY)
             self.note.setText(EMPTY)
             return
-        set_empty(self.plot, None)
+        if empty_message(self.plot) is not None or not hasattr(self, "bars") \
+                or self.bars.scene() is None:
+            set_empty(self.plot, None)
+            self._items()
         ids = r.shown(SHOWN)
         x = np.arange(len(ids))
         after, before = r.after[ids], r.before[ids]
         cut = after <= 0
-        self.plot.addItem(pg.BarGraphItem(x=x, height=np.where(cut, before, after), width=0.7,
-                                          brushes=[pg.mkBrush(CUT if c else KEPT) for c in cut],
-                                          pen=pg.mkPen(None)))
-        self.plot.addItem(pg.BarGraphItem(x=x, height=before, width=0.7, brush=None,
-                                          pen=pg.mkPen(MODEL, width=1.5)))
-        if self.counts is not None:  # a mark where a candidate came out at least once
-            drawn = self.counts[ids] > 0
-            self.plot.addItem(pg.ScatterPlotItem(x[drawn], self.counts[ids][drawn] / DRAWS,
-                                                 symbol="t", size=11, brush=pg.mkBrush(DRAWN),
-                                                 pen=None))
-        self.plot.addItem(pg.InfiniteLine(pos=1 / r.vocab, angle=0, pen=pg.mkPen(
-            "#888888", style=Qt.DashLine)))  # named in the note: a label would cover bars
-        fitted_names(self.plot, [repr(token_piece(int(i))) for i in ids])
+        self.bars.setOpts(x=x, height=np.where(cut, before, after),
+                          brushes=[pg.mkBrush(CUT if c else KEPT) for c in cut])
+        self.outline.setOpts(x=x, height=before)
+        drawn = (self.counts[ids] > 0) if self.counts is not None else np.zeros(len(ids), bool)
+        counts = self.counts[ids] if self.counts is not None else np.zeros(len(ids))
+        self.draws.setData(x[drawn], counts[drawn] / DRAWS)  # where a candidate came out
+        self.uniform.setValue(1 / r.vocab)
+        if tuple(ids) != self._ids:
+            self._ids = tuple(ids)
+            fitted_names(self.plot, [repr(token_piece(int(i))) for i in ids])
         top = 1.0 if self.fixed.isChecked() else max(float(before.max()), float(after.max())) * 1.1
         self.plot.setRange(xRange=(-0.6, len(ids) - 0.4), yRange=(0, top), padding=0)
         self.note.setText(self._words(r))

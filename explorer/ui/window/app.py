@@ -57,7 +57,8 @@ def install_excepthook(window) -> None:
     threading.excepthook = lambda args: hook(args.exc_type, args.exc_value, args.exc_traceback)
 
 
-def run(spec: ModelSpec | None = None, argv: list[str] | None = None) -> int:
+def run(spec: ModelSpec | None = None, argv: list[str] | None = None,
+        open_run: str | None = None) -> int:
     from ..base.display import display_problem
 
     problem = display_problem()
@@ -75,6 +76,8 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None) -> int:
     window = MainWindow(spec)
     install_excepthook(window)
     window.show()
+    if open_run:  # an engine job after the model's load: it compares with that model
+        window.run_files.open(open_run)
     try:
         code = app.exec()
     finally:
@@ -89,7 +92,8 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None) -> int:
 
 
 def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = None,
-               node: str | None = None, max_new_tokens: int = 8, timeout: float = 600.0) -> int:
+               node: str | None = None, max_new_tokens: int = 8, timeout: float = 600.0,
+               open_run: str | None = None) -> int:
     """Open the window offscreen, run the prompt, select ``node``, save a PNG. Uses a
     throw-away settings file, so the user's remembered layout and model are untouched."""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
@@ -115,7 +119,10 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
                 time.sleep(0.01)
             return done()
 
-        problem = _run_and_select(window, wait, errors, prompt, node, max_new_tokens)
+        if open_run:
+            problem = _open_run(window, wait, errors, open_run)
+        else:
+            problem = _run_and_select(window, wait, errors, prompt, node, max_new_tokens)
         if problem:
             print(f"gpt-explorer: error: {problem}", file=sys.stderr)
             window.close()
@@ -135,6 +142,16 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
         return 2
     print(f"saved {path}", file=sys.stderr)
     return 0
+
+
+def _open_run(window, wait, errors: list[str], path: str) -> str | None:
+    """Open a saved run in the screenshot's window; what went wrong, or None."""
+    if not wait(lambda: window.session.model is not None):
+        return errors[0] if errors else "the model did not load"
+    window.run_files.open(path)
+    wait(lambda: window.session.prompt is not None and not window.running
+         and window.run_files.expected is None)
+    return errors[0].splitlines()[0] if errors else None
 
 
 def _run_and_select(window, wait, errors: list[str], prompt: str | None, node: str | None,

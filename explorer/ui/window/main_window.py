@@ -21,6 +21,7 @@ from ..base.engine import Engine
 from ..widgets.enlarge import CentralArea
 from .first_run import FirstRunBanner
 from .help import about
+from .run_files import RunFiles
 from ..base.jobs import JobRunner
 from ..base.session import Session
 from .placement import BOTTOM_MIN, default_dock_sizes, first_size, fit_to_screen, style_dock_tabs
@@ -49,8 +50,7 @@ class MainWindow(QMainWindow):
         self.stuck = False  # a job that did not stop when the window closed
         self.load_job = None
         self.load_job_spec: ModelSpec | None = None
-        # torch leaves one core to the window and the engine's Python code hands the GIL
-        # over after 1 ms, so keys and clicks stay prompt during a pass (PERFORMANCE.md)
+        # a core left to the window, the GIL handed over after 1 ms: keys stay prompt
         torch.set_num_threads(max(1, usable_cores() - 1))
         sys.setswitchinterval(0.001)
         self.engine = Engine(self)
@@ -97,6 +97,7 @@ class MainWindow(QMainWindow):
 
         self._status_bar()
         self._connect()
+        self.run_files = RunFiles(self)  # File ▸ Save run… / Open run…
         self._menus()
         self._restore()
         import gc
@@ -182,6 +183,7 @@ class MainWindow(QMainWindow):
                      "Load a checkpoint file (.pth, .safetensors, .bin, model.ckpt.index)")
         self._action(file_menu, "Open &folder…", self.open_folder, QKeySequence("Ctrl+Shift+O"),
                      "Load a model folder: the book's gpt2/124M or a Hugging Face folder")
+        self.run_files.add_actions(file_menu)
         presets = file_menu.addMenu("Random &preset (untrained)")
         for name in PRESETS:
             self._action(presets, name, lambda _=False, n=name: self.load_model(ModelSpec(preset=n)))
@@ -314,8 +316,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ actions
     @Slot()
     def stop(self) -> None:
-        """Esc: stop what the engine is doing (a run, training, a load) at its next safe
-        point; downloads have their own Cancel."""
+        """Esc: the engine's work stops at its next safe point (downloads: Cancel)."""
         if self.session.busy or self.loading or self.engine.busy():
             self.engine.cancel_all()
             self.session.set_status("Stopping…")

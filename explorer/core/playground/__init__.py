@@ -1,0 +1,1 @@
+"""Generation as a playground: runs saved to a file and read back."""

@@ -1,0 +1,251 @@
+"""A run saved to one file and read back: the prompt, the model's identity (where it came
+from and the sha256 of its weights), the generation settings, the interventions, every
+pass (the prompt's and each generated step's: its token, its top candidates, the logits
+it was drawn from) and every node's statistics; optionally the tensors in float16 up to
+a size the user sets.
+
+Format, version 1: a safetensors file (docs/RUN_FORMAT.md). ``__metadata__`` holds
+``format`` ("gpt-block-explorer run"), ``version`` ("1") and ``run``, a JSON object;
+the numbers are tensors named ``p{pass}.logits`` and ``p{pass}.n{node}.{field}``. It is
+read under the rules for checkpoints: the header is checked entry by entry and the
+file's size against memory before anything is allocated, the JSON's depth and numbers
+bounded, every field's type, shape and range checked, and nothing in it is executed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..base.devices import check_memory
+from ..base.outputs import atomic_output
+from ..base.validate import parse_json, regular_file
+from ..gpt.nodes import HistRange, node_for_hook
+from ..gpt.tokenizer import token_piece
+from ..run.capture import NodeView
+from ..run.generation import GenerationSettings
+from ..run.passes import Pass
+from ..run.stats import NodeStats
+from ..weights.hf_files import read_safetensors
+
+FORMAT, VERSION = "gpt-block-explorer run", "1"
+SCALARS = ("count", "mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
+           "frac_zero", "n_nan", "n_inf", "under", "over", "hist_lo", "hist_hi")
+MAX_PASSES, MAX_NODES, MAX_IDS = 10_000, 10_000, 1_000_000
+MAX_FILE_BYTES = 16 * 2**30
+
+
+class RunFileError(ValueError):
+    """A run file that cannot be read: one line, naming the file."""
+
+    def __init__(self, path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+
+
+@dataclass
+class SavedRun:
+    prompt: str
+    prompt_ids: list[int]
+    model: dict  # label, source (a ModelSpec's fields), sha256, config
+    settings: GenerationSettings
+    passes: list[Pass]  # the prompt pass, then one per generated step
+    interventions: list[dict] = field(default_factory=list)
+    interventions_on: bool = True
+
+    @property
+    def tokens(self) -> list[int]:
+        return [p.token_id for p in self.passes[1:]]
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """The sha256 of every parameter's name, shape, dtype and bytes, in order."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------- writing
+
+def save_run(path: str | os.PathLike, run: SavedRun, tensor_bytes: int = 0) -> Path:
+    """Write ``run``; node tensors are kept in float16 while they fit ``tensor_bytes``."""
+    tensors: dict[str, torch.Tensor] = {}
+    passes = []
+    budget = tensor_bytes
+    for i, p in enumerate(run.passes):
+        p.complete()  # statistics left for later are computed now
+        nodes = []
+        for j, (name, view) in enumerate(p.views.items()):
+            _put_stats(tensors, f"p{i}.n{j}", view.stats)
+            kept = None
+            if view.array is not None and view.array.size * 2 <= budget:
+                tensors[f"p{i}.n{j}.tensor"] = torch.tensor(view.array.astype(np.float16))
+                budget -= view.array.size * 2
+                kept = list(view.array.shape)  # a step keeps one position: (1, 1, C)
+            nodes.append([name, list(view.shape), view.dtype, kept])
+        if p.next_logits is not None:
+            tensors[f"p{i}.logits"] = torch.tensor(np.array(p.next_logits, np.float32))
+        passes.append({"step": p.step, "ids": list(map(int, p.ids)), "token_id": p.token_id,
+                       "prob": p.prob, "top_ids": list(p.top_ids),
+                       "top_probs": list(p.top_probs), "nodes": nodes})
+    meta = {"prompt": run.prompt, "prompt_ids": list(map(int, run.prompt_ids)),
+            "model": run.model, "settings": asdict(run.settings),
+            "interventions": run.interventions, "interventions_on": run.interventions_on,
+            "passes": passes}
+    from safetensors.torch import save_file
+
+    with atomic_output(path) as tmp:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp),
+                  metadata={"format": FORMAT, "version": VERSION, "run": json.dumps(meta)})
+    return Path(path)
+
+
+def _put_stats(tensors: dict, key: str, s: NodeStats) -> None:
+    values = [float(getattr(s, n)) for n in SCALARS[:-2]] + [s.hist_range.lo, s.hist_range.hi]
+    tensors[f"{key}.scalars"] = torch.tensor(values, dtype=torch.float64)
+    # copies: nodes that output the same tensor in eval share their statistics' arrays
+    tensors[f"{key}.hist"] = torch.tensor(np.array(s.hist, np.int64))
+    tensors[f"{key}.top_dims"] = torch.tensor(np.array(s.top_dims, np.int64))
+    tensors[f"{key}.top_values"] = torch.tensor(np.array(s.top_values, np.float32))
+    tensors[f"{key}.token_l2"] = torch.tensor(np.array(s.token_l2, np.float32))
+
+
+# ---------------------------------------------------------------------- reading
+
+def read_run(path: str | os.PathLike) -> SavedRun:
+    """The run in ``path``, checked whole; ``RunFileError`` (one line) when anything in
+    it is not what the format says."""
+    p = regular_file(path)
+    size = p.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise RunFileError(p, f"{size:,} bytes, over the {MAX_FILE_BYTES:,} a run file may have")
+    check_memory(2 * size, torch.device("cpu"), f"reading the run file {p.name}")
+    try:
+        tensors, meta = read_safetensors(p)
+    except ValueError as exc:
+        raise RunFileError(p, f"not a run file ({str(exc).split(': ', 1)[-1]})") from None
+    if meta.get("format") != FORMAT:
+        raise RunFileError(p, "not a run file of GPT Block Explorer (no 'format' that says so)")
+    if meta.get("version") != VERSION:
+        raise RunFileError(p, f"run file version {meta.get('version')!r}; this explorer "
+                              f"reads version {VERSION}")
+    run = parse_json(meta.get("run", ""), p, "the run's description")
+    try:
+        return _run(p, run, tensors)
+    except (KeyError, TypeError, IndexError) as exc:
+        raise RunFileError(p, f"damaged: {type(exc).__name__} {str(exc)[:80]}") from None
+
+
+def _ids(value, what: str, limit: int = MAX_IDS) -> list[int]:
+    if not isinstance(value, list) or len(value) > limit or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**31 for i in value):
+        raise TypeError(f"{what} must be a list of token ids")
+    return value
+
+
+def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
+    if not isinstance(run, dict) or not isinstance(run.get("passes"), list):
+        raise TypeError("the description has no list of passes")
+    if not 1 <= len(run["passes"]) <= MAX_PASSES:
+        raise RunFileError(path, f"{len(run['passes']):,} passes; a run has 1 to {MAX_PASSES:,}")
+    settings = run["settings"]
+    if not isinstance(settings, dict):
+        raise TypeError("settings must be an object")
+    try:
+        s = GenerationSettings(**settings)
+        s.validate(2**31)
+    except (TypeError, ValueError) as exc:
+        raise RunFileError(path, f"its generation settings are wrong ({exc})") from None
+    model = run["model"]
+    if not isinstance(model, dict) or not isinstance(model.get("sha256", ""), str):
+        raise TypeError("model must be an object with a sha256")
+    norm = (model.get("config") or {}).get("norm_position", "pre")
+    if norm not in ("pre", "post"):
+        raise TypeError("the model's norm position must be pre or post")
+    passes = [_pass(path, i, d, tensors, norm) for i, d in enumerate(run["passes"])]
+    interventions = run.get("interventions", [])
+    if not isinstance(interventions, list) or not all(isinstance(x, dict) for x in interventions):
+        raise TypeError("interventions must be a list of objects")
+    if not isinstance(run["prompt"], str):
+        raise TypeError("the prompt must be text")
+    return SavedRun(run["prompt"], _ids(run["prompt_ids"], "prompt_ids"), model, s, passes,
+                    interventions, bool(run.get("interventions_on", True)))
+
+
+def _pass(path: Path, i: int, d, tensors, norm: str) -> Pass:
+    if not isinstance(d, dict) or not isinstance(d.get("nodes"), list) or len(d["nodes"]) > MAX_NODES:
+        raise TypeError(f"pass {i} must be an object with at most {MAX_NODES:,} nodes")
+    step = d["step"]
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+        raise TypeError(f"pass {i}'s step must be a whole number or null")
+    top_ids = _ids(d["top_ids"], "top_ids", 1000)
+    top_probs = d["top_probs"]
+    if not isinstance(top_probs, list) or len(top_probs) != len(top_ids) or not all(
+            isinstance(x, float) and 0.0 <= x <= 1.0 for x in top_probs):
+        raise TypeError(f"pass {i}'s top_probs must be probabilities, one per top id")
+    views = {}
+    for j, node in enumerate(d["nodes"]):
+        name, shape, dtype, kept = node
+        if not isinstance(name, str) or not isinstance(dtype, str) or len(dtype) > 40:
+            raise TypeError(f"pass {i} node {j} must be [name, shape, dtype, kept shape]")
+        shape = tuple(_ids(shape, "a shape", 8))
+        kept = None if kept is None else tuple(_ids(kept, "a shape", 8))
+        try:
+            info = node_for_hook(name, norm)
+        except KeyError:
+            raise RunFileError(path, f"pass {i} names an unknown node {name[:60]!r}") from None
+        array = _tensor(path, tensors, f"p{i}.n{j}.tensor", kept)
+        views[name] = NodeView(name, info, shape, dtype, "saved",
+                               _stats(path, tensors, f"p{i}.n{j}", shape), array)
+    logits = tensors.get(f"p{i}.logits")
+    if logits is not None and (logits.dim() != 1 or logits.dtype != torch.float32):
+        raise RunFileError(path, f"p{i}.logits must be a float32 vector")
+    token = d["token_id"]
+    if token is not None and (not isinstance(token, int) or isinstance(token, bool) or token < 0):
+        raise TypeError(f"pass {i}'s token must be a token id")
+    ids = _ids(d["ids"], "ids")
+    prob = d["prob"]
+    return Pass(ids=ids, pieces=[token_piece(t) for t in ids] if step is None else [],
+                views=views, step=step, token_id=token,
+                prob=float(prob) if isinstance(prob, (int, float)) else None,
+                top_ids=tuple(top_ids), top_probs=tuple(top_probs),
+                top_pieces=tuple(token_piece(t) for t in top_ids),
+                next_logits=None if logits is None else logits.numpy())
+
+
+def _tensor(path: Path, tensors: dict, key: str, shape: tuple | None) -> np.ndarray | None:
+    t = tensors.get(key)
+    if t is None or shape is None:
+        return None
+    if t.dtype != torch.float16 or tuple(t.shape) != shape:
+        raise RunFileError(path, f"{key} must be float16 of shape {shape}")
+    return t.float().numpy()
+
+
+def _stats(path: Path, tensors: dict, key: str, shape: tuple) -> NodeStats:
+    scalars = tensors[f"{key}.scalars"]
+    if scalars.dtype != torch.float64 or tuple(scalars.shape) != (len(SCALARS),):
+        raise RunFileError(path, f"{key}.scalars must be {len(SCALARS)} float64 values")
+    v = dict(zip(SCALARS, scalars.tolist()))
+    hist = tensors[f"{key}.hist"].numpy()
+    if hist.ndim != 1 or hist.dtype != np.int64 or not len(hist) or (hist < 0).any():
+        raise RunFileError(path, f"{key}.hist must be counts")
+    if not np.isfinite([v["hist_lo"], v["hist_hi"]]).all() or not v["hist_lo"] < v["hist_hi"]:
+        raise RunFileError(path, f"{key}'s histogram range is not a range")
+    token_l2 = tensors[f"{key}.token_l2"].numpy()
+    if token_l2.dtype != np.float32 or token_l2.size > int(np.prod(shape[:-1], dtype=np.int64)):
+        raise RunFileError(path, f"{key}.token_l2 must be float32, one value a vector")
+    counts = {n: int(v[n]) for n in ("count", "n_nan", "n_inf", "under", "over")}
+    return NodeStats(**counts, **{n: v[n] for n in ("mean", "std", "min", "max", "absmax", "rms",
+                                                     "kurtosis", "frac_neg", "frac_zero")},
+                     top_dims=tensors[f"{key}.top_dims"].numpy(),
+                     top_values=tensors[f"{key}.top_values"].numpy(), token_l2=token_l2,
+                     hist=hist, hist_range=HistRange(v["hist_lo"], v["hist_hi"], len(hist)))

@@ -1,0 +1,113 @@
+"""File ▸ Save run… and Open run…: the shown run to one file and back
+(core.playground.run_file). Opening with the model that made the run loaded (the same
+sha256 of its weights) runs it again with its prompt and settings and checks that the
+tokens match; with another model the saved passes are shown read-only, and the window
+says so. Reading, hashing and writing are engine jobs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QFileDialog
+
+from ...core.base.outputs import OutputError, check_output
+from ...core.playground.run_file import SavedRun, read_run, save_run, weights_sha256
+
+RUN_FILTER = "Explorer runs (*.gbrun);;All files (*)"
+TENSOR_BYTES = 64 * 2**20  # the tensors a saved run keeps, in float16, at most
+
+
+class RunFiles:
+    def __init__(self, window) -> None:
+        self.window = window
+        self.expected: list[int] | None = None  # tokens a re-run must give
+        window.session.busyChanged.connect(self._run_ended)
+
+    def add_actions(self, menu) -> None:
+        self.window._action(menu, "&Save run…", lambda: self.save(), QKeySequence.Save,
+                            "Save the prompt, the tokens and every node's statistics to a file")
+        self.window._action(menu, "Open &run…", lambda: self.open(), QKeySequence("Ctrl+Shift+R"),
+                            "Open a saved run: run again with its model, or read-only")
+
+    # ------------------------------------------------------------------ saving
+    def save(self, path: str | None = None) -> None:
+        w, session = self.window, self.window.session
+        if session.prompt is None or session.model is None or session.prompt.batch is not None:
+            w.warn(w, "Save run", "Run a prompt first (Ctrl+Enter; one prompt, not a batch).")
+            return
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(w, "Save run", "run.gbrun", RUN_FILTER)
+            if not path:
+                return
+        try:
+            check_output(path)
+        except OutputError as exc:
+            w.warn(w, "Save run", str(exc))
+            return
+        info, passes = session.model, [session.prompt, *session.steps]
+        settings = dataclasses.replace(w.generation.settings_box.settings(),
+                                       max_new_tokens=max(1, len(session.steps)))
+        interventions = [i.to_dict() for i in session.interventions]
+        prompt = w.generation.prompt.toPlainText()
+
+        def job(ctx):
+            model = {"label": info.label, "source": dataclasses.asdict(info.spec),
+                     "sha256": weights_sha256(ctx.model),
+                     "config": dataclasses.asdict(info.config)}
+            run = SavedRun(prompt, list(session.prompt.ids), model, settings, passes,
+                           interventions, session.interventions_on)
+            return save_run(path, run, TENSOR_BYTES)
+
+        w.engine.submit(job, "save run",
+                        finished=lambda where: session.set_status(f"Saved the run to {where}"),
+                        failed=lambda m: w.warn(w, "Save run", m))
+
+    # ------------------------------------------------------------------ opening
+    def open(self, path: str | None = None) -> None:
+        w = self.window
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(w, "Open run", "", RUN_FILTER)
+            if not path:
+                return
+
+        def job(ctx):
+            saved = read_run(path)
+            return saved, weights_sha256(ctx.model) == saved.model.get("sha256")
+
+        w.engine.submit(job, "open run", finished=lambda answer: self.show(*answer),
+                        failed=lambda m: w.warn(w, "Open run", m))
+
+    def show(self, saved: SavedRun, same_model: bool) -> None:
+        w, session = self.window, self.window.session
+        self.opened = saved
+        panel = w.generation
+        panel.prompt.setPlainText(saved.prompt)
+        panel.settings_box.apply(saved.settings)
+        panel.seed.setValue(min(max(saved.settings.seed or 0, 0), panel.seed.maximum()))
+        panel.max_tokens.setValue(max(1, len(saved.tokens)))
+        if same_model:  # its model is loaded: the same run again, checked token by token
+            self.expected = saved.tokens
+            panel.request_run()
+            return
+        session.set_prompt(saved.passes[0])
+        for step in saved.passes[1:]:
+            session.add_step(step)
+        label = saved.model.get("label", "another model")
+        session.set_status(f"Read-only: a run of {label!s:.60} (not the loaded model); the views "
+                           "show its saved statistics")
+
+    def _run_ended(self, busy: bool) -> None:
+        if busy or self.expected is None:
+            return
+        expected, self.expected = self.expected, None
+        got = [p.token_id for p in self.window.session.steps]
+        if got == expected:  # after the run's own last word on the status bar
+            words = f"Opened the run: the same {len(got)} tokens again"
+            QTimer.singleShot(0, lambda: self.window.session.set_status(words))
+        else:
+            where = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b),
+                         min(len(got), len(expected)))
+            self.window.warn(self.window, "Open run", f"Run again, the tokens differ from the "
+                             f"saved ones from step {where}: {len(got)} against {len(expected)}")

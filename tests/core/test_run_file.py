@@ -1,0 +1,115 @@
+"""Runs saved to a file: the round trip keeps every statistic bit for bit, and a damaged
+or foreign file is refused with one line."""
+
+import json
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.tokenizer import encode
+from explorer.core.playground.run_file import (RunFileError, SavedRun, read_run, save_run,
+                                               weights_sha256)
+from explorer.core.run.generation import GenerationSettings
+from explorer.core.run.passes import EVERYTHING, prompt_then_generate
+
+PROMPT = "Every effort moves you"
+
+
+def make_run(model, tokens=3):
+    s = GenerationSettings(max_new_tokens=tokens, greedy=False, temperature=0.9, top_k=40, seed=4)
+    passes = []
+    prompt_then_generate(model, encode(PROMPT), s, passes.append, keep=EVERYTHING)
+    passes = [p for p in passes if hasattr(p, "views")]
+    return SavedRun(PROMPT, encode(PROMPT), {"label": "tiny", "source": {"preset": "tiny"},
+                                            "sha256": weights_sha256(model),
+                                            "config": {"norm_position": "pre"}},
+                    s, passes, [{"node": "trf_blocks.0.att", "kind": "zero"}])
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model(preset("tiny"), seed=2)
+
+
+def test_a_saved_run_reads_back_with_every_statistic_bit_for_bit(model, tmp_path):
+    run = make_run(model)
+    path = save_run(tmp_path / "run.gbx", run, tensor_bytes=10**6)
+    back = read_run(path)
+    assert back.prompt == PROMPT and back.prompt_ids == run.prompt_ids
+    assert back.tokens == [p.token_id for p in run.passes[1:]] and len(back.tokens) == 3
+    assert back.settings == run.settings and back.model["sha256"] == weights_sha256(model)
+    assert back.interventions == run.interventions
+    for a, b in zip(run.passes, back.passes):
+        assert (a.step, a.token_id, a.top_ids, a.top_probs) == (b.step, b.token_id, b.top_ids, b.top_probs)
+        assert np.array_equal(a.next_logits, b.next_logits)
+        assert list(a.views) == list(b.views)
+        for name, view in a.views.items():
+            x, y = view.stats, b.views[name].stats
+            for f in ("count", "mean", "std", "min", "max", "absmax", "rms", "kurtosis",
+                      "frac_neg", "frac_zero", "n_nan", "n_inf", "under", "over"):
+                assert getattr(x, f) == getattr(y, f), (name, f)
+            for f in ("hist", "top_dims", "top_values", "token_l2"):
+                assert np.array_equal(getattr(x, f), getattr(y, f)), (name, f)
+            assert x.hist_range == y.hist_range and b.views[name].shape == view.shape
+    kept = [v for v in back.passes[0].views.values() if v.array is not None]
+    assert kept and sum(v.array.size * 2 for v in kept) <= 10**6  # float16, within the budget
+    first = kept[0]
+    np.testing.assert_allclose(first.array, run.passes[0].views[first.name].array, rtol=1e-3, atol=1e-3)
+
+
+def test_without_a_budget_no_tensor_is_kept(model, tmp_path):
+    back = read_run(save_run(tmp_path / "run.gbx", make_run(model, 1)))
+    assert all(v.array is None for p in back.passes for v in p.views.values())
+
+
+def test_the_sha256_names_the_weights(model):
+    other = build_model(preset("tiny"), seed=3)
+    assert weights_sha256(model) == weights_sha256(model) != weights_sha256(other)
+
+
+def rewrite(path, change):
+    """The file with its run description changed by ``change(run)``."""
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    run = json.loads(header["__metadata__"]["run"])
+    change(run, header)
+    header["__metadata__"]["run"] = json.dumps(run)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda r, h: r["passes"][1].update(token_id="x"), "token must be a token id"),
+    (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(0, "trf_blocks.0.nope"), "unknown node"),
+    (lambda r, h: r["settings"].update(temperature=-1), "generation settings are wrong"),
+    (lambda r, h: r.update(passes=[]), "0 passes"),
+    (lambda r, h: h["__metadata__"].update(version="9"), "version '9'"),
+    (lambda r, h: h["__metadata__"].update(format="other"), "not a run file"),
+    (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(1, [1, 2, 3, 4, 5, 6, 7, 8, 9]), "shape"),
+])
+def test_a_tampered_run_file_is_refused_in_one_line(model, tmp_path, change, words):
+    path = save_run(tmp_path / "run.gbx", make_run(model, 1))
+    rewrite(path, change)
+    with pytest.raises(ValueError) as caught:
+        read_run(path)
+    assert words in str(caught.value) and "\n" not in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_a_checkpoint_or_a_truncated_file_is_not_a_run(model, tmp_path):
+    from explorer.core.weights.checkpoints import save_checkpoint
+    checkpoint = save_checkpoint(model, tmp_path / "model.safetensors")
+    with pytest.raises(RunFileError, match="not a run file"):
+        read_run(checkpoint)
+    path = save_run(tmp_path / "run.gbx", make_run(model, 1))
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(ValueError) as caught:
+        read_run(path)
+    assert "\n" not in str(caught.value)
+    torch.manual_seed(0)
