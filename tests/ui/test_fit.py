@@ -57,7 +57,7 @@ def test_every_next_token_label_fits_its_axis(qtbot, make_window):
     a blank row): long pieces are cut to fit, the probability always shows."""
     from PySide6.QtGui import QFontMetrics
 
-    from explorer.ui.views.generation_view import nice_below
+    from explorer.ui.plots.plot_axes import nice_below
 
     window = make_window("gpt2-small")
     run_and_wait(qtbot, window, max_tokens=1)

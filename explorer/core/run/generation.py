@@ -213,6 +213,7 @@ class GenerationStream:
         self.ids: list[int] = list(self.prompt_ids)
         self.prompt_seconds: float | None = None
         self.stopped_by: str | None = None  # "eot", "max_new_tokens", "closed"
+        self.cache: KVCache | None = None  # the keys and values so far (None once the window slid)
         self._iter = self._run()
 
     def __iter__(self) -> "GenerationStream":
@@ -239,12 +240,14 @@ class GenerationStream:
             if self.prefill is not None:  # the prompt pass already ran, captured
                 prefill, self.prefill = self.prefill, None  # its cache grows: use it once
                 cache, logits, first_capture = prefill.cache, prefill.logits, prefill.step
+                self.cache = cache
                 self.prompt_seconds = prefill.seconds
                 start -= prefill.seconds  # elapsed counts the prompt pass, as without one
             else:
                 cache = model.new_cache()
                 prompt = torch.tensor([self.ids], device=device)
                 logits = model(prompt, cache=cache, last_only=True)[0, -1]
+                self.cache = cache
                 self.prompt_seconds = time.perf_counter() - start
             last = time.perf_counter()
             for index in range(s.max_new_tokens):
@@ -273,12 +276,13 @@ class GenerationStream:
                     break
                 last = time.perf_counter()
                 if s.recompute:  # the book's way: the whole (cropped) context, every step
-                    cache = None
+                    cache = self.cache = None
                 if cache is not None and cache.length < ctx:
                     logits = model(torch.tensor([[token]], device=device), cache=cache,
                                    last_only=True)[0, -1]
+                    self.cache = cache
                 else:  # context full: slide the window, recompute without a cache
-                    cache = None
+                    cache = self.cache = None
                     window = torch.tensor([self.ids[-ctx:]], device=device)
                     logits = model(window, last_only=True)[0, -1]
         self.stopped_by = "max_new_tokens"

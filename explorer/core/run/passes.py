@@ -240,13 +240,14 @@ def step_pass(step: Step, ids: list[int], notices: list[str] | None = None) -> P
 
 def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: GenerationSettings,
                          report, should_stop=None, keep: Keep = EVERYTHING,
-                         after_prompt=None) -> str:
+                         after_prompt=None, streams=None) -> str:
     """The app's Ctrl+Enter: the captured prompt pass, reported as a Pass, then token by
     token from its KV cache (the prompt runs once), each step reported as a Pass with
     every node's vector. ``after_prompt()`` runs between the two (the app lets its views
     draw there); then what ``keep.later`` left is computed and reported as
     ``Completed(prompt)``. Returns why it stopped: eot, max_new_tokens or stopped (checked
-    between tokens)."""
+    between tokens). ``streams(stream)`` is told the generation stream (its KV cache
+    serves branches later)."""
     ids, notices = prepare_prompt(prompt_ids, model.cfg.context_length,
                                   new_tokens=settings.max_new_tokens, leave_room=settings.leave_room)
     prompt, prefill = prompt_and_prefill(model, ids, keep, should_stop)
@@ -262,6 +263,8 @@ def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: Gener
     if settings.recompute:
         return _recomputing(model, prompt, prefill, settings, report, should_stop, keep)
     stream = generate_stream(model, prefill.ids, settings, prefill=prefill)
+    if streams is not None:
+        streams(stream)
     seen = list(prefill.ids)
     for step in stream:
         seen.append(step.token_id)

@@ -13,7 +13,11 @@ from ...core.run.batch import make_batch
 from ...core.run.generation import GenerationSettings
 from ...core.experiments.interventions import applied, resolve
 from ...core.gpt.nodes import GELU_INPUT, block_hook_name
-from ...core.run.passes import EVERYTHING, Completed, Pass, prompt_then_generate, run_prompt
+from ...core.base.cancel import check
+from ...core.gpt.tokenizer import token_piece
+from ...core.playground.branches import branch_stream, token_probability
+from ...core.run.passes import (EVERYTHING, Completed, Pass, prompt_then_generate, run_prompt,
+                                step_pass)
 from .jobs import Job
 from .session import Session
 
@@ -58,6 +62,9 @@ class Runs(QObject):
         self._prompt_done = False
         self._notes = ""  # the prompt pass's notices (a cropped prompt)
         self.lazy = True  # statistics when something shows them (Keep.later)
+        self.streams: dict[int, object] = {}  # branch -> its generation stream (its KV cache)
+        self.settings: GenerationSettings | None = None  # the run's, which its branches keep
+        session.branchRequested.connect(self.branch)
 
     @property
     def running(self) -> bool:
@@ -73,11 +80,14 @@ class Runs(QObject):
         keep = self.keep()
         specs = self.session.active_interventions()
 
+        self.streams, self.settings = {}, settings
+
         def run(ctx):
             with intervened(ctx.model, specs, ids):
                 return prompt_then_generate(ctx.model, ids, settings, said(ctx.report, specs),
                                             ctx.should_stop, keep,
-                                            after_prompt=getattr(engine, "catch_up", None))
+                                            after_prompt=getattr(engine, "catch_up", None),
+                                            streams=lambda st: self.streams.__setitem__(0, st))
 
         self.job = engine.submit(
             run, "prompt and generation", progress=self._pass, finished=self._end,
@@ -109,6 +119,44 @@ class Runs(QObject):
         self.job = self.engine.submit(
             run, "batch pass", finished=self._batch_done, failed=self._failed,
             cancelled=lambda: self._end("stopped"))
+        return self.job
+
+    def branch(self, token: int) -> Job | None:
+        """Continue from the shown step with ``token`` instead of the one drawn there: a
+        new branch, from the KV cache of the run it leaves, with its settings and the
+        interventions that apply now."""
+        s = self.session
+        at = (s.current.step or 0) if s.current is not None else 0
+        stream = self.streams.get(s.branch)
+        why = ("a run is going on" if self.running else "generate first: a branch continues "
+               "the tokens of a run" if s.prompt is None or not s.steps else
+               "this run kept no cache to continue from (Recompute all, or the context "
+               "filled)" if stream is None or stream.cache is None else "")
+        if why:
+            s.report_error("Continue with this token", why[0].upper() + why[1:])
+            return None
+        base = s.steps[min(at, len(s.steps) - 1)]
+        before = list(base.ids[:-1])  # what chose the step's token
+        forced = replace(base, token_id=token, prob=token_probability(base.next_logits, token))
+        s.start_branch(f"{token_piece(token)!r} at step {base.step}", s.steps[:base.step] + [forced])
+        index, specs, first = s.branch, s.active_interventions(), base.step + 1
+        self._begin(f"Branching at step {base.step} with {token_piece(token)!r}…")
+        self._step_times = []
+
+        def run(ctx):
+            with intervened(ctx.model, specs, s.prompt.ids):
+                new = branch_stream(ctx.model, before, token, self.settings, stream.cache,
+                                    capture=True)
+                self.streams[index] = new
+                seen = before + [token]
+                for step in new:
+                    seen.append(step.token_id)
+                    ctx.report(replace(step_pass(step, seen), step=first + step.index))
+                    check(ctx.should_stop)
+                return new.stopped_by or "max_new_tokens"
+
+        self.job = self.engine.submit(run, "branch", progress=self._pass, finished=self._end,
+                                      failed=self._failed, cancelled=lambda: self._end("stopped"))
         return self.job
 
     def stop(self) -> None:

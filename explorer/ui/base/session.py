@@ -45,6 +45,8 @@ class Session(QObject):
     viewRequested = Signal(str)  # a view asks for another to be shown (its key)
     runRequested = Signal(str)  # run this prompt (empty: the panel's own) as Ctrl+Enter does
     whyChanged = Signal()  # the latest answer to "why this token?" (or None)
+    branchesChanged = Signal()  # a branch was made or another one selected
+    branchRequested = Signal(int)  # continue from the shown step with this token instead
     whyRequested = Signal(int)  # explain this token (an id) at the shown pass's position
     samplingRequested = Signal(object)  # generate with these GenerationSettings from now on
 
@@ -61,6 +63,9 @@ class Session(QObject):
         self.interventions_on = True  # the one switch
         self.mark = ""
         self.why = None  # core.attribution.why.Why: of the model and prompt shown
+        # the run and its branches: (label, steps); ``steps`` is the selected one's list
+        self.branches: list[tuple[str, list[Pass]]] = [("the run", self.steps)]
+        self.branch = 0
         self.busy = False
         self.status = ""
         self._retire = retire or (lambda *passes: None)  # who frees replaced passes
@@ -108,6 +113,7 @@ class Session(QObject):
         self._retire(self.prompt, *self.steps)
         self.model = info
         self.prompt, self.steps, self.current = None, [], None
+        self.branches, self.branch = [("the run", self.steps)], 0
         self.set_mark("")  # marks belong to the model they were found in
         self.set_why(None)  # so do answers
         self.layer = min(self.layer, info.config.n_layers - 1)
@@ -120,7 +126,9 @@ class Session(QObject):
         self._retire(self.prompt, *self.steps)
         self.prompt, self.steps = result, []
         self.current = result
+        self.branches, self.branch = [("the run", self.steps)], 0
         self.set_why(None)  # an answer about the prompt before
+        self.branchesChanged.emit()
         self.stepsChanged.emit()
         self.passChanged.emit()
 
@@ -173,6 +181,25 @@ class Session(QObject):
     def request_sampling(self, settings) -> None:
         """The sampling view's settings, for the prompt panel's next generation."""
         self.samplingRequested.emit(settings)
+
+    def start_branch(self, label: str, steps: list[Pass]) -> None:
+        """A new branch (its steps so far: the parent's up to where it parts, then the
+        chosen token), selected; its generated steps then arrive through add_step."""
+        self.branches.append((label, steps))
+        self.select_branch(len(self.branches) - 1)
+
+    def select_branch(self, index: int) -> None:
+        """Show a branch: its steps become the session's, at the step where it parts."""
+        label, steps = self.branches[index]
+        self.branch, self.steps = index, steps
+        parts = next((i for i, (a, b) in enumerate(zip(steps, self.branches[0][1])) if a is not b),
+                     min(len(steps), len(self.branches[0][1])) - 1)
+        self.branchesChanged.emit()
+        self.stepsChanged.emit()
+        self.show_pass(steps[parts] if steps and parts >= 0 else self.prompt)
+
+    def request_branch(self, token_id: int) -> None:
+        self.branchRequested.emit(int(token_id))
 
     def set_mark(self, name: str) -> None:
         if name != self.mark:

@@ -141,3 +141,9 @@ def log_axis(plot: pg.PlotItem, side: str) -> LogAxis:
 
 def _plain(x: float) -> str:
     return f"{x:.3g}"
+
+
+def nice_below(x: float) -> float:
+    """The largest 1, 2 or 5 times a power of ten that is at most x (x > 0)."""
+    power = 10.0 ** math.floor(math.log10(x))
+    return max(m * power for m in (1, 2, 5) if m * power <= x * (1 + 1e-9))

@@ -14,10 +14,11 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QTextBrowser, QVBoxLayout, QWidget)
 
-from ..plots.plot_axes import plot_widget
+from ..plots.plot_axes import nice_below, plot_widget
 from ...core.run.batch import MAX_BATCH, split_prompts
 from ...core.run.generation import GenerationSettings, prepare_prompt
 from ...core.gpt.tokenizer import encode, token_piece
+from ..widgets.branch_box import BranchBox
 from ..widgets.candidate_menu import attach_candidate_menu
 from ..widgets.generation_box import GenerationBox, flag
 from ..widgets.token_chips import CHIP_COLOURS, batch_chips_html, chips_html, visible
@@ -28,12 +29,6 @@ from ..base.view import ViewHooks
 
 DEFAULT_PROMPT = "Every effort moves you"
 MAX_PROMPT_CHARS = 1_000_000  # a remembered prompt beyond this is cut (a damaged settings file)
-
-
-def nice_below(x: float) -> float:
-    """The largest 1, 2 or 5 times a power of ten that is at most x (x > 0)."""
-    power = 10.0 ** math.floor(math.log10(x))
-    return max(m * power for m in (1, 2, 5) if m * power <= x * (1 + 1e-9))
 
 
 def _short(text: str, limit: int = 12) -> str:
@@ -50,6 +45,7 @@ class GenerationPanel(ViewHooks, QWidget):
         self._chips_pending = False
         self._shown_prompt = None  # the prompt pass whose steps the output shows
         self._shown_steps = 0
+        self._shown_list = None  # the session's list of steps the output shows
         self._prompt_widgets()
         self._buttons()
         self._topk_plot()
@@ -131,7 +127,10 @@ class GenerationPanel(ViewHooks, QWidget):
         left.addWidget(self.chips, 1)
         output_title = QLabel("Output — click a token to see that step")
         output_title.setWordWrap(True)
-        left.addWidget(output_title)
+        title_row = QHBoxLayout()  # the title, and the run's branches to choose from
+        for w, stretch in ((output_title, 1), (BranchBox(self.session), 0)):
+            title_row.addWidget(w, stretch)
+        left.addLayout(title_row)
         left.addWidget(self.output, 2)
         for box in (self.prompt, self.chips, self.output):  # short: the graph keeps the room
             box.setMinimumHeight(QFontMetrics(box.font()).height() * 2 + 10)
@@ -309,8 +308,9 @@ class GenerationPanel(ViewHooks, QWidget):
         """Append the new steps' tokens (redraw everything only when the run changed)."""
         session = self.session
         if session.prompt is None or self._shown_prompt is not session.prompt or \
-                self._shown_steps > len(session.steps):
+                self._shown_steps > len(session.steps) or self._shown_list is not session.steps:
             self._shown_prompt, self._shown_steps, self.selected = session.prompt, 0, None
+            self._shown_list = session.steps  # another branch: drawn again
             self._redraw_output()
             return
         new = session.steps[self._shown_steps:]

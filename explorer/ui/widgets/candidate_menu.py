@@ -1,5 +1,6 @@
 """Right-click on a next-token chart's bar: *Why this token?* for that candidate (the
-session asks the Why view). The chart draws candidate i at y = i."""
+session asks the Why view) and *Continue with this token* (a branch: the prompt panel's
+runs make it). The chart draws candidate i at y = i."""
 
 from __future__ import annotations
 
@@ -38,4 +39,7 @@ def candidate_menu(parent, token_id: int, piece: str, session) -> QMenu:
     menu = QMenu(parent)
     action = menu.addAction(f"Why this token? ({piece!r})")
     action.triggered.connect(lambda: session.ask_why(token_id))
+    branch = menu.addAction(f"Continue with this token ({piece!r})")
+    branch.setToolTip("A branch: generation goes on from here with this token instead")
+    branch.triggered.connect(lambda: session.request_branch(token_id))
     return menu
