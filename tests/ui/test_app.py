@@ -355,7 +355,7 @@ def test_views_redraw_after_a_pass_one_per_event_loop_turn(qtbot, make_window):
 
 
 def test_dock_tabs_show_whole_titles_and_scroll(qtbot, make_window):
-    """Ten docks share the right-hand area and twelve the bottom one: their tabs keep
+    """Ten docks share the right-hand area and thirteen the bottom one: their tabs keep
     whole titles (eliding cut them to 'GE…'), and the bar scrolls instead."""
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QTabBar
@@ -364,7 +364,7 @@ def test_dock_tabs_show_whole_titles_and_scroll(qtbot, make_window):
     bars = [b for b in window.findChildren(QTabBar) if b.parent() is window and b.count() > 1]
     assert bars
     titles = {d.windowTitle() for key, d in window.docks.items()}
-    assert len(titles) == 22  # the right-hand docks, Train included, and the bottom ones
+    assert len(titles) == 23  # the right-hand docks, Train included, and the bottom ones
     shown = {bar.tabText(i) for bar in bars for i in range(bar.count())}
     assert titles <= shown
     for bar in bars:

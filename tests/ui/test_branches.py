@@ -1,6 +1,7 @@
 """Continue with this token: a branch from a step of a run, in the window — the tokens of
 a fresh run of its text, listed beside the run, every view on the selected one."""
 
+from explorer.core.gpt.tokenizer import token_piece
 from explorer.core.run.generation import GenerationSettings, generate
 from explorer.core.sources import random_model
 from explorer.ui.widgets.branch_box import BranchBox
@@ -32,6 +33,17 @@ def test_a_branch_continues_from_a_step_with_another_token(qtbot, make_window):
     assert session.steps is session.branches[0][1] and [p.token_id for p in session.steps] == [
         p.token_id for p in main]
     assert window.generation.output_count() == 1 + 4
+    compare = window.branches  # side by side: where they part, and the next step both ways
+    compare.refresh()
+    assert compare.left.currentIndex() == 0 and compare.right.currentIndex() == 1
+    text = compare.note.text()
+    assert text.startswith(f"They part at step 1: {token_piece(main[1].token_id)!r} against "
+                           f"{token_piece(other)!r}.")
+    after = [main[2], steps[2]]
+    for column, p in ((1, after[0]), (2, after[1])):
+        assert compare.table.item(0, column).text().startswith(repr(p.top_pieces[0]))
+    n = session.model.config.n_layers
+    assert compare.table.rowCount() == 5 + n and compare.table.item(5 + n - 1, 3).text()
 
 
 def test_a_branch_needs_a_run_with_a_cache(qtbot, make_window):

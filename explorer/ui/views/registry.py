@@ -29,6 +29,7 @@ from .patching_view import PatchingView
 from .ln_compare_view import LnCompareView
 from .train_view import TrainPanel
 from .whatif_view import WhatIfView
+from .branches_view import BranchesView
 from .contributions_view import ContributionsView
 from .heads_view import HeadsView
 from .layers_view import LayersView
@@ -89,6 +90,8 @@ VIEWS = (
     ViewSpec("sampling", "sampling", "Next-token sampling", SamplingView, "bottom",
              "Ctrl+Shift+N", "Sampling", _GUESS),
     ViewSpec("game", "game", "Prediction game", GameView, "bottom", "Ctrl+Shift+J", "Game"),
+    ViewSpec("branches", "branches", "Branches side by side", BranchesView, "bottom",
+             "Ctrl+Shift+B", "Branches", _GUESS),
     ViewSpec("why", "why", "Why this token?", WhyView, "bottom", "Ctrl+Shift+W", "Why", _GUESS),
     ViewSpec("layers", "layers", "Layer table", LayersView, "bottom", "Ctrl+Shift+L", "Layers",
              _GUESS),

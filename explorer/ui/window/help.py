@@ -141,6 +141,7 @@ def tour_steps(window) -> list[tuple[QWidget, str, str]]:
                "waterfall.",
         "sampling": "The next-token distribution reshaped live by temperature, top-k and "
                     "top-p, with 200 seeded draws beside it.",
+        "branches": "Two branches of a run side by side at the step where they part.",
         "game": "Guess the next token before the model shows it, or the block where the lens "
                 "first finds it.",
         "contributions": "Each token's stream after every block, with an edge from every "
