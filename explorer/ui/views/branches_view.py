@@ -30,6 +30,7 @@ class BranchesView(ViewHooks, QWidget):
         self.session = session
         self.left, self.right = QComboBox(), QComboBox()
         for box in (self.left, self.right):
+            box.setSizeAdjustPolicy(QComboBox.AdjustToContents)  # a branch's whole name
             box.activated.connect(lambda _i: self.refresh(keep=True))
         self.note = QLabel(EMPTY)
         self.note.setWordWrap(True)

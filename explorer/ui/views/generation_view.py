@@ -309,7 +309,8 @@ class GenerationPanel(ViewHooks, QWidget):
         session = self.session
         if session.prompt is None or self._shown_prompt is not session.prompt or \
                 self._shown_steps > len(session.steps) or self._shown_list is not session.steps:
-            self._shown_prompt, self._shown_steps, self.selected = session.prompt, 0, None
+            shown = session.current.step if session.current is not None else None
+            self._shown_prompt, self._shown_steps, self.selected = session.prompt, 0, shown
             self._shown_list = session.steps  # another branch: drawn again
             self._redraw_output()
             return
