@@ -39,6 +39,9 @@ def register(sub) -> None:
     g.add_argument("--save-run", metavar="FILE",
                    help="also save the run (prompt, model identity, settings, tokens with their "
                         "candidates, every node's statistics) for Open run… / --open-run")
+    g.add_argument("--save-tensors", type=int, default=0, metavar="MB",
+                   help="with --save-run: keep the node tensors too, in float16, up to this "
+                        "many MB (default 0: statistics only)")
     add_model_args(g)
     g.set_defaults(func=generate)
 
@@ -100,18 +103,22 @@ def _save_run(args, loaded, prompt_ids, settings, specs, enabled) -> int:
 
     from ..core.gpt.tokenizer import decode
     from ..core.playground.run_file import SavedRun, save_run, weights_sha256
-    from ..core.run.passes import STATISTICS, Pass, prompt_then_generate
+    from ..core.base.validate import whole
+    from ..core.run.passes import EVERYTHING, STATISTICS, Pass, prompt_then_generate
     from .common import spec_of
 
+    mb = whole(args.save_tensors, "--save-tensors", 0, 10**6)
     passes: list = []
     prompt_then_generate(loaded.model, prompt_ids, settings,
-                         lambda p: isinstance(p, Pass) and passes.append(p), keep=STATISTICS)
+                         lambda p: isinstance(p, Pass) and passes.append(p),
+                         keep=EVERYTHING if mb else STATISTICS)
     print(args.prompt + decode([p.token_id for p in passes[1:]]))
     model = {"label": loaded.label, "source": dataclasses.asdict(spec_of(args)),
              "sha256": weights_sha256(loaded.model), "config": dataclasses.asdict(loaded.config)}
     run = SavedRun(args.prompt, list(prompt_ids), model, settings, passes,
                    [s.to_dict() for s in specs], enabled)
-    print(f"saved {save_run(args.save_run, run)}: {len(passes) - 1} tokens", file=sys.stderr)
+    print(f"saved {save_run(args.save_run, run, mb * 2**20)}: {len(passes) - 1} tokens",
+          file=sys.stderr)
     return 0
 
 

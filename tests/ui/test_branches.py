@@ -42,8 +42,11 @@ def test_a_branch_continues_from_a_step_with_another_token(qtbot, make_window):
     after = [main[2], steps[2]]
     for column, p in ((1, after[0]), (2, after[1])):
         assert compare.table.item(0, column).text().startswith(repr(p.top_pieces[0]))
-    n = session.model.config.n_layers
-    assert compare.table.rowCount() == 5 + n and compare.table.item(5 + n - 1, 3).text()
+    labels = [compare.table.item(r, 0).text() for r in range(compare.table.rowCount())]
+    last = labels.index("out_head std")  # every node of the step, in forward order
+    assert labels[5] == "tok_emb std" and "B2 add2 std" in labels
+    want = steps[2].views["out_head"].stats.std - main[2].views["out_head"].stats.std
+    assert compare.table.item(last, 3).text() == f"{want:+.4f}"
 
 
 def test_a_branch_needs_a_run_with_a_cache(qtbot, make_window):

@@ -16,7 +16,7 @@ def test_saved_then_opened_with_the_same_model_runs_again_and_checks(qtbot, make
     tokens = [p.token_id for p in window.session.steps]
     stats = window.session.prompt.views["trf_blocks.0.att"].stats.std
     path = tmp_path / "run.gbrun"
-    window.run_files.save(str(path))
+    window.run_files.save(str(path), tensor_mb=1)
     qtbot.waitUntil(lambda: "Saved the run" in window.status_text.text(), timeout=30_000)
     window.generation.prompt.setPlainText("something else")
     window.generation.sample.setChecked(False)
@@ -26,12 +26,16 @@ def test_saved_then_opened_with_the_same_model_runs_again_and_checks(qtbot, make
     assert window.generation.prompt.toPlainText() == "Every effort moves you"
     assert window.generation.sample.isChecked() and window.generation.seed.value() == 7
     assert window.session.prompt.views["trf_blocks.0.att"].stats.std == stats
+    from explorer.core.playground.run_file import read_run
+    saved = read_run(path)  # 1 MB of tensors kept, in float16
+    kept = [v.array.size * 2 for p in saved.passes for v in p.views.values() if v.array is not None]
+    assert kept and sum(kept) <= 2**20
 
 
 def test_another_model_shows_the_saved_run_read_only(qtbot, make_window, tmp_path, capsys):
     path = tmp_path / "run.gbrun"
     assert main(["generate", "Every effort moves you", "--preset", "tiny", "--max-new-tokens",
-                 "2", "--save-run", str(path)]) == 0
+                 "2", "--save-run", str(path), "--save-tensors", "2"]) == 0
     assert "saved" in capsys.readouterr().err
     window = make_window(seed=9)
     qtbot.waitUntil(lambda: window.session.model is not None, timeout=60_000)
@@ -40,6 +44,7 @@ def test_another_model_shows_the_saved_run_read_only(qtbot, make_window, tmp_pat
     assert "Read-only" in window.status_text.text() and len(window.session.steps) == 2
     assert window.session.prompt.views["trf_blocks.0.add2"].stats.count > 0
     assert all(v.device == "saved" for v in window.session.prompt.views.values())
+    assert window.session.prompt.views["trf_blocks.0.add2"].array is not None  # --save-tensors 2
 
 
 def test_a_damaged_run_is_one_line_in_a_dialog(qtbot, make_window, tmp_path):

@@ -1,6 +1,6 @@
 """Two branches side by side, at the step where they part: the token each took there,
 what each wrote after, and — at the first step whose context differs — each one's
-next-token candidates and every block's residual stream (its std at that step) with
+next-token candidates and every node's std at that step, as the inspector reads it, with
 the difference, so the same node reads across both. Choose the branches above; a branch
 is made by right-clicking a candidate ▸ Continue with this token."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from ...core.gpt.nodes import block_output, block_title, block_hook_name
+from ...core.gpt.nodes import all_hook_names, short_label
 from ...core.gpt.tokenizer import decode, token_piece
 from ..base.session import Session
 from ..base.view import ViewHooks
@@ -86,12 +86,13 @@ class BranchesView(ViewHooks, QWidget):
                                               self.right.currentText(), "difference"])
         rows = [(f"candidate {r + 1}", *(self._candidate(p, r) for p in (x, y)), "")
                 for r in range(CANDIDATES)]
-        if cfg is not None:
-            for layer in range(cfg.n_layers):
-                name = block_hook_name(layer, block_output(cfg.norm_position))
+        if cfg is not None:  # every node, in forward order, as the inspector reads it
+            for name in all_hook_names(cfg, include_pattern=False):
                 stds = [self._std(p, name) for p in (x, y)]
+                if stds == [None, None]:
+                    continue
                 diff = f"{stds[1] - stds[0]:+.4f}" if None not in stds else ""
-                rows.append((f"{block_title(layer, cfg.n_layers)}: output std",
+                rows.append((f"{short_label(name)} std",
                              *(f"{v:.4f}" if v is not None else "" for v in stds), diff))
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):

@@ -10,13 +10,13 @@ import dataclasses
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QInputDialog
 
 from ...core.base.outputs import OutputError, check_output
 from ...core.playground.run_file import SavedRun, read_run, save_run, weights_sha256
 
 RUN_FILTER = "Explorer runs (*.gbrun);;All files (*)"
-TENSOR_BYTES = 64 * 2**20  # the tensors a saved run keeps, in float16, at most
+TENSOR_MB = 64  # the node tensors a saved run keeps by default, in float16, at most
 
 
 class RunFiles:
@@ -32,7 +32,9 @@ class RunFiles:
                             "Open a saved run: run again with its model, or read-only")
 
     # ------------------------------------------------------------------ saving
-    def save(self, path: str | None = None) -> None:
+    def save(self, path: str | None = None, tensor_mb: int | None = None) -> None:
+        """Save the shown run; without a path the user chooses one and how many MB of the
+        node tensors to keep (float16; 0: the statistics only)."""
         w, session = self.window, self.window.session
         if session.prompt is None or session.model is None or session.prompt.batch is not None:
             w.warn(w, "Save run", "Run a prompt first (Ctrl+Enter; one prompt, not a batch).")
@@ -41,6 +43,12 @@ class RunFiles:
             path, _ = QFileDialog.getSaveFileName(w, "Save run", "run.gbrun", RUN_FILTER)
             if not path:
                 return
+            tensor_mb, ok = QInputDialog.getInt(
+                w, "Save run", "Keep the node tensors too, in float16, up to this many MB\n"
+                "(0: every node's statistics only):", TENSOR_MB, 0, 1_000_000)
+            if not ok:
+                return
+        budget = (TENSOR_MB if tensor_mb is None else tensor_mb) * 2**20
         try:
             check_output(path)
         except OutputError as exc:
@@ -58,7 +66,7 @@ class RunFiles:
                      "config": dataclasses.asdict(info.config)}
             run = SavedRun(prompt, list(session.prompt.ids), model, settings, passes,
                            interventions, session.interventions_on)
-            return save_run(path, run, TENSOR_BYTES)
+            return save_run(path, run, budget)
 
         w.engine.submit(job, "save run",
                         finished=lambda where: session.set_status(f"Saved the run to {where}"),
