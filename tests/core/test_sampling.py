@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.run.generation import GenerationSettings, generate
+from explorer.core.run.generation import GenerationSettings, generate, sampling_probabilities
 from explorer.core.run.passes import EVERYTHING, prompt_then_generate
 from explorer.core.run.sampling import chi_square, reshape, sample_counts
 from explorer.core.gpt.config import preset
@@ -48,6 +48,10 @@ def test_reshaping_equals_the_filtering_that_sampling_uses(logits, t, k, p):
     if k is not None:
         assert r.kept <= k
     np.testing.assert_allclose(r.before, reference(logits, 1.0, None, None), atol=1e-6)
+    # the numpy reshaping is the torch code generation draws from, step for step
+    drawn_from = sampling_probabilities(torch.as_tensor(logits), s).numpy()
+    np.testing.assert_allclose(r.after, drawn_from, atol=2e-6)
+    assert np.array_equal(r.after > 0, drawn_from > 0)
     assert r.after.sum() == pytest.approx(1.0, abs=1e-5)
 
 

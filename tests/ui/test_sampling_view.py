@@ -58,7 +58,9 @@ def test_two_hundred_draws_and_the_fixed_axis(qtbot):
     alone.settle()
     view.top_k.setValue(10)
     settled(qtbot, view)
-    view.sample()
+    view.sample()  # an engine job: generation's own draws
+    alone.settle()
+    assert "sample the next token" in alone.engine.names
     assert view.counts.sum() == 200 and np.count_nonzero(view.counts) <= 10
     assert "200 seeded draws" in view.note.text()
     view.temperature.setValue(120)  # other settings: the draws no longer apply

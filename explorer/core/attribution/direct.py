@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (FINAL_NORM, FIRST_ADD, HEADS_MIX, SECOND_ADD, LINEAR_2, LOGITS, POSITION_EMBEDDING,
-                         TOKEN_EMBEDDING, block_hook_name, block_title, residual_branches,
-                         residual_nodes)
+from ..gpt.nodes import (EMBEDDINGS, FINAL_NORM, FIRST_ADD, HEADS_MIX, LINEAR_2, LOGITS,
+                         POSITION_EMBEDDING, SECOND_ADD, TOKEN_EMBEDDING, block_hook_name,
+                         block_title, residual_branches, residual_nodes)
 from .reading import Reading
 
 EXACT_NOTE = ("Direct attribution: the final norm's scale at this position held fixed (the "
@@ -162,7 +162,7 @@ def _lens_changes(reading: Reading, target: int, versus: int | None, logit: floa
         return lens_value(x, u, gamma, beta, eps)
 
     before = lens(reading.embeddings)
-    parts = [Part("Embeddings (read by the lens)", "embedding", None, POSITION_EMBEDDING, before)]
+    parts = [Part("Embeddings (read by the lens)", "embedding", None, EMBEDDINGS, before)]
     n = len(reading.blocks)
     names = residual_nodes(reading.norm_position)
     for layer, block in enumerate(reading.blocks):

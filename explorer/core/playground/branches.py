@@ -16,7 +16,7 @@ import time
 import torch
 
 from ..gpt.model import GPTModel, KVCache
-from ..run.generation import GenerationSettings, Prefill, generate_stream, tokenizer_logits
+from ..run.generation import GenerationSettings, Prefill, generate_stream
 from ..run.steps import StepRecorder
 
 
@@ -59,8 +59,3 @@ def branch_stream(model: GPTModel, ids: list[int], token: int, settings: Generat
                       seconds=time.perf_counter() - start)
     settings = dataclasses.replace(settings, capture_steps=capture, leave_room=False)
     return generate_stream(model, list(ids) + [token], settings, prefill=prefill)
-
-
-def token_probability(logits, token: int) -> float:
-    """The model's probability of the chosen token where it was chosen."""
-    return float(torch.softmax(tokenizer_logits(torch.as_tensor(logits)).float(), -1)[token])

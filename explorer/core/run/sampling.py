@@ -1,8 +1,9 @@
 """Live sampling: one step's next-token distribution reshaped by temperature, top-k and
-top-p without running the model again — from the step's own logits, through the very
-filtering code that generation samples with (``generation.sampling_probabilities``) —
-and a seeded histogram of draws with ``generation.pick`` beside the exact
-probabilities."""
+top-p without running the model again, from the step's own logits. ``reshape`` is
+numpy (it runs on the GUI thread as a slider moves), the same steps as
+``generation.sampling_probabilities``, the torch code that generation draws from (a test
+holds the two equal at every setting); ``sample_counts`` draws with ``generation.pick``
+itself (an engine job in the app)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from .generation import GenerationSettings, pick, sampling_probabilities
+from ..gpt.config import GPT2_VOCAB
+from .generation import GenerationSettings, pick
 
 
 @dataclass
@@ -56,13 +58,42 @@ class Reshaped:
         return np.argsort(-self.before, kind="stable")[:count]
 
 
-def reshape(logits: np.ndarray | torch.Tensor, settings: GenerationSettings,
+def softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def distribution(logits: np.ndarray, s: GenerationSettings) -> np.ndarray:
+    """What a token is drawn from under ``s``: ``generation.sampling_probabilities`` in
+    numpy — the tokenizer's ids, the temperature, top-k, then top-p keeping the token
+    that crosses p; greedy puts everything on the most likely token."""
+    z = np.asarray(logits, dtype=np.float64)[:GPT2_VOCAB]
+    if s.greedy:
+        out = np.zeros_like(z)
+        out[int(np.argmax(z))] = 1.0
+        return out
+    z = z / s.temperature
+    if s.top_k is not None and s.top_k < z.size:
+        z = np.where(z < np.partition(z, -s.top_k)[-s.top_k], -np.inf, z)
+    if s.top_p is not None and s.top_p < 1.0:
+        order = np.argsort(-z, kind="stable")
+        cumulative = np.cumsum(softmax(z[order]))
+        remove = np.empty(z.size, dtype=bool)
+        remove[0], remove[1:] = False, cumulative[:-1] > s.top_p  # keep the one crossing p
+        z[order[remove]] = -np.inf
+    return softmax(z)
+
+
+def probability(logits: np.ndarray, token: int) -> float:
+    """The model's probability of a token (temperature 1, nothing cut)."""
+    return float(softmax(np.asarray(logits, dtype=np.float64)[:GPT2_VOCAB])[token])
+
+
+def reshape(logits: np.ndarray, settings: GenerationSettings,
             chosen: int | None = None) -> Reshaped:
     """The step's distribution before and after ``settings`` (greedy: all on the top)."""
-    row = torch.as_tensor(logits).float()
-    before = torch.softmax(row, dim=-1).numpy().astype(np.float64)
-    after = sampling_probabilities(row, settings).numpy().astype(np.float64)
-    return Reshaped(before, after, chosen)
+    row = np.asarray(logits, dtype=np.float64)[:GPT2_VOCAB]
+    return Reshaped(softmax(row), distribution(row, settings), chosen)
 
 
 def sample_counts(logits: np.ndarray | torch.Tensor, settings: GenerationSettings,

@@ -15,7 +15,8 @@ from ...core.experiments.interventions import applied, resolve
 from ...core.gpt.nodes import GELU_INPUT, block_hook_name
 from ...core.base.cancel import check
 from ...core.gpt.tokenizer import token_piece
-from ...core.playground.branches import branch_stream, token_probability
+from ...core.playground.branches import branch_stream
+from ...core.run.sampling import probability
 from ...core.run.passes import (EVERYTHING, Completed, Pass, prompt_then_generate, run_prompt,
                                 step_pass)
 from .jobs import Job
@@ -137,7 +138,7 @@ class Runs(QObject):
             return None
         base = s.steps[min(at, len(s.steps) - 1)]
         before = list(base.ids[:-1])  # what chose the step's token
-        forced = replace(base, token_id=token, prob=token_probability(base.next_logits, token))
+        forced = replace(base, token_id=token, prob=probability(base.next_logits, token))
         s.start_branch(f"{token_piece(token)!r} at step {base.step}", s.steps[:base.step] + [forced])
         index, specs, first = s.branch, s.active_interventions(), base.step + 1
         self._begin(f"Branching at step {base.step} with {token_piece(token)!r}…")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from ...core.attribution.direct import Attribution
+from ...core.attribution.direct import Attribution, Part
+from ...core.gpt.nodes import EMBEDDINGS, FINAL_NORM, POSITION_EMBEDDING, TOKEN_EMBEDDING
 from ...core.attribution.head_roles import ROLE_EVIDENCE, ROLES, HeadRoles
 from ...core.attribution.why import Why
 from .figures import TITLE_SIZE, offscreen_app, save_widget
@@ -17,6 +18,7 @@ from .plot_text import fitted_names, set_empty, set_title
 UP, DOWN, TOTAL = pg.mkBrush("#2e7d32"), pg.mkBrush("#c62828"), pg.mkBrush("#1f4e8c")
 DIVERGING = pg.colormap.get("CET-D1")
 SCORES = pg.colormap.get("viridis")
+SHORT = {TOKEN_EMBEDDING: "tok", POSITION_EMBEDDING: "pos", EMBEDDINGS: "emb", FINAL_NORM: "shift"}
 
 
 def waterfall_bars(attribution: Attribution) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -44,7 +46,7 @@ def draw_waterfall(plot: pg.PlotItem, attribution: Attribution | None,
                                  y1=np.maximum(bottoms, tops), width=0.8, brushes=brushes,
                                  pen=pg.mkPen(None)))
     plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#999999")))
-    names = [_short(p.label) for p in attribution.parts] + ["logit"]
+    names = [_short(p) for p in attribution.parts] + ["logit"]
     fitted_names(plot, names)
     what = "logit difference" if attribution.versus is not None else "logit"
     plot.setLabel("left", what)
@@ -52,14 +54,11 @@ def draw_waterfall(plot: pg.PlotItem, attribution: Attribution | None,
     plot.setMouseEnabled(x=False, y=False)
 
 
-def _short(label: str) -> str:
-    """'Block 3 of 12 attention' -> 'B3 attn'; the embeddings and the shift kept short."""
-    words = label.split()
-    if words[0] == "Block":
-        kind = "attn" if "attention" in label else "ffn"
-        return f"B{words[1]} {kind}"
-    return {"Token": "tok", "Position": "pos", "Final": "shift", "Embeddings": "emb"}.get(
-        words[0], words[0])
+def _short(part: Part) -> str:
+    """A bar's name under the waterfall: 'B3 attn', 'tok', 'shift'."""
+    if part.layer is not None:
+        return f"B{part.layer + 1} {'attn' if part.kind == 'attention' else 'ffn'}"
+    return SHORT.get(part.node, part.kind)
 
 
 def bar_at(attribution: Attribution, x: float) -> int | None:

@@ -1,6 +1,6 @@
 """Live sampling: the shown step's next-token distribution, reshaped at once as the
-temperature, top-k and top-p move — from the logits the step kept, through generation's
-own filtering code, without running the model (core.run.sampling). Outlines: the model's
+temperature, top-k and top-p move — from the logits the step kept, in numpy, the same
+filtering as generation's, without running the model (core.run.sampling). Outlines: the model's
 probabilities; bars: what would be drawn from under these settings; grey: cut by top-k or
 top-p. The chosen token's rank and probability, the entropy before and after, a line at
 1 / vocabulary (a uniform guess), the axis fixed at 0–1 on request, and a seeded
@@ -32,7 +32,8 @@ KEPT, CUT, MODEL, DRAWN = "#3c78c8", "#cfcfcf", "#222222", "#e07b00"
 class SamplingView(LazyRefresh, QWidget):
     def __init__(self, session: Session, engine=None) -> None:
         super().__init__()
-        self.session = session
+        self.session, self.engine = session, engine
+        self._asked = 0  # draws asked for: an answer for older settings is dropped
         self.shaped: Reshaped | None = None
         self.counts: np.ndarray | None = None  # the draws, for the settings they were made with
         self._ids: tuple = ()  # the candidates whose names the axis shows
@@ -104,10 +105,12 @@ class SamplingView(LazyRefresh, QWidget):
     # ------------------------------------------------------------------ reshaping
     def redraw(self) -> None:
         self.counts = None
+        self._asked += 1
         self.reshape()
 
     def _changed(self, *_args) -> None:
         self.counts = None  # drawn with other settings
+        self._asked += 1
         if not self._soon.isActive():
             self._soon.start()
 
@@ -121,10 +124,20 @@ class SamplingView(LazyRefresh, QWidget):
         self.draw()
 
     def sample(self) -> None:
+        """200 draws with generation's own sampling code, as an engine job."""
         current = self.session.current
-        if self.shaped is not None and current is not None and current.next_logits is not None:
-            self.counts = sample_counts(current.next_logits, self.settings(), DRAWS, seed=0)
-            self.draw()
+        if self.shaped is None or current is None or current.next_logits is None:
+            return
+        logits, settings = current.next_logits, self.settings()
+        self._asked += 1
+        asked = self._asked
+        self.engine.submit(lambda ctx: sample_counts(logits, settings, DRAWS, seed=0),
+                           "sample the next token",
+                           finished=lambda counts: asked == self._asked and self._drawn(counts))
+
+    def _drawn(self, counts: np.ndarray) -> None:
+        self.counts = counts
+        self.draw()
 
     # ------------------------------------------------------------------ drawing
     def _items(self) -> None:
