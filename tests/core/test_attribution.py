@@ -151,6 +151,9 @@ def test_a_long_prompt_keeps_the_scores_not_the_patterns():
     long = (PROMPT * 40)[:KEEP + 1]
     roles = head_roles(model, long)
     assert roles.patterns is None and roles.scores["local"].shape == (2, 4)
+    assert roles.values("induction") is None and roles.values("copying") is None  # no battery
+    with pytest.raises(ValueError, match="run the induction battery first"):
+        roles.best("copying")
     short = head_roles(model, long[:60])
     whole = read_patterns(model, torch.tensor([long[:60]]))[1]
     for role, values in pattern_scores(whole).items():  # the same from the whole patterns

@@ -39,7 +39,10 @@ ROLE_EVIDENCE = {  # each: the share above an even spread, 1 = only there
     "local": "attention on the three tokens before",
     "induction": "attention, in the repeated half of the battery, on the token that "
                  "followed the current token's first occurrence",
+    "copying": "the head's direct contribution to the logit of the token it attends to, "
+               "in the battery (logits, not a share)",
 }
+COPYING = "copying"  # scored by the battery beside induction
 CLEAR = 0.4  # a score above this names the head's role
 KEEP = 256  # the prompt's whole patterns are kept up to this many tokens (gpt2-xl at 1,024
 # tokens would hold 5 GB of them; the scores need only four diagonals, read in the hook)
@@ -59,8 +62,17 @@ class HeadRoles:
         best = max(self.scores, key=lambda r: self.scores[r][layer, head])
         return best if self.scores[best][layer, head] > CLEAR else ""
 
+    def values(self, role: str) -> np.ndarray | None:
+        """(layers, heads) scores of a role or of copying; None for the battery's two
+        before it ran."""
+        if role in ("induction", COPYING) and self.battery_patterns is None:
+            return None
+        return self.copying if role == COPYING else self.scores[role]
+
     def best(self, role: str) -> tuple[int, int, float]:
-        values = self.scores[role]
+        values = self.values(role)
+        if values is None:
+            raise ValueError(f"{role}: run the induction battery first")
         layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
         return int(layer), int(head), float(values[layer, head])
 

@@ -11,7 +11,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from ...core.attribution.head_roles import KEEP, ROLE_EVIDENCE, ROLES, HeadRoles, head_roles
+from ...core.attribution.head_roles import (COPYING, KEEP, ROLE_EVIDENCE, ROLES, HeadRoles,
+                                            head_roles)
 from ...core.gpt.nodes import ATTENTION, block_hook_name
 from ..base.lazy import LazyRefresh
 from ..base.session import Session
@@ -21,7 +22,6 @@ from ..plots.why_plots import cell_at, draw_grid
 from ..widgets.job_controls import JobControls
 
 EMPTY = "Run a prompt (Ctrl+Enter) to score every head's attention."
-COPYING = "copying"
 
 
 class HeadsView(LazyRefresh, QWidget):
@@ -121,12 +121,7 @@ class HeadsView(LazyRefresh, QWidget):
     def values(self) -> np.ndarray | None:
         if self.roles is None:
             return None
-        role = self.role_box.currentText()
-        if role == COPYING:
-            return self.roles.copying
-        if role == "induction" and self.roles.battery_patterns is None:
-            return None
-        return self.roles.scores[role]
+        return self.roles.values(self.role_box.currentText())
 
     def draw(self) -> None:
         role = self.role_box.currentText()
@@ -137,19 +132,12 @@ class HeadsView(LazyRefresh, QWidget):
         if self.roles is None:
             self.note.setText(EMPTY)
         elif values is not None:
-            layer, head, score = self._best(role, values)
-            evidence = ROLE_EVIDENCE.get(role, "the head's direct contribution to the logit "
-                                               "of the token it attends to (battery)")
-            self.note.setText(f"{role}: {evidence}. Strongest: block {layer + 1} head "
+            layer, head, score = self.roles.best(role)
+            self.note.setText(f"{role}: {ROLE_EVIDENCE[role]}. Strongest: block {layer + 1} head "
                               f"{head + 1} ({score:.2f}).")
         else:
             self.note.setText(waiting)
         self._draw_patterns()
-
-    @staticmethod
-    def _best(role: str, values: np.ndarray) -> tuple[int, int, float]:
-        layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
-        return int(layer), int(head), float(values[layer, head])
 
     def _draw_patterns(self) -> None:
         for plot, patterns, what in ((self.prompt_plot, self._patterns(False), "prompt"),
