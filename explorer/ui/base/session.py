@@ -22,6 +22,11 @@ from .turns import Turns
 CATCH_UP_PROBE_MS = 40  # how often to look whether every view has drawn a new pass
 
 
+def parting(a: list, b: list) -> int | None:
+    """The first step where two branches' passes differ (None if one is the other's start)."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x is not y), None)
+
+
 class Session(QObject):
     """Views register with ``on_pass`` rather than connecting ``passChanged``: after a
     new pass each view then redraws in a turn of the event loop of its own, so clicks,
@@ -110,7 +115,7 @@ class Session(QObject):
 
     # -------------------------------------------------------------------- changes
     def set_model(self, info: ModelInfo) -> None:
-        self._retire(self.prompt, *self.steps)
+        self._retire(self.prompt, *self._every_step())
         self.model = info
         self.prompt, self.steps, self.current = None, [], None
         self.branches, self.branch = [("the run", self.steps)], 0
@@ -123,7 +128,7 @@ class Session(QObject):
         self.passChanged.emit()
 
     def set_prompt(self, result: Pass) -> None:
-        self._retire(self.prompt, *self.steps)
+        self._retire(self.prompt, *self._every_step())
         self.prompt, self.steps = result, []
         self.current = result
         self.branches, self.branch = [("the run", self.steps)], 0
@@ -189,14 +194,19 @@ class Session(QObject):
         self.select_branch(len(self.branches) - 1)
 
     def select_branch(self, index: int) -> None:
-        """Show a branch: its steps become the session's, at the step where it parts."""
+        """Show a branch: its steps become the session's, at the step where it parts
+        from the run (the run itself: its last step)."""
         label, steps = self.branches[index]
         self.branch, self.steps = index, steps
-        parts = next((i for i, (a, b) in enumerate(zip(steps, self.branches[0][1])) if a is not b),
-                     min(len(steps), len(self.branches[0][1])) - 1)
+        at = parting(steps, self.branches[0][1])
         self.branchesChanged.emit()
         self.stepsChanged.emit()
-        self.show_pass(steps[parts] if steps and parts >= 0 else self.prompt)
+        self.show_pass(steps[at if at is not None else -1] if steps else self.prompt)
+
+    def _every_step(self) -> list[Pass]:
+        """The steps of the run and of every branch, each once (shared ones too)."""
+        seen = {id(p): p for _label, steps in self.branches for p in steps}
+        return list(seen.values())
 
     def request_branch(self, token_id: int) -> None:
         self.branchRequested.emit(int(token_id))

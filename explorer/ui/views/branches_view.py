@@ -11,17 +11,12 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QTableWidget, QTa
 
 from ...core.gpt.nodes import all_hook_names, short_label
 from ...core.gpt.tokenizer import decode, token_piece
-from ..base.session import Session
+from ..base.session import Session, parting
 from ..base.view import ViewHooks
 
 EMPTY = ("One run so far: right-click a candidate in the next-token chart ▸ Continue with "
          "this token to make a branch, then compare the two here.")
 CANDIDATES = 5
-
-
-def parting(a: list, b: list) -> int | None:
-    """The first step where two branches' passes differ (None if one is the other)."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x is not y), None)
 
 
 class BranchesView(ViewHooks, QWidget):
