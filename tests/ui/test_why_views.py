@@ -237,3 +237,16 @@ def test_the_waterfalls_names_stand_apart_at_any_width(qtbot):
         assert room >= max(metrics.horizontalAdvance(n) for _, n in ticks)
         if width == 1400:
             assert len(ticks) > 12
+
+
+def test_a_post_ln_model_shows_no_head_or_neuron_tables(qtbot):
+    alone = Alone(qtbot, preset="tiny")
+    other = random_model("tiny", seed=0, norm_position="post")
+    alone.engine.loaded = other
+    alone.session.set_model(ModelInfo.of(other, ModelSpec(preset="tiny", norm_position="post")))
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    why = alone.why
+    alone.settle()
+    assert not alone.session.why.attribution.exact
+    assert why.heads.isHidden() and why.neurons.isHidden() and "Post-LN" in why.note.text()

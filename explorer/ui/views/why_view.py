@@ -177,6 +177,8 @@ class WhyView(LazyRefresh, QWidget):
                     item.setData(Qt.UserRole, (layer, index))
                     table.setItem(r, c, item)
             table.resizeColumnToContents(0)
+        for table in (self.heads, self.neurons):  # a Post-LN model has no such split
+            table.setVisible(why is None or why.attribution.exact)
         if why is None:
             self.note.setText(message)
             return
