@@ -59,3 +59,27 @@ def test_every_nodes_words_name_its_own_orders_neighbours():
             assert text in node_for_hook(f"trf_blocks.2.{key}", order).description, (order, key)
     assert "before attention" not in node_for_hook("trf_blocks.0.norm1", "post").description
     assert "(add1)" not in node_for_hook("trf_blocks.0.add2", "post").description
+
+
+def test_every_kind_of_node_is_handled_wherever_kinds_are():
+    """A new kind of node (nodes.Kind) fails here, naming each place still to touch."""
+    from explorer.core.gpt import nodes
+    from explorer.core.gpt.nodes import Kind
+    from explorer.core.lessons import explain, formulas, quiz
+
+    places = {"core/gpt/nodes.py _HIST_BY_KIND": nodes._HIST_BY_KIND,
+              "core/lessons/explain.py WHAT": explain.WHAT,
+              "core/lessons/explain.py MISTAKE": explain.MISTAKE,
+              "core/lessons/quiz.py _BY_KIND": quiz._BY_KIND,
+              "core/lessons/formulas.py FORMULA_KINDS": formulas.FORMULA_KINDS}
+    missing = [f"{kind.value}: {place}" for kind in Kind for place, table in places.items()
+               if kind not in table]
+    assert not missing, "\n".join(missing)
+    for place, table in places.items():  # and nothing there that is no kind
+        assert set(table) <= set(Kind), place
+    used = {n.kind for order in ("pre", "post") for n in nodes.block_nodes(order)}
+    used |= {n.kind for n in nodes.MODEL_NODES_BEFORE + nodes.MODEL_NODES_AFTER}
+    assert used == set(Kind)  # every kind is some node's
+    import pytest
+    with pytest.raises(ValueError):
+        nodes.Node("x", "X", "a node of no known kind", "convolution", "emb")

@@ -109,7 +109,7 @@ def test_answers_follow_the_live_tensors(passes):
     zeros = float((pre[block_hook_name(0, "att.attn_weights")].array == 0).mean())
     assert f"{100 * zeros:.1f}%" in q.explanation
     q = question_for(block_hook_name(0, "drop1"), pre, "pre", 0)
-    assert q.options[q.answer].startswith("nothing")
+    assert q.options[q.answer].startswith("it changes nothing")
     trained = capture(CONFIGS["pre"], train=True)  # dropout on: the answer changes
     q = question_for(block_hook_name(0, "drop1"), trained, "pre", 0)
     assert q.options[q.answer].startswith("it zeroes")

@@ -13,8 +13,31 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, replace
+from enum import Enum
 
 from .config import GPTConfig
+
+
+class Kind(str, Enum):
+    """What a node computes. A new kind is handled in each of these places, and
+    tests/core/test_nodes.py names the one it is missing from: its fixed histogram range
+    (``_HIST_BY_KIND`` below), what it does and the common mistake about it
+    (lessons/explain.py ``WHAT``, ``MISTAKE``), its Learn questions (lessons/quiz.py
+    ``_BY_KIND``) and its worked formula (lessons/formulas.py ``FORMULA_KINDS``)."""
+
+    EMBEDDING = "embedding"
+    NORM = "norm"
+    ATTENTION = "attention"
+    PATTERN = "pattern"
+    DROPOUT = "dropout"
+    ADD = "add"
+    LINEAR = "linear"
+    GELU = "gelu"
+    FFN = "ffn"
+    LOGITS = "logits"
+
+    __str__ = str.__str__  # the word itself wherever it is written or formatted
+    __format__ = str.__format__
 
 
 @dataclass(frozen=True)
@@ -53,12 +76,15 @@ class Node:
     key: str  # module path relative to its parent (block or model)
     label: str  # short text on the graph
     description: str  # one line for tooltips and the inspector
-    kind: str  # embedding | norm | attention | pattern | dropout | add | linear | gelu | ffn | logits
+    kind: Kind  # given as its word ("norm"); compares equal to it
     width: str  # last dimension: "emb", "hidden" (4 x emb), "vocab", "ctx" (attention keys)
     parent: str | None = None  # "ff" or "att" for nodes inside those (expandable in the graph)
     # In eval mode this node outputs the very tensor of another node (dropout is the
     # identity; ff returns its last Linear's output), so capture can reuse that one.
     same_in_eval: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", Kind(self.kind))  # an unknown kind fails here
 
     @property
     def in_ffn(self) -> bool:

@@ -71,6 +71,14 @@ def token_bytes(token_id: int) -> bytes:
     return get_encoding().decode_single_token_bytes(token_id)
 
 
+def visible(piece: str) -> str:
+    """A piece as a chip or a label shows it: leading spaces as ·, newlines and tabs as
+    ⏎ and ⇥, other invisible characters as their code."""
+    shown = piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥") or "∅"
+    # other control or invisible characters (a blank label tells nothing): their code
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in shown)
+
+
 def token_piece(token_id: int) -> str:
     """A display string for one token: its text, or ``<0xE2><0x80>``-style byte escapes
     when the token is only part of a UTF-8 character."""

@@ -59,6 +59,11 @@ def _f(x: float) -> str:
     return f"{x:.4g}"
 
 
+# the kinds ``worked`` works out (a new kind of node needs its formula here)
+FORMULA_KINDS = frozenset({"dropout", "ffn", "embedding", "norm", "gelu", "linear", "add",
+                           "attention", "pattern", "logits"})
+
+
 def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
            head: int = 0) -> Worked:
     """``name``'s formula at position ``pos`` of the pass whose ``views`` and token

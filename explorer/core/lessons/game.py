@@ -19,10 +19,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpt.tokenizer import encode, token_piece
+from ..gpt.tokenizer import encode, token_piece, visible
+from .facts import PREDICTION, Facts
 
-PREDICTION = "prediction"  # what a view covers while a round is open (next to core.quiz's)
 CHOICES = 5
+
+
+def token_facts(*token_ids: int) -> tuple[str, ...]:
+    """How a token is written where the window shows it: quoted (' know') and as a chip
+    or label shows it (·know)."""
+    pieces = [token_piece(int(t)) for t in token_ids]
+    return tuple(text for p in pieces for text in (repr(p), visible(p)))
+
+
+def round_facts(logits: np.ndarray, chosen: int) -> Facts:
+    """What a next-token round hides: the predictions anywhere, and the token the
+    generation took and the model's favourite wherever they are written."""
+    return Facts(frozenset({PREDICTION}), token_facts(chosen, int(np.argmax(logits))), "game")
+
+
+def layer_facts() -> Facts:
+    """A layer round hides the lens and every other prediction."""
+    return Facts(frozenset({PREDICTION}), (), "game")
 
 
 def guess_token(text: str) -> tuple[int, str]:

@@ -5,8 +5,9 @@ formula the model might not follow. Each node has questions of its own that rota
 block's first node asks the seeds' "which operation touches x first?" with the seeds'
 distractors, and every wrong option says why it is wrong, with this model's numbers.
 
-A question names what it would give away (``hides``: the graph's shapes, the block's
-order, the node's values); the Learn view covers those until the answer. Qt-free."""
+A question states what would give it away (``Question.facts``: kinds of thing and exact
+texts); the window's cover service hides them until the answer. Numbers and shapes are
+offered alike in form (question.numbers_around). Qt-free."""
 
 from __future__ import annotations
 
@@ -17,81 +18,14 @@ from typing import Callable
 import numpy as np
 
 from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, EMBEDDINGS, EMBEDDING_SUM, FEED_FORWARD,
-                         FIRST_ADD, FIRST_DROPOUT, FIRST_NORM, GELU_INPUT, LINEAR_2, PATTERN,
-                         block_hook_name, block_input, block_output, block_steps, eval_source,
+                         FIRST_ADD, FIRST_DROPOUT, FIRST_NORM, GELU_INPUT, block_hook_name, block_input, block_output, block_steps, eval_source,
                          input_node, layer_of, node_for_hook, parse_hook, residual_branches,
                          shortcut_sources)
+from .facts import ORDER, SHAPES, VALUES
+from .question import (NORM_WORDS, Live, Question, choices, live_layer, nth, numbers_around)
 
-# What a question would give away if it stayed on screen.
-SHAPES = "shapes"  # tensor shapes (graph edges, tooltips, inspector)
-ORDER = "order"  # the block's order and its Pre-LN / Post-LN title
-VALUES = "values"  # the node's values (inspector, explanation, plots)
-
-
-@dataclass(frozen=True)
-class Question:
-    text: str
-    options: tuple[str, ...]
-    answer: int  # index into options
-    explanation: str
-    why: tuple[str, ...] = ()  # per option: why it is wrong ("" for the answer)
-    hides: frozenset[str] = frozenset({SHAPES, VALUES})
-
-    def check(self, choice: int) -> bool:
-        return choice == self.answer
-
-    def feedback(self, choice: int) -> str:
-        """What to say after ``choice``: the verdict, the explanation, and one line for
-        each wrong option."""
-        answer = self.options[self.answer]
-        verdict = ("Right." if self.check(choice) else "Not quite:"
-                   if answer in self.explanation else  # it names the answer itself
-                   f"Not quite: the answer is {answer}.")
-        lines = [f"{verdict} {self.explanation}"]
-        lines += [f"✗ {self.options[i]}: {w}" for i, w in enumerate(self.why)
-                  if w and i != self.answer]
-        return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class Live:
-    """The selected node in the shown pass: its captured view and its neighbours'."""
-    name: str
-    views: dict  # hook name -> core.capture.NodeView
-    norm_position: str
-
-    @property
-    def view(self):
-        return self.views[self.name]
-
-    @property
-    def node(self):
-        return node_for_hook(self.name, self.norm_position)  # that order's words
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.view.shape)
-
-    def near(self, key: str):
-        """The view of another node of the same block (``key``), or of the model."""
-        layer = layer_of(self.name)
-        return self.views.get(key if layer is None else block_hook_name(layer, key))
-
-    def input(self):
-        source = input_node(self.name, self.norm_position)
-        return self.views.get(source) if source else None
-
-    def width(self, key: str) -> int | None:
-        view = self.near(key)
-        return None if view is None else int(view.shape[-1])
-
-
-def _choices(correct: str, distractors: list[str], rng: random.Random,
-             why: dict[str, str] | None = None) -> tuple[tuple[str, ...], int, tuple[str, ...]]:
-    options = [correct] + [d for d in dict.fromkeys(distractors) if d != correct][:3]
-    rng.shuffle(options)
-    why = why or {}
-    return tuple(options), options.index(correct), tuple(why.get(o, "") for o in options)
+__all__ = ["ORDER", "SHAPES", "VALUES", "Live", "Question", "Score", "question_for",
+           "questions_for", "shape_question", "width_question", "first_node_question"]
 
 
 def _shape_reason(d: tuple, shape: tuple, c: int, hidden: int) -> str:
@@ -110,45 +44,60 @@ def _emb(live: Live) -> int:
     return int(live.views[EMBEDDINGS].shape[-1]) if EMBEDDINGS in live.views else int(live.shape[-1])
 
 
+def _width_gives(live: Live, last: int, c: int, hidden: int) -> tuple[str, ...]:
+    """Texts that would give a width away: the width itself (not when it is the prompt's
+    length, which the prompt shows by design) and, for the model's own widths, the other
+    width and the factor between them (192 wide and × 4 make 768)."""
+    if live.node.kind == "pattern":
+        return ()
+    gives = [str(last), f"{last:,}"]
+    if last in (c, hidden) and hidden != c:
+        gives += [str(c), str(hidden), f"{hidden:,}", f"× {hidden // c}", f"{hidden // c} ×"]
+    return tuple(gives)
+
+
 # ------------------------------------------------------------------ questions per node
 def shape_question(live: Live, rng: random.Random) -> Question:
+    """Options differ in the last dimension only, at a random rank among the four."""
     shape, node = live.shape, live.node
     c = _emb(live)
-    hidden = live.width(GELU_INPUT) or 4 * c
+    hidden = live.width(GELU_INPUT, live_layer(live)) or 4 * c
+    lead, last = shape[:-1], shape[-1]
     if node.kind == "pattern":
-        b, h, t = shape[0], shape[1], shape[-1]
-        distractors = [(b, t, t), (b, h, t, c // h), (b, t, c)]
+        h, t = shape[1], shape[-1]
+        meaningful = [c // h, h, c]
         why = f"one {t} × {t} table of weights (query × key) per head, for each of {h} heads"
     elif len(shape) == 2:  # the position embedding: one vector per position
-        t = shape[0]
-        distractors = [(1, t, c), (t,), (t, 1)]
-        why = f"one {c}-value vector per position 0..{t - 1}, shared by every sample"
+        meaningful = [c // 4, 4 * c, c // 2]
+        why = f"one {c}-value vector per position 0..{shape[0] - 1}, shared by every sample"
     else:
-        lead, last = shape[:-1], shape[-1]
-        distractors = [lead + (c,), lead + (hidden,), lead + (c // 4,),
-                       (int(np.prod(lead)), last), lead + (last * 2,)]
         source = live.input()
+        meaningful = [c, hidden, c // 4, 2 * last] + ([int(source.shape[-1])] if source else [])
         why = (f"its input was {tuple(source.shape)}" if source is not None
                else "one vector per token")
         why += f"; each of the {int(np.prod(lead))} token vectors comes out with {last} values"
+    distractors = [lead + (w,) for w in numbers_around(last, meaningful, rng)]
     why_not = {str(d): _shape_reason(tuple(d), shape, c, hidden) for d in distractors}
-    options, answer, reasons = _choices(str(shape), [str(d) for d in distractors], rng, why_not)
+    options, answer, reasons = choices(str(shape), [str(d) for d in distractors], rng, why_not)
     return Question(f"What shape comes out of {node.label} ({live.name}) in this pass?",
-                    options, answer, f"{shape}: {why}.", reasons)
+                    options, answer, f"{shape}: {why}.", reasons,
+                    gives=_width_gives(live, last, c, hidden))
 
 
 def width_question(live: Live, rng: random.Random) -> Question:
     node, last = live.node, live.shape[-1]
     source = live.input()
     c = _emb(live)
+    hidden = live.width(GELU_INPUT, live_layer(live)) or 4 * c
     came_in = int(source.shape[-1]) if source is not None else None
     roles = {came_in: "what went in", c: "the embedding width (emb_dim)",
-             4 * c: "the feed-forward's hidden width", c // 4: "a quarter of emb_dim",
+             hidden: "the feed-forward's hidden width", c // 4: "a quarter of emb_dim",
              2 * last: "twice this node's real width"}
-    distractors = [str(v) for v in (came_in, c, 4 * c, c // 4, 2 * last) if v]
-    why_not = {str(v): f"{v} is {role}; this node gives {last} values per token"
-               for v, role in roles.items() if v and v != last}
-    options, answer, reasons = _choices(str(last), distractors, rng, why_not)
+    offered = numbers_around(last, [came_in, c, hidden, c // 4, 2 * last], rng)
+    why_not = {str(v): f"{v} is {roles[v]}; this node gives {last} values per token"
+               if v in roles else f"{v} values per token is not this node's output; it gives {last}"
+               for v in offered}
+    options, answer, reasons = choices(str(last), [str(v) for v in offered], rng, why_not)
     if came_in is None:
         change = ""
     elif came_in == last:
@@ -156,18 +105,21 @@ def width_question(live: Live, rng: random.Random) -> Question:
     else:
         change = f" — it went in with {came_in}"
     return Question(f"How many values does each token have after {node.label} ({live.name})?",
-                    options, answer, f"{last}{change}. {node.description}", reasons)
+                    options, answer, f"{last}{change}. {node.description}", reasons,
+                    gives=_width_gives(live, last, c, hidden))
 
 
 def first_node_question(live: Live, rng: random.Random) -> Question:
-    """The seeds' question with the seeds' options: most people guess attention."""
+    """The seeds' question with the seeds' options: most people guess attention. Its
+    numbers are the block's that x enters (at a block's output: the next block's)."""
     order = block_steps(live.norm_position)
     labels = {FIRST_NORM: f"LayerNorm 1 ({FIRST_NORM})", ATTENTION: f"Multi-head attention ({ATTENTION})",
               FEED_FORWARD: f"Feed-forward ({FEED_FORWARD})", FIRST_DROPOUT: "Dropout (drop_shortcut)"}
     first = order[0].key
-    x = live.views.get(block_input(live_layer(live), live.norm_position))
+    layer = live_layer(live)
+    x = live.views.get(block_input(layer, live.norm_position))
     x_shape = tuple(x.shape) if x is not None else "(B, T, C)"
-    att, norm1 = live.near(ATTENTION), live.near(FIRST_NORM)
+    att, norm1 = live.near(ATTENTION, layer), live.near(FIRST_NORM, layer)
     place = {n.key: i + 1 for i, n in enumerate(order)}
     why = {}
     for key, label in labels.items():
@@ -177,41 +129,26 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
             if x is not None and norm1 is not None and x.array is not None and norm1.array is not None:
                 std = (f" (the last token's std {x.array.reshape(-1, x.shape[-1])[-1].std():.3g} in x, "
                        f"{norm1.array.reshape(-1, norm1.shape[-1])[-1].std():.3g} after norm1)")
-            why[label] = (f"attention comes {_nth(n)}: it receives norm1's output, x rescaled "
+            why[label] = (f"attention comes {nth(n)}: it receives norm1's output, x rescaled "
                           f"token by token{std}, not x itself.")
         elif key == FEED_FORWARD:
-            hidden = live.width(GELU_INPUT)
-            why[label] = (f"the feed-forward comes {_nth(n)}, after the first add; it widens "
-                          f"each token to {hidden} values and back.")
+            hidden = live.width(GELU_INPUT, layer)
+            widen = f"it widens each token to {hidden} values and back" if hidden else \
+                "it widens each token and narrows it back"
+            why[label] = f"the feed-forward comes {nth(n)}, after the first add; {widen}."
         elif key == FIRST_DROPOUT:
-            why[label] = (f"drop_shortcut comes {_nth(n)}: it acts on the attention's output "
+            why[label] = (f"drop_shortcut comes {nth(n)}: it acts on the attention's output "
                           f"{tuple(att.shape) if att is not None else ''}, and does nothing at inference.")
         elif key == FIRST_NORM and first != FIRST_NORM:
-            why[label] = (f"in this Post-LN block LayerNorm 1 comes {_nth(n)}, after the first "
+            why[label] = (f"in this Post-LN block LayerNorm 1 comes {nth(n)}, after the first "
                           "add, not before attention.")
-    options, answer, why_t = _choices(labels[first], [v for k, v in labels.items() if k != first],
-                                      rng, why)
+    options, answer, why_t = choices(labels[first], [v for k, v in labels.items() if k != first],
+                                     rng, why)
     kind = "Pre-LN" if live.norm_position == "pre" else "Post-LN"
     sequence = " → ".join(n.key for n in order)
     return Question(f"Which operation touches the block's input x {x_shape} first?", options,
                     answer, f"In this {kind} block the order is {sequence}.", why_t,
-                    frozenset({ORDER}))
-
-
-def live_layer(live: Live) -> int:
-    """The block a question is about: the node's own, or — at a block's input (the
-    embeddings, a block's output) — the block that input enters."""
-    layer = layer_of(live.name)
-    if layer is None:
-        return 0
-    if parse_hook(live.name)[1] == block_output(live.norm_position) and \
-            block_hook_name(layer + 1, FIRST_NORM) in live.views:
-        return layer + 1
-    return layer
-
-
-def _nth(n: int) -> str:
-    return {1: "first", 2: "second", 3: "third", 4: "fourth"}.get(n, f"{n}th")
+                    frozenset({ORDER}), gives=(*NORM_WORDS, sequence))
 
 
 def norm_question(live: Live, rng: random.Random) -> Question:
@@ -227,7 +164,7 @@ def norm_question(live: Live, rng: random.Random) -> Question:
         ("here LayerNorm 1 takes the first add's output, after attention.", "")
     return Question("Is this model Pre-LN or Post-LN?", options, 0 if pre else 1,
                     f"In this model LayerNorm 1 reads {fed_by}{detail}. GPT-2 is Pre-LN; the "
-                    "2017 Transformer was Post-LN.", why, frozenset({ORDER}))
+                    "2017 Transformer was Post-LN.", why, frozenset({ORDER}), gives=NORM_WORDS)
 
 
 def norm_axis_question(live: Live, rng: random.Random) -> Question:
@@ -237,7 +174,7 @@ def norm_axis_question(live: Live, rng: random.Random) -> Question:
              "all tokens of the prompt together": "each token is normalised on its own, so its "
                                                    "neighbours do not change its scale.",
              "each attention head": "heads exist only inside attention; LayerNorm sees whole token vectors."}
-    options, answer, why = _choices(right, list(wrong), rng, wrong)
+    options, answer, why = choices(right, list(wrong), rng, wrong)
     source = live.input()
     numbers = ""
     if source is not None and source.array is not None and live.view.array is not None:
@@ -253,7 +190,7 @@ def dropout_question(live: Live, rng: random.Random) -> Question:
     source = live.views.get(eval_source(live.name))  # what it outputs when it does nothing
     same = (source is not None and source.array is not None and live.view.array is not None
             and np.array_equal(source.array, live.view.array))
-    nothing = "nothing: its output equals its input"
+    nothing = "it changes nothing: its output equals its input"
     zeroes = "it zeroes a share drop_rate of the values and scales the rest up"
     why_not = {zeroes: "only in training mode; here its output equals its input, value for value",
                nothing: f"this model is in training mode: {100 * live.view.stats.frac_zero:.0f}% "
@@ -261,7 +198,7 @@ def dropout_question(live: Live, rng: random.Random) -> Question:
                "it halves every value": "dropout never halves: it zeroes some values and "
                                         "scales the rest up by 1/(1 − drop_rate)",
                "it removes whole tokens": f"the shape stays {live.shape}: every token is still there"}
-    options, answer, reasons = _choices(nothing if same else zeroes,
+    options, answer, reasons = choices(nothing if same else zeroes,
                                         [zeroes if same else nothing, "it halves every value",
                                          "it removes whole tokens"], rng, why_not)
     share = f"{100 * live.view.stats.frac_zero:.0f}%" if live.view.stats.ready else "some"
@@ -283,7 +220,7 @@ def shortcut_question(live: Live, rng: random.Random) -> Question:
     why_not = {v: f"in this {order} block the shortcut into {parse_hook(live.name)[1]} carries "
                   f"{right}; {v} is {'the branch being added' if ATTENTION in v else 'another point of the stream'}"
                for v in distractors}
-    options, answer, reasons = _choices(right, distractors, rng, why_not)
+    options, answer, reasons = choices(right, distractors, rng, why_not)
     branch = live.near(residual_branches()[parse_hook(live.name)[1]])
     detail = ""
     if branch is not None and branch.array is not None and live.view.array is not None:
@@ -293,7 +230,7 @@ def shortcut_question(live: Live, rng: random.Random) -> Question:
                   f"shortcut's {np.linalg.norm(total - b):.3g}; the shape stays {live.shape}.")
     return Question(f"Which tensor does the shortcut carry into {live.node.label} ({live.name})?",
                     options, answer, f"{right[0].upper()}{right[1:]}.{detail}", reasons,
-                    hides=frozenset({ORDER, VALUES}))
+                    hides=frozenset({ORDER, VALUES}), gives=NORM_WORDS)
 
 
 def pattern_rows_question(live: Live, rng: random.Random) -> Question:
@@ -306,13 +243,14 @@ def pattern_rows_question(live: Live, rng: random.Random) -> Question:
                str(t): f"{t} is the number of keys, not the sum of their weights",
                uniform: f"1/{t} is one key's weight when a row is spread evenly over all "
                         f"{t} keys, not the row's sum", "1": "here the rows do not sum to 1"}
-    options, answer, reasons = _choices(right, ["0", str(t), uniform], rng, why_not)
+    options, answer, reasons = choices(right, ["0", str(t), uniform], rng, why_not)
     zeros = float((array == 0).mean()) if array is not None else 0.0
     return Question("What does each row of the attention pattern add up to?", options, answer,
                     f"Each row is a softmax over the keys, so it sums to {right} (here between "
                     f"{sums.min():.6f} and {sums.max():.6f}); {100 * zeros:.1f}% of the weights "
                     "are exactly zero: the causal mask hides every later token.", reasons,
-                    hides=frozenset({VALUES}))
+                    hides=frozenset({VALUES}), gives=(f"sums to {right}", f"sum to {right}",
+                                                      f"sum {right}"))
 
 
 def gelu_question(live: Live, rng: random.Random) -> Question:
@@ -322,27 +260,24 @@ def gelu_question(live: Live, rng: random.Random) -> Question:
     buckets = ["under 25%", "25–50%", "50–75%", "over 75%"]
     right = buckets[min(3, int(share * 4))]
     why_not = {b: f"{100 * share:.1f}% are negative in this pass" for b in buckets}
-    options, answer, reasons = _choices(right, [b for b in buckets if b != right], rng, why_not)
+    options, answer, reasons = choices(right, [b for b in buckets if b != right], rng, why_not)
     return Question("What share of this GELU's inputs are negative in this pass?", options, answer,
                     f"{100 * share:.1f}% of the {0 if x is None else x.size:,} inputs are negative; "
                     "GELU squashes them to between -0.17 and 0 while positive ones pass almost "
                     "unchanged.", reasons, hides=frozenset({VALUES}))
 
 
-# Which questions fit which node (by key, then by kind); they rotate per node.
-_BY_KEY: dict[str, tuple[Callable, ...]] = {
-    GELU_INPUT: (width_question, shape_question),
-    LINEAR_2: (width_question, shape_question),
-    FEED_FORWARD: (width_question, shape_question),
-    PATTERN: (shape_question, pattern_rows_question),
-}
+# Which questions fit which kind of node; they rotate per node.
 _BY_KIND: dict[str, tuple[Callable, ...]] = {
     "embedding": (shape_question, width_question),
     "norm": (norm_axis_question, shape_question),
     "attention": (shape_question, width_question),
+    "pattern": (shape_question, pattern_rows_question),
     "dropout": (dropout_question, shape_question),
     "add": (shortcut_question, shape_question),
+    "linear": (width_question, shape_question),
     "gelu": (gelu_question, shape_question),
+    "ffn": (width_question, shape_question),
     "logits": (width_question, shape_question),
 }
 
@@ -351,7 +286,7 @@ def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
     node = node_for_hook(name, norm_position)
     if node.key == EMBEDDING_SUM:
         return (shape_question, width_question)
-    makers = _BY_KEY.get(node.key) or _BY_KIND[node.kind]
+    makers = _BY_KIND[node.kind]
     if name == EMBEDDINGS or node.key == block_output(norm_position):
         # asked from a block's input (the embeddings, or the block before's output), not
         # from its first node, whose selection would give the answer away
