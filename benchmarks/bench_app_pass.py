@@ -58,9 +58,9 @@ def main() -> int:
         print(f"machine: {machine_line()}")
         ids = encode(resource_path("the-verdict.txt").read_text(encoding="utf-8"))[:args.tokens]
         text = decode(ids)
-        window.generation.prompt.setPlainText(text)
-        window.generation.max_tokens.setValue(1)
-        session, runs = window.session, window.generation.runs
+        window.prompt.prompt.setPlainText(text)
+        window.prompt.max_tokens.setValue(1)
+        session, runs = window.session, window.prompt.runs
         marks: dict[str, float] = {}
         session.caughtUp.connect(lambda: session.prompt is not None
                                  and marks.setdefault("first", time.perf_counter()))
@@ -79,7 +79,7 @@ def main() -> int:
             session.set_model(session.model)  # forget the last pass: nothing is reused
             app.processEvents()
             start = time.perf_counter()
-            window.generation.request_run()
+            window.prompt.request_run()
             wait(lambda: not window.running)
             wait(lambda: "first" in marks)
             first = marks["first"] - start

@@ -107,7 +107,7 @@ def drag_temperature(window, app) -> None:
     back and forth, as a hand dragging it (each move reshapes and redraws)."""
     window.docks["sampling"].raise_()
     app.processEvents()
-    slider = window.sampling.temperature
+    slider = window.view("sampling").temperature
     window._drags, direction = 0, [1]
 
     def move() -> None:
@@ -154,23 +154,23 @@ def main() -> int:
             shown[0].raise_()
             app.processEvents()
         text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:6000]
-        window.generation.prompt.setPlainText(text)  # over 1024 tokens: cropped to the context
-        window.generation.max_tokens.setValue(1)
+        window.prompt.prompt.setPlainText(text)  # over 1024 tokens: cropped to the context
+        window.prompt.max_tokens.setValue(1)
         app.processEvents()
         probe.take()
-        window.generation.request_run()
+        window.prompt.request_run()
         wait(lambda: not window.running)
         phases["1024-token prompt pass"] = probe.take()
-        window.generation.prompt.setPlainText("Every effort moves you")
-        window.generation.max_tokens.setValue(args.new_tokens)
+        window.prompt.prompt.setPlainText("Every effort moves you")
+        window.prompt.max_tokens.setValue(args.new_tokens)
         app.processEvents()
         probe.take()
-        window.generation.request_run()
+        window.prompt.request_run()
         wait(lambda: not window.running)
         phases[f"prompt + {args.new_tokens} generated tokens"] = probe.take()
         drag_temperature(window, app)  # the Sampling tab in front, its slider moving
         probe.take()
-        window.generation.request_run()
+        window.prompt.request_run()
         wait(lambda: not window.running)
         window._dragging.stop()
         phases["same, dragging temperature"] = probe.take()

@@ -7,7 +7,7 @@ import inspect
 import re
 from pathlib import Path
 
-from explorer.ui.views.registry import VIEWS
+from explorer.ui.views.registry import SHARED, VIEWS, WORKSPACES
 
 ROOT = Path(__file__).resolve().parents[1] / "explorer"
 MODULES = {p: ".".join(p.relative_to(ROOT.parent).with_suffix("").parts) for p in ROOT.rglob("*.py")}
@@ -88,16 +88,46 @@ def test_the_session_does_not_know_the_engine_and_the_cli_imports_no_view():
                 "explorer.ui.plots.patch_plots", "explorer.ui.plots.why_plots"}, name
 
 
-def test_every_view_is_a_module_of_its_own_made_from_session_and_engine():
-    modules = [inspect.getmodule(v.cls).__name__ for v in VIEWS]
-    assert len(set(modules)) == len(modules)
+def test_every_view_lives_in_its_workspaces_folder_and_is_listed_once():
     keys = [v.key for v in VIEWS]
-    assert len(set(keys)) == len(keys) and [v.area for v in VIEWS].count("central") == 1
-    from explorer.ui.base.view import ViewHooks
+    assert len(set(keys)) == len(keys)
+    groups = {w.key for w in WORKSPACES}
+    assert len(groups) == len(WORKSPACES) == 5
+    listed = [v.module for v in VIEWS]
+    assert len(set(listed)) == len(listed)  # one module a view
     for spec in VIEWS:
-        params = list(inspect.signature(spec.cls.__init__).parameters)
-        assert params[1:3] == ["session", "engine"], spec.cls
+        assert spec.group in groups | {SHARED}, spec.key
+        assert spec.module.rsplit(".", 2)[-2] == spec.group, spec.module  # its folder
+        assert spec.module.endswith("_view") and spec.module in NAMES, spec.module
+        assert inspect.getmodule(spec.cls).__name__ == spec.module
+    views = ROOT / "ui" / "views"
+    on_disk = {MODULES[p] for p in views.rglob("*_view.py")}
+    assert on_disk == set(listed)  # every view module is listed, none twice
+    assert not list(views.glob("*_view.py"))  # none outside a workspace's folder
+    for ws in groups:  # every workspace has views of its own, few enough for one strip
+        assert 3 <= sum(v.group == ws for v in VIEWS) <= 6, ws
+    assert [v.key for v in VIEWS if v.group == SHARED] == ["graph", "prompt"]
+    for path in views.rglob("*_view.py"):  # no view knows another
+        assert not {m for m in ours(path) if m in set(listed)}, MODULES[path]
+
+
+def test_no_view_is_built_with_an_engine_of_none():
+    """Every view takes the session and the engine (typed, no default); none keeps an
+    engine of its own to call: its jobs go through ViewJobs, which refuses None."""
+    import pytest
+
+    from explorer.ui.base.view import ViewHooks
+    from explorer.ui.base.view_jobs import ViewJobs
+    for spec in VIEWS:
+        signature = inspect.signature(spec.cls.__init__)
+        assert list(signature.parameters)[1:3] == ["session", "engine"], spec.cls
+        engine = signature.parameters["engine"]
+        assert engine.default is inspect.Parameter.empty and engine.annotation == "EngineLike"
         assert issubclass(spec.cls, ViewHooks), spec.cls  # the hooks the window calls
+        source = inspect.getsource(inspect.getmodule(spec.cls))
+        assert "self.engine" not in source and "engine=None" not in source, spec.key
+    with pytest.raises(TypeError, match="needs the engine"):
+        ViewJobs(None, print)
 
 
 def layer(name: str) -> tuple[str, int] | None:

@@ -8,6 +8,12 @@ from ..core.base.outputs import check_output
 from .common import add_model_args
 
 
+def workspaces() -> list[str]:
+    """The workspaces' names, from the window's one list of views (no Qt imported)."""
+    from ..ui.window.app import workspace_keys
+    return workspace_keys()
+
+
 def add_app_args(p: argparse.ArgumentParser) -> None:
     add_model_args(p)
     p.add_argument("--screenshot", metavar="OUT.png",
@@ -15,6 +21,8 @@ def add_app_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", default=None, help="the prompt for --screenshot")
     p.add_argument("--node", dest="screenshot_node", default=None, metavar="NAME",
                    help="the node selected in --screenshot, e.g. trf_blocks.0.ff.layers.1")
+    p.add_argument("--workspace", default=None, choices=workspaces(),
+                   help="the workspace to show first (with --screenshot: the one rendered)")
     p.add_argument("--open-run", metavar="FILE", default=None,
                    help="open a saved run (generate --save-run, File ▸ Save run…); with "
                         "--screenshot, render it and exit (2 with one line if refused)")
@@ -35,5 +43,5 @@ def run_app(args: argparse.Namespace) -> int:
     if args.screenshot:
         check_output(args.screenshot)  # before the window opens: a FIFO would block at the end
         return app.screenshot(args.screenshot, spec, args.prompt, args.screenshot_node,
-                              open_run=args.open_run)
-    return app.run(spec, open_run=args.open_run) if args.open_run else app.run(spec)
+                              open_run=args.open_run, workspace=args.workspace)
+    return app.run(spec, open_run=args.open_run, workspace=args.workspace)

@@ -8,8 +8,8 @@ from explorer.core.sources import ModelSpec
 
 def test_closing_the_window_during_generation_exits_cleanly(qtbot, make_window):
     window = make_window()
-    window.generation.max_tokens.setValue(1000)
-    window.generation.request_run()
+    window.prompt.max_tokens.setValue(1000)
+    window.prompt.request_run()
     qtbot.waitUntil(lambda: len(window.session.steps) >= 1, timeout=60_000)
     start = time.monotonic()
     window.close()
@@ -19,11 +19,11 @@ def test_closing_the_window_during_generation_exits_cleanly(qtbot, make_window):
 
 def test_closing_during_training_exits_cleanly(qtbot, make_window, tmp_path):
     window = make_window()
-    window.train_panel.preset.setCurrentText("tiny")
-    window.train_panel.steps.setValue(10_000)
-    window.train_panel.out_dir.setText(str(tmp_path / "run"))
-    window.train_panel.start_button.click()
-    qtbot.waitUntil(lambda: len(window.train_panel.steps_seen) >= 1, timeout=60_000)
+    window.view("train").preset.setCurrentText("tiny")
+    window.view("train").steps.setValue(10_000)
+    window.view("train").out_dir.setText(str(tmp_path / "run"))
+    window.view("train").start_button.click()
+    qtbot.waitUntil(lambda: len(window.view("train").steps_seen) >= 1, timeout=60_000)
     window.close()
     assert window.engine.thread.isFinished()
 
@@ -32,7 +32,7 @@ def test_out_of_memory_load_is_reported_and_the_model_kept(qtbot, make_window, w
     window = make_window()
     before = window.session.model
     monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 10 * 2**20)
-    window.load_model(ModelSpec(preset="gpt2-xl"))
+    window.models.load(ModelSpec(preset="gpt2-xl"))
     qtbot.waitUntil(lambda: bool(warnings), timeout=30_000)
     assert "GiB" in warnings[-1][1] and "gpt2-xl" in warnings[-1][1]
     assert window.session.model is before
@@ -43,9 +43,9 @@ def test_stopping_a_model_load_keeps_the_previous_model(qtbot, make_window, warn
     from PySide6.QtTest import QTest
     window = make_window()
     before = window.session.model
-    window.load_model(ModelSpec(preset="gpt2-small"))
+    window.models.load(ModelSpec(preset="gpt2-small"))
     QTest.keyClick(window, Qt.Key_Escape)
-    qtbot.waitUntil(lambda: not window.loading, timeout=60_000)
+    qtbot.waitUntil(lambda: not window.models.loading, timeout=60_000)
     assert warnings and "was stopped" in warnings[-1][1]
     assert window.session.model is before
     from tests.ui.conftest import run_and_wait
@@ -55,14 +55,14 @@ def test_stopping_a_model_load_keeps_the_previous_model(qtbot, make_window, warn
 
 def test_closing_the_window_during_a_model_load_exits_cleanly(qtbot, make_window):
     window = make_window()
-    window.load_model(ModelSpec(preset="gpt2-small"))
+    window.models.load(ModelSpec(preset="gpt2-small"))
     start = time.monotonic()
     window.close()
     assert window.engine.thread.isFinished() and time.monotonic() - start < 30
 
 
 def test_invalid_generation_settings_cannot_be_entered(make_window):
-    panel = make_window().generation
+    panel = make_window().prompt
     panel.sample.setChecked(True)
     panel.temperature.setValue(0.0)
     panel.top_p.setValue(0.0)
@@ -91,9 +91,8 @@ def test_nan_activations_are_counted_in_the_inspector(qtbot, make_window):
                     tensor_stats(torch.from_numpy(array), node.hist), array)
     window.session.set_prompt(Pass(ids=[1, 2], pieces=["a", "b"], views={view.name: view}))
     window.session.set_node(view.name)
-    window.inspector.refresh()
-    cells = {window.inspector.stats_table.item(r, 0).text(): window.inspector.stats_table.item(r, 1).text()
-             for r in range(window.inspector.stats_table.rowCount()) if window.inspector.stats_table.item(r, 0)}
+    window.view("inspector").refresh()
+    cells = window.view("inspector").statistics()
     assert cells["NaN / Inf"] == "3 / 0" and float(cells["mean"]) == 1.0
 
 
@@ -125,14 +124,14 @@ def test_the_divergence_finder_and_the_comparison_have_stop(qtbot, make_window):
     from tests.ui.conftest import run_and_wait
     window = make_window()
     run_and_wait(qtbot, window, max_tokens=1)
-    view = window.divergence
+    view = window.view("divergence")
     view.request()
     assert view.controls.stop_button.isEnabled() and not view.controls.run_button.isEnabled()
     view.controls.stop_button.click()
     qtbot.waitUntil(lambda: view.controls.job is None, timeout=30_000)
     assert view.summary.text() == "Stopped: the two models were not compared."
     assert view.controls.run_button.isEnabled() and view.result is None
-    whatif = window.whatif
+    whatif = window.view("whatif")
     window.session.add_intervention(Intervention("scale", "trf_blocks.1.add2", k=-3.0))
     qtbot.waitUntil(lambda: not window.running and not window.engine.busy(), timeout=30_000)
     whatif.request_comparison()
@@ -152,8 +151,8 @@ def test_a_reader_error_reaches_the_user_as_words_not_python(qtbot, make_window,
     window = make_window()
     before = window.session.model
     monkeypatch.setattr(engine, "open_model", broken)
-    window.load_model(ModelSpec(checkpoint=str(tmp_path / "odd.pth")))
-    qtbot.waitUntil(lambda: not window.loading, timeout=30_000)
+    window.models.load(ModelSpec(checkpoint=str(tmp_path / "odd.pth")))
+    qtbot.waitUntil(lambda: not window.models.loading, timeout=30_000)
     text = warnings[-1][1]
     assert "odd.pth could not be read: the file is damaged or not what it seems" in text
     assert "t() expects" not in text and "the details are in the log" in text

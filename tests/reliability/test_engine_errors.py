@@ -19,85 +19,92 @@ def boom(kind):
 
 
 def trigger_run(qtbot, w):
-    w.generation.request_run()
+    w.prompt.request_run()
 
 
 def trigger_batch(qtbot, w):
-    w.generation.runs.start_batch(["Every effort", "moves you"])
+    w.prompt.runs.start_batch(["Every effort", "moves you"])
 
 
 def trigger_lens(qtbot, w):
-    w.lens.request()
+    w.view("lens").request()
 
 
 def trigger_compare(qtbot, w):
-    w.ln_compare._compare()
+    w.view("ln_compare")._compare()
 
 
 def trigger_gradients(qtbot, w):
-    w.ln_compare.depths.setText("2")
-    w.ln_compare.run_button.click()
+    w.view("ln_compare").depths.setText("2")
+    w.view("ln_compare").run_button.click()
 
 
 def trigger_training(qtbot, w):
-    w.train_panel.start_button.click()
+    w.view("train").start_button.click()
 
 
 def trigger_divergence(qtbot, w):
-    w.divergence.request()
+    w.view("divergence").request()
 
 
 def trigger_grad_flow(qtbot, w):
-    w.gradients.run_button.click()
+    w.view("gradients").run_button.click()
 
 
 def trigger_patching(qtbot, w):
-    w.patching.request()
+    w.view("patching").request()
 
 
 def trigger_whatif(qtbot, w):
     from explorer.core.experiments.interventions import Intervention
     w.session.interventions = [Intervention("scale", "trf_blocks.0.att", k=0.5)]
-    w.whatif.request_comparison()
+    w.view("whatif").request_comparison()
 
 
 def trigger_load(qtbot, w):
-    w.load_model(ModelSpec(preset="tiny", seed=5))
+    w.models.load(ModelSpec(preset="tiny", seed=5))
 
 
 JOBS = {  # where the job's core function is looked up, and what starts the job
     "load": ("explorer.ui.base.engine.open_model", trigger_load),
     "prompt and generation": ("explorer.ui.base.runs.prompt_then_generate", trigger_run),
     "batch": ("explorer.ui.base.runs.run_prompt", trigger_batch),
-    "logit lens": ("explorer.ui.views.lens_view.logit_lens", trigger_lens),
-    "Pre-LN vs Post-LN": ("explorer.ui.views.ln_compare_view.compare_prompt", trigger_compare),
-    "gradient experiment": ("explorer.ui.views.ln_compare_view.gradient_experiment", trigger_gradients),
-    "training": ("explorer.ui.views.train_view.train", trigger_training),
-    "divergence finder": ("explorer.ui.views.divergence_view.find_divergence", trigger_divergence),
-    "gradients": ("explorer.ui.views.gradients_view.gradient_report", trigger_grad_flow),
-    "activation patching": ("explorer.ui.views.patching_view.patch_sweep", trigger_patching),
-    "clean against changed": ("explorer.ui.views.whatif_view.compare", trigger_whatif),
+    "logit lens": ("explorer.ui.views.look.lens_view.logit_lens", trigger_lens),
+    "Pre-LN vs Post-LN": ("explorer.ui.views.learn.ln_compare_view.compare_prompt", trigger_compare),
+    "gradient experiment": ("explorer.ui.views.learn.ln_compare_view.gradient_experiment", trigger_gradients),
+    "training": ("explorer.ui.views.experiment.train_view.train", trigger_training),
+    "divergence finder": ("explorer.ui.views.experiment.divergence_view.find_divergence", trigger_divergence),
+    "gradients": ("explorer.ui.views.learn.gradients_view.gradient_report", trigger_grad_flow),
+    "activation patching": ("explorer.ui.views.experiment.patching_view.patch_sweep", trigger_patching),
+    "clean against changed": ("explorer.ui.views.experiment.whatif_view.compare", trigger_whatif),
 }
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
-@pytest.mark.parametrize("job", list(JOBS))
-def test_an_exception_in_any_job_is_a_dialog_on_the_gui_thread(qtbot, make_window, monkeypatch,
+CASES = [(job, kind) for job in JOBS for kind in (ValueError, RuntimeError)]
+CASES += [("logit lens", kind) for kind in KINDS if kind not in (ValueError, RuntimeError)]
+
+
+@pytest.mark.parametrize("job,kind", CASES, ids=lambda v: getattr(v, "__name__", v))
+def test_an_exception_in_any_job_is_one_line_on_the_gui_thread(qtbot, make_window, monkeypatch,
                                                                job, kind):
+    """The window's own jobs (loading, Ctrl+Enter) say it in a dialog; a view's job says
+    it in the view and on the status line. Either way one line, said on the GUI thread."""
     shown = []
 
-    def warning(parent, title, text):
+    def said(text, title=""):
         shown.append((title, text, QThread.currentThread() is QApplication.instance().thread()))
 
-    monkeypatch.setattr(QMessageBox, "warning", warning)
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: said(text, title))
     window = make_window()
     run_and_wait(qtbot, window, max_tokens=1)  # a pass for the jobs that read one
+    window.session.statusChanged.connect(
+        lambda text: ("boom" in text or kind.__name__ in text) and said(text))
     before = window.session.model
     target, trigger = JOBS[job]
     monkeypatch.setattr(target, boom(kind))
     trigger(qtbot, window)
     qtbot.waitUntil(lambda: bool(shown), timeout=30_000)
-    qtbot.waitUntil(lambda: not window.running and not window.loading
+    qtbot.waitUntil(lambda: not window.running and not window.models.loading
                     and not window.engine.busy(), timeout=30_000)
     title, text, on_gui_thread = shown[0]
     assert on_gui_thread and len(shown) == 1 and "\n" not in text.strip()
@@ -109,10 +116,10 @@ def test_an_exception_in_any_job_is_a_dialog_on_the_gui_thread(qtbot, make_windo
     else:
         assert "boom in the job" in text
         if not plain:  # not a message by itself: its name
-            assert text.startswith(kind.__name__)
+            assert kind.__name__ in text.split(": ", 1)[-1] or text.startswith(kind.__name__)
     assert window.session.model is before and window.engine.thread.isRunning()
     monkeypatch.undo()
-    monkeypatch.setattr(QMessageBox, "warning", warning)
+    monkeypatch.setattr(QMessageBox, "warning", lambda parent, title, text: said(text, title))
     run_and_wait(qtbot, window, max_tokens=2)  # the window works afterwards
     assert len(window.session.steps) == 2
 
@@ -142,31 +149,31 @@ def test_no_qt_object_is_made_off_the_gui_thread(qtbot, make_window, qtlog, tmp_
     ('Cannot create children for a parent that is in a different thread'); none is."""
     window = make_window()
     run_and_wait(qtbot, window, max_tokens=2)
-    window.lens.request()
-    window.ln_compare._compare()
-    window.divergence.request()
-    window.ln_compare.depths.setText("2")
-    window.ln_compare.run_button.click()
-    window.gradients.run_button.click()
-    window.patching.request()
-    qtbot.waitUntil(lambda: window.gradients.report is not None and window.patching.sweep
+    window.view("lens").request()
+    window.view("ln_compare")._compare()
+    window.view("divergence").request()
+    window.view("ln_compare").depths.setText("2")
+    window.view("ln_compare").run_button.click()
+    window.view("gradients").run_button.click()
+    window.view("patching").request()
+    qtbot.waitUntil(lambda: window.view("gradients").report is not None and window.view("patching").sweep
                     is not None and not window.engine.busy(), timeout=60_000)
-    assert window.divergence.result is not None and window.ln_compare.runs
-    assert window.gradients.report is not None and window.patching.sweep is not None
+    assert window.view("divergence").result is not None and window.view("ln_compare").runs
+    assert window.view("gradients").report is not None and window.view("patching").sweep is not None
     from explorer.core.experiments.interventions import Intervention
     window.session.add_intervention(Intervention("scale", "trf_blocks.0.att", k=0.5))
     qtbot.waitUntil(lambda: window.running, timeout=10_000)  # the prompt runs again with it
     qtbot.waitUntil(lambda: not window.running and not window.engine.busy(), timeout=60_000)
-    window.whatif.request_comparison()
-    qtbot.waitUntil(lambda: window.whatif.comparison is not None, timeout=60_000)
-    panel = window.train_panel
+    window.view("whatif").request_comparison()
+    qtbot.waitUntil(lambda: window.view("whatif").comparison is not None, timeout=60_000)
+    panel = window.view("train")
     panel.preset.setCurrentText("tiny")
     panel.steps.setValue(2)
     panel.out_dir.setText(str(tmp_path / "run"))
     panel.start_button.click()
     qtbot.waitUntil(lambda: not window.running and not window.engine.busy(), timeout=120_000)
-    window.load_model(ModelSpec(checkpoint=panel.checkpoint))
+    window.models.load(ModelSpec(checkpoint=panel.checkpoint))
     qtbot.waitUntil(lambda: window.session.model.trained, timeout=60_000)
     threads = [r.message for r in qtlog.records if "thread" in r.message.lower()]
     assert not threads
-    assert window.divergence.result is None  # a result of the old model does not stay
+    assert window.view("divergence").result is None  # a result of the old model does not stay

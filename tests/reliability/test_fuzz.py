@@ -145,12 +145,13 @@ def test_sampling_settings_keep_probabilities_finite(temperature, top_k, top_p, 
 def test_settings_file_values(qtbot, tmp_path_factory, values):
     from PySide6.QtCore import QSettings
 
-    from explorer.ui.views.generation_view import GenerationPanel
+    from explorer.ui.views.shared.prompt_view import PromptPanel
     from explorer.ui.base.session import Session
+    from tests.ui.alone import InlineEngine
     store = QSettings(str(tmp_path_factory.mktemp("ini") / "s.ini"), QSettings.IniFormat)
     for key, value in values.items():
         store.setValue(f"generation/{key}", value)
-    panel = GenerationPanel(Session())
+    panel = PromptPanel(Session(), InlineEngine(None))
     qtbot.addWidget(panel)
     panel.restore_settings(store)  # never raises
     panel.settings().validate(50257)  # and what it holds is always valid

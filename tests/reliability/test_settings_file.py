@@ -33,7 +33,7 @@ def test_garbage_values_fall_back_to_their_defaults(qtbot, tmp_path, warnings):
         "[model]\n"
         "spec=@Variant(\\0\\0\\0\\x7f)\n")
     window = open_window(qtbot, path)
-    panel = window.generation
+    panel = window.prompt
     assert panel.max_tokens.value() == 20 and panel.temperature.value() == 1.0
     assert panel.seed.value() == panel.seed.maximum()  # clamped to what the box can hold
     assert panel.top_k.value() == 0 and 0 < panel.top_p.value() <= 1

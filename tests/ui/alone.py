@@ -11,7 +11,7 @@ from explorer.core.sources import ModelInfo, ModelSpec, random_model
 from explorer.core.gpt.tokenizer import encode
 from explorer.ui.base.jobs import Job, JobContext, connect, run_job
 from explorer.ui.base.session import Session
-from explorer.ui.views.registry import VIEWS
+from explorer.ui.views.registry import BY_KEY, VIEWS
 
 
 class InlineEngine(QObject):
@@ -93,9 +93,8 @@ class Alone:
             if callable(busy):
                 self.qtbot.waitUntil(lambda: not busy(), timeout=5_000)
 
-    def __getattr__(self, attr: str):
-        """``alone.inspector``, ``alone.graph``: the window's attribute names."""
-        for spec in VIEWS:
-            if spec.attr == attr:
-                return self.view(spec.cls)
-        raise AttributeError(attr)
+    def __getattr__(self, key: str):
+        """``alone.inspector``, ``alone.graph``: a view by its key (views.registry)."""
+        if key in BY_KEY:
+            return self.view(BY_KEY[key].cls)
+        raise AttributeError(key)

@@ -37,6 +37,33 @@ def make_window(qtbot, tmp_path, warnings):
 
 
 def run_and_wait(qtbot, window, max_tokens=5):
-    window.generation.max_tokens.setValue(max_tokens)
-    window.generation.request_run()
+    window.prompt.max_tokens.setValue(max_tokens)
+    window.prompt.request_run()
     qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+
+
+def show(qtbot, views, title):
+    """The view of this title, alone (on a session and an inline engine) or in a window."""
+    from explorer.ui.views.registry import VIEWS
+    from tests.ui.alone import Alone
+    if isinstance(views, Alone):
+        return views.show(title)
+    key = next(v.key for v in VIEWS if v.title == title)
+    views.show_view(key)  # built and brought to the front, in its workspace
+    view = views.view(key)
+    qtbot.waitUntil(lambda: view.isVisible(), timeout=5_000)
+    qtbot.wait(50)
+    busy = getattr(view, "busy", None)  # a view that draws its plots in turns
+    if busy is not None:
+        qtbot.waitUntil(lambda: not busy(), timeout=5_000)
+    return view
+
+
+@pytest.fixture
+def ran(qtbot):
+    """A tiny model's prompt pass and two steps, shown to views built alone."""
+    from tests.ui.alone import Alone
+    alone = Alone(qtbot)
+    alone.run(max_tokens=2)
+    alone.session.show_step(None)
+    return alone

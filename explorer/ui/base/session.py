@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ...core.run.capture import NodeView
 from ...core.gpt.nodes import (FIRST_BLOCK_NODE, block_hook_name, layer_of,
                                same_node_in_layer)
+from ...core.lessons.facts import NO_FACTS, Facts
 from ...core.run.passes import Pass
 from ...core.sources import ModelInfo, ModelSpec
 from .turns import Turns
@@ -38,7 +39,7 @@ class Session(QObject):
     stepsChanged = Signal()  # a step was added or the steps were cleared
     layerChanged = Signal(int)
     nodeChanged = Signal(str)  # hook name
-    coverChanged = Signal(object)  # frozenset of what a Learn question covers (core.quiz)
+    coverChanged = Signal(object)  # the Facts an open question or round would be answered by
     markChanged = Signal(str)  # a node to outline (the divergence finder's), "" for none
     busyChanged = Signal(bool)  # a run (prompt, generation, batch, training) is going on
     statusChanged = Signal(str)  # one line about what the window is doing
@@ -54,6 +55,7 @@ class Session(QObject):
     branchRequested = Signal(int)  # continue from the shown step with this token instead
     whyRequested = Signal(int)  # explain this token (an id) at the shown pass's position
     samplingRequested = Signal(object)  # generate with these GenerationSettings from now on
+    trainingChanged = Signal(str)  # training's time left, measured ("" when none runs)
 
     def __init__(self, retire: Callable[..., None] | None = None) -> None:
         super().__init__()
@@ -63,9 +65,10 @@ class Session(QObject):
         self.current: Pass | None = None  # what the views show
         self.layer = 0
         self.node = block_hook_name(0, FIRST_BLOCK_NODE)
-        self.covered: frozenset[str] = frozenset()  # what views must not show yet
+        self.covered: Facts = NO_FACTS  # what no widget may show yet (core.lessons.facts)
         self.interventions: list = []  # core.interventions.Intervention, in order
         self.interventions_on = True  # the one switch
+        self.dropped: list[str] = []  # the interventions the last model change dropped
         self.mark = ""
         self.why = None  # core.attribution.why.Why: of the model and prompt shown
         # the run and its branches: (label, steps); ``steps`` is the selected one's list
@@ -121,6 +124,7 @@ class Session(QObject):
         self.branches, self.branch = [("the run", self.steps)], 0
         self.set_mark("")  # marks belong to the model they were found in
         self.set_why(None)  # so do answers
+        self._fit_interventions(info.config)
         self.layer = min(self.layer, info.config.n_layers - 1)
         self.node = same_node_in_layer(self.node, self.layer)
         self.modelChanged.emit()
@@ -225,6 +229,10 @@ class Session(QObject):
         self.status = text
         self.statusChanged.emit(text)
 
+    def set_training(self, left: str) -> None:
+        """Training here: the time it has left ("" once it ended)."""
+        self.trainingChanged.emit(left)
+
     def report_error(self, title: str, message: str) -> None:
         """Show an error (the window opens the dialog, on the GUI thread)."""
         self.errorRaised.emit(title, message)
@@ -238,16 +246,15 @@ class Session(QObject):
 
     learning = False  # Learn mode is on (set_learning)
 
-    def set_covered(self, kinds=frozenset()) -> None:
-        """While a Learn-mode question is open, the views cover what would give its
-        answer away (``core.quiz.SHAPES`` / ``ORDER`` / ``VALUES``); empty uncovers."""
-        kinds = frozenset(kinds)
-        if kinds != self.covered:
-            self.covered = kinds
-            self.coverChanged.emit(kinds)
+    def set_covered(self, facts: Facts = NO_FACTS) -> None:
+        """While a Learn question or a game round is open, what would answer it (its
+        ``Facts``) is hidden everywhere (ui.base.covers); no facts uncover."""
+        if facts != self.covered:
+            self.covered = facts
+            self.coverChanged.emit(facts)
 
     def covers(self, kind: str) -> bool:
-        return kind in self.covered
+        return kind in self.covered.kinds
 
     def set_learning(self, on: bool) -> None:
         """Learn mode on: the graph keeps its edge shapes hidden between questions too
@@ -262,6 +269,18 @@ class Session(QObject):
         if on is not None:
             self.interventions_on = on
         self.interventionsChanged.emit()
+
+    def _fit_interventions(self, config) -> None:
+        """Keep the interventions that fit a new model; say which were dropped."""
+        kept, self.dropped = [], []
+        for one in self.interventions:
+            try:
+                one.check(config)
+                kept.append(one)
+            except ValueError:
+                self.dropped.append(one.describe())
+        if self.dropped:
+            self.set_interventions(kept)
 
     def add_intervention(self, intervention) -> None:
         self.set_interventions(self.interventions + [intervention], on=True)

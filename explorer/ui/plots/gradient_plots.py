@@ -18,13 +18,15 @@ NAMES = {True: "with shortcuts", False: "shortcuts removed"}
 EMPTY = "Press “Compute gradients”"
 
 
-def gradient_plots(layout: pg.GraphicsLayoutWidget) -> dict[str, pg.PlotItem]:
+def gradient_plots(layout: pg.GraphicsLayoutWidget, columns: int = 3) -> dict[str, pg.PlotItem]:
+    """The three plots in a row (``columns=3``, a wide figure) or one above another
+    (``columns=1``, a tall column)."""
     layout.setBackground("w")
-    legend_row(layout.ci, [(pen_sample(PENS[s]), NAMES[s]) for s in PENS], colspan=3)
-    # short titles and one y label: three plots share a laptop's bottom area
+    legend_row(layout.ci, [(pen_sample(PENS[s]), NAMES[s]) for s in PENS], colspan=columns)
     titles = {"residual": "Residual stream", "node": "One node, each block",
               "blocks": "Block parameters"}
-    plots = {key: add_plot(layout, row=1, col=i) for i, key in enumerate(titles)}
+    plots = {key: add_plot(layout, row=1 + i // columns, col=i % columns)
+             for i, key in enumerate(titles)}
     for key, plot in plots.items():
         set_title(plot, titles[key], size=TITLE_SIZE)
         plot.showGrid(x=True, y=True, alpha=0.2)

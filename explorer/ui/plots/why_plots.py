@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QFontMetrics
 
 from ...core.attribution.direct import Attribution, Part
 from ...core.gpt.nodes import EMBEDDINGS, FINAL_NORM, POSITION_EMBEDDING, TOKEN_EMBEDDING
@@ -13,12 +14,13 @@ from ...core.attribution.head_roles import ROLE_EVIDENCE, ROLES, HeadRoles
 from ...core.attribution.why import Why
 from .figures import TITLE_SIZE, offscreen_app, save_widget
 from .plot_axes import add_plot, count_axis
-from .plot_text import fitted_names, set_empty, set_title
+from .plot_text import set_empty, set_ticks, set_title
 
 UP, DOWN, TOTAL = pg.mkBrush("#2e7d32"), pg.mkBrush("#c62828"), pg.mkBrush("#1f4e8c")
 DIVERGING = pg.colormap.get("CET-D1")
 SCORES = pg.colormap.get("viridis")
-SHORT = {TOKEN_EMBEDDING: "tok", POSITION_EMBEDDING: "pos", EMBEDDINGS: "emb", FINAL_NORM: "shift"}
+SHORT = {TOKEN_EMBEDDING: "token embedding", POSITION_EMBEDDING: "position embedding",
+         EMBEDDINGS: "embeddings", FINAL_NORM: "final norm's shift"}
 
 
 def waterfall_bars(attribution: Attribution) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -31,40 +33,58 @@ def waterfall_bars(attribution: Attribution) -> tuple[np.ndarray, np.ndarray, np
             np.append(np.zeros(len(values), bool), True))
 
 
+ROW = 1.0  # a part's row on the waterfall's vertical axis
+
+
+def waterfall_height(attribution: Attribution | None, line: float) -> int:
+    """The plot height at which every part's name has a row of its own."""
+    rows = 1 + (len(attribution.parts) if attribution is not None else 8)
+    return int(rows * (line + 4) + 70)
+
+
 def draw_waterfall(plot: pg.PlotItem, attribution: Attribution | None,
                    message: str = "Run a prompt, then ask why a token was chosen.") -> None:
+    """The parts from the top (the embeddings) down to the logit, one named row each:
+    a bar from the running sum before the part to the one after it, the total from 0."""
     plot.clear()
     if attribution is None:
+        set_ticks(plot.getAxis("left"), [[]])
         set_empty(plot, message)
         return
     set_empty(plot, None)
     bottoms, tops, total = waterfall_bars(attribution)
-    x = np.arange(len(bottoms))
+    y = np.arange(len(bottoms)) * ROW
     rising = tops >= bottoms
     brushes = [TOTAL if t else (UP if r else DOWN) for t, r in zip(total, rising)]
-    plot.addItem(pg.BarGraphItem(x=x, y0=np.minimum(bottoms, tops),
-                                 y1=np.maximum(bottoms, tops), width=0.8, brushes=brushes,
-                                 pen=pg.mkPen(None)))
-    plot.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#999999")))
+    plot.addItem(pg.BarGraphItem(x0=np.minimum(bottoms, tops), x1=np.maximum(bottoms, tops),
+                                 y=y, height=0.75 * ROW, brushes=brushes, pen=pg.mkPen(None)))
+    plot.addItem(pg.InfiniteLine(pos=0, angle=90, pen=pg.mkPen("#999999")))
     names = [_short(p) for p in attribution.parts] + ["logit"]
-    fitted_names(plot, names)
+    set_ticks(plot.getAxis("left"), [list(zip(y, names))])  # every part named
+    axis = plot.getAxis("left")
+    axis.setWidth(max(QFontMetrics(axis.font()).horizontalAdvance(n) for n in names) + 14)
+    plot.invertY(True)
     what = "logit difference" if attribution.versus is not None else "logit"
-    plot.setLabel("left", what)
-    plot.setXRange(-0.6, len(names) - 0.4, padding=0)
+    plot.getAxis("bottom").enableAutoSIPrefix(False)  # 0.4, not "(x0.001)" and 400
+    plot.setLabel("bottom", what)
+    plot.setYRange(-0.6, y[-1] + 0.6, padding=0)
+    span = float(max(tops.max(), bottoms.max(), 0.0) - min(tops.min(), bottoms.min(), 0.0)) or 1.0
+    plot.setXRange(min(tops.min(), bottoms.min(), 0.0) - 0.05 * span,
+                   max(tops.max(), bottoms.max(), 0.0) + 0.05 * span, padding=0)
     plot.setMouseEnabled(x=False, y=False)
 
 
 def _short(part: Part) -> str:
-    """A bar's name under the waterfall: 'B3 attn', 'tok', 'shift'."""
+    """A part's name beside the waterfall: 'B3 attention', 'B3 feed-forward', 'tok'."""
     if part.layer is not None:
-        return f"B{part.layer + 1} {'attn' if part.kind == 'attention' else 'ffn'}"
+        return f"B{part.layer + 1} {'attention' if part.kind == 'attention' else 'feed-forward'}"
     return SHORT.get(part.node, part.kind)
 
 
-def bar_at(attribution: Attribution, x: float) -> int | None:
-    """The part under an x position of the waterfall (None for the total or outside)."""
-    i = int(round(x))
-    return i if 0 <= i < len(attribution.parts) and abs(x - i) <= 0.4 else None
+def bar_at(attribution: Attribution, y: float) -> int | None:
+    """The part at a height of the waterfall (None for the total or outside)."""
+    i = int(round(y / ROW))
+    return i if 0 <= i < len(attribution.parts) and abs(y - i * ROW) <= 0.4 else None
 
 
 def draw_grid(plot: pg.PlotItem, values: np.ndarray | None, diverging: bool,
@@ -105,7 +125,7 @@ def save_why_figure(path: str, why: Why) -> None:
     offscreen_app()
     canvas = pg.GraphicsLayoutWidget()
     canvas.setBackground("w")
-    canvas.resize(1400, 560)
+    canvas.resize(1400, max(560, waterfall_height(why.attribution, 16)))
     water = add_plot(canvas, row=0, col=0)
     draw_waterfall(water, why.attribution)
     set_title(water, f"Why {why.question}", size=TITLE_SIZE)

@@ -1,101 +1,182 @@
-"""The one list of views. The main window builds its central area, docks, tabs and the
-View menu from it; every view is ``cls(session, engine)``, listens to the session,
-submits its own engine jobs, and may offer ``save_settings(store)`` /
-``restore_settings(store)`` and a ``visibility_changed(bool)`` (to redraw only when
-shown). Adding a view: one module, one line here."""
+"""The one list of views and the workspaces that group them by what the user is doing.
+
+The window, its View menu, Help ▸ Tour, the cover service and the README's list of views
+all read ``WORKSPACES`` and ``VIEWS``; each view's module lives in its workspace's folder
+(``ui/views/<group>/<key>_view.py``), and a view's class is imported only when the view
+is first built. Every view is ``cls(session, engine)``, listens to the session, runs its
+jobs through ``ui.base.view_jobs.ViewJobs`` and may offer the ``ViewHooks``.
+
+Adding a view: its module in its workspace's folder, one line here."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
-from ...core.lessons.game import PREDICTION
-from ...core.lessons.quiz import ORDER, SHAPES, VALUES
+from ...core.lessons.facts import ORDER, PREDICTION, SHAPES, VALUES
 
-from .attention_view import AttentionView
-from .graph_view import BlockGraphView
-from .distributions_view import DistributionsView
-from .code_view import CodeView
-from .divergence_view import DivergenceView
-from .explanation_view import ExplanationView
-from .game_view import GameView
-from .gelu_view import GeluView
-from .gradients_view import GradientsView
-from .generation_view import GenerationPanel
-from .inspector_view import InspectorView
-from .learn_view import LearnView
-from .lens_view import LensView
-from .model_view import ModelView
-from .patching_view import PatchingView
-from .ln_compare_view import LnCompareView
-from .train_view import TrainPanel
-from .whatif_view import WhatIfView
-from .branches_view import BranchesView
-from .contributions_view import ContributionsView
-from .heads_view import HeadsView
-from .layers_view import LayersView
-from .sampling_view import SamplingView
-from .why_view import WhyView
+
+@dataclass(frozen=True)
+class Workspace:
+    key: str  # its folder under ui/views, and its settings' name
+    title: str
+    shortcut: str
+    task: str  # what the user does there, in one sentence
+
+
+WORKSPACES = (
+    Workspace("look", "Look", "Ctrl+1", "See the real values at every node: the selected "
+              "tensor, every node's distribution, GELU, attention and the logit lens."),
+    Workspace("learn", "Learn", "Ctrl+2", "Predict before you see, read what each node does "
+              "and its formula, step through the book's code, and see why the norms sit where "
+              "they do."),
+    Workspace("why", "Why", "Ctrl+3", "Ask why the model chose a token: each block's, "
+              "head's and neuron's part of its logit, the layer table, head roles and the "
+              "contribution graph."),
+    Workspace("experiment", "Experiment", "Ctrl+4", "Change the model and see what follows: "
+              "interventions, activation patching, where two models part, and training a "
+              "small model here."),
+    Workspace("play", "Play", "Ctrl+5", "Play with generation: the next token's candidates, "
+              "sampling settings live, branches side by side, and the prediction game."),
+)
+SHARED = "shared"  # the block graph and the prompt: in every workspace
 
 
 @dataclass(frozen=True)
 class ViewSpec:
-    attr: str  # the window's attribute for it
-    key: str  # its dock's object name (kept in saved layouts)
+    key: str  # its dock's object name, its settings' name, window.view(key)
     title: str
-    cls: type
-    area: str  # "central", "right" (tabbed together) or "bottom"
+    group: str  # a workspace's key, or SHARED
+    cls_name: str  # "<group>.<module>:<Class>" under ui/views, imported when first built
+    tour: str  # one sentence for Help ▸ Tour and the README
     shortcut: str | None = None  # shows and raises it
     tab: str | None = None  # a shorter text for its tab (the title stays in the menu)
-    covered_by: frozenset = frozenset()  # kinds of Learn question it would answer (core.quiz)
+    shows: frozenset = frozenset()  # kinds of fact it shows: covered while one would answer
 
     @property
     def tab_text(self) -> str:
         return self.tab or self.title
 
+    @property
+    def module(self) -> str:
+        return f"{__package__}.{self.cls_name.split(':')[0]}"
 
-_ORDER, _VALUES = frozenset({ORDER}), frozenset({VALUES})
-_ANY = frozenset({ORDER, SHAPES, VALUES})
-_GUESS = frozenset({PREDICTION})  # a round of the prediction game is open
+    @property
+    def cls(self) -> type:
+        """The view's class (its module imported now, once)."""
+        return getattr(importlib.import_module(self.module), self.cls_name.split(":")[1])
+
+
+_ALL = frozenset({SHAPES, ORDER, VALUES, PREDICTION})
+_NUMBERS = frozenset({SHAPES, VALUES, PREDICTION})
 VIEWS = (
-    # the graph draws the order (and says Pre-LN or Post-LN); it leaves out shapes itself
-    ViewSpec("graph", "graph", "Block graph", BlockGraphView, "central", covered_by=_ORDER),
-    ViewSpec("inspector", "inspector", "Tensor inspector", InspectorView, "right", "Ctrl+1",
-             "Inspector", _ANY | _GUESS),
-    ViewSpec("explanation", "explain", "Explain", ExplanationView, "right", "Ctrl+2",
-             covered_by=_ANY),
-    ViewSpec("learn", "learn", "Learn", LearnView, "right", "Ctrl+3"),
-    ViewSpec("gelu", "gelu", "GELU", GeluView, "right", "Ctrl+4", covered_by=_VALUES),
-    ViewSpec("distributions", "distributions", "Distributions", DistributionsView, "right",
-             "Ctrl+5", covered_by=_VALUES),
-    ViewSpec("attention", "attention", "Attention", AttentionView, "right", "Ctrl+6",
-             covered_by=_VALUES),
-    ViewSpec("lens", "lens", "Logit lens", LensView, "right", "Ctrl+7", covered_by=_GUESS),
-    ViewSpec("ln_compare", "ln_compare", "Pre-LN vs Post-LN", LnCompareView, "right", "Ctrl+8",
-             "Pre/Post-LN", _ORDER),
-    ViewSpec("divergence", "divergence", "Divergence", DivergenceView, "right", "Ctrl+9"),
-    ViewSpec("train_panel", "train", "Train", TrainPanel, "right", "Ctrl+0"),
-    # the bottom tabs, under the graph: the prompt panel in front
-    ViewSpec("generation", "generation", "Prompt and generation", GenerationPanel, "bottom",
-             "Ctrl+L", covered_by=_GUESS),
-    ViewSpec("code", "code", "Code and forward trace", CodeView, "bottom", "Ctrl+Shift+C",
-             "Code", _ANY),
-    ViewSpec("gradients", "gradients", "Gradients through the shortcuts", GradientsView, "bottom",
-             "Ctrl+Shift+D", "Gradients", _VALUES),
-    ViewSpec("whatif", "whatif", "What if: interventions", WhatIfView, "bottom", "Ctrl+Shift+I",
-             "What if"),
-    ViewSpec("patching", "patching", "Activation patching", PatchingView, "bottom",
-             "Ctrl+Shift+T", "Patching"),
-    ViewSpec("model", "model", "Model and its parameters", ModelView, "bottom", "Ctrl+Shift+P",
-             "Model"),
-    ViewSpec("sampling", "sampling", "Next-token sampling", SamplingView, "bottom",
-             "Ctrl+Shift+N", "Sampling", _GUESS),
-    ViewSpec("game", "game", "Prediction game", GameView, "bottom", "Ctrl+Shift+J", "Game"),
-    ViewSpec("branches", "branches", "Branches side by side", BranchesView, "bottom",
-             "Ctrl+Shift+B", "Branches", _GUESS),
-    ViewSpec("why", "why", "Why this token?", WhyView, "bottom", "Ctrl+Shift+W", "Why", _GUESS),
-    ViewSpec("layers", "layers", "Layer table", LayersView, "bottom", "Ctrl+Shift+L", "Layers",
-             _GUESS),
-    ViewSpec("heads", "heads", "Head roles", HeadsView, "bottom", "Ctrl+Shift+H", "Heads"),
-    ViewSpec("contributions", "contributions", "Contribution graph", ContributionsView, "bottom",
-             "Ctrl+Shift+K", "Contributions", _GUESS),
+    # in every workspace: the graph in the centre (it draws the order; its shapes and
+    # texts are masked by itself) and the prompt under it
+    ViewSpec("graph", "Block graph", SHARED, "shared.graph_view:BlockGraphView",
+             "One whole transformer block in forward order, with its shortcuts and every "
+             "tensor's shape. Click a node to inspect it; Up and Down change the block; the "
+             "caps unfold the embeddings and the head.", shows=frozenset({ORDER})),
+    ViewSpec("prompt", "Prompt and generation", SHARED, "shared.prompt_view:PromptPanel",
+             "Type a prompt and press Ctrl+Enter: every node is captured, then tokens arrive "
+             "one by one. Click one to see every view at that step.", "Ctrl+L",
+             shows=frozenset({PREDICTION})),
+    # Look
+    ViewSpec("inspector", "Tensor inspector", "look", "look.inspector_view:InspectorView",
+             "The selected node's real values: statistics, histogram, heatmap, token norms "
+             "and the raw numbers.", "Ctrl+Shift+I", "Inspector", _ALL),
+    ViewSpec("distributions", "Distributions", "look", "look.distributions_view:DistributionsView",
+             "Every node's values side by side, and a statistic per node and block.",
+             "Ctrl+Shift+D", shows=_NUMBERS),
+    ViewSpec("gelu", "GELU", "look", "look.gelu_view:GeluView",
+             "GELU's curve with the real distribution of its inputs in this block.",
+             "Ctrl+Shift+U", shows=frozenset({VALUES})),
+    ViewSpec("attention", "Attention", "look", "look.attention_view:AttentionView",
+             "Every head's attention pattern, or one head large.", "Ctrl+Shift+A",
+             shows=_NUMBERS),
+    ViewSpec("lens", "Logit lens", "look", "look.lens_view:LensView",
+             "The next tokens read off the residual stream after each add.", "Ctrl+Shift+L",
+             shows=frozenset({PREDICTION})),
+    # Learn
+    ViewSpec("learn", "Learn", "learn", "learn.learn_view:LearnView",
+             "Predict before you see: a question about the node, then the real tensor.",
+             "Ctrl+Shift+Q"),
+    ViewSpec("explain", "Explain", "learn", "learn.explanation_view:ExplanationView",
+             "What the node does, what it did here, its formula worked with this token's "
+             "numbers, and the common mistake.", "Ctrl+Shift+E", shows=_ALL),
+    ViewSpec("code", "Code and forward trace", "learn", "learn.code_view:CodeView",
+             "The book's code that produced the node, and a step-by-step trace of the pass.",
+             "Ctrl+Shift+C", "Code", _ALL),
+    ViewSpec("model", "Model and its parameters", "learn", "learn.model_view:ModelView",
+             "Where the parameter count comes from, and what the feed-forward's width costs.",
+             "Ctrl+Shift+P", "Model", frozenset({SHAPES, ORDER})),
+    ViewSpec("ln_compare", "Pre-LN vs Post-LN", "learn", "learn.ln_compare_view:LnCompareView",
+             "The model and its twin with the norms moved, and the gradient experiment.",
+             "Ctrl+Shift+F", "Pre/Post-LN", frozenset({ORDER, VALUES})),
+    ViewSpec("gradients", "Gradients through the shortcuts", "learn",
+             "learn.gradients_view:GradientsView",
+             "The gradient at every node, with and without the shortcuts.", "Ctrl+Shift+B",
+             "Gradients", frozenset({VALUES})),
+    # Why
+    ViewSpec("why", "Why this token?", "why", "why.why_view:WhyView",
+             "Each block's, head's and neuron's part of the token's logit, as a waterfall from "
+             "the embeddings to the logit.", "Ctrl+Shift+W", "Why", frozenset({PREDICTION, VALUES})),
+    ViewSpec("layers", "Layer table", "why", "why.layers_view:LayersView",
+             "One row per block: the stream's size, each branch against its shortcut, the "
+             "lens's token and the block's part of the logit.", "Ctrl+Shift+Y", "Layers",
+             frozenset({PREDICTION, VALUES})),
+    ViewSpec("heads", "Head roles", "why", "why.heads_view:HeadsView",
+             "Each head scored as previous-token, first-token, current-token, local and "
+             "induction, with its pattern.", "Ctrl+Shift+H", "Heads", frozenset({VALUES})),
+    ViewSpec("contributions", "Contribution graph", "why",
+             "why.contributions_view:ContributionsView",
+             "Each token's stream after every block, with an edge from every head and "
+             "feed-forward block that brought a large share of it.", "Ctrl+Shift+K",
+             "Contributions", frozenset({PREDICTION, VALUES})),
+    # Experiment
+    ViewSpec("whatif", "What if: interventions", "experiment", "experiment.whatif_view:WhatIfView",
+             "Zero, scale, steer or patch a node, knock out heads or a shortcut — and the clean "
+             "and changed continuations side by side.", "Ctrl+Shift+X", "What if",
+             frozenset({PREDICTION})),
+    ViewSpec("patching", "Activation patching", "experiment",
+             "experiment.patching_view:PatchingView",
+             "How much of a logit difference each node brings back when patched from a clean "
+             "run.",
+             "Ctrl+Shift+T", "Patching", frozenset({PREDICTION, VALUES})),
+    ViewSpec("divergence", "Divergence", "experiment", "experiment.divergence_view:DivergenceView",
+             "A model B changed in one place: where the two first part.", "Ctrl+Shift+V",
+             shows=frozenset({VALUES})),
+    ViewSpec("train", "Train", "experiment", "experiment.train_view:TrainPanel",
+             "Train a small GPT on a text here, with the loss curve and samples.",
+             "Ctrl+Shift+M"),
+    # Play
+    ViewSpec("next_token", "Next token", "play", "play.next_token_view:NextTokenView",
+             "The shown step's most likely next tokens; right-click one to ask why or to "
+             "continue with it.", "Ctrl+Shift+N", shows=frozenset({PREDICTION})),
+    ViewSpec("sampling", "Next-token sampling", "play", "play.sampling_view:SamplingView",
+             "The next-token distribution reshaped live by temperature, top-k and top-p, "
+             "with 200 seeded draws beside it.", "Ctrl+Shift+S", "Sampling",
+             frozenset({PREDICTION})),
+    ViewSpec("branches", "Branches side by side", "play", "play.branches_view:BranchesView",
+             "Two branches of a run side by side at the step where they part.", None,
+             "Branches", frozenset({PREDICTION, VALUES})),
+    ViewSpec("game", "Prediction game", "play", "play.game_view:GameView",
+             "Guess the next token before the model shows it, or the block where the lens "
+             "first finds it.", "Ctrl+Shift+J", "Game"),
 )
+BY_KEY = {spec.key: spec for spec in VIEWS}
+
+
+def in_workspace(key: str) -> list[ViewSpec]:
+    """A workspace's own views, in their order (the shared ones aside)."""
+    return [spec for spec in VIEWS if spec.group == key]
+
+
+def markdown() -> str:
+    """The README's list of workspaces and their views (a test keeps the README equal)."""
+    lines = []
+    for ws in WORKSPACES:
+        lines.append(f"- **{ws.title}** ({ws.shortcut}): {ws.task}")
+        for spec in in_workspace(ws.key):
+            keys = f" ({spec.shortcut})" if spec.shortcut else ""
+            lines.append(f"  - *{spec.title}*{keys}: {spec.tour}")
+    return "\n".join(lines)

@@ -28,12 +28,45 @@ class WheelScrollsPanel(QObject):
         return False
 
 
+class FittingScroll(QScrollArea):
+    """A scroll area that gives its view the whole viewport and scrolls only below the
+    view's minimum (Qt's own resizable area gives a view with wrapped text its preferred
+    height, so plots of their default 480 px made every tall view scroll)."""
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        self.fit()
+
+    def fit(self) -> None:
+        content = self.widget()
+        if content is None:
+            return
+        port = self.maximumViewportSize()
+        least = content.minimumSizeHint().expandedTo(content.minimumSize())
+        width = max(port.width(), least.width())
+        layout = content.layout()
+        need = layout.minimumHeightForWidth(width) if layout is not None and \
+            layout.hasHeightForWidth() else least.height()
+        height = max(need, least.height())
+        if height > port.height():  # a vertical bar takes its width from the view
+            width = max(port.width() - self.verticalScrollBar().sizeHint().width(), least.width())
+        content.resize(width, max(port.height() if height <= port.height() else height, height))
+
+
 def scrolling(content: QWidget) -> QScrollArea:
-    area = QScrollArea()
-    area.setWidgetResizable(True)
+    area = FittingScroll()
+    area.setWidgetResizable(False)
     area.setFrameShape(QFrame.NoFrame)
     area.setWidget(content)
     wheel = WheelScrollsPanel(area)
     for view in content.findChildren(QGraphicsView):
         view.viewport().installEventFilter(wheel)
     return area
+
+
+PANE_LINES = 10  # a text pane shows at least this many lines
+
+
+def lines_high(pane: QWidget, lines: int = PANE_LINES) -> None:
+    """A text pane at least ``lines`` lines of its font high (its frame and margins too)."""
+    pane.setMinimumHeight(pane.fontMetrics().lineSpacing() * lines + 22)

@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import html
 
-from ...core.gpt.tokenizer import token_piece
+from ...core.gpt.tokenizer import token_piece, visible
 
 MAX_CHIPS = 96  # chips drawn for a long prompt (the count shows them all; 200 took ~30 ms)
 CHIP_COLOURS = ("#dce8fb", "#fbe8d0")
 PAD = "<span style='background:#d0d0d0; color:#606060'>&nbsp;[pad]&nbsp;</span>"
 
 
-def visible(piece: str) -> str:
-    """Make leading spaces and newlines visible on a chip."""
-    shown = piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥") or "∅"
-    # other control or invisible characters (a blank label tells nothing): their code
-    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in shown)
 
 
 def chip_row(ids: list[int]) -> str:

@@ -57,8 +57,13 @@ def install_excepthook(window) -> None:
     threading.excepthook = lambda args: hook(args.exc_type, args.exc_value, args.exc_traceback)
 
 
+def workspace_keys() -> list[str]:
+    from ..views.registry import WORKSPACES
+    return [ws.key for ws in WORKSPACES]
+
+
 def run(spec: ModelSpec | None = None, argv: list[str] | None = None,
-        open_run: str | None = None) -> int:
+        open_run: str | None = None, workspace: str | None = None) -> int:
     from ..base.display import display_problem
 
     problem = display_problem()
@@ -75,6 +80,8 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None,
     app.setOrganizationName("GPT Block Explorer")
     window = MainWindow(spec)
     install_excepthook(window)
+    if workspace:
+        window.workspaces.show(workspace)
     window.show()
     if open_run:  # an engine job after the model's load: it compares with that model
         window.run_files.open(open_run)
@@ -93,7 +100,7 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None,
 
 def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = None,
                node: str | None = None, max_new_tokens: int = 8, timeout: float = 600.0,
-               open_run: str | None = None) -> int:
+               open_run: str | None = None, workspace: str | None = None) -> int:
     """Open the window offscreen, run the prompt, select ``node``, save a PNG. Uses a
     throw-away settings file, so the user's remembered layout and model are untouched."""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
@@ -127,6 +134,8 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
             print(f"gpt-explorer: error: {problem}", file=sys.stderr)
             window.close()
             return 2
+        if workspace:
+            window.workspaces.show(workspace)
         settle = time.monotonic() + 0.5  # let queued redraws and layouts finish
         while time.monotonic() < settle:
             app.processEvents()
@@ -161,11 +170,11 @@ def _run_and_select(window, wait, errors: list[str], prompt: str | None, node: s
     if not wait(lambda: window.session.model is not None):
         return errors[0] if errors else "the model did not load"
     if prompt is not None:
-        window.generation.prompt.setPlainText(prompt)
-    window.generation.max_tokens.setValue(max_new_tokens)
-    window.generation.request_run()
+        window.prompt.prompt.setPlainText(prompt)
+    window.prompt.max_tokens.setValue(max_new_tokens)
+    window.prompt.request_run()
     if not window.running and not errors:  # the panel refused it (an empty prompt…)
-        reason = re.sub(r"<[^>]+>", "", window.generation.token_count.text())
+        reason = re.sub(r"<[^>]+>", "", window.prompt.token_count.text())
         return f"the prompt did not run: {reason}"
     wait(lambda: not window.running and window.session.prompt is not None)
     if errors:

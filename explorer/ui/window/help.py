@@ -57,9 +57,10 @@ class ShortcutsDialog(QDialog):
 
 
 class Tour(QDialog):
-    """Steps of (widget to outline, what it is); Next and Back, the outline follows."""
+    """Steps of (the widget to outline — or a callable that shows and gives it —, a
+    title, what it is); Next and Back, the outline follows."""
 
-    def __init__(self, parent: QWidget, steps: list[tuple[QWidget, str, str]]) -> None:
+    def __init__(self, parent: QWidget, steps: list[tuple]) -> None:
         super().__init__(parent)
         self.setWindowTitle("Tour")
         self.setWindowFlag(Qt.WindowStaysOnTopHint)
@@ -81,7 +82,7 @@ class Tour(QDialog):
         layout.addWidget(self.title)
         layout.addWidget(self.text, 1)
         layout.addLayout(row)
-        self.resize(380, 180)
+        self.resize(420, 220)
         self.show_step(0)
 
     def _next(self) -> None:
@@ -90,9 +91,14 @@ class Tour(QDialog):
         else:
             self.close()
 
+    def widget(self, index: int) -> QWidget:
+        target = self.steps[index][0]
+        return target() if callable(target) and not isinstance(target, QWidget) else target
+
     def show_step(self, index: int) -> None:
         self.index = max(0, min(index, len(self.steps) - 1))
-        widget, title, text = self.steps[self.index]
+        _target, title, text = self.steps[self.index]
+        widget = self.widget(self.index)
         self.title.setText(f"<b>{self.index + 1} of {len(self.steps)} · {title}</b>")
         self.text.setText(text)
         self.back.setEnabled(self.index > 0)
@@ -110,52 +116,26 @@ class Tour(QDialog):
         super().closeEvent(event)
 
 
-def tour_steps(window) -> list[tuple[QWidget, str, str]]:
-    """The tour: the graph, then every view of the window's list, each with what it is
-    for (its dock, its title, one sentence)."""
-    from ..views.registry import VIEWS
-    words = {
-        "inspector": "The selected node's real values: statistics, histogram, heatmap, token "
-                     "norms and the raw numbers.",
-        "explain": "What the node does, what it did here, its formula worked with this token's "
-                   "numbers, and the common mistake.",
-        "learn": "Predict before you see: a question about the node, then the real tensor.",
-        "gelu": "GELU's curve with the real distribution of its inputs in this block.",
-        "distributions": "Every node's values side by side, and a statistic per node and block.",
-        "attention": "Every head's attention pattern, or one head large.",
-        "lens": "The next tokens read off the residual stream after each add.",
-        "ln_compare": "The model and its twin with the norms moved, and the gradient experiment.",
-        "divergence": "A model B changed in one place: where the two first part.",
-        "train": "Train a small GPT on a text here, with the loss curve and samples.",
-        "generation": "Type a prompt and press Ctrl+Enter: every node is captured, then tokens "
-                      "arrive one by one. Click one to go back.",
-        "code": "The code that produced the node, and a step-by-step trace of the pass.",
-        "gradients": "The gradient at every node, with and without the shortcuts.",
-        "whatif": "Interventions: zero, scale, steer, patch a node — and the clean and "
-                  "changed continuations side by side.",
-        "patching": "Activation patching: how much of a logit difference each node brings back.",
-        "model": "Where the parameter count comes from, and what the feed-forward's width costs.",
-        "heads": "Each head scored as previous-token, first-token, current-token, local and "
-                 "induction, with its pattern.",
-        "why": "Why this token: each block's, head's and neuron's part of its logit, as a "
-               "waterfall.",
-        "sampling": "The next-token distribution reshaped live by temperature, top-k and "
-                    "top-p, with 200 seeded draws beside it.",
-        "branches": "Two branches of a run side by side at the step where they part.",
-        "game": "Guess the next token before the model shows it, or the block where the lens "
-                "first finds it.",
-        "contributions": "Each token's stream after every block, with an edge from every "
-                         "head and feed-forward block that brought a large share of it.",
-        "layers": "One row per block: the stream's size, each branch against its shortcut, "
-                  "the lens's token and the block's part of the logit.",
-    }
-    steps = [(window.graph, "The block graph", "One whole transformer block in forward order, "
-              "with its shortcuts and every tensor's shape. Click a node to inspect it; Up and "
-              "Down change the block; the caps unfold the embeddings and the head.")]
-    for spec in VIEWS:
-        if spec.key in window.docks:
-            shortcut = f" ({spec.shortcut})" if spec.shortcut else ""
-            steps.append((window.docks[spec.key], spec.title + shortcut, words.get(spec.key, "")))
+def tour_steps(window) -> list[tuple]:
+    """The tour, from the one list of views: the graph, the prompt, the switcher, then
+    each workspace — shown, its column outlined, its views named with what each is for."""
+    from ..views.registry import BY_KEY, WORKSPACES, in_workspace
+    graph, prompt = BY_KEY["graph"], BY_KEY["prompt"]
+    steps = [(window.graph, "The block graph", graph.tour),
+             (window.docks["prompt"], f"{prompt.title} ({prompt.shortcut})", prompt.tour),
+             (window.workspaces.bar, "Workspaces (Ctrl+1 … Ctrl+5)",
+              "The views are grouped by what you are doing; the graph and the prompt stay in "
+              "every one. View ▸ Open in this workspace adds any view here.")]
+
+    def shown(key: str):
+        def show() -> QWidget:
+            window.workspaces.show(key)
+            return window.front_dock()
+        return show
+
+    for ws in WORKSPACES:
+        views = "".join(f"<br>• <b>{s.tab_text}</b>: {s.tour}" for s in in_workspace(ws.key))
+        steps.append((shown(ws.key), f"{ws.title} ({ws.shortcut})", f"{ws.task}{views}"))
     return steps
 
 

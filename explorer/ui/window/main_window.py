@@ -1,42 +1,36 @@
-"""The main window assembles: the views from views.VIEWS (the central one, docks and
-tabs, a View menu entry and shortcut each), the first-run banner, the menus, the status
-bar, and the engine. It loads models and shows what the session says (busy, status,
-errors); it owns no model, draws no data and runs no feature itself."""
+"""The main window assembles: the block graph in the centre and the prompt under it, the
+workspaces' docks (built when first shown), the workspace switcher, the first-run banner,
+the menus, the status bar, the engine, the cover service and the model controller. It
+owns no model, draws no data and runs no feature itself."""
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import torch
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
-                               QProgressBar, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QProgressBar,
+                               QVBoxLayout, QWidget)
 
-from ...core.weights import hub
-from ...core.gpt.config import PRESETS
 from ...core.base.devices import usable_cores
-from ...core.sources import ModelInfo, ModelSpec
+from ...core.gpt.config import PRESETS
+from ...core.sources import ModelSpec
 from ..base.engine import Engine
-from ..widgets.enlarge import CentralArea
-from .first_run import FirstRunBanner
-from .help import about
-from .run_files import RunFiles
 from ..base.jobs import JobRunner
 from ..base.session import Session
-from .placement import BOTTOM_MIN, default_dock_sizes, first_size, fit_to_screen, style_dock_tabs
-from ...core.lessons.quiz import ORDER
-from ..widgets.cover import Cover
+from ..views.registry import BY_KEY, SHARED, VIEWS, WORKSPACES, in_workspace
+from ..widgets.cover import Covers, ViewFrame
+from ..widgets.enlarge import CentralArea
 from ..widgets.scrolling import scrolling
-from ..views.registry import VIEWS
+from .first_run import FirstRunBanner
+from .help import about
+from .models import Models
+from .placement import first_size, fit_to_screen
+from .run_files import RunFiles
+from .workspaces import PROMPT, Workspaces
 
-CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.bin *.pth *.pt *.ckpt *.index);;All files (*)"
-
-AREAS = {"right": Qt.RightDockWidgetArea, "bottom": Qt.BottomDockWidgetArea}
-
-
-def _unordered(text: str) -> str:
-    return text.replace(" · Post-LN", "").replace(" · Pre-LN", "")
 CLOSE_WAIT_S = 5.0  # the longest closing the window waits for a job to stop
 
 
@@ -46,10 +40,8 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("GPT Block Explorer")
         self.settings = settings or QSettings("GPT Block Explorer", "gpt-block-explorer")
         self.warn = QMessageBox.warning  # replaced where no one can click a dialog away
-        self.loading = False
         self.stuck = False  # a job that did not stop when the window closed
-        self.load_job = None
-        self.load_job_spec: ModelSpec | None = None
+        self._placed = False  # fitted to its screen once its frame is known
         # a core left to the window, the GIL handed over after 1 ms: keys stay prompt
         torch.set_num_threads(max(1, usable_cores() - 1))
         sys.setswitchinterval(0.001)
@@ -64,47 +56,85 @@ class MainWindow(QMainWindow):
 
     def _assemble(self, spec: ModelSpec | None) -> None:
         self.session = Session(retire=self.engine.retire)
-
-        self.views, self.docks = {}, {}
+        self.covers = Covers(self.session, self)
+        self.views: dict[str, QWidget] = {}
+        self.docks: dict[str, QDockWidget] = {}
         self.banner = FirstRunBanner(self.settings)
         self.addToolBar(Qt.TopToolBarArea, self.banner.bar())  # above the graph and docks
-        central = QWidget()
-        column = QVBoxLayout(central)
+        self.graph = self._build(BY_KEY["graph"])
+        self.graph.restore_settings(self.settings)
+        frame = ViewFrame(self.graph, "graph", BY_KEY["graph"].shows)
+        self.covers.add(frame)
+        self.central = CentralArea(frame, self.docks)  # a view shown large goes here
+        holder = QWidget()
+        column = QVBoxLayout(holder)
         column.setContentsMargins(0, 0, 0, 0)
-        column.setSpacing(0)
-        for spec_ in VIEWS:
-            widget = spec_.cls(self.session, self.engine)
-            self.views[spec_.key] = widget
-            setattr(self, spec_.attr, widget)
-            if spec_.covered_by:  # Learn mode's questions cover what would answer them
-                Cover(widget, self.session, spec_.covered_by)
-            if spec_.area == "central":
-                self.central = CentralArea(widget, self.docks)  # a view shown large goes here
-                column.addWidget(self.central, 1)
-            else:  # each area's docks as tabs at once (side by side they widen the window)
-                self.docks[spec_.key] = self._dock(spec_, widget)
-                first = next(s.key for s in VIEWS if s.area == spec_.area)
-                if first != spec_.key:
-                    self.tabifyDockWidget(self.docks[first], self.docks[spec_.key])
-        self.setCentralWidget(central)
-        # the right-hand tabs take the whole height; the prompt panel sits under the graph
+        column.addWidget(self.central, 1)
+        self.setCentralWidget(holder)
+        # the right-hand column takes the whole height; the prompt sits under the graph
         self.setCorner(Qt.BottomRightCorner, Qt.RightDockWidgetArea)
-        for area in AREAS:  # its first tab in front
-            self.docks[next(s.key for s in VIEWS if s.area == area)].raise_()
-        self._full_tab_titles()
-        self._default_state = self.saveState()
-        self._get_gpt2 = None
-
+        self.workspaces = Workspaces(self, self.settings)
+        self.prompt = self.view(PROMPT)
         self._status_bar()
-        self._connect()
+        self.models = Models(self)
         self.run_files = RunFiles(self)  # File ▸ Save run… / Open run…
         self._menus()
-        self._restore()
-        import gc
+        self._connect()
+        first = self._restore()
+        self.workspaces.show(first)
         gc.freeze()  # the widgets live as long as the window: keep them out of GC passes
-        self._remembered = spec is None  # the model of the last launch, which may be gone
-        self.load_model(spec or self._last_spec())
+        self.models.start(spec, self._last_spec())
 
+    # ------------------------------------------------------------------ views
+    def _build(self, spec) -> QWidget:
+        view = spec.cls(self.session, self.engine)
+        view.setObjectName(f"view-{spec.key}")
+        self.views[spec.key] = view
+        return view
+
+    def dock(self, key: str) -> QDockWidget:
+        """The dock of view ``key``, its view built now if it was not yet (put away
+        unless the shown workspace has it)."""
+        if key in self.docks:
+            return self.docks[key]
+        spec = BY_KEY[key]
+        view = self._build(spec)
+        content = view
+        if key != PROMPT:  # in a scroll area: a short dock scrolls the view, never squeezes it
+            content = scrolling(view)
+            content.setObjectName("view")
+        frame = ViewFrame(content, key, spec.shows)
+        dock = QDockWidget(spec.tab_text, self)
+        dock.setObjectName(key)
+        dock.setWidget(frame)
+        if key == PROMPT:  # the graph keeps the height: no title bar over the prompt
+            dock.setTitleBarWidget(QWidget())
+            self.addDockWidget(Qt.BottomDockWidgetArea, dock)
+        else:
+            self.addDockWidget(Qt.RightDockWidgetArea, dock)
+            if not self.workspaces.has(key):
+                dock.hide()
+        dock.visibilityChanged.connect(view.visibility_changed)  # lazy views redraw when shown
+        self.docks[key] = dock
+        view.restore_settings(self.settings)
+        self.covers.add(frame)
+        return dock
+
+    def view(self, key: str) -> QWidget:
+        """View ``key`` (built now if it was not yet)."""
+        if key not in self.views:
+            self.dock(key)
+        return self.views[key]
+
+    def show_view(self, key: str) -> None:
+        """Show a view and give it the keys: in this workspace if it has it, else in
+        its own workspace."""
+        if key == "graph":
+            return self.graph.setFocus()
+        dock = self.workspaces.raise_view(key)
+        dock.widget().setFocus()
+
+    # ------------------------------------------------------------------ status and menus
     def _status_bar(self) -> None:
         """The model's line, the session's status, the busy bar."""
         self.model_label = QLabel("no model")
@@ -118,214 +148,113 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.busy)
 
     def _connect(self) -> None:
-        """The session's and the banner's signals to what the window does with them."""
         s = self.session
-        s.statusChanged.connect(self.status_text.setText)
-        s.coverChanged.connect(self._order_words)
-        s.statusChanged.connect(self.status_text.setToolTip)  # a long line is cut: hover reads it
-        s.busyChanged.connect(lambda on: self.busy.setVisible(on or self.loading))
+        s.statusChanged.connect(lambda _text: self._status())
+        s.coverChanged.connect(lambda _facts: self._status())
+        s.busyChanged.connect(lambda on: self.busy.setVisible(on or self.models.loading))
         s.errorRaised.connect(lambda title, text: self.warn(self, title, text))
-        s.modelRequested.connect(self.load_model)
         s.caughtUp.connect(self.engine.gui_caught_up)
-        self.banner.downloadRequested.connect(lambda: self.get_gpt2(start="gpt2"))
-        self.banner.openFolderRequested.connect(self.open_folder)
-        self.banner.openFileRequested.connect(self.open_checkpoint)
-        self.banner.trainRequested.connect(self.train_here)
-        self.train_panel.estimateChanged.connect(self.banner.training)
+        s.trainingChanged.connect(self.banner.training)
         s.viewRequested.connect(self.show_view)
+
+    def _status(self) -> None:
+        """The session's line, masked while a question is open; hover reads it whole."""
+        text = self.session.covered.mask(self.session.status)
+        self.status_text.setText(text)
+        self.status_text.setToolTip(text)
 
     @property
     def running(self) -> bool:
         return self.session.busy
 
-    # ------------------------------------------------------------------ docks
-    def _dock(self, spec_, view) -> QDockWidget:
-        widget = view
-        dock = QDockWidget(spec_.tab_text, self)
-        dock.setObjectName(spec_.key)
-        if spec_.area == "bottom":  # the tabs name them: the graph keeps the title's height
-            dock.setTitleBarWidget(QWidget())
-            if widget.minimumSizeHint().height() > BOTTOM_MIN:  # taller content scrolls
-                widget = scrolling(widget)
-        dock.setWidget(widget)
-        self.addDockWidget(AREAS[spec_.area], dock)
-        dock.dockLocationChanged.connect(lambda _area: self._full_tab_titles())
-        dock.visibilityChanged.connect(view.visibility_changed)  # lazy views redraw when shown
-        return dock
-
-    def _full_tab_titles(self) -> None:
-        style_dock_tabs(self)
-
-    def show_view(self, key: str) -> None:
-        dock = self.docks[key]
-        dock.show()
-        dock.raise_()
-        dock.widget().setFocus()
-
-    # ------------------------------------------------------------------ menus
     def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
         action = QAction(text, self)
         if shortcut is not None:
-            action.setShortcuts(shortcut if isinstance(shortcut, list) else [shortcut])
+            action.setShortcuts(shortcut if isinstance(shortcut, list) else [QKeySequence(shortcut)])
         action.setStatusTip(tip)
         action.triggered.connect(slot)
         menu.addAction(action)
         return action
 
     def _menus(self) -> None:
+        m = self.models
         file_menu = self.menuBar().addMenu("&File")
         self.get_gpt2_action = self._action(
-            file_menu, "&Get GPT-2…", self.get_gpt2, QKeySequence("Ctrl+Shift+G"),
+            file_menu, "&Get GPT-2…", m.get_gpt2, "Ctrl+Shift+G",
             "Download GPT-2 (124M to 1.5B) from the Hugging Face Hub, with progress and resume")
-        self._action(file_menu, "&Choose model…", self.choose_model, QKeySequence("Ctrl+M"),
+        self._action(file_menu, "&Choose model…", m.choose_model, "Ctrl+M",
                      "GPT-2 from the Hugging Face cache, a checkpoint, or a random preset")
-        self._action(file_menu, "&Open checkpoint…", self.open_checkpoint, QKeySequence.Open,
+        self._action(file_menu, "&Open checkpoint…", m.open_checkpoint, QKeySequence.Open,
                      "Load a checkpoint file (.pth, .safetensors, .bin, model.ckpt.index)")
-        self._action(file_menu, "Open &folder…", self.open_folder, QKeySequence("Ctrl+Shift+O"),
+        self._action(file_menu, "Open &folder…", m.open_folder, "Ctrl+Shift+O",
                      "Load a model folder: the book's gpt2/124M or a Hugging Face folder")
         self.run_files.add_actions(file_menu)
         presets = file_menu.addMenu("Random &preset (untrained)")
         for name in PRESETS:
-            self._action(presets, name, lambda _=False, n=name: self.load_model(ModelSpec(preset=n)))
-        self._action(file_menu, "&Default model", lambda: self.load_model(ModelSpec()))
+            self._action(presets, name, lambda _=False, n=name: m.load(ModelSpec(preset=n)))
+        self._action(file_menu, "&Default model", lambda: m.load(ModelSpec()))
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence.Quit)
         run_menu = self.menuBar().addMenu("&Run")
         self.generate_action = self._action(
-            run_menu, "&Generate", self.generation.request_run,
+            run_menu, "&Generate", self.prompt.request_run,
             [QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")],
             "Run the prompt through the model and generate")
         self.generate_action.setShortcutContext(Qt.ApplicationShortcut)
         self.stop_action = self._action(run_menu, "&Stop", self.stop, QKeySequence("Esc"),
                                         "Stop before the next token")
         self.stop_action.setShortcutContext(Qt.ApplicationShortcut)
-        view_menu = self.menuBar().addMenu("&View")
-        for spec_ in VIEWS:
-            if spec_.key in self.docks:
-                view_menu.addAction(self.docks[spec_.key].toggleViewAction())
-        view_menu.addSeparator()
-        for spec_ in VIEWS:
-            if spec_.key in self.docks and spec_.shortcut:
-                self._action(view_menu, f"Go to {spec_.title}",
-                             lambda _=False, k=spec_.key: self.show_view(k),
-                             QKeySequence(spec_.shortcut))
-        self.large_action = self._action(
-            view_menu, "Show the front tab &large", self.toggle_large, QKeySequence("F11"),
-            "The right-hand tab in front takes the centre; F11 again puts it back")
-        self.large_action.setShortcutContext(Qt.ApplicationShortcut)
-        self._action(view_menu, "&Reset layout", self.reset_layout)
+        self._view_menu(self.menuBar().addMenu("&View"))
         help_menu = self.menuBar().addMenu("&Help")
         self._action(help_menu, "&Tour", self.tour, tip="What is where in the window")
-        self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts,
-                     QKeySequence("Ctrl+/"))
+        self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts, "Ctrl+/")
         self._action(help_menu, "&About", lambda: about(self))
+        if self.menuBar().isNativeMenuBar():  # a menu bar outside the window: a toolbar row
+            self.addToolBar(Qt.TopToolBarArea, self.workspaces.bar)
+        else:
+            self.menuBar().setCornerWidget(self.workspaces.bar, Qt.TopRightCorner)
 
-    # ------------------------------------------------------------------ models
-    def load_model(self, spec: ModelSpec) -> None:
-        """Load in the engine; on failure or Stop the previous model stays."""
-        self.loading = True
-        self.load_job_spec = spec
-        self.busy.show()
-        self.model_label.setText(f"Loading {spec.describe()}…")
-        self.load_job = self.engine.load(
-            spec, finished=self.on_model_loaded, failed=self.on_load_failed,
-            cancelled=lambda: self.on_load_failed(
-                f"Loading {spec.describe()} was stopped; the previous model stays."))
-
-    def choose_model(self) -> None:
-        from .model_dialog import ModelDialog
-        dialog = ModelDialog(self, self.session.model.spec if self.session.model else None)
-        if dialog.exec():
-            self.load_model(dialog.spec())
-
-    def open_checkpoint(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open checkpoint", "", CHECKPOINT_FILTER)
-        if path:
-            self.load_model(ModelSpec(checkpoint=path))
-
-    def open_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(
-            self, "Open a model folder (the book's gpt2/124M, or a Hugging Face folder)")
-        if path:
-            self.load_model(ModelSpec(checkpoint=path))
-
-    def get_gpt2(self, start: str | None = None):
-        """File ▸ Get GPT-2…; ``start`` names a size to download right away."""
-        from .get_gpt2 import GetGpt2Dialog
-        if self._get_gpt2 is None:
-            self._get_gpt2 = GetGpt2Dialog(self.jobs, self)
-            self._get_gpt2.modelReady.connect(self._downloaded)
-            self._get_gpt2.openFolderRequested.connect(self.open_folder)
-            self._get_gpt2.trainRequested.connect(self.train_here)
-        dialog = self._get_gpt2
-        dialog.refresh()
-        dialog.show()
-        dialog.raise_()
-        if start and dialog.job is None:
-            dialog.table.selectRow([m.name for m in hub.GPT2_MODELS].index(start))
-            dialog.start()
-        return dialog
-
-    def train_here(self) -> None:  # the offline way: the default small model, trained now
-        self.show_view("train")
-        if self.train_panel.job is None:
-            self.train_panel.start()
-
-    @Slot(str)
-    def _downloaded(self, repo_id: str) -> None:
-        self.load_model(ModelSpec(checkpoint=f"hf:{repo_id}"))
-        if self._get_gpt2 is not None:
-            self._get_gpt2.close()
-
-    @Slot(object)
-    def on_model_loaded(self, info: ModelInfo) -> None:
-        self.loading = False
-        self.busy.setVisible(self.session.busy)
-        self.session.set_model(info)
-        self.model_text = (f"{'' if info.trained else '⚠ '}{info.label} · {info.size} · "
-                           f"{info.device} · {info.dtype}")
-        self.model_label.setText(self.model_text)
-        self.title_text = f"GPT Block Explorer — {info.label} · {info.size}"
-        self.setWindowTitle(self.title_text)
-        self.session.set_status("; ".join(["Model loaded", *info.notices]))
-        self.banner.model_loaded(info.trained)
-        self.settings.setValue("model/spec", info.spec.to_dict())
-
-    def _order_words(self, covered) -> None:
-        """A Learn question about the order: the title and the model line do not say it."""
-        if self.session.model is not None:
-            hide = ORDER in covered
-            self.setWindowTitle(_unordered(self.title_text) if hide else self.title_text)
-            self.model_label.setText(_unordered(self.model_text) if hide else self.model_text)
-
-    @Slot(str)
-    def on_load_failed(self, message: str) -> None:
-        self.loading = False
-        self.busy.setVisible(self.session.busy)
-        if self.session.model is None and self._remembered and self.load_job_spec != ModelSpec():
-            # the first load failed (a remembered model that is gone or damaged): the
-            # window starts on the default model instead of on nothing
-            self.warn(self, "Could not load the model", f"{message}\n\nLoading the default "
-                      "model instead.")
-            self.load_model(ModelSpec())
-            return
-        keep = self.session.model.label if self.session.model else "no model"
-        self.model_label.setText(f"{keep} (kept)")
-        self.warn(self, "Could not load the model", message)
+    def _view_menu(self, menu) -> None:
+        """One submenu per workspace (show it, then each of its views); any view opened
+        in the shown workspace; the prompt; show large; reset."""
+        for ws in WORKSPACES:
+            sub = menu.addMenu(ws.title)
+            self._action(sub, f"Show {ws.title}", lambda _=False, k=ws.key: self.workspaces.show(k),
+                         ws.shortcut, ws.task)
+            sub.addSeparator()
+            for spec in in_workspace(ws.key):
+                self._action(sub, spec.title, lambda _=False, k=spec.key: self.show_view(k),
+                             spec.shortcut, spec.tour)
+        here = menu.addMenu("Open in this workspace")
+        for spec in VIEWS:
+            if spec.group != SHARED:
+                self._action(here, spec.title,
+                             lambda _=False, k=spec.key: self.workspaces.open_here(k),
+                             tip=f"{spec.title} as a tab of the shown workspace")
+        menu.addSeparator()
+        prompt = BY_KEY[PROMPT]
+        self._action(menu, prompt.title, lambda: self.show_view(PROMPT), prompt.shortcut)
+        self.large_action = self._action(
+            menu, "Show the front tab &large", self.toggle_large, "F11",
+            "The right-hand tab in front takes the centre; F11 again puts it back")
+        self.large_action.setShortcutContext(Qt.ApplicationShortcut)
+        self._action(menu, "&Reset layout", self.reset_layout,
+                     tip="The shown workspace's docks as they first were")
 
     # ------------------------------------------------------------------ actions
     @Slot()
     def stop(self) -> None:
         """Esc: the engine's work stops at its next safe point (downloads: Cancel)."""
-        if self.session.busy or self.loading or self.engine.busy():
+        if self.session.busy or self.models.loading or self.engine.busy():
             self.engine.cancel_all()
             self.session.set_status("Stopping…")
 
     def front_dock(self) -> QDockWidget | None:
-        """The right-hand tab in front (or the first one)."""
-        right = [self.docks[s.key] for s in VIEWS if s.area == "right"]
-        shown = [d for d in right if d.isVisible() and not d.visibleRegion().isEmpty()]
-        return (shown or right or [None])[0]
+        """The shown workspace's tab in front (or its first one)."""
+        key = self.workspaces.current
+        own = [self.docks[v] for v in self.workspaces.members(key) if v in self.docks]
+        shown = [d for d in own if d.isVisible() and not d.visibleRegion().isEmpty()]
+        return (shown or own or [None])[0]
 
     def toggle_large(self) -> None:
         if self.central.dock is not None:
@@ -346,14 +275,7 @@ class MainWindow(QMainWindow):
         return tour
 
     def reset_layout(self) -> None:
-        self.central.restore()
-        self.restoreState(self._default_state)
-        for dock in self.docks.values():
-            dock.show()
-        self.docks["inspector"].raise_()
-        self._full_tab_titles()
-        self.docks["generation"].raise_()
-        self._default_dock_sizes()
+        self.workspaces.reset()
 
     # ------------------------------------------------------------------ settings
     def _last_spec(self) -> ModelSpec:
@@ -362,36 +284,31 @@ class MainWindow(QMainWindow):
         except (ValueError, TypeError):
             return ModelSpec()
 
-    def _restore(self) -> None:
-        s = self.settings
-        geometry, state = s.value("window/geometry"), s.value("window/state")
+    def _restore(self) -> str:
+        """The window's place and each workspace's layout; the workspace to show."""
+        geometry = self.settings.value("window/geometry")
         if isinstance(geometry, QByteArray) and self.restoreGeometry(geometry):
-            if isinstance(state, QByteArray):
-                self.restoreState(state)  # False (and no change) for bytes it cannot read
-            self._full_tab_titles()
             self.fit_to_screen()  # saved on a larger monitor: brought onto this one
         else:  # none saved, or not a geometry (a damaged settings file): the default
             self.fit_to_screen(first_size(self))
-            QTimer.singleShot(0, self._default_dock_sizes)
-        for view in self.views.values():
-            view.restore_settings(s)
+        return self.workspaces.restore()
 
     def fit_to_screen(self, size: tuple[int, int] | None = None) -> None:
         fit_to_screen(self, size)
 
     def _default_dock_sizes(self) -> None:
-        default_dock_sizes(self, self.docks["generation"], self.docks["inspector"])
+        self.workspaces.sizes()
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
-        if not getattr(self, "_placed", False):  # now the frame's size is known
+        if not self._placed:  # now the frame's size is known
             self._placed = True
             QTimer.singleShot(0, self.fit_to_screen)
 
     def closeEvent(self, event) -> None:  # noqa: N802
         self.central.restore()  # a view shown large goes home before the layout is saved
         self.settings.setValue("window/geometry", self.saveGeometry())
-        self.settings.setValue("window/state", self.saveState())
+        self.workspaces.save()
         for view in self.views.values():
             view.save_settings(self.settings)
         self.settings.sync()

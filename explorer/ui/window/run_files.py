@@ -55,10 +55,10 @@ class RunFiles:
             w.warn(w, "Save run", str(exc))
             return
         info, passes = session.model, [session.prompt, *session.steps]
-        settings = dataclasses.replace(w.generation.settings_box.settings(),
+        settings = dataclasses.replace(w.prompt.settings_box.settings(),
                                        max_new_tokens=max(1, len(session.steps)))
         interventions = [i.to_dict() for i in session.interventions]
-        prompt = w.generation.prompt.toPlainText()
+        prompt = w.prompt.prompt.toPlainText()
 
         def job(ctx):
             model = {"label": info.label, "source": dataclasses.asdict(info.spec),
@@ -90,7 +90,7 @@ class RunFiles:
     def show(self, saved: SavedRun, same_model: bool) -> None:
         w, session = self.window, self.window.session
         self.opened = saved
-        panel = w.generation
+        panel = w.prompt
         panel.prompt.setPlainText(saved.prompt)
         panel.settings_box.apply(saved.settings)
         panel.seed.setValue(min(max(saved.settings.seed or 0, 0), panel.seed.maximum()))

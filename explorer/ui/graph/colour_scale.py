@@ -1,0 +1,87 @@
+"""The row under the block graph and the node colours it explains: the strip of all
+blocks, then what colours the nodes — a statistic of the shown pass on a log scale (its
+two ends and a count of exact zeros) or each branch's part of a logit (the Why view's
+answer). While a question is open the colours are hidden: they would tell which node
+changed nothing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QHBoxLayout, QLabel
+
+from ..base.session import Session
+from .contribution_colours import colour_by_why
+from .graph_colours import colour, colour_bar_pixmap
+from .layer_strip import LayerStrip
+
+STATISTICS = {"std": "std", "abs-max": "absmax", "RMS": "rms", "kurtosis": "kurtosis"}
+
+
+class ColourScale(QHBoxLayout):
+    def __init__(self, session: Session) -> None:
+        super().__init__()
+        self.session = session
+        self.strip = LayerStrip(session)
+        self.legend = QLabel()
+        self.legend.setStyleSheet("color: #444444")
+        self.lo, self.hi, self.zero_note = QLabel(), QLabel(), QLabel()
+        self.zero_note.setStyleSheet("color: #444444")
+        self.bar = QLabel()
+        self.bar.setPixmap(colour_bar_pixmap(90, 12))
+        self.addWidget(self.strip.caption)
+        self.addWidget(self.strip, 1)
+        for w in (self.legend, self.lo, self.bar, self.hi, self.zero_note):
+            self.addWidget(w)
+        self.show_ends(False)
+
+    def show_ends(self, shown: bool) -> None:
+        for w in (self.lo, self.bar, self.hi):
+            w.setVisible(shown)
+
+    def by_statistic(self, items: dict, label: str) -> None:
+        """Colour ``items`` (node name → NodeItem) by a statistic of the shown pass."""
+        self.strip.totals = None
+        stat = STATISTICS[label]
+        current = None if self.session.covered else self.session.current
+        values = {}
+        for name in items:
+            view = current.views.get(name) if current else None
+            if view is not None:
+                v = getattr(view.stats, stat)
+                if np.isfinite(v):
+                    values[name] = v
+        zeros = [n for n, v in values.items() if v == 0]  # no place on a log scale
+        logs = {n: math.log10(abs(v)) for n, v in values.items() if v != 0}
+        lo, hi = (min(logs.values()), max(logs.values())) if logs else (0.0, 0.0)
+        for name, item in items.items():
+            if name in logs:
+                item.set_fill(colour((logs[name] - lo) / (hi - lo) if hi > lo else 0.5))
+            else:
+                item.set_fill(QColor("white" if name in zeros else "#e8e8e8"))
+        self.zero_note.setText(f"· {len(zeros)} node{'s' * (len(zeros) != 1)} exactly 0 (white)"
+                               if zeros else "")
+        self.zero_note.setVisible(bool(zeros))
+        if not logs:
+            self.show_ends(False)
+            if values or self.session.covered:
+                self.legend.setText("Colours hidden until you answer" if self.session.covered
+                                    else f"{label}:")
+            return
+        positive = [v for n, v in values.items() if n in logs]
+        vmin, vmax = min(positive, key=abs), max(positive, key=abs)
+        self.legend.setText(f"{label} (log scale):")
+        self.lo.setText(f"{vmin:.3g}")
+        self.hi.setText(f"{vmax:.3g}")
+        self.show_ends(True)
+
+    def by_why(self, items: dict) -> None:
+        """Colour ``items`` by their part of the explained logit."""
+        self.zero_note.hide()
+        self.show_ends(False)
+        why = None if self.session.covered else self.session.why
+        words, self.strip.totals = colour_by_why(items, why)
+        self.legend.setText(words)
+        self.strip.update()

@@ -1,0 +1,76 @@
+"""The inspector's heatmap: a tensor as tokens × features (or head · query × key for an
+attention pattern), a diverging scale around 0 (a sequential one from 0 for weights), a
+colour bar, row labels thinned so that they never overlap, padding rows left empty."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtGui import QFontMetrics
+
+from .plot_axes import plot_widget, position_ticks
+from .plot_text import set_empty, set_label, set_ticks
+
+AXES = {"emb": "feature", "hidden": "feature (of 4 × emb)", "vocab": "vocabulary id",
+        "ctx": "key token"}
+
+
+class Heatmap:
+    def __init__(self) -> None:
+        self.plot = plot_widget()
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.image)
+        self.plot.invertY(True)
+        self.bar = pg.ColorBarItem(colorMap=pg.colormap.get("CET-D1"), interactive=False)
+        self.bar.setImageItem(self.image, insert_in=self.plot.getPlotItem())
+        self.plot.getViewBox().sigResized.connect(self._fit_labels)
+        self.labels: list[str] = []
+
+    def draw(self, view, matrix, labels: list[str], real) -> None:
+        """``view`` a NodeView; ``matrix`` its rows × features; ``real`` the rows that
+        are not padding (None: all)."""
+        plot = self.plot.getPlotItem()
+        if matrix is None:
+            self.image.clear()
+            set_empty(plot, "The tensor was not kept: statistics only")
+            return
+        set_empty(plot, None)
+        if view.node.kind == "pattern":  # probabilities: a sequential scale from 0
+            levels, cmap = (0.0, max(float(np.nanmax(matrix)), 1e-6)), pg.colormap.get("viridis")
+            set_label(plot, "left", "head · query token")
+        else:
+            level = view.stats.absmax if np.isfinite(view.stats.absmax) and view.stats.absmax else 1.0
+            levels, cmap = (-level, level), pg.colormap.get("CET-D1")  # diverging around 0
+            set_label(plot, "left", "token")
+        set_label(plot, "bottom", AXES.get(view.node.width, "feature"))
+        if real is not None:  # padding rows drawn empty (NaN is transparent)
+            matrix = np.where(real[:, None], matrix, np.nan)
+        self.image.setColorMap(cmap)
+        self.bar.setColorMap(cmap)
+        self.image.setImage(np.ascontiguousarray(matrix, dtype=np.float32), levels=levels,
+                            autoDownsample=True)
+        self.bar.setLevels(levels)
+        set_ticks(self.plot.getAxis("bottom"), position_ticks(matrix.shape[1])
+                  if view.node.kind == "pattern" else None)
+        self.labels = labels
+        self._fit_labels()
+        self.plot.autoRange()
+
+    def clear(self, message: str) -> None:
+        self.image.clear()
+        set_empty(self.plot.getPlotItem(), message)
+
+    def focus(self, row: int) -> None:
+        self.plot.setYRange(row - 0.5, row + 1.5, padding=0)
+
+    def _fit_labels(self) -> None:
+        """Every k-th row label, so that the shown ones never overlap."""
+        if not self.labels:
+            return
+        axis = self.plot.getAxis("left")
+        line = QFontMetrics(axis.font()).height()
+        height = max(1.0, self.plot.getViewBox().height())
+        step = max(1, math.ceil(len(self.labels) * line / height))
+        set_ticks(axis, [[(i + 0.5, lab) for i, lab in enumerate(self.labels)][::step]])

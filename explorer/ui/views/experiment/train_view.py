@@ -1,0 +1,213 @@
+"""Train: settings for a small GPT trained on a text file (by default "The Verdict"), a
+live loss curve (per step, and the periodic train/validation evaluations), the sample
+generations as they improve, Stop, and "Load into explorer" for the latest checkpoint.
+Training is an engine job (core.training.train); the window stays responsive."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QGridLayout, QHBoxLayout,
+                               QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QPushButton,
+                               QSpinBox, QTabWidget, QVBoxLayout, QWidget)
+
+from ....core.sources import ModelSpec
+from ....core.base.state import data_dir
+from ....core.experiments.train_estimate import MEASURING, Estimate, result_words
+from ....core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
+from ...plots.figures import LossCurves
+from ...base.session import Session
+from ...base.view_jobs import EngineLike, ViewJobs
+from ...base.view import ViewHooks
+
+
+def shown_sample(text: str) -> str:
+    """A generated sample on one wrapped line under its step, its line breaks marked ⏎
+    in place: one that starts with blank lines does not look empty, and a run of line
+    breaks is not a column of bare marks that scrolls its step out of view."""
+    return text.replace("\r\n", "\n").replace("\n", "⏎ ").rstrip()
+
+
+class TrainPanel(ViewHooks, QWidget):
+    def __init__(self, session: Session, engine: EngineLike, default_out: str | None = None) -> None:
+        super().__init__()
+        self.session = session
+        self.jobs = ViewJobs(engine, self._failed, status=session.set_status, title="Training")
+        self.job = None  # the running training job (asked on its end whether it was stopped)
+        self.checkpoint = ""
+        self.plot = pg.GraphicsLayoutWidget()
+        self.curves = LossCurves(self.plot)
+        self.samples = QPlainTextEdit()
+        self.samples.setReadOnly(True)
+        self.samples.setPlaceholderText("Sample generations appear here at each evaluation.")
+        self.results = QTabWidget()  # the curve and the samples, each the column's room
+        self.results.addTab(self.plot, "Loss curve")
+        self.results.addTab(self.samples, "Samples")
+        layout = QVBoxLayout(self)
+        layout.addLayout(self._form(default_out))
+        layout.addLayout(self._buttons())
+        layout.addWidget(self.progress)
+        layout.addWidget(self.status)
+        layout.addWidget(self.results, 1)
+        self._reset()
+
+    def _form(self, default_out: str | None) -> QGridLayout:
+        """The text, the model, steps, time limit, learning rate, batch, where to save:
+        two settings a row."""
+        defaults = TrainSettings()
+        self.text_path = QLineEdit()
+        self.text_path.setPlaceholderText("The Verdict (built in)")
+        browse = QPushButton("Text file…")
+        browse.clicked.connect(self._browse)
+        self.preset = QComboBox()
+        self.preset.addItems(["mini", "tiny"])
+        self.steps = QSpinBox()
+        self.steps.setRange(1, 100_000)
+        self.steps.setValue(defaults.max_steps)
+        self.lr = QDoubleSpinBox()
+        self.lr.setDecimals(5)
+        self.lr.setRange(1e-5, 1e-1)
+        self.lr.setSingleStep(1e-4)
+        self.lr.setValue(defaults.lr)
+        self.minutes = QDoubleSpinBox()
+        self.minutes.setRange(0, 24 * 60)
+        self.minutes.setSpecialValueText("no limit")
+        self.minutes.setToolTip("Stop after this many minutes even if the steps are not done")
+        self.batch = QSpinBox()
+        self.batch.setRange(1, 256)
+        self.batch.setValue(defaults.batch_size)
+        # the platform's data folder, whatever folder the app was started from
+        self.out_dir = QLineEdit(default_out or str(data_dir() / "runs" / "train"))
+        self.out_dir.setToolTip("Checkpoints go here (the full path)")
+        self.minutes.setSuffix(" min")
+        form = QGridLayout()
+        form.addWidget(QLabel("Text"), 0, 0)
+        form.addWidget(self.text_path, 0, 1, 1, 2)
+        form.addWidget(browse, 0, 3)
+        for row, pairs in enumerate(((("Model", self.preset), ("Steps", self.steps)),
+                                     (("Time limit", self.minutes), ("Peak lr", self.lr)),
+                                     (("Batch size", self.batch), None)), start=1):
+            for col, pair in enumerate(pairs):
+                if pair is not None:
+                    form.addWidget(QLabel(pair[0]), row, 2 * col)
+                    form.addWidget(pair[1], row, 2 * col + 1)
+        self.lr.setToolTip("The peak learning rate (after the warm-up)")
+        form.addWidget(QLabel("Checkpoints in"), 4, 0)
+        form.addWidget(self.out_dir, 4, 1, 1, 3)
+        form.setColumnStretch(1, 1)
+        form.setColumnStretch(3, 1)
+        return form
+
+    def _buttons(self) -> QHBoxLayout:
+        """Start, Stop (which saves), Load into explorer; the progress and status below."""
+        self.start_button = QPushButton("Start training")
+        self.start_button.clicked.connect(self.start)
+        self.stop_button = QPushButton("Stop (saves)")
+        self.stop_button.setEnabled(False)
+        self.stop_button.clicked.connect(self.stop)
+        self.load_button = QPushButton("Load into explorer")
+        self.load_button.setEnabled(False)
+        self.load_button.clicked.connect(
+            lambda: self.session.request_model(ModelSpec(checkpoint=self.checkpoint)))
+        self.progress = QProgressBar()
+        self.status = QLabel("Trains on this machine's CPU; the time left is measured on the "
+                             "first steps.")
+        self.status.setWordWrap(True)
+        buttons = QHBoxLayout()
+        for b in (self.start_button, self.stop_button, self.load_button):
+            buttons.addWidget(b)
+        return buttons
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Text to train on", "", "Text (*.txt);;All files (*)")
+        if path:
+            self.text_path.setText(path)
+
+    def _reset(self) -> None:
+        self.steps_seen: list[tuple[int, float]] = []
+        self.evals: list[EvalEvent] = []
+        self.curves.set_steps([])
+        self.curves.set_evals([], [], [])
+
+    def settings(self) -> TrainSettings:
+        return TrainSettings(preset=self.preset.currentText(), max_steps=self.steps.value(),
+                             lr=self.lr.value(), min_lr=min(self.lr.value(), TrainSettings().min_lr),
+                             batch_size=self.batch.value(),
+                             max_minutes=self.minutes.value() or None,
+                             warmup_steps=min(TrainSettings().warmup_steps, self.steps.value() // 5))
+
+    def start(self) -> None:
+        if self.session.busy or self.job is not None:
+            self.session.report_error("GPT Block Explorer", "Stop the generation first.")
+            return
+        self._reset()
+        self._before = self.checkpoint
+        self.samples.clear()
+        self.set_running(True)
+        self.progress.setMaximum(self.steps.value())
+        self.progress.setValue(0)
+        path = self.text_path.text().strip() or None
+        settings = self.settings()
+        out = self.out_dir.text().strip() or str(data_dir() / "runs" / "train")
+        self.session.set_busy(True)  # the engine is busy: no generation meanwhile
+        self.session.set_status(f"Training {settings.preset}…")
+        self.estimate = Estimate(None if settings.max_minutes else settings.max_steps)
+        self.status.setText(f"Training {settings.preset}: {MEASURING}")
+        self.session.set_training(MEASURING)
+        self.job = self.jobs.run(
+            lambda ctx: train(path, settings, out, ctx.report, ctx.should_stop), "training",
+            progress=self.on_event, finished=self.on_done, cancelled=lambda: self.on_done(""))
+
+    def stop(self) -> None:
+        if self.job is not None:
+            self.job.cancel()  # saves a checkpoint before the next step
+
+    def _failed(self, message: str) -> None:
+        self.on_done("")
+        self.status.setText(f"Training failed: {message}")
+
+    def set_running(self, running: bool) -> None:
+        self.start_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+
+    # ------------------------------------------------------------------ events
+    def on_event(self, event) -> None:
+        if isinstance(event, StepEvent):
+            self.steps_seen.append((event.step, event.loss))
+            self.curves.set_steps(self.steps_seen)
+            self.progress.setValue(event.step)
+            self.estimate.add(event)
+            left = self.estimate.text()
+            self.status.setText(f"step {event.step}: loss {event.loss:.3f}, lr {event.lr:.2e}, "
+                                f"{event.elapsed:,.0f} s; {left}")
+            self.session.set_training(left)
+        elif isinstance(event, EvalEvent):
+            self.evals.append(event)
+            self.curves.set_evals([e.step for e in self.evals], [e.train_loss for e in self.evals],
+                                  [e.val_loss for e in self.evals])
+            self.samples.appendPlainText(f"step {event.step} (validation loss {event.val_loss:.2f}): "
+                                         f"{shown_sample(event.sample)}\n")
+        elif isinstance(event, CheckpointEvent):
+            self.checkpoint = event.path
+            self.load_button.setEnabled(True)
+            self.load_button.setToolTip(event.path)
+
+    def on_done(self, path: str) -> None:
+        # Stop or Esc asked the job to stop: it saved where it was, it did not finish
+        stopped = self.job is not None and self.job.should_stop()
+        self.job = None
+        self.session.set_training("")
+        self.session.set_busy(False)
+        self.set_running(False)
+        new = self.checkpoint and self.checkpoint != self._before  # saved by this run
+        last = f"; last checkpoint {Path(self.checkpoint).name}" if new else ""
+        self.session.set_status(f"Training {'stopped' if stopped else 'finished'}: saved "
+                                f"{Path(path).name}" if path else f"Training stopped{last}")
+        if path:
+            self.checkpoint = path
+            self.load_button.setEnabled(True)
+            done = (f"Stopped at step {self.steps_seen[-1][0] if self.steps_seen else 0}."
+                    if stopped else result_words(self.evals))
+            self.status.setText(f"{done} Saved {Path(path).name}: load it into the explorer "
+                                "to look inside.")

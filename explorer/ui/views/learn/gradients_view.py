@@ -1,0 +1,105 @@
+"""Gradients: "shortcuts help gradients flow", measured. For the current prompt, the
+next-token loss is backpropagated through the loaded model twice — with the shortcuts,
+and with every block's shortcuts removed — and the gradient norms are drawn side by
+side on the same axes: along the residual stream, at one chosen node in every block,
+and for each block's parameters (core.gradients). Runs on the engine's thread with
+progress and Stop."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QLabel, QTextBrowser,
+                               QVBoxLayout, QWidget)
+import pyqtgraph as pg
+
+from ....core.experiments.gradients import GradientReport, describe, gradient_report
+from ....core.gpt.nodes import FEED_FORWARD, block_nodes
+from ...plots.gradient_plots import draw_report, gradient_plots
+from ...widgets.job_controls import JobControls
+from ...base.session import Session
+from ...base.view_jobs import EngineLike, ViewJobs
+from ...base.view import ViewHooks
+from ...widgets.scrolling import lines_high
+
+INTRO = ("The loss of each prompt token predicting the next one, backpropagated; "
+         "the same model and prompt with the shortcuts removed (each add returns only its "
+         "branch) in orange.")
+
+
+class GradientsView(ViewHooks, QWidget):
+    def __init__(self, session: Session, engine: EngineLike) -> None:
+        super().__init__()
+        self.session = session
+        self.report: GradientReport | None = None
+        self.controls = JobControls("Compute gradients", self.compute, "Backpropagate the "
+                                    "prompt's next-token loss, with and without the shortcuts")
+        self.jobs = ViewJobs(engine, self._failed, controls=self.controls,
+                             status=session.set_status, title="Gradients")
+        self.run_button = self.controls.run_button
+        self.node_box = QComboBox()
+        self.node_box.addItems([n.key for n in block_nodes("pre") if n.kind != "pattern"])
+        self.node_box.setCurrentText(FEED_FORWARD)
+        self.node_box.setToolTip("The node drawn in every block (middle plot)")
+        self.node_box.currentTextChanged.connect(lambda _: self.redraw())
+        self.no_norms = QCheckBox("No LayerNorms")
+        self.no_norms.setToolTip("Both runs without the LayerNorms in the blocks: the book's "
+                                 "plain deep network, whose gradient fades without shortcuts")
+        self.summary = QTextBrowser()  # under the plots: the words of the figure
+        self.summary.setHtml(INTRO)
+        bar = QGridLayout()  # two rows: the column is narrow
+        for i, w in enumerate(self.controls.widgets()):
+            bar.addWidget(w, 0, i)
+        for i, w in enumerate((QLabel("Node:"), self.node_box, self.no_norms)):
+            bar.addWidget(w, 1, i)
+        bar.setColumnStretch(3, 1)
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.plots = gradient_plots(self.canvas, columns=1)  # one above another: a tall column
+        self.canvas.setMinimumHeight(3 * 200)
+        lines_high(self.summary)
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.canvas, 1)
+        session.modelChanged.connect(self._new_model)
+
+    def compute(self) -> None:
+        prompt = self.session.prompt
+        if prompt is None or prompt.batch is not None:
+            self.summary.setHtml("Run a prompt first (Ctrl+Enter; one prompt, not a batch): "
+                                 "its tokens give the loss.")
+            return
+        ids, norms = list(prompt.ids), not self.no_norms.isChecked()
+        self.summary.setHtml(f"Backpropagating {len(ids)} tokens, with and without shortcuts…")
+
+        def job(ctx):
+            return gradient_report(ctx.model, ids, True, ctx.should_stop,
+                                   lambda done, total: ctx.report((done, total)), norms)
+
+        self.jobs.run(job, "gradients", finished=self.show_report, cancelled=self._stopped)
+
+    def _stopped(self) -> None:
+        self.summary.setHtml("Stopped: the gradients were not computed.")
+
+    def _failed(self, message: str) -> None:
+        self.summary.setHtml(f"The gradients could not be computed: {html.escape(message)}")
+
+    def show_report(self, report: GradientReport) -> None:
+        self.report = report
+        self.redraw()
+        n = len(report.runs[0].blocks)
+        lines = describe(report, n)
+        verdict = f"<b>{lines.pop()}</b><br><br>" if report.ratio() is not None else ""
+        self.summary.setHtml(f"{verdict}{INTRO} Prompt of {report.prompt_tokens} tokens.<br>"
+                             + "<br>".join(lines))
+
+    def redraw(self) -> None:
+        n = self.session.model.config.n_layers if self.session.model else 0
+        draw_report(self.plots, self.report, self.node_box.currentText(), n)
+
+    def _new_model(self) -> None:
+        """The gradients were the model before's: clear them, ignore its late answers."""
+        self.jobs.forget()
+        self.report = None
+        self.summary.setHtml(INTRO)
+        self.redraw()

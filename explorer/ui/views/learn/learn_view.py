@@ -1,0 +1,139 @@
+"""Learn mode: with "Predict before you see" on, selecting a node first asks a
+multiple-choice question about it, computed from the shown pass's tensors
+(core.quiz); whatever would give the answer away — the graph's shapes or order, the
+inspector, the explanation, the plots — stays covered (ui.widgets.cover) until the answer,
+then the feedback explains it with this model's numbers and says why each wrong option
+is wrong. Questions rotate per node. Keeps the session's score."""
+
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QCheckBox, QLabel, QPushButton, QScrollArea, QVBoxLayout,
+                               QWidget)
+
+from ....core.lessons.quiz import Question, Score, question_for
+from ...base.session import Session
+from ...base.view_jobs import EngineLike
+from ...base.view import ViewHooks
+
+
+def _rich(text: str) -> str:
+    return html.escape(text, quote=False).replace("\n", "<br>")
+
+
+class LearnView(ViewHooks, QWidget):
+    def __init__(self, session: Session, engine: EngineLike) -> None:
+        super().__init__()
+        self.session = session
+        self.score = Score()
+        self.asked: dict[str, int] = {}  # per node: how many questions so far (they rotate)
+        self.question: Question | None = None
+        self.enabled = QCheckBox("Predict before you see: ask a question before showing a node")
+        self.enabled.toggled.connect(self._toggled)
+        self.prompt = QLabel("Turn learn mode on, then click a node in the block graph.")
+        self.feedback = QLabel()
+        for label in (self.prompt, self.feedback):
+            label.setWordWrap(True)
+            label.setTextFormat(Qt.RichText)
+        self.feedback.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.buttons: list[QPushButton] = []
+        self.score_label = QLabel()
+        inner = QWidget()
+        layout = QVBoxLayout(inner)
+        layout.addWidget(self.enabled)
+        layout.addWidget(self.prompt)
+        for i in range(4):
+            button = QPushButton()
+            button.setShortcut(f"Alt+{i + 1}")
+            button.hide()
+            button.clicked.connect(lambda _=False, i=i: self.answer(i))
+            layout.addWidget(button)
+            self.buttons.append(button)
+        layout.addWidget(self.feedback)
+        self.next_button = QPushButton("Another question about this node")
+        self.next_button.setShortcut("Alt+N")
+        self.next_button.setToolTip("Alt+N")
+        self.next_button.clicked.connect(lambda: self.ask(self.session.node))
+        self.next_button.hide()  # with learn mode on
+        layout.addWidget(self.next_button)
+        layout.addWidget(self.score_label)
+        layout.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(inner)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+        session.nodeChanged.connect(self.ask)
+        session.modelChanged.connect(self._model_changed)
+        self._show_score()
+
+    def _toggled(self, on: bool) -> None:
+        self.next_button.setVisible(on)
+        self.session.set_learning(on)
+        if on:
+            self.ask(self.session.node)
+        else:
+            self._close()
+            self.prompt.setText("Turn learn mode on, then click a node in the block graph.")
+
+    def _close(self) -> None:
+        self.question = None
+        for b in self.buttons:
+            b.hide()
+        self.session.set_covered()
+
+    def _model_changed(self) -> None:
+        self._close()  # its numbers were the old model's
+        self.feedback.clear()
+
+    def ask(self, name: str) -> None:
+        if not self.enabled.isChecked():
+            return
+        current = self.session.current
+        self.feedback.clear()
+        if self.session.model is None or current is None or name not in current.views:
+            self._close()
+            self.prompt.setText("Run a prompt first (Ctrl+Enter): the questions are about "
+                                "its real tensors. Then click a node.")
+            return
+        norm_position = self.session.model.config.norm_position
+        asked = self.asked.get(name, 0)
+        self.asked[name] = asked + 1
+        self.question = question_for(name, current.views, norm_position, asked, self.score.asked)
+        q = self.question
+        self.prompt.setText(f"<b>{_rich(q.text)}</b>")
+        for i, button in enumerate(self.buttons):
+            if i < len(q.options):
+                button.setText(f"{q.options[i]}")
+                button.setStyleSheet("")
+                button.setToolTip(f"Alt+{i + 1}")
+                button.setEnabled(True)
+                button.show()
+            else:
+                button.hide()
+        self.session.set_covered(q.facts("learn"))
+        self.session.request_view("learn")  # the question in front, not behind a tab
+
+    def answer(self, choice: int) -> bool:
+        q = self.question
+        if q is None:
+            return False
+        right = q.check(choice)
+        self.score.record(right)
+        for i, b in enumerate(self.buttons):
+            b.setEnabled(False)
+            if i == q.answer:  # the answer green, a wrong choice red
+                b.setStyleSheet("background: #cdeccd; color: #1d4d1d; font-weight: bold")
+            elif i == choice:
+                b.setStyleSheet("background: #f6d0d0; color: #6d1d1d")
+        self.feedback.setText(_rich(q.feedback(choice)))
+        self.question = None
+        self._show_score()
+        self.session.set_covered()  # reveal the live tensor
+        return right
+
+    def _show_score(self) -> None:
+        self.score_label.setText(f"Score since the window opened: {self.score.right} of {self.score.asked}")

@@ -1,0 +1,251 @@
+"""Pre-LN versus Post-LN, side by side: the loaded model and its twin with the norms
+moved (same weights, same prompt) — residual stream size per layer with linked axes,
+histograms of the selected node in both, the next-token candidates of both — and the
+gradient experiment at initialisation (Xiong et al. 2020), run in the engine thread
+with progress and Stop."""
+
+from __future__ import annotations
+
+import html
+
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLayout, QLabel,
+                               QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout,
+                               QWidget)
+
+from ....core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, INITS,
+                                            GradientResult, RunSummary, compare_prompt,
+                                            gradient_experiment)
+from ....core.base.resources import resource_path
+from ....core.gpt.tokenizer import encode
+from ....core.gpt.nodes import BLOCK_INPUT, block_steps, shortcut_sources
+from ...widgets.job_controls import JobControls
+from ...plots.figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
+from ...widgets.scrolling import scrolling
+from ...base.session import Session
+from ...base.view_jobs import EngineLike, ViewJobs
+from ...base.view import ViewHooks
+
+
+
+class OrderGraphs(QGraphicsView):
+    """Both blocks side by side, each a column of its nodes in forward order from the
+    top, with its shortcut arrows on the left (the order and the shortcut sources come
+    from the node table). Drawn at the window's font size or larger, never smaller."""
+
+    W, H, GAP, COLUMN = 150.0, 24.0, 12.0, 215.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        scene = QGraphicsScene(self)
+        self.setScene(scene)
+        self.setRenderHint(QPainter.Antialiasing)
+        for column, position in enumerate(("pre", "post")):
+            self._column(scene, column * self.COLUMN, position)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarAsNeeded)
+        self.setMinimumHeight(int(scene.itemsBoundingRect().height()) + 8)
+
+    def _column(self, scene: QGraphicsScene, x0: float, position: str) -> None:
+        w, h, gap = self.W, self.H, self.GAP
+        title = scene.addSimpleText(f"{NAMES[position]} block")
+        font = title.font()
+        font.setBold(True)
+        title.setFont(font)
+        title.setPos(x0 + 40, 0)
+        top, boxes = 28.0, {}
+        for i, node in enumerate(block_steps(position)):
+            y = top + i * (h + gap)
+            colour = "#fff3b0" if node.kind == "norm" else "#dce8fb" if node.kind == "add" else "#eeeeee"
+            scene.addRect(QRectF(x0 + 40, y, w, h), QPen(QColor("#555555")), QBrush(QColor(colour)))
+            text = scene.addSimpleText(node.label)
+            text.setPos(x0 + 40 + (w - text.boundingRect().width()) / 2,
+                        y + (h - text.boundingRect().height()) / 2)
+            if i:
+                scene.addLine(x0 + 40 + w / 2, y - gap, x0 + 40 + w / 2, y, QPen(QColor("#444444")))
+            boxes[node.key] = y
+        for n, (add, source) in enumerate(shortcut_sources(position).items()):
+            sy = top - gap if source == BLOCK_INPUT else boxes[source] + h / 2
+            ty, bend = boxes[add] + h / 2, x0 + 26 - 14 * n
+            path = QPainterPath(QPointF(x0 + 40, sy))
+            path.cubicTo(QPointF(bend, sy), QPointF(bend, ty), QPointF(x0 + 40, ty))
+            scene.addPath(path, QPen(QColor("#2a7ab0"), 1.5))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        rect = self.scene().itemsBoundingRect()
+        port = self.viewport().size()
+        scale = max(1.0, min(1.3, (port.width() - 6) / rect.width(), (port.height() - 6) / rect.height()))
+        self.resetTransform()
+        self.scale(scale, scale)
+        self.centerOn(rect.center())
+
+
+def twin_words(runs: dict, info) -> str:
+    """Each order's next tokens; for a trained model, the words that say the other
+    order's numbers come from weights trained for this order (a twin, not a model)."""
+    words = []
+    trained_for = info.config.norm_position if info is not None else None
+    for position, run in runs.items():
+        cands = ", ".join(f"{p!r} {v:.3g}" for p, v in zip(run.top_pieces, run.top_probs))
+        twin = ""
+        if info is not None and info.trained and position != trained_for:
+            twin = (f" <i>(the same weights, trained for {NAMES[trained_for]}, run in "
+                    f"{NAMES[position]} order: not what a model trained as {NAMES[position]} "
+                    "would predict)</i>")
+        words.append(f"<b>{NAMES[position]}</b> next tokens: {cands}{twin}")
+    return "<br>".join(words)
+
+
+def node_orders_html() -> str:
+    """Both blocks' node order, from the node table, as two lines of text."""
+    lines = []
+    for position in ("pre", "post"):
+        keys = [n.label for n in block_steps(position)]
+        lines.append(f"<b>{NAMES[position]} block:</b> input → " + " → ".join(keys) + " → output")
+    return "<br>".join(lines)
+
+
+class LnCompareView(ViewHooks, QWidget):
+    def __init__(self, session: Session, engine: EngineLike) -> None:
+        super().__init__()
+        self.session = session
+        self.runs: dict[str, RunSummary] = {}
+        self.result: GradientResult | None = None
+        bar = self._bar()
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setBackground("w")
+        self.plots = comparison_plots(self.canvas, columns=1)
+        self.top_label = QLabel()
+        self.top_label.setWordWrap(True)
+        self.orders = QLabel(node_orders_html())
+        self.orders.setWordWrap(True)
+        self.claim = QLabel(FINAL_NORM_NOTE)
+        self.claim.setWordWrap(True)
+        self.claim.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        # two tabs: the orders drawn large, and what they do, measured
+        self.order_graphs = OrderGraphs()
+        orders = QWidget()
+        column = QVBoxLayout(orders)
+        column.addWidget(self.order_graphs, 1)
+        column.addWidget(self.orders)
+        measured = QWidget()
+        layout = QVBoxLayout(measured)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.canvas.setMinimumHeight(4 * 190)  # four plots, one above another; the tab scrolls
+        layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.top_label)
+        layout.addWidget(self.claim)
+        panel = QWidget()
+        inner = QVBoxLayout(panel)
+        inner.addLayout(bar)
+        inner.addWidget(scrolling(measured), 1)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(orders, "The two orders")
+        self.tabs.addTab(panel, "Measured")
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(self.tabs)
+        session.nodeChanged.connect(lambda _: self._redraw_runs())
+        session.modelChanged.connect(self._new_model)
+        self.comparing = ViewJobs(engine, lambda m: self.top_label.setText(
+            f"The comparison failed: {m}"), status=session.set_status,
+            title="Pre-LN/Post-LN comparison")
+        self.experiment = ViewJobs(engine, self._gradients_failed, controls=self.controls,
+                                   status=session.set_status, title="Gradient experiment")
+
+    def _bar(self) -> QVBoxLayout:
+        """Compare on the prompt; the gradient experiment's depths, init, seed, Run, Stop."""
+        self.compare_button = QPushButton("Compare on the prompt")
+        self.compare_button.setToolTip("Run the prompt through the model and its twin with the norms moved")
+        self.compare_button.clicked.connect(self._compare)
+        self.depths = QLineEdit("6, 12, 24")
+        self.depths.setToolTip("Depths for the gradient experiment, comma separated")
+        self.depths.setMinimumWidth(self.depths.fontMetrics().horizontalAdvance("6, 12, 24, 48") + 16)
+        self.init_box = QComboBox()
+        self.init_box.addItems(list(INITS))
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.controls = JobControls("Gradient experiment", self._gradients)
+        self.run_button, self.stop_button = self.controls.run_button, self.controls.stop_button
+        bar = QVBoxLayout()  # two rows: the tab fits a laptop's narrow right-hand column
+        first, second = QHBoxLayout(), QHBoxLayout()
+        for w in (self.compare_button, *self.controls.widgets()):
+            first.addWidget(w)
+        for w in (QLabel("Depths:"), self.depths, QLabel("Init:"), self.init_box,
+                  QLabel("Seed:"), self.seed):
+            second.addWidget(w)
+        first.addStretch(1)
+        second.addStretch(1)
+        bar.addLayout(first)
+        bar.addLayout(second)
+        return bar
+
+    def _new_model(self) -> None:
+        """The comparison belonged to the model before (the gradient experiment, on
+        fresh models of its own, stays)."""
+        self.comparing.forget()
+        self.runs = {}
+        clear_plots(self.plots, ["residual", "hist"])
+        self.top_label.setText("")
+
+    # ------------------------------------------------------------------ requests
+    def _compare(self) -> None:
+        prompt = self.session.prompt
+        if prompt is None:
+            self.top_label.setText("Run a prompt first (Ctrl+Enter): both orders get it.")
+            return
+        ids = list(prompt.ids)
+        self.tabs.setCurrentIndex(1)  # the answer's tab
+        self.top_label.setText("Comparing Pre-LN and Post-LN…")
+        self.comparing.run(lambda ctx: compare_prompt(ctx.model, ids, ctx.should_stop),
+                           "Pre-LN vs Post-LN", finished=self.show_runs)
+
+    def _gradients(self) -> None:
+        try:
+            depths = sorted({int(d) for d in self.depths.text().replace(" ", "").split(",") if d})
+        except ValueError:
+            self.claim.setText("Depths must be whole numbers separated by commas, e.g. 6, 12, 24.")
+            return
+        if not depths or min(depths) < 1 or max(depths) > 96:
+            self.claim.setText("Choose depths between 1 and 96.")
+            return
+        scheme, seed = self.init_box.currentText(), self.seed.value()
+        self.tabs.setCurrentIndex(1)
+
+        def experiment(ctx):
+            text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:4000]
+
+            def progress(done: int, total: int) -> bool:
+                ctx.report((done, total))
+                return not ctx.should_stop()
+
+            return gradient_experiment(EXPERIMENT_CONFIG, encode(text), depths, scheme, seed,
+                                       progress)
+
+        self.experiment.run(experiment, "gradient experiment", finished=self.show_gradients,
+                            cancelled=lambda: self.show_gradients(None))
+
+    def _gradients_failed(self, message: str) -> None:
+        self.claim.setText(f"The gradient experiment failed: {html.escape(message)}")
+
+    # ------------------------------------------------------------------ results
+    def show_runs(self, runs: tuple[RunSummary, RunSummary]) -> None:
+        self.runs = {r.norm_position: r for r in runs}
+        self._redraw_runs()
+        self.top_label.setText(twin_words(self.runs, self.session.model))
+
+    def _redraw_runs(self) -> None:
+        if self.runs:
+            draw_runs(self.plots, self.runs, self.session.node)
+
+    def show_gradients(self, result: GradientResult | None) -> None:
+        if result is None:
+            self.claim.setText("Gradient experiment stopped.")
+            return
+        self.result = result
+        depth = result.depths[len(result.depths) // 2]
+        draw_gradients(self.plots, result, depth)
+        self.claim.setText(result.summary().replace("\n", "<br>") + "<br>" + FINAL_NORM_NOTE)

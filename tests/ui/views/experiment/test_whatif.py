@@ -1,0 +1,145 @@
+"""What if, in the window: interventions added from the tab and the graph's menu change
+what every view shows, one switch turns them off, files save and load, clean and changed
+continuations side by side, and a click on the patching heatmap applies that patch."""
+
+import json
+
+import numpy as np
+from PySide6.QtCore import QPointF
+
+from explorer.core.experiments.interventions import Intervention
+from explorer.core.experiments.patching import patch_sweep
+from explorer.core.gpt.tokenizer import encode
+from explorer.ui.graph.node_menu import node_menu
+from tests.ui.conftest import run_and_wait
+
+
+def wait_run(qtbot, window):
+    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    qtbot.wait(20)
+    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+
+
+def test_an_intervention_from_the_tab_changes_every_view_and_the_switch_undoes_it(qtbot, make_window, tmp_path):
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=2)
+    session, view = window.session, window.view("whatif")
+    before = session.prompt.views["trf_blocks.1.att"].array.copy()
+    assert np.abs(before).max() > 0
+    session.set_node("trf_blocks.1.att")
+    view.kind.setCurrentText("zero")
+    assert view.add()
+    wait_run(qtbot, window)  # the prompt ran again, with it
+    assert [i.describe() for i in session.interventions] == ["trf_blocks.1.att: zero"]
+    assert view.list.item(0).text() == "trf_blocks.1.att: zero"
+    assert np.abs(session.prompt.views["trf_blocks.1.att"].array).max() == 0
+    assert np.abs(session.prompt.views["trf_blocks.1.drop1"].array).max() == 0  # the same tensor
+    assert window.graph.items["trf_blocks.1.att"].badge.text() == "× 0"  # drawn on the node
+    assert "with 1 intervention (What if tab)" in session.status
+    view.switch.setChecked(False)  # one switch: the model as it is
+    wait_run(qtbot, window)
+    np.testing.assert_array_equal(session.prompt.views["trf_blocks.1.att"].array, before)
+    assert window.graph.items["trf_blocks.1.att"].badge.text() == ""
+    # save, clear, load: the same list back; a bad file changes nothing
+    view.save(str(tmp_path / "iv.json"))
+    assert json.loads((tmp_path / "iv.json").read_text())["interventions"] == [
+        {"kind": "zero", "node": "trf_blocks.1.att", "k": 1.0}]
+    view.clear()
+    wait_run(qtbot, window)
+    view.load(str(tmp_path / "iv.json"))
+    wait_run(qtbot, window)
+    # saved with the switch off: loaded as saved, and said
+    assert session.interventions == [Intervention("zero", "trf_blocks.1.att")]
+    assert not session.interventions_on and "switched off as saved" in view.message.text()
+    (tmp_path / "bad.json").write_text('{"interventions": [{"kind": "heads", "node": "trf_blocks.0.att", "heads": [9]}]}')
+    view.load(str(tmp_path / "bad.json"))
+    assert "heads must be numbers 0..3" in view.message.text()
+    assert session.interventions == [Intervention("zero", "trf_blocks.1.att")]
+    # a bad form: the message says why, nothing is added
+    session.set_node("trf_blocks.0.att")
+    view.kind.setCurrentText("heads")
+    view.heads.setText("one")
+    assert not view.add() and "whole numbers" in view.message.text()
+
+
+def test_clean_and_changed_side_by_side(qtbot, make_window):
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=1)
+    session, view = window.session, window.view("whatif")
+    session.add_intervention(Intervention("scale", "trf_blocks.1.add2", k=-3.0))
+    wait_run(qtbot, window)
+    view.tokens.setValue(4)
+    view.request_comparison()
+    qtbot.waitUntil(lambda: view.comparison is not None, timeout=30_000)
+    c = view.comparison
+    assert view.table.rowCount() == 4 and c.first_difference() == 0
+    assert view.table.item(0, 2).text() == f"{c.steps[0].kl:.4g}"
+    assert "They part at step 0" in view.message.text()
+
+
+def test_the_graph_menu_adds_interventions(qtbot, make_window):
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=1)
+    session = window.session
+    menu = node_menu(session, "trf_blocks.0.att", window.graph)
+    window.view("inspector").whatif_button.click()  # the inspector's way there
+    qtbot.waitUntil(lambda: window.docks["whatif"].isVisible(), timeout=5_000)
+    titles = [a.text() for a in menu.actions()]
+    assert "Zero it" in titles and "Knock out a head" in titles
+    heads = next(a.menu() for a in menu.actions() if a.text() == "Knock out a head")
+    heads.actions()[1].trigger()
+    assert session.interventions == [Intervention("heads", "trf_blocks.0.att", heads=(1,))]
+    gelu = [a.text() for a in node_menu(session, "trf_blocks.0.ff.layers.1", window.graph).actions()]
+    assert "GELU → relu" in gelu and "Knock out a head" not in gelu
+    add = [a.text() for a in node_menu(session, "trf_blocks.1.add1", window.graph).actions()]
+    assert "Remove its shortcut" in add
+    wait_run(qtbot, window)
+
+
+def test_a_click_on_the_patching_heatmap_applies_that_patch(qtbot, make_window):
+    window = make_window()
+    view = window.view("patching")
+    view.request()
+    qtbot.waitUntil(lambda: view.sweep is not None, timeout=60_000)
+    sweep = view.sweep
+    assert set(view.shown) == {"nodes"}
+    expected = patch_sweep(window.engine.loaded.model, view.clean.text(), view.corrupt.text(),
+                           " Mary", " John")
+    np.testing.assert_allclose(sweep.restored, expected.restored)
+    row = sweep.keys.index("add2")
+    patch = view.cell_clicked("nodes", QPointF(1.5, row + 0.5))  # the last block's output
+    assert patch == Intervention("patch", "trf_blocks.1.add2", prompt=sweep.clean,
+                                 positions=(len(encode(sweep.clean)) - 1,))
+    wait_run(qtbot, window)
+    session = window.session
+    assert session.prompt.ids == encode(sweep.corrupt) and session.interventions == [patch]
+    # the patched last position predicts what the clean prompt does
+    with_patch = session.prompt.top_ids
+    session.set_interventions([])
+    wait_run(qtbot, window)
+    window.prompt.run_prompt(sweep.clean)
+    wait_run(qtbot, window)
+    assert session.prompt.top_ids == with_patch
+
+
+def test_interventions_that_do_not_fit_a_new_model_are_dropped_with_a_word(qtbot, make_window, tmp_path):
+    from explorer.core.weights.checkpoints import save_checkpoint
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.model import build_model
+    from explorer.core.sources import ModelSpec
+
+    window = make_window()
+    session = window.session
+    keep = Intervention("scale", "trf_blocks.0.ff", k=0.5)
+    wide = Intervention("steer", "trf_blocks.0.add2", k=2.0, vector=(0.5,) * 32)  # tiny's width
+    session.set_interventions([Intervention("zero", "trf_blocks.1.att"), keep,
+                               Intervention("heads", "trf_blocks.0.att", heads=(3,)), wide])
+    small = save_checkpoint(build_model(preset("tiny", n_layers=1, n_heads=2, emb_dim=16)),
+                            tmp_path / "one.safetensors")
+    window.models.load(ModelSpec(checkpoint=str(small)))
+    qtbot.waitUntil(lambda: session.model is not None and session.model.config.n_layers == 1,
+                    timeout=60_000)
+    assert session.interventions == [keep]
+    words = window.view("whatif").message.text()
+    assert "trf_blocks.1.att: zero" in words and "knock out heads [3]" in words
+    assert "steer 2 × a given vector" in words  # 32 values for a 16-wide model: dropped too

@@ -1,0 +1,177 @@
+"""Learn's views: Pre-LN against Post-LN and the gradient experiment, Explain, the
+Model's parameter counts, the book's code with the trace, gradients through the shortcuts."""
+
+import numpy as np
+import pytest
+from tests.ui.conftest import show
+from tests.ui.alone import Alone
+
+
+def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran):
+
+    from explorer.ui.plots.plot_text import empty_message
+
+    def hints(key):  # the "Press …" line an empty plot shows
+        message = empty_message(view.plots[key])
+        return [] if message is None else [message]
+
+    view = show(qtbot, ran, "Pre-LN vs Post-LN")
+    assert "Post-LN block:</b> input → Multi-head attention → Dropout → Add (shortcut) → LayerNorm 1" in view.orders.text()
+    assert hints("residual") == ["Press “Compare on the prompt”"]
+    assert hints("depth") == ["Press “Gradient experiment”"]
+    assert not view.plots["residual"].getAxis("left").isVisible()  # no axes before data
+    view.compare_button.click()
+    qtbot.waitUntil(lambda: bool(view.runs), timeout=30_000)
+    assert set(view.runs) == {"pre", "post"}
+    assert "Pre-LN</b> next tokens" in view.top_label.text()
+    assert len(view.plots["residual"].listDataItems()) == 2
+    assert hints("residual") == [] and hints("hist") == [] and hints("grad") != []
+    qtbot.wait(50)  # the plots fit their data (the hint's placeholder range does not stay)
+    norms = np.concatenate([r.residual_norm for r in view.runs.values()])
+    (x0, x1), (y0, y1) = view.plots["residual"].getViewBox().viewRange()
+    assert y0 <= norms.min() and y1 >= norms.max() and x1 >= len(view.runs["pre"].residual_norm) - 1
+    # the node's histogram in both orders: each on its own values' range, as densities
+    from explorer.ui.plots.figures import density
+    node = ran.session.node
+    curves = view.plots["hist"].listDataItems()
+    assert len(curves) == 2
+    for curve, position in zip(curves, ("pre", "post")):
+        hist = view.runs[position].histograms[node]
+        stats = view.runs[position].views[node].stats
+        assert hist.counts.sum() + hist.below + hist.above == stats.count  # every value
+        assert stats.min <= hist.lo and hist.hi <= stats.max + 1e-5 * abs(stats.max) + 1e-6
+        x, y = curve.getData()
+        np.testing.assert_allclose(y, density(hist))
+        assert np.sum(y * np.diff(hist.edges)) == pytest.approx(hist.counts.sum() / stats.count)
+    (x0, x1), _ = view.plots["hist"].getViewBox().viewRange()
+    his = [view.runs[p].histograms[node] for p in ("pre", "post")]
+    assert x0 <= min(h.lo for h in his) and x1 >= max(h.hi for h in his)
+    assert "outside the range: Pre-LN" in view.plots["hist"].titleLabel.text
+    view.depths.setText("2, 3")
+    view.run_button.click()
+    qtbot.waitUntil(lambda: view.result is not None, timeout=60_000)
+    assert view.result.depths == [2, 3] and "Theorem 1" in view.claim.text()
+    assert len(view.plots["depth"].listDataItems()) == 2
+    assert hints("grad") == [] and hints("depth") == []
+    assert view.run_button.isEnabled() and not view.stop_button.isEnabled()
+
+
+def test_ln_compare_rejects_bad_depths(qtbot, ran):
+    view = show(qtbot, ran, "Pre-LN vs Post-LN")
+    view.depths.setText("six")
+    view.run_button.click()
+    assert "whole numbers" in view.claim.text() and view.run_button.isEnabled()
+
+
+def test_explain_tab_follows_the_selected_node_with_live_numbers(qtbot, ran):
+    view = show(qtbot, ran, "Explain")
+    ran.session.set_node("trf_blocks.0.ff.layers.0")
+    qtbot.wait(20)
+    text = view.text.text()
+    assert "What it does." in text and "widened each token from 32 to 128 values" in text
+    assert "Common mistake." in text
+    ran.session.set_node("trf_blocks.1.ff")
+    qtbot.wait(20)
+    assert "does not change the embedding size" in view.text.text()
+
+
+def test_the_model_panel_counts_the_loaded_models_parameters(qtbot):
+    from explorer.ui.views.learn.model_view import ModelView
+
+    alone = Alone(qtbot)
+    view = ModelView(alone.session, alone.engine)
+    qtbot.addWidget(view)
+    cfg = alone.session.model.config
+    cells = {view.table.item(r, 0).text(): view.table.item(r, 1).text()
+             for r in range(view.table.rowCount())}
+    from explorer.core.gpt.sizes import sizes
+    s = sizes(cfg)
+    assert cells["total, head tied (as GPT-2)"] == f"{s.tied:,}"
+    assert cells["total, head untied (its own matrix)"] == f"{s.untied:,}"
+    assert cells["token embedding (tok_emb)"] == f"{cfg.vocab_size * cfg.emb_dim:,}"
+    assert f"{s.tied * 4 / 2**20:,.2f} MB of weights in float32" in view.title.text()
+    assert "Tied head" in view.notes.text()
+
+
+def test_the_code_view_points_at_the_lines_and_traces_the_pass(qtbot, ran):
+    from PySide6.QtCore import Qt
+
+    from explorer.core.lessons.trace import trace_order
+    from explorer.ui.views.learn.code_view import CodeView
+
+    view = ran.view(CodeView)
+    ran.session.set_node("trf_blocks.0.norm1")
+    built, runs = view.highlighted()
+    assert built.strip() == "self.norm1 = LayerNorm(cfg.emb_dim)"
+    assert runs.strip() == "x = self.norm1(x)"
+    assert view.forward_label.text().startswith("<b>forward_pre_ln</b>")
+    lines = view.init_box.toPlainText().splitlines()  # the constructor's order is not the run's
+    assert [i for i, line in enumerate(lines) if "self.att =" in line] < \
+        [i for i, line in enumerate(lines) if "self.norm1 =" in line]
+    assert "builds att, ff, norm1, norm2, drop_shortcut" in view.note.text()
+    ran.session.set_node("trf_blocks.1.ff.layers.1")
+    assert view.highlighted()[0].strip() == "GELU(),"
+    assert "FeedForward" in view.title.text()
+    # the trace: Right steps in forward order, Left back, Space plays to the end
+    order = trace_order(ran.session.model.config)
+    ran.session.set_node(order[0])
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key_Right)
+    assert ran.session.node == order[1] == "pos_emb"
+    assert "one learned vector per position 0..3" in view.sentence.text()
+    qtbot.keyClick(view, Qt.Key_Right)
+    qtbot.keyClick(view, Qt.Key_Left)
+    assert ran.session.node == "pos_emb"
+    ran.session.set_node("trf_blocks.0.ff.layers.0")
+    sentence = view.sentence.text()
+    std = ran.session.current.views["trf_blocks.0.ff.layers.0"].stats.std
+    assert "feature dimension from 32 to 128" in sentence and f"{std:.3g}" in sentence
+    view.timer.setInterval(1)
+    qtbot.keyClick(view, Qt.Key_Space)
+    qtbot.waitUntil(lambda: not view.timer.isActive(), timeout=10_000)
+    assert ran.session.node == order[-1] == "out_head"
+    assert view.highlighted()[1].strip().startswith("logits = self.out_head(x)")
+
+
+def test_the_code_view_shows_the_post_ln_forward(qtbot):
+    from explorer.ui.views.learn.code_view import CodeView
+
+    alone = Alone(qtbot)
+    from explorer.core.gpt.config import preset
+    from explorer.core.sources import ModelInfo
+    info = alone.session.model
+    alone.session.set_model(ModelInfo(**{**info.__dict__, "config": preset("tiny", norm_position="post")}))
+    view = alone.view(CodeView)
+    alone.session.set_node("trf_blocks.0.norm1")
+    assert view.forward_label.text().startswith("<b>forward_post_ln</b>")
+    code = view.forward_box.toPlainText().splitlines()
+    assert code.index(view.highlighted()[1]) > [i for i, line in enumerate(code) if "self.add1(" in line][0]
+
+
+def test_the_gradients_view_draws_both_runs_and_forgets_them_with_the_model(qtbot, ran):
+    from explorer.ui.views.learn.gradients_view import GradientsView
+    from explorer.ui.plots.plot_text import empty_message
+
+    view = ran.view(GradientsView)
+    assert empty_message(view.plots["residual"]).startswith("Press")
+    view.run_button.click()  # the inline engine answers at once
+    qtbot.waitUntil(lambda: view.report is not None, timeout=30_000)
+    report, n = view.report, ran.session.model.config.n_layers
+    with_, without = report.runs
+    assert report.prompt_tokens == len(ran.session.prompt.ids)
+    for key in ("residual", "node", "blocks"):
+        curves = view.plots[key].listDataItems()
+        assert len(curves) == 2 and empty_message(view.plots[key]) is None
+    residual = view.plots["residual"].listDataItems()[0].getData()[1]  # log axes: log10 of it
+    assert np.allclose(10 ** residual, with_.residual, rtol=1e-5) and len(residual) == n + 1
+    view.node_box.setCurrentText("norm1")
+    node = view.plots["node"].listDataItems()[1].getData()[1]
+    assert np.allclose(10 ** node, [without.norms[f"trf_blocks.{i}.norm1"] for i in range(n)], rtol=1e-5)
+    assert f"{report.ratio():.3g}" in view.summary.toPlainText()
+    view.no_norms.setChecked(True)  # the book's plain network: both runs without LayerNorm
+    view.run_button.click()
+    qtbot.waitUntil(lambda: view.report is not report, timeout=30_000)
+    assert [r.norms_kept for r in view.report.runs] == [False, False]
+    assert "blocks' LayerNorms removed" in view.summary.toPlainText()
+    ran.session.set_model(ran.session.model)  # a model load: its numbers go
+    assert view.report is None and all(not p.listDataItems() for p in view.plots.values())

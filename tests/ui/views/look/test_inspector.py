@@ -1,0 +1,131 @@
+"""The inspector's plots read as what they show: a histogram on this tensor's range (the
+fixed range one click away), the Token box driving the statistics and the histogram,
+heatmap axes in the tensor's own terms, and an instruction instead of empty axes."""
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtGui import QFontMetrics
+
+from explorer.core.run.stats import tensor_stats
+from explorer.ui.views.look.inspector_view import ALL_TOKENS, InspectorView
+from explorer.ui.plots.plot_text import empty_message
+from tests.ui.alone import Alone
+
+
+@pytest.fixture
+def alone(qtbot):
+    alone = Alone(qtbot)
+    return alone
+
+
+def bars(inspector):
+    hist = inspector.histogram.shown
+    return hist, int((hist.counts > 0).sum())
+
+
+def test_before_a_pass_the_plots_say_what_fills_them(alone):
+    inspector = alone.view(InspectorView)
+    for plot in (inspector.hist_plot, inspector.heat_plot, inspector.norm_plot):
+        item = plot.getPlotItem()
+        assert empty_message(item) == "Run a prompt (Ctrl+Enter) to see its values"
+        assert not item.getAxis("left").isVisible() and not item.getAxis("bottom").isVisible()
+
+
+def test_a_small_tensor_fills_its_histogram_and_the_fixed_range_is_one_click_away(alone):
+    alone.run("Every effort moves you, and every effort counts", max_tokens=1)
+    alone.session.show_step(None)
+    inspector = alone.view(InspectorView)
+    alone.session.set_node("trf_blocks.0.att")  # attention output: std ~0.05
+    hist, filled = bars(inspector)
+    view = alone.session.view()
+    assert not hist.fixed and filled >= 40  # its values spread over the plot
+    assert hist.below + hist.above + hist.counts.sum() == view.stats.count
+    assert "range of this tensor" in inspector.hist_plot.getPlotItem().titleLabel.text
+    assert f"below {hist.lo:.3g}: {hist.below:,}" in inspector.histogram.note.toPlainText()
+    inspector.range_box.setCurrentIndex(1)  # fixed: comparable, and one or two bars here
+    fixed, filled_fixed = bars(inspector)
+    assert fixed.fixed and filled_fixed <= 3 and (fixed.lo, fixed.hi) == (-10.0, 10.0)
+    np.testing.assert_array_equal(fixed.counts, view.stats.hist)
+    assert "fixed range for this kind of node" in inspector.hist_plot.getPlotItem().titleLabel.text
+    assert empty_message(inspector.hist_plot.getPlotItem()) is None
+
+
+def test_the_token_box_drives_the_statistics_and_the_histogram(alone):
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    inspector = alone.view(InspectorView)
+    alone.session.set_node("trf_blocks.1.ff.layers.1")
+    view = alone.session.view()
+    cell = lambda label: inspector.statistics()[label]  # noqa: E731
+    assert inspector.token_box.value() == ALL_TOKENS and inspector.token_box.text() == "all tokens"
+    assert float(cell("mean")) == pytest.approx(view.stats.mean, rel=1e-5)
+    inspector.token_box.setValue(2)
+    row = view.array.reshape(-1, view.array.shape[-1])[2]
+    expected = tensor_stats(torch.from_numpy(row).reshape(1, -1), view.node.hist)
+    assert float(cell("mean")) == pytest.approx(expected.mean, rel=1e-5)
+    assert cell("values") == f"{row.size:,} (token row 2)"
+    hist = inspector.histogram.shown
+    assert hist.counts.sum() + hist.below + hist.above == row.size
+    assert "token row 2" in inspector.hist_plot.getPlotItem().titleLabel.text
+
+
+def test_heatmap_axes_speak_in_the_tensors_terms(alone, qtbot):
+    alone.run("one two three four five six seven eight nine ten eleven twelve", max_tokens=1)
+    alone.session.show_step(None)
+    inspector = alone.view(InspectorView, height=520)
+    inspector.tabs.setCurrentIndex(inspector.heat_tab)
+    alone.session.set_node("trf_blocks.0.att.attn_weights")
+    qtbot.wait(30)
+    plot = inspector.heat_plot.getPlotItem()
+    assert plot.getAxis("left").labelText == "head · query token"
+    assert plot.getAxis("bottom").labelText == "key token"
+    assert inspector.heatmap.bar.levels()[0] == 0.0  # probabilities: sequential, from 0
+    ticks = plot.getAxis("bottom")._tickLevels[0]
+    assert all(float(v).is_integer() for v, _ in ticks)  # whole key positions
+    left = plot.getAxis("left")
+    shown = left._tickLevels[0]
+    line = QFontMetrics(left.font()).height()
+    assert len(shown) * line <= inspector.heat_plot.getViewBox().height() + line  # no overlap
+    alone.session.set_node("out_head")
+    qtbot.wait(30)
+    assert plot.getAxis("bottom").labelText == "vocabulary id"
+    assert inspector.heatmap.bar.levels()[0] < 0  # logits: diverging around 0
+    inspector.tabs.setCurrentIndex(2)
+    norm_ticks = inspector.norm_plot.getAxis("bottom")._tickLevels[0]
+    assert [v for v, _ in norm_ticks] == list(range(len(norm_ticks)))  # 0, 1, 2, … never 0.5
+
+
+def test_details_that_come_after_the_pass_show_when_they_come(alone, qtbot):
+    """A pass computes the details (top dimensions, norms) of the selected node only;
+    another node says they are being computed, and shows them once the engine reports
+    them, with the numbers of a pass that computed everything at once."""
+    from dataclasses import replace
+
+    from explorer.core.run.passes import EVERYTHING, run_prompt
+    from tests.ui.alone import encode
+
+    ids = encode("Every effort moves you")
+    model = alone.loaded.model
+    eager = run_prompt(model, ids, replace(EVERYTHING, later=False))
+    lazy = run_prompt(model, ids, replace(EVERYTHING, now=("trf_blocks.0.norm1",)))
+    inspector = alone.view(InspectorView)
+    alone.session.set_node("trf_blocks.0.norm1")
+    alone.session.set_prompt(lazy)
+    alone.settle()
+    cell = lambda label: inspector.statistics()[label]  # noqa: E731
+    top = lambda name: ", ".join(f"{int(d)} ({v:.3g})" for d, v in zip(  # noqa: E731
+        eager.views[name].stats.top_dims, eager.views[name].stats.top_values))
+    assert cell("top dims by |value|") == top("trf_blocks.0.norm1")
+    alone.session.set_node("trf_blocks.1.ff.layers.1")
+    assert cell("top dims by |value|") == cell("share negative") == "computing…"
+    assert cell("std") == f"{eager.views['trf_blocks.1.ff.layers.1'].stats.std:.6g}"
+    assert empty_message(inspector.norm_plot.getPlotItem()) == "Computing the vectors' norms…"
+    assert not lazy.views["trf_blocks.1.ff.layers.1"].stats.ready  # the GUI computed nothing
+    lazy.complete()
+    alone.session.pass_completed(lazy)
+    assert cell("top dims by |value|") == top("trf_blocks.1.ff.layers.1")
+    assert cell("share negative") == f"{eager.views['trf_blocks.1.ff.layers.1'].stats.frac_neg:.6g}"
+    assert empty_message(inspector.norm_plot.getPlotItem()) is None
+    heights = inspector.norm_bars.opts["height"]
+    np.testing.assert_array_equal(heights, eager.views["trf_blocks.1.ff.layers.1"].stats.token_l2.reshape(-1))

@@ -1,0 +1,80 @@
+"""The live sampling view alone: the shown step's distribution reshaped from its own
+logits as the settings move (no job, no model run), the draws, the axis, the hand-over
+to the prompt panel."""
+
+import numpy as np
+import pytest
+
+from explorer.core.run.generation import GenerationSettings
+from explorer.core.run.sampling import reshape
+from explorer.core.gpt.tokenizer import token_piece
+from explorer.ui.plots.plot_text import empty_message
+from tests.ui.alone import Alone
+
+
+def settled(qtbot, view) -> None:
+    qtbot.waitUntil(lambda: not view._soon.isActive(), timeout=2_000)
+
+
+def test_before_a_pass_it_says_what_fills_it(qtbot):
+    alone = Alone(qtbot)
+    assert "Run a prompt" in empty_message(alone.sampling.plot)
+
+
+def test_moving_the_settings_reshapes_the_shown_step_without_running_the_model(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=2)
+    alone.session.show_step(1)
+    view = alone.sampling
+    alone.settle()
+    step = alone.session.steps[1]
+    jobs = list(alone.engine.names)
+    view.temperature.setValue(50)
+    view.top_k.setValue(3)
+    settled(qtbot, view)  # a dragged slider reshapes at most every 30 ms
+    assert alone.engine.names == jobs  # reshaped here, from the step's logits
+    want = reshape(step.next_logits, GenerationSettings(greedy=False, temperature=0.5, top_k=3))
+    np.testing.assert_allclose(view.shaped.after, want.after)
+    assert view.shaped.kept == 3 and view.shaped.chosen == step.token_id
+    assert f"chosen {token_piece(step.token_id)!r}" in view.note.text()
+    assert "3 of 50,257 tokens can be drawn" in view.note.text()
+    view.top_k.setValue(0)
+    view.top_p.setValue(50)
+    settled(qtbot, view)
+    p_half = reshape(step.next_logits, GenerationSettings(greedy=False, temperature=0.5, top_p=0.5))
+    np.testing.assert_allclose(view.shaped.after, p_half.after)
+    view.greedy.setChecked(True)
+    settled(qtbot, view)
+    top = int(np.argmax(step.next_logits))
+    assert view.shaped.kept == 1 and view.shaped.after[top] == 1.0
+    assert ("rank 1" if step.token_id == top else "cut by these settings") in view.note.text()
+
+
+def test_two_hundred_draws_and_the_fixed_axis(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    view = alone.sampling
+    alone.settle()
+    view.top_k.setValue(10)
+    settled(qtbot, view)
+    view.sample()  # an engine job: generation's own draws
+    alone.settle()
+    assert "sample the next token" in alone.engine.names
+    assert view.counts.sum() == 200 and np.count_nonzero(view.counts) <= 10
+    assert "200 seeded draws" in view.note.text()
+    view.temperature.setValue(120)  # other settings: the draws no longer apply
+    assert view.counts is None
+    view.fixed.setChecked(True)
+    assert view.plot.vb.viewRange()[1] == pytest.approx([0, 1])
+
+
+def test_use_for_generation_hands_the_settings_to_the_prompt_panel(qtbot):
+    alone = Alone(qtbot)
+    view, panel = alone.sampling, alone.prompt
+    view.temperature.setValue(70)
+    view.top_k.setValue(25)
+    view.top_p.setValue(90)
+    view.use_button.click()
+    s = panel.settings_box.settings()
+    assert (s.greedy, s.temperature, s.top_k, s.top_p) == (False, 0.7, 25, pytest.approx(0.9))

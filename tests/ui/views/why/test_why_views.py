@@ -1,0 +1,252 @@
+"""Why this token, Layer table and Head roles: each tested alone on a session, a tiny
+model and an inline engine — empty before a pass, the answer equal to the core's, a
+click selecting the node, stale answers cleared on a model change, Stop on the battery."""
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+from explorer.core.attribution.why import why_token
+from explorer.core.gpt.nodes import ATTENTION, GELU_OUTPUT, block_hook_name
+from explorer.core.gpt.tokenizer import encode, token_piece
+from explorer.core.sources import ModelInfo, ModelSpec, random_model
+from explorer.ui.plots.plot_text import empty_message
+from explorer.ui.widgets.candidate_menu import candidate_at, candidate_menu
+from tests.ui.alone import Alone
+
+
+def test_before_a_pass_each_view_says_what_fills_it(qtbot):
+    alone = Alone(qtbot)
+    assert "Run a prompt" in empty_message(alone.why.plot)
+    assert alone.why.heads.rowCount() == 0 and alone.layers.table.rowCount() == 0
+    assert "Ask why" in alone.layers.note.text() and not alone.layers.export.isEnabled()
+    assert "Run a prompt" in empty_message(alone.heads.grid)
+    assert "why this token" not in alone.engine.names
+
+
+def test_the_answer_is_the_cores_and_a_click_selects_the_node(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=2)
+    alone.session.show_step(None)  # the prompt: why its next token
+    why = alone.why
+    alone.settle()
+    answer = alone.session.why
+    ids = alone.session.prompt.ids
+    direct = why_token(alone.loaded.model, ids, len(ids) - 1)
+    assert answer.attribution.target == direct.attribution.target == alone.session.prompt.top_ids[0]
+    assert answer.attribution.total == pytest.approx(direct.attribution.total)
+    assert why.heads.rowCount() == 8 and why.neurons.rowCount() == 8
+    layer, head, value = answer.attribution.top_heads(1)[0]
+    assert why.heads.item(0, 1).text() == f"{value:+.3f}"
+    assert why.heads.item(0, 0).text() == f"B{layer + 1} H{head + 1}"
+    why.heads.cellClicked.emit(0, 0)
+    assert alone.session.node == block_hook_name(layer, ATTENTION)
+    why.neurons.cellClicked.emit(0, 1)
+    assert alone.session.node == block_hook_name(answer.attribution.top_neurons(1)[0][0], GELU_OUTPUT)
+    # the layer table shows the same answer: one row per block, sortable
+    layers = alone.layers
+    assert layers.table.rowCount() == alone.session.model.config.n_layers
+    shown = {int(layers.table.item(r, 0).data(Qt.DisplayRole)):
+             float(layers.table.item(r, 9).data(Qt.DisplayRole)) for r in range(2)}
+    assert shown == {row.block: pytest.approx(row.contribution, abs=1e-4) for row in answer.layers}
+    layers.table.sortItems(9, Qt.DescendingOrder)
+    values = [float(layers.table.item(r, 9).data(Qt.DisplayRole)) for r in range(2)]
+    assert values == sorted(values, reverse=True)
+
+
+def test_a_generated_step_explains_the_token_it_chose(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=2)
+    alone.why  # built, then shown the second step
+    alone.session.show_step(1)
+    alone.settle()
+    step = alone.session.steps[1]
+    answer = alone.session.why
+    assert answer.attribution.target == step.token_id
+    assert answer.position == len(step.ids) - 2 and answer.ids == tuple(step.ids[:-1])
+    assert "generation step 1" in alone.why.position_box.currentText()
+
+
+def test_a_typed_token_and_a_second_one_explain_their_difference(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    why = alone.why
+    why.target_edit.setText(" know")
+    why.versus_edit.setText(" say")
+    why.explain()
+    alone.settle()
+    a = alone.session.why.attribution
+    assert (a.target, a.versus) == (encode(" know")[0], encode(" say")[0])
+    why.target_edit.setText(" two words")
+    why.explain()
+    assert "is 2 tokens" in why.note.text()
+
+
+def test_the_next_token_charts_request_is_answered(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    alone.why
+    asked = []
+    alone.session.viewRequested.connect(asked.append)
+    third = alone.session.prompt.top_ids[2]
+    chart = alone.next_token
+    assert chart._shown("top_ids")[2] == third
+    assert candidate_at(2.3, 10) == 2 and candidate_at(2.5, 10) is None
+    assert candidate_at(10.0, 10) is None
+    menu = candidate_menu(chart, third, chart._shown("top_pieces")[2], alone.session)
+    action = menu.actions()[0]
+    assert action.text() == f"Why this token? ({token_piece(third)!r})"
+    action.trigger()
+    alone.settle()
+    assert asked == ["why"] and alone.session.why.attribution.target == third
+    assert alone.why.target_edit.text() == token_piece(third)
+
+
+def test_a_new_model_clears_the_answers(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.why, alone.layers, alone.heads, alone.contributions
+    alone.settle()
+    assert alone.session.why is not None and alone.heads.roles is not None
+    assert alone.contributions.graph is not None
+    other = random_model("tiny", seed=5)
+    alone.engine.loaded = other
+    alone.session.set_model(ModelInfo.of(other, ModelSpec(preset="tiny", seed=5)))
+    alone.settle()
+    assert alone.session.why is None and alone.layers.table.rowCount() == 0
+    assert alone.heads.roles is None and alone.why.heads.rowCount() == 0
+    assert alone.contributions.graph is None and alone.contributions.shown_edges == []
+
+
+def test_head_roles_on_the_prompt_then_the_battery_with_a_click(qtbot):
+    alone = Alone(qtbot)
+    alone.run("The cat sat on the mat and the dog sat on the rug", max_tokens=1)
+    heads = alone.heads
+    alone.settle()
+    roles = heads.roles
+    n_layers, n_heads = alone.session.model.config.n_layers, alone.session.model.config.n_heads
+    assert roles.scores["previous-token"].shape == (n_layers, n_heads)
+    heads.role_box.setCurrentText("induction")
+    assert "Press Induction battery" in empty_message(heads.grid)
+    heads.run_battery()
+    alone.settle()
+    assert heads.roles.battery_patterns is not None and empty_message(heads.grid) is None
+    assert "Strongest: block" in heads.note.text()
+    heads.cell = (1, 2)
+    heads._draw_patterns()
+    assert empty_message(heads.prompt_plot) is None and empty_message(heads.battery_plot) is None
+    heads.role_box.setCurrentText("copying")
+    assert heads.values() is heads.roles.copying
+
+
+def test_stop_ends_the_battery_and_says_so(qtbot):
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    heads = alone.heads
+    alone.settle()
+    before = heads.roles
+    heads.run_battery()
+    heads.controls.stop()  # before the job's first block
+    alone.settle()
+    assert "Stopped" in heads.note.text() and heads.roles is before
+    assert heads.controls.run_button.isEnabled()
+
+
+def test_the_graph_colours_each_branch_by_its_part_and_the_strip_by_block(qtbot):
+    from explorer.core.gpt.nodes import FEED_FORWARD, FIRST_NORM, LINEAR_2
+    from explorer.ui.graph.contribution_colours import CONTRIBUTION, NEUTRAL, diverging, scale
+
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    graph = alone.graph
+    graph.stat_box.setCurrentText(CONTRIBUTION)
+    assert "Ask why" in graph.scale.legend.text() and graph.strip.totals is None
+    alone.why
+    alone.settle()
+    why = alone.session.why
+    parts = {(p.layer, p.kind): p.value for p in why.attribution.parts}
+    top = scale(why)
+    layer = alone.session.layer
+    fill = {name: item.fill.name() for name, item in graph.items.items()}
+    assert fill[block_hook_name(layer, ATTENTION)] == diverging(parts[layer, "attention"], top).name()
+    for key in (FEED_FORWARD, LINEAR_2):
+        assert fill[block_hook_name(layer, key)] == diverging(parts[layer, "feed-forward"], top).name()
+    assert fill[block_hook_name(layer, FIRST_NORM)] == NEUTRAL.name()
+    np.testing.assert_allclose(graph.strip.totals, why.attribution.block_totals())
+    colours = graph.strip.fills([1.0] * len(graph.strip.totals))
+    biggest = int(np.argmax(np.abs(graph.strip.totals)))
+    assert colours[biggest].name() == diverging(graph.strip.totals[biggest],
+                                                abs(graph.strip.totals[biggest])).name()
+    assert "blue against, red for" in graph.scale.legend.text()
+    graph.stat_box.setCurrentText("std")  # back to the statistic: the strip too
+    assert graph.strip.totals is None and "std" in graph.scale.legend.text()
+
+
+def test_the_contribution_graph_draws_edges_above_the_threshold_and_a_click_names_one(qtbot):
+    alone = Alone(qtbot)
+    assert "Run a prompt" in empty_message(alone.contributions.plot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    view = alone.contributions
+    alone.settle()
+    graph = view.graph
+    assert graph.ids == tuple(alone.session.prompt.ids)
+    view.threshold.setValue(5)
+    assert len(view.shown_edges) == len(graph.edges(0.05)) > 0
+    view.threshold.setValue(60)
+    assert len(view.shown_edges) == len(graph.edges(0.60)) < len(graph.edges(0.05))
+    view.threshold.setValue(5)
+    kind, layer, head, source, target, value = next(e for e in view.shown_edges if e[0] == "head")
+    x = source + (target - source) * 0.5
+    assert view.edge_at(x, layer + 0.5)[:2] == (kind, layer)
+    assert view.edge_at(-5.0, layer + 0.5) is None
+    view.select((kind, layer, head, source, target, value))
+    assert alone.session.node == block_hook_name(layer, ATTENTION)
+    assert view.note.text().startswith(f"Block {layer + 1}, head {head + 1}:")
+
+
+def test_every_part_of_the_waterfall_has_a_row_and_a_name(qtbot):
+    """24 parts of a 12-block model, each named beside its own bar (attention and
+    feed-forward alike), at the height the Why view gives the plot."""
+    from explorer.core.attribution.direct import Attribution, Part
+    from explorer.ui.plots.why_plots import bar_at, draw_waterfall, waterfall_bars, waterfall_height
+    from explorer.ui.plots.plot_axes import plot_widget
+    from PySide6.QtGui import QFontMetrics
+
+    parts = tuple(Part(f"Block {i // 2 + 1} of 12 {'attention' if i % 2 == 0 else 'feed-forward'}",
+                       "attention" if i % 2 == 0 else "feed-forward", i // 2, None,
+                       (-1) ** i * 0.5) for i in range(24))
+    a = Attribution(3, 10, None, 0.0, True, parts)
+    bottoms, tops, total = waterfall_bars(a)
+    assert tops[-1] == pytest.approx(a.total) and bottoms[-1] == 0 and total[-1]
+    widget = plot_widget()
+    qtbot.addWidget(widget)
+    plot = widget.getPlotItem()
+    metrics = QFontMetrics(plot.getAxis("left").font())
+    widget.resize(400, waterfall_height(a, metrics.height()))
+    widget.show()
+    qtbot.waitExposed(widget)
+    draw_waterfall(plot, a)
+    qtbot.wait(20)
+    ticks = plot.getAxis("left")._tickLevels[0]
+    assert [name for _, name in ticks] == [f"B{i // 2 + 1} {k}" for i in range(24)
+                                           for k in ["attention", "feed-forward"][i % 2:i % 2 + 1]] + ["logit"]
+    per_row = plot.vb.height() / 25
+    assert per_row >= metrics.height()  # the names stand apart
+    assert bar_at(a, 3.1) == 3 and bar_at(a, 24.0) is None  # the total is no part
+
+
+def test_a_post_ln_model_shows_no_head_or_neuron_tables(qtbot):
+    alone = Alone(qtbot, preset="tiny")
+    other = random_model("tiny", seed=0, norm_position="post")
+    alone.engine.loaded = other
+    alone.session.set_model(ModelInfo.of(other, ModelSpec(preset="tiny", norm_position="post")))
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    why = alone.why
+    alone.settle()
+    assert not alone.session.why.attribution.exact
+    assert why.heads.isHidden() and why.neurons.isHidden() and "Post-LN" in why.note.text()

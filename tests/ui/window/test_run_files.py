@@ -1,0 +1,82 @@
+"""File ▸ Save run… and Open run… in the window, and the command line's --save-run and
+--open-run: the same model runs again and its tokens are checked; another model shows
+the saved statistics read-only and says so; a damaged file is one line."""
+
+import pytest
+
+from explorer.cli import main
+from tests.ui.conftest import run_and_wait
+
+
+def test_saved_then_opened_with_the_same_model_runs_again_and_checks(qtbot, make_window, tmp_path):
+    window = make_window()
+    window.prompt.sample.setChecked(True)
+    window.prompt.seed.setValue(7)
+    run_and_wait(qtbot, window, max_tokens=3)
+    tokens = [p.token_id for p in window.session.steps]
+    stats = window.session.prompt.views["trf_blocks.0.att"].stats.std
+    path = tmp_path / "run.gbrun"
+    window.run_files.save(str(path), tensor_mb=1)
+    qtbot.waitUntil(lambda: "Saved the run" in window.status_text.text(), timeout=30_000)
+    window.prompt.prompt.setPlainText("something else")
+    window.prompt.sample.setChecked(False)
+    window.run_files.open(str(path))
+    qtbot.waitUntil(lambda: "the same 3 tokens again" in window.status_text.text(), timeout=60_000)
+    assert [p.token_id for p in window.session.steps] == tokens
+    assert window.prompt.prompt.toPlainText() == "Every effort moves you"
+    assert window.prompt.sample.isChecked() and window.prompt.seed.value() == 7
+    assert window.session.prompt.views["trf_blocks.0.att"].stats.std == stats
+    from explorer.core.playground.run_file import read_run
+    saved = read_run(path)  # 1 MB of tensors kept, in float16
+    kept = [v.array.size * 2 for p in saved.passes for v in p.views.values() if v.array is not None]
+    assert kept and sum(kept) <= 2**20
+
+
+def test_another_model_shows_the_saved_run_read_only(qtbot, make_window, tmp_path, capsys):
+    path = tmp_path / "run.gbrun"
+    assert main(["generate", "Every effort moves you", "--preset", "tiny", "--max-new-tokens",
+                 "2", "--save-run", str(path), "--save-tensors", "2"]) == 0
+    assert "saved" in capsys.readouterr().err
+    window = make_window(seed=9)
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=60_000)
+    window.run_files.open(str(path))
+    qtbot.waitUntil(lambda: window.session.prompt is not None, timeout=30_000)
+    assert "Read-only" in window.status_text.text() and len(window.session.steps) == 2
+    assert window.session.prompt.views["trf_blocks.0.add2"].stats.count > 0
+    assert all(v.device == "saved" for v in window.session.prompt.views.values())
+    assert window.session.prompt.views["trf_blocks.0.add2"].array is not None  # --save-tensors 2
+
+
+def test_a_damaged_run_is_one_line_in_a_dialog(qtbot, make_window, tmp_path):
+    window = make_window()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=60_000)
+    bad = tmp_path / "bad.gbrun"
+    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}" + b" " * 14)
+    said = []
+    window.warn = lambda parent, title, text: said.append((title, text))
+    window.run_files.open(str(bad))
+    qtbot.waitUntil(lambda: bool(said), timeout=30_000)
+    assert said[0][0] == "Open run" and "not a run file" in said[0][1] and "\n" not in said[0][1]
+    assert window.session.prompt is None
+
+
+@pytest.mark.parametrize("seed, code", [(0, 0), (5, 0)])
+def test_open_run_with_screenshot_renders_it(tmp_path, capsys, seed, code):
+    path = tmp_path / "run.gbrun"
+    main(["generate", "Every effort moves you", "--preset", "tiny", "--max-new-tokens", "2",
+          "--save-run", str(path)])
+    shot = tmp_path / "open.png"
+    assert main(["--preset", "tiny", "--seed", str(seed), "--open-run", str(path),
+                 "--screenshot", str(shot)]) == code
+    from PySide6.QtGui import QImage
+    assert QImage(str(shot)).width() == 1600
+    capsys.readouterr()
+
+
+def test_open_run_refuses_a_foreign_file_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "notes.gbrun"
+    bad.write_text("hello")
+    code = main(["--preset", "tiny", "--open-run", str(bad), "--screenshot", str(tmp_path / "x.png")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("gpt-explorer: error:") and "not a run file" in err[-1]
+    assert not (tmp_path / "x.png").exists()

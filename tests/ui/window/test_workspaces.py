@@ -1,0 +1,100 @@
+"""Workspaces: the views grouped by what the user does, one switcher (Ctrl+1…5), the
+View menu as a submenu each; a workspace's views built the first time it is shown; its
+layout kept when the user leaves it and across launches; Reset layout for the shown one;
+any view opened as a dock in any workspace; the graph and the prompt in every one."""
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+
+from explorer.core.sources import ModelSpec
+from explorer.ui.views.registry import VIEWS, WORKSPACES, in_workspace
+from explorer.ui.window.main_window import MainWindow
+
+LOOK = {s.key for s in in_workspace("look")}
+
+
+def shown_docks(window) -> set[str]:
+    return {k for k, d in window.docks.items() if d.isVisible()}
+
+
+def test_only_the_first_workspace_is_built_and_each_is_built_when_first_shown(qtbot, make_window):
+    window = make_window()
+    assert set(window.views) == {"graph", "prompt"} | LOOK
+    assert shown_docks(window) == {"prompt"} | LOOK and window.graph.isVisible()
+    for ws in WORKSPACES[1:]:
+        before = set(window.views)
+        window.workspaces.show(ws.key)
+        own = {s.key for s in in_workspace(ws.key)}
+        assert set(window.views) == before | own  # its views, now
+        assert shown_docks(window) == {"prompt"} | own and window.graph.isVisible()
+        assert window.workspaces.bar.tabText(window.workspaces.bar.currentIndex()) == ws.title
+    assert set(window.views) == {s.key for s in VIEWS}
+
+
+def test_the_switcher_the_shortcuts_and_the_view_menu_follow_the_one_list(qtbot, make_window):
+    window = make_window()
+    bar = window.workspaces.bar
+    assert [bar.tabText(i) for i in range(bar.count())] == [ws.title for ws in WORKSPACES]
+    bar.setCurrentIndex(2)  # a click on "Why"
+    assert window.workspaces.current == "why" and "why" in shown_docks(window)
+    view_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+    subs = {a.text(): a.menu() for a in view_menu.actions() if a.menu() is not None}
+    for ws in WORKSPACES:
+        entries = [a for a in subs[ws.title].actions() if not a.isSeparator()]
+        assert entries[0].shortcut().toString() == ws.shortcut
+        assert [a.text() for a in entries[1:]] == [s.title for s in in_workspace(ws.key)]
+        entries[0].trigger()  # Show <workspace>, as its Ctrl+N does
+        assert window.workspaces.current == ws.key
+    learn_menu = [a for a in subs["Learn"].actions() if a.text() == "Model and its parameters"]
+    window.workspaces.show("look")
+    learn_menu[0].trigger()  # a view of another workspace: its workspace comes
+    assert window.workspaces.current == "learn" and window.front_dock() is window.docks["model"]
+    window.show_view("prompt")  # in every workspace: nothing changes
+    assert window.workspaces.current == "learn"
+
+
+def test_a_layout_is_kept_per_workspace_and_across_launches_and_reset_puts_it_back(qtbot, tmp_path):
+    path = str(tmp_path / "s.ini")
+
+    def launch():
+        window = MainWindow(ModelSpec(preset="tiny"), QSettings(path, QSettings.IniFormat))
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitUntil(lambda: window.session.model is not None, timeout=60_000)
+        return window
+
+    window = launch()
+    window.docks["gelu"].raise_()  # Look: GELU in front
+    window.workspaces.show("why")
+    window.docks["heads"].raise_()  # Why: Heads in front
+    window.workspaces.show("look")
+    qtbot.waitUntil(lambda: window.front_dock() is window.docks["gelu"], timeout=5_000)
+    window.workspaces.show("why")
+    qtbot.waitUntil(lambda: window.front_dock() is window.docks["heads"], timeout=5_000)
+    window.close()
+    again = launch()  # the last workspace, as it was left
+    assert again.workspaces.current == "why"
+    qtbot.waitUntil(lambda: again.front_dock() is again.docks["heads"], timeout=5_000)
+    again.workspaces.show("look")
+    qtbot.waitUntil(lambda: again.front_dock() is again.docks["gelu"], timeout=5_000)
+    again.reset_layout()  # Look as it first was; Why keeps its own
+    qtbot.waitUntil(lambda: again.front_dock() is again.docks["inspector"], timeout=5_000)
+    again.workspaces.show("why")
+    qtbot.waitUntil(lambda: again.front_dock() is again.docks["heads"], timeout=5_000)
+    again.close()
+
+
+def test_any_view_opens_as_a_dock_in_any_workspace(qtbot, make_window):
+    window = make_window()
+    window.workspaces.open_here("sampling")  # a Play view in Look
+    assert window.workspaces.current == "look" and window.front_dock() is window.docks["sampling"]
+    assert window.docks["sampling"].isVisible() and "sampling" in window.workspaces.members("look")
+    window.workspaces.show("why")
+    assert not window.docks["sampling"].isVisible()
+    window.workspaces.show("look")
+    assert window.docks["sampling"].isVisible()
+    window.reset_layout()
+    assert not window.docks["sampling"].isVisible() and shown_docks(window) == {"prompt"} | LOOK
+    window.workspaces.show("play")  # its own workspace still has it
+    assert window.docks["sampling"].isVisible()
+    QApplication.processEvents()
