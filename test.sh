@@ -4,5 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/bootstrap.sh test
 export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
-# pytest exits 5 when it collects no tests, so an empty run fails too.
-exec python -m pytest "$@"
+# On every core (EXPLORER_TEST_WORKERS=1 for one process); arguments after these win, e.g.
+# ./test.sh -m "not slow" for the quick subset. pytest exits 5 when it collects no tests,
+# so an empty run fails too.
+workers="${EXPLORER_TEST_WORKERS:-auto}"
+if [ "$workers" = "1" ]; then
+  exec python -m pytest "$@"
+fi
+exec python -m pytest -n "$workers" --dist worksteal "$@"

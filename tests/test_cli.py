@@ -77,6 +77,7 @@ def test_cuda_without_cuda_is_explained(capsys):
     assert code == 2 and "no usable CUDA" in err
 
 
+@pytest.mark.slow
 def test_python_dash_m_runs_the_cli():
     done = subprocess.run([sys.executable, "-m", "explorer", "tokenize", "Hello world"],
                           capture_output=True, text=True, timeout=120)
@@ -123,8 +124,13 @@ def test_inspect_unknown_node_is_an_error(capsys):
 def test_no_command_opens_the_app_on_the_remembered_or_default_model(monkeypatch):
     import explorer.ui.window.app as app
     seen = []
-    monkeypatch.setattr(app, "run", lambda spec=None, argv=None: seen.append(spec) or 0)
-    assert main([]) == 0 and seen == [None]
+    shown = []
+    monkeypatch.setattr(app, "run", lambda spec=None, argv=None, open_run=None, workspace=None:
+                        seen.append(spec) or shown.append(workspace) or 0)
+    assert main([]) == 0 and seen == [None] and shown == [None]
+    assert main(["--workspace", "why"]) == 0 and shown[-1] == "why"
+    with pytest.raises(SystemExit):  # a workspace the window has not: argparse's own line
+        main(["--workspace", "nowhere"])
     assert main(["gui", "--preset", "tiny", "--device", "cpu"]) == 0
     assert seen[-1].preset == "tiny" and seen[-1].device == "cpu"
     assert main(["--preset", "tiny", "--seed", "3"]) == 0  # as the README's ./start.sh example
@@ -145,9 +151,10 @@ def test_compare_ln_prints_both_orders_and_saves_the_figure(capsys, tmp_path):
     assert QImage(str(plot)).width() == 1400
 
 
+@pytest.mark.slow
 def test_train_saves_and_resumes(capsys, tmp_path):
     out = tmp_path / "run"
-    code, stdout, err = run(capsys, "train", "--preset", "tiny", "--steps", "4", "--eval-every", "2",
+    code, stdout, err = run(capsys, "train", "--preset", "tiny", "--steps", "4", "--eval-every", "2", "--batch-size", "2",
                             "--out", str(out), "--precision", "float32")
     assert "validation tokens in float32;" in err
     assert code == 0 and "step 4: train loss" in stdout and "sample: 'Every effort moves you" in stdout
@@ -169,6 +176,7 @@ def test_train_refuses_unreadable_text(capsys, tmp_path):
     assert code == 2 and "UTF-8" in err
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_training_saves_and_says_how_to_resume(capsys, tmp_path, monkeypatch):
     from explorer.core.experiments import training
 
@@ -182,7 +190,7 @@ def test_ctrl_c_during_training_saves_and_says_how_to_resume(capsys, tmp_path, m
 
     monkeypatch.setattr(training.Trainer, "run", interrupted)
     out = tmp_path / "run"
-    code, _, err = run(capsys, "train", "--preset", "tiny", "--steps", "50", "--out", str(out))
+    code, _, err = run(capsys, "train", "--preset", "tiny", "--steps", "50", "--batch-size", "2", "--out", str(out))
     assert code == 130 and "--resume" in err
     import json
     assert json.loads((out / "trainer.json").read_text())["step"] == 3

@@ -12,6 +12,8 @@ import pytest
 
 from tests.hub_server import serving, tiny_gpt2
 
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
+
 transformers = pytest.importorskip("transformers")
 
 REPO = "openai-community/gpt2"

@@ -17,13 +17,15 @@ from explorer.core.gpt.model import build_model
 PROMPT = [464, 3290, 286, 262, 1295, 11, 484, 373, 5597, 284, 1560, 502, 13, 887, 314]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["tiny", "gpt2-small"])
 def test_the_parts_add_up_to_the_logit_at_every_position(name):
     model = build_model(preset(name), seed=3)
+    with torch.no_grad():
+        every = model(torch.tensor([PROMPT]))[0]  # (T, vocab): the model's own logits
     for position in range(len(PROMPT)):
         reading = read_position(model, PROMPT, position)
-        with torch.no_grad():
-            logits = model(torch.tensor([PROMPT]))[0, position]
+        logits = every[position]
         target = int(logits.argmax())
         a = attribute(model, reading, target)
         assert a.exact and a.logit == pytest.approx(float(logits[target]), abs=1e-5)

@@ -128,6 +128,7 @@ def test_train_mode_dropout_zeroes_a_share_and_rescales_survivors():
     torch.testing.assert_close(after[~dropped], before[~dropped] / 0.75)
 
 
+@pytest.mark.slow
 def test_two_hundred_captures_leave_no_hooks_and_flat_memory(model):
     def rss():
         with open("/proc/self/statm") as fh:

@@ -51,6 +51,7 @@ def _ids(model, n=12):
     return torch.randint(0, model.config.vocab_size, (2, n))
 
 
+@pytest.mark.slow
 def test_hf_safetensors_folder_matches_transformers(hf_model, tmp_path):
     hf_model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").is_file()

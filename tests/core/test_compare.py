@@ -37,6 +37,7 @@ def test_residual_stream_grows_in_pre_ln_and_stays_at_norm_scale_in_post_ln():
     assert len(pre.top_ids) == len(post.top_ids) == 5
 
 
+@pytest.mark.slow
 def test_gradient_experiment_reproduces_theorem_1_depth_scaling_with_xavier():
     result = gradient_experiment(EXPERIMENT_CONFIG, TEXT_IDS, [6, 24], "xavier", seed=0)
     post, pre = result.last_layer("post"), result.last_layer("pre")

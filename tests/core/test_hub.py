@@ -14,6 +14,8 @@ from explorer.core.base.cancel import Cancelled
 from explorer.core.sources import ModelSpec, load_default_model, open_model
 from tests.hub_server import serving, tiny_gpt2
 
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
+
 transformers = pytest.importorskip("transformers")
 
 REPO = "openai-community/gpt2"

@@ -175,6 +175,7 @@ def test_the_data_file_alone_says_what_to_open(folder):
         load_checkpoint(folder / "model.ckpt.data-00000-of-00001")
 
 
+@pytest.mark.slow
 def test_crc32c_matches_the_standard_and_the_byte_loop():
     assert crc32c(b"123456789") == 0xE3069283  # the published check value of CRC-32C
     rng = np.random.default_rng(1)

@@ -7,11 +7,13 @@ from explorer.core.weights.checkpoints import load_checkpoint
 from explorer.core.experiments.training import (EvalEvent, StepEvent, Trainer, TrainSettings,
                                                 default_text, learning_rate)
 
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
+
 TEXT = default_text()
 
 
 def fast(**changes) -> TrainSettings:
-    base = dict(preset="tiny", max_steps=40, batch_size=8, lr=3e-3, min_lr=3e-4, warmup_steps=5,
+    base = dict(preset="tiny", max_steps=40, batch_size=2, lr=3e-3, min_lr=3e-4, warmup_steps=5,
                 eval_every=20, eval_batches=2, sample_tokens=5, seed=7)
     base.update(changes)
     return TrainSettings(**base)
@@ -119,7 +121,7 @@ def test_bfloat16_learns_what_float32_learns_at_every_evaluation():
     not what is learned: the same losses within noise at the same steps."""
     runs = {}
     for precision in ("float32", "bfloat16"):
-        trainer = Trainer(TEXT, fast(precision=precision, max_steps=24, eval_every=12))
+        trainer = Trainer(TEXT, fast(precision=precision, max_steps=16, eval_every=8))
         assert trainer.bfloat16 == (precision == "bfloat16")
         runs[precision] = [(e.train_loss, e.val_loss) for e in trainer.run()
                            if isinstance(e, EvalEvent)]
@@ -127,7 +129,7 @@ def test_bfloat16_learns_what_float32_learns_at_every_evaluation():
     assert runs["float32"] != runs["bfloat16"]  # the products really ran in bfloat16
     for (t32, v32), (t16, v16) in zip(runs["float32"], runs["bfloat16"]):
         assert t16 == pytest.approx(t32, abs=0.1) and v16 == pytest.approx(v32, abs=0.1)
-    assert runs["bfloat16"][-1][0] < runs["bfloat16"][0][0] - 1.0
+    assert runs["bfloat16"][-1][0] < runs["bfloat16"][0][0] - 0.8  # it learned
 
 
 def test_an_unknown_precision_is_refused():

@@ -1,5 +1,7 @@
 """The app under stress: closing mid-work, out-of-memory loads."""
 
+import pytest
+
 import time
 
 from explorer.core.base import devices
@@ -17,9 +19,11 @@ def test_closing_the_window_during_generation_exits_cleanly(qtbot, make_window):
     assert time.monotonic() - start < 10  # stopped before the next token, not after 1000
 
 
+@pytest.mark.slow
 def test_closing_during_training_exits_cleanly(qtbot, make_window, tmp_path):
     window = make_window()
     window.view("train").preset.setCurrentText("tiny")
+    window.view("train").batch.setValue(2)
     window.view("train").steps.setValue(10_000)
     window.view("train").out_dir.setText(str(tmp_path / "run"))
     window.view("train").start_button.click()

@@ -15,6 +15,8 @@ from explorer.core.weights.checkpoints import CheckpointError, load_checkpoint, 
 from explorer.core.gpt.config import preset
 from explorer.core.gpt.model import build_model
 
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
+
 
 @pytest.fixture
 def tiny_file(tmp_path):

@@ -1,10 +1,14 @@
 """Starting the window where none can open: one line and exit 2, never Qt's abort."""
 
+import pytest
+
 import os
 import subprocess
 import sys
 
 from explorer.ui.base.display import XCB_LIBRARIES, display_problem
+
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
 
 
 def test_without_a_display_the_app_says_so_and_exits_2():

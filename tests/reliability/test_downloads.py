@@ -12,6 +12,8 @@ from explorer.core.base import state
 from explorer.core.base.cancel import Cancelled
 from tests.hub_server import serving, tiny_gpt2
 
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
+
 pytest.importorskip("transformers")
 
 REPO = "openai-community/gpt2"

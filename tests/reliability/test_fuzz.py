@@ -18,6 +18,8 @@ from explorer.core.run.generation import GenerationSettings, pick
 from explorer.core.gpt.model import build_model
 from explorer.core.experiments.training import Trainer
 
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
+
 FUZZ = settings(max_examples=60, deadline=timedelta(seconds=30),  # a hang guard, not a speed test
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])

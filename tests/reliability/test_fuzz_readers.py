@@ -18,6 +18,8 @@ from explorer.core.weights.tf_bundle import BundleError, open_bundle
 from explorer.core.base.validate import MAX_JSON_DEPTH, parse_json
 from tests.reliability.test_fuzz import FUZZ, expect_boundary, json_values
 
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
+
 TF_FOLDER = Path(__file__).resolve().parents[1] / "data" / "openai-tf-tiny"
 
 

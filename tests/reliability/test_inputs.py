@@ -44,7 +44,7 @@ def test_out_of_range_numbers_on_the_command_line(capsys, argv, message):
 
 
 def test_a_small_learning_rate_needs_no_hidden_option(capsys, tmp_path):
-    code, _, err = run(capsys, "train", "--lr", "5e-5", "--steps", "1", "--preset", "tiny",
+    code, _, err = run(capsys, "train", "--lr", "5e-5", "--steps", "1", "--preset", "tiny", "--batch-size", "2",
                        "--out", str(tmp_path / "run"))
     assert code == 0, err
     assert json.loads((tmp_path / "run" / "trainer.json").read_text())["settings"]["min_lr"] == 5e-5
@@ -73,7 +73,7 @@ def test_training_files_that_are_not_what_they_should_be(capsys, tmp_path):
     code, _, err = run(capsys, "train", "--out", str(a_file), "--preset", "tiny", "--steps", "1")
     assert code == 2 and "a file, not a folder for checkpoints" in err
     run_dir = tmp_path / "run"
-    assert run(capsys, "train", "--steps", "1", "--preset", "tiny", "--out", str(run_dir))[0] == 0
+    assert run(capsys, "train", "--steps", "1", "--preset", "tiny", "--batch-size", "2", "--out", str(run_dir))[0] == 0
     state = json.loads((run_dir / "trainer.json").read_text())
     for broken, message in (([1, 2], "a JSON object, not list"),
                             ({"step": 1}, "lacks history, settings"),

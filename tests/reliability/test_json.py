@@ -42,6 +42,7 @@ def test_hostile_intervention_files_end_in_one_line(tmp_path, text, said):
         load_file(path, preset("tiny"))
 
 
+@pytest.mark.slow
 def test_a_fifo_or_a_nested_file_in_the_state_folder_is_set_aside_and_the_app_goes_on(tmp_path):
     state = tmp_path / "state"
     state.mkdir()

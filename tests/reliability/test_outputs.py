@@ -67,25 +67,30 @@ def _cli(*argv, timeout=240):
      "--preset", "tiny", "--csv", "{fifo}"),
     ("inspect", "Every effort", "--preset", "tiny", "--save", "{fifo}"),
     ("inspect", "Every effort", "--preset", "tiny", "--save", "{folder}"),
-    ("train", "--text", "{text}", "--preset", "tiny", "--steps", "2", "--out", "{out}", "--plot", "{fifo}"),
+    ("train", "--text", "{text}", "--preset", "tiny", "--steps", "2", "--batch-size", "2", "--out", "{out}",
+     "--plot", "{fifo}"),
     ("--preset", "tiny", "--screenshot", "{fifo}"),
 ])
-def test_every_writer_refuses_a_fifo_or_a_folder_before_any_work(tmp_path, argv):
+def test_every_writer_refuses_a_fifo_or_a_folder_before_any_work(tmp_path, argv, capsys):
+    """Through the command's own entry point (as `python -m explorer` calls it)."""
+    from explorer.cli import main
     fifo = tmp_path / "target.npz"
     os.mkfifo(fifo)
     (tmp_path / "text.txt").write_text("Every effort moves you. " * 200)
     values = {"fifo": str(fifo), "folder": str(tmp_path), "text": str(tmp_path / "text.txt"),
               "out": str(tmp_path / "run")}
-    result = _cli(*[a.format(**values) for a in argv])
-    assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and re.match(r"gpt-explorer( [\w-]+)?: error: ", lines[0]), result.stderr
+    code = main([a.format(**values) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and re.match(r"gpt-explorer( [\w-]+)?: error: ", lines[0]), err
     assert ("is a FIFO" in lines[0]) or ("is a folder" in lines[0])
     assert not (tmp_path / "run").exists()  # training did not start
     assert sorted(p.name for p in tmp_path.iterdir()) == ["target.npz", "text.txt"]
     assert Path(fifo).exists()
 
 
+@pytest.mark.slow
 def test_a_closed_or_broken_standard_output_never_ends_in_a_traceback(tmp_path):
     py = f"{sys.executable} -m explorer"
     closed = subprocess.run(f'{py} tokenize "Every effort moves you" >&-', shell=True,

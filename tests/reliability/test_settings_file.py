@@ -1,6 +1,8 @@
 """A corrupted or hand-edited settings file: every bad value falls back to its default,
 and the app always starts (it aborted or hung at every launch)."""
 
+import pytest
+
 import os
 
 from PySide6.QtCore import QSettings
@@ -16,6 +18,7 @@ def open_window(qtbot, path):
     return window
 
 
+@pytest.mark.slow
 def test_garbage_values_fall_back_to_their_defaults(qtbot, tmp_path, warnings):
     path = tmp_path / "settings.ini"
     path.write_text(
@@ -42,6 +45,7 @@ def test_garbage_values_fall_back_to_their_defaults(qtbot, tmp_path, warnings):
     window.close()
 
 
+@pytest.mark.slow
 def test_a_remembered_model_that_is_gone_or_a_fifo_starts_the_default(qtbot, tmp_path, warnings):
     fifo = tmp_path / "model.pth"
     os.mkfifo(fifo)

@@ -1,12 +1,16 @@
 """Soak: 300 consecutive runs as the app makes them (a captured prompt pass, then
 generation with per-token capture), in one process."""
 
+import pytest
+
 import gc
 
 from explorer.core.gpt.config import preset
 from explorer.core.run.generation import GenerationSettings
 from explorer.core.gpt.model import build_model
 from explorer.core.run.passes import prompt_then_generate
+
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
 
 
 def rss() -> int:

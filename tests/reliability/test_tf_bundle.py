@@ -59,6 +59,7 @@ def test_a_fifo_in_the_checkpoint_is_refused_without_opening_it(folder, which):
         load_checkpoint(folder)
 
 
+@pytest.mark.slow
 def test_keys_that_grow_by_a_byte_an_entry_are_refused_at_the_key_limit(folder):
     items = [(b"", bw.header_proto())] + [(b"k" * n, b"") for n in range(1, 6000)]
     (folder / "model.ckpt.index").write_bytes(bw.table([items]))

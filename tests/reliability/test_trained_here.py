@@ -2,6 +2,8 @@
 trained GPT-2 is in the cache — for the window, `info` and `generate` in a fresh process —
 and Choose model lists it with its date, loss and path. A stopped run is not."""
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -11,9 +13,11 @@ from explorer.core.base import state
 from explorer.core.experiments.training import StepEvent, Trainer, TrainSettings, default_text
 from explorer.core.sources import load_default_model
 
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
+
 
 def train_tiny(capsys, out, steps="2"):
-    assert main(["train", "--preset", "tiny", "--steps", steps, "--eval-every", "1",
+    assert main(["train", "--preset", "tiny", "--steps", steps, "--eval-every", "1", "--batch-size", "2",
                  "--out", str(out)]) == 0
     capsys.readouterr()
     return out / "model.safetensors"

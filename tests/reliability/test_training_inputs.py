@@ -11,6 +11,8 @@ from explorer.cli import main
 from explorer.core.gpt.tokenizer import encode
 from explorer.core.experiments.train_text import CHUNK_CHARS, default_text, tokens_of
 
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
+
 
 def run(capsys, *argv):
     code = main(list(argv))
@@ -50,7 +52,7 @@ def test_a_checkpoint_folder_that_cannot_be_written_is_refused_first(capsys, whe
 @pytest.fixture
 def a_run(capsys, tmp_path):
     folder = tmp_path / "run"
-    assert run(capsys, "train", "--steps", "2", "--eval-every", "1", "--preset", "tiny",
+    assert run(capsys, "train", "--steps", "2", "--eval-every", "1", "--preset", "tiny", "--batch-size", "2",
                "--out", str(folder))[0] == 0
     return folder, json.loads((folder / "trainer.json").read_text())
 

@@ -34,19 +34,30 @@ _TAG = re.compile(r"<[^>]+>")
 
 class ViewFrame(QStackedWidget):
     """A view in its dock: the view, or, while it would answer an open question, a
-    panel in its place."""
+    panel in its place. The view may come later (``set_content``): a dock's frame
+    exists from the start, its view is built when it is first shown."""
 
-    def __init__(self, content: QWidget, key: str, shows: frozenset[str]) -> None:
+    def __init__(self, content: QWidget | None, key: str, shows: frozenset[str]) -> None:
         super().__init__()
-        self.key, self.shows, self.content = key, frozenset(shows), content
+        self.key, self.shows = key, frozenset(shows)
+        self.content = content or QWidget()  # nothing yet: an empty page
         self.panel = QLabel(TEXT)
         self.panel.setObjectName("learnCover")
         self.panel.setAlignment(Qt.AlignCenter)
         self.panel.setWordWrap(True)
         self.panel.setStyleSheet("QLabel#learnCover { background: #eef1f5; color: #333333; "
                                  "font-size: 11pt; border: 1px dashed #8a8a8a; }")
-        self.addWidget(content)
+        self.addWidget(self.content)
         self.addWidget(self.panel)
+
+    def set_content(self, content: QWidget) -> None:
+        """The view, now that it is built, in place of the empty page."""
+        covered, empty = self.covered, self.content
+        self.content = content
+        self.insertWidget(0, content)
+        self.removeWidget(empty)
+        empty.deleteLater()
+        self.setCurrentWidget(self.panel if covered else content)
 
     @property
     def covered(self) -> bool:
@@ -143,6 +154,10 @@ class Covers(QObject):
 
     def add(self, frame: ViewFrame) -> None:
         self.frames.append(frame)
+        self.refresh(frame)
+
+    def refresh(self, frame: ViewFrame) -> None:
+        """Cover one frame now if an open question needs it (its view just built)."""
         if self.session.covered:
             self._cover(frame)
 

@@ -93,20 +93,17 @@ class MainWindow(QMainWindow):
         return view
 
     def dock(self, key: str) -> QDockWidget:
-        """The dock of view ``key``, its view built now if it was not yet (put away
-        unless the shown workspace has it)."""
+        """The dock of view ``key`` (put away unless the shown workspace has it). Its
+        view is built the first time the dock is shown, or when asked for (``view``)."""
         if key in self.docks:
             return self.docks[key]
         spec = BY_KEY[key]
-        view = self._build(spec)
-        content = view
-        if key != PROMPT:  # in a scroll area: a short dock scrolls the view, never squeezes it
-            content = scrolling(view)
-            content.setObjectName("view")
-        frame = ViewFrame(content, key, spec.shows)
+        frame = ViewFrame(None, key, spec.shows)
         dock = QDockWidget(spec.tab_text, self)
         dock.setObjectName(key)
         dock.setWidget(frame)
+        self.docks[key] = dock
+        self.covers.add(frame)
         if key == PROMPT:  # the graph keeps the height: no title bar over the prompt
             dock.setTitleBarWidget(QWidget())
             self.addDockWidget(Qt.BottomDockWidgetArea, dock)
@@ -114,17 +111,24 @@ class MainWindow(QMainWindow):
             self.addDockWidget(Qt.RightDockWidgetArea, dock)
             if not self.workspaces.has(key):
                 dock.hide()
-        dock.visibilityChanged.connect(view.visibility_changed)  # lazy views redraw when shown
-        self.docks[key] = dock
-        view.restore_settings(self.settings)
-        self.covers.add(frame)
+        dock.visibilityChanged.connect(lambda shown, k=key: shown and self.view(k))
         return dock
 
     def view(self, key: str) -> QWidget:
-        """View ``key`` (built now if it was not yet)."""
-        if key not in self.views:
-            self.dock(key)
-        return self.views[key]
+        """View ``key``, built now if it was not yet (in its dock)."""
+        if key in self.views:
+            return self.views[key]
+        dock = self.dock(key)
+        view = self._build(BY_KEY[key])
+        content = view
+        if key != PROMPT:  # in a scroll area: a short dock scrolls the view, never squeezes it
+            content = scrolling(view)
+            content.setObjectName("view")
+        dock.visibilityChanged.connect(view.visibility_changed)  # lazy views redraw when shown
+        view.restore_settings(self.settings)
+        dock.widget().set_content(content)
+        self.covers.refresh(dock.widget())
+        return view
 
     def show_view(self, key: str) -> None:
         """Show a view and give it the keys: in this workspace if it has it, else in

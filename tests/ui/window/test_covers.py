@@ -111,6 +111,7 @@ def ask(learn, window, prefix: str, key: str):
     raise AssertionError(f"{name} never asked {prefix!r}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["pre", "post"])
 def test_no_widget_shows_a_questions_answer_in_any_workspace(qtbot, make_window, order):
     window = make_window(preset="tiny", norm_position=order)

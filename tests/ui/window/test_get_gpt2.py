@@ -10,6 +10,8 @@ from explorer.core.gpt.model import build_model
 from explorer.ui.window.first_run import SEEN_KEY
 from tests.hub_server import serving, tiny_gpt2
 
+pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
+
 transformers = pytest.importorskip("transformers")
 
 REPO = "openai-community/gpt2"
@@ -95,6 +97,7 @@ def test_a_network_error_is_a_line_in_the_dialog_and_the_model_stays(qtbot, make
     assert dialog.open_folder_button.text() == "Open a GPT-2 folder you have…"
     panel = window.view("train")
     panel.preset.setCurrentText("tiny")
+    panel.batch.setValue(2)  # a small batch: the steps, not their size, are tested
     panel.steps.setValue(2)
     panel.out_dir.setText(str(hf_cache.parent / "run"))
     said = []
@@ -119,6 +122,7 @@ def test_the_banner_offers_three_ways_and_stays_away_after_a_trained_model(qtbot
         "File (.pth, .safetensors, .bin, model.ckpt.index)…"]
     panel = window.view("train")  # a tiny run: the button starts training, not only the tab
     panel.preset.setCurrentText("tiny")
+    panel.batch.setValue(2)  # a small batch: the steps, not their size, are tested
     panel.steps.setValue(3)
     panel.out_dir.setText(str(tmp_path / "run"))
     said = []

@@ -1,7 +1,8 @@
 """Room on a laptop: in a window of 1366×768 and of 1150×700, in every workspace and for
-every one of its tabs, no tab strip scrolls, every visible plot is at least 220 px tall
-and 300 px wide, every text pane shows at least 10 lines (or all it holds), and the whole
-block graph still fits."""
+every one of its tabs (and the tabs inside a view), no tab strip scrolls and no view
+scrolls sideways, every visible plot is at least 220 px tall and 300 px wide and none is
+laid out past its widget, every text pane shows at least 10 lines (or all it holds), and
+the whole block graph still fits."""
 
 import pyqtgraph as pg
 import pytest
@@ -11,6 +12,7 @@ from PySide6.QtWidgets import (QApplication, QPlainTextEdit, QScrollArea, QTabBa
 
 from explorer.ui.views.registry import WORKSPACES
 from tests.ui.conftest import run_and_wait
+from tests.ui.plots.test_fit import overflowing
 from tests.ui.views.shared.test_graph import assert_all_in_view, laptop
 
 PLOT_HEIGHT, PLOT_WIDTH, LINES = 220, 300, 10
@@ -85,11 +87,22 @@ def owner(widget) -> str:
     return widget.objectName() if widget is not None else "the window"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(1366, 768), (1150, 700)])
 def test_every_workspace_gives_every_plot_and_pane_room(qtbot, make_window, size):
     window = make_window()
     laptop(window, *size, banner=True)
     run_and_wait(qtbot, window, max_tokens=60)  # an output of several lines
+    # the jobs that draw plots with data and titles of their own
+    compare = window.view("ln_compare")
+    compare.depths.setText("2, 3")
+    compare.run_button.click()
+    compare._compare()
+    window.view("gradients").run_button.click()
+    window.view("patching").request()
+    qtbot.waitUntil(lambda: compare.result is not None and bool(compare.runs) and window.view(
+        "gradients").report is not None and window.view("patching").sweep is not None,
+        timeout=60_000)
     found, checked = [], []
     for ws in WORKSPACES:
         window.workspaces.show(ws.key)
@@ -102,6 +115,8 @@ def test_every_workspace_gives_every_plot_and_pane_room(qtbot, make_window, size
             before = len(checked)
             for tab in each_inner_tab(window.view(key)):
                 found += [f"{ws.title} ▸ {key}{tab}: {f}" for f in lacking_room(window, checked)]
+                found += [f"{ws.title} ▸ {key}{tab}: cut off: {f}"
+                          for f in overflowing(window.docks[key].widget())]
             assert len(checked) > before, f"{key}: nothing looked at"  # the output pane at least
             assert_all_in_view(window.graph)
     assert not found, "\n".join(dict.fromkeys(found))

@@ -2,6 +2,8 @@
 Post-LN comparison and the logit lens, loading another model clears every view, and the
 status line speaks of the load, not of the last run."""
 
+import pytest
+
 import numpy as np
 
 from explorer.core.sources import ModelSpec
@@ -10,6 +12,7 @@ from tests.ui.conftest import run_and_wait
 from tests.ui.conftest import show
 
 
+@pytest.mark.slow
 def test_loading_another_model_leaves_no_number_of_the_old_one(qtbot, make_window):
     window = make_window()
     session = window.session

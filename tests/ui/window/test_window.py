@@ -158,9 +158,9 @@ def test_a_view_that_cannot_be_built_stops_the_engine_and_says_so(qtbot, tmp_pat
             raise RuntimeError("this view is broken")
 
     from types import SimpleNamespace
-    spec = main_window.BY_KEY["inspector"]  # built at start: Look is the first workspace
+    spec = main_window.BY_KEY["prompt"]  # built with the window: it is in every workspace
     broken = SimpleNamespace(key=spec.key, tab_text=spec.tab_text, shows=spec.shows, cls=Broken)
-    monkeypatch.setattr(main_window, "BY_KEY", {**main_window.BY_KEY, "inspector": broken})
+    monkeypatch.setattr(main_window, "BY_KEY", {**main_window.BY_KEY, "prompt": broken})
     with pytest.raises(RuntimeError, match="broken"):
         MainWindow(ModelSpec(preset="tiny"), QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat))
     import shiboken6
@@ -175,6 +175,7 @@ def test_the_inspector_draws_only_while_its_tab_is_in_front(qtbot, make_window):
     window.docks["gelu"].raise_()
     qtbot.waitUntil(lambda: window.front_dock() is window.docks["gelu"], timeout=5_000)
     run_and_wait(qtbot, window, max_tokens=1)
+    qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=10_000)  # every view told
     inspector = window.view("inspector")
     assert inspector._stale and "shape" not in inspector.title.text()
     window.docks["inspector"].raise_()

@@ -17,17 +17,27 @@ def shown_docks(window) -> set[str]:
     return {k for k, d in window.docks.items() if d.isVisible()}
 
 
-def test_only_the_first_workspace_is_built_and_each_is_built_when_first_shown(qtbot, make_window):
+def test_a_view_is_built_when_it_is_first_shown(qtbot, make_window):
+    """At start the graph, the prompt and the first workspace's front tab; every other
+    view when its tab first comes to the front (or something asks for it)."""
     window = make_window()
-    assert set(window.views) == {"graph", "prompt"} | LOOK
+    assert set(window.views) == {"graph", "prompt", "inspector"}
     assert shown_docks(window) == {"prompt"} | LOOK and window.graph.isVisible()
+    window.docks["gelu"].raise_()  # a click on its tab
+    qtbot.waitUntil(lambda: "gelu" in window.views, timeout=5_000)
+    assert window.view("gelu").isVisible() and "attention" not in window.views
     for ws in WORKSPACES[1:]:
         before = set(window.views)
         window.workspaces.show(ws.key)
-        own = {s.key for s in in_workspace(ws.key)}
-        assert set(window.views) == before | own  # its views, now
-        assert shown_docks(window) == {"prompt"} | own and window.graph.isVisible()
+        own = [s.key for s in in_workspace(ws.key)]
+        qtbot.waitUntil(lambda: own[0] in window.views, timeout=5_000)
+        assert set(window.views) == before | {own[0]}  # its front tab only
+        assert shown_docks(window) == {"prompt"} | set(own) and window.graph.isVisible()
         assert window.workspaces.bar.tabText(window.workspaces.bar.currentIndex()) == ws.title
+    for spec in VIEWS:  # the rest as they are asked for, each in its own dock
+        view = window.view(spec.key)
+        if spec.key not in ("graph", "prompt"):
+            assert window.docks[spec.key].widget().content.widget() is view
     assert set(window.views) == {s.key for s in VIEWS}
 
 

@@ -119,7 +119,8 @@ class DistributionsView(LazyRefresh, QWidget):
         """The residual stream's std after each add, block by block."""
         self.resid_plot = plot_widget()
         count_axis(self.resid_plot.getPlotItem(), "bottom", first=1)
-        self.resid_plot.setLabel("bottom", "block: the residual stream after each of its two adds")
+        self.resid_plot.setLabel("bottom", "block (after each of its adds)")
+        self.resid_plot.setToolTip("The residual stream's std after each of the block's two adds")
         self.resid_plot.setLabel("left", "std")
         self.resid_plot.getAxis("left").setWidth(60)
         self.resid_plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
@@ -224,7 +225,9 @@ class DistributionsView(LazyRefresh, QWidget):
         name = self.stat_box.currentText()
         scale = f"log10 |{name}|" if stat != "kurtosis" else name
         set_label(self.color_bar, "left", scale)
-        set_title(plot, f"{name} per node and block; click a cell", size=SMALL_TITLE)
+        set_title(plot, f"{name}, node × block", size=SMALL_TITLE)
+        self.table_plot.setToolTip(f"{name} of every node in every block: click a cell to "
+                                   "select that node")
         self.table_plot.autoRange()
 
     def row_label_step(self) -> int:

@@ -9,12 +9,14 @@ from tests.ui.conftest import show
 def start_training(window, steps, out):
     panel = window.view("train")
     panel.preset.setCurrentText("tiny")
+    panel.batch.setValue(2)  # a small batch: the steps, not their size, are tested
     panel.steps.setValue(steps)
     panel.out_dir.setText(str(out))
     panel.start_button.click()
     return panel
 
 
+@pytest.mark.slow
 def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_window, tmp_path):
     window = make_window()
     panel = start_training(window, 6, tmp_path / "run")
@@ -41,6 +43,7 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
     assert window.prompt.generate_button.isEnabled()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["Stop", "Esc"])
 def test_stopping_training_saves_a_checkpoint(qtbot, make_window, tmp_path, how):
     window = make_window()

@@ -57,6 +57,7 @@ def test_learn_mode_asks_nothing_before_a_pass(qtbot, make_window):
     assert not window.session.covered
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("position", ["pre", "post"])
 def test_every_nodes_shape_answer_is_the_inspectors_shape(qtbot, make_window, tmp_path, position):
     """For every node of a Pre-LN and a Post-LN model: the shape question's answer is
@@ -70,10 +71,13 @@ def test_every_nodes_shape_answer_is_the_inspectors_shape(qtbot, make_window, tm
     window = make_window(preset=None, checkpoint=str(path))
     run_and_wait(qtbot, window, max_tokens=1)
     window.session.show_step(None)
+    window.workspaces.show("learn")
+    window.workspaces.open_here("inspector")  # the inspector beside the questions
     learn = window.view("learn")
     learn.enabled.setChecked(True)
     for name in all_hook_names(window.session.model.config):
         window.session.set_node(name)
+        assert window.workspaces.current == "learn"
         for _ in range(4):  # the shape question comes round within a node's questions
             if learn.question.text.startswith("What shape"):
                 break

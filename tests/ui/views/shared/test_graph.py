@@ -146,6 +146,7 @@ def graph_for(qtbot, cfg, tokens, size, layer=0, expand=True):
 # ------------------------------------------------------------------ the tests
 @pytest.mark.parametrize("width,height,banner", [(1366, 768, True), (1150, 700, True),
                                                  (1150, 700, False)])
+@pytest.mark.slow
 def test_the_whole_block_fits_a_laptop_window(qtbot, make_window, tmp_path, width, height, banner):
     """In the real window (default docks, the first-run banner showing), then on the
     same area with the shapes of gpt2-small and gpt2-xl at a full 1024-token context."""
