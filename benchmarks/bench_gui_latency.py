@@ -13,9 +13,10 @@ over 50 ms. Two probes, every 5 ms:
 
     python benchmarks/bench_gui_latency.py [--preset gpt2-small] [--tab attention]
 
---tab brings a right-hand tab to the front first (attention, gelu, distributions, lens,
-explanation, ln_compare, ...: the main window's attribute), so its redraw is measured
-too; by default the tensor inspector is in front.
+--tab shows a view first (its key: attention, gelu, distributions, lens, explain,
+ln_compare, ...), in its workspace, so its redraw is measured too; by default the tensor
+inspector (Look) is in front. The last phase visits every workspace and every tab for the
+first time, each view built as it is first shown.
 """
 
 from __future__ import annotations
@@ -102,24 +103,35 @@ class Probe:
         self.writer.wait()
 
 
-def drag_temperature(window, app) -> None:
-    """The Sampling tab in front and its temperature slider moved one notch every 20 ms,
-    back and forth, as a hand dragging it (each move reshapes and redraws)."""
-    window.docks["sampling"].raise_()
-    app.processEvents()
-    slider = window.view("sampling").temperature
-    window._drags, direction = 0, [1]
+class Drag:
+    """The Sampling tab in front (Play) and its temperature slider moved one notch every
+    20 ms, back and forth, as a hand dragging it (each move reshapes and redraws)."""
 
-    def move() -> None:
-        if not slider.minimum() < slider.value() + direction[0] < slider.maximum():
-            direction[0] = -direction[0]
-        slider.setValue(slider.value() + 5 * direction[0])
-        window._drags += 1
+    def __init__(self, window, app) -> None:
+        self.slider = window.view("sampling").temperature
+        self.moves, self.direction = 0, 1
+        self.timer = QTimer(interval=20)
+        self.timer.timeout.connect(self.move)
+        self.timer.start()
 
-    window._dragging = QTimer()
-    window._dragging.setInterval(20)
-    window._dragging.timeout.connect(move)
-    window._dragging.start()
+    def move(self) -> None:
+        slider = self.slider
+        if not slider.minimum() < slider.value() + self.direction < slider.maximum():
+            self.direction = -self.direction
+        slider.setValue(slider.value() + 5 * self.direction)
+        self.moves += 1
+
+
+def visit_every_tab(window, wait) -> None:
+    """Each workspace, then each of its tabs, for the first time: the views built as the
+    user first shows them."""
+    from explorer.ui.views.registry import WORKSPACES, in_workspace
+    for ws in WORKSPACES:
+        window.workspaces.show(ws.key)
+        for spec in in_workspace(ws.key):
+            window.show_view(spec.key)
+            pause = time.perf_counter()
+            wait(lambda: time.perf_counter() - pause > 0.15)
 
 
 def main() -> int:
@@ -148,10 +160,10 @@ def main() -> int:
                                  finished=done.append)
             wait(lambda: bool(done))
         if args.tab:
-            shown = [d for d in window.docks.values() if d.widget() is getattr(window, args.tab, None)]
-            if not shown:
-                raise SystemExit(f"no tab {args.tab!r}")
-            shown[0].raise_()
+            from explorer.ui.views.registry import BY_KEY
+            if args.tab not in BY_KEY:
+                raise SystemExit(f"no view {args.tab!r}; one of {', '.join(BY_KEY)}")
+            window.show_view(args.tab)
             app.processEvents()
         text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:6000]
         window.prompt.prompt.setPlainText(text)  # over 1024 tokens: cropped to the context
@@ -168,13 +180,19 @@ def main() -> int:
         window.prompt.request_run()
         wait(lambda: not window.running)
         phases[f"prompt + {args.new_tokens} generated tokens"] = probe.take()
-        drag_temperature(window, app)  # the Sampling tab in front, its slider moving
+        window.show_view("sampling")  # Play, built and drawn before the phase begins
+        pause = time.perf_counter()
+        wait(lambda: time.perf_counter() - pause > 1.0)
+        drag = Drag(window, app)  # the Sampling tab in front, its slider moving
         probe.take()
         window.prompt.request_run()
         wait(lambda: not window.running)
-        window._dragging.stop()
+        drag.timer.stop()
         phases["same, dragging temperature"] = probe.take()
-        print(f"the sampling view reshaped {window._drags} times while dragging")
+        print(f"the sampling view reshaped {drag.moves} times while dragging")
+        probe.take()
+        visit_every_tab(window, wait)
+        phases["every tab shown the first time"] = probe.take()
         print(f"generated: {len(window.session.steps)} tokens; {window.status_text.text()}")
         window.close()
     probe.close()

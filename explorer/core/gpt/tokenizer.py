@@ -53,6 +53,11 @@ def get_encoding() -> tiktoken.Encoding:
     )
 
 
+def tokenizer_ready() -> bool:
+    """Whether the vocabulary is loaded (its first use reads and checks 1 MB: ~0.2 s)."""
+    return get_encoding.cache_info().currsize > 0
+
+
 def encode(text: str, allow_special: bool = True) -> list[int]:
     """Token ids for ``text``. With ``allow_special`` the literal ``<|endoftext|>`` becomes
     id 50256 (as the book does); otherwise it is tokenized as ordinary text."""

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.ma  # noqa: F401 (numpy loads it at the first quantile: 20 ms, then on the GUI thread)
 import torch
 
 from .generation import tokenizer_logits

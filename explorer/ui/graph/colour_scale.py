@@ -29,8 +29,7 @@ class ColourScale(QHBoxLayout):
         self.legend.setStyleSheet("color: #444444")
         self.lo, self.hi, self.zero_note = QLabel(), QLabel(), QLabel()
         self.zero_note.setStyleSheet("color: #444444")
-        self.bar = QLabel()
-        self.bar.setPixmap(colour_bar_pixmap(90, 12))
+        self.bar = QLabel()  # its picture drawn when first shown
         self.addWidget(self.strip.caption)
         self.addWidget(self.strip, 1)
         for w in (self.legend, self.lo, self.bar, self.hi, self.zero_note):
@@ -38,6 +37,8 @@ class ColourScale(QHBoxLayout):
         self.show_ends(False)
 
     def show_ends(self, shown: bool) -> None:
+        if shown and self.bar.pixmap().isNull():
+            self.bar.setPixmap(colour_bar_pixmap(90, 12))
         for w in (self.lo, self.bar, self.hi):
             w.setVisible(shown)
 

@@ -5,21 +5,20 @@ its part of the explained logit (the Why view's answer), on a diverging scale ar
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
 from ...core.gpt.nodes import eval_chain
 from ...core.gpt.tokenizer import token_piece
+from .graph_colours import colour_map
 
 CONTRIBUTION = "part of the logit (Why)"
-_DIVERGING = pg.colormap.get("CET-D1")
 NEUTRAL = QColor("#ffffff")  # not a branch: apart from the scale's light grey 0
 
 
 def diverging(value: float, top: float) -> QColor:
     """Blue below 0, white-ish at 0, red above, saturated at ±top."""
     t = 0.5 + 0.5 * max(-1.0, min(1.0, value / top)) if top > 0 else 0.5
-    return _DIVERGING.map(t, mode="qcolor")
+    return colour_map("CET-D1").map(t, mode="qcolor")
 
 
 def node_parts(why) -> dict[str, float]:

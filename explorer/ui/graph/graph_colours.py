@@ -1,17 +1,23 @@
-"""The block graph's colour scale (viridis, dark = smallest), shared by the graph, its
-legend bar and the layer strip."""
+"""The block graph's colour scales (viridis, dark = smallest; a diverging one around 0),
+shared by the graph, its legend bar and the layer strip. pyqtgraph, which holds them, is
+imported at their first use: the window paints its graph before any colour is needed."""
 
 from __future__ import annotations
 
-import pyqtgraph as pg
+import functools
+
 from PySide6.QtGui import QColor, QImage, QPixmap
 
-_CMAP = pg.colormap.get("viridis")
+
+@functools.lru_cache(maxsize=None)
+def colour_map(name: str):
+    import pyqtgraph as pg
+    return pg.colormap.get(name)
 
 
 def colour(t: float) -> QColor:
     """viridis at t in [0, 1]."""
-    return _CMAP.map(max(0.0, min(1.0, t)), mode="qcolor")
+    return colour_map("viridis").map(max(0.0, min(1.0, t)), mode="qcolor")
 
 
 def colour_bar_pixmap(width: int, height: int) -> QPixmap:

@@ -162,6 +162,9 @@ class Covers(QObject):
             self._cover(frame)
 
     def apply(self) -> None:
+        """A question opened or closed: the views that show its kinds covered at once;
+        the texts looked at a loop turn later, once every view (the graph first) has
+        masked or redrawn what the question changed."""
         facts = self.session.covered
         if not facts:
             self._look.stop()
@@ -169,7 +172,8 @@ class Covers(QObject):
                 frame.set_covered(False)
             return
         for frame in self.frames:
-            self._cover(frame)
+            self._cover(frame, texts=False)
+        QTimer.singleShot(0, self.look)
         self._look.start()
 
     def look(self) -> None:
@@ -179,11 +183,12 @@ class Covers(QObject):
                 if not frame.covered:
                     self._cover(frame)
 
-    def _cover(self, frame: ViewFrame) -> None:
+    def _cover(self, frame: ViewFrame, texts: bool = True) -> None:
         facts = self.session.covered
         if frame.key == facts.asker:
             frame.set_covered(False)
             return
-        shown = bool(frame.shows & facts.kinds) or shows_fact(frame.content, facts) is not None
+        shown = bool(frame.shows & facts.kinds) or (
+            texts and shows_fact(frame.content, facts) is not None)
         frame.set_covered(shown, GAME_TEXT if PREDICTION in facts.kinds and facts.asker == "game"
                           else TEXT)

@@ -42,6 +42,8 @@ class MainWindow(QMainWindow):
         self.warn = QMessageBox.warning  # replaced where no one can click a dialog away
         self.stuck = False  # a job that did not stop when the window closed
         self._placed = False  # fitted to its screen once its frame is known
+        self._painted = False  # the first paint: the docks' views are built after it
+        self._unbuilt: list[str] = []  # docks shown before it
         # a core left to the window, the GIL handed over after 1 ms: keys stay prompt
         torch.set_num_threads(max(1, usable_cores() - 1))
         sys.setswitchinterval(0.001)
@@ -111,8 +113,22 @@ class MainWindow(QMainWindow):
             self.addDockWidget(Qt.RightDockWidgetArea, dock)
             if not self.workspaces.has(key):
                 dock.hide()
-        dock.visibilityChanged.connect(lambda shown, k=key: shown and self.view(k))
+        dock.visibilityChanged.connect(lambda shown, k=key: shown and self._build_soon(k))
         return dock
+
+    def _build_soon(self, key: str) -> None:
+        """A dock just shown: its view built a loop turn later, after the window's first
+        paint (the window, or the tab, is on screen before the view is made)."""
+        if self._painted:
+            QTimer.singleShot(0, lambda: self.view(key))
+        else:
+            self._unbuilt.append(key)
+
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        super().paintEvent(event)
+        if not self._painted:
+            self._painted = True
+            QTimer.singleShot(0, lambda: [self.view(k) for k in self._unbuilt])
 
     def view(self, key: str) -> QWidget:
         """View ``key``, built now if it was not yet (in its dock)."""

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QAbstractButton, QComboBox, QGraphicsSimpleTextIt
                                QPlainTextEdit, QTableWidget, QTextEdit, QWidget)
 
 from explorer.core.gpt.nodes import block_hook_name
+from explorer.core.lessons.facts import ORDER
 from explorer.core.gpt.tokenizer import token_piece, visible
 from explorer.ui.views.registry import WORKSPACES
 from explorer.ui.widgets.cover import ViewFrame
@@ -129,6 +130,11 @@ def test_no_widget_shows_a_questions_answer_in_any_workspace(qtbot, make_window,
             window.covers.look()
             found += [f"{ws.title} ▸ {leak}" for leak in leaks(window, "learn", forms)]
         assert not found, f"{question.text} {sorted(forms)}:\n" + "\n".join(found)
+        # and no more than that: the graph (masked, not covered, unless the order is the
+        # question) and the prompt stay in view
+        graph_frame = window.central.graph
+        assert graph_frame.covered == (ORDER in question.hides), question.text
+        assert not window.docks["prompt"].widget().covered, question.text
         learn.answer(question.answer)  # answered: every view back
         assert not window.session.covered
         assert not any(f.covered for f in window.findChildren(ViewFrame))

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton,
                                QSplitter, QVBoxLayout, QWidget)
@@ -134,8 +134,9 @@ class DistributionsView(LazyRefresh, QWidget):
         info = self.session.model
         if info is None:
             return
-        if self._order != info.config.norm_position:
-            self._build_small(info.config.norm_position)
+        building = []
+        if self._order != info.config.norm_position:  # the plots first, a turn each
+            building = self._build_small(info.config.norm_position)
         current, mode = self.session.current, self.mode()
         if current is None or (self._cache and next(iter(self._cache))[0] != id(current)):
             self._cache.clear()  # the histograms of another pass
@@ -147,7 +148,8 @@ class DistributionsView(LazyRefresh, QWidget):
         # values), then every small plot in one turn: they share one scene, and a turn
         # each would repaint all of them eleven times
         big = [partial(self.histogram, key) for key in self.small_hists if self._big(key)]
-        self._parts.run(big + [self.refresh_small, self.refresh_table, self.refresh_residual])
+        self._parts.run(building + big + [self.refresh_small, self.refresh_table,
+                                          self.refresh_residual])
 
     def busy(self) -> bool:
         """Whether parts of the last redraw are still to be drawn."""
@@ -156,23 +158,29 @@ class DistributionsView(LazyRefresh, QWidget):
     def mode(self) -> str:
         return RANGES[self.range_box.currentText()]
 
-    def _build_small(self, norm_position: str) -> None:
-        """One plot per block node, created once per node order and then only updated."""
+    def _build_small(self, norm_position: str) -> list:
+        """One plot per block node, created once per node order and then only updated:
+        the steps that make them, to run a loop turn each (~25 ms a plot)."""
         self.small.clear()
         self.small_plots.clear()
         self.small_hists.clear()
         self._labels.clear()
         self.small.addItem(self.header, row=0, col=0, colspan=COLUMNS)
-        nodes = [n for n in block_nodes(norm_position) if n.kind != "pattern"]
-        for i, node in enumerate(nodes):
-            plot = add_plot(self.small, row=1 + i // COLUMNS, col=i % COLUMNS)
-            plot.setMouseEnabled(x=False, y=False)
-            plot.hideAxis("left")
-            self.small_plots[node.key] = plot
-            self.small_hists[node.key] = HistogramPlot(plot, compact=True)
-            self._labels[node.key] = node.label
         self.small.ci.layout.setRowFixedHeight(0, 22)
         self._order = norm_position
+        nodes = [n for n in block_nodes(norm_position) if n.kind != "pattern"]
+        return [partial(self._add_small, i, node) for i, node in enumerate(nodes)]
+
+    def _add_small(self, i: int, node) -> None:
+        plot = add_plot(self.small, row=1 + i // COLUMNS, col=i % COLUMNS)
+        plot.setMouseEnabled(x=False, y=False)
+        plot.hideAxis("left")
+        self.small_plots[node.key] = plot
+        self.small_hists[node.key] = HistogramPlot(plot, compact=True)
+        self._labels[node.key] = node.label
+        # a plot added after the widget was sized makes the layout shrink its scene to
+        # its own hint: the scene is the widget's size again, as on a resize
+        self.small.ci.setGeometry(QRectF(0, 0, self.small.width(), self.small.height()))
 
     def histogram(self, key: str) -> ValueHistogram | None:
         """The shown pass's histogram of this layer's node (None: not captured)."""

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, Q
 
 from ....core.run.batch import MAX_BATCH, split_prompts
 from ....core.run.generation import GenerationSettings, prepare_prompt
-from ....core.gpt.tokenizer import encode, token_piece, visible
+from ....core.gpt.tokenizer import encode, token_piece, tokenizer_ready, visible
 from ...widgets.branch_box import BranchBox
 from ...widgets.generation_box import GenerationBox, flag
 from ...widgets.token_chips import CHIP_COLOURS, batch_chips_html, chips_html
@@ -45,7 +45,10 @@ class PromptPanel(ViewHooks, QWidget):
         self._buttons()
         self._lay_out()
         self._connect(session)
-        self.update_chips()
+        if tokenizer_ready():  # else the engine reads the vocabulary with the model: the
+            self.update_chips()  # chips come with modelChanged, the window painted first
+        else:
+            self.token_count.setText("Reading GPT-2's vocabulary…")
         self.update_output()  # a panel made after a run shows it
 
     def _prompt_widgets(self) -> None:

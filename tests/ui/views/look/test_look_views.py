@@ -136,7 +136,9 @@ def test_the_default_layout_fits_the_screen_and_gives_histograms_room(qtbot, mak
     window._default_dock_sizes()
     run_and_wait(qtbot, window, max_tokens=1)
     view = show(qtbot, window, "Distributions")
-    qtbot.wait(50)
+    # its small plots are made a loop turn each, then drawn
+    qtbot.waitUntil(lambda: len(view.small_plots) >= 6 and not view.busy(), timeout=10_000)
+    qtbot.wait(100)
     area = view.findChild(QScrollArea)
     assert area.verticalScrollBar().value() == 0
     viewport = area.viewport()
