@@ -34,3 +34,15 @@ def test_every_workspace_has_a_laptop_screenshot_and_every_link_resolves():
     for target in re.findall(r"\]\(([^)#:]+)\)", README):  # local links and pictures
         assert (ROOT / target).exists(), target
     assert len(README.splitlines()) < 400
+
+
+def test_every_picture_and_link_in_the_docs_resolves_and_every_picture_is_used():
+    used = set()
+    for doc in (ROOT / "docs").glob("*.md"):
+        text = doc.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#:]+)\)", text):
+            assert (doc.parent / target).exists(), f"{doc.name}: {target}"
+            used.add((doc.parent / target).resolve())
+    used |= {(ROOT / t).resolve() for t in re.findall(r"\]\(([^)#:]+)\)", README)}
+    unused = [p.name for p in (ROOT / "docs").glob("*.png") if p.resolve() not in used]
+    assert not unused, f"pictures no document shows: {unused}"
