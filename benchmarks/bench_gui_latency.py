@@ -1,5 +1,6 @@
-"""GUI responsiveness: how late the GUI thread's event loop runs while the app loads
-gpt2-small, runs a 1024-token prompt, generates 64 tokens, and generates them again while
+"""GUI responsiveness: how late the GUI thread's event loop runs once the window is shown
+(its first views built, the vocabulary read and pyqtgraph imported on a thread, gpt2-small
+loading), runs a 1024-token prompt, generates 64 tokens, and generates them again while
 the Sampling tab's temperature slider is dragged. Budget (DESIGN.md): no GUI-thread slot
 over 50 ms. Two probes, every 5 ms:
 
@@ -148,10 +149,13 @@ def main() -> int:
     wait = waiter(app)
 
     with tempfile.TemporaryDirectory() as tmp:
-        window = open_window(args.preset, tmp)
         start = time.perf_counter()
-        wait(lambda: time.perf_counter() - start > 1.0)
-        phases = {"window start-up (first paint)": probe.take()}
+        window = open_window(args.preset, tmp)  # built and shown: bench_first_paint's part
+        built = time.perf_counter() - start
+        probe.take()
+        start = time.perf_counter()
+        wait(lambda: time.perf_counter() - start > 1.5)
+        phases = {"start-up, once shown (1.5 s)": probe.take()}
         wait(lambda: window.session.model is not None)
         phases["model load"] = probe.take()
         if args.threads:
@@ -197,12 +201,16 @@ def main() -> int:
         window.close()
     probe.close()
     print(f"machine: {machine_line()}")
+    print(f"window built and shown in {1000 * built:.0f} ms (before the probes' first turn)")
     tab = f", {args.tab} tab in front" if args.tab else ""
     print(f"GUI event-loop lateness with {args.preset}{tab} (probes every {PERIOD_MS} ms; "
           "budget 50 ms):")
-    print(f"  {'':32s} {'input probe':>25s}   {'timer probe':>25s}")
+    print(f"  {'':34s} {'input probe':>25s}   {'timer probe':>25s}")
     for name, (inp, tim) in phases.items():
-        print(f"  {name:32s} max {inp.max():6.1f} ms  p99 {np.percentile(inp, 99):5.1f} ms   "
+        if not len(inp) or not len(tim):  # over before a probe came
+            print(f"  {name:34s} (no probe in this phase)")
+            continue
+        print(f"  {name:34s} max {inp.max():6.1f} ms  p99 {np.percentile(inp, 99):5.1f} ms   "
               f"max {tim.max():6.1f} ms  p99 {np.percentile(tim, 99):5.1f} ms")
     return 0
 

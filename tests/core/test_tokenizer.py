@@ -50,11 +50,11 @@ def test_incremental_decoder_holds_back_split_characters():
 
 def test_vocabulary_is_not_cached_in_temp_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))
-    get_encoding.cache_clear()
+    tokenizer._encoding.cache_clear()
     try:
         assert encode("Hello world") == [15496, 995]
     finally:
-        get_encoding.cache_clear()
+        tokenizer._encoding.cache_clear()
     assert not (tmp_path / "cache").exists()
 
 
@@ -62,9 +62,35 @@ def test_damaged_vocabulary_is_refused(tmp_path, monkeypatch):
     bad = tmp_path / "gpt2.tiktoken"
     bad.write_bytes(b"SGVsbG8= 0\n")
     monkeypatch.setattr(tokenizer, "resource_path", lambda name: bad)
-    get_encoding.cache_clear()
+    tokenizer._encoding.cache_clear()
     try:
         with pytest.raises(ValueError, match="sha256"):
             get_encoding()
     finally:
-        get_encoding.cache_clear()
+        tokenizer._encoding.cache_clear()
+
+
+def test_two_threads_read_the_vocabulary_once(monkeypatch):
+    """The window reads it on a thread while the engine may ask for it with the model:
+    one reads, the other waits for the same encoding."""
+    import threading
+    reads = []
+    real = tokenizer._load_ranks
+
+    def counted():
+        reads.append(threading.current_thread().name)
+        return real()
+    monkeypatch.setattr(tokenizer, "_load_ranks", counted)
+    tokenizer._encoding.cache_clear()
+    got = []
+    try:
+        threads = [threading.Thread(target=lambda: got.append(get_encoding())) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        tokenizer._encoding.cache_clear()
+    assert len(reads) == 1 and len(got) == 3
+    assert got[0] is got[1] is got[2]
+    assert got[0].encode("Hello world") == [15496, 995]

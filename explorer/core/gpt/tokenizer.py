@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import threading
 
 import tiktoken
 
@@ -41,9 +42,17 @@ def _load_ranks() -> dict[bytes, int]:
     return ranks
 
 
-@functools.lru_cache(maxsize=1)
+_reading = threading.Lock()  # one thread reads the vocabulary; the others wait for it
+
+
 def get_encoding() -> tiktoken.Encoding:
     """The GPT-2 encoding (50,257 ids; ``<|endoftext|>`` = 50256)."""
+    with _reading:
+        return _encoding()
+
+
+@functools.lru_cache(maxsize=1)
+def _encoding() -> tiktoken.Encoding:
     return tiktoken.Encoding(
         name="gpt2",
         pat_str=_GPT2_PATTERN,
@@ -55,7 +64,7 @@ def get_encoding() -> tiktoken.Encoding:
 
 def tokenizer_ready() -> bool:
     """Whether the vocabulary is loaded (its first use reads and checks 1 MB: ~0.2 s)."""
-    return get_encoding.cache_info().currsize > 0
+    return _encoding.cache_info().currsize > 0
 
 
 def encode(text: str, allow_special: bool = True) -> list[int]:

@@ -8,9 +8,12 @@ import functools
 
 from PySide6.QtGui import QColor, QImage, QPixmap
 
+from ..base import preload
+
 
 @functools.lru_cache(maxsize=None)
 def colour_map(name: str):
+    preload.wait()  # pyqtgraph may be importing on its thread
     import pyqtgraph as pg
     return pg.colormap.get(name)
 

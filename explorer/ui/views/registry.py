@@ -14,6 +14,7 @@ import importlib
 from dataclasses import dataclass
 
 from ...core.lessons.facts import ORDER, PREDICTION, SHAPES, VALUES
+from ..base import preload
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,9 @@ class ViewSpec:
 
     @property
     def cls(self) -> type:
-        """The view's class (its module imported now, once)."""
+        """The view's class (its module imported now, once, after the plotting library's
+        import on its thread has ended)."""
+        preload.wait()
         return getattr(importlib.import_module(self.module), self.cls_name.split(":")[1])
 
 

@@ -10,6 +10,8 @@ from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHBoxLayout, QLabel, Q
                                QPushButton, QRubberBand, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
+from ..base import preload
+
 EXTRA_KEYS = (("Up / Down (in the block graph)", "the previous or the next block"),
               ("Click a node", "inspect it in every view"))
 
@@ -142,6 +144,7 @@ def tour_steps(window) -> list[tuple]:
 def about(parent) -> None:
     """Help ▸ About: the version and the libraries it runs on."""
     import PySide6
+    preload.wait()  # pyqtgraph may be importing on its thread
     import pyqtgraph
     import tiktoken
     import torch

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
 from ...core.base.devices import usable_cores
 from ...core.gpt.config import PRESETS
 from ...core.sources import ModelSpec
+from ..base import preload
 from ..base.engine import Engine
 from ..base.jobs import JobRunner
 from ..base.session import Session
@@ -119,16 +120,26 @@ class MainWindow(QMainWindow):
     def _build_soon(self, key: str) -> None:
         """A dock just shown: its view built a loop turn later, after the window's first
         paint (the window, or the tab, is on screen before the view is made)."""
-        if self._painted:
+        if self._painted and not preload.busy():
             QTimer.singleShot(0, lambda: self.view(key))
         else:
             self._unbuilt.append(key)
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt name)
         super().paintEvent(event)
-        if not self._painted:
+        if not self._painted:  # on screen: the plotting library imported on a thread
             self._painted = True
-            QTimer.singleShot(0, lambda: [self.view(k) for k in self._unbuilt])
+            preload.start()
+            self._build_waiting()
+
+    def _build_waiting(self) -> None:
+        """The views shown before the first paint, one a loop turn, once the plotting
+        library is imported (the window answers meanwhile)."""
+        if preload.busy():
+            QTimer.singleShot(20, self._build_waiting)
+        elif self._unbuilt:
+            self.view(self._unbuilt.pop(0))
+            QTimer.singleShot(0, self._build_waiting)
 
     def view(self, key: str) -> QWidget:
         """View ``key``, built now if it was not yet (in its dock)."""

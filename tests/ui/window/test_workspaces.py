@@ -3,6 +3,7 @@ View menu as a submenu each; a workspace's views built the first time it is show
 layout kept when the user leaves it and across launches; Reset layout for the shown one;
 any view opened as a dock in any workspace; the graph and the prompt in every one."""
 
+import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 
@@ -108,3 +109,51 @@ def test_any_view_opens_as_a_dock_in_any_workspace(qtbot, make_window):
     window.workspaces.show("play")  # its own workspace still has it
     assert window.docks["sampling"].isVisible()
     QApplication.processEvents()
+
+
+START_UP = r"""
+import json, sys, tempfile, time
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from explorer.core.sources import ModelSpec
+from explorer.ui.base import preload
+from explorer.ui.window.main_window import MainWindow
+import explorer.core.gpt.tokenizer as tokenizer
+seen = {}
+class Window(MainWindow):
+    def paintEvent(self, event):
+        if not seen:  # what was loaded when the window first painted
+            seen.update(pyqtgraph="pyqtgraph" in sys.modules, vocabulary=tokenizer.tokenizer_ready(),
+                        views=sorted(self.views))
+        super().paintEvent(event)
+w = Window(ModelSpec(preset="tiny"), QSettings(tempfile.mktemp(suffix=".ini"), QSettings.IniFormat))
+w.show()
+end = time.monotonic() + 60
+while ("inspector" not in w.views or w.session.model is None) and time.monotonic() < end:
+    app.processEvents(); time.sleep(0.005)
+seen.update(thread=preload._thread is not None and not preload.busy(), built=sorted(w.views),
+            chips=w.prompt.token_ids, pyqtgraph_after="pyqtgraph" in sys.modules)
+print(json.dumps(seen))
+w.close()
+"""
+
+
+@pytest.mark.slow  # a fresh process
+def test_the_window_paints_before_plotting_and_the_vocabulary_are_loaded():
+    """A fresh process: the graph and the prompt are painted before pyqtgraph is imported
+    or GPT-2's vocabulary read; a thread does both, then the inspector is built and the
+    prompt's chips show its token ids."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    out = subprocess.run([sys.executable, "-c", START_UP], capture_output=True, text=True,
+                         env=env, timeout=240, check=True).stdout
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["pyqtgraph"] is False and seen["vocabulary"] is False
+    assert seen["views"] == ["graph", "prompt"]
+    assert seen["thread"] and seen["pyqtgraph_after"]
+    assert seen["built"] == ["graph", "inspector", "prompt"]
+    assert seen["chips"] == [6109, 3626, 6100, 345]  # "Every effort moves you"

@@ -20,6 +20,7 @@ from ....core.gpt.tokenizer import encode, token_piece, tokenizer_ready, visible
 from ...widgets.branch_box import BranchBox
 from ...widgets.generation_box import GenerationBox, flag
 from ...widgets.token_chips import CHIP_COLOURS, batch_chips_html, chips_html
+from ...base import preload
 from ...base.runs import Runs
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
@@ -45,8 +46,8 @@ class PromptPanel(ViewHooks, QWidget):
         self._buttons()
         self._lay_out()
         self._connect(session)
-        if tokenizer_ready():  # else the engine reads the vocabulary with the model: the
-            self.update_chips()  # chips come with modelChanged, the window painted first
+        if tokenizer_ready():  # else it is read on a thread once the window is painted
+            self.update_chips()  # (or with the model): the chips come a moment later
         else:
             self.token_count.setText("Reading GPT-2's vocabulary…")
         self.update_output()  # a panel made after a run shows it
@@ -234,6 +235,10 @@ class PromptPanel(ViewHooks, QWidget):
             self._chips_pending = True
             return
         self._chips_pending = False
+        if not tokenizer_ready() and preload.busy():  # read on a thread: chips a bit later
+            self.token_count.setText("Reading GPT-2's vocabulary…")
+            self._retokenize.start()
+            return
         ctx = self.session.model.config.context_length if self.session.model else None
         if self.batch.isChecked():
             self._batch_chips(ctx)

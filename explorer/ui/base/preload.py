@@ -1,0 +1,54 @@
+"""Slow first uses done on a thread once the window is on screen, so that the window
+answers keys and clicks meanwhile (the thread hands the GIL back every millisecond):
+GPT-2's vocabulary (read and checked: ~0.25 s) for the prompt's token chips, then
+pyqtgraph (0.3–0.7 s to import) for the first view that plots.
+
+The GUI thread never imports these modules while the thread does: everything that is
+about to import one calls ``wait()`` first, so no two threads hold import locks the
+other needs. The vocabulary is read under its own lock (``get_encoding``)."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+
+from ...core.gpt.tokenizer import get_encoding
+
+MODULES = ("pyqtgraph",)
+
+_thread: threading.Thread | None = None
+_failed: list[BaseException] = []
+
+
+def _run(modules: tuple[str, ...]) -> None:
+    try:
+        get_encoding()
+    except BaseException as exc:  # noqa: BLE001 (the GUI thread's first use raises it again)
+        _failed.append(exc)
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 (the GUI thread's import raises it again)
+            _failed.append(exc)
+            return
+
+
+def start(modules: tuple[str, ...] = MODULES) -> None:
+    """Begin reading the vocabulary and importing ``modules`` on a daemon thread (once;
+    later calls do nothing)."""
+    global _thread
+    if _thread is None:
+        _thread = threading.Thread(target=_run, args=(modules,), name="preload", daemon=True)
+        _thread.start()
+
+
+def busy() -> bool:
+    """Whether the thread is still at work."""
+    return _thread is not None and _thread.is_alive()
+
+
+def wait() -> None:
+    """Block until the imports have ended (at once if they never began or are done); a
+    module that failed to import is imported again by the caller, which sees its error."""
+    if _thread is not None:
+        _thread.join()
