@@ -45,3 +45,38 @@ def test_the_words_name_this_models_numbers():
     post = build_model(preset("tiny", norm_position="post"), seed=3).eval()
     add = worked(post, "trf_blocks.0.add2", run_prompt(post, ids).views, ids, 0)
     assert "trf_blocks.0.norm1" in add.lines[0]  # Post-LN: the shortcut is norm1's output
+
+
+def shown_keys(line: str) -> dict[int, float]:
+    import re
+    return {int(k): float(v) for k, v in re.findall(r"key (\d+) (-?[\d.]+(?:e-?\d+)?)", line)}
+
+
+@pytest.mark.parametrize("words", ["Every effort moves you",
+                                   "I had always thought Jack Gisburn rather a cheap genius"])
+def test_a_row_of_attention_is_shown_whole_or_with_an_ellipsis(words):
+    """Up to 8 keys every key's score and weight, summing to the stated sum; beyond, the
+    first, the largest and the last with "…" where keys are left out, and the sum over
+    every key — never part of a row under "(sum 1)"."""
+    import re
+
+    import numpy as np
+    model = build_model(preset("tiny"), seed=3).eval()
+    ids = encode(words)
+    views = run_prompt(model, ids).views
+    pos = len(ids) - 1
+    att = worked(model, "trf_blocks.1.att", views, ids, pos, head=1)
+    scores, weights = shown_keys(att.lines[0]), shown_keys(att.lines[1])
+    row = np.asarray(views["trf_blocks.1.att.attn_weights"].array)[0, 1, pos, :pos + 1]
+    assert f"sum over all {pos + 1} keys 1" in att.lines[1]
+    if pos + 1 <= 8:
+        assert sorted(weights) == list(range(pos + 1)) == sorted(scores)
+        assert "…" not in att.lines[1]
+        assert sum(weights.values()) == pytest.approx(1, abs=1e-3)
+    else:
+        keys = sorted({0, int(np.argmax(row)), pos})
+        assert sorted(weights) == keys and "…" in att.lines[1]
+        assert re.search(rf"key {int(np.argmax(row))} \S+ \(largest\)", att.lines[1])
+        assert att.lines[1].count("…") == sum(b > a + 1 for a, b in zip([-1] + keys, keys))
+    for k, w in weights.items():
+        assert w == pytest.approx(row[k], rel=1e-3, abs=1e-6)

@@ -59,6 +59,25 @@ def _f(x: float) -> str:
     return f"{x:.4g}"
 
 
+ROW_WHOLE = 8  # a row of attention shown whole up to this many keys
+
+
+def key_row(values: np.ndarray) -> str:
+    """One query's row over its keys: every key up to ``ROW_WHOLE`` keys; beyond that the
+    first, the largest and the last, with "…" wherever keys are left out — never a part
+    of the row that reads as the whole."""
+    n, top = len(values), int(np.argmax(values))
+    shown = range(n) if n <= ROW_WHOLE else sorted({0, top, n - 1})
+    parts, last = [], -1
+    for i in shown:
+        if i > last + 1:
+            parts.append("…")
+        parts.append(f"key {i} {_f(values[i])}" + (" (largest)" if n > ROW_WHOLE and i == top
+                                                     else ""))
+        last = i
+    return ", ".join(parts)
+
+
 # the kinds ``worked`` works out (a new kind of node needs its formula here)
 FORMULA_KINDS = frozenset({"dropout", "ffn", "embedding", "norm", "gelu", "linear", "add",
                            "attention", "pattern", "logits"})
@@ -202,10 +221,9 @@ def _attention(model, name, views, pos, head, where, captured, layer, order) -> 
     scores, weights, _ = heads[head]
     context_vec = np.concatenate([c for _, _, c in heads])
     lines = [f"{where}, head {head} (head_dim {hd}): attn_scores = queries·keysᵀ / √{hd} for the "
-             f"{pos + 1} keys up to it (later keys masked to −inf): "
-             + ", ".join(_f(v) for v in scores[-SHOWN:]),
-             "attn_weights = softmax(attn_scores): " + ", ".join(_f(v) for v in weights[-SHOWN:])
-             + f" (sum {_f(weights.sum())})"]
+             f"{pos + 1} keys up to it (later keys masked to −inf): " + key_row(scores),
+             "attn_weights = softmax(attn_scores): " + key_row(weights)
+             + f" (sum over all {pos + 1} keys {_f(weights.sum())})"]
     if node_for_hook(name, order).kind == "pattern":
         full = np.zeros(np.asarray(views[name].array).shape[-1])
         full[:pos + 1] = weights
