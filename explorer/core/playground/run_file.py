@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -159,6 +159,10 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
     settings = run["settings"]
     if not isinstance(settings, dict):
         raise TypeError("settings must be an object")
+    unknown = sorted(set(settings) - {f.name for f in fields(GenerationSettings)})
+    if unknown:  # named as Python writes them: a name with a line break stays on one line
+        raise RunFileError(path, f"its generation settings are wrong (unknown: "
+                                 f"{', '.join(ascii(k) for k in unknown[:5])})")
     try:
         s = GenerationSettings(**settings)
         s.validate(2**31)
