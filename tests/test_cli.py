@@ -84,6 +84,17 @@ def test_python_dash_m_runs_the_cli():
     assert done.returncode == 0 and "15496" in done.stdout and "995" in done.stdout
 
 
+def test_commands_that_need_no_model_start_without_torch_or_qt():
+    """Building the parser (every command does) imports neither torch nor Qt: tokenize,
+    download and --help answer at once."""
+    code = ("import sys\nfrom explorer.cli import main\n"
+            "code = main(['tokenize', 'Hello world'])\n"
+            "print(code, 'torch' in sys.modules, 'PySide6' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.split()[-3:] == ["0", "False", "False"], done.stdout + done.stderr
+
+
 def test_inspect_prints_nodes_in_forward_order_and_saves_npz(capsys, tmp_path):
     out_file = tmp_path / "caps.npz"
     code, out, _ = run(capsys, "inspect", "Every effort moves you", "--preset", "tiny",

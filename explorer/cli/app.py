@@ -9,9 +9,10 @@ from .common import add_model_args
 
 
 def workspaces() -> list[str]:
-    """The workspaces' names, from the window's one list of views (no Qt imported)."""
-    from ..ui.window.app import workspace_keys
-    return workspace_keys()
+    """The workspaces' names, from the window's one list of views (neither Qt nor torch
+    imported: every command builds this parser)."""
+    from ..ui.views.registry import WORKSPACES
+    return [ws.key for ws in WORKSPACES]
 
 
 def add_app_args(p: argparse.ArgumentParser) -> None:

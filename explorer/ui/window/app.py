@@ -57,11 +57,6 @@ def install_excepthook(window) -> None:
     threading.excepthook = lambda args: hook(args.exc_type, args.exc_value, args.exc_traceback)
 
 
-def workspace_keys() -> list[str]:
-    from ..views.registry import WORKSPACES
-    return [ws.key for ws in WORKSPACES]
-
-
 def run(spec: ModelSpec | None = None, argv: list[str] | None = None,
         open_run: str | None = None, workspace: str | None = None) -> int:
     from ..base.display import display_problem
