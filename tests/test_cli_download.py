@@ -63,8 +63,11 @@ def test_download_shows_progress_and_makes_the_default(env, server, files, tmp_p
 
 def test_ctrl_c_keeps_a_partial_download_that_the_next_run_resumes(env, server, files, tmp_path):
     server.state.bytes_per_second = 4e6  # ~3 s for the file
+    # Ctrl+C in a terminal: the suite may itself run as a background job, whose children
+    # start with SIGINT ignored, so the child's SIGINT is set back to its default first
     proc = subprocess.Popen([sys.executable, "-m", "explorer", "download", "gpt2"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while server.state.served < 3_000_000 and time.monotonic() < deadline:
         time.sleep(0.02)
