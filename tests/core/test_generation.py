@@ -125,6 +125,13 @@ def test_long_prompt_is_cropped_from_the_left_with_a_notice():
     (GenerationSettings(greedy=False, top_k=60000), "top-k"),
     (GenerationSettings(greedy=False, top_p=1.5), "top-p"),
     (GenerationSettings(greedy=False, top_p=0.0), "top-p"),
+    # greedy runs keep their sampling settings too (shown, saved in a run file)
+    (GenerationSettings(greedy=True, temperature="hot"), "temperature must be a number"),
+    (GenerationSettings(greedy=True, top_k=1e25), "top-k"),
+    (GenerationSettings(greedy=True, seed="abc"), "the sampling seed"),
+    (GenerationSettings(greedy=True, seed=-5), "the sampling seed"),
+    (GenerationSettings(greedy="no"), "greedy must be true or false, got 'no'"),
+    (GenerationSettings(stop_at_eot=[1, 2]), "stop_at_eot must be true or false"),
 ])
 def test_invalid_settings_are_rejected(tiny, settings, message):
     with pytest.raises(ValueError, match=message):

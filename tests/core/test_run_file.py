@@ -88,6 +88,11 @@ def rewrite(path, change):
     (lambda r, h: r["passes"][1].update(token_id="x"), "token must be a token id"),
     (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(0, "trf_blocks.0.nope"), "unknown node"),
     (lambda r, h: r["settings"].update(temperature=-1), "generation settings are wrong"),
+    # a greedy run's sampling settings are checked too
+    (lambda r, h: r["settings"].update(greedy=True, seed="abc"), "the sampling seed must be"),
+    (lambda r, h: r["settings"].update(greedy=True, top_k=1e25), "top-k must be between"),
+    (lambda r, h: r["settings"].update(greedy="no"), "greedy must be true or false"),
+    (lambda r, h: r["settings"].update({"x\ny": 1}), "unknown: 'x\\ny'"),
     (lambda r, h: r.update(passes=[]), "0 passes"),
     (lambda r, h: h["__metadata__"].update(version="9"), "version '9'"),
     (lambda r, h: h["__metadata__"].update(format="other"), "not a run file"),

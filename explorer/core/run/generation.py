@@ -49,20 +49,22 @@ class GenerationSettings:
 
     def validate(self, vocab_size: int) -> None:
         """Every setting of the right type and in a range where the probabilities stay
-        finite (a temperature of 1e-40 turns them into inf and nan)."""
+        finite (a temperature of 1e-40 turns them into inf and nan) — the sampling ones
+        too when the run is greedy: a setting is kept, shown and saved either way."""
         from ..base.validate import real, whole
 
         checks = [lambda: whole(self.max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
-                  lambda: whole(self.show_top_k, "the candidates shown", 1, vocab_size)]
-        if not self.greedy:
-            checks.append(lambda: real(self.temperature, "temperature", MIN_TEMPERATURE,
-                                       MAX_TEMPERATURE))
-            if self.top_k is not None:
-                checks.append(lambda: whole(self.top_k, "top-k", 1, vocab_size))
-            if self.top_p is not None:
-                checks.append(lambda: real(self.top_p, "top-p", 0.0, 1.0, lo_open=True))
-            if self.seed is not None:
-                checks.append(lambda: whole(self.seed, "the sampling seed", 0, 2**63 - 1))
+                  lambda: whole(self.show_top_k, "the candidates shown", 1, vocab_size),
+                  lambda: real(self.temperature, "temperature", MIN_TEMPERATURE,
+                               MAX_TEMPERATURE)]
+        if self.top_k is not None:
+            checks.append(lambda: whole(self.top_k, "top-k", 1, vocab_size))
+        if self.top_p is not None:
+            checks.append(lambda: real(self.top_p, "top-p", 0.0, 1.0, lo_open=True))
+        if self.seed is not None:
+            checks.append(lambda: whole(self.seed, "the sampling seed", 0, 2**63 - 1))
+        for name in ("greedy", "stop_at_eot", "capture_steps", "leave_room", "recompute"):
+            checks.append(lambda name=name: _switch(getattr(self, name), name))
         problems = []
         for check_one in checks:
             try:
@@ -71,6 +73,11 @@ class GenerationSettings:
                 problems.append(str(exc))
         if problems:
             raise ValueError("invalid generation settings: " + "; ".join(problems))
+
+
+def _switch(value, name: str) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
 @dataclass(frozen=True)
