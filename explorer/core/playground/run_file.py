@@ -26,6 +26,9 @@ import torch
 from ..base.devices import check_memory
 from ..base.outputs import atomic_output
 from ..base.validate import parse_json, regular_file
+from ..experiments.interventions import MAX_INTERVENTIONS
+from ..experiments.interventions import from_dict as intervention_from_dict
+from ..gpt.config import GPTConfig
 from ..gpt.nodes import HistRange, node_for_hook
 from ..gpt.tokenizer import token_piece
 from ..run.capture import NodeView
@@ -175,13 +178,38 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
     if norm not in ("pre", "post"):
         raise TypeError("the model's norm position must be pre or post")
     passes = [_pass(path, i, d, tensors, norm) for i, d in enumerate(run["passes"])]
-    interventions = run.get("interventions", [])
-    if not isinstance(interventions, list) or not all(isinstance(x, dict) for x in interventions):
-        raise TypeError("interventions must be a list of objects")
+    interventions, on = _interventions(path, run, model)
     if not isinstance(run["prompt"], str):
         raise TypeError("the prompt must be text")
     return SavedRun(run["prompt"], _ids(run["prompt_ids"], "prompt_ids"), model, s, passes,
-                    interventions, bool(run.get("interventions_on", True)))
+                    interventions, on)
+
+
+def _interventions(path: Path, run: dict, model: dict) -> tuple[list[dict], bool]:
+    """The saved interventions, each checked as an intervention file's are (against the
+    saved model's shape when the file has it), and their switch."""
+    interventions = run.get("interventions", [])
+    if not isinstance(interventions, list) or not all(isinstance(x, dict) for x in interventions):
+        raise TypeError("interventions must be a list of objects")
+    if len(interventions) > MAX_INTERVENTIONS:
+        raise RunFileError(path, f"{len(interventions):,} interventions; at most "
+                                 f"{MAX_INTERVENTIONS} at once")
+    on = run.get("interventions_on", True)
+    if not isinstance(on, bool):
+        raise RunFileError(path, f"interventions_on must be true or false, got {on!r}"[:200])
+    config = model.get("config")
+    try:
+        cfg = GPTConfig.from_dict(config) if config is not None else None
+    except (TypeError, ValueError) as exc:
+        raise RunFileError(path, f"its model's config is wrong ({exc})"[:300]) from None
+    for i, item in enumerate(interventions):
+        try:
+            one = intervention_from_dict(item)
+            if cfg is not None:
+                one.check(cfg)
+        except (TypeError, ValueError) as exc:
+            raise RunFileError(path, f"intervention {i + 1}: {exc}"[:300]) from None
+    return interventions, on
 
 
 def _pass(path: Path, i: int, d, tensors, norm: str) -> Pass:
