@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.base.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output, shown
 from .common import add_model_args, load
 
 
@@ -83,5 +83,5 @@ def compare_ln(args: argparse.Namespace) -> int:
         node = block_hook_name(0, block_output(loaded.config.norm_position))
         with atomic_output(args.plot) as tmp:
             save_compare_figure(str(tmp), {"pre": pre, "post": post}, result, args.depth, node)
-        print(f"saved {args.plot}", file=sys.stderr)
+        print(f"saved {shown(args.plot)}", file=sys.stderr)
     return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.base.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output, shown
 from .common import add_model_args, load
 from ..core.gpt.nodes import FEED_FORWARD
 
@@ -64,5 +64,5 @@ def gradients(args: argparse.Namespace) -> int:
 
         with atomic_output(args.plot) as tmp:
             save_gradient_figure(str(tmp), report, args.node, cfg.n_layers)
-        print(f"saved {args.plot}", file=sys.stderr)
+        print(f"saved {shown(args.plot)}", file=sys.stderr)
     return 0

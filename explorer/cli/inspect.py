@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.base.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output, shown
 from .common import add_model_args, load
 
 
@@ -106,7 +106,7 @@ def inspect(args: argparse.Namespace) -> int:
         with atomic_output(args.save, ".npz") as tmp:  # .npz added as numpy would
             np.savez(tmp, **arrays)
         target = check_output(args.save, ".npz")
-        print(f"saved {len(arrays)} tensors to {target}", file=sys.stderr)
+        print(f"saved {len(arrays)} tensors to {shown(target)}", file=sys.stderr)
         if run.dropped:
             print(f"note: over the memory budget, not saved: {', '.join(run.dropped)}",
                   file=sys.stderr)

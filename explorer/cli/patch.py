@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.base.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output, shown
 from .common import add_model_args, load
 
 
@@ -57,11 +57,11 @@ def patch(args: argparse.Namespace) -> int:
     if args.csv:
         with atomic_output(args.csv) as tmp:
             sweep.write_csv(tmp)
-        print(f"saved {args.csv}", file=sys.stderr)
+        print(f"saved {shown(args.csv)}", file=sys.stderr)
     if args.plot:
         from ..ui.plots.patch_plots import save_sweep_figure
 
         with atomic_output(args.plot) as tmp:
             save_sweep_figure(str(tmp), sweep, loaded.config.norm_position)
-        print(f"saved {args.plot}", file=sys.stderr)
+        print(f"saved {shown(args.plot)}", file=sys.stderr)
     return 0

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import sys
 
+from ..core.base.outputs import shown
 from .common import add_model_args, load, seed_number
 
 
@@ -117,7 +118,7 @@ def _save_run(args, loaded, prompt_ids, settings, specs, enabled) -> int:
              "sha256": weights_sha256(loaded.model), "config": dataclasses.asdict(loaded.config)}
     run = SavedRun(args.prompt, list(prompt_ids), model, settings, passes,
                    [s.to_dict() for s in specs], enabled)
-    print(f"saved {save_run(args.save_run, run, mb * 2**20)}: {len(passes) - 1} tokens",
+    print(f"saved {shown(save_run(args.save_run, run, mb * 2**20))}: {len(passes) - 1} tokens",
           file=sys.stderr)
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from ..core.base.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output, shown
 from .common import seed_number
 
 
@@ -67,7 +67,7 @@ def train(args: argparse.Namespace) -> int:
             report(event)
     except KeyboardInterrupt:
         path = trainer.save()
-        print(f"\ninterrupted: saved step {trainer.state.step} to {path}; continue with --resume",
+        print(f"\ninterrupted: saved step {trainer.state.step} to {shown(path)}; continue with --resume",
               file=sys.stderr)
         return 130
     print(f"done at step {trainer.state.step}; explore it with: gpt-explorer gui --checkpoint "
@@ -76,7 +76,7 @@ def train(args: argparse.Namespace) -> int:
         from ..ui.plots.figures import save_loss_figure
         with atomic_output(args.plot) as tmp:
             save_loss_figure(str(tmp), report.losses, trainer.state.history)
-        print(f"saved {args.plot}", file=sys.stderr)
+        print(f"saved {shown(args.plot)}", file=sys.stderr)
     return 0
 
 
@@ -114,4 +114,4 @@ class Progress:
             print(f"\nstep {event.step}: train loss {event.train_loss:.3f}, validation loss "
                   f"{event.val_loss:.3f}\n  sample: {event.sample!r}")
         elif isinstance(event, CheckpointEvent):
-            print(f"  saved {event.path}", file=sys.stderr)
+            print(f"  saved {shown(event.path)}", file=sys.stderr)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.base.outputs import atomic_output, check_output
+from ..core.base.outputs import atomic_output, check_output, shown
 from .common import add_model_args, load
 
 
@@ -119,9 +119,9 @@ def _write(args, table, figure: str, answer) -> None:
     if args.csv:
         with atomic_output(args.csv) as tmp:
             table(tmp)
-        print(f"saved {args.csv}", file=sys.stderr)
+        print(f"saved {shown(args.csv)}", file=sys.stderr)
     if args.plot:
         from ..ui.plots import why_plots
         with atomic_output(args.plot) as tmp:
             getattr(why_plots, figure)(str(tmp), answer)
-        print(f"saved {args.plot}", file=sys.stderr)
+        print(f"saved {shown(args.plot)}", file=sys.stderr)

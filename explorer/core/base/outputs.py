@@ -13,12 +13,18 @@ from pathlib import Path
 from typing import Iterator
 
 
+def shown(text: str | os.PathLike) -> str:
+    """A file name as printed: a newline, a carriage return or another control character
+    in it escaped (\\n, \\r), so that the line stays one line and is not overwritten."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in os.fspath(text))
+
+
 class OutputError(ValueError):
     """A target the explorer will not write to; its text is one line for the user (a
     name with a newline or another control character in it is shown escaped: \\n)."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("".join(c if c.isprintable() else repr(c)[1:-1] for c in message))
+        super().__init__(shown(message))
 
 
 def check_output(path: str | os.PathLike, suffix: str = "") -> Path:

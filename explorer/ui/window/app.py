@@ -13,7 +13,7 @@ import threading
 import time
 import traceback
 
-from ...core.base.outputs import OutputError, atomic_output
+from ...core.base.outputs import OutputError, atomic_output, shown
 from ...core.sources import ModelSpec
 
 
@@ -144,7 +144,7 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
     if not ok:
         print(f"gpt-explorer: error: could not write {path}", file=sys.stderr)
         return 2
-    print(f"saved {path}", file=sys.stderr)
+    print(f"saved {shown(path)}", file=sys.stderr)
     return 0
 
 
