@@ -115,3 +115,13 @@ def test_a_full_disk_exits_2_and_keeps_what_it_wrote(env, tmp_path):
     assert failed.returncode == 2, failed.stderr
     assert "no room to write" in failed.stderr and "Traceback" not in failed.stderr
     assert [p.stat().st_size for p in (tmp_path / "cache").rglob("*.incomplete")] == [1_000_000]
+
+
+@pytest.mark.parametrize("value", ["1e308", "ten", "-5"])
+def test_a_hub_timeout_it_cannot_read_is_named(env, value):
+    """huggingface_hub reads HF_HUB_DOWNLOAD_TIMEOUT with int() when imported and says only
+    'invalid literal'; the explorer names the variable first, and nothing is fetched."""
+    failed = explorer("download", "gpt2", env=dict(env, HF_HUB_DOWNLOAD_TIMEOUT=value))
+    assert failed.returncode == 2
+    assert (f"error: HF_HUB_DOWNLOAD_TIMEOUT='{value}' is not a whole number of seconds"
+            in failed.stderr) and "Traceback" not in failed.stderr

@@ -33,6 +33,7 @@ from typing import Callable, Iterator
 from ..base import state
 from ..base.cancel import Cancelled, check
 from .hub import (CONFIG, SHA256_RE, WEIGHTS, WEIGHTS_INDEX, HubError, HubUnreachable, cache_dir,
+                  check_environment,
                   endpoint, find_repo, offline, remove_from_cache, resolve, sha256_of, shard_names,
                   verified, verify)
 from .transfer import TooLong, stream
@@ -190,6 +191,7 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
     """Fetch config.json and the safetensors weights of a GPT-2 (a size name or a repo
     id) into the Hugging Face cache; resume what an earlier run left; check every
     weights file's sha256. On success, the downloaded model becomes the default."""
+    check_environment()  # before the library reads it
     from huggingface_hub import errors
     from huggingface_hub.file_download import repo_folder_name
     from huggingface_hub.utils import build_hf_headers
@@ -363,6 +365,7 @@ def _checked_into_place(partial: Path, blob: Path, sha: str, what: str, meter: _
 
 def partial_bytes(name: str, cache: str | os.PathLike | None = None) -> int:
     """Bytes of unfinished weights downloads of this model in the cache (to resume)."""
+    check_environment()  # before the library reads it
     from huggingface_hub.file_download import repo_folder_name
 
     repo_id, _ = resolve(name)

@@ -103,9 +103,30 @@ def model_for_repo(repo_id: str) -> HubModel | None:
     return None
 
 
+# settings huggingface_hub reads from the environment with int() when it is imported
+WHOLE_SECONDS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")
+
+
+def check_environment() -> None:
+    """The Hub library's timeouts from the environment, named when unreadable (the library
+    itself says only "invalid literal for int()")."""
+    for name in WHOLE_SECONDS:
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = int(value)
+        except ValueError:
+            seconds = -1
+        if seconds < 0:
+            raise HubError(f"{name}={value!r} is not a whole number of seconds (e.g. "
+                           f"{name}=30); unset it or give one"[:200])
+
+
 def cache_dir() -> Path:
     """The Hub cache as huggingface_hub resolves it (HF_HUB_CACHE, else HF_HOME/hub, else
     the library's default), read when called so that a changed environment counts."""
+    check_environment()
     from huggingface_hub import constants
 
     if os.environ.get("HF_HUB_CACHE"):
@@ -117,6 +138,7 @@ def cache_dir() -> Path:
 
 def endpoint() -> str:
     """The Hub's address: HF_ENDPOINT, else huggingface.co (read when called)."""
+    check_environment()
     from huggingface_hub import constants
 
     return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
