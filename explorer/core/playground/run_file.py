@@ -28,7 +28,7 @@ from ..base.outputs import atomic_output
 from ..base.validate import parse_json, regular_file
 from ..experiments.interventions import MAX_INTERVENTIONS
 from ..experiments.interventions import from_dict as intervention_from_dict
-from ..gpt.config import GPTConfig
+from ..gpt.config import GPT2_VOCAB, LIMITS, GPTConfig
 from ..gpt.nodes import HistRange, node_for_hook
 from ..gpt.tokenizer import token_piece
 from ..run.capture import NodeView
@@ -147,11 +147,23 @@ def read_run(path: str | os.PathLike) -> SavedRun:
         raise RunFileError(p, f"damaged: {type(exc).__name__} {str(exc)[:80]}") from None
 
 
-def _ids(value, what: str, limit: int = MAX_IDS) -> list[int]:
+def _ids(value, what: str, limit: int = MAX_IDS, below: int = 2**31) -> list[int]:
+    """Whole numbers in [0, below): token ids (``below`` the vocabulary's size) or a
+    shape's lengths."""
     if not isinstance(value, list) or len(value) > limit or not all(
-            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**31 for i in value):
-        raise TypeError(f"{what} must be a list of token ids")
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < below for i in value):
+        raise TypeError(f"{what} must be a list of " + (
+            f"token ids below {below:,} (the vocabulary)" if below < 2**31 else "whole numbers"))
     return value
+
+
+def _vocabulary(model: dict) -> int:
+    """The saved model's vocabulary size: GPT-2's 50,257 when the file does not say; a
+    padded one may be larger (its logits are that long, its token ids GPT-2's)."""
+    size, most = (model.get("config") or {}).get("vocab_size", GPT2_VOCAB), LIMITS["vocab_size"]
+    if not isinstance(size, int) or isinstance(size, bool) or not GPT2_VOCAB <= size <= most:
+        raise TypeError(f"the model's vocab_size must be {GPT2_VOCAB:,} to {most:,}")
+    return size
 
 
 def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
@@ -177,12 +189,13 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
     norm = (model.get("config") or {}).get("norm_position", "pre")
     if norm not in ("pre", "post"):
         raise TypeError("the model's norm position must be pre or post")
-    passes = [_pass(path, i, d, tensors, norm) for i, d in enumerate(run["passes"])]
+    vocab = _vocabulary(model)
+    passes = [_pass(path, i, d, tensors, norm, vocab) for i, d in enumerate(run["passes"])]
     interventions, on = _interventions(path, run, model)
     if not isinstance(run["prompt"], str):
         raise TypeError("the prompt must be text")
-    return SavedRun(run["prompt"], _ids(run["prompt_ids"], "prompt_ids"), model, s, passes,
-                    interventions, on)
+    prompt_ids = _ids(run["prompt_ids"], "prompt_ids", below=GPT2_VOCAB)
+    return SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on)
 
 
 def _interventions(path: Path, run: dict, model: dict) -> tuple[list[dict], bool]:
@@ -212,17 +225,18 @@ def _interventions(path: Path, run: dict, model: dict) -> tuple[list[dict], bool
     return interventions, on
 
 
-def _pass(path: Path, i: int, d, tensors, norm: str) -> Pass:
+def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int) -> Pass:
     if not isinstance(d, dict) or not isinstance(d.get("nodes"), list) or len(d["nodes"]) > MAX_NODES:
         raise TypeError(f"pass {i} must be an object with at most {MAX_NODES:,} nodes")
     step = d["step"]
     if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
         raise TypeError(f"pass {i}'s step must be a whole number or null")
-    top_ids = _ids(d["top_ids"], "top_ids", 1000)
+    top_ids = _ids(d["top_ids"], "top_ids", 1000, below=GPT2_VOCAB)
     top_probs = d["top_probs"]
     if not isinstance(top_probs, list) or len(top_probs) != len(top_ids) or not all(
-            isinstance(x, float) and 0.0 <= x <= 1.0 for x in top_probs):
-        raise TypeError(f"pass {i}'s top_probs must be probabilities, one per top id")
+            isinstance(x, float) and 0.0 <= x <= 1.0 for x in top_probs) or sum(top_probs) > 1.001:
+        raise TypeError(f"pass {i}'s top_probs must be probabilities, one per top id, "
+                        "adding up to at most 1")
     views = {}
     for j, node in enumerate(d["nodes"]):
         name, shape, dtype, kept = node
@@ -238,13 +252,17 @@ def _pass(path: Path, i: int, d, tensors, norm: str) -> Pass:
         views[name] = NodeView(name, info, shape, dtype, "saved",
                                _stats(path, tensors, f"p{i}.n{j}", shape), array)
     logits = tensors.get(f"p{i}.logits")
-    if logits is not None and (logits.dim() != 1 or logits.dtype != torch.float32):
-        raise RunFileError(path, f"p{i}.logits must be a float32 vector")
+    if logits is not None and (logits.dim() != 1 or logits.dtype != torch.float32
+                               or len(logits) not in (GPT2_VOCAB, vocab)):
+        raise RunFileError(path, f"p{i}.logits must be a float32 vector of {vocab:,} logits")
     token = d["token_id"]
-    if token is not None and (not isinstance(token, int) or isinstance(token, bool) or token < 0):
-        raise TypeError(f"pass {i}'s token must be a token id")
-    ids = _ids(d["ids"], "ids")
+    if token is not None and (not isinstance(token, int) or isinstance(token, bool)
+                              or not 0 <= token < GPT2_VOCAB):
+        raise TypeError(f"pass {i}'s token must be a token id below {GPT2_VOCAB:,}")
+    ids = _ids(d["ids"], "ids", below=GPT2_VOCAB)
     prob = d["prob"]
+    if prob is not None and (not isinstance(prob, float) or not 0.0 <= prob <= 1.0):
+        raise TypeError(f"pass {i}'s prob must be a probability or null")
     return Pass(ids=ids, pieces=[token_piece(t) for t in ids] if step is None else [],
                 views=views, step=step, token_id=token,
                 prob=float(prob) if isinstance(prob, (int, float)) else None,
