@@ -191,6 +191,10 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
         raise TypeError("the model's norm position must be pre or post")
     vocab = _vocabulary(model)
     passes = [_pass(path, i, d, tensors, norm, vocab) for i, d in enumerate(run["passes"])]
+    steps = [p.step for p in passes]
+    if steps != [None, *range(len(passes) - 1)]:  # the prompt's pass, then steps 0, 1, …
+        raise RunFileError(path, "its passes are not the prompt's then steps 0, 1, 2, … in "
+                                 "order")
     interventions, on = _interventions(path, run, model)
     if not isinstance(run["prompt"], str):
         raise TypeError("the prompt must be text")
