@@ -29,7 +29,7 @@ from ..base.validate import parse_json, regular_file
 from ..experiments.interventions import MAX_INTERVENTIONS
 from ..experiments.interventions import from_dict as intervention_from_dict
 from ..gpt.config import GPT2_VOCAB, LIMITS, GPTConfig
-from ..gpt.nodes import HistRange, node_for_hook
+from ..gpt.nodes import HistRange, all_hook_names, node_for_hook
 from ..gpt.tokenizer import token_piece
 from ..run.capture import NodeView
 from ..run.generation import GenerationSettings
@@ -195,14 +195,31 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
     if steps != [None, *range(len(passes) - 1)]:  # the prompt's pass, then steps 0, 1, …
         raise RunFileError(path, "its passes are not the prompt's then steps 0, 1, 2, … in "
                                  "order")
-    interventions, on = _interventions(path, run, model)
+    cfg = _config(path, model)
+    if cfg is not None:  # every node one of this model's (block 40 of a 2-block model: no)
+        known = set(all_hook_names(cfg))
+        for i, p in enumerate(passes):
+            stray = sorted(set(p.views) - known)
+            if stray:
+                raise RunFileError(path, f"pass {i} names {stray[0][:60]!r}, a node the "
+                                         f"saved {cfg.n_layers}-block model does not have")
+    interventions, on = _interventions(path, run, cfg)
     if not isinstance(run["prompt"], str):
         raise TypeError("the prompt must be text")
     prompt_ids = _ids(run["prompt_ids"], "prompt_ids", below=GPT2_VOCAB)
     return SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on)
 
 
-def _interventions(path: Path, run: dict, model: dict) -> tuple[list[dict], bool]:
+def _config(path: Path, model: dict) -> GPTConfig | None:
+    """The saved model's configuration (None in a file that does not keep it)."""
+    config = model.get("config")
+    try:
+        return GPTConfig.from_dict(config) if config is not None else None
+    except (TypeError, ValueError) as exc:
+        raise RunFileError(path, f"its model's config is wrong ({exc})"[:300]) from None
+
+
+def _interventions(path: Path, run: dict, cfg: GPTConfig | None) -> tuple[list[dict], bool]:
     """The saved interventions, each checked as an intervention file's are (against the
     saved model's shape when the file has it), and their switch."""
     interventions = run.get("interventions", [])
@@ -214,11 +231,6 @@ def _interventions(path: Path, run: dict, model: dict) -> tuple[list[dict], bool
     on = run.get("interventions_on", True)
     if not isinstance(on, bool):
         raise RunFileError(path, f"interventions_on must be true or false, got {on!r}"[:200])
-    config = model.get("config")
-    try:
-        cfg = GPTConfig.from_dict(config) if config is not None else None
-    except (TypeError, ValueError) as exc:
-        raise RunFileError(path, f"its model's config is wrong ({exc})"[:300]) from None
     for i, item in enumerate(interventions):
         try:
             one = intervention_from_dict(item)
@@ -252,6 +264,8 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int) -> Pass:
             info = node_for_hook(name, norm)
         except KeyError:
             raise RunFileError(path, f"pass {i} names an unknown node {name[:60]!r}") from None
+        if name in views:
+            raise RunFileError(path, f"pass {i} names {name[:60]!r} twice")
         array = _tensor(path, tensors, f"p{i}.n{j}.tensor", kept)
         views[name] = NodeView(name, info, shape, dtype, "saved",
                                _stats(path, tensors, f"p{i}.n{j}", shape), array)
