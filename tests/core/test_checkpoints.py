@@ -65,6 +65,33 @@ def test_hf_safetensors_folder_matches_transformers(hf_model, tmp_path):
     assert (our_logits(loaded, ids) - hf_logits(hf_model, ids)).abs().max() <= 1e-4
 
 
+@pytest.mark.parametrize("change, words", [
+    (dict(n_layer=1_000_000), "config.json says n_layer 1,000,000 but the weights have 2"),
+    (dict(n_positions=10**8), "config.json says n_positions 100,000,000 but the weights have 32"),
+    (dict(n_embd=128), "config.json says n_embd 128 but the weights have 64"),
+    (dict(layer_norm_epsilon=-1), "layer_norm_epsilon in config.json must be a finite number"),
+    (dict(n_layer="two"), "n_layer in config.json must be a whole number"),
+])
+def test_a_hf_config_that_contradicts_its_weights_is_refused(tmp_path, change, words):
+    """The model is built from the weights' shapes; a config.json that states other sizes
+    means the folder's files do not belong together."""
+    make_hf_model("small4").save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(CheckpointError) as caught:
+        load_checkpoint(tmp_path)
+    assert words in str(caught.value) and str(tmp_path) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_another_layer_norm_epsilon_is_said(tmp_path):
+    make_hf_model("small4").save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "layer_norm_epsilon": 1e-6}))
+    loaded = load_checkpoint(tmp_path)
+    assert any("layer_norm_epsilon 1e-06" in n for n in loaded.notices)
+
+
 def test_hf_bin_with_prefix_and_lm_head_matches(hf_model, tmp_path):
     sd = hf_model.state_dict()
     assert "lm_head.weight" in sd and any(k.startswith("transformer.") for k in sd)

@@ -100,6 +100,9 @@ def infer_config(path: Path, sd: dict[str, torch.Tensor], info: dict[str, Any],
     layers = block_layers(path, sd)
     hf = info.get("hf_config")
     book = info.get("book_config") or {}
+    if hf:
+        _hf_agrees(path, hf, {"n_layer": len(layers), "n_embd": emb, "vocab_size": vocab,
+                              "n_positions": context}, notices)
     try:
         if hf:
             n_heads = whole(hf.get("n_head"), "n_head in config.json")
@@ -132,6 +135,28 @@ def infer_config(path: Path, sd: dict[str, torch.Tensor], info: dict[str, Any],
                          norm_position=book.get("norm_position", "pre"), tie_weights=tied)
     except ValueError as exc:
         raise CheckpointError(path, str(exc)) from None
+
+
+def _hf_agrees(path: Path, hf: dict, weights: dict[str, int], notices: list[str]) -> None:
+    """A Hugging Face config.json that contradicts its weights is refused: the model is
+    built from the weights' shapes, so a stated size they lack would go unsaid."""
+    def read(check, *args):
+        try:
+            return check(*args)
+        except ValueError as exc:
+            raise CheckpointError(path, str(exc)) from None
+
+    for key, have in weights.items():
+        stated = hf.get(key, hf.get("n_ctx") if key == "n_positions" else None)
+        if stated is not None and read(whole, stated, f"{key} in config.json") != have:
+            raise CheckpointError(path, f"config.json says {key} {stated:,} but the weights have "
+                                        f"{have:,}: the folder's files do not belong together")
+    if hf.get("layer_norm_epsilon") is not None:
+        eps = read(real, hf["layer_norm_epsilon"], "layer_norm_epsilon in config.json", 0.0, 0.1,
+                   True)
+        if abs(eps - 1e-5) > 1e-12:
+            notices.append(f"config.json gives layer_norm_epsilon {eps:g}; the explorer's "
+                           "LayerNorm uses GPT-2's 1e-05")
 
 
 _BLOCK_KEY = re.compile(r"^trf_blocks\.(\d+)\.")
