@@ -47,6 +47,18 @@ def test_attribute_at_a_generation_step_explains_the_token_it_chose(capsys):
     assert f"at position {len(ids) + 1}" in out
 
 
+def test_a_step_beyond_the_context_is_refused_before_generating(capsys):
+    """The tiny model holds 64 tokens: --step 64 or 1000 is one line, at once (no token
+    generated first), and --step 63 works."""
+    for step in ("64", "1000"):
+        code, out, err = run(capsys, "attribute", "Hi", "--preset", "tiny", "--step", step)
+        assert code == 2 and out == ""
+        assert f"--step {step}: this model's context holds 64 tokens" in err
+        assert "give --step 0..63" in err and err.count("error:") == 1
+    code, out, err = run(capsys, "attribute", "Hi", "--preset", "tiny", "--step", "63")
+    assert code == 0, err
+
+
 def test_a_target_of_two_tokens_is_one_line(capsys):
     code, out, err = run(capsys, "attribute", "I don't", "--preset", "tiny", "--target", " two words")
     assert code == 2 and "--target ' two words' is 2 tokens" in err and len(err.strip().splitlines()) == 1

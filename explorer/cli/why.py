@@ -63,6 +63,10 @@ def attribute(args: argparse.Namespace) -> int:
     target = one_token(args.target) if args.target is not None else None
     versus = one_token(args.vs, "--vs") if args.vs is not None else None
     loaded = load(args)
+    context = loaded.config.context_length
+    if args.step >= context:  # said before any token is generated
+        raise ValueError(f"--step {args.step}: this model's context holds {context} tokens, "
+                         f"the prompt's last one included; give --step 0..{context - 1}")
     ids = _prompt(args, loaded, args.step)
     if args.step:
         result = generate(loaded.model, ids, GenerationSettings(max_new_tokens=args.step,
