@@ -164,8 +164,9 @@ MODEL_NODES_BEFORE = (
     Node("pos_emb", "Position embedding", "One learned emb_dim vector per position 0..T-1.",
          "embedding", "emb"),
     Node("emb_add", "Embedding sum", "Token embedding + position embedding.", "add", "emb"),
-    Node("drop_emb", "Dropout", "Dropout on the embeddings (identity in eval mode).",
-         "dropout", "emb", same_in_eval="emb_add"),
+    Node("drop_emb", "Embedding dropout", "Dropout on the embeddings (identity in eval "
+         "mode): the residual stream entering block 1.", "dropout", "emb",
+         same_in_eval="emb_add"),
 )
 MODEL_NODES_AFTER = (
     Node("final_norm", "Final LayerNorm", "Layer normalisation after the last block.",

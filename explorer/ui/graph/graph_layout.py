@@ -180,7 +180,8 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
     p.keys_b = [s.key for s in reversed(steps[cut:])]  # top-down: the column runs upwards
     p.input_name = block_input(layer, position)
     if layer == 0:
-        p.input_node, p.input_label = MODEL_NODES_BEFORE[3], "Embeddings"
+        p.input_node = MODEL_NODES_BEFORE[3]  # the embeddings' dropout: one name everywhere
+        p.input_label = p.input_node.label
     else:
         p.input_node = node_for_hook(p.input_name, position)
         p.input_label = f"Block {layer} output"

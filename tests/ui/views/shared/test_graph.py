@@ -258,6 +258,18 @@ def test_caps_unfold_on_a_click_and_for_a_selected_node(qtbot):
     assert set(MODEL_NODES_BEFORE[i].key for i in range(4)) | set(n.key for n in MODEL_NODES_AFTER) <= set(graph.items)
 
 
+def test_the_embeddings_dropout_has_one_name_in_every_block(qtbot):
+    """Block 1's input and the unfolded embeddings above block 3 are the same node, under
+    the node table's one label."""
+    cfg = preset("tiny", n_layers=4)
+    graph = graph_for(qtbot, cfg, 4, (900, 700), layer=0)
+    assert graph.items["drop_emb"].text.text() == "Embedding dropout"
+    graph.session.set_layer(2)
+    graph.session.set_node("drop_emb")  # unfolds the embeddings above block 3
+    qtbot.waitUntil(lambda: "drop_emb" in graph.items, timeout=5_000)
+    assert graph.items["drop_emb"].text.text() == "Embedding dropout"
+
+
 def test_a_right_click_opens_the_menu_of_the_node_under_the_pointer(qtbot, make_window):
     window = make_window()
     laptop(window, 1366, 768, True)
