@@ -70,3 +70,20 @@ def test_the_feed_forward_width_is_a_choice_with_a_cost():
     built = build_model(preset("tiny"))
     assert feed_forward_cost(built.cfg, 4).parameters == sum(
         p.numel() for n, p in built.named_parameters() if n.startswith("trf_blocks.0.ff."))
+
+
+def test_the_head_note_says_which_head_this_model_has():
+    """The book's untied model is never described as tied, and a tied one never as
+    untied; each says what the other choice would count."""
+    from explorer.core.gpt.config import BOOK_GPT_CONFIG_124M
+    untied, tied = sizes(BOOK_GPT_CONFIG_124M), sizes(preset("gpt2-small"))
+    assert untied.notes()[0].startswith("Untied head (this model): out_head is a 50,257 × 768 "
+                                        "matrix of its own")
+    assert f"{untied.untied:,} in all. Tied to tok_emb" in untied.notes()[0]
+    assert tied.notes()[0].startswith("Tied head (this model)")
+    assert f"{tied.tied:,} in all. Untied" in tied.notes()[0]
+
+
+def test_a_post_ln_gpt2_small_gets_gpt2_smalls_notes():
+    notes = " ".join(sizes(preset("gpt2-small", norm_position="post")).notes())
+    assert "The book's 163,009,536" in notes and "says 117M" in notes

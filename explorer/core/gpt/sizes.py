@@ -41,9 +41,16 @@ class Sizes:
         """Lines that say what each figure counts (with this model's numbers)."""
         cfg, lines = self.config, []
         head = cfg.vocab_size * cfg.emb_dim
-        lines.append(f"Tied head: out_head uses tok_emb's {cfg.vocab_size:,} × {cfg.emb_dim:,} "
-                     f"matrix, so {head:,} parameters are counted once: {self.tied:,} in all. "
-                     f"Untied (a head of its own): {self.untied:,}.")
+        if cfg.tie_weights:
+            lines.append(f"Tied head (this model): out_head uses tok_emb's {cfg.vocab_size:,} × "
+                         f"{cfg.emb_dim:,} matrix, so {head:,} parameters are counted once: "
+                         f"{self.tied:,} in all. Untied (a head of its own) it would have "
+                         f"{self.untied:,}.")
+        else:
+            lines.append(f"Untied head (this model): out_head is a {cfg.vocab_size:,} × "
+                         f"{cfg.emb_dim:,} matrix of its own, {head:,} parameters more: "
+                         f"{self.untied:,} in all. Tied to tok_emb (as GPT-2's) it would have "
+                         f"{self.tied:,}.")
         book_untied = count_parameters(BOOK_GPT_CONFIG_124M.replace(tie_weights=False)).total
         book_tied = count_parameters(BOOK_GPT_CONFIG_124M.replace(tie_weights=True)).total
         # GPT-2 as released: biased W_query/W_key/W_value and a tied head, whatever this
@@ -88,7 +95,9 @@ def sizes(cfg: GPTConfig) -> Sizes:
         Row("output head (out_head)" + (": tied, counted in tok_emb" if cfg.tie_weights else ""),
             counts.head if not cfg.tie_weights else 0, None),
     )
-    shape = {k: v for k, v in cfg.to_dict().items() if k not in ("qkv_bias", "tie_weights", "drop_rate")}
+    # the sizes that set the count: a Post-LN gpt2-small has gpt2-small's parameters
+    shape = {k: v for k, v in cfg.to_dict().items()
+             if k not in ("qkv_bias", "tie_weights", "drop_rate", "norm_position")}
     name = next((n for n, p in PRESETS.items()
                  if {k: v for k, v in p.to_dict().items() if k in shape} == shape), None)
     tied = count_parameters(cfg.replace(tie_weights=True)).total
