@@ -27,6 +27,7 @@ from ...plots.plot_text import empty_message, fitted_names, set_empty
 EMPTY = "Run a prompt (Ctrl+Enter): its next-token distribution, reshaped as you move the settings."
 SHOWN = 20  # candidates drawn
 DRAWS = 200
+ORDER = "temperature → top-k → top-p"  # the order generation applies them (generation.py)
 KEPT, CUT, MODEL, DRAWN = "#3c78c8", "#cfcfcf", "#222222", "#e07b00"
 
 
@@ -67,15 +68,17 @@ class SamplingView(LazyRefresh, QWidget):
         self.temperature = QSlider(Qt.Horizontal)
         self.temperature.setRange(5, 300)  # hundredths
         self.temperature.setValue(100)
-        self.temperature.setToolTip("Temperature: below 1 sharper, above 1 flatter")
+        self.temperature.setToolTip("Temperature: below 1 sharper, above 1 flatter; applied first, then top-k, "
+                                    "then top-p")
         self.top_k = QSpinBox()
         self.top_k.setRange(0, 50257)
         self.top_k.setSpecialValueText("off")
-        self.top_k.setToolTip("Keep only the k most likely tokens (0: off)")
+        self.top_k.setToolTip("Keep only the k most likely tokens (0: off), after the temperature")
         self.top_p = QSlider(Qt.Horizontal)
         self.top_p.setRange(1, 100)  # hundredths
         self.top_p.setValue(100)
-        self.top_p.setToolTip("Keep the fewest most likely tokens whose probabilities reach p")
+        self.top_p.setToolTip("Keep the fewest most likely tokens whose probabilities reach p, "
+                                 "counted after the temperature and top-k")
         self.greedy = QCheckBox("Greedy")
         self.fixed = QCheckBox("Axis 0–1")
         self.fixed.setToolTip("Fix the probability axis at 0–1 (a flat distribution looks flat)")
@@ -193,6 +196,8 @@ class SamplingView(LazyRefresh, QWidget):
             now = f"rank {rank}, p {r.after[r.chosen]:.3g}" if rank else "cut by these settings"
             words = (f"chosen {token_piece(r.chosen)!r}: {now} here (the model: p "
                      f"{r.before[r.chosen]:.3g}). " + words)
+        if not self.greedy.isChecked():  # the order matters: top-p after a temperature
+            words += f"; applied as {ORDER}"
         if self.counts is not None:
             words += f"; ▲ {DRAWS} seeded draws"
         return words

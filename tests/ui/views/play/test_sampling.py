@@ -38,6 +38,7 @@ def test_moving_the_settings_reshapes_the_shown_step_without_running_the_model(q
     assert view.shaped.kept == 3 and view.shaped.chosen == step.token_id
     assert f"chosen {token_piece(step.token_id)!r}" in view.note.text()
     assert "3 of 50,257 tokens can be drawn" in view.note.text()
+    assert "applied as temperature → top-k → top-p" in view.note.text()  # generation's order
     view.top_k.setValue(0)
     view.top_p.setValue(50)
     settled(qtbot, view)
