@@ -34,6 +34,11 @@ def test_the_words_name_this_models_numbers():
     assert norm.formula == "y = (x − mean) / √(var + eps) · scale + shift"
     assert "token ' you' at position 3" in norm.lines[0] and "biased variance" in norm.lines[0]
     assert "eps 1e-05" in norm.lines[0] and len(norm.lines) == 4
+    assert "eps keeps the division finite for a token whose values are all equal" in norm.lines[0]
+    import numpy as np
+    x = np.asarray(views["drop_emb"].array, dtype=np.float64)[0, 3]
+    spread = (x.var() / (x.var() + 1e-5)) ** 0.5  # the normalised std the line states
+    assert f"√(var / (var + eps)) = {spread:.4g}, not quite 1" in norm.lines[0]
     gelu = worked(model, "trf_blocks.0.ff.layers.1", views, ids, 3)
     assert "tanh(√(2/π)·(x + 0.044715·x³))" in gelu.formula
     att = worked(model, "trf_blocks.1.att", views, ids, 3, head=2)

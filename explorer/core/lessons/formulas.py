@@ -179,10 +179,12 @@ def _layer_norm(model, name, views, pos, where, captured, order) -> Worked:
     eps = module.eps
     scale, shift = _p(module.scale), _p(module.shift)
     value = (x - mean) / math.sqrt(var + eps) * scale + shift
+    spread = math.sqrt(var / (var + eps))  # the normalised values' std, before scale
     lines = [f"{where}: mean {_f(mean)}, biased variance {_f(var)} (over its {x.size} values), "
-             f"eps {eps:g}, √(var + eps) {_f(math.sqrt(var + eps))}"
-             + (" — eps is larger than the variance here: the output's std stays below 1"
-                if eps > var else "")]
+             f"eps {eps:g}, √(var + eps) {_f(math.sqrt(var + eps))}. eps keeps the division "
+             f"finite for a token whose values are all equal (variance 0), and makes the "
+             f"normalised values' std √(var / (var + eps)) = {spread:.4g}, not quite 1"
+             + (" — here eps is larger than the variance, so far below 1" if eps > var else "")]
     lines += [f"feature {i}: ({_f(x[i])} − {_f(mean)}) / {_f(math.sqrt(var + eps))} × {_f(scale[i])} "
               f"+ {_f(shift[i])} = {_f(value[i])}" for i in range(3)]
     return Worked(name, "y = (x − mean) / √(var + eps) · scale + shift", lines, value, captured)
