@@ -96,6 +96,8 @@ def rewrite(path, change):
     (lambda r, h: r.update(interventions_on="false"), "interventions_on must be true or false"),
     (lambda r, h: r["passes"][1].update(token_id=50257), "token id below 50,257"),
     (lambda r, h: r["passes"][0].update(step=0), "not the prompt's then steps 0, 1, 2"),
+    (lambda r, h: r["model"].update(config=[1, 2]), "damaged: AttributeError"),
+    (lambda r, h: r["passes"][0]["nodes"][0].pop(), "damaged: ValueError"),
     (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(0, "trf_blocks.40.att"),
      "'trf_blocks.40.att', a node the saved 12-block model does not have"),
     (lambda r, h: r["passes"][0]["nodes"][1].__setitem__(0, r["passes"][0]["nodes"][0][0]),

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..base.devices import check_memory
-from ..base.outputs import atomic_output
+from ..base.outputs import atomic_output, shown
 from ..base.validate import parse_json, regular_file
 from ..experiments.interventions import MAX_INTERVENTIONS
 from ..experiments.interventions import from_dict as intervention_from_dict
@@ -48,7 +48,7 @@ class RunFileError(ValueError):
     """A run file that cannot be read: one line, naming the file."""
 
     def __init__(self, path, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
+        super().__init__(shown(f"{path}: {problem}"))  # a line break in a name: escaped
 
 
 @dataclass
@@ -143,7 +143,10 @@ def read_run(path: str | os.PathLike) -> SavedRun:
     run = parse_json(meta.get("run", ""), p, "the run's description")
     try:
         return _run(p, run, tensors)
-    except (KeyError, TypeError, IndexError) as exc:
+    except RunFileError:
+        raise
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError, OverflowError) as exc:
+        # a field of the wrong kind met on the way (a list as config, a node of 3 fields)
         raise RunFileError(p, f"damaged: {type(exc).__name__} {str(exc)[:80]}") from None
 
 
