@@ -17,19 +17,19 @@ from ...core.gpt.tokenizer import get_encoding
 MODULES = ("pyqtgraph",)
 
 _thread: threading.Thread | None = None
-_failed: list[BaseException] = []
 
 
 def _run(modules: tuple[str, ...]) -> None:
+    # a failure here is left to the GUI thread's own first use, which raises it again
+    # where it is shown to the user
     try:
         get_encoding()
-    except BaseException as exc:  # noqa: BLE001 (the GUI thread's first use raises it again)
-        _failed.append(exc)
+    except Exception:  # noqa: BLE001
+        pass
     for name in modules:
         try:
             importlib.import_module(name)
-        except BaseException as exc:  # noqa: BLE001 (the GUI thread's import raises it again)
-            _failed.append(exc)
+        except Exception:  # noqa: BLE001
             return
 
 
