@@ -125,3 +125,29 @@ def generate_text_simple(model, idx, max_new_tokens, context_size):
         idx_next = torch.argmax(logits[:, -1, :], dim=-1, keepdim=True)
         idx = torch.cat((idx, idx_next), dim=1)
     return idx
+
+
+def attention_steps(att, x):
+    """The book's MultiHeadAttention.forward, line for line, with every intermediate kept
+    (a copy of attn_scores is taken before the book's in-place mask fills it)."""
+    b, num_tokens, d_in = x.shape
+    steps = {}
+    keys = steps["W_key"] = att.W_key(x)
+    queries = steps["W_query"] = att.W_query(x)
+    values = steps["W_value"] = att.W_value(x)
+    keys = keys.view(b, num_tokens, att.num_heads, att.head_dim).transpose(1, 2)
+    queries = queries.view(b, num_tokens, att.num_heads, att.head_dim).transpose(1, 2)
+    values = values.view(b, num_tokens, att.num_heads, att.head_dim).transpose(1, 2)
+    steps["keys"], steps["queries"], steps["values"] = keys, queries, values
+    attn_scores = queries @ keys.transpose(2, 3)
+    steps["attn_scores"] = attn_scores.clone()
+    mask_bool = att.mask.bool()[:num_tokens, :num_tokens]
+    attn_scores.masked_fill_(mask_bool, -torch.inf)
+    steps["masked_scores"] = attn_scores
+    attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+    attn_weights = steps["attn_weights"] = att.dropout(attn_weights)
+    steps["context"] = attn_weights @ values
+    context_vec = (attn_weights @ values).transpose(1, 2)
+    context_vec = steps["context_vec"] = context_vec.contiguous().view(b, num_tokens, att.d_out)
+    steps["out_proj"] = att.out_proj(context_vec)
+    return steps

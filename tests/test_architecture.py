@@ -205,9 +205,10 @@ def test_no_function_is_over_60_lines():
 
 def test_node_names_are_written_only_in_the_node_table():
     """Every other module asks the table (its role names, its functions) for a node."""
-    from explorer.core.gpt.nodes import MODEL_NODES_AFTER, MODEL_NODES_BEFORE, block_nodes
+    from explorer.core.gpt.nodes import (ATTENTION_INSIDE, MODEL_NODES_AFTER, MODEL_NODES_BEFORE,
+                                         block_nodes)
     keys = {n.key for order in ("pre", "post") for n in block_nodes(order)}
-    keys |= {n.key for n in MODEL_NODES_BEFORE + MODEL_NODES_AFTER}
+    keys |= {n.key for n in MODEL_NODES_BEFORE + MODEL_NODES_AFTER + ATTENTION_INSIDE}
     literal = re.compile(r"""["'](%s)["']""" % "|".join(re.escape(k) for k in sorted(keys)))
     for path, name in MODULES.items():
         if name in ("explorer.core.gpt.nodes", "explorer.core.weights.keymaps"):

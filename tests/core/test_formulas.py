@@ -8,7 +8,7 @@ from explorer.core.gpt.config import preset
 from explorer.core.lessons.formulas import worked
 from explorer.core.gpt.model import build_model
 from explorer.core.gpt.nodes import all_hook_names
-from explorer.core.run.passes import run_prompt
+from explorer.core.run.passes import Keep, run_prompt
 from explorer.core.gpt.tokenizer import encode
 
 
@@ -16,8 +16,8 @@ from explorer.core.gpt.tokenizer import encode
 def test_every_nodes_worked_formula_equals_its_captured_output(order):
     model = build_model(preset("tiny", norm_position=order), seed=3).eval()
     ids = encode("Every effort moves you")
-    result = run_prompt(model, ids)
-    for name in all_hook_names(model.cfg):
+    result = run_prompt(model, ids, Keep(inside=True))  # attention's own steps too
+    for name in all_hook_names(model.cfg, inside=True):
         for pos in range(len(ids)):
             for head in (0, model.cfg.n_heads - 1):
                 w = worked(model, name, result.views, ids, pos, head)
@@ -85,3 +85,22 @@ def test_a_row_of_attention_is_shown_whole_or_with_an_ellipsis(words):
         assert att.lines[1].count("…") == sum(b > a + 1 for a, b in zip([-1] + keys, keys))
     for k, w in weights.items():
         assert w == pytest.approx(row[k], rel=1e-3, abs=1e-6)
+
+
+def test_the_steps_inside_attention_show_their_rows_whole():
+    """Scores, masked scores and the weighted sum: the query's whole row over its keys,
+    the masked ones as −inf, the weights' sum stated — for head 1 at position 2."""
+    model = build_model(preset("tiny"), seed=3).eval()
+    ids = encode("Every effort moves you")
+    views = run_prompt(model, ids, Keep(inside=True)).views
+    scores = worked(model, "trf_blocks.0.att.attn_scores", views, ids, 2, head=1)
+    assert set(shown_keys(scores.lines[0])) == {0, 1, 2, 3}  # later keys too: not yet masked
+    masked = worked(model, "trf_blocks.0.att.masked_scores", views, ids, 2, head=1)
+    assert "key 3 -inf" in masked.lines[0] and "keys 3…3 set to −inf" in masked.lines[0]
+    assert shown_keys(masked.lines[0]) == {k: v for k, v in shown_keys(scores.lines[0]).items() if k < 3}
+    context = worked(model, "trf_blocks.0.att.context", views, ids, 2, head=1)
+    weights = shown_keys(context.lines[0])
+    assert set(weights) == {0, 1, 2, 3} and weights[3] == 0
+    assert sum(weights.values()) == pytest.approx(1, abs=2e-3) and "sum over all 4 keys 1" in context.lines[0]
+    split = worked(model, "trf_blocks.0.att.queries", views, ids, 2, head=1)
+    assert "head 1 (head_dim 8 = 32 / 4 heads)" in split.lines[0] and "values 8…15" in split.lines[0]

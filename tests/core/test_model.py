@@ -105,11 +105,18 @@ def test_the_code_view_shows_the_books_attention():
     assert shown.forward_name == "book_forward"
     code = "\n".join(shown.forward)
     for step in ("queries = self.W_query(x)", "attn_scores = queries @ keys.transpose(2, 3)",
-                 "attn_scores.masked_fill_(mask_bool, -torch.inf)",
+                 "attn_scores = attn_scores.masked_fill(mask_bool, -torch.inf)",
+                 "the book fills in place (masked_fill_)",
                  "attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)",
-                 "context_vec = (attn_weights @ values).transpose(1, 2)"):
+                 "the book: (attn_weights @ values).transpose(1, 2)"):
         assert step in code, step
     assert "self.attn_weights(" in shown.forward[shown.forward_line]
+    # each step inside attention points at its own line
+    for key, line in (("W_key", "keys = self.W_key(x)"), ("masked_scores", "self.masked_scores(attn_scores)"),
+                      ("context", "self.context(attn_weights @ values)"), ("out_proj", "self.out_proj(")):
+        shown = listing(f"trf_blocks.0.att.{key}")
+        assert line in shown.forward[shown.forward_line], key
+        assert f"{key}" in shown.init[shown.init_line], key
 
 
 def _book_cfg(cfg):

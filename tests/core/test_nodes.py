@@ -79,6 +79,7 @@ def test_every_kind_of_node_is_handled_wherever_kinds_are():
         assert set(table) <= set(Kind), place
     used = {n.kind for order in ("pre", "post") for n in nodes.block_nodes(order)}
     used |= {n.kind for n in nodes.MODEL_NODES_BEFORE + nodes.MODEL_NODES_AFTER}
+    used |= {n.kind for n in nodes.ATTENTION_INSIDE}
     assert used == set(Kind)  # every kind is some node's
     import pytest
     with pytest.raises(ValueError):

@@ -136,7 +136,11 @@ class MultiHeadAttention(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
+        # hook points for the book's intermediates (nodes.ATTENTION_INSIDE)
+        self.keys, self.queries, self.values = HookPoint(), HookPoint(), HookPoint()
+        self.attn_scores, self.masked_scores = HookPoint(), HookPoint()
         self.attn_weights = HookPoint()
+        self.context, self.context_vec = HookPoint(), HookPoint()
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # The book registers its causal mask as a persistent buffer; we build the mask on
@@ -144,22 +148,26 @@ class MultiHeadAttention(nn.Module):
         state_dict.pop(prefix + "mask", None)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
+    @staticmethod
+    def _watched(*points: HookPoint) -> bool:
+        return any(hp._forward_hooks or hp._forward_pre_hooks for hp in points)
+
     def _wants_pattern(self) -> bool:
-        hp = self.attn_weights
-        return bool(hp._forward_hooks or hp._forward_pre_hooks)
+        return self._watched(self.attn_weights, self.attn_scores, self.masked_scores)
 
     def forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
         """The book's steps (``book_forward``) for a prompt of up to PATTERN_ROWS tokens
-        whose pattern is watched; otherwise the same numbers from ``fast_forward``: with
-        the KV cache, a pattern computed a chunk of rows at a time, or the fused kernel
-        (a test checks that the two agree)."""
+        whose pattern or scores are watched; otherwise the same numbers from
+        ``fast_forward``: with the KV cache, a pattern computed a chunk of rows at a time,
+        or the fused kernel (a test checks that they agree)."""
         if kv is None and x.shape[1] <= PATTERN_ROWS and self._wants_pattern():
             return self.book_forward(x)
         return self.fast_forward(x, kv, pos)
 
     def book_forward(self, x: torch.Tensor) -> torch.Tensor:
-        """MultiHeadAttention.forward as the book writes it; only the mask is made here
-        instead of kept as a buffer."""
+        """MultiHeadAttention.forward as the book writes it, each intermediate through its
+        hook point; the mask is made here instead of kept as a buffer, and filled out of
+        place, so that the unmasked scores stay what they were."""
         b, num_tokens, d_in = x.shape
         keys = self.W_key(x)  # (b, num_tokens, d_out)
         queries = self.W_query(x)
@@ -171,31 +179,39 @@ class MultiHeadAttention(nn.Module):
         keys = keys.transpose(1, 2)  # (b, num_heads, num_tokens, head_dim)
         queries = queries.transpose(1, 2)
         values = values.transpose(1, 2)
+        keys, queries, values = self.keys(keys), self.queries(queries), self.values(values)
         attn_scores = queries @ keys.transpose(2, 3)  # (b, num_heads, num_tokens, num_tokens)
+        attn_scores = self.attn_scores(attn_scores)
         mask_bool = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=x.device).triu(1)
-        attn_scores.masked_fill_(mask_bool, -torch.inf)  # no token sees a later one
+        # the book fills in place (masked_fill_); a new tensor keeps the captured scores whole
+        attn_scores = attn_scores.masked_fill(mask_bool, -torch.inf)  # no token sees a later one
+        attn_scores = self.masked_scores(attn_scores)
         attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
         attn_weights = self.dropout(attn_weights)
-        attn_weights = self.attn_weights(attn_weights)  # the pattern's hook point
-        context_vec = (attn_weights @ values).transpose(1, 2)  # (b, num_tokens, num_heads, head_dim)
-        context_vec = context_vec.contiguous().view(b, num_tokens, self.d_out)
+        attn_weights = self.attn_weights(attn_weights)
+        context = self.context(attn_weights @ values)  # (b, num_heads, num_tokens, head_dim)
+        context_vec = context.transpose(1, 2)  # the book: (attn_weights @ values).transpose(1, 2)
+        context_vec = self.context_vec(context_vec.contiguous().view(b, num_tokens, self.d_out))
         context_vec = self.out_proj(context_vec)
         return context_vec
 
     def fast_forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
         """The same attention for long prompts and generation: new keys and values go
-        into the KV cache at ``pos``; a watched pattern is computed a chunk of query rows
-        at a time (causal_softmax); otherwise the fused kernel runs."""
+        into the KV cache at ``pos``; watched scores are computed whole, a watched pattern
+        a chunk of query rows at a time (causal_softmax); otherwise the fused kernel runs."""
         b, t, _ = x.shape  # (B, T, C)
         h, hd = self.num_heads, self.head_dim
-        q = self.W_query(x).view(b, t, h, hd).transpose(1, 2)  # (B, H, T, hd)
-        k = self.W_key(x).view(b, t, h, hd).transpose(1, 2)
+        k = self.W_key(x).view(b, t, h, hd).transpose(1, 2)  # (B, H, T, hd)
+        q = self.W_query(x).view(b, t, h, hd).transpose(1, 2)
         v = self.W_value(x).view(b, t, h, hd).transpose(1, 2)
+        k, q, v = self.keys(k), self.queries(q), self.values(v)
         if kv is not None:
             k, v = self._cached(kv, k, v, pos)  # (B, H, pos+T, hd)
         t_k = k.shape[2]
         drop_p = self.dropout.p if self.training else 0.0
-        if self._wants_pattern():
+        if self._watched(self.attn_scores, self.masked_scores):
+            ctx = self.attn_weights(self.dropout(self._scored(q, k))) @ v  # (B, H, T, hd)
+        elif self._wants_pattern():
             weights = self.dropout(causal_softmax(q, k))  # (B, H, T, T_k)
             weights = self.attn_weights(weights)
             ctx = causal_matmul(weights, v)  # (B, H, T, hd)
@@ -206,8 +222,17 @@ class MultiHeadAttention(nn.Module):
         else:  # a chunk of several new tokens after cached ones
             allowed = torch.ones(t, t_k, dtype=torch.bool, device=x.device).tril(t_k - t)
             ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=drop_p)
-        ctx = ctx.transpose(1, 2).reshape(b, t, self.d_out)  # (B, T, C)
-        return self.out_proj(ctx)
+        ctx = self.context(ctx).transpose(1, 2).reshape(b, t, self.d_out)  # (B, T, C)
+        return self.out_proj(self.context_vec(ctx))
+
+    def _scored(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """softmax of the whole score matrix, (B, H, T, T_k), the last T of T_k positions
+        querying, with the scores and the masked scores through their hook points."""
+        t, t_k = q.shape[2], k.shape[2]
+        scores = self.attn_scores(q @ k.transpose(2, 3))  # (B, H, T, T_k)
+        mask_bool = torch.ones(t, t_k, dtype=torch.bool, device=q.device).triu(t_k - t + 1)
+        scores = self.masked_scores(scores.masked_fill(mask_bool, -torch.inf))
+        return torch.softmax(scores / k.shape[-1] ** 0.5, dim=-1)
 
     def _cached(self, kv: LayerKV, k: torch.Tensor, v: torch.Tensor, pos: int):
         """Write the new keys and values at ``pos``; all of them so far, (B, H, pos+T, hd)."""

@@ -12,103 +12,13 @@ path inside ``GPTModel`` (``trf_blocks.{layer}.{key}`` for block nodes).
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
 
 from .config import GPTConfig
+from .node_types import _HIST_BY_KIND, HistRange, Kind, Node  # noqa: F401 (the table's types)
 
-
-class Kind(str, Enum):
-    """What a node computes. A new kind is handled in each of these places, and
-    tests/core/test_nodes.py names the one it is missing from: its fixed histogram range
-    (``_HIST_BY_KIND`` below), what it does and the common mistake about it
-    (lessons/explain.py ``WHAT``, ``MISTAKE``), its Learn questions (lessons/quiz.py
-    ``_BY_KIND``) and its worked formula (lessons/formulas.py ``FORMULA_KINDS``)."""
-
-    EMBEDDING = "embedding"
-    NORM = "norm"
-    ATTENTION = "attention"
-    PATTERN = "pattern"
-    DROPOUT = "dropout"
-    ADD = "add"
-    LINEAR = "linear"
-    GELU = "gelu"
-    FFN = "ffn"
-    LOGITS = "logits"
-
-    __str__ = str.__str__  # the word itself wherever it is written or formatted
-    __format__ = str.__format__
-
-
-@dataclass(frozen=True)
-class HistRange:
-    lo: float
-    hi: float
-    bins: int
-
-    @property
-    def width(self) -> float:
-        return (self.hi - self.lo) / self.bins
-
-    def edges(self) -> list[float]:
-        return [self.lo + i * self.width for i in range(self.bins + 1)]
-
-
-# Zero is a bin edge in every range that spans it, so "negative" is a whole number of bins.
-_HIST_BY_KIND = {
-    "embedding": HistRange(-1.0, 1.0, 100),
-    "norm": HistRange(-10.0, 10.0, 100),
-    "attention": HistRange(-10.0, 10.0, 100),
-    "pattern": HistRange(0.0, 1.0, 100),
-    "dropout": HistRange(-10.0, 10.0, 100),
-    "add": HistRange(-50.0, 50.0, 100),
-    "linear": HistRange(-10.0, 10.0, 100),
-    "gelu": HistRange(-1.0, 9.0, 100),
-    "ffn": HistRange(-20.0, 20.0, 100),
-    "logits": HistRange(-200.0, 50.0, 125),
-}
-_HIST_BY_KEY = {"ff.layers.2": HistRange(-20.0, 20.0, 100), "drop2": HistRange(-20.0, 20.0, 100), "emb_add": HistRange(-1.0, 1.0, 100),
-                "drop_emb": HistRange(-1.0, 1.0, 100)}
-
-
-@dataclass(frozen=True)
-class Node:
-    key: str  # module path relative to its parent (block or model)
-    label: str  # short text on the graph
-    description: str  # one line for tooltips and the inspector
-    kind: Kind  # given as its word ("norm"); compares equal to it
-    width: str  # last dimension: "emb", "hidden" (4 x emb), "vocab", "ctx" (attention keys)
-    parent: str | None = None  # "ff" or "att" for nodes inside those (expandable in the graph)
-    # In eval mode this node outputs the very tensor of another node (dropout is the
-    # identity; ff returns its last Linear's output), so capture can reuse that one.
-    same_in_eval: str | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", Kind(self.kind))  # an unknown kind fails here
-
-    @property
-    def in_ffn(self) -> bool:
-        return self.parent == "ff"
-
-    @property
-    def hist(self) -> "HistRange":
-        """Fixed histogram bins for this node, the same for every layer, prompt and step,
-        so histograms of one node can be compared; values outside are counted apart."""
-        return _HIST_BY_KEY.get(self.key) or _HIST_BY_KIND[self.kind]
-
-    @property
-    def batched(self) -> bool:
-        """False for the position embedding: one vector per position, no batch axis."""
-        return self.key != "pos_emb"
-
-    def shape(self, cfg: GPTConfig, batch: int, tokens: int) -> tuple[int, ...]:
-        """The tensor shape this node produces for a (batch, tokens) input."""
-        if self.kind == "pattern":
-            return (batch, cfg.n_heads, tokens, tokens)
-        if not self.batched:
-            return (tokens, cfg.emb_dim)
-        last = {"emb": cfg.emb_dim, "hidden": cfg.hidden_dim, "vocab": cfg.vocab_size}[self.width]
-        return (batch, tokens, last)
+_WIDE = HistRange(-20.0, 20.0, 100)  # Linear 2's output and what carries it on
+_SMALL = HistRange(-1.0, 1.0, 100)  # the embeddings' sum and its dropout
 
 
 _NORM1 = Node("norm1", "LayerNorm 1", "Layer normalisation of the block's input, before "
@@ -119,9 +29,55 @@ _NORM2 = Node("norm2", "LayerNorm 2", "Layer normalisation of the first add's ou
 _ATT = Node("att", "Multi-head attention", "Causal self-attention on LayerNorm 1's output: "
             "each token mixes in value vectors of earlier tokens, weighted per head, then "
             "out_proj.", "attention", "emb")
-_PATTERN = Node("att.attn_weights", "Attention pattern", "Softmax attention weights per "
-                "head: row = query token, column = key token; rows sum to 1.",
-                "pattern", "ctx", parent="att")
+_PATTERN = Node("att.attn_weights", "Attention pattern", "attn_weights = softmax(masked "
+                "scores / √head_dim), then dropout: per head, row = query token, column = "
+                "key token; rows sum to 1.",
+                "pattern", "ctx", parent="att", inputs=("att.masked_scores",))
+
+
+def _in_att(key: str, label: str, description: str, kind: str, width: str,
+            *inputs: str) -> Node:
+    return Node(key, label, description, kind, width, parent="att", inputs=inputs)
+
+
+# Attention opened, in the order the book's MultiHeadAttention.forward computes it. No
+# inputs: the node reads the attention's input (LayerNorm 1's output in Pre-LN).
+ATTENTION_INSIDE = (
+    _in_att("att.W_key", "W_key", "keys = W_key(x): each token's input times the key "
+            "matrix, (b, T, d_out): what the token offers to the queries that look for it.",
+            "linear", "emb"),
+    _in_att("att.W_query", "W_query", "queries = W_query(x): each token's input times the "
+            "query matrix, (b, T, d_out): what the token looks for in earlier tokens.",
+            "linear", "emb"),
+    _in_att("att.W_value", "W_value", "values = W_value(x): each token's input times the "
+            "value matrix, (b, T, d_out): what the token passes on to those that attend to it.",
+            "linear", "emb"),
+    _in_att("att.keys", "Keys per head", "The keys split into heads: view (b, T, n_heads, "
+            "head_dim), then transpose(1, 2) to (b, n_heads, T, head_dim).", "heads", "head",
+            "att.W_key"),
+    _in_att("att.queries", "Queries per head", "The queries split into heads: (b, n_heads, T, "
+            "head_dim); each head compares its own head_dim values.", "heads", "head",
+            "att.W_query"),
+    _in_att("att.values", "Values per head", "The values split into heads: (b, n_heads, T, "
+            "head_dim).", "heads", "head", "att.W_value"),
+    _in_att("att.attn_scores", "Scores Q·Kᵀ", "attn_scores = queries @ keys.transpose(2, 3): "
+            "one dot product per query token (row) and key token (column), per head.",
+            "scores", "ctx", "att.queries", "att.keys"),
+    _in_att("att.masked_scores", "Causal mask", "attn_scores.masked_fill(mask_bool, -inf): "
+            "every key after its query set to −inf, so that softmax gives it weight 0.",
+            "mask", "ctx", "att.attn_scores"),
+    _PATTERN,
+    _in_att("att.context", "Weights · V", "attn_weights @ values: each query's mix of the "
+            "values of the keys it sees, weighted, per head: (b, n_heads, T, head_dim).",
+            "context", "head", "att.attn_weights", "att.values"),
+    _in_att("att.context_vec", "Heads joined", "context_vec: the heads side by side again, "
+            "transpose(1, 2) then view: (b, T, d_out).", "heads", "emb", "att.context"),
+    _in_att("att.out_proj", "out_proj", "The output projection, Linear d_out → emb_dim: "
+            "mixes what the heads found; its output is the attention's output.", "linear",
+            "emb", "att.context_vec"),
+)
+
+
 _DROP1 = Node("drop1", "Dropout", "drop_shortcut, the first of its two uses: dropout on the "
               "attention output (identity in eval mode; zeroes a share drop_rate and "
               "rescales the rest in training).", "dropout", "emb", same_in_eval="att")
@@ -133,11 +89,13 @@ _GELU = Node("ff.layers.1", "GELU", "GELU non-linearity (tanh approximation): sm
              "passes positives, squashes negatives towards a small dip.", "gelu", "hidden",
              parent="ff")
 _FF2 = Node("ff.layers.2", "Linear 2", "Second feed-forward Linear: back from "
-            "4 x emb_dim to emb_dim values.", "linear", "emb", parent="ff")
+            "4 x emb_dim to emb_dim values.", "linear", "emb", parent="ff",
+            hist_range=_WIDE)
 _FF = Node("ff", "Feed-forward", "Position-wise MLP: Linear, GELU, Linear; the embedding "
            "size comes out unchanged.", "ffn", "emb", same_in_eval="ff.layers.2")
 _DROP2 = Node("drop2", "Dropout", "drop_shortcut, the second of its two uses: dropout on "
-              "the feed-forward output.", "dropout", "emb", same_in_eval="ff")
+              "the feed-forward output.", "dropout", "emb", same_in_eval="ff",
+              hist_range=_WIDE)
 _ADD2 = Node("add2", "Add (shortcut)", "Residual add: feed-forward branch + the shortcut, the "
              "first add's output (add1): the block's output (Pre-LN).", "add", "emb")
 _POST = {  # Post-LN words: the norms come after the adds, so the neighbours differ
@@ -162,11 +120,12 @@ MODEL_NODES_BEFORE = (
     Node("tok_emb", "Token embedding", "Looks up one emb_dim vector per token id.",
          "embedding", "emb"),
     Node("pos_emb", "Position embedding", "One learned emb_dim vector per position 0..T-1.",
-         "embedding", "emb"),
-    Node("emb_add", "Embedding sum", "Token embedding + position embedding.", "add", "emb"),
+         "embedding", "emb", batched=False),
+    Node("emb_add", "Embedding sum", "Token embedding + position embedding.", "add", "emb",
+         hist_range=_SMALL),
     Node("drop_emb", "Embedding dropout", "Dropout on the embeddings (identity in eval "
          "mode): the residual stream entering block 1.", "dropout", "emb",
-         same_in_eval="emb_add"),
+         same_in_eval="emb_add", hist_range=_SMALL),
 )
 MODEL_NODES_AFTER = (
     Node("final_norm", "Final LayerNorm", "Layer normalisation after the last block.",
@@ -223,9 +182,12 @@ LINEAR_2 = "ff.layers.2"
 FINAL_NORM = "final_norm"
 LOGITS = "out_head"
 FIRST_BLOCK_NODE = FIRST_NORM
-# Modules inside attention that are not nodes of the graph, read by attribution: the
-# query and key projections, and the Linear that mixes the heads' context vectors.
+# Attention's own steps (ATTENTION_INSIDE) that others name by role: the projections
+# (attribution reads them too), the Linear that mixes the heads, the steps between.
 QUERIES, KEYS, VALUES, HEADS_MIX = "att.W_query", "att.W_key", "att.W_value", "att.out_proj"
+HEAD_QUERIES, HEAD_KEYS, HEAD_VALUES = "att.queries", "att.keys", "att.values"
+SCORES, MASKED_SCORES = "att.attn_scores", "att.masked_scores"
+CONTEXT, CONTEXT_JOINED = "att.context", "att.context_vec"
 
 
 def block_hook_name(layer: int, key: str) -> str:
@@ -248,7 +210,7 @@ def parse_hook(hook_name: str) -> tuple[int | None, str]:
     a node outside the blocks -> (None, its name). ``KeyError`` for an unknown name."""
     parts = hook_name.split(".", 2)
     if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isdigit():
-        if not any(n.key == parts[2] for n in _BLOCK_ORDER["pre"]):
+        if not any(n.key == parts[2] for n in _BLOCK_ORDER["pre"] + ATTENTION_INSIDE):
             raise KeyError(f"unknown node {hook_name!r}")
         return int(parts[1]), parts[2]
     if any(n.key == hook_name for n in MODEL_NODES_BEFORE + MODEL_NODES_AFTER):
@@ -289,6 +251,10 @@ def input_node(hook_name: str, norm_position: str = "pre") -> str | None:
     if layer is None:
         return None
     node = node_for_hook(hook_name)
+    if node.parent == ATTENTION and node.kind != "pattern":  # attention opened
+        if node.inputs:
+            return block_hook_name(layer, node.inputs[0])
+        return input_node(block_hook_name(layer, ATTENTION), norm_position)
     siblings = [n.key for n in block_nodes(norm_position) if n.parent == node.parent]
     i = siblings.index(node.key)
     if i > 0:
@@ -340,21 +306,35 @@ def eval_chain(hook_name: str) -> list[str]:
     return chain
 
 
-def all_hook_names(cfg: GPTConfig, include_pattern: bool = True) -> list[str]:
-    """Every node of the whole model in forward order, as hook names."""
+def all_hook_names(cfg: GPTConfig, include_pattern: bool = True,
+                   inside: bool = False) -> list[str]:
+    """Every node of the whole model in forward order, as hook names; ``inside`` adds
+    the nodes inside attention (``ATTENTION_INSIDE``, the pattern among them)."""
     names = [n.key for n in MODEL_NODES_BEFORE]
     for layer in range(cfg.n_layers):
-        names += [block_hook_name(layer, n.key) for n in block_nodes(cfg.norm_position)
-                  if include_pattern or n.kind != "pattern"]
+        for n in block_nodes(cfg.norm_position):
+            if inside and n.kind == "pattern":
+                names += [block_hook_name(layer, m.key) for m in ATTENTION_INSIDE]
+            elif include_pattern or n.kind != "pattern":
+                names.append(block_hook_name(layer, n.key))
     names += [n.key for n in MODEL_NODES_AFTER]
     return names
 
 
+def inside_attention(hook_name: str) -> bool:
+    """Whether a node is one of attention's own steps other than the pattern (a node
+    captured only when asked for: ``all_hook_names(..., inside=True)``)."""
+    node = node_for_hook(hook_name)
+    return node.parent == ATTENTION and node.kind != "pattern"
+
+
 def select_hook_names(cfg: GPTConfig, pattern: str | list[str] | None = None,
-                      layer: int | None = None, include_pattern: bool = False) -> list[str]:
+                      layer: int | None = None, include_pattern: bool = False,
+                      inside: bool = False) -> list[str]:
     """Hook names matching a glob (``trf_blocks.*.add2``), a list of names, or one layer,
-    in forward order. An unknown explicit name raises ``KeyError``."""
-    names = all_hook_names(cfg, include_pattern=True)
+    in forward order; the nodes inside attention only with ``inside``. An unknown
+    explicit name raises ``KeyError``."""
+    names = all_hook_names(cfg, include_pattern=True, inside=inside)
     if layer is not None:
         if not 0 <= layer < cfg.n_layers:
             raise ValueError(f"layer {layer} out of range 0..{cfg.n_layers - 1}")
@@ -380,7 +360,7 @@ def node_for_hook(hook_name: str, norm_position: str = "pre") -> Node:
             return node
     parts = hook_name.split(".", 2)
     if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isdigit():
-        for node in block_nodes(norm_position):
+        for node in block_nodes(norm_position) + ATTENTION_INSIDE:
             if node.key == parts[2]:
                 return node
     raise KeyError(f"unknown node {hook_name!r}")

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpt.nodes import EMBEDDING_SUM, input_node, node_for_hook, residual_branches
+from ..gpt.nodes import (CONTEXT_JOINED, EMBEDDING_SUM, input_node, node_for_hook,
+                         residual_branches)
 from ..gpt.tokenizer import token_piece
 
 # Texts with {names}: filled in from the loaded config (``numbers``), never fixed.
@@ -23,6 +24,16 @@ WHAT = {
     "attention": "Lets each token look at the tokens before it: queries meet keys to give "
                  "weights, and each token receives a weighted mix of the values, one mix per "
                  "head ({heads} heads of {head_dim} values); out_proj then combines the heads.",
+    "heads": "Splits each token's {c} values into {heads} heads of {head_dim} (view, then "
+             "transpose(1, 2)), so that each head compares tokens on its own {head_dim} "
+             "values; no number changes, only where it sits.",
+    "scores": "The dot product of every query with every key, per head: how well token "
+              "(row) and token (column) match. Large means a strong match; the scores are "
+              "raw numbers, not yet weights.",
+    "mask": "The causal mask: every score of a key after its query becomes −inf, so that "
+            "softmax gives it weight 0 and no token can read the tokens that follow it.",
+    "context": "Each query's weighted mix of the value vectors, per head: the attention "
+               "weights of its row times the values of the keys ({head_dim} values per head).",
     "pattern": "The attention weights themselves: for every head, how much each token (row) "
                "takes from each earlier token (column). Each row sums to 1.",
     "dropout": "During training, zeroes a random share ({drop}) of the values and scales the "
@@ -47,11 +58,15 @@ WHAT = {
 # Nodes whose kind's text does not fit them: the embedding sum is an add without a
 # branch or a shortcut.
 WHAT_BY_KEY = {
+    CONTEXT_JOINED: "Joins the heads again: each token's {heads} context vectors of "
+                    "{head_dim} values side by side ({c} values), ready for out_proj.",
     EMBEDDING_SUM: "Adds each token's embedding and its position's embedding, value by value "
                "({c} values each): the residual stream starts here. There is no branch and "
                "no shortcut yet; the blocks add theirs to this sum.",
 }
 MISTAKE_BY_KEY = {
+    CONTEXT_JOINED: "Joining is not mixing: each head's values sit in their own slice; "
+                    "out_proj, the next step, is what mixes the heads.",
     EMBEDDING_SUM: "The two embeddings are added, not concatenated: the width stays {c}; the "
                "position embedding is the same for every prompt at that position.",
 }
@@ -62,6 +77,14 @@ MISTAKE = {
             "(that is BatchNorm); it uses the biased variance (divide by n).",
     "attention": "The causal mask makes later tokens invisible to earlier ones; the output "
                  "has the same shape as the input ({c} values per token).",
+    "heads": "Heads are not separate copies of the token: the {c} values are divided "
+             "among them ({heads} × {head_dim} = {c}), each head gets its own slice.",
+    "scores": "The scores are divided by √head_dim (√{head_dim}) only inside the softmax, "
+              "after the mask: what is stored here is the plain dot product.",
+    "mask": "The mask sets later keys to −inf, not 0: a score of 0 would still get a share "
+            "of the weight after softmax.",
+    "context": "The mix is over keys (earlier tokens), per head; it is not yet the "
+               "attention's output: the heads are joined and go through out_proj first.",
     "pattern": "Rows, not columns, sum to 1; the upper triangle is zero because of the mask.",
     "dropout": "Dropout is not applied when generating (eval mode): seeing values change "
                "here would mean the model was left in training mode.",

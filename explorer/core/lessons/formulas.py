@@ -16,7 +16,9 @@ import numpy as np
 import torch
 
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, EMBEDDING_SUM, FEED_FORWARD, FINAL_NORM,
+from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, EMBEDDING_SUM,
+                         FEED_FORWARD, FINAL_NORM, HEAD_KEYS, HEAD_QUERIES, HEAD_VALUES,
+                         MASKED_SCORES, SCORES,
                          POSITION_EMBEDDING, TOKEN_EMBEDDING, block_hook_name, block_input,
                          block_output, eval_source, input_node, node_for_hook, parse_hook,
                          residual_branches, shortcut_sources)
@@ -36,7 +38,12 @@ class Worked:
 
     @property
     def max_error(self) -> float:
-        return float(np.max(np.abs(self.value - self.captured))) if self.value.size else 0.0
+        """The largest difference; equal infinities (a masked score's −inf) differ by 0."""
+        if not self.value.size:
+            return 0.0
+        same = self.value == self.captured
+        with np.errstate(invalid="ignore"):  # inf − inf where both are −inf: same, so 0
+            return float(np.max(np.where(same, 0.0, np.abs(self.value - self.captured))))
 
 
 def _row(views: dict, name: str, pos: int) -> np.ndarray:
@@ -80,7 +87,8 @@ def key_row(values: np.ndarray) -> str:
 
 # the kinds ``worked`` works out (a new kind of node needs its formula here)
 FORMULA_KINDS = frozenset({"dropout", "ffn", "embedding", "norm", "gelu", "linear", "add",
-                           "attention", "pattern", "logits"})
+                           "attention", "heads", "scores", "mask", "pattern", "context",
+                           "logits"})
 
 
 def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
@@ -94,7 +102,7 @@ def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
         raise ValueError(f"{name} was not kept in full in this pass")
     layer, key = parse_hook(name)
     where = f"token {token_piece(ids[pos])!r} at position {pos}"
-    captured = _row(views, name, pos) if node.kind != "pattern" else \
+    captured = _row(views, name, pos) if not node.per_head else \
         np.asarray(views[name].array, dtype=np.float64)[0, head, pos]
     kind = node.kind
     if kind == "dropout" or key == FEED_FORWARD:  # eval mode: another node's tensor, unchanged
@@ -112,6 +120,8 @@ def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
         return (_gelu if kind == "gelu" else _linear)(model, name, views, pos, where, captured, order)
     if kind == "add":
         return _add(name, views, pos, where, captured, layer, key, order)
+    if kind in ("heads", "scores", "mask", "context"):
+        return _inside(model, name, views, pos, head, where, captured, layer, order)
     if kind in ("attention", "pattern"):
         return _attention(model, name, views, pos, head, where, captured, layer, order)
     if kind == "logits":
@@ -238,3 +248,54 @@ def _attention(model, name, views, pos, head, where, captured, layer, order) -> 
                  ", ".join(f"{_f(v)}" for v in value[:SHOWN]) + " …")
     return Worked(name, "context_vec = softmax(queries·keysᵀ / √head_dim + mask)·values; "
                   "out_proj(context_vec)", lines, value, captured)
+
+
+def _inside(model, name, views, pos, head, where, captured, layer, order) -> Worked:
+    """A step inside attention for one head and query token, recomputed from the
+    attention's captured input and the model's own weights."""
+    att = model.trf_blocks[layer].att
+    key = parse_hook(name)[1]
+    x = np.asarray(views[input_node(block_hook_name(layer, ATTENTION), order)].array,
+                   dtype=np.float64)[0]  # (T, C): every token, later ones too
+    hd = att.head_dim
+    s = slice(head * hd, (head + 1) * hd)
+
+    def proj(linear):
+        b = _p(linear.bias) if linear.bias is not None else 0.0
+        return x @ _p(linear.weight).T + b  # (T, d_out)
+
+    heads = f"{where}, head {head} (head_dim {hd} = {att.d_out} / {att.num_heads} heads)"
+    if key == CONTEXT_JOINED:
+        value = np.asarray(views[block_hook_name(layer, CONTEXT)].array,
+                           dtype=np.float64)[0, :, pos].reshape(-1)
+        return Worked(name, "context_vec = context.transpose(1, 2).view(b, T, d_out)",
+                      [f"{where}: the {att.num_heads} heads' {hd} values side by side; head 1 "
+                       f"starts at value {hd}: " + ", ".join(_f(v) for v in value[hd:hd + SHOWN])
+                       + " …"], value, captured)
+    linear = {HEAD_KEYS: att.W_key, HEAD_QUERIES: att.W_query, HEAD_VALUES: att.W_value}
+    if key in linear:
+        value = proj(linear[key])[pos, s]
+        return Worked(name, f"{key} = {key}.view(b, T, n_heads, head_dim).transpose(1, 2)",
+                      [f"{heads}: values {s.start}…{s.stop - 1} of the token's {att.d_out}: "
+                       + ", ".join(_f(v) for v in value[:SHOWN]) + " …"], value, captured)
+    q, k = proj(att.W_query)[pos, s], proj(att.W_key)[:, s]  # (hd,), (T, hd)
+    scores = k @ q  # (T,) every key, later ones too
+    n = len(scores)
+    if key == SCORES:
+        return Worked(name, "attn_scores = queries @ keys.transpose(2, 3)",
+                      [f"{heads}: the query · each key (before the mask; later keys too): "
+                       + key_row(scores)], scores, captured)
+    masked = np.where(np.arange(n) > pos, -np.inf, scores)
+    if key == MASKED_SCORES:
+        return Worked(name, "attn_scores.masked_fill(mask_bool, -inf)",
+                      [f"{heads}: keys 0…{pos} kept, " + (f"keys {pos + 1}…{n - 1} set to −inf: "
+                       if pos + 1 < n else "no later key to mask: ") + key_row(masked)],
+                      masked, captured)
+    weights = np.exp((masked - scores[:pos + 1].max()) / math.sqrt(hd))
+    weights /= weights.sum()
+    value = weights @ proj(att.W_value)[:n, s]
+    return Worked(name, "context = attn_weights @ values",
+                  [f"{heads}: weights " + key_row(weights) + f" (sum over all {n} keys "
+                   f"{_f(weights.sum())})",
+                   "value " + ", ".join(f"{i}: Σ weight·values[:, {i}] = {_f(value[i])}"
+                                        for i in range(SHOWN))], value, captured)

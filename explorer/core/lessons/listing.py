@@ -15,7 +15,8 @@ from functools import lru_cache
 
 from ..gpt.layers import FeedForward, MultiHeadAttention
 from ..gpt.model import GPTModel, TransformerBlock
-from ..gpt.nodes import FEED_FORWARD, PATTERN, block_nodes, block_steps, parse_hook
+from ..gpt.nodes import (ATTENTION, FEED_FORWARD, PATTERN, block_nodes, block_steps,
+                         node_for_hook, parse_hook)
 
 
 @dataclass(frozen=True)
@@ -53,15 +54,21 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
                        _find(forward, rf"self\.{key}\("),
                        f"{key} is built once in GPTModel.__init__ and used in GPTModel.forward, "
                        "around the loop over the transformer blocks.")
-    if key == PATTERN:
+    if node_for_hook(name, norm_position).parent == ATTENTION:
+        attr = key[len(ATTENTION) + 1:]  # its attribute of MultiHeadAttention
         init = _source(MultiHeadAttention, "__init__")
         forward = _source(MultiHeadAttention, "book_forward")
+        what = ("The pattern is softmax(queries keysᵀ / √head_dim) with the causal mask, as "
+                "the book computes it; the attn_weights hook point names it." if key == PATTERN
+                else f"{attr} is a step of MultiHeadAttention.forward as the book writes it; "
+                "a HookPoint computes nothing, it names the tensor." if attr[0].islower()
+                else f"{attr} is one of the four Linear layers of MultiHeadAttention.")
         return Listing("MultiHeadAttention", init, forward, "book_forward",
-                       _find(init, r"self\.attn_weights = "), _find(forward, r"self\.attn_weights\("),
-                       "The pattern is softmax(queries keysᵀ / √head_dim) with the causal mask, "
-                       "as the book computes it; the attn_weights hook point names it. Long "
-                       "prompts and generation get the same numbers from fast_forward (the KV "
-                       "cache, the pattern a chunk of rows at a time).")
+                       _find(init, rf"self\.(\w+, )*{attr}\b.*="),
+                       _find(forward, rf"self\.{attr}\("),
+                       what + " Long prompts and generation get the same numbers from "
+                       "fast_forward (the KV cache, the fused kernel when nothing inside is "
+                       "watched).")
     children = [n.key for n in block_nodes(norm_position) if n.parent == FEED_FORWARD]
     if key in children:  # the Sequential's layers, in the node table's order
         index = children.index(key)

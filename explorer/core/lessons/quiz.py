@@ -18,7 +18,8 @@ from typing import Callable
 import numpy as np
 
 from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, EMBEDDINGS, EMBEDDING_SUM, FEED_FORWARD,
-                         FIRST_ADD, FIRST_DROPOUT, FIRST_NORM, GELU_INPUT, block_hook_name, block_input, block_output, block_steps, eval_source,
+                         FIRST_ADD, FIRST_DROPOUT, FIRST_NORM, GELU_INPUT, HEAD_QUERIES, PATTERN,
+                         block_hook_name, block_input, block_output, block_steps, eval_source,
                          input_node, layer_of, node_for_hook, parse_hook, residual_branches,
                          shortcut_sources)
 from .facts import ORDER, SHAPES, VALUES
@@ -48,7 +49,7 @@ def _width_gives(live: Live, last: int, c: int, hidden: int) -> tuple[str, ...]:
     """Texts that would give a width away: the width itself (not when it is the prompt's
     length, which the prompt shows by design) and, for the model's own widths, the other
     width and the factor between them (192 wide and × 4 make 768)."""
-    if live.node.kind == "pattern":
+    if live.node.width == "ctx":  # one column per key: the prompt's length
         return ()
     gives = [str(last), f"{last:,}"]
     if last in (c, hidden) and hidden != c:
@@ -63,10 +64,15 @@ def shape_question(live: Live, rng: random.Random) -> Question:
     c = _emb(live)
     hidden = live.width(GELU_INPUT, live_layer(live)) or 4 * c
     lead, last = shape[:-1], shape[-1]
-    if node.kind == "pattern":
+    if node.width == "ctx":
         h, t = shape[1], shape[-1]
         meaningful = [c // h, h, c]
-        why = f"one {t} × {t} table of weights (query × key) per head, for each of {h} heads"
+        what = "weights" if node.kind == "pattern" else "scores"
+        why = f"one {shape[2]} × {t} table of {what} (query × key) per head, for each of {h} heads"
+    elif node.width == "head":
+        h, hd = shape[1], shape[-1]
+        meaningful = [h, c, 2 * hd]
+        why = f"{c} values per token split among {h} heads: {c} / {h} = {hd} each"
     elif len(shape) == 2:  # the position embedding: one vector per position
         meaningful = [c // 4, 4 * c, c // 2]
         why = f"one {c}-value vector per position 0..{shape[0] - 1}, shared by every sample"
@@ -253,6 +259,64 @@ def pattern_rows_question(live: Live, rng: random.Random) -> Question:
                                                       f"sum {right}"))
 
 
+def _heads(live: Live) -> tuple[int, int, int]:
+    """(n_heads, head_dim, emb_dim) of the node's block, from the pass's shapes."""
+    heads = live.near(HEAD_QUERIES) or live.near(PATTERN)
+    h = int(heads.shape[1]) if heads is not None else 1
+    c = _emb(live)
+    return h, c // h, c
+
+
+def head_dim_question(live: Live, rng: random.Random) -> Question:
+    h, hd, c = _heads(live)
+    roles = {h: "the number of heads", c: "the whole token's width (emb_dim)",
+             2 * hd: "twice a head's width", c * h: "emb_dim times the heads: heads do not copy the token"}
+    offered = numbers_around(hd, list(roles), rng)
+    why_not = {str(v): f"{v} is {roles[v]}; each head gets {c} / {h} = {hd}" if v in roles
+               else f"each head gets {c} / {h} = {hd} values, not {v}" for v in offered}
+    options, answer, reasons = choices(str(hd), [str(v) for v in offered], rng, why_not)
+    return Question(f"How many values per token does each head work on in {live.node.label} "
+                    f"({live.name})?", options, answer,
+                    f"head_dim = emb_dim / n_heads = {c} / {h} = {hd}: the token's {c} values "
+                    f"are divided among the {h} heads.", reasons, frozenset({SHAPES}),
+                    gives=(str(hd), f"{hd} each", f"= {hd}"))
+
+
+def scaling_question(live: Live, rng: random.Random) -> Question:
+    h, hd, c = _heads(live)
+    right = f"√head_dim = √{hd} ≈ {hd ** 0.5:.3g}"
+    wrong = {f"head_dim = {hd}": "dividing by head_dim itself would shrink the scores far too much",
+             f"√emb_dim = √{c} ≈ {c ** 0.5:.3g}": f"each head's dot product runs over {hd} values, not {c}",
+             f"n_heads = {h}": "the number of heads does not change one head's dot product"}
+    options, answer, reasons = choices(right, list(wrong), rng, wrong)
+    return Question("Before the softmax, what are these scores divided by?", options, answer,
+                    f"By {right}: a dot product of {hd} values has a spread that grows like "
+                    f"√{hd}; dividing keeps the softmax from saturating. The book does it "
+                    "inside torch.softmax(attn_scores / keys.shape[-1] ** 0.5).", reasons,
+                    frozenset({VALUES}))
+
+
+def mask_question(live: Live, rng: random.Random) -> Question:
+    right = "sets each score of a later key to −inf"
+    wrong = {"sets each score of a later key to 0": "a score of 0 still gets a share after "
+                                                     "softmax (e⁰ = 1); only −inf gives 0",
+             "removes the later tokens from the tensor": f"the shape stays {live.shape}: "
+                                                         "every key still has a column",
+             "sets each score of an earlier key to −inf": "earlier keys are what a token may "
+                                                          "read; the mask hides the later ones"}
+    options, answer, reasons = choices(right, list(wrong), rng, wrong)
+    array = live.view.array
+    detail = ""
+    if array is not None:
+        row = array[0, 0, -1]
+        first = array[0, 0, 0]
+        detail = (f" Here the first query keeps {int(np.isfinite(first).sum())} of its "
+                  f"{first.size} scores and the last {int(np.isfinite(row).sum())}.")
+    return Question(f"What does the causal mask do in {live.node.label} ({live.name})?",
+                    options, answer, f"It {right}, so that softmax gives it weight 0.{detail}",
+                    reasons, frozenset({VALUES}))
+
+
 def gelu_question(live: Live, rng: random.Random) -> Question:
     source = live.input()
     x = source.real_rows() if source is not None and source.array is not None else None
@@ -272,7 +336,11 @@ _BY_KIND: dict[str, tuple[Callable, ...]] = {
     "embedding": (shape_question, width_question),
     "norm": (norm_axis_question, shape_question),
     "attention": (shape_question, width_question),
+    "heads": (head_dim_question, shape_question),
+    "scores": (shape_question, scaling_question),
+    "mask": (mask_question, shape_question),
     "pattern": (shape_question, pattern_rows_question),
+    "context": (shape_question, head_dim_question),
     "dropout": (dropout_question, shape_question),
     "add": (shortcut_question, shape_question),
     "linear": (width_question, shape_question),

@@ -78,6 +78,8 @@ class Capture(HookSet):
     budget_bytes: kept tensors never exceed this; a tensor that would is dropped (its
         statistics stay) and listed in ``dropped``.
     attention: also capture the attention patterns (att.attn_weights).
+    inside: also capture attention's own steps (nodes.ATTENTION_INSIDE: the projections,
+        the heads, the scores, the masked scores, the context); the pattern with them.
     mask: a batch's (B, T) bool mask of real tokens (``batch.Batch.mask``): statistics
         leave the padding positions out (for attention patterns: the padding queries).
     later: for the nodes that keep their full float32 tensor on the CPU, compute only
@@ -91,8 +93,9 @@ class Capture(HookSet):
                  float16: bool = False, budget_bytes: int = DEFAULT_BUDGET_BYTES,
                  attention: bool = False, topk: int = 5,
                  mask: torch.Tensor | np.ndarray | None = None, later: bool = False,
-                 now: Iterable[str] = ()) -> None:
+                 now: Iterable[str] = (), inside: bool = False) -> None:
         super().__init__(model)
+        attention = attention or inside
         if mask is not None:
             mask = torch.as_tensor(mask, dtype=torch.bool)
             if mask.dim() != 2:
@@ -104,7 +107,7 @@ class Capture(HookSet):
         cfg = model.cfg
         chosen = select_hook_names(cfg, None if nodes is None else
                                    (nodes if isinstance(nodes, str) else list(nodes)),
-                                   layer=layer, include_pattern=attention)
+                                   layer=layer, include_pattern=attention, inside=inside)
         if not attention:
             chosen = [n for n in chosen if not is_pattern(n)]
         self.names = chosen

@@ -55,6 +55,7 @@ class Keep:
     gelu_shares: bool = False
     later: bool = False
     now: tuple[str, ...] = ()
+    inside: bool = False  # also attention's own steps (Capture's ``inside``)
 
 
 # The app and the CLI: every node in full, patterns, GELU shares; the details later.
@@ -149,7 +150,8 @@ def pass_bytes(cfg, batch: int, tokens: int, keep: Keep) -> int:
     rows = batch * tokens
     logits = rows * cfg.vocab_size * 4
     layer = rows * (4 * cfg.emb_dim + 3 * cfg.hidden_dim) * 4
-    pattern = batch * cfg.n_heads * tokens * tokens * 4 if keep.attention else 0
+    pattern = batch * cfg.n_heads * tokens * tokens * 4 * (3 if keep.inside else 1) \
+        if keep.attention or keep.inside else 0
     every_node = logits + cfg.n_layers * (layer + rows * 5 * cfg.emb_dim * 4 + pattern)
     kept = min(keep.budget_bytes, every_node) if keep.tensors else 0
     return logits + layer + pattern + kept
@@ -169,7 +171,7 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     cap = Capture(model, None if keep.nodes is None else keep.nodes, layer=keep.layer,
                   tensors=keep.tensors, float16=keep.float16, budget_bytes=keep.budget_bytes,
                   attention=keep.attention, mask=batch.mask if batch.size > 1 else None,
-                  later=keep.later, now=keep.now)
+                  later=keep.later, now=keep.now, inside=keep.inside)
     recorder = StepRecorder(model) if prefill and cached else contextlib.nullcontext()
     cache = model.new_cache() if prefill and cached else None
     error, logits, step = None, None, None

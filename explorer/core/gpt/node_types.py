@@ -1,0 +1,116 @@
+"""What a node of the block graph is: its kind, its fixed histogram bins and the
+``Node`` record. The table of nodes itself, with every name, is in nodes.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from .config import GPTConfig
+
+
+class Kind(str, Enum):
+    """What a node computes. A new kind is handled in each of these places, and
+    tests/core/test_nodes.py names the one it is missing from: its fixed histogram range
+    (``_HIST_BY_KIND`` below), what it does and the common mistake about it
+    (lessons/explain.py ``WHAT``, ``MISTAKE``), its Learn questions (lessons/quiz.py
+    ``_BY_KIND``) and its worked formula (lessons/formulas.py ``FORMULA_KINDS``)."""
+
+    EMBEDDING = "embedding"
+    NORM = "norm"
+    ATTENTION = "attention"
+    HEADS = "heads"  # a (B, T, d_out) tensor split into heads, or heads joined again
+    SCORES = "scores"  # queries · keysᵀ
+    MASK = "mask"  # the scores with later keys set to −inf
+    PATTERN = "pattern"
+    CONTEXT = "context"  # attention weights · values, per head
+    DROPOUT = "dropout"
+    ADD = "add"
+    LINEAR = "linear"
+    GELU = "gelu"
+    FFN = "ffn"
+    LOGITS = "logits"
+
+    __str__ = str.__str__  # the word itself wherever it is written or formatted
+    __format__ = str.__format__
+
+
+@dataclass(frozen=True)
+class HistRange:
+    lo: float
+    hi: float
+    bins: int
+
+    @property
+    def width(self) -> float:
+        return (self.hi - self.lo) / self.bins
+
+    def edges(self) -> list[float]:
+        return [self.lo + i * self.width for i in range(self.bins + 1)]
+
+
+# Zero is a bin edge in every range that spans it, so "negative" is a whole number of bins.
+_HIST_BY_KIND = {
+    "embedding": HistRange(-1.0, 1.0, 100),
+    "norm": HistRange(-10.0, 10.0, 100),
+    "attention": HistRange(-10.0, 10.0, 100),
+    "heads": HistRange(-10.0, 10.0, 100),
+    "scores": HistRange(-100.0, 100.0, 100),
+    "mask": HistRange(-100.0, 100.0, 100),  # the −inf of masked keys fall below, apart
+    "pattern": HistRange(0.0, 1.0, 100),
+    "context": HistRange(-10.0, 10.0, 100),
+    "dropout": HistRange(-10.0, 10.0, 100),
+    "add": HistRange(-50.0, 50.0, 100),
+    "linear": HistRange(-10.0, 10.0, 100),
+    "gelu": HistRange(-1.0, 9.0, 100),
+    "ffn": HistRange(-20.0, 20.0, 100),
+    "logits": HistRange(-200.0, 50.0, 125),
+}
+
+# The last dimension of each width (see ``Node.shape``).
+WIDTHS = ("emb", "hidden", "vocab", "ctx", "head")
+
+
+@dataclass(frozen=True)
+class Node:
+    key: str  # module path relative to its parent (block or model)
+    label: str  # short text on the graph
+    description: str  # one line for tooltips and the inspector
+    kind: Kind  # given as its word ("norm"); compares equal to it
+    # last dimension: "emb", "hidden" (4 x emb), "vocab", "ctx" (one per key: (B, H, T,
+    # T)), "head" (head_dim values per head: (B, H, T, head_dim))
+    width: str
+    parent: str | None = None  # the node it is inside (expandable in the graph), if any
+    # In eval mode this node outputs the very tensor of another node (dropout is the
+    # identity; ff returns its last Linear's output), so capture can reuse that one.
+    same_in_eval: str | None = None
+    inputs: tuple[str, ...] = ()  # inside attention: the sibling nodes it is computed from
+    hist_range: HistRange | None = None  # bins of its own instead of its kind's
+    batched: bool = True  # False for the position embedding: one vector per position
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", Kind(self.kind))  # an unknown kind fails here
+        if self.width not in WIDTHS:
+            raise ValueError(f"unknown width {self.width!r}")
+
+    @property
+    def hist(self) -> HistRange:
+        """Fixed histogram bins for this node, the same for every layer, prompt and step,
+        so histograms of one node can be compared; values outside are counted apart."""
+        return self.hist_range or _HIST_BY_KIND[self.kind]
+
+    @property
+    def per_head(self) -> bool:
+        """Whether its tensor has a heads axis: (B, H, T, head_dim) or (B, H, T, T)."""
+        return self.width in ("ctx", "head")
+
+    def shape(self, cfg: GPTConfig, batch: int, tokens: int) -> tuple[int, ...]:
+        """The tensor shape this node produces for a (batch, tokens) input."""
+        if self.width == "ctx":
+            return (batch, cfg.n_heads, tokens, tokens)
+        if self.width == "head":
+            return (batch, cfg.n_heads, tokens, cfg.head_dim)
+        if not self.batched:
+            return (tokens, cfg.emb_dim)
+        last = {"emb": cfg.emb_dim, "hidden": cfg.hidden_dim, "vocab": cfg.vocab_size}[self.width]
+        return (batch, tokens, last)
