@@ -124,3 +124,34 @@ def test_a_padded_batch_keeps_padding_out_of_every_statistic():
                                             abs=1e-6)
     keys = shown.views[block_hook_name(1, "att.keys")].stats
     assert keys.count == h * (5 + 3) * cfg.head_dim
+
+
+@pytest.mark.parametrize("norm_position", ["pre", "post"])
+def test_attention_opened_on_demand_equals_the_pass_that_kept_it(norm_position):
+    """The window opens one block's attention from the input the pass kept: the same
+    numbers as a pass that captured the steps itself; a generated step's query is its
+    own position against every key so far."""
+    from explorer.core.run.opened import attention_input, inside_names, open_attention
+    from explorer.core.run.passes import Keep, run_prompt
+    cfg = preset("tiny", norm_position=norm_position)
+    model = build_model(cfg, seed=14).eval()
+    ids = [464, 3290, 318, 257, 1310, 13]
+    whole = run_prompt(model, ids, Keep(inside=True))
+    plain = run_prompt(model, ids)  # the window's pass: attention's steps not kept
+    assert set(inside_names(1)) & set(plain.views) == {block_hook_name(1, "att.attn_weights")}
+    x = plain.views[attention_input(1, norm_position)].array
+    opened = open_attention(model, x, 1)
+    assert list(opened) == inside_names(1)
+    for name, view in opened.items():
+        np.testing.assert_allclose(view.array, whole.views[name].array, atol=1e-5, err_msg=name)
+        assert view.stats.mean == pytest.approx(whole.views[name].stats.mean, abs=1e-5)
+    step = open_attention(model, x, 1, last_only=True)
+    scores = step[block_hook_name(1, "att.masked_scores")]
+    assert scores.shape == (1, cfg.n_heads, 1, len(ids))  # one query row, every key so far
+    np.testing.assert_allclose(scores.array[0, :, 0], whole.views[scores.name].array[0, :, -1], atol=1e-5)
+    np.testing.assert_allclose(step[block_hook_name(1, "att.out_proj")].array[0, 0],
+                               whole.views[block_hook_name(1, "att")].array[0, -1], atol=1e-5)
+    with pytest.raises(ValueError, match="attention's input must be"):
+        open_attention(model, x[0], 1)
+    with pytest.raises(ValueError, match="block 3 is not"):
+        open_attention(model, x, 2)

@@ -141,3 +141,16 @@ def test_a_checkpoint_or_a_truncated_file_is_not_a_run(model, tmp_path):
         read_run(path)
     assert "\n" not in str(caught.value)
     torch.manual_seed(0)
+
+
+def test_a_run_saved_with_attention_opened_reads_back_with_its_steps(model, tmp_path):
+    from explorer.core.run.opened import attention_input, inside_names, open_attention
+    run = make_run(model, tokens=1)
+    prompt = run.passes[0]
+    prompt.views.update(open_attention(model, prompt.views[attention_input(1, "pre")].array, 1))
+    back = read_run(save_run(tmp_path / "open.gbx", run, tensor_bytes=10**7))
+    for name in inside_names(1):
+        assert back.passes[0].views[name].shape == prompt.views[name].shape
+        assert back.passes[0].views[name].stats.n_inf == prompt.views[name].stats.n_inf
+    masked = back.passes[0].views["trf_blocks.1.att.masked_scores"].array
+    assert np.isneginf(masked).sum() == 4 * 4 * 3 // 2  # the mask's −inf kept as −inf

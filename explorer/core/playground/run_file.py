@@ -200,7 +200,7 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
                                  "order")
     cfg = _config(path, model)
     if cfg is not None:  # every node one of this model's (block 40 of a 2-block model: no)
-        known = set(all_hook_names(cfg))
+        known = set(all_hook_names(cfg, inside=True))  # opened attention is saved too
         for i, p in enumerate(passes):
             stray = sorted(set(p.views) - known)
             if stray:

@@ -16,6 +16,7 @@ ZOOM_STEP = 1.15
 
 class GraphCanvas(QGraphicsView):
     blockStep = Signal(int)  # -1: the block before, +1: the block after
+    toggleAttention = Signal()  # A: open or fold attention's steps
 
     def __init__(self, scene) -> None:
         super().__init__(scene)
@@ -85,6 +86,8 @@ class GraphCanvas(QGraphicsView):
         key = event.key()
         if key in (Qt.Key_Up, Qt.Key_Down) and not event.modifiers():
             self.blockStep.emit(-1 if key == Qt.Key_Up else 1)
+        elif key == Qt.Key_A and not event.modifiers():
+            self.toggleAttention.emit()
         elif key == Qt.Key_F and not event.modifiers():
             self.fit()
         elif key in (Qt.Key_Plus, Qt.Key_Equal):

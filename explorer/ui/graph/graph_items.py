@@ -24,7 +24,7 @@ class NodeItem(QGraphicsRectItem):
     diverged = False  # marked by the divergence finder
 
     def __init__(self, name: str, node: Node, graph: "object", label: str, w: float, h: float,
-                 font: QFont) -> None:
+                 font: QFont, shape_line: bool = False) -> None:
         super().__init__(-w / 2, -h / 2, w, h)
         self.name, self.node, self.graph = name, node, graph
         self.setFlag(QGraphicsItem.ItemIsSelectable, False)
@@ -33,7 +33,12 @@ class NodeItem(QGraphicsRectItem):
         self.text = QGraphicsSimpleTextItem(label, self)
         self.text.setFont(font)
         r = self.text.boundingRect()
-        self.text.setPos(-r.width() / 2, -r.height() / 2)
+        # with a shape line (a node inside opened attention) the name is the first line
+        self.text.setPos(-r.width() / 2, -h / 2 + 3 if shape_line else -r.height() / 2)
+        self.shape_text = None  # the shape line: the graph sets it as it sets edge labels
+        if shape_line:
+            self.shape_text = QGraphicsSimpleTextItem("", self)
+            self.shape_text.setFont(font)
         self.fill = QColor("#e8e8e8")
         self.hatched = False
         self.badge = self.badge_box = None
@@ -44,6 +49,8 @@ class NodeItem(QGraphicsRectItem):
         self.fill = colour
         self.setBrush(QBrush(colour))
         self.text.setBrush(QBrush(text_colour(colour)))
+        if self.shape_text is not None:
+            self.shape_text.setBrush(QBrush(text_colour(colour)))
 
     def paint(self, painter, option, widget=None) -> None:
         super().paint(painter, option, widget)
@@ -58,6 +65,11 @@ class NodeItem(QGraphicsRectItem):
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)
         if event.button() == Qt.LeftButton:  # a right press only opens the menu
             self.graph.nodeClicked.emit(self.name)
+        event.accept()
+
+    def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        if event.button() == Qt.LeftButton:  # attention and the feed-forward open or fold
+            self.graph.node_opened(self.name)
         event.accept()
 
     def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt name)

@@ -83,7 +83,7 @@ class Text:
     text: str
     x: float
     y: float
-    kind: str  # "title" | "ff-title" | "times" | "cap-before" | "cap-after" | "note"
+    kind: str  # "title" | "ff-title" | "att-title" | "times" | "cap-before" | "cap-after" | "note"
 
 
 @dataclass
@@ -96,6 +96,9 @@ class Layout:
     ff_frame: tuple[float, float, float, float] | None = None
     ff_name: str = ""
     times: str = ""
+    att_frame: tuple[float, float, float, float] | None = None  # attention opened
+    att_name: str = ""
+    two_line: set[str] = field(default_factory=set)  # nodes that carry their own shape
 
 
 def label_floors(cfg: GPTConfig) -> tuple[str, str]:

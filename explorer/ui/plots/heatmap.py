@@ -8,19 +8,28 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
+from PySide6.QtWidgets import QGraphicsRectItem
 
 from .plot_axes import plot_widget, position_ticks
 from .plot_text import set_empty, set_label, set_ticks
 
 AXES = {"emb": "feature", "hidden": "feature (of 4 × emb)", "vocab": "vocabulary id",
-        "ctx": "key token"}
+        "ctx": "key token", "head": "feature (of head_dim)"}
+MASKED = "#b0b0b0"  # a masked score (−inf): drawn as masked, not as a colour of the scale
 
 
 class Heatmap:
     def __init__(self) -> None:
         self.plot = plot_widget()
         self.image = pg.ImageItem(axisOrder="row-major")
+        self.masked = QGraphicsRectItem()  # under the image: shows through masked cells
+        self.masked.setBrush(QBrush(QColor(MASKED)))
+        self.masked.setPen(QPen(Qt.NoPen))
+        self.masked.setZValue(-1)
+        self.masked.setVisible(False)
+        self.plot.addItem(self.masked)
         self.plot.addItem(self.image)
         self.plot.invertY(True)
         self.bar = pg.ColorBarItem(colorMap=pg.colormap.get("CET-D1"), interactive=False)
@@ -39,11 +48,15 @@ class Heatmap:
         set_empty(plot, None)
         if view.node.kind == "pattern":  # probabilities: a sequential scale from 0
             levels, cmap = (0.0, max(float(np.nanmax(matrix)), 1e-6)), pg.colormap.get("viridis")
-            set_label(plot, "left", "head · query token")
         else:
             level = view.stats.absmax if np.isfinite(view.stats.absmax) and view.stats.absmax else 1.0
             levels, cmap = (-level, level), pg.colormap.get("CET-D1")  # diverging around 0
-            set_label(plot, "left", "token")
+        set_label(plot, "left", "head · query token" if view.node.per_head else "token")
+        masked = ~np.isfinite(matrix)
+        self.masked.setRect(QRectF(0, 0, matrix.shape[1], matrix.shape[0]))
+        self.masked.setVisible(bool(masked.any()))
+        if masked.any():  # transparent over a grey ground: masked, not a colour of the scale
+            matrix = np.where(masked, np.nan, matrix)
         set_label(plot, "bottom", AXES.get(view.node.width, "feature"))
         if real is not None:  # padding rows drawn empty (NaN is transparent)
             matrix = np.where(real[:, None], matrix, np.nan)
@@ -53,7 +66,7 @@ class Heatmap:
                             autoDownsample=True)
         self.bar.setLevels(levels)
         set_ticks(self.plot.getAxis("bottom"), position_ticks(matrix.shape[1])
-                  if view.node.kind == "pattern" else None)
+                  if view.node.width == "ctx" else None)
         self.labels = labels
         self._fit_labels()
         self.plot.autoRange()

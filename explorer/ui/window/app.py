@@ -14,6 +14,7 @@ import time
 import traceback
 
 from ...core.base.outputs import OutputError, atomic_output, shown
+from ...core.gpt.nodes import inside_attention, layer_of
 from ...core.sources import ModelSpec
 
 
@@ -176,7 +177,20 @@ def _run_and_select(window, wait, errors: list[str], prompt: str | None, node: s
         return errors[0]
     window.session.show_step(None)
     if node:
-        if node not in window.session.prompt.views:
+        if node not in window.session.prompt.views and not _opens(window, node):
             return f"unknown node {node!r}"
-        window.session.set_node(node)
+        window.session.set_node(node)  # a step inside attention: the graph opens it
+        if not wait(lambda: node in window.session.current.views):
+            return errors[0] if errors else f"{node} did not open"
     return None
+
+
+def _opens(window, node: str) -> bool:
+    """Whether ``node`` is a step inside attention of one of this model's blocks (the
+    pass computes those when attention is opened)."""
+    try:
+        layer = layer_of(node)
+        return layer is not None and layer < window.session.model.config.n_layers \
+            and inside_attention(node)
+    except KeyError:
+        return False

@@ -1,7 +1,9 @@
-"""Attention patterns of the selected layer: every head as a tokens x tokens heatmap
-(query rows, key columns; the causal mask shows as the empty upper triangle), or one
-head large; token labels on both axes (every k-th, so that they never overlap), a colour
-bar from 0 to 1, and hovering shows the weight."""
+"""Attention's matrices of the selected layer: the weights (the pattern), the scores
+Q·Kᵀ or the masked scores, every head as a tokens x tokens heatmap (query rows, key
+columns) or one head large; token labels on both axes (every k-th, so that they never
+overlap), a colour bar (0 to 1 for weights, around 0 for scores), masked scores drawn
+grey as masked, not as a colour; hovering reads a cell, a click picks the query whose
+row is drawn below (the weights' sum, the scores' dot products)."""
 
 from __future__ import annotations
 
@@ -10,16 +12,21 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSizePolicy, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 from ...plots.plot_axes import plot_widget
-from ....core.gpt.nodes import PATTERN, block_hook_name, block_title
+from ....core.gpt.nodes import MASKED_SCORES, PATTERN, SCORES, block_hook_name, block_title
+from ...graph.attention_opener import AttentionOpener
 from ...base.lazy import LazyRefresh
 from ...plots.plot_text import set_empty, set_label, set_ticks, set_title
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
 
 CMAP = pg.colormap.get("inferno")
+SCORE_CMAP = pg.colormap.get("CET-D1")  # scores: diverging around 0
+MATRICES = {"weights (softmax)": PATTERN, "scores Q·Kᵀ": SCORES, "masked scores": MASKED_SCORES}
+MASKED_GREY = 176  # a masked cell's grey
 LABEL_CHARS = 10  # a token label's characters at most (its repr, cut with "…")
 EMPTY = "Run a prompt (Ctrl+Enter) to see the attention patterns"
 GRID_CELLS = 400_000  # cells in the all-heads mosaic at most (a dock is ~600 pixels wide)
@@ -75,23 +82,16 @@ class AttentionView(LazyRefresh, QWidget):
     def __init__(self, session: Session, engine: EngineLike) -> None:
         super().__init__()
         self.session = session
-        self.head_box = QComboBox()
-        self.head_box.currentIndexChanged.connect(self.request_refresh)
-        self.sample_box = QComboBox()  # a batch's samples; hidden for one prompt
-        self.sample_box.setToolTip("Which prompt of the batch")
-        self.sample_box.currentIndexChanged.connect(self.request_refresh)
-        self.sample_box.setVisible(False)
-        self.hover = QLabel("Hover a cell to read its weight")
-        bar = QHBoxLayout()
-        bar.addWidget(QLabel("Heads:"))
-        bar.addWidget(self.head_box)
-        bar.addWidget(self.sample_box)
-        bar.addStretch(1)
-        bar.addWidget(self.hover)
+        bar = self._bar()
+        self.opener = AttentionOpener(session, engine, self.hover.setText)
+        self.query: int | None = None  # the query whose row is drawn (None: the last)
         self.canvas = plot_widget()
         self.plot = self.canvas.getPlotItem()
         self.plot.invertY(True)
         self.plot.setAspectLocked(True)
+        self.ground = pg.ImageItem(axisOrder="row-major")  # grey under masked cells
+        self.ground.setZValue(-1)
+        self.plot.addItem(self.ground)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setColorMap(CMAP)
         self.plot.addItem(self.image)
@@ -100,18 +100,54 @@ class AttentionView(LazyRefresh, QWidget):
         self.color_bar.setImageItem(self.image, insert_in=self.plot)
         self.plot.getViewBox().sigResized.connect(self._fit_ticks)
         self.labels: list[pg.TextItem] = []  # "head h" over each tile
-        self.pattern: np.ndarray | None = None
+        self.pattern: np.ndarray | None = None  # the shown matrix, (H, T, T)
+        self.key, self.levels = PATTERN, (0.0, 1.0)
         self.pieces: list[str] = []
         self.shown_heads: list[int] = []
         self._grid = (1, 1, 1, 0)  # columns, tile cells, weights per cell, gap
         self.canvas.scene().sigMouseMoved.connect(self._moved)
+        self.canvas.scene().sigMouseClicked.connect(self._clicked)
+        self.row_canvas = plot_widget()  # the picked query's row over the keys
+        self.row_plot = self.row_canvas.getPlotItem()
+        self.row_bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush="#3c78c8")
+        self.row_plot.addItem(self.row_bars)
+        self._row(None)
+        self.tabs = QTabWidget()  # the matrices, and the picked query's row: each its room
+        self.tabs.addTab(self.canvas, "Matrices")
+        self.tabs.addTab(self.row_canvas, "Query row")
+        self.tabs.setTabToolTip(1, "One query's row over its keys, for the first head shown: "
+                                   "click a cell of the matrices to pick the query")
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
-        layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.tabs, 1)
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
         session.modelChanged.connect(self._heads)
         self._heads()  # a view made after the model loaded starts from it
+
+    def _bar(self) -> QHBoxLayout:
+        """Matrix, heads, sample, and the line a hovered cell is read on."""
+        self.head_box = QComboBox()
+        self.head_box.currentIndexChanged.connect(self.request_refresh)
+        self.sample_box = QComboBox()  # a batch's samples; hidden for one prompt
+        self.sample_box.setToolTip("Which prompt of the batch")
+        self.sample_box.currentIndexChanged.connect(self.request_refresh)
+        self.sample_box.setVisible(False)
+        self.hover = QLabel("Hover a cell to read its weight")
+        # what it says may be longer than the bar: cut, never widening the view
+        self.hover.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.matrix_box = QComboBox()
+        self.matrix_box.addItems(list(MATRICES))
+        self.matrix_box.setToolTip("Which matrix: the weights after softmax, the scores Q·Kᵀ, "
+                                   "or the scores after the causal mask (the book's order)")
+        self.matrix_box.currentIndexChanged.connect(self.request_refresh)
+        bar = QHBoxLayout()
+        bar.addWidget(self.matrix_box)
+        bar.addWidget(QLabel("Heads:"))
+        bar.addWidget(self.head_box)
+        bar.addWidget(self.sample_box)
+        bar.addWidget(self.hover, 1)
+        return bar
 
     def _heads(self) -> None:
         self.head_box.blockSignals(True)
@@ -124,19 +160,27 @@ class AttentionView(LazyRefresh, QWidget):
     def redraw(self) -> None:
         current = self.session.current
         prompt = self.session.prompt
-        view = prompt.views.get(block_hook_name(self.session.layer, PATTERN)) if prompt else None
+        key = MATRICES[self.matrix_box.currentText()]
+        name = block_hook_name(self.session.layer, key)
+        view = prompt.views.get(name) if prompt else None
+        if view is None and prompt is not None and key != PATTERN:
+            self.opener.want(self.session.layer, prompt)  # the pass did not keep them
         if view is None or view.array is None:
             self.pattern, self.shown_heads = None, []
-            self.image.clear()
+            for image in (self.image, self.ground):
+                image.clear()
             self._set_labels([])
             self.color_bar.hide()
             set_title(self.plot, "")
-            set_empty(self.plot, EMPTY)
+            set_empty(self.plot, EMPTY if prompt is None else "Opening attention…")
+            self._row(None)
             return
         set_empty(self.plot, None)
         self.color_bar.show()
         sample = self._sample(prompt)
         self.pattern = view.array[sample]  # (H, T, T)
+        self.key = key
+        self._scale(key)
         heads, T = self.pattern.shape[0], self.pattern.shape[-1]
         self.pieces = prompt.sample_pieces(sample)
         # Axis sizes fixed by the longest label: new ticks then never resize the plot,
@@ -161,11 +205,63 @@ class AttentionView(LazyRefresh, QWidget):
         info = self.session.model
         self.hover.setText(f"{block_title(self.session.layer, info.config.n_layers) if info else ''}"
                            f"{note}{shrunk}")
+        self._row(self.query if self.query is not None and self.query < T else T - 1)
 
+    def _scale(self, key: str) -> None:
+        """Weights from 0 to 1; scores on a diverging scale around 0, as large as the
+        largest finite one (the masked −inf have no colour: they are drawn grey)."""
+        if key == PATTERN:
+            self.levels, cmap, words = (0.0, 1.0), CMAP, "attention weight"
+        else:
+            finite = self.pattern[np.isfinite(self.pattern)]
+            top = float(np.abs(finite).max()) if finite.size else 1.0
+            self.levels, cmap, words = (-top, top), SCORE_CMAP, \
+                "score q·k" if key == SCORES else "masked score (grey: −inf)"
+        self.image.setColorMap(cmap)
+        self.color_bar.setColorMap(cmap)
+        self.color_bar.setLevels(self.levels)
+        self.color_bar.axis.setLabel(words)
+
+    def _show(self, matrix: np.ndarray) -> None:
+        """The matrix on its scale, masked cells transparent over the grey ground."""
+        masked = np.isneginf(matrix)
+        self.image.setImage(np.where(masked, np.nan, matrix).astype(np.float32), levels=self.levels)
+        ground = np.where(np.isnan(matrix) & ~masked, np.nan, float(MASKED_GREY))
+        self.ground.setImage(ground.astype(np.float32), levels=(0.0, 255.0))
+
+    def _row(self, q: int | None) -> None:
+        """The picked query's row for the first head shown: over every key, its weights
+        (and their sum) or its scores (each q·k)."""
+        plot = self.row_plot
+        if q is None or self.pattern is None or not self.shown_heads:
+            self.row_bars.setOpts(x=[], height=[])
+            set_title(plot, "")
+            set_empty(plot, "Run a prompt (Ctrl+Enter), then click a cell: its query's row "
+                            "over the keys comes here")
+            return
+        set_empty(plot, None)
+        h = self.shown_heads[0]
+        row = np.asarray(self.pattern[h, q], dtype=np.float64)
+        seen = np.isfinite(row)
+        self.row_bars.setOpts(x=np.arange(row.size)[seen], height=row[seen], width=0.8)
+        piece = token_label(self.pieces[q]) if q < len(self.pieces) else ""
+        if self.key == PATTERN:
+            what = f"sum {row.sum():.4f}"
+        else:
+            what = "q·k per key" if self.key == SCORES else \
+                f"{int(seen.sum())} kept, {int((~seen).sum())} masked"
+        set_title(plot, f"head {h}, query {q} {piece}: {what}")
+        set_label(plot, "bottom", {PATTERN: "key token (weights after softmax)",
+                                   SCORES: "key token (q · k, before the mask)"}.get(
+                                       self.key, "key token (later keys masked to −inf: no bar)"))
+        set_ticks(plot.getAxis("bottom"), [[(i, self._labels[i]) for i in
+                                            range(0, row.size, max(1, row.size // 8))]])
+        plot.setXRange(-0.6, row.size - 0.4, padding=0)
+        plot.enableAutoRange(axis="y")
     def _one_head(self, h: int, T: int) -> None:
         """One head's pattern at full resolution."""
         self._grid = (1, T, 1, 0)
-        self.image.setImage(np.asarray(self.pattern[h], dtype=np.float32), levels=(0.0, 1.0))
+        self._show(np.asarray(self.pattern[h], dtype=np.float32))
         self._set_labels([])
         set_title(self.plot, f"head {h}")
         set_label(self.plot, "left", "query token")
@@ -183,7 +279,7 @@ class AttentionView(LazyRefresh, QWidget):
         columns = int(np.ceil(np.sqrt(len(tiles))))
         gap = max(1, n // 12)
         self._grid = (columns, n, factor, gap)
-        self.image.setImage(mosaic(tiles, columns, gap), levels=(0.0, 1.0))
+        self._show(mosaic(tiles, columns, gap))
         set_title(self.plot, f"all {len(tiles)} heads")
         set_label(self.plot, "left", "query token (rows of each head)")
         set_label(self.plot, "bottom", "key token (columns of each head)")
@@ -270,5 +366,18 @@ class AttentionView(LazyRefresh, QWidget):
         if q < T and k < T:
             pieces = self.pieces
             what = "" if factor == 1 else f" (cell max {self.tile(h)[qy, kx]:.4f})"
+            word = {PATTERN: "weight", SCORES: "score"}.get(self.key, "masked score")
             self.hover.setText(f"head {h}: query {q} {pieces[q]!r} → key {k} {pieces[k]!r}: "
-                               f"weight {self.pattern[h, q, k]:.4f}{what}")
+                               f"{word} {self.pattern[h, q, k]:.4f}{what}")
+
+    def _clicked(self, event) -> None:
+        """A click on a cell picks its query: its row is drawn below."""
+        if self.pattern is None or not self.shown_heads:
+            return
+        p = self.plot.getViewBox().mapSceneToView(event.scenePos())
+        columns, n, factor, gap = self._grid
+        y = int(np.floor(p.y()))
+        if y >= 0 and y % (n + gap) < n:
+            self.query = min((y % (n + gap)) * factor, self.pattern.shape[-1] - 1)
+            self._row(self.query)
+            self.tabs.setTabText(1, f"Query row: {self.query}")

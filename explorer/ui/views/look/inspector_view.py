@@ -146,9 +146,11 @@ class InspectorView(LazyRefresh, QWidget):
         current = self.session.current
         if current is None:
             return [str(i) for i in range(rows)]
-        if current.one_position:
-            return [f"step {current.step}"]
-        if view.node.kind == "pattern":  # (B, H, T queries): sample, head, query
+        if current.one_position:  # per head: one query row each
+            heads = view.shape[1] if view.node.per_head else 1
+            return [f"h{h} step {current.step}" if view.node.per_head else f"step {current.step}"
+                    for h in range(heads)]
+        if view.node.per_head:  # (B, H, T queries): sample, head, query
             B, H, T = view.shape[:3]
             prefix = (lambda b: f"s{b} ") if current.batch is not None else (lambda b: "")
             return [f"{prefix(b)}h{h} {t}: {shown_piece(p)}" for b in range(B)

@@ -17,14 +17,17 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainterPath, QP
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsScene, QGraphicsSimpleTextItem,
                                QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from ....core.gpt.nodes import (EMBEDDINGS, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, is_pattern,
-                               layer_of, node_for_hook)
+from ....core.gpt.nodes import (ATTENTION, EMBEDDINGS, FEED_FORWARD, MODEL_NODES_AFTER,
+                               MODEL_NODES_BEFORE, inside_attention, layer_of, node_for_hook,
+                               parse_hook)
 from ....core.lessons.facts import SHAPES
 from ...graph.colour_scale import STATISTICS, ColourScale
 from ...graph.contribution_colours import CONTRIBUTION
 from ...graph.graph_canvas import GraphCanvas
 from ...graph.graph_items import (CapItem, EdgeItem, FrameItem, NodeItem, arrow_head, marks,
                                  tooltip)
+from ...graph.attention_layout import layout_open
+from ...graph.attention_opener import AttentionOpener
 from ...graph.graph_layout import Metrics, label_floors, layout_block
 from ...graph.node_menu import node_menu
 from ...base.session import Session
@@ -63,6 +66,7 @@ class BlockGraphView(ViewHooks, QWidget):
         layout.addLayout(self._toolbar())
         layout.addWidget(self.view, 1)
         layout.addLayout(self.scale)
+        self.opener = AttentionOpener(session, engine, session.set_status)
         self._connect(session)
         if session.model is not None:  # a view made after the model loaded starts from it
             self.rebuild()
@@ -78,11 +82,16 @@ class BlockGraphView(ViewHooks, QWidget):
         self.expand_ff = QCheckBox("Feed-forward layers")
         self.expand_ff.setToolTip("Draw the feed-forward's Linear → GELU → Linear inside it")
         self.expand_ff.setChecked(True)
+        self.open_att = QCheckBox("Attention steps")
+        self.open_att.setToolTip("Open attention (A in the graph): W_query, W_key, W_value, the "
+                                 "heads, the scores, the causal mask, softmax, weights · V, the "
+                                 "heads joined and out_proj; the feed-forward folds meanwhile")
         self.fit_button = QPushButton("Fit")
         self.fit_button.setToolTip("Fit the whole block to the view again (F in the graph; "
                                    "the wheel zooms, dragging pans)")
         bar = QHBoxLayout()
-        for w in (self.layer_box, QLabel("Colour:"), self.stat_box, self.expand_ff, self.fit_button):
+        for w in (self.layer_box, QLabel("Colour:"), self.stat_box, self.expand_ff, self.open_att,
+                  self.fit_button):
             bar.addWidget(w)
         bar.addStretch(1)
         return bar
@@ -90,7 +99,9 @@ class BlockGraphView(ViewHooks, QWidget):
     def _connect(self, session: Session) -> None:
         self.layer_box.valueChanged.connect(lambda v: session.set_layer(v - 1))
         self.stat_box.currentTextChanged.connect(lambda _: self.recolour())
-        self.expand_ff.toggled.connect(lambda _: self.rebuild())
+        self.expand_ff.toggled.connect(lambda on: self._one_open(self.open_att, on))
+        self.open_att.toggled.connect(lambda on: self._one_open(self.expand_ff, on))
+        self.view.toggleAttention.connect(self.open_att.toggle)
         self.fit_button.clicked.connect(self.view.fit)
         self.view.blockStep.connect(lambda d: session.set_layer(session.layer + d))
         self.nodeClicked.connect(session.set_node)
@@ -102,6 +113,14 @@ class BlockGraphView(ViewHooks, QWidget):
         session.whyChanged.connect(lambda: self.stat_box.currentText() == CONTRIBUTION and self.recolour())
         session.coverChanged.connect(lambda _: self.rebuild())
         session.interventionsChanged.connect(self._badges)
+
+    def _one_open(self, other: QCheckBox, on: bool) -> None:
+        """Attention and the feed-forward open one at a time: the whole block still fits."""
+        if on and other.isChecked():
+            other.blockSignals(True)
+            other.setChecked(False)
+            other.blockSignals(False)
+        self.rebuild()
 
     # ---------------------------------------------------------------- building
     def metrics(self) -> Metrics:
@@ -134,29 +153,30 @@ class BlockGraphView(ViewHooks, QWidget):
         self.layer_box.blockSignals(False)
         m = self.metrics()
         self._widths = self._label_widths(m)
-        lay = layout_block(cfg, layer, self.expand_ff.isChecked(), self.open_caps["before"],
-                           self.open_caps["after"], m, *self._widths)
+        if self.open_att.isChecked():
+            lay = layout_open(cfg, layer, self.open_caps["before"], self.open_caps["after"], m,
+                              *self._widths)
+        else:
+            lay = layout_block(cfg, layer, self.expand_ff.isChecked(), self.open_caps["before"],
+                               self.open_caps["after"], m, *self._widths)
         x, y, w, h = self.layout_frame = lay.frame
         frame = self.scene.addRect(QRectF(x, y, w, h), QPen(QColor("#7a7a7a"), 1, Qt.DashLine),
                                    QBrush(QColor(240, 244, 250)))
         frame.setZValue(-1)
         for box in lay.boxes.values():
-            if box.name != lay.ff_name:
-                item = NodeItem(box.name, box.node, self, self._say(box.label), box.w, box.h,
-                                self.font_)
-                item.setPos(box.cx, box.cy)
-                self.scene.addItem(item)
-                self.items[box.name] = item
-        if lay.ff_frame is not None:
-            fx, fy, fw, fh = lay.ff_frame
-            title = next(t for t in lay.texts if t.kind == "ff-title")
-            item = FrameItem(lay.ff_name, node_for_hook(lay.ff_name), self, QRectF(0, 0, fw, fh),
-                             self._say(title.text), (title.x - fx, title.y - fy), self.font_)
-            item.setPos(fx, fy)
-            item.setToolTip(self._say(f"{lay.ff_name}: hidden_dim / emb_dim = {cfg.hidden_dim} / "
-                                      f"{cfg.emb_dim}"))
+            two = box.name in lay.two_line
+            item = NodeItem(box.name, box.node, self, self._say(box.label), box.w, box.h,
+                            self.font_, shape_line=two)
+            item.setPos(box.cx, box.cy)
             self.scene.addItem(item)
-            self.items[lay.ff_name] = item
+            self.items[box.name] = item
+            if two:  # its own shape on its second line
+                self.edge_labels[box.name] = item.shape_text
+                self._anchors[box.name] = (0.0, box.h / 2 - m.line - 3, None)
+        for name, rect, kind in ((lay.ff_name, lay.ff_frame, "ff-title"),
+                                 (lay.att_name, lay.att_frame, "att-title")):
+            if rect is not None:
+                self._frame(name, rect, next(t for t in lay.texts if t.kind == kind), cfg)
         for arrow in lay.arrows:
             self._arrow(arrow)
         for cut in lay.shortcuts:
@@ -165,6 +185,19 @@ class BlockGraphView(ViewHooks, QWidget):
             self._text(text, cfg)
         self.view.set_drawing(self.scene.itemsBoundingRect().adjusted(-3, -3, 3, 3))
         self.refresh()
+
+    def _frame(self, name: str, rect, title, cfg) -> None:
+        """A node drawn as the frame around its steps (the feed-forward, attention)."""
+        fx, fy, fw, fh = rect
+        item = FrameItem(name, node_for_hook(name), self, QRectF(0, 0, fw, fh),
+                         self._say(title.text), (title.x - fx, title.y - fy), self.font_)
+        item.setPos(fx, fy)
+        item.setToolTip(self._say(
+            f"{name}: hidden_dim / emb_dim = {cfg.hidden_dim} / {cfg.emb_dim}" if title.kind == "ff-title"
+            else f"{name}: {cfg.n_heads} heads of head_dim {cfg.head_dim} = {cfg.emb_dim} / "
+                 f"{cfg.n_heads}; A folds it again"))
+        self.scene.addItem(item)
+        self.items[name] = item
 
     def _arrow(self, arrow) -> None:
         path = QPainterPath(QPointF(*arrow.points[0]))
@@ -208,8 +241,8 @@ class BlockGraphView(ViewHooks, QWidget):
                         (" — removed by a What if intervention" if removed else ""))
 
     def _text(self, text, cfg) -> None:
-        if text.kind == "ff-title":
-            return  # the feed-forward frame's own title
+        if text.kind in ("ff-title", "att-title"):
+            return  # a frame's own title
         if text.kind.startswith("cap-"):
             item = CapItem(self._say(text.text), text.kind[4:], self, self.font_)
             self.scene.addItem(item)
@@ -241,7 +274,7 @@ class BlockGraphView(ViewHooks, QWidget):
         if current is not None and not self.session.covers(SHAPES):
             for name, view in current.views.items():
                 width = m.width(str(view.shape))
-                if is_pattern(name):
+                if view.node.per_head:
                     plw = max(plw, width)
                 else:
                     lw = max(lw, width)
@@ -266,7 +299,9 @@ class BlockGraphView(ViewHooks, QWidget):
             view = current.views.get(name) if current else None
             label.setText(self._say(str(view.shape)) if view and shapes else "")
             x, y, right = self._anchors[name]
-            if right:
+            if right is None:  # centred on its node's second line
+                label.setPos(x - label.boundingRect().width() / 2, y)
+            elif right:
                 label.setPos(x - label.boundingRect().width(), y)
         for name, edges in self.edges.items():
             view = current.views.get(name) if current else None
@@ -288,6 +323,8 @@ class BlockGraphView(ViewHooks, QWidget):
         self.recolour()
         self._badges()
         self._on_node(self.session.node)
+        if self.open_att.isChecked():
+            self.opener.want(self.session.layer)
         self.strip.update()
         if info is not None and current is None:
             self.scale.legend.setText("Run a prompt (Ctrl+Enter) to colour the nodes")
@@ -308,8 +345,18 @@ class BlockGraphView(ViewHooks, QWidget):
         for add in self.shortcuts:
             self._draw_shortcut(add, "no shortcut" in words.get(add, []))
 
+    def node_opened(self, name: str) -> None:
+        """A double click on attention or the feed-forward opens it (or folds it)."""
+        key = parse_hook(name)[1]
+        box = {ATTENTION: self.open_att, FEED_FORWARD: self.expand_ff}.get(key)
+        if box is not None:
+            box.toggle()
+
     def node_menu(self, name: str, where) -> None:
-        """Right-click on a node: what-if interventions on it (``menu``: the last one)."""
+        """Right-click on a node: what-if interventions on it (``menu``: the last one);
+        none on attention's own steps (What if changes whole nodes of the block)."""
+        if layer_of(name) is not None and inside_attention(name):
+            return
         if getattr(self, "menu", None) is not None:
             self.menu.close()
         self.menu = node_menu(self.session, name, self)
@@ -324,6 +371,10 @@ class BlockGraphView(ViewHooks, QWidget):
         self._on_node(self.session.node)
 
     def _on_node(self, name: str) -> None:
+        if name not in self.items and layer_of(name) is not None and inside_attention(name) \
+                and not self.open_att.isChecked():
+            self.open_att.setChecked(True)  # a step inside attention: drawn opened
+            return
         for cap, keys in (("before", BEFORE | ({EMBEDDINGS} if self.session.layer else set())),
                           ("after", AFTER)):
             if name in keys and name not in self.items and not self.open_caps[cap]:

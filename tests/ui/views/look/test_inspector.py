@@ -129,3 +129,29 @@ def test_details_that_come_after_the_pass_show_when_they_come(alone, qtbot):
     assert empty_message(inspector.norm_plot.getPlotItem()) is None
     heights = inspector.norm_bars.opts["height"]
     np.testing.assert_array_equal(heights, eager.views["trf_blocks.1.ff.layers.1"].stats.token_l2.reshape(-1))
+
+
+def test_a_step_inside_attention_shows_per_head_rows_and_masked_scores_as_masked(alone, qtbot):
+    from explorer.core.run.opened import attention_input, open_attention
+    alone.run("Every effort moves you", max_tokens=1)
+    alone.session.show_step(None)
+    current = alone.session.current
+    x = current.views[attention_input(0, "pre")].array
+    current.views.update(open_attention(alone.loaded.model, x, 0))  # as the graph's opener does
+    inspector = alone.view(InspectorView, height=520)
+    inspector.tabs.setCurrentIndex(inspector.heat_tab)
+    alone.session.set_node("trf_blocks.0.att.masked_scores")
+    qtbot.wait(30)
+    heads, t = 4, len(current.ids)
+    image = inspector.heatmap.image.image
+    assert image.shape == (heads * t, t)
+    assert int(np.isnan(image).sum()) == heads * t * (t - 1) // 2  # the masked cells: no colour
+    assert inspector.heatmap.masked.isVisible()  # … but the grey of "masked" under them
+    assert inspector.heatmap.bar.levels()[0] < 0  # scores: diverging around 0
+    assert inspector.heatmap.labels[:2] == [f"h0 0: {current.pieces[0]!r}", f"h0 1: {current.pieces[1]!r}"]
+    assert inspector.heatmap.labels[t] == f"h1 0: {current.pieces[0]!r}"
+    alone.session.set_node("trf_blocks.0.att.keys")
+    qtbot.wait(30)
+    assert inspector.heatmap.image.image.shape == (heads * t, 8)  # head_dim features per head
+    assert not inspector.heatmap.masked.isVisible()
+    assert inspector.heat_plot.getPlotItem().getAxis("bottom").labelText == "feature (of head_dim)"

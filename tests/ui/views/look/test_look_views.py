@@ -250,3 +250,32 @@ def test_logit_lens_ends_at_the_model_prediction(qtbot, ran):
     top = ran.session.prompt.top_pieces[0]
     assert view.table.item(2 * n_layers - 1, 0).text().startswith(repr(top))
     assert view.position_box.currentIndex() == len(ran.session.prompt.pieces) - 1
+
+
+def test_attention_view_draws_the_scores_and_the_masked_scores_as_well(qtbot, ran):
+    """The scores Q·Kᵀ and the masked scores, opened on demand: per head, the −inf of the
+    mask drawn grey (no colour of the scale), a diverging scale around 0, and the picked
+    query's row below — for the weights with their sum of 1."""
+    view = show(qtbot, ran, "Attention")
+    view.head_box.setCurrentIndex(2)  # head 1, large
+    t = len(ran.session.prompt.ids)
+    last = ran.session.prompt.pieces[-1]
+    assert view.row_plot.titleLabel.text == f"head 1, query {t - 1} {last!r}: sum 1.0000"
+    assert view.row_bars.opts["height"].sum() == pytest.approx(1, abs=1e-5)  # every key's bar
+    view.matrix_box.setCurrentIndex(2)  # masked scores: the pass did not keep them
+    name = "trf_blocks.0.att.masked_scores"
+    qtbot.waitUntil(lambda: view.key == name.removeprefix("trf_blocks.0."), timeout=20_000)
+    masked = ran.session.prompt.views[name].array[0, 1]
+    assert np.isneginf(masked).sum() == t * (t - 1) // 2
+    shown = view.image.image
+    assert np.isnan(shown).sum() == t * (t - 1) // 2  # no colour where the mask is …
+    assert np.all(view.ground.image[np.isnan(shown)] > 0)  # … the grey ground instead
+    np.testing.assert_allclose(shown[np.isfinite(masked)], masked[np.isfinite(masked)])
+    low, high = view.color_bar.levels()
+    assert low == -high and high == pytest.approx(np.abs(masked[np.isfinite(masked)]).max())
+    view.query = 1
+    view._row(1)
+    assert view.row_plot.titleLabel.text.endswith(f": 2 kept, {t - 2} masked")
+    assert len(view.row_bars.opts["x"]) == 2  # a masked key has no bar
+    view.matrix_box.setCurrentIndex(1)  # the scores before the mask: every key has a colour
+    assert not np.isnan(view.image.image).any() and view.row_plot.titleLabel.text.endswith("q·k per key")

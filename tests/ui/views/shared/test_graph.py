@@ -76,9 +76,9 @@ def assert_nothing_overlaps(graph):
     # own items: PySide's parentItem() on these items corrupts the scene)
     owners = {}
     for name, node in graph.items.items():
-        owners[id(node.text)] = name
-        if node.badge is not None:
-            owners[id(node.badge)] = name
+        for own in (node.text, node.badge, node.shape_text):  # its name, marks and shape line
+            if own is not None:
+                owners[id(own)] = name
     for i, (text, rect, item) in enumerate(texts):
         inner = rect.adjusted(1, 1, -1, -1)
         own = owners.get(id(item))
@@ -119,7 +119,7 @@ def synthetic(cfg, tokens: int, spec=None):
                      dtype="float32", notices=(), spec=spec or ModelSpec(preset="tiny"))
     gen = torch.Generator().manual_seed(0)
     views = {}
-    for name in all_hook_names(cfg):
+    for name in all_hook_names(cfg, inside=True):  # attention's steps too: it can open
         node = node_for_hook(name)
         shape = node.shape(cfg, 1, tokens)
         sample = torch.randn(4, 8, generator=gen) * (1 + len(views) % 7)
@@ -127,7 +127,7 @@ def synthetic(cfg, tokens: int, spec=None):
     return info, Pass(ids=[0] * tokens, pieces=["x"] * tokens, views=views)
 
 
-def graph_for(qtbot, cfg, tokens, size, layer=0, expand=True):
+def graph_for(qtbot, cfg, tokens, size, layer=0, expand=True, attention=False):
     session = Session()
     info, result = synthetic(cfg, tokens)
     session.set_model(info)
@@ -137,6 +137,7 @@ def graph_for(qtbot, cfg, tokens, size, layer=0, expand=True):
     graph.show()
     qtbot.waitExposed(graph)
     graph.expand_ff.setChecked(expand)
+    graph.open_att.setChecked(attention)
     session.set_layer(layer)
     session.set_prompt(result)
     qtbot.waitUntil(lambda: session.pending() == 0, timeout=10_000)

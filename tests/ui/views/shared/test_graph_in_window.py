@@ -8,7 +8,7 @@ from PySide6.QtTest import QTest
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
 from explorer.core.gpt.model import build_model
-from explorer.core.gpt.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, block_hook_name,
+from explorer.core.gpt.nodes import (FEED_FORWARD, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, block_hook_name,
                                      block_input, block_nodes)
 from explorer.core.gpt.tokenizer import encode
 from tests.ui.conftest import run_and_wait
@@ -18,7 +18,7 @@ def expected_graph_names(cfg, layer, expand=True, caps=False):
     """What the graph draws: the block's nodes and its input; the embeddings before it
     and the final norm and head after it once their caps are unfolded."""
     names = {block_hook_name(layer, n.key) for n in block_nodes(cfg.norm_position)
-             if expand or not n.in_ffn}
+             if expand or n.parent != FEED_FORWARD}
     names.add(block_input(layer, cfg.norm_position))
     if caps:
         names |= {n.key for n in MODEL_NODES_BEFORE + MODEL_NODES_AFTER}

@@ -1,0 +1,56 @@
+"""Attention opened on demand: a block's attention run again on the input a pass
+captured for it, with every step inside it captured (``nodes.ATTENTION_INSIDE``).
+
+A pass captures attention's own steps only when asked (``Keep.inside``): the score
+matrices are T × T per head and block. The window asks for one block at a time, when its
+attention is opened, through ``open_attention``: the same module, the same input, so the
+same numbers the pass computed. For a generated step the query is its one position: the
+keys and values of the positions before it go into the KV cache first, as in generation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .capture import Capture, NodeView
+from ..gpt.layers import LayerKV
+from ..gpt.model import GPTModel
+from ..gpt.nodes import ATTENTION, ATTENTION_INSIDE, block_hook_name, input_node
+
+
+def attention_input(layer: int, norm_position: str) -> str:
+    """The node whose output block ``layer``'s attention reads."""
+    return input_node(block_hook_name(layer, ATTENTION), norm_position)
+
+
+def inside_names(layer: int) -> list[str]:
+    return [block_hook_name(layer, n.key) for n in ATTENTION_INSIDE]
+
+
+def open_attention(model: GPTModel, x: np.ndarray, layer: int, valid: np.ndarray | None = None,
+                   last_only: bool = False) -> dict[str, NodeView]:
+    """Attention's steps in block ``layer`` for its input ``x`` (B, T, C), every position
+    the attention saw; ``valid`` marks a batch's real tokens; ``last_only``: the last
+    position as a generated step asks (one query row against every key so far)."""
+    x = np.asarray(x)
+    if x.ndim != 3 or x.shape[-1] != model.cfg.emb_dim:
+        raise ValueError(f"attention's input must be (batch, tokens, {model.cfg.emb_dim}), "
+                         f"not {tuple(x.shape)}")
+    if not 0 <= layer < model.cfg.n_layers:
+        raise ValueError(f"block {layer + 1} is not in this {model.cfg.n_layers}-block model")
+    param = next(model.parameters())
+    att = model.trf_blocks[layer].att
+    xs = torch.from_numpy(np.ascontiguousarray(x)).to(param.device, param.dtype)
+    names = inside_names(layer)
+    with torch.inference_mode():
+        if last_only:
+            kv, pos = LayerKV(), xs.shape[1] - 1
+            if pos:
+                att(xs[:, :pos], kv, 0)  # the keys and values before it, cached
+            with Capture(model, names, tensors=True, inside=True) as cap:
+                att(xs[:, pos:], kv, pos)
+        else:
+            with Capture(model, names, tensors=True, inside=True, mask=valid) as cap:
+                att(xs)
+    return cap.views()
