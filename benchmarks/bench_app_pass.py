@@ -8,8 +8,11 @@ round:
 
 Each round runs the plain forward, the app with statistics when something shows them
 (lazy, the default) and the app with every statistic in the pass (eager), in turn.
+With --attention the graph shows the block's attention opened, and the first view counts
+until its steps (computed on demand for the shown block) are drawn too.
 
     python benchmarks/bench_app_pass.py [--rounds 5] [--threads N] [--preset gpt2-small]
+                                        [--attention]
 
 --threads sets torch's threads after the window has set its own (every usable core).
 """
@@ -35,6 +38,7 @@ from benchmarks.common import machine_line  # noqa: E402
 from explorer.core.base.devices import usable_cores  # noqa: E402
 from explorer.core.base.resources import resource_path  # noqa: E402
 from explorer.core.gpt.tokenizer import decode, encode  # noqa: E402
+from explorer.core.run.opened import inside_names  # noqa: E402
 
 BUDGET_FIRST, BUDGET_ALL = 1.3, 2.0
 
@@ -45,6 +49,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--tokens", type=int, default=1024)
+    ap.add_argument("--attention", action="store_true",
+                    help="the graph's attention opened: its steps drawn count for the first view")
     args = ap.parse_args()
     app = QApplication([])
 
@@ -62,8 +68,13 @@ def main() -> int:
         window.prompt.max_tokens.setValue(1)
         session, runs = window.session, window.prompt.runs
         marks: dict[str, float] = {}
-        session.caughtUp.connect(lambda: session.prompt is not None
-                                 and marks.setdefault("first", time.perf_counter()))
+        window.graph.open_att.setChecked(args.attention)
+
+        def drawn() -> bool:  # the prompt pass drawn (with the shown block's attention opened)
+            return session.prompt is not None and (not args.attention or all(
+                n in session.prompt.views for n in inside_names(session.layer)))
+
+        session.caughtUp.connect(lambda: drawn() and marks.setdefault("first", time.perf_counter()))
         session.completed.connect(lambda: marks.setdefault("details", time.perf_counter()))
 
         def plain(ctx) -> float:
@@ -102,7 +113,8 @@ def main() -> int:
                       f"{eager[0]:.2f} s (pass {eager[2]:.2f} s)")
         window.close()
     threads = args.threads or usable_cores()
-    print(f"{args.preset}, {len(ids)}-token prompt, {threads} torch thread(s) "
+    print(f"{args.preset}, {len(ids)}-token prompt, {threads} torch thread(s)"
+          f"{', attention opened' if args.attention else ''} "
           f"(ratios to the plain forward of the same round; median / worst of {args.rounds}):")
     for mode in ("lazy", "eager"):
         for k, what, budget in ((0, "first view drawn", BUDGET_FIRST), (1, "every view complete", BUDGET_ALL)):

@@ -94,8 +94,8 @@ VIEWS = (
              "GELU's curve with the real distribution of its inputs in this block.",
              "Ctrl+Shift+U", shows=frozenset({VALUES})),
     ViewSpec("attention", "Attention", "look", "look.attention_view:AttentionView",
-             "Every head's attention pattern, or one head large.", "Ctrl+Shift+A",
-             shows=_NUMBERS),
+             "Every head's weights, scores or masked scores, one head large, and one "
+             "query's row.", "Ctrl+Shift+A", shows=_NUMBERS),
     ViewSpec("lens", "Logit lens", "look", "look.lens_view:LensView",
              "The next tokens read off the residual stream after each add.", "Ctrl+Shift+L",
              shows=frozenset({PREDICTION})),
