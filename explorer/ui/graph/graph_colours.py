@@ -34,4 +34,10 @@ def colour_bar_pixmap(width: int, height: int) -> QPixmap:
 
 
 def text_colour(fill: QColor) -> QColor:
-    return QColor("black") if fill.lightnessF() > 0.55 else QColor("white")
+    """Black or white, whichever contrasts more with ``fill`` (WCAG's relative luminance:
+    black above 0.179), so that no label is white on viridis's yellows and limes."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    y = 0.2126 * linear(fill.redF()) + 0.7152 * linear(fill.greenF()) + 0.0722 * linear(fill.blueF())
+    return QColor("black") if y > 0.179 else QColor("white")

@@ -198,8 +198,7 @@ class AttentionView(LazyRefresh, QWidget):
             self._all_heads(T)
         self.plot.autoRange(padding=0.02)
         self._fit_ticks()
-        note = "" if current is None or not current.one_position else \
-            " (prompt pass: a step from the KV cache carries no pattern)"
+        note = "" if current is None or not current.one_position else " (the prompt pass's)"
         factor = self._grid[2]
         shrunk = f"; each cell is the max of {factor}×{factor} weights" if factor > 1 else ""
         info = self.session.model
@@ -220,7 +219,7 @@ class AttentionView(LazyRefresh, QWidget):
         self.image.setColorMap(cmap)
         self.color_bar.setColorMap(cmap)
         self.color_bar.setLevels(self.levels)
-        self.color_bar.axis.setLabel(words)
+        self.color_bar.getAxis("left").setLabel(words)  # where the bar keeps its label
 
     def _show(self, matrix: np.ndarray) -> None:
         """The matrix on its scale, masked cells transparent over the grey ground."""

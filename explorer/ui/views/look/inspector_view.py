@@ -18,7 +18,8 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QS
 from ...plots.plot_axes import plot_widget, position_ticks
 from ....core.run.batch import shown_piece
 from ....core.run.capture import NodeView
-from ....core.gpt.nodes import block_hook_name, block_title, layer_of, parse_hook, residual_branches
+from ....core.gpt.nodes import (ATTENTION, block_hook_name, block_title, layer_of, node_for_hook,
+                               parse_hook, residual_branches)
 from ....core.run.analysis import branch_ratio
 from ....core.run.stats import DETAILS
 from ....core.run.vector_stats import vector_stats
@@ -164,9 +165,10 @@ class InspectorView(LazyRefresh, QWidget):
         name = self.session.node
         if view is None:
             why = "Run a prompt (Ctrl+Enter) to see its values"
-            if self.session.current is not None and self.session.current.one_position:
-                why = ("A step from the KV cache computes one position, so it has no attention "
-                       "pattern: click the prompt, or switch on “Recompute the whole context”")
+            if self.session.current is not None and layer_of(name) is not None \
+                    and node_for_hook(name).parent == ATTENTION:
+                why = ("Attention's steps are computed when attention is opened: tick "
+                       "“Attention steps” over the graph (or press A there)")
             self.title.setText(f"<b>{name}</b><br>{why}.")
             self._clear(why)
             self._stale = False

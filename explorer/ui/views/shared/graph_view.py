@@ -115,11 +115,16 @@ class BlockGraphView(ViewHooks, QWidget):
         session.interventionsChanged.connect(self._badges)
 
     def _one_open(self, other: QCheckBox, on: bool) -> None:
-        """Attention and the feed-forward open one at a time: the whole block still fits."""
-        if on and other.isChecked():
+        """Attention and the feed-forward open one at a time, so that the whole block still
+        fits; the one folded to make room opens again when the other folds."""
+        folded = getattr(self, "_folded", None)
+        if on and other.isChecked() or not on and folded is other:
             other.blockSignals(True)
-            other.setChecked(False)
+            other.setChecked(not on)
             other.blockSignals(False)
+            self._folded = other if on else None
+        elif on:
+            self._folded = None
         self.rebuild()
 
     # ---------------------------------------------------------------- building

@@ -41,6 +41,7 @@ def test_opening_attention_fills_its_steps_with_the_passs_numbers(qtbot, make_wi
     assert_nothing_overlaps(graph)
     graph.open_att.setChecked(False)
     assert block_hook_name(1, "att.keys") not in graph.items
+    assert graph.expand_ff.isChecked()  # the feed-forward folded to make room opens again
     session.set_node(block_hook_name(1, "att.context"))  # selecting a step opens attention
     assert graph.open_att.isChecked() and block_hook_name(1, "att.context") in graph.items
 

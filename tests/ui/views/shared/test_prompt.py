@@ -126,9 +126,13 @@ def test_recompute_the_whole_context_shows_the_growing_t(qtbot, make_window):
     window.prompt.prompt.setPlainText("Every effort moves you")
     run_and_wait(qtbot, window, max_tokens=3)
     session = window.session
-    session.show_step(1)  # from the KV cache: one position, and no pattern to show
+    session.show_step(1)  # from the KV cache: one position; its pattern comes on opening
     session.set_node("trf_blocks.0.att.attn_weights")
-    assert "no attention pattern" in window.view("inspector").title.text()
+    assert "computed when attention is opened" in window.view("inspector").title.text()
+    window.graph.open_att.setChecked(True)  # step 1's query against the prompt's 4 keys and its own
+    qtbot.waitUntil(lambda: "trf_blocks.0.att.attn_weights" in session.current.views, timeout=20_000)
+    assert session.current.views["trf_blocks.0.att.attn_weights"].shape == (1, 4, 1, 5)
+    window.graph.open_att.setChecked(False)
     session.set_node("trf_blocks.0.ff")
     window.view("explain").redraw()
     assert "the KV cache keeps every earlier position's keys and values" in window.view("explain").text.text()
