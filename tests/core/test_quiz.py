@@ -23,7 +23,7 @@ def capture(cfg, train=False, seed=3):
     model.train(train)
     torch.manual_seed(0)
     ids = torch.tensor([[464, 1049, 11, 290], [40, 716, 257, 3797]])[:, :3]  # a 2 x 3 batch
-    with torch.no_grad(), Capture(model, tensors=True, attention=True) as cap:
+    with torch.no_grad(), Capture(model, tensors=True, inside=True) as cap:  # attention's steps too
         model(ids)
     return cap.views()
 
@@ -34,7 +34,7 @@ def passes():
 
 
 def every_question(views, cfg):
-    for name in all_hook_names(cfg):
+    for name in all_hook_names(cfg, inside=True):
         for asked in range(len(questions_for(name, cfg.norm_position))):
             yield name, question_for(name, views, cfg.norm_position, asked, seed=asked)
 
@@ -146,7 +146,7 @@ def test_score_counts():
 @pytest.mark.parametrize("key", ["pre", "post"])
 def test_every_option_of_every_question_says_why_and_no_feedback_repeats(passes, key):
     cfg, views = CONFIGS[key], passes[key]
-    for name in all_hook_names(cfg):
+    for name in all_hook_names(cfg, inside=True):
         for asked in range(len(questions_for(name, cfg.norm_position))):
             q = question_for(name, views, cfg.norm_position, asked)
             wrong = [i for i in range(len(q.options)) if i != q.answer]
@@ -159,3 +159,21 @@ def test_every_option_of_every_question_says_why_and_no_feedback_repeats(passes,
             numeric = [any(ch.isdigit() for ch in o) for o in q.options]
             assert all(numeric) or not any(numeric) or q.text.startswith(("What share", "Which")), \
                 (name, q.options)
+
+
+def test_attentions_steps_ask_about_heads_the_score_matrix_the_mask_and_the_scaling(passes):
+    """head_dim = emb_dim / n_heads; the score matrix is T × T per head; the mask sets
+    later keys to −inf; the scores are divided by √head_dim — each from the live pass."""
+    views, order = passes["wide"], "pre"  # 48 wide, 3 heads: head_dim 16
+    text = lambda q: q.options[q.answer]  # noqa: E731
+    heads = question_for(block_hook_name(0, "att.keys"), views, order, 0)
+    assert text(heads) == "16" and "48 / 3 = 16" in heads.explanation
+    shape = question_for(block_hook_name(0, "att.attn_scores"), views, order, 0)
+    assert text(shape) == "(2, 3, 3, 3)" and "3 × 3 table of scores" in shape.explanation
+    scaling = question_for(block_hook_name(0, "att.attn_scores"), views, order, 1)
+    assert text(scaling) == "√head_dim = √16 ≈ 4"
+    mask = question_for(block_hook_name(0, "att.masked_scores"), views, order, 0)
+    assert text(mask) == "sets each score of a later key to −inf"
+    assert "the first query keeps 1 of its 3 scores and the last 3" in mask.explanation
+    rows = question_for(block_hook_name(0, "att.attn_weights"), views, order, 1)
+    assert text(rows) == "1"

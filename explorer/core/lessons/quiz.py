@@ -298,7 +298,7 @@ def scaling_question(live: Live, rng: random.Random) -> Question:
 
 def mask_question(live: Live, rng: random.Random) -> Question:
     right = "sets each score of a later key to −inf"
-    wrong = {"sets each score of a later key to 0": "a score of 0 still gets a share after "
+    wrong = {"sets each score of a later key to zero": "a score of zero still gets a share after "
                                                      "softmax (e⁰ = 1); only −inf gives 0",
              "removes the later tokens from the tensor": f"the shape stays {live.shape}: "
                                                          "every key still has a column",

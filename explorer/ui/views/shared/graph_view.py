@@ -117,8 +117,7 @@ class BlockGraphView(ViewHooks, QWidget):
     def _one_open(self, other: QCheckBox, on: bool) -> None:
         """Attention and the feed-forward open one at a time, so that the whole block still
         fits; the one folded to make room opens again when the other folds."""
-        folded = getattr(self, "_folded", None)
-        if on and other.isChecked() or not on and folded is other:
+        if on and other.isChecked() or not on and getattr(self, "_folded", None) is other:
             other.blockSignals(True)
             other.setChecked(not on)
             other.blockSignals(False)
@@ -197,10 +196,9 @@ class BlockGraphView(ViewHooks, QWidget):
         item = FrameItem(name, node_for_hook(name), self, QRectF(0, 0, fw, fh),
                          self._say(title.text), (title.x - fx, title.y - fy), self.font_)
         item.setPos(fx, fy)
-        item.setToolTip(self._say(
-            f"{name}: hidden_dim / emb_dim = {cfg.hidden_dim} / {cfg.emb_dim}" if title.kind == "ff-title"
-            else f"{name}: {cfg.n_heads} heads of head_dim {cfg.head_dim} = {cfg.emb_dim} / "
-                 f"{cfg.n_heads}; A folds it again"))
+        ff = f"hidden_dim / emb_dim = {cfg.hidden_dim} / {cfg.emb_dim}"
+        att = f"{cfg.n_heads} heads of head_dim {cfg.head_dim} = {cfg.emb_dim} / {cfg.n_heads}"
+        item.setToolTip(self._say(f"{name}: {ff if title.kind == 'ff-title' else att}"))
         self.scene.addItem(item)
         self.items[name] = item
 
