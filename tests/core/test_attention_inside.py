@@ -155,3 +155,21 @@ def test_attention_opened_on_demand_equals_the_pass_that_kept_it(norm_position):
         open_attention(model, x[0], 1)
     with pytest.raises(ValueError, match="block 3 is not"):
         open_attention(model, x, 2)
+
+
+def test_a_pass_can_keep_one_blocks_steps_only():
+    """The window's pass with attention opened keeps the shown block's steps, no other's
+    (each block's score matrices are T × T per head)."""
+    from explorer.core.run.opened import inside_names
+    from explorer.core.run.passes import Keep, run_prompt
+    cfg = preset("tiny", n_layers=3)
+    model = build_model(cfg, seed=15).eval()
+    ids = [464, 3290, 318, 257]
+    shown = run_prompt(model, ids, Keep(inside=1))
+    whole = run_prompt(model, ids, Keep(inside=True))
+    for layer in range(3):
+        kept = set(inside_names(layer)) & set(shown.views)
+        expected = set(inside_names(layer)) if layer == 1 else {block_hook_name(layer, "att.attn_weights")}
+        assert kept == expected, layer
+    for name in inside_names(1):
+        np.testing.assert_allclose(shown.views[name].array, whole.views[name].array, atol=1e-6)

@@ -24,8 +24,8 @@ import torch
 from ..base.cancel import check
 from ..gpt.hooks import HookSet
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (Node, block_module_name, eval_source, is_pattern, node_for_hook,
-                         select_hook_names)
+from ..gpt.nodes import (Node, block_module_name, eval_source, inside_attention, is_pattern,
+                         layer_of, node_for_hook, select_hook_names)
 from .stats import NodeStats, tensor_stats
 
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
@@ -79,7 +79,8 @@ class Capture(HookSet):
         statistics stay) and listed in ``dropped``.
     attention: also capture the attention patterns (att.attn_weights).
     inside: also capture attention's own steps (nodes.ATTENTION_INSIDE: the projections,
-        the heads, the scores, the masked scores, the context); the pattern with them.
+        the heads, the scores, the masked scores, the context) and the patterns: True for
+        every block, a block's index for that block's steps only.
     mask: a batch's (B, T) bool mask of real tokens (``batch.Batch.mask``): statistics
         leave the padding positions out (for attention patterns: the padding queries).
     later: for the nodes that keep their full float32 tensor on the CPU, compute only
@@ -93,9 +94,9 @@ class Capture(HookSet):
                  float16: bool = False, budget_bytes: int = DEFAULT_BUDGET_BYTES,
                  attention: bool = False, topk: int = 5,
                  mask: torch.Tensor | np.ndarray | None = None, later: bool = False,
-                 now: Iterable[str] = (), inside: bool = False) -> None:
+                 now: Iterable[str] = (), inside: bool | int = False) -> None:
         super().__init__(model)
-        attention = attention or inside
+        attention = attention or inside is True
         if mask is not None:
             mask = torch.as_tensor(mask, dtype=torch.bool)
             if mask.dim() != 2:
@@ -107,7 +108,10 @@ class Capture(HookSet):
         cfg = model.cfg
         chosen = select_hook_names(cfg, None if nodes is None else
                                    (nodes if isinstance(nodes, str) else list(nodes)),
-                                   layer=layer, include_pattern=attention, inside=inside)
+                                   layer=layer, include_pattern=attention,
+                                   inside=inside is not False)
+        if inside is not True and inside is not False:  # one block's steps
+            chosen = [n for n in chosen if not inside_attention(n) or layer_of(n) == inside]
         if not attention:
             chosen = [n for n in chosen if not is_pattern(n)]
         self.names = chosen

@@ -55,7 +55,7 @@ class Keep:
     gelu_shares: bool = False
     later: bool = False
     now: tuple[str, ...] = ()
-    inside: bool = False  # also attention's own steps (Capture's ``inside``)
+    inside: bool | int = False  # also attention's own steps: every block's, or one block's
 
 
 # The app and the CLI: every node in full, patterns, GELU shares; the details later.
@@ -150,8 +150,8 @@ def pass_bytes(cfg, batch: int, tokens: int, keep: Keep) -> int:
     rows = batch * tokens
     logits = rows * cfg.vocab_size * 4
     layer = rows * (4 * cfg.emb_dim + 3 * cfg.hidden_dim) * 4
-    pattern = batch * cfg.n_heads * tokens * tokens * 4 * (3 if keep.inside else 1) \
-        if keep.attention or keep.inside else 0
+    pattern = batch * cfg.n_heads * tokens * tokens * 4 * (3 if keep.inside is True else 1) \
+        if keep.attention or keep.inside is not False else 0
     every_node = logits + cfg.n_layers * (layer + rows * 5 * cfg.emb_dim * 4 + pattern)
     kept = min(keep.budget_bytes, every_node) if keep.tensors else 0
     return logits + layer + pattern + kept

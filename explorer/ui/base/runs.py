@@ -99,7 +99,12 @@ class Runs(QObject):
         """Every node in full; in the pass, the details only of what the first view shows
         (the selected node and its layer's GELU input); the rest once it is drawn."""
         now = (self.session.node, block_hook_name(self.session.layer, GELU_INPUT))
-        return replace(EVERYTHING, now=now) if self.lazy else replace(EVERYTHING, later=False)
+        keep = replace(EVERYTHING, inside=self._opened())
+        return replace(keep, now=now) if self.lazy else replace(keep, later=False)
+
+    def _opened(self) -> int | bool:
+        """The shown block, when its attention is opened (its steps come with the pass)."""
+        return self.session.layer if self.session.attention_opened else False
 
     def start_batch(self, prompts: list[str]) -> Job | None:
         """Several prompts padded into one forward pass (nothing is generated)."""
@@ -112,10 +117,11 @@ class Runs(QObject):
             return None
         self._begin(f"Running {batch.describe()}…")
         specs = self.session.active_interventions()
+        keep = replace(EVERYTHING, inside=self._opened())
 
         def run(ctx):
             with intervened(ctx.model, specs, batch.sample(0)):
-                return run_prompt(ctx.model, batch, EVERYTHING, ctx.should_stop)
+                return run_prompt(ctx.model, batch, keep, ctx.should_stop)
 
         self.job = self.engine.submit(
             run, "batch pass", finished=self._batch_done, failed=self._failed,

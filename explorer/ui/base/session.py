@@ -70,6 +70,7 @@ class Session(QObject):
         self.interventions_on = True  # the one switch
         self.dropped: list[str] = []  # the interventions the last model change dropped
         self.mark = ""
+        self.attention_opened = False  # the graph shows attention's steps (runs keep them)
         self.why = None  # core.attribution.why.Why: of the model and prompt shown
         # the run and its branches: (label, steps); ``steps`` is the selected one's list
         self.branches: list[tuple[str, list[Pass]]] = [("the run", self.steps)]

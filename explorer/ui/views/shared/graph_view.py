@@ -24,7 +24,7 @@ from ....core.lessons.facts import SHAPES
 from ...graph.colour_scale import STATISTICS, ColourScale
 from ...graph.contribution_colours import CONTRIBUTION
 from ...graph.graph_canvas import GraphCanvas
-from ...graph.graph_items import (CapItem, EdgeItem, FrameItem, NodeItem, arrow_head, marks,
+from ...graph.graph_items import (CapItem, EdgeItem, NodeItem, arrow_head, frame_item, marks,
                                  tooltip)
 from ...graph.attention_layout import layout_open
 from ...graph.attention_opener import AttentionOpener
@@ -157,6 +157,7 @@ class BlockGraphView(ViewHooks, QWidget):
         self.layer_box.blockSignals(False)
         m = self.metrics()
         self._widths = self._label_widths(m)
+        self.session.attention_opened = self.open_att.isChecked()
         if self.open_att.isChecked():
             lay = layout_open(cfg, layer, self.open_caps["before"], self.open_caps["after"], m,
                               *self._widths)
@@ -179,8 +180,13 @@ class BlockGraphView(ViewHooks, QWidget):
                 self._anchors[box.name] = (0.0, box.h / 2 - m.line - 3, None)
         for name, rect, kind in ((lay.ff_name, lay.ff_frame, "ff-title"),
                                  (lay.att_name, lay.att_frame, "att-title")):
-            if rect is not None:
-                self._frame(name, rect, next(t for t in lay.texts if t.kind == kind), cfg)
+            if rect is not None:  # a node drawn as the frame around its steps
+                title = next(t for t in lay.texts if t.kind == kind)
+                item = frame_item(self, name, rect, title.kind, self._say(title.text),
+                                  (title.x, title.y), cfg, self.font_)
+                item.setToolTip(self._say(item.toolTip()))
+                self.scene.addItem(item)
+                self.items[name] = item
         for arrow in lay.arrows:
             self._arrow(arrow)
         for cut in lay.shortcuts:
@@ -189,18 +195,6 @@ class BlockGraphView(ViewHooks, QWidget):
             self._text(text, cfg)
         self.view.set_drawing(self.scene.itemsBoundingRect().adjusted(-3, -3, 3, 3))
         self.refresh()
-
-    def _frame(self, name: str, rect, title, cfg) -> None:
-        """A node drawn as the frame around its steps (the feed-forward, attention)."""
-        fx, fy, fw, fh = rect
-        item = FrameItem(name, node_for_hook(name), self, QRectF(0, 0, fw, fh),
-                         self._say(title.text), (title.x - fx, title.y - fy), self.font_)
-        item.setPos(fx, fy)
-        ff = f"hidden_dim / emb_dim = {cfg.hidden_dim} / {cfg.emb_dim}"
-        att = f"{cfg.n_heads} heads of head_dim {cfg.head_dim} = {cfg.emb_dim} / {cfg.n_heads}"
-        item.setToolTip(self._say(f"{name}: {ff if title.kind == 'ff-title' else att}"))
-        self.scene.addItem(item)
-        self.items[name] = item
 
     def _arrow(self, arrow) -> None:
         path = QPainterPath(QPointF(*arrow.points[0]))

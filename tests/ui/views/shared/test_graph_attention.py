@@ -79,3 +79,13 @@ def test_the_whole_block_with_attention_open_fits_a_laptop_window(qtbot, make_wi
     assert all(label.text() for label in graph.edge_labels.values())
     assert_all_in_view(graph)
     assert_nothing_overlaps(graph)
+
+
+def test_with_attention_opened_the_pass_brings_the_shown_blocks_steps(qtbot, make_window):
+    window = make_window()
+    window.session.set_layer(1)
+    window.graph.open_att.setChecked(True)
+    run_and_wait(qtbot, window, max_tokens=1)
+    views = window.session.prompt.views
+    assert set(inside_names(1)) <= set(views)  # with the pass itself, not a job after it
+    assert not (set(inside_names(0)) - {block_hook_name(0, "att.attn_weights")}) & set(views)
