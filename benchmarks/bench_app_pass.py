@@ -8,8 +8,8 @@ round:
 
 Each round runs the plain forward, the app with statistics when something shows them
 (lazy, the default) and the app with every statistic in the pass (eager), in turn.
-With --attention the graph shows the block's attention opened, and the first view counts
-until its steps (computed on demand for the shown block) are drawn too.
+With --attention each round also runs the app with the graph's attention opened (lazy),
+whose first view counts until the shown block's steps are drawn too.
 
     python benchmarks/bench_app_pass.py [--rounds 5] [--threads N] [--preset gpt2-small]
                                         [--attention]
@@ -35,7 +35,6 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from benchmarks.app_window import open_window, waiter  # noqa: E402
 from benchmarks.common import machine_line  # noqa: E402
-from explorer.core.base.devices import usable_cores  # noqa: E402
 from explorer.core.base.resources import resource_path  # noqa: E402
 from explorer.core.gpt.tokenizer import decode, encode  # noqa: E402
 from explorer.core.run.opened import inside_names  # noqa: E402
@@ -50,7 +49,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--tokens", type=int, default=1024)
     ap.add_argument("--attention", action="store_true",
-                    help="the graph's attention opened: its steps drawn count for the first view")
+                    help="also the app with the graph's attention opened, each round")
     args = ap.parse_args()
     app = QApplication([])
 
@@ -68,10 +67,8 @@ def main() -> int:
         window.prompt.max_tokens.setValue(1)
         session, runs = window.session, window.prompt.runs
         marks: dict[str, float] = {}
-        window.graph.open_att.setChecked(args.attention)
-
         def drawn() -> bool:  # the prompt pass drawn (with the shown block's attention opened)
-            return session.prompt is not None and (not args.attention or all(
+            return session.prompt is not None and (not window.graph.open_att.isChecked() or all(
                 n in session.prompt.views for n in inside_names(session.layer)))
 
         session.caughtUp.connect(lambda: drawn() and marks.setdefault("first", time.perf_counter()))
@@ -84,11 +81,13 @@ def main() -> int:
                 ctx.model(tokens)
                 return time.perf_counter() - start
 
-        def app_pass(lazy: bool) -> tuple[float, float, float]:
+        def app_pass(lazy: bool, opened: bool = False) -> tuple[float, float, float]:
             runs.lazy = lazy
+            window.graph.open_att.setChecked(opened)
             marks.clear()
             session.set_model(session.model)  # forget the last pass: nothing is reused
             app.processEvents()
+            wait(lambda: not window.engine.busy())  # what the last run's step asked (opened)
             start = time.perf_counter()
             window.prompt.request_run()
             wait(lambda: not window.running)
@@ -97,29 +96,33 @@ def main() -> int:
             done = max(marks.get("details", 0.0) - start, first)
             return first, done, session.prompt.seconds
 
-        rows = {"plain": [], "lazy": [], "eager": []}
+        rows = {"plain": [], "lazy": [], "eager": [], "opened": []}
         for r in range(args.rounds + 1):  # the first round warms up
             result = {}
             job = window.engine.submit(plain, "plain forward", finished=lambda s: result.update(s=s))
             wait(lambda: "s" in result)
             del job
             lazy, eager = app_pass(True), app_pass(False)
+            opened = app_pass(True, opened=True) if args.attention else None
             if r:
                 rows["plain"].append(result["s"])
                 rows["lazy"].append(lazy)
                 rows["eager"].append(eager)
+                if opened:
+                    rows["opened"].append(opened)
+                    print(f"round {r}: attention opened: first view {opened[0]:.2f} s, "
+                          f"complete {opened[1]:.2f} s (pass {opened[2]:.2f} s)")
                 print(f"round {r}: plain {result['s']:.2f} s · lazy first view {lazy[0]:.2f} s, "
                       f"complete {lazy[1]:.2f} s (pass {lazy[2]:.2f} s) · eager first view "
                       f"{eager[0]:.2f} s (pass {eager[2]:.2f} s)")
         window.close()
-    threads = args.threads or usable_cores()
-    print(f"{args.preset}, {len(ids)}-token prompt, {threads} torch thread(s)"
-          f"{', attention opened' if args.attention else ''} "
+    threads = torch.get_num_threads() if args.threads is None else args.threads
+    print(f"{args.preset}, {len(ids)}-token prompt, {threads} torch thread(s) "
           f"(ratios to the plain forward of the same round; median / worst of {args.rounds}):")
-    for mode in ("lazy", "eager"):
+    for mode in ("lazy", "eager", "opened")[:3 if args.attention else 2]:
         for k, what, budget in ((0, "first view drawn", BUDGET_FIRST), (1, "every view complete", BUDGET_ALL)):
             ratios = [row[k] / p for row, p in zip(rows[mode], rows["plain"])]
-            print(f"  {mode:5s} {what:22s} median {statistics.median(ratios):.2f}x  worst "
+            print(f"  {mode:6s} {what:22s} median {statistics.median(ratios):.2f}x  worst "
                   f"{max(ratios):.2f}x  (budget {budget}x)")
     print(f"  plain forward median {statistics.median(rows['plain']):.2f} s")
     return 0
