@@ -96,6 +96,10 @@ VIEWS = (
     ViewSpec("attention", "Attention", "look", "look.attention_view:AttentionView",
              "Every head's weights, scores or masked scores, one head large, and one "
              "query's row.", "Ctrl+Shift+A", shows=_NUMBERS),
+    ViewSpec("weights", "Weight matrices", "look", "look.weights_view:WeightsView",
+             "A Linear's, an embedding's or the head's matrix: a heatmap, drawn to scale, its "
+             "norm and singular values, and what it did to the token.", "Ctrl+Shift+Z",
+             shows=_NUMBERS),
     ViewSpec("lens", "Logit lens", "look", "look.lens_view:LensView",
              "The next tokens read off the residual stream after each add.", "Ctrl+Shift+L",
              shows=frozenset({PREDICTION})),

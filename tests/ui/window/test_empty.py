@@ -8,8 +8,9 @@ from explorer.ui.plots.plot_text import empty_message
 from explorer.ui.views.registry import VIEWS
 from tests.ui.alone import Alone
 
-# plots with data before any pass: the GELU curves are the function itself
-ALWAYS_DRAWN = {"gelu"}
+# plots with data before any pass: the GELU curves are the function itself, the weight
+# matrices the model's own parameters
+ALWAYS_DRAWN = {"gelu", "weights"}
 
 
 def plots_of(widget: QWidget) -> list[pg.PlotItem]:

@@ -1,0 +1,40 @@
+"""The Weight matrices view follows the selected node: its matrix as a heatmap, to scale
+beside the block's other matrices, its numbers, and what it did to the last token."""
+
+import numpy as np
+import torch
+from PySide6.QtWidgets import QGraphicsRectItem
+
+from explorer.ui.views.look.weights_view import WeightsView
+from tests.ui.alone import Alone
+
+
+def test_the_selected_linear_shows_its_matrix_to_scale_and_what_it_did(qtbot):
+    alone = Alone(qtbot)
+    alone.run("Every effort moves you", max_tokens=1)
+    alone.session.show_step(None)
+    view = alone.view(WeightsView, height=520)
+    alone.session.set_node("trf_blocks.1.ff.layers.0")
+    assert view.choice.currentData() == "trf_blocks.1.ff.layers.0"  # it follows the selection
+    qtbot.waitUntil(lambda: view.matrix is not None and view.matrix.node == "trf_blocks.1.ff.layers.0",
+                    timeout=10_000)
+    w = alone.loaded.model.get_submodule("trf_blocks.1.ff.layers.0").weight.detach()
+    assert view.image.image.shape == (128, 32)
+    np.testing.assert_allclose(view.image.image, w.numpy(), atol=1e-6)
+    text = view.note.text()
+    assert "stored as (128, 32)" in text and "4,224 parameters (4,096 + bias 128)" in text
+    top = float(torch.linalg.svdvals(w)[0])
+    assert f"{top:.3g}" in text
+    rects = [i for i in view.scale_plot.getPlotItem().items if isinstance(i, QGraphicsRectItem)]
+    assert len(rects) == 6  # the block's six matrices, one filled
+    sizes = sorted((r.rect().width(), r.rect().height()) for r in rects)
+    assert sizes == sorted([(32, 32)] * 4 + [(32, 128), (128, 32)])
+    filled = [r for r in rects if r.brush().color().name() == "#ff8c00"]
+    assert [(r.rect().width(), r.rect().height()) for r in filled] == [(32, 128)]
+    x, y = view.x_curve.getData()[1], view.y_curve.getData()[1]
+    views = alone.session.current.views
+    np.testing.assert_allclose(y, views["trf_blocks.1.ff.layers.0"].array[0, -1], atol=1e-6)
+    np.testing.assert_allclose(x, views["trf_blocks.1.norm2"].array[0, -1], atol=1e-6)
+    alone.session.set_node("tok_emb")
+    qtbot.waitUntil(lambda: view.matrix.node == "tok_emb", timeout=10_000)
+    assert view.image.image.shape[0] <= 256 and "(tied)" in view.note.text()
