@@ -45,15 +45,16 @@ class WeightsView(LazyRefresh, QWidget):
         self.image.setColorMap(CMAP)
         self.heat.addItem(self.image)
         self.heat.getPlotItem().invertY(True)
-        self.bar = pg.ColorBarItem(colorMap=CMAP, interactive=False, width=14, label="weight")
+        self.bar = pg.ColorBarItem(values=(-1.0, 1.0), colorMap=CMAP, interactive=False,
+                                   width=14, label="weight")
         self.bar.setImageItem(self.image, insert_in=self.heat.getPlotItem())
         self.scale_plot = plot_widget()
         self.scale_plot.getPlotItem().invertY(True)
         self.scale_plot.getPlotItem().setAspectLocked(True)
         self.token_plot = plot_widget()
+        self.token_plot.getPlotItem().addLegend(offset=(-10, 10))  # before the curves it names
         self.x_curve = self.token_plot.plot(pen=pg.mkPen("#3c78c8"), name="input x")
         self.y_curve = self.token_plot.plot(pen=pg.mkPen("#c0392b"), name="output y")
-        self.token_plot.getPlotItem().addLegend(offset=(-10, 10))
         self.tabs = QTabWidget()
         self.tabs.addTab(self.heat, "Matrix")
         self.tabs.addTab(self.scale_plot, "To scale")
@@ -131,8 +132,9 @@ class WeightsView(LazyRefresh, QWidget):
         self.image.setImage(m.image, levels=(-level, level))
         self.image.setRect(QRectF(0, 0, inn, out))
         self.bar.setLevels((-level, level))
-        cells = "" if m.cell == (1, 1) else f" (each cell the mean of {m.cell[0]} × {m.cell[1]})"
-        set_title(plot, f"{m.node}: {out:,} × {inn:,}{cells}")
+        self.bar.show()
+        cells = "" if m.cell == (1, 1) else f", cells: means of {m.cell[0]} × {m.cell[1]}"
+        set_title(plot, f"{out:,} × {inn:,}{cells}")  # short: a long title squeezes the bar
         set_label(plot, "left", "output (row of W)")
         set_label(plot, "bottom", "input (column of W)")
         plot.autoRange()
@@ -145,9 +147,12 @@ class WeightsView(LazyRefresh, QWidget):
         plot = self.scale_plot.getPlotItem()
         plot.clear()
         set_empty(plot, None)
+        for side in ("left", "bottom"):  # the rectangles are the scale
+            plot.hideAxis(side)
         x = 0.0
-        gap = max(max(shape) for shape in m.others.values()) * 0.08
-        for key, (rows, cols) in m.others.items():
+        tallest = max(shape[0] for shape in m.others.values())
+        gap = max(max(shape) for shape in m.others.values()) * 0.15
+        for i, (key, (rows, cols)) in enumerate(m.others.items()):
             mine = m.node.endswith(key)
             rect = QGraphicsRectItem(x, 0, cols, rows)
             rect.setPen(QPen(QColor("#333333"), 0))
@@ -155,7 +160,7 @@ class WeightsView(LazyRefresh, QWidget):
             plot.addItem(rect)
             node = node_for_hook(key if key in model_matrices() else block_hook_name(0, key))
             label = pg.TextItem(f"{node.label}\n{rows:,} × {cols:,}", color="#222222", anchor=(0, 0))
-            label.setPos(x, rows)
+            label.setPos(x, rows + (tallest * 0.3 if i % 2 else 0))  # neighbours' words apart
             plot.addItem(label)
             x += cols + gap
         set_title(plot, "to scale: rows × columns as stored")
