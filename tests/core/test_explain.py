@@ -121,3 +121,24 @@ def test_the_seeds_analogies_and_dropouts_purpose():
     assert "weighted score" in explain("trf_blocks.0.ff.layers.0", {}, []).what
     dropout = explain("trf_blocks.0.drop1", {}, []).what
     assert "overfitting" in dropout and "does nothing" in dropout
+
+
+def test_attentions_matrices_say_how_many_queries_meet_how_many_keys():
+    """The prompt: T query rows × T keys, the mask's share; a generated step from the KV
+    cache: its one query row against every key so far, said so."""
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.model import build_model
+    from explorer.core.lessons.explain import explain
+    from explorer.core.run.opened import attention_input, open_attention
+    from explorer.core.run.passes import Keep, run_prompt
+    model = build_model(preset("tiny"), seed=2).eval()
+    ids = [464, 3290, 318, 257, 1310]
+    result = run_prompt(model, ids, Keep(inside=True))
+    pieces = result.pieces
+    said = explain("trf_blocks.0.att.masked_scores", result.views, pieces, cfg=model.cfg).here
+    assert "5 query rows × 5 keys per head" in said and "15 of 25 scores" in said
+    x = result.views[attention_input(0, "pre")].array
+    step = open_attention(model, x, 0, last_only=True)
+    said = explain("trf_blocks.0.att.attn_weights", step, pieces, cfg=model.cfg).here
+    assert "one query row — its own token — against the 5 keys so far" in said
+    assert "attends most to" in said

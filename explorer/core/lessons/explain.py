@@ -155,13 +155,13 @@ def _position(node, view, position: int | None) -> int:
     array = view.array
     if array is None:
         rows = 1
-    elif node.kind == "pattern":
-        rows = array.shape[-2]  # (B, H, T, T): positions are the query rows
+    elif node.per_head:
+        rows = array.shape[-2]  # (B, H, T, ·): positions are the query rows
     else:
         rows = int(np.prod(array.shape[:-1]))
     pos = (rows - 1) if position is None else position
     if position is None and view.valid is not None:  # a batch: the last real token
-        real = view.valid[0, 0] if node.kind == "pattern" else view.valid.reshape(-1)
+        real = view.valid[0, 0] if node.per_head else view.valid.reshape(-1)
         pos = int(np.flatnonzero(real)[-1]) if real.any() else pos
     return pos
 
@@ -196,12 +196,27 @@ def _what_it_did(name: str, node, view, views: dict, pieces: list[str], pos: int
     if node.kind == "logits":
         top = int(np.argmax(np.asarray(array).reshape(-1, width)[pos]))
         return [f"At token {token} the highest score is for {token_piece(top)!r} (id {top})."]
-    if node.kind == "pattern":
-        last = np.asarray(array)[0][:, pos, :].mean(axis=0)  # (H, T, T) -> the row, averaged
-        j = int(np.argmax(last))
-        return [f"Averaged over the heads, token {token} attends most to "
-                f"{_piece(pieces, j)} (weight {last[j]:.2f})."]
+    if node.width == "ctx":  # scores, masked scores, weights: (B, H, queries, keys)
+        return _rows_sentence(node, np.asarray(array), pieces, token, pos)
     return []
+
+
+def _rows_sentence(node, array: np.ndarray, pieces: list[str], token: str, pos: int) -> list[str]:
+    """How many query rows meet how many keys (a generated step: its one row, against
+    every key the KV cache holds), and for the weights where the row looks most."""
+    queries, keys = array.shape[-2:]
+    if queries == 1:
+        said = (f"This generated step is one query row — its own token — against the {keys} "
+                f"keys so far: the prompt's and the tokens generated before, from the KV cache.")
+    else:
+        said = (f"{queries} query rows × {keys} keys per head; the mask leaves each query the "
+                f"keys up to itself, {queries * (queries + 1) // 2} of {queries * keys} scores.")
+    if node.kind != "pattern":
+        return [said]
+    last = array[0][:, min(pos, queries - 1), :].mean(axis=0)  # (H, T, T) -> the row, averaged
+    j = int(np.argmax(last))
+    return [said, f"Averaged over the heads, token {token} attends most to "
+                  f"{_piece(pieces, j)} (weight {last[j]:.2f})."]
 
 
 def _add_sentence(name: str, node, array, views: dict, token: str, pos: int, width: int) -> list[str]:
