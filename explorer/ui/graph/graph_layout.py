@@ -110,9 +110,10 @@ def label_floors(cfg: GPTConfig) -> tuple[str, str]:
 
 
 def ff_title(cfg: GPTConfig) -> str:
-    """The feed-forward frame's title: its expansion, from the config."""
+    """The feed-forward frame's title: its expansion, from the config, said as a width
+    (a bare "× 4" beside the block's "× 12" read as four feed-forward layers)."""
     ratio = cfg.hidden_dim / cfg.emb_dim
-    return f"Feed-forward  × {ratio:g}"
+    return f"Feed-forward · {ratio:g}× wider inside"
 
 
 PATTERN_LABEL = "weights"  # the attention pattern's chip beside attention (attn_weights)

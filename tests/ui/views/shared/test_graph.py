@@ -188,7 +188,7 @@ def test_every_edge_carries_its_live_shape_and_the_expansion_comes_from_the_conf
     assert labels[block_hook_name(0, "att.attn_weights")] == "(1, 4, 7, 7)"
     assert labels["drop_emb"] == "(1, 7, 32)"  # the block's input
     assert graph.items[block_hook_name(0, "ff")].text.text() == \
-        f"Feed-forward  × {cfg.hidden_dim // cfg.emb_dim}"
+        f"Feed-forward · {cfg.hidden_dim // cfg.emb_dim}× wider inside"
     # hovering an arrow tells its tensor
     tip = graph.edges[block_hook_name(0, "ff.layers.1")][0].toolTip()
     assert "(1, 7, 128)" in tip and "std" in tip
