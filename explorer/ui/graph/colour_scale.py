@@ -12,6 +12,7 @@ import numpy as np
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel
 
+from ...core.gpt.nodes import all_hook_names
 from ..base.session import Session
 from .contribution_colours import colour_by_why
 from .graph_colours import colour, colour_bar_pixmap
@@ -56,7 +57,12 @@ class ColourScale(QHBoxLayout):
                     values[name] = v
         zeros = [n for n, v in values.items() if v == 0]  # no place on a log scale
         logs = {n: math.log10(abs(v)) for n, v in values.items() if v != 0}
-        lo, hi = (min(logs.values()), max(logs.values())) if logs else (0.0, 0.0)
+        # one scale for every block: its ends are the whole model's, so a colour means the
+        # same value whichever block is drawn
+        scope = {n: v for n, v in values.items() if v != 0} | self._whole_model(current, stat)
+        ends = (min(scope, key=lambda n: abs(scope[n])), max(scope, key=lambda n: abs(scope[n]))) \
+            if scope else None
+        lo, hi = (math.log10(abs(scope[ends[0]])), math.log10(abs(scope[ends[1]]))) if ends else (0.0, 0.0)
         for name, item in items.items():
             if name in logs:
                 item.set_fill(colour((logs[name] - lo) / (hi - lo) if hi > lo else 0.5))
@@ -71,12 +77,24 @@ class ColourScale(QHBoxLayout):
                 self.legend.setText("Colours hidden until you answer" if self.session.covered
                                     else f"{label}:")
             return
-        positive = [v for n, v in values.items() if n in logs]
-        vmin, vmax = min(positive, key=abs), max(positive, key=abs)
+        vmin, vmax = scope[ends[0]], scope[ends[1]]
         self.legend.setText(f"{label} (log scale):")
         self.lo.setText(f"{vmin:.3g}")
         self.hi.setText(f"{vmax:.3g}")
         self.show_ends(True)
+
+    def _whole_model(self, current, stat: str) -> dict[str, float]:
+        """The statistic of every node of every block in the pass, zeros left out (the
+        steps inside attention only where drawn: a pass keeps them for one block at most)."""
+        if current is None or self.session.model is None:
+            return {}
+        out = {}
+        for name in all_hook_names(self.session.model.config):
+            view = current.views.get(name)
+            v = getattr(view.stats, stat) if view is not None else 0.0
+            if np.isfinite(v) and v != 0:
+                out[name] = v
+        return out
 
     def by_why(self, items: dict) -> None:
         """Colour ``items`` by their part of the explained logit."""

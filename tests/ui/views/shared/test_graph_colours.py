@@ -14,13 +14,25 @@ def test_the_graph_colours_come_with_their_scale(qtbot):
     alone.run(max_tokens=1)
     alone.session.show_step(None)
     alone.settle()
-    stds = {n: alone.session.prompt.views[n].stats.std for n in graph.items
-            if n in alone.session.prompt.views}
+    import math
+
+    from explorer.core.gpt.nodes import all_hook_names
+    views = alone.session.prompt.views
+    # one scale for the whole model: its ends are every block's extremes, not the drawn one's
+    stds = {n: views[n].stats.std for n in all_hook_names(alone.session.model.config)}
     smallest, largest = min(stds, key=lambda n: abs(stds[n])), max(stds, key=lambda n: abs(stds[n]))
     assert graph.scale.legend.text() == "std (log scale):"
-    assert graph.scale.lo.text() == f"{stds[smallest]:.3g}" and graph.scale.hi.text() == f"{stds[largest]:.3g}"
+    ends = (graph.scale.lo.text(), graph.scale.hi.text())
+    assert ends == (f"{stds[smallest]:.3g}", f"{stds[largest]:.3g}")
     assert graph.scale.bar.isVisible()
     image = graph.scale.bar.pixmap().toImage()
     assert image.pixelColor(0, 5) == _colour(0.0) and image.pixelColor(image.width() - 1, 5) == _colour(1.0)
-    assert graph.items[smallest].brush().color() == _colour(0.0)
-    assert graph.items[largest].brush().color() == _colour(1.0)
+    lo, hi = math.log10(stds[smallest]), math.log10(stds[largest])
+    for layer in range(alone.session.model.config.n_layers):
+        alone.session.set_layer(layer)
+        alone.settle()
+        assert (graph.scale.lo.text(), graph.scale.hi.text()) == ends  # the same on every block
+        for name, item in graph.items.items():
+            if name in stds and name in views:  # a colour is the same std on every block
+                t = (math.log10(stds[name]) - lo) / (hi - lo)
+                assert item.fill == _colour(t), name
