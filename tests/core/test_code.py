@@ -23,9 +23,14 @@ def test_every_node_points_at_the_line_that_built_it_and_the_line_that_made_it(p
             assert "self.layers(x)" in ran
         elif key == "att.attn_weights":
             assert "self.attn_weights = HookPoint()" in built and "self.attn_weights(" in ran
-        else:
-            module = "drop_shortcut" if key in ("drop1", "drop2") else key
+        elif key in ("drop1", "drop2", "add1", "add2"):  # the book's line, its hook point next
+            module = "drop_shortcut" if key.startswith("drop") else key
             assert f"self.{module} = " in built, (name, built)
+            book = "x = self.drop_shortcut(x)" if key.startswith("drop") else "x = x + shortcut"
+            assert ran.strip() == book, (name, ran)
+            assert f"x = self.{key}(x)" in found.forward[found.forward_line + 1]
+        else:
+            assert f"self.{key} = " in built, (name, built)
             assert f"self.{key}(" in ran, (name, ran)
         if layer is not None and "." not in key:
             assert found.forward_name == f"forward_{position}_ln"

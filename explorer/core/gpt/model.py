@@ -45,31 +45,40 @@ class TransformerBlock(nn.Module):
         forward = self.forward_post_ln if self.post_ln else self.forward_pre_ln
         return forward(x, kv, pos)
 
-    # One operation per line, as in the book, so that the Code view can point at the
-    # line that produced each node (core/lessons/listing.py reads this source).
+    # The book's lines, one operation per line, so that the Code view can point at the
+    # line that produced each node (core/lessons/listing.py reads this source); a hook
+    # point on a line of its own names what the book's line computed and changes nothing.
     def forward_pre_ln(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
         shortcut = x  # (B, T, C)
         x = self.norm1(x)
         x = self.att(x, kv, pos)
-        x = self.drop1(self.drop_shortcut(x))
-        x = self.add1(x + shortcut)
+        x = self.drop_shortcut(x)
+        x = self.drop1(x)  # hook point: this use of drop_shortcut
+        x = x + shortcut
+        x = self.add1(x)  # hook point: the sum
         shortcut = x
         x = self.norm2(x)
         x = self.ff(x)
-        x = self.drop2(self.drop_shortcut(x))
-        x = self.add2(x + shortcut)
+        x = self.drop_shortcut(x)
+        x = self.drop2(x)  # hook point: this use of drop_shortcut
+        x = x + shortcut
+        x = self.add2(x)  # hook point: the sum
         return x
 
     def forward_post_ln(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
         shortcut = x  # (B, T, C)
         x = self.att(x, kv, pos)
-        x = self.drop1(self.drop_shortcut(x))
-        x = self.add1(x + shortcut)
+        x = self.drop_shortcut(x)
+        x = self.drop1(x)  # hook point: this use of drop_shortcut
+        x = x + shortcut
+        x = self.add1(x)  # hook point: the sum
         x = self.norm1(x)
         shortcut = x
         x = self.ff(x)
-        x = self.drop2(self.drop_shortcut(x))
-        x = self.add2(x + shortcut)
+        x = self.drop_shortcut(x)
+        x = self.drop2(x)  # hook point: this use of drop_shortcut
+        x = x + shortcut
+        x = self.add2(x)  # hook point: the sum
         x = self.norm2(x)
         return x
 

@@ -87,9 +87,14 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
     kind = "Pre-LN" if norm_position == "pre" else "Post-LN"
     note = (f"__init__ builds {', '.join(built)} in that order; {method} alone sets the order "
             f"they run: {' → '.join(runs)}.")
+    line = _find(forward, rf"self\.{key}\(")
     if kinds[key] == "add":
-        note += f" {key} is x + shortcut; its HookPoint computes nothing, it names the sum."
+        note += (f" {key} is the book's x = x + shortcut; the HookPoint on the next line "
+                 "computes nothing, it names the sum.")
     elif module == "drop_shortcut":
-        note += f" {key} names one of the two uses of the single drop_shortcut module."
+        note += (f" {key} is the book's x = self.drop_shortcut(x), one of the two uses of the "
+                 "single module; the HookPoint on the next line names this use.")
+    if kinds[key] in ("add", "dropout") and line:
+        line -= 1  # the book's own line, just above its hook point
     return Listing(f"TransformerBlock ({kind})", init, forward, method,
-                   _find(init, rf"self\.{module} = "), _find(forward, rf"self\.{key}\("), note)
+                   _find(init, rf"self\.{module} = "), line, note)
