@@ -18,8 +18,12 @@ def test_every_node_points_at_the_line_that_built_it_and_the_line_that_made_it(p
         found = listing(name, position)
         layer, key = parse_hook(name)
         built, ran = found.init[found.init_line], found.forward[found.forward_line]
-        if key.startswith("ff.layers."):
-            assert ("Linear" if key != "ff.layers.1" else "GELU") in built
+        if node_for_hook(name, position).kind in ("norm", "gelu"):  # its own class
+            assert found.title == ("LayerNorm" if "norm" in key else "GELU")
+            assert "return F." in ran and ("self.scale = " in built or "GELU()" in built)
+            assert "calls it" in found.note and (f"self.{key}(x)" in found.note or "Sequential" in found.note)
+        elif key.startswith("ff.layers."):
+            assert "Linear" in built
             assert "self.layers(x)" in ran
         elif key == "att.attn_weights":
             assert "self.attn_weights = HookPoint()" in built and "self.attn_weights(" in ran
@@ -32,17 +36,17 @@ def test_every_node_points_at_the_line_that_built_it_and_the_line_that_made_it(p
         else:
             assert f"self.{key} = " in built, (name, built)
             assert f"self.{key}(" in ran, (name, ran)
-        if layer is not None and "." not in key:
+        if layer is not None and "." not in key and "norm" not in key:
             assert found.forward_name == f"forward_{position}_ln"
 
 
 def test_the_forward_order_is_the_node_tables_and_not_the_constructors():
-    init = listing("trf_blocks.0.norm1").init
+    init = listing("trf_blocks.0.att").init
     assert [m for m in built_order(init) if m in ("att", "ff", "norm1", "norm2", "drop_shortcut")] == \
         ["att", "ff", "norm1", "norm2", "drop_shortcut"]
     for position in ("pre", "post"):
         forward = listing("trf_blocks.0.att", position).forward
-        lines = [listing(f"trf_blocks.0.{key}", position).forward_line
+        lines = [next(i for i, line in enumerate(forward) if f"self.{key}(" in line)
                  for key in ("norm1", "att", "drop1", "add1", "norm2", "ff", "drop2", "add2")]
         ordered = sorted(range(8), key=lambda i: lines[i])
         expected = [0, 1, 2, 3, 4, 5, 6, 7] if position == "pre" else [1, 2, 3, 0, 5, 6, 7, 4]
@@ -80,3 +84,19 @@ def test_the_trace_says_what_changed_with_the_pass_numbers(position):
     assert "the shortcut drop_emb" in what_changed("trf_blocks.0.add1", views, cfg)
     second = "trf_blocks.0.add1" if position == "pre" else "trf_blocks.0.norm1"
     assert f"the shortcut {second}" in what_changed("trf_blocks.0.add2", views, cfg)
+
+
+def test_the_blocks_forward_is_the_books_lines_in_the_books_order():
+    """TransformerBlock.forward_pre_ln holds the book's forward (tests/book_model.py),
+    line for line and in order; what it adds are hook points on lines of their own."""
+    import inspect
+    import textwrap
+
+    from tests.book_model import TransformerBlock as BookBlock
+    book = [line.strip() for line in textwrap.dedent(inspect.getsource(BookBlock.forward)).splitlines()[1:]]
+    ours = [line.split("#")[0].strip() for line in listing("trf_blocks.0.att").forward[1:]]
+    it = iter(ours)
+    assert all(any(line == mine or line.replace("(x)", "(x, kv, pos)") == mine for mine in it)
+               for line in book), (book, ours)
+    extra = [line for line in ours if line not in book and "kv, pos" not in line]
+    assert extra and all(line.startswith("x = self.") and line.endswith("(x)") for line in extra)

@@ -13,7 +13,7 @@ import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..gpt.layers import FeedForward, MultiHeadAttention
+from ..gpt.layers import GELU, FeedForward, LayerNorm, MultiHeadAttention
 from ..gpt.model import GPTModel, TransformerBlock
 from ..gpt.nodes import (ATTENTION, FEED_FORWARD, PATTERN, block_nodes, block_steps,
                          node_for_hook, parse_hook)
@@ -46,8 +46,12 @@ def built_order(lines: tuple[str, ...]) -> list[str]:
 
 
 def listing(name: str, norm_position: str = "pre") -> Listing:
-    """Where ``name`` (a hook name) comes from in the source."""
+    """Where ``name`` (a hook name) comes from in the source; a LayerNorm or the GELU
+    shows its own class (what it computes), saying where the block calls it."""
     layer, key = parse_hook(name)
+    kind = node_for_hook(name, norm_position).kind
+    if kind in ("norm", "gelu"):
+        return _own_class(name, key, kind, layer, norm_position)
     if layer is None:
         init, forward = _source(GPTModel, "__init__"), _source(GPTModel, "forward")
         return Listing("GPTModel", init, forward, "forward", _find(init, rf"self\.{key} = "),
@@ -98,3 +102,24 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
         line -= 1  # the book's own line, just above its hook point
     return Listing(f"TransformerBlock ({kind})", init, forward, method,
                    _find(init, rf"self\.{module} = "), line, note)
+
+
+def _own_class(name: str, key: str, kind: str, layer: int | None, norm_position: str) -> Listing:
+    """LayerNorm's or GELU's class: how it is built and its forward, the line that
+    computes its output highlighted; the note says which line of which forward calls it."""
+    cls = LayerNorm if kind == "norm" else GELU
+    init = _source(cls, "__init__") if cls is LayerNorm else _source(FeedForward, "__init__")
+    forward = _source(cls, "forward")
+    if layer is None:
+        caller, method = "GPTModel.forward", _source(GPTModel, "forward")
+    elif kind == "gelu":
+        caller, method = "FeedForward.forward, as element 1 of its nn.Sequential", ()
+    else:
+        name_ = "forward_post_ln" if norm_position == "post" else "forward_pre_ln"
+        caller, method = f"TransformerBlock.{name_}", _source(TransformerBlock, name_)
+    call = next((line.strip() for line in method if f"self.{key}(" in line), "")
+    built = _find(init, r"self\.scale = ") if cls is LayerNorm else \
+        next((i for i, line in enumerate(init) if "GELU()" in line), None)
+    return Listing(cls.__name__, init, forward, "forward", built, _find(forward, r"return "),
+                   f"{key} is a {cls.__name__}; {caller} calls it" + (f": {call}" if call else "")
+                   + ". " + " ".join((cls.__doc__ or "").replace("``", "").split()))

@@ -100,18 +100,22 @@ def test_the_code_view_points_at_the_lines_and_traces_the_pass(qtbot, ran):
     from explorer.ui.views.learn.code_view import CodeView
 
     view = ran.view(CodeView)
-    ran.session.set_node("trf_blocks.0.norm1")
+    ran.session.set_node("trf_blocks.0.att")
     built, runs = view.highlighted()
-    assert built.strip() == "self.norm1 = LayerNorm(cfg.emb_dim)"
-    assert runs.strip() == "x = self.norm1(x)"
+    assert built.strip().startswith("self.att = MultiHeadAttention(")
+    assert runs.strip() == "x = self.att(x, kv, pos)"
     assert view.forward_label.text().startswith("<b>forward_pre_ln</b>")
     lines = view.init_box.toPlainText().splitlines()  # the constructor's order is not the run's
     assert [i for i, line in enumerate(lines) if "self.att =" in line] < \
         [i for i, line in enumerate(lines) if "self.norm1 =" in line]
     assert "builds att, ff, norm1, norm2, drop_shortcut" in view.note.text()
-    ran.session.set_node("trf_blocks.1.ff.layers.1")
-    assert view.highlighted()[0].strip() == "GELU(),"
-    assert "FeedForward" in view.title.text()
+    ran.session.set_node("trf_blocks.1.ff.layers.1")  # the GELU: its own class
+    assert view.highlighted() == ("GELU(),", 'return F.gelu(x, approximate="tanh")') or \
+        [t.strip() for t in view.highlighted()] == ["GELU(),", 'return F.gelu(x, approximate="tanh")']
+    assert "GELU" in view.title.text() and "0.5 * x * (1 + tanh(" in view.note.text()
+    ran.session.set_node("trf_blocks.0.norm1")  # a LayerNorm: its class, and where it is called
+    assert [t.strip() for t in view.highlighted()][0] == "self.scale = nn.Parameter(torch.ones(emb_dim))"
+    assert "LayerNorm" in view.title.text() and "calls it: x = self.norm1(x)" in view.note.text()
     # the trace: Right steps in forward order, Left back, Space plays to the end
     order = trace_order(ran.session.model.config)
     ran.session.set_node(order[0])
@@ -142,10 +146,13 @@ def test_the_code_view_shows_the_post_ln_forward(qtbot):
     info = alone.session.model
     alone.session.set_model(ModelInfo(**{**info.__dict__, "config": preset("tiny", norm_position="post")}))
     view = alone.view(CodeView)
-    alone.session.set_node("trf_blocks.0.norm1")
+    alone.session.set_node("trf_blocks.0.add1")
     assert view.forward_label.text().startswith("<b>forward_post_ln</b>")
     code = view.forward_box.toPlainText().splitlines()
-    assert code.index(view.highlighted()[1]) > [i for i, line in enumerate(code) if "self.add1(" in line][0]
+    norm1 = [i for i, line in enumerate(code) if "self.norm1(" in line][0]
+    assert code.index(view.highlighted()[1]) < norm1  # Post-LN: the add, then the norm
+    alone.session.set_node("trf_blocks.0.norm1")
+    assert "TransformerBlock.forward_post_ln calls it" in view.note.text()
 
 
 def test_the_gradients_view_draws_both_runs_and_forgets_them_with_the_model(qtbot, ran):
