@@ -432,16 +432,18 @@ def test_fitting_never_feeds_back_through_the_scroll_bars(qtbot):
 
 def test_every_node_colour_gets_the_label_colour_that_reads_on_it(qtbot):
     """Black or white, whichever contrasts more: at least WCAG's 4.5 : 1 on every colour
-    of the scale (white on viridis's yellow and lime did not)."""
+    of both colour maps (white on viridis's yellow and lime did not)."""
     from explorer.ui.graph.graph_colours import colour, text_colour
 
     def luminance(c):
         f = lambda v: v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4  # noqa: E731
         return 0.2126 * f(c.redF()) + 0.7152 * f(c.greenF()) + 0.0722 * f(c.blueF())
 
-    for i in range(101):
-        fill = colour(i / 100)
+    from explorer.ui.graph.contribution_colours import diverging
+    fills = [colour(i / 100) for i in range(101)]  # the statistics' scale (viridis)
+    fills += [diverging(v / 50, 1.0) for v in range(-50, 51)]  # a logit's parts (Why)
+    for fill in fills:
         a, b = sorted((luminance(fill), luminance(text_colour(fill))))
-        assert (b + 0.05) / (a + 0.05) >= 4.5, (i, fill.name())
+        assert (b + 0.05) / (a + 0.05) >= 4.5, fill.name()
     assert text_colour(colour(1.0)).name() == "#000000"  # yellow: black
     assert text_colour(colour(0.0)).name() == "#ffffff"  # dark purple: white
