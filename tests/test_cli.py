@@ -11,7 +11,10 @@ from explorer.core.gpt.model import build_model
 
 
 def run(capsys, *argv):
-    code = main(list(argv))
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's own refusal (an unknown choice): usage and 2
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -63,7 +66,7 @@ def test_generate_sampling_and_top_candidates(capsys):
     (["generate", "hi", "--preset", "tiny", "--top-k", "0"], "top-k"),
     (["generate", "hi", "--preset", "tiny", "--max-new-tokens", "0"], "max new tokens"),
     (["info", "--preset", "tiny", "--device", "tpu"], "device"),
-    (["info", "--preset", "nope"], "unknown preset"),
+    (["info", "--preset", "nope"], "invalid choice: 'nope' (choose from 'gpt2-small'"),
     (["info", "--checkpoint", "/nonexistent/model.bin"], "no such file"),
 ])
 def test_bad_input_exits_2_with_a_message(capsys, argv, message):
@@ -302,3 +305,32 @@ def test_generate_applies_an_intervention_file_or_none_at_all(capsys, tmp_path):
     code, out, err = run(capsys, *args, "--intervene", str(off))
     assert code == 0 and out == plain and "switched off (\"enabled\": false): none of its 2 applied" in err
     assert "intervention:" not in err
+
+
+def test_model_options_before_a_command_go_to_it_or_are_refused_in_one_line(capsys):
+    """gpt-explorer --preset tiny attribute … explains tiny (the options were ignored);
+    one a command does not take, or given twice with two values, is one line and 2."""
+    code, out, err = run(capsys, "--preset", "tiny", "--seed", "3", "info")
+    assert code == 0 and "emb_dim         32" in out and "seed 3" in out + err
+    code, out, err = run(capsys, "--preset", "tiny", "attribute", "Every effort moves", "--target", " you")
+    assert code == 0 and err.startswith("model: tiny")
+    for argv, words in ((("--preset", "tiny", "download"), "--preset does not apply to download"),
+                        (("--preset", "tiny", "info", "--preset", "gpt2-small"), "--preset is given twice"),
+                        (("--preset", "tiny", "info", "--checkpoint", "x.pt"), "--checkpoint and --preset together")):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (argv, err)
+    code, out, err = run(capsys, "--preset", "tiny", "info", "--preset", "tiny")  # the same twice: fine
+    assert code == 0
+
+
+def test_every_preset_choice_in_the_help_is_the_table_of_presets():
+    from explorer.cli import build_parser
+    from explorer.core.gpt.config import PRESETS
+
+    parser = build_parser()
+    commands = next(a for a in parser._subparsers._group_actions if a.dest == "command").choices
+    for name, sub in [("", parser), *commands.items()]:
+        for action in sub._actions:
+            if "--preset" in action.option_strings:  # train's and every model option's
+                assert list(action.choices) == list(PRESETS), name
+                assert ", ".join(PRESETS) in action.help, name

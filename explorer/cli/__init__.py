@@ -26,16 +26,46 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in GROUPS:
         group.register(sub)
-    # with no command, the app's options work as they are: gpt-explorer --preset tiny
-    app.add_app_args(parser)
-    parser.set_defaults(func=app.run_app)
+    # before a command, the model options go to it; with none, to the app (gpt-explorer
+    # --preset tiny): kept apart here (given_*), handed over in main()
+    app.add_app_args(parser, top=True)
     return parser
+
+
+def handed_over(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The arguments, the model options written before the command handed to it: the
+    app's when there is no command; a command that has no such option, or the same
+    option given twice with two values, is refused in one line (ValueError)."""
+    args = parser.parse_args(argv)
+    top = {k[6:]: v for k, v in vars(args).items() if k.startswith("given_")}
+    sub = next(a for a in parser._subparsers._group_actions if a.dest == "command")
+    if args.command is None:  # the app: its own options' defaults, then what was given
+        args = argparse.Namespace(**{**vars(parser.parse_args(["gui"])), "command": None,
+                                     "log_level": args.log_level})
+    own = sub.choices[args.command or "gui"]
+    for name, value in top.items():
+        flag = "--" + ("node" if name == "screenshot_node" else name).replace("_", "-")
+        if not hasattr(args, name):
+            raise ValueError(f"{flag} does not apply to {args.command}: it goes before no "
+                             "command or after one that takes it")
+        mine = getattr(args, name)
+        if mine != own.get_default(name) and mine != value:
+            raise ValueError(f"{flag} is given twice, before and after {args.command}, with two values")
+        setattr(args, name, value)
+    if getattr(args, "checkpoint", None) and getattr(args, "preset", None):
+        raise ValueError("--checkpoint and --preset together: choose one model")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     _streams_that_exist()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = handed_over(parser, argv)
+    except ValueError as exc:
+        print(f"gpt-explorer: error: {exc}", file=sys.stderr)
+        return 2
     command = args.command or "gui"
     from ..core.weights.hub import HubError
     from ..log import setup_logging

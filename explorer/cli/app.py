@@ -15,16 +15,22 @@ def workspaces() -> list[str]:
     return [ws.key for ws in WORKSPACES]
 
 
-def add_app_args(p: argparse.ArgumentParser) -> None:
-    add_model_args(p)
-    p.add_argument("--screenshot", metavar="OUT.png",
+def add_app_args(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """The app's options; ``top``: written before any command (see add_model_args)."""
+    add_model_args(p, top)
+
+    def where(dest: str) -> dict:
+        return {"dest": f"given_{dest}", "default": argparse.SUPPRESS} if top else \
+            {"dest": dest, "default": None}
+
+    p.add_argument("--screenshot", metavar="OUT.png", **where("screenshot"),
                    help="render the window offscreen after running the prompt, save it, exit")
-    p.add_argument("--prompt", default=None, help="the prompt for --screenshot")
-    p.add_argument("--node", dest="screenshot_node", default=None, metavar="NAME",
+    p.add_argument("--prompt", help="the prompt for --screenshot", **where("prompt"))
+    p.add_argument("--node", metavar="NAME", **where("screenshot_node"),
                    help="the node selected in --screenshot, e.g. trf_blocks.0.ff.layers.1")
-    p.add_argument("--workspace", default=None, choices=workspaces(),
+    p.add_argument("--workspace", choices=workspaces(), **where("workspace"),
                    help="the workspace to show first (with --screenshot: the one rendered)")
-    p.add_argument("--open-run", metavar="FILE", default=None,
+    p.add_argument("--open-run", metavar="FILE", **where("open_run"),
                    help="open a saved run (generate --save-run, File ▸ Save run…); with "
                         "--screenshot, render it and exit (2 with one line if refused)")
 

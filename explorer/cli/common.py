@@ -31,16 +31,27 @@ def source_path(text: str) -> str:
     return text
 
 
-def add_model_args(p: argparse.ArgumentParser) -> None:
+MODEL_OPTIONS = ("checkpoint", "preset", "device", "dtype", "seed")
+
+
+def add_model_args(p: argparse.ArgumentParser, top: bool = False) -> None:
+    """The model options. ``top``: the ones written before a command, kept apart
+    (``given_<name>``, absent unless given) so that main() can hand them to the command."""
+    from ..core.gpt.config import PRESETS
+
+    def name(key: str, default):
+        return {"dest": f"given_{key}", "default": argparse.SUPPRESS} if top else {"default": default}
+
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--checkpoint", metavar="PATH", type=source_path, help=MODEL_HELP)
-    src.add_argument("--preset", metavar="NAME",
-                     help="a random (untrained) initialisation of a preset: gpt2-small, "
-                          "gpt2-medium, gpt2-large, gpt2-xl, tiny")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, mps or auto (default cpu)")
-    p.add_argument("--dtype", default="float32", help="float32 (default), bfloat16 or float16")
-    p.add_argument("--seed", type=seed_number, default=0,
-                   help="seed of a preset's random initialisation")
+    src.add_argument("--checkpoint", metavar="PATH", type=source_path, help=MODEL_HELP,
+                     **name("checkpoint", None))
+    src.add_argument("--preset", metavar="NAME", choices=list(PRESETS),
+                     help="a random (untrained) initialisation of a preset: " + ", ".join(PRESETS),
+                     **name("preset", None))
+    p.add_argument("--device", help="cpu, cuda, cuda:N, mps or auto (default cpu)", **name("device", "cpu"))
+    p.add_argument("--dtype", help="float32 (default), bfloat16 or float16", **name("dtype", "float32"))
+    p.add_argument("--seed", type=seed_number, help="seed of a preset's random initialisation",
+                   **name("seed", 0))
 
 
 def spec_of(args: argparse.Namespace):

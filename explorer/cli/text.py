@@ -15,13 +15,20 @@ def register(sub) -> None:
     t.add_argument("text")
     t.set_defaults(func=tokenize)
 
-    g = sub.add_parser("generate", help="generate text token by token")
+    g = sub.add_parser("generate", help="generate text token by token",
+                       description="Generate text token by token. Sampling applies the "
+                       "temperature, then top-k, then top-p (top-p keeps the most likely tokens "
+                       "up to p of the probability after the temperature: at T 2 many more than "
+                       "at T 1). The book's generate applies top-k, then the temperature, with "
+                       "temperature 0 meaning greedy; with top-k alone the two orders draw from "
+                       "the same tokens.")
     g.add_argument("prompt", help="the prompt text")
     g.add_argument("--max-new-tokens", type=int, default=20)
     g.add_argument("--temperature", type=float, default=None,
                    help="sample with this temperature (default: greedy argmax)")
     g.add_argument("--top-k", type=int, default=None, help="sample from the k most likely")
-    g.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold")
+    g.add_argument("--top-p", type=float, default=None,
+                   help="nucleus sampling threshold, applied after the temperature and top-k")
     g.add_argument("--sample-seed", type=seed_number, default=123, help="seed for sampling")
     g.add_argument("--show-top", type=int, default=0, metavar="K",
                    help="after each token, print the K most likely candidates")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from ..core.base.outputs import atomic_output, check_output, shown
+from ..core.gpt.config import PRESETS
 from .common import seed_number
 
 
@@ -12,7 +13,8 @@ def register(sub) -> None:
     t = sub.add_parser("train", help="train a small GPT on a text file, offline")
     t.add_argument("--text", metavar="FILE", help="UTF-8 text to train on (default: Edith "
                                                   "Wharton's 'The Verdict', in resources/)")
-    t.add_argument("--preset", default="mini", help="model size: mini (default) or tiny, or a GPT-2 preset")
+    t.add_argument("--preset", default="mini", choices=list(PRESETS),
+                   help="model size: mini (default), or any of " + ", ".join(PRESETS))
     budget = t.add_mutually_exclusive_group()
     budget.add_argument("--steps", type=int, default=None, help="optimizer steps (default 200)")
     budget.add_argument("--minutes", type=float, default=None, help="train for this long instead")
