@@ -21,7 +21,7 @@ from ...core.gpt.config import GPTConfig
 from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, HEAD_KEYS,
                                HEAD_QUERIES, HEAD_VALUES, HEADS_MIX, KEYS, MASKED_SCORES,
                                MODEL_NODES_BEFORE, PATTERN, QUERIES, SCORES, VALUES,
-                               block_hook_name, block_input, block_module_name, block_steps,
+                               block_hook_name, block_input, block_steps,
                                block_title, node_for_hook, residual_branches, shortcut_sources)
 from .graph_layout import Arrow, Layout, Metrics, Shortcut, Text, _after, _before, _box
 
@@ -39,76 +39,96 @@ def inner_labels() -> list[str]:
 def layout_open(cfg: GPTConfig, layer: int, open_before: bool, open_after: bool,
                 m: Metrics, lw: float, plw: float) -> Layout:
     """The layout of block ``layer`` with its attention opened; ``lw`` and ``plw`` are
-    the widths the shape labels need (the widest inner shape is the score matrix's)."""
+    the widths the shape labels need (the widest inner shape is the score matrix's).
+    Every step of the block carries its shape on a second line, so that no label needs
+    room beside an arrow: the whole block fits a 1150 × 700 window's graph."""
     out = Layout()
     position = cfg.norm_position
     fh = m.line
-    nh, gap, pad = fh + 6, fh + 5, 6.0
+    nh, gap, pad = fh + 6, fh + 5, 6.0  # the block's input, above it, as in the folded graph
+    ih, rg, hg = 2 * fh + 4, 8.0, 10.0  # a two-line node; the gaps between rows, lanes
     name = lambda key: block_hook_name(layer, key)  # noqa: E731
     steps = block_steps(position)
     at = [s.key for s in steps].index(ATTENTION)
-    above = [s for s in steps[:at]]  # LayerNorm 1 in Pre-LN, nothing in Post-LN
+    above = list(steps[:at])  # LayerNorm 1 in Pre-LN, nothing in Post-LN
     right = list(steps[at + 1:])  # the rest, up the right column (bottom first)
+    under = [right.pop(0)] if len(right) > RIGHT_AT_MOST else []  # Post-LN: under the frame
     labels = [s.label for s in steps if s.key != ATTENTION] + \
              [n.label for n in MODEL_NODES_BEFORE] + ["Final LayerNorm", "Output head"]
     nw = max(90.0, max(m.width(t) for t in labels) + 14)
+    nb = max(max(m.width(s.label) for s in steps if s.key != ATTENTION), lw) + 14
     iw = max(max(m.width(t) for t in inner_labels()), plw, lw) + 14  # an inner node
-    ih, rg, hg = 2 * fh + 8, fh + 2, 16.0  # its height; the gaps between rows, lanes
-    lanes = [6 + 8 + iw / 2 + i * (iw + hg) for i in range(3)]
+    lanes = [6 + 4 + iw / 2 + i * (iw + hg) for i in range(3)]
     cxa = lanes[1]  # what feeds the frame sits over the key lane
     y = pad
     for step in above:
-        _box(out, name(step.key), step, step.label, cxa, y + nh / 2, nw, nh)
-        y += nh + gap
+        _two_line(out, name(step.key), step, cxa, y + ih / 2, nb, ih)
+        y += ih + rg + 4
     ftop = y
-    rows = [ftop + fh + 14 + r * (ih + rg) + ih / 2 for r in range(4)]
+    rows = [ftop + fh + 10 + r * (ih + rg) + ih / 2 for r in range(4)]
     frame_right = lanes[2] + iw / 2 + 12  # the values' route to the context runs inside
-    out.att_frame = (6.0, ftop, frame_right - 6.0, rows[3] + ih / 2 + 8 - ftop)
+    fbottom = rows[3] + ih / 2 + 6
+    out.att_frame = (6.0, ftop, frame_right - 6.0, fbottom - ftop)
     out.att_name = name(ATTENTION)
     out.texts.append(Text(ATTENTION_TITLE, 6.0 + 6, ftop + 3, "att-title"))
     for r, row in enumerate(GRID):
         for cx, key in zip(lanes, row):
-            node = node_for_hook(name(key), position)
-            _box(out, name(key), node, node.label, cx, rows[r], iw, ih)
-            out.two_line.add(name(key))
+            _two_line(out, name(key), node_for_hook(name(key), position), cx, rows[r], iw, ih)
     _inner_arrows(out, name, lanes, rows, iw, ih, frame_right)
-    # the right column: from the first dropout (bottom) up to the block's output (top)
+    exit_ = out.boxes[name(HEADS_MIX)]
+    for step in under:  # below out_proj, in its lane
+        box = _two_line(out, name(step.key), step, exit_.cx, fbottom + rg + 4 + ih / 2, nb, ih)
+        out.arrows.append(Arrow(exit_.name, box.name, [(exit_.cx, exit_.bottom), (box.cx, box.top)]))
+        exit_ = box
     lane_a = frame_right + fh + 6  # the first add's shortcut
     lane_b = lane_a + fh + 6  # the second add's
-    nb = max(90.0, max(m.width(s.label) for s in right) + 14)  # the right column's nodes
-    cxb = lane_b + 12 + nb / 2
-    turn = max(rows[3] + ih / 2 + 8 + nh / 2 + 4, pad + nh / 2 + (len(right) - 1) * (nh + gap))
-    _right_column(out, right, name, cxb, turn, nb, nh, pad, fh)
-    frame_bottom = turn + nh / 2 + 6
+    cxb = lane_b + 10 + nb / 2
+    turn = max(exit_.bottom + 4 + ih / 2, pad + ih / 2 + (len(right) - 1) * (ih + rg))
+    _right_column(out, right, name, exit_, cxb, turn, nb, ih, pad)
     inp = _feed(out, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name)
     _right_shortcuts(out, cfg, layer, inp, lane_a, lane_b, name, m)
+    edge = cxb + nb / 2 + 8  # the block's right edge: the texts above end there
     before_top = _before(out, cfg, layer, inp, open_before, m, nh, gap, nw)
     top = out.boxes[name(right[-1].key)]
     after_top = _after(out, cfg, layer, top, open_after, m, nh, gap, nw, 0.0)
+    for text in out.texts:  # the line about the blocks after: ends at the block's edge
+        if text.kind == "cap-after":
+            text.x = min(text.x, edge - m.width(text.text) - 4)
+    # the title on the line about the blocks before, at the right (it says "of N": no
+    # "× N" here, whose row the graph has no height for)
     order = "Pre-LN" if position == "pre" else "Post-LN"
-    title = f"{block_title(layer, cfg.n_layers)} · {block_module_name(layer)} · {order}"
-    out.texts.append(Text(title, cxb - nb / 2, min(after_top, before_top + fh + 6) - fh - 6, "title"))
-    out.times = f"× {cfg.n_layers}"
-    times_left = max(top.right + 12, cxb + 5 + lw + 8)
-    out.texts.append(Text(out.times, times_left, top.cy - m.big_line / 2, "times"))
-    out.frame = (0.0, 0.0, max(cxb + 5 + lw, times_left + m.big_width(out.times)) + 8, frame_bottom)
+    title = f"{block_title(layer, cfg.n_layers)} · {order}"
+    out.texts.append(Text(title, edge - m.bold_width(title) - 4, min(after_top - fh - 6, before_top),
+                          "title"))
+    for arrow in out.arrows:  # a node with its shape on its own line needs no label beside
+        if arrow.source in out.two_line:
+            arrow.label = None
+    out.frame = (0.0, 0.0, edge, turn + ih / 2 + 6)
     return out
 
 
-def _right_column(out: Layout, right, name, cxb: float, turn: float, nb: float, nh: float,
-                  pad: float, fh: float) -> None:
+RIGHT_AT_MOST = 6  # steps in the right column; a seventh (Post-LN) goes under the frame
+
+
+def _two_line(out: Layout, name: str, node, cx: float, cy: float, w: float, h: float):
+    box = _box(out, name, node, node.label, cx, cy, w, h)
+    out.two_line.add(name)
+    return box
+
+
+def _right_column(out: Layout, right, name, exit_, cxb: float, turn: float, nb: float,
+                  ih: float, pad: float) -> None:
     """The steps after attention, up the right column from the turn (its bottom row) to
-    the top, and the arrow from out_proj along the turn into the first of them."""
-    step_y = (turn - pad - nh / 2) / max(1, len(right) - 1)
+    the top, and the arrow from the last step on the left along the turn into the first."""
+    step_y = (turn - pad - ih / 2) / max(1, len(right) - 1)
     for i, step in enumerate(right):
-        _box(out, name(step.key), step, step.label, cxb, turn - i * step_y, nb, nh)
+        _two_line(out, name(step.key), step, cxb, turn - i * step_y, nb, ih)
     for lower, upper in zip(right, right[1:]):
         a, b = out.boxes[name(lower.key)], out.boxes[name(upper.key)]
-        out.arrows.append(Arrow(a.name, b.name, [(a.cx, a.top), (b.cx, b.bottom)],
-                                (a.cx + 5, (a.top + b.bottom) / 2 - fh / 2)))
-    proj, first = out.boxes[name(HEADS_MIX)], out.boxes[name(right[0].key)]
-    out.arrows.append(Arrow(proj.name, first.name, [(proj.cx, proj.bottom), (proj.cx, turn),
-                                                    (first.left, turn)]))
+        out.arrows.append(Arrow(a.name, b.name, [(a.cx, a.top), (b.cx, b.bottom)]))
+    first = out.boxes[name(right[0].key)]
+    out.arrows.append(Arrow(exit_.name, first.name, [(exit_.cx, exit_.bottom), (exit_.cx, turn),
+                                                     (first.left, turn)]))
 
 
 def _inner_arrows(out: Layout, name, lanes, rows, iw: float, ih: float, frame_right: float) -> None:
@@ -123,7 +143,7 @@ def _inner_arrows(out: Layout, name, lanes, rows, iw: float, ih: float, frame_ri
         arrow(w, h, [(a.cx, a.bottom), (b.cx, b.top)])
     q, k, s = box(HEAD_QUERIES), box(HEAD_KEYS), box(SCORES)
     arrow(HEAD_QUERIES, SCORES, [(q.cx - iw / 6, q.bottom), (s.cx - iw / 6, s.top)])
-    arrow(HEAD_KEYS, SCORES, [(k.cx, k.bottom), (s.cx + iw / 6, s.top)])
+    arrow(HEAD_KEYS, SCORES, [(k.cx, k.bottom), (s.right - 10, s.top)])  # past its name
     for a_key, b_key in ((SCORES, MASKED_SCORES), (MASKED_SCORES, PATTERN)):
         a, b = box(a_key), box(b_key)
         arrow(a_key, b_key, [(a.right, a.cy), (b.left, b.cy)])
@@ -153,7 +173,7 @@ def _feed(out: Layout, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name
     top_row = rows[0] - ih / 2
     bus = top_row - 7
     into = [name(k) for k in GRID[0]]
-    label = (feeder.cx - 5, feeder.bottom + 2) if feeder is inp else (feeder.cx + 5, feeder.bottom + 2)
+    label = (feeder.cx - 5, feeder.bottom + 2) if feeder is inp else None  # LayerNorm 1: its own line
     out.arrows.append(Arrow(feeder.name, into[1], [(feeder.cx, feeder.bottom), (lanes[1], top_row)],
                             label, label_right=feeder is inp))
     for cx, target in ((lanes[0], into[0]), (lanes[2], into[2])):

@@ -35,7 +35,7 @@ class NodeItem(QGraphicsRectItem):
         self.text.setFont(font)
         r = self.text.boundingRect()
         # with a shape line (a node inside opened attention) the name is the first line
-        self.text.setPos(-r.width() / 2, -h / 2 + 3 if shape_line else -r.height() / 2)
+        self.text.setPos(-r.width() / 2, -h / 2 + 1 if shape_line else -r.height() / 2)
         self.shape_text = None  # the shape line: the graph sets it as it sets edge labels
         if shape_line:
             self.shape_text = QGraphicsSimpleTextItem("", self)

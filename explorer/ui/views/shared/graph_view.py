@@ -177,7 +177,7 @@ class BlockGraphView(ViewHooks, QWidget):
             self.items[box.name] = item
             if two:  # its own shape on its second line
                 self.edge_labels[box.name] = item.shape_text
-                self._anchors[box.name] = (0.0, box.h / 2 - m.line - 3, None)
+                self._anchors[box.name] = (0.0, box.h / 2 - m.line - 1, None)
         for name, rect, kind in ((lay.ff_name, lay.ff_frame, "ff-title"),
                                  (lay.att_name, lay.att_frame, "att-title")):
             if rect is not None:  # a node drawn as the frame around its steps

@@ -156,13 +156,16 @@ def test_the_whole_block_fits_a_laptop_window(qtbot, make_window, tmp_path, widt
         laptop(window, width, height, banner)
         run_and_wait(qtbot, window, max_tokens=1)
         graph = window.graph
-        for expand in (True, False):
+        for expand, attention in ((True, False), (False, False), (False, True)):
             graph.expand_ff.setChecked(expand)
+            graph.open_att.setChecked(attention)  # its steps come from the engine
+            qtbot.waitUntil(lambda: all(label.text() for label in graph.edge_labels.values()),
+                            timeout=20_000)  # every shape
             QApplication.processEvents()
             assert window.width() <= width and window.height() <= height
-            assert all(label.text() for label in graph.edge_labels.values())  # every shape
             assert_all_in_view(graph)
             assert_nothing_overlaps(graph)
+        graph.open_att.setChecked(False)
     size = graph.size().toTuple()
     for name in ("gpt2-small", "gpt2-xl"):
         for order in ("pre", "post"):

@@ -1,6 +1,6 @@
 """Attention opened in the block graph: its steps as nodes in the book's order, each
 with its shape, filled from the engine on demand with the pass's own numbers; the whole
-block still in view at 1366×768; a step inside attention selected opens it; its heatmap
+block still in view at 1366×768 and 1150×700; a step inside attention selected opens it; its heatmap
 draws masked scores as masked."""
 
 import numpy as np
@@ -63,14 +63,24 @@ def test_a_generated_step_opens_as_one_query_row_against_every_key(qtbot, make_w
     np.testing.assert_allclose(view.array[0, :, 0], whole.views[name].array[0, :, -1], atol=1e-4)
 
 
+@pytest.fixture(scope="module")
+def graph_sizes():
+    """The graph's size in the real window at each laptop size (default docks, banner)."""
+    return {}
+
+
+@pytest.mark.parametrize("screen", [(1366, 768), (1150, 700)])
 @pytest.mark.parametrize("name", ["gpt2-small", "gpt2-xl"])
 @pytest.mark.parametrize("order", ["pre", "post"])
-def test_the_whole_block_with_attention_open_fits_a_laptop_window(qtbot, make_window, name, order):
-    window = make_window()
-    laptop(window, 1366, 768, True)
-    size = window.graph.size().toTuple()
+def test_the_whole_block_with_attention_open_fits_a_laptop_window(qtbot, make_window, graph_sizes,
+                                                                   screen, name, order):
+    if screen not in graph_sizes:
+        window = make_window()
+        laptop(window, *screen, True)
+        graph_sizes[screen] = window.graph.size().toTuple()
     cfg = preset(name, norm_position=order)
-    graph = graph_for(qtbot, cfg, cfg.context_length, size, layer=cfg.n_layers // 2, attention=True)
+    graph = graph_for(qtbot, cfg, cfg.context_length, graph_sizes[screen], layer=cfg.n_layers // 2,
+                      attention=True)
     layer = cfg.n_layers // 2
     for node in ATTENTION_INSIDE:
         assert block_hook_name(layer, node.key) in graph.items
