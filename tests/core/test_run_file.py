@@ -154,3 +154,42 @@ def test_a_run_saved_with_attention_opened_reads_back_with_its_steps(model, tmp_
         assert back.passes[0].views[name].stats.n_inf == prompt.views[name].stats.n_inf
     masked = back.passes[0].views["trf_blocks.1.att.masked_scores"].array
     assert np.isneginf(masked).sum() == 4 * 4 * 3 // 2  # the mask's −inf kept as −inf
+
+
+def test_a_saved_run_replays_token_for_token_with_its_interventions(model, tmp_path):
+    """A run is a record: replayed with its tokens forced (a branch's chosen token among
+    them), the same model and its interventions give every step's token and probability
+    again; without the interventions, or with another model, the first step that departs
+    is named."""
+    from explorer.core.experiments.interventions import applied, from_dict, resolve
+    from explorer.core.playground.run_file import replay_difference
+    s = GenerationSettings(max_new_tokens=4, greedy=False, temperature=0.9, top_k=40, seed=4)
+    ids = encode(PROMPT)
+    specs = [from_dict({"node": "trf_blocks.0.att", "kind": "zero"})]
+
+    def run(m, forced, interventions=()):
+        passes = []
+        with applied(m, resolve(m, list(interventions), ids)) if interventions else _nothing():
+            prompt_then_generate(m, ids, s, passes.append, keep=EVERYTHING, forced=forced)
+        return [p for p in passes if hasattr(p, "views")]
+
+    # a run whose third token was chosen by the user (a branch), made with the intervention
+    sampled = [p.token_id for p in run(model, None, specs)[1:]]
+    tokens = sampled[:2] + [13] + sampled[3:]
+    made = run(model, tokens, specs)
+    saved = SavedRun(PROMPT, ids, {"label": "tiny", "sha256": weights_sha256(model),
+                                  "config": {"norm_position": "pre"}}, s, made,
+                     [i.to_dict() for i in specs])
+    back = read_run(save_run(tmp_path / "branch.gbrun", saved))
+    assert back.tokens == tokens
+    again = [from_dict(d) for d in back.interventions]
+    assert replay_difference(back, run(model, back.tokens, again)) is None  # token for token
+    missing = replay_difference(back, run(model, back.tokens))  # the intervention left out
+    assert missing.startswith("step 0: the token") and "not the same model, settings or interventions" in missing
+    other = build_model(preset("tiny"), seed=9)
+    assert replay_difference(back, run(other, back.tokens, again)).startswith("step 0")
+
+
+def _nothing():
+    import contextlib
+    return contextlib.nullcontext()

@@ -320,3 +320,24 @@ def _stats(path: Path, tensors: dict, key: str, shape: tuple) -> NodeStats:
                      top_dims=tensors[f"{key}.top_dims"].numpy(),
                      top_values=tensors[f"{key}.top_values"].numpy(), token_l2=token_l2,
                      hist=hist, hist_range=HistRange(v["hist_lo"], v["hist_hi"], len(hist)))
+
+
+REPLAY_TOLERANCE = 1e-3  # relative: a replayed step's probability of its token against the saved
+
+
+def replay_difference(saved: SavedRun, replayed: list) -> str | None:
+    """Where a replay of ``saved`` (its prompt pass, then one pass per saved token, each
+    token forced) departs from the record: None when every step's token and its
+    probability agree, else one line naming the first step that does not."""
+    steps = [p for p in replayed if p.step is not None]
+    if len(steps) != len(saved.tokens):
+        return f"the replay made {len(steps)} steps, the run has {len(saved.tokens)}"
+    for was, now in zip(saved.passes[1:], steps):
+        if was.token_id != now.token_id:
+            return f"step {was.step}: token {now.token_id} replayed, {was.token_id} saved"
+        if was.prob is not None and now.prob is not None and \
+                abs(was.prob - now.prob) > REPLAY_TOLERANCE * max(was.prob, now.prob, 1e-12):
+            return (f"step {was.step}: the token {token_piece(was.token_id)!r} had probability "
+                    f"{was.prob:.4g} in the run, {now.prob:.4g} now — not the same model, "
+                    "settings or interventions")
+    return None

@@ -11,6 +11,7 @@ the model and the tokenizer are given to it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -203,8 +204,12 @@ class GenerationStream:
 
     def __init__(self, model: GPTModel, prompt_ids: list[int],
                  settings: GenerationSettings = GenerationSettings(),
-                 start_with_eot: bool = False, prefill: Prefill | None = None) -> None:
+                 start_with_eot: bool = False, prefill: Prefill | None = None,
+                 forced: list[int] | None = None) -> None:
         settings.validate(model.cfg.vocab_size)
+        if forced is not None:  # a saved run replayed: these tokens, not the sampler's
+            check_vocabulary(list(forced), model.cfg.vocab_size)
+        self.forced = None if forced is None else list(forced)
         self.model = model
         self.settings = settings
         self.prompt_ids, self.notices = prepare_prompt(
@@ -258,7 +263,7 @@ class GenerationStream:
                 self.prompt_seconds = time.perf_counter() - start
             last = time.perf_counter()
             for index in range(s.max_new_tokens):
-                token = pick(logits, s, gen)
+                token = pick(logits, s, gen) if self.forced is None else self.forced[index]
                 probs = torch.softmax(tokenizer_logits(logits).float(), dim=-1)
                 top = torch.topk(probs, min(s.show_top_k, probs.numel()))
                 now = time.perf_counter()
@@ -298,10 +303,14 @@ class GenerationStream:
 def generate_stream(model: GPTModel, prompt_ids: list[int],
                     settings: GenerationSettings = GenerationSettings(),
                     start_with_eot: bool = False,
-                    prefill: Prefill | None = None) -> GenerationStream:
+                    prefill: Prefill | None = None,
+                    forced: list[int] | None = None) -> GenerationStream:
     """A stream of generated tokens; see ``GenerationStream``. With ``prefill`` (from
-    passes.prompt_and_prefill) the prompt is not run again."""
-    return GenerationStream(model, prompt_ids, settings, start_with_eot, prefill)
+    passes.prompt_and_prefill) the prompt is not run again; with ``forced`` each step
+    takes the next of these tokens (a saved run replayed) and reports its probability."""
+    if forced is not None:
+        settings = dataclasses.replace(settings, max_new_tokens=len(forced))
+    return GenerationStream(model, prompt_ids, settings, start_with_eot, prefill, forced)
 
 
 

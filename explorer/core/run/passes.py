@@ -242,14 +242,17 @@ def step_pass(step: Step, ids: list[int], notices: list[str] | None = None) -> P
 
 def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: GenerationSettings,
                          report, should_stop=None, keep: Keep = EVERYTHING,
-                         after_prompt=None, streams=None) -> str:
+                         after_prompt=None, streams=None, forced: list[int] | None = None) -> str:
     """The app's Ctrl+Enter: the captured prompt pass, reported as a Pass, then token by
     token from its KV cache (the prompt runs once), each step reported as a Pass with
     every node's vector. ``after_prompt()`` runs between the two (the app lets its views
     draw there); then what ``keep.later`` left is computed and reported as
     ``Completed(prompt)``. Returns why it stopped: eot, max_new_tokens or stopped (checked
     between tokens). ``streams(stream)`` is told the generation stream (its KV cache
-    serves branches later)."""
+    serves branches later). ``forced``: the tokens of a saved run, replayed one by one
+    instead of drawn (each step still reports its probability, to be checked)."""
+    if forced is not None:
+        settings = dataclasses.replace(settings, max_new_tokens=max(1, len(forced)))
     ids, notices = prepare_prompt(prompt_ids, model.cfg.context_length,
                                   new_tokens=settings.max_new_tokens, leave_room=settings.leave_room)
     prompt, prefill = prompt_and_prefill(model, ids, keep, should_stop)
@@ -263,8 +266,8 @@ def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: Gener
     settings = dataclasses.replace(settings, capture_steps=True,
                                    show_top_k=max(settings.show_top_k, TOP_K))
     if settings.recompute:
-        return _recomputing(model, prompt, prefill, settings, report, should_stop, keep)
-    stream = generate_stream(model, prefill.ids, settings, prefill=prefill)
+        return _recomputing(model, prompt, prefill, settings, report, should_stop, keep, forced)
+    stream = generate_stream(model, prefill.ids, settings, prefill=prefill, forced=forced)
     if streams is not None:
         streams(stream)
     seen = list(prefill.ids)
@@ -281,7 +284,7 @@ STEP_BUDGET = 256 * 2**20  # a recomputed step keeps at most this much of its te
 
 
 def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationSettings,
-                 report, should_stop, keep: Keep) -> str:
+                 report, should_stop, keep: Keep, forced: list[int] | None = None) -> str:
     """Generation the book's way (``generate_text_simple``): every new token runs the
     whole context again, without a KV cache, and each step is reported as that whole
     captured pass — (1, T + k, C) at step k; its last position chose the token."""
@@ -294,7 +297,7 @@ def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationS
             batch = as_batch(ids[-ctx:], ctx)  # no KV cache to keep: only the logits
             current, pre = _forward(model, batch, keep, should_stop, False, prefill=True, cached=False)
             logits = pre.logits
-        token = pick(logits, s, gen)
+        token = pick(logits, s, gen) if forced is None else forced[index]
         probs = torch.softmax(tokenizer_logits(logits).float(), dim=-1)
         top = torch.topk(probs, min(s.show_top_k, probs.numel()))
         top_ids = tuple(top.indices.tolist())

@@ -65,6 +65,7 @@ class Runs(QObject):
         self.lazy = True  # statistics when something shows them (Keep.later)
         self.streams: dict[int, object] = {}  # branch -> its generation stream (its KV cache)
         self.settings: GenerationSettings | None = None  # the run's, which its branches keep
+        self.forced: list[int] | None = None  # the next run replays these tokens (Open run)
         session.branchRequested.connect(self.branch)
 
     @property
@@ -80,6 +81,7 @@ class Runs(QObject):
         engine = self.engine
         keep = self.keep()
         specs = self.session.active_interventions()
+        forced, self.forced = self.forced, None
 
         self.streams, self.settings = {}, settings
 
@@ -88,7 +90,8 @@ class Runs(QObject):
                 return prompt_then_generate(ctx.model, ids, settings, said(ctx.report, specs),
                                             ctx.should_stop, keep,
                                             after_prompt=getattr(engine, "catch_up", None),
-                                            streams=lambda st: self.streams.__setitem__(0, st))
+                                            streams=lambda st: self.streams.__setitem__(0, st),
+                                            forced=forced)
 
         self.job = engine.submit(
             run, "prompt and generation", progress=self._pass, finished=self._end,

@@ -45,7 +45,7 @@ def layout_open(cfg: GPTConfig, layer: int, open_before: bool, open_after: bool,
     out = Layout()
     position = cfg.norm_position
     fh = m.line
-    nh, gap, pad = fh + 6, fh + 5, 6.0  # the block's input, above it, as in the folded graph
+    nh, pad = fh + 6, 6.0  # the block's input, above it, as in the folded graph
     ih, rg, hg = 2 * fh + 4, 8.0, 10.0  # a two-line node; the gaps between rows, lanes
     name = lambda key: block_hook_name(layer, key)  # noqa: E731
     steps = block_steps(position)
@@ -88,18 +88,8 @@ def layout_open(cfg: GPTConfig, layer: int, open_before: bool, open_after: bool,
     inp = _feed(out, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name)
     _right_shortcuts(out, cfg, layer, inp, lane_a, lane_b, name, m)
     edge = cxb + nb / 2 + 8  # the block's right edge: the texts above end there
-    before_top = _before(out, cfg, layer, inp, open_before, m, nh, gap, nw)
-    top = out.boxes[name(right[-1].key)]
-    after_top = _after(out, cfg, layer, top, open_after, m, nh, gap, nw, 0.0)
-    for text in out.texts:  # the line about the blocks after: ends at the block's edge
-        if text.kind == "cap-after":
-            text.x = min(text.x, edge - m.width(text.text) - 4)
-    # the title on the line about the blocks before, at the right (it says "of N": no
-    # "× N" here, whose row the graph has no height for)
-    order = "Pre-LN" if position == "pre" else "Post-LN"
-    title = f"{block_title(layer, cfg.n_layers)} · {order}"
-    out.texts.append(Text(title, edge - m.bold_width(title) - 4, min(after_top - fh - 6, before_top),
-                          "title"))
+    _caps_and_title(out, cfg, layer, inp, out.boxes[name(right[-1].key)], (open_before, open_after),
+                    m, edge)
     for arrow in out.arrows:  # a node with its shape on its own line needs no label beside
         if arrow.source in out.two_line:
             arrow.label = None
@@ -108,6 +98,25 @@ def layout_open(cfg: GPTConfig, layer: int, open_before: bool, open_after: bool,
 
 
 RIGHT_AT_MOST = 6  # steps in the right column; a seventh (Post-LN) goes under the frame
+
+
+def _caps_and_title(out: Layout, cfg, layer: int, inp, top, opened: tuple[bool, bool],
+                    m: Metrics, edge: float) -> None:
+    """The lines about the blocks before and after (open or folded), the latter ending at
+    the block's edge, and the title at the right of the line about the blocks before (it
+    says "of N": no "× N" here, whose row the graph has no height for)."""
+    fh = m.line
+    nh, gap = fh + 6, fh + 5
+    nw = max(90.0, max(m.width(n.label) for n in MODEL_NODES_BEFORE) + 14)
+    before_top = _before(out, cfg, layer, inp, opened[0], m, nh, gap, nw)
+    after_top = _after(out, cfg, layer, top, opened[1], m, nh, gap, nw, 0.0)
+    for text in out.texts:
+        if text.kind == "cap-after":
+            text.x = min(text.x, edge - m.width(text.text) - 4)
+    order = "Pre-LN" if cfg.norm_position == "pre" else "Post-LN"
+    title = f"{block_title(layer, cfg.n_layers)} · {order}"
+    out.texts.append(Text(title, edge - m.bold_width(title) - 4, min(after_top - fh - 6, before_top),
+                          "title"))
 
 
 def _two_line(out: Layout, name: str, node, cx: float, cy: float, w: float, h: float):

@@ -1,8 +1,10 @@
 """File ▸ Save run… and Open run…: the shown run to one file and back
 (core.playground.run_file). Opening with the model that made the run loaded (the same
-sha256 of its weights) runs it again with its prompt and settings and checks that the
-tokens match; with another model the saved passes are shown read-only, and the window
-says so. Reading, hashing and writing are engine jobs."""
+sha256 of its weights) replays it: its prompt, its settings and its interventions, each
+saved token forced in turn (a branch's chosen token too), and checks every step's
+probability against the saved one; a replay that departs is said, with its step, and the
+saved run is shown as saved. With another model the saved passes are shown read-only,
+and the window says so. Reading, hashing and writing are engine jobs."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QFileDialog, QInputDialog
 
 from ...core.base.outputs import OutputError, check_output
-from ...core.playground.run_file import SavedRun, read_run, save_run, weights_sha256
+from ...core.experiments.interventions import from_dict
+from ...core.playground.run_file import (SavedRun, read_run, replay_difference, save_run,
+                                         weights_sha256)
 
 RUN_FILTER = "Explorer runs (*.gbrun);;All files (*)"
 TENSOR_MB = 64  # the node tensors a saved run keeps by default, in float16, at most
@@ -95,27 +99,43 @@ class RunFiles:
         panel.settings_box.apply(saved.settings)
         panel.seed.setValue(min(max(saved.settings.seed or 0, 0), panel.seed.maximum()))
         panel.max_tokens.setValue(max(1, len(saved.tokens)))
-        if same_model:  # its model is loaded: the same run again, checked token by token
-            self.expected = saved.tokens
+        if same_model:  # its model is loaded: the run replayed, checked step by step
+            runs = w.prompt.runs
+            if runs.running:
+                w.warn(w, "Open run", "A run is going on: open the saved run again when it "
+                       "has ended (Esc stops it).")
+                return
+            session.set_interventions([from_dict(d) for d in saved.interventions],
+                                      saved.interventions_on)
+            runs.forced = list(saved.tokens)
             panel.request_run()
+            if runs.forced is not None:  # the panel did not start it: it has said why
+                runs.forced = None
+                return
+            self.expected = saved.tokens
             return
-        session.set_prompt(saved.passes[0])
-        for step in saved.passes[1:]:
-            session.add_step(step)
+        self._read_only(saved)
         label = saved.model.get("label", "another model")
         session.set_status(f"Read-only: a run of {label!s:.60} (not the loaded model); the views "
                            "show its saved statistics")
 
+    def _read_only(self, saved: SavedRun) -> None:
+        session = self.window.session
+        session.set_prompt(saved.passes[0])
+        for step in saved.passes[1:]:
+            session.add_step(step)
+
     def _run_ended(self, busy: bool) -> None:
         if busy or self.expected is None:
             return
-        expected, self.expected = self.expected, None
-        got = [p.token_id for p in self.window.session.steps]
-        if got == expected:  # after the run's own last word on the status bar
-            words = f"Opened the run: the same {len(got)} tokens again"
-            QTimer.singleShot(0, lambda: self.window.session.set_status(words))
+        self.expected = None
+        session = self.window.session
+        differs = replay_difference(self.opened, [session.prompt, *session.steps])
+        if differs is None:  # after the run's own last word on the status bar
+            words = (f"Opened the run: its {len(self.opened.tokens)} tokens replayed, each with "
+                     "the probability it had")
+            QTimer.singleShot(0, lambda: session.set_status(words))
         else:
-            where = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b),
-                         min(len(got), len(expected)))
-            self.window.warn(self.window, "Open run", f"Run again, the tokens differ from the "
-                             f"saved ones from step {where}: {len(got)} against {len(expected)}")
+            self._read_only(self.opened)  # the run as it was saved, not the replay
+            self.window.warn(self.window, "Open run", f"The replay departs from the saved run "
+                             f"at {differs}. The saved run is shown as it was saved.")

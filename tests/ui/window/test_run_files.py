@@ -21,7 +21,7 @@ def test_saved_then_opened_with_the_same_model_runs_again_and_checks(qtbot, make
     window.prompt.prompt.setPlainText("something else")
     window.prompt.sample.setChecked(False)
     window.run_files.open(str(path))
-    qtbot.waitUntil(lambda: "the same 3 tokens again" in window.status_text.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: "its 3 tokens replayed" in window.status_text.text(), timeout=60_000)
     assert [p.token_id for p in window.session.steps] == tokens
     assert window.prompt.prompt.toPlainText() == "Every effort moves you"
     assert window.prompt.sample.isChecked() and window.prompt.seed.value() == 7
@@ -80,3 +80,52 @@ def test_open_run_refuses_a_foreign_file_with_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("gpt-explorer: error:") and "not a run file" in err[-1]
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_branched_run_with_interventions_reopens_token_for_token(qtbot, make_window, tmp_path):
+    """A sampled run, branched at step 1 with a token of the user's, with an intervention
+    on: saved, the window changed, opened again — the branch's tokens replayed with the
+    intervention; the same file with the intervention's effect faked away departs and the
+    saved run stays shown."""
+    from explorer.core.experiments.interventions import from_dict
+    window = make_window()
+    session = window.session
+    session.set_interventions([from_dict({"node": "trf_blocks.0.att", "kind": "scale", "k": 0.5})])
+    window.prompt.sample.setChecked(True)
+    window.prompt.seed.setValue(3)
+    run_and_wait(qtbot, window, max_tokens=3)
+    session.show_step(0)
+    session.request_branch(13)  # continue from step 0 with '.' instead
+    qtbot.waitUntil(lambda: len(session.branches) == 2 and not window.running, timeout=60_000)
+    tokens = [p.token_id for p in session.steps]
+    assert 13 in tokens
+    path = tmp_path / "branch.gbrun"
+    window.run_files.save(str(path), tensor_mb=0)
+    qtbot.waitUntil(lambda: "Saved the run" in window.status_text.text(), timeout=30_000)
+    session.set_interventions([])  # the window changed since (and ran again without it)
+    qtbot.wait(100)
+    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    window.prompt.prompt.setPlainText("something else")
+    said = []
+    window.warn = lambda parent, title, text: said.append(text)
+    window.run_files.open(str(path))
+    qtbot.waitUntil(lambda: "tokens replayed" in window.status_text.text() or bool(said), timeout=60_000)
+    assert not said
+    assert [p.token_id for p in session.steps] == tokens
+    assert [i.to_dict() for i in session.interventions][0]["kind"] == "scale"
+
+
+@pytest.mark.slow
+def test_a_run_generated_with_interventions_reopens_from_the_command_line(tmp_path, capsys):
+    """generate --intervene … --save-run, then --open-run with --screenshot: the run
+    replayed with its interventions, exit 0 (it was refused: 4 against 4, exit 2)."""
+    import json
+    iv = tmp_path / "iv.json"
+    iv.write_text(json.dumps([{"node": "trf_blocks.1.ff", "kind": "scale", "k": 0.25}]))
+    path = tmp_path / "iv.gbrun"
+    assert main(["generate", "Every effort moves you", "--preset", "tiny", "--max-new-tokens", "4",
+                 "--temperature", "0.9", "--intervene", str(iv), "--save-run", str(path)]) == 0
+    capsys.readouterr()
+    shot = tmp_path / "shot.png"
+    assert main(["--preset", "tiny", "--open-run", str(path), "--screenshot", str(shot)]) == 0
+    assert shot.stat().st_size > 10_000
