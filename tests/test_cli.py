@@ -325,6 +325,7 @@ def test_model_options_before_a_command_go_to_it_or_are_refused_in_one_line(caps
 
 def test_every_preset_choice_in_the_help_is_the_table_of_presets():
     from explorer.cli import build_parser
+    from explorer.core.base.devices import DTYPES
     from explorer.core.gpt.config import PRESETS
 
     parser = build_parser()
@@ -334,3 +335,5 @@ def test_every_preset_choice_in_the_help_is_the_table_of_presets():
             if "--preset" in action.option_strings:  # train's and every model option's
                 assert list(action.choices) == list(PRESETS), name
                 assert ", ".join(PRESETS) in action.help, name
+            if "--dtype" in action.option_strings:  # what the loader accepts, aliases too
+                assert list(action.choices) == list(DTYPES) and ", ".join(DTYPES) in action.help

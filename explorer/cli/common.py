@@ -37,6 +37,7 @@ MODEL_OPTIONS = ("checkpoint", "preset", "device", "dtype", "seed")
 def add_model_args(p: argparse.ArgumentParser, top: bool = False) -> None:
     """The model options. ``top``: the ones written before a command, kept apart
     (``given_<name>``, absent unless given) so that main() can hand them to the command."""
+    from ..core.base.dtypes import DTYPE_NAMES
     from ..core.gpt.config import PRESETS
 
     def name(key: str, default):
@@ -49,7 +50,9 @@ def add_model_args(p: argparse.ArgumentParser, top: bool = False) -> None:
                      help="a random (untrained) initialisation of a preset: " + ", ".join(PRESETS),
                      **name("preset", None))
     p.add_argument("--device", help="cpu, cuda, cuda:N, mps or auto (default cpu)", **name("device", "cpu"))
-    p.add_argument("--dtype", help="float32 (default), bfloat16 or float16", **name("dtype", "float32"))
+    p.add_argument("--dtype", choices=list(DTYPE_NAMES), type=str.lower,
+                   help="what the model runs in: " + ", ".join(DTYPE_NAMES) + " (default float32)",
+                   **name("dtype", "float32"))
     p.add_argument("--seed", type=seed_number, help="seed of a preset's random initialisation",
                    **name("seed", 0))
 

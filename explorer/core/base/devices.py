@@ -7,8 +7,9 @@ import os
 
 import torch
 
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+from .dtypes import DTYPE_NAMES
+
+DTYPES = {name: getattr(torch, dtype) for name, dtype in DTYPE_NAMES.items()}
 
 
 def available_devices() -> list[str]:
