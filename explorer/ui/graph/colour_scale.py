@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QLabel
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel
 
 from ...core.gpt.nodes import all_hook_names
 from ..base.session import Session
@@ -31,9 +31,13 @@ class ColourScale(QHBoxLayout):
         self.lo, self.hi, self.zero_note = QLabel(), QLabel(), QLabel()
         self.zero_note.setStyleSheet("color: #444444")
         self.bar = QLabel()  # its picture drawn when first shown
+        self.per_block = QCheckBox("per block")
+        self.per_block.setToolTip("The colour scale from the drawn block's own extremes "
+                                  "(unticked: the whole model's, one colour one value on "
+                                  "every block)")
         self.addWidget(self.strip.caption)
         self.addWidget(self.strip, 1)
-        for w in (self.legend, self.lo, self.bar, self.hi, self.zero_note):
+        for w in (self.legend, self.lo, self.bar, self.hi, self.zero_note, self.per_block):
             self.addWidget(w)
         self.show_ends(False)
 
@@ -59,7 +63,9 @@ class ColourScale(QHBoxLayout):
         logs = {n: math.log10(abs(v)) for n, v in values.items() if v != 0}
         # one scale for every block: its ends are the whole model's, so a colour means the
         # same value whichever block is drawn
-        scope = {n: v for n, v in values.items() if v != 0} | self._whole_model(current, stat)
+        scope = {n: v for n, v in values.items() if v != 0}
+        if not self.per_block.isChecked():
+            scope |= self._whole_model(current, stat)
         ends = (min(scope, key=lambda n: abs(scope[n])), max(scope, key=lambda n: abs(scope[n]))) \
             if scope else None
         lo, hi = (math.log10(abs(scope[ends[0]])), math.log10(abs(scope[ends[1]]))) if ends else (0.0, 0.0)

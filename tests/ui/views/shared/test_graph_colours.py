@@ -36,3 +36,21 @@ def test_the_graph_colours_come_with_their_scale(qtbot):
             if name in stds and name in views:  # a colour is the same std on every block
                 t = (math.log10(stds[name]) - lo) / (hi - lo)
                 assert item.fill == _colour(t), name
+
+
+
+def test_a_colour_scale_per_block_is_an_option(qtbot):
+    """Ticked, the scale's ends are the drawn block's own extremes."""
+    alone = Alone(qtbot)
+    graph = alone.graph
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    alone.settle()
+    whole = (graph.scale.lo.text(), graph.scale.hi.text())
+    graph.scale.per_block.setChecked(True)
+    views = alone.session.prompt.views
+    stds = [abs(views[n].stats.std) for n in graph.items if n in views and views[n].stats.std]
+    own = (graph.scale.lo.text(), graph.scale.hi.text())
+    assert own == (f"{min(stds):.3g}", f"{max(stds):.3g}") and own != whole
+    graph.scale.per_block.setChecked(False)
+    assert (graph.scale.lo.text(), graph.scale.hi.text()) == whole
