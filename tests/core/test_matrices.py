@@ -48,3 +48,13 @@ def test_large_matrices_shrink_to_block_means_and_others_refuse():
     model = build_model(preset("tiny"), seed=1)
     with pytest.raises(ValueError, match="multiplies by no weight matrix"):
         describe(model, "trf_blocks.0.norm1")
+
+
+def test_a_matrix_described_before_is_not_read_again_only_the_token_is(model_and_pass):
+    model, result = model_and_pass
+    name = "trf_blocks.1.ff.layers.2"
+    first = describe(model, name, result.views, 4)
+    again = describe(model, name, result.views, 1, known=first)
+    assert again.image is first.image and again.singular == first.singular  # reused
+    np.testing.assert_array_equal(again.y, result.views[name].array[0, 1])  # the other token
+    assert not np.array_equal(again.y, first.y)

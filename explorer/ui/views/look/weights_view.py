@@ -69,7 +69,12 @@ class WeightsView(LazyRefresh, QWidget):
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(lambda _: self._choices())
         session.nodeChanged.connect(self._follow)
-        session.modelChanged.connect(self._choices)
+        session.modelChanged.connect(self._forget)
+        self._choices()
+
+    def _forget(self) -> None:
+        """Another model: nothing known of its matrices yet."""
+        self.matrix = None
         self._choices()
 
     def _choices(self) -> None:
@@ -103,11 +108,11 @@ class WeightsView(LazyRefresh, QWidget):
             return
         current = self.session.current
         views = current.views if current is not None else None
-        pos = -1 if current is None or current.one_position else len(current.pieces) - 1
-        if current is not None and current.one_position:
-            pos = 0
-        self.note.setText(f"Reading {name}'s matrix…")
-        self.jobs.run(lambda ctx: describe(ctx.model, name, views, pos, ctx.should_stop),
+        pos = -1 if current is None else 0 if current.one_position else len(current.pieces) - 1
+        known = self.matrix if self.matrix is not None and self.matrix.node == name else None
+        if known is None:
+            self.note.setText(f"Reading {name}'s matrix…")
+        self.jobs.run(lambda ctx: describe(ctx.model, name, views, pos, ctx.should_stop, known),
                       "weight matrix", finished=self._show)
 
     def _empty(self) -> None:
