@@ -30,7 +30,7 @@ from .weights.checkpoints import CheckpointError, LoadedModel, load_checkpoint
 from .base.devices import check_memory
 from .gpt.config import GPTConfig, preset
 from .base.devices import resolve_device, resolve_dtype
-from .gpt.model import build_model, count_parameters
+from .gpt.model import build_model, count_parameters, describe_size
 
 NO_TRAINED_MODEL = ("no trained GPT-2 found in the Hugging Face cache ({cache}); using a "
                     "random initialisation. Get one with `gpt-explorer download gpt2`, "
@@ -187,6 +187,7 @@ class ModelInfo:
     dtype: str
     notices: tuple[str, ...]
     spec: ModelSpec
+    record: bool = False  # a saved run's model: its structure shown, its weights not loaded
 
     @classmethod
     def of(cls, loaded: LoadedModel, spec: ModelSpec) -> "ModelInfo":
@@ -194,6 +195,14 @@ class ModelInfo:
                    trained=loaded.trained, device=str(loaded.device),
                    dtype=str(loaded.dtype).replace("torch.", ""),
                    notices=tuple(loaded.notices), spec=spec)
+
+    @classmethod
+    def of_record(cls, label: str, config: GPTConfig, spec: ModelSpec) -> "ModelInfo":
+        """The model of a saved run opened read-only: drawn with its own blocks and
+        widths, computed by nothing (its weights are not here)."""
+        return cls(label=f"{label} (saved run, read-only)", size=describe_size(config),
+                   config=config, trained=True, device="not loaded", dtype="saved statistics",
+                   notices=(), spec=spec, record=True)
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ class SavedRun:
     passes: list[Pass]  # the prompt pass, then one per generated step
     interventions: list[dict] = field(default_factory=list)
     interventions_on: bool = True
+    config: GPTConfig | None = None  # the saved model's, read back (None when not saved)
 
     @property
     def tokens(self) -> list[int]:
@@ -210,7 +211,7 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
     if not isinstance(run["prompt"], str):
         raise TypeError("the prompt must be text")
     prompt_ids = _ids(run["prompt_ids"], "prompt_ids", below=GPT2_VOCAB)
-    return SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on)
+    return SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on, cfg)
 
 
 def _config(path: Path, model: dict) -> GPTConfig | None:

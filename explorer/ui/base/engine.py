@@ -33,6 +33,7 @@ class Engine(JobRunner):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__("engine", parent)
         self.loaded = None  # LoadedModel, set and used on the engine's thread only
+        self.record: str | None = None  # the saved run the window shows read-only, if any
         # Cleared when a job reports a prompt pass; set by the window once every view has
         # drawn it (gui_caught_up).
         self.gui_idle = threading.Event()
@@ -41,7 +42,7 @@ class Engine(JobRunner):
 
     # ---------------------------------------------------------------------- jobs
     def context(self, job: Job) -> JobContext:
-        return JobContext(job, self, self.loaded)
+        return JobContext(job, self, self.loaded, self.record)
 
     def before_report(self, value: Any) -> None:
         if isinstance(value, Pass) and not value.one_position and value.views:

@@ -53,11 +53,22 @@ class JobContext:
     """What a running job sees: its reports and stop token, and for the engine's jobs
     the loaded model."""
 
-    def __init__(self, job: Job, runner: "JobRunner", loaded: Any = None) -> None:
-        self.job, self.runner, self.loaded = job, runner, loaded
+    def __init__(self, job: Job, runner: "JobRunner", loaded: Any = None,
+                 record: str | None = None) -> None:
+        self.job, self.runner, self.loaded, self.record = job, runner, loaded, record
 
     @property
     def model(self):
+        """The loaded model; an error in words when there is none, or when the window
+        shows a saved run of another model (``record``), which nothing may compute on."""
+        if self.record:
+            raise ValueError(f"The window shows {self.record}: its model is not loaded, so "
+                             "this cannot be computed. Run a prompt (Ctrl+Enter) to go back to "
+                             "the loaded model.")
+        return self.loaded_model
+
+    @property
+    def loaded_model(self):
         if self.loaded is None:
             raise ValueError("no model is loaded yet")
         return self.loaded.model

@@ -76,6 +76,7 @@ class Runs(QObject):
         """The prompt pass, then generation; None when a run is going on or no model."""
         if self.running or self.session.model is None:
             return None
+        self.session.leave_record()  # a saved run shown read-only: back to the loaded model
         self._begin(f"Running the prompt ({len(ids)} tokens)…")
         self._step_times = []
         engine = self.engine
@@ -113,6 +114,7 @@ class Runs(QObject):
         """Several prompts padded into one forward pass (nothing is generated)."""
         if self.running or self.session.model is None:
             return None
+        self.session.leave_record()  # a saved run shown read-only: back to the loaded model
         try:
             batch = make_batch(prompts, self.session.model.config.context_length)
         except ValueError as exc:
@@ -138,7 +140,9 @@ class Runs(QObject):
         s = self.session
         at = (s.current.step or 0) if s.current is not None else 0
         stream = self.streams.get(s.branch)
-        why = ("a run is going on" if self.running else "generate first: a branch continues "
+        why = ("a run is going on" if self.running else "the run shown is a saved one, "
+               "read-only: open it with its model loaded to continue it" if s.record else
+               "generate first: a branch continues "
                "the tokens of a run" if s.prompt is None or not s.steps else
                "this run kept no cache to continue from (Recompute all, or the context "
                "filled)" if stream is None or stream.cache is None else "")

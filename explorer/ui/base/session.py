@@ -59,7 +59,8 @@ class Session(QObject):
 
     def __init__(self, retire: Callable[..., None] | None = None) -> None:
         super().__init__()
-        self.model: ModelInfo | None = None
+        self.model: ModelInfo | None = None  # what the views show (a saved run's, read-only)
+        self.loaded: ModelInfo | None = None  # the engine's model, which runs compute with
         self.prompt: Pass | None = None
         self.steps: list[Pass] = []
         self.current: Pass | None = None  # what the views show
@@ -119,18 +120,32 @@ class Session(QObject):
 
     # -------------------------------------------------------------------- changes
     def set_model(self, info: ModelInfo) -> None:
+        """Show ``info``'s model: the one loaded, or a saved run's (``info.record``), whose
+        passes come next, read-only; the loaded model and its interventions stay."""
         self._retire(self.prompt, *self._every_step())
         self.model = info
+        if not info.record:
+            self.loaded = info
+            self._fit_interventions(info.config)
         self.prompt, self.steps, self.current = None, [], None
         self.branches, self.branch = [("the run", self.steps)], 0
         self.set_mark("")  # marks belong to the model they were found in
         self.set_why(None)  # so do answers
-        self._fit_interventions(info.config)
         self.layer = min(self.layer, info.config.n_layers - 1)
         self.node = same_node_in_layer(self.node, self.layer)
         self.modelChanged.emit()
         self.stepsChanged.emit()
         self.passChanged.emit()
+
+    @property
+    def record(self) -> bool:
+        """A saved run of a model that is not loaded is shown: nothing can be computed."""
+        return self.model is not None and self.model.record
+
+    def leave_record(self) -> None:
+        """Back to the loaded model (before a run), when a saved run is shown read-only."""
+        if self.record and self.loaded is not None:
+            self.set_model(self.loaded)
 
     def set_prompt(self, result: Pass) -> None:
         self._retire(self.prompt, *self._every_step())

@@ -33,6 +33,7 @@ class Models(QObject):
         window.banner.openFileRequested.connect(self.open_checkpoint)
         window.banner.trainRequested.connect(self.train_here)
         self.session.modelRequested.connect(self.load)
+        self.session.modelChanged.connect(self._shown)
 
     # ------------------------------------------------------------------ loading
     def start(self, spec: ModelSpec | None, last: ModelSpec) -> None:
@@ -57,10 +58,6 @@ class Models(QObject):
         w = self.window
         w.busy.setVisible(self.session.busy)
         self.session.set_model(info)
-        self.model_text = (f"{'' if info.trained else '⚠ '}{info.label} · {info.size} · "
-                           f"{info.device} · {info.dtype}")
-        self.title_text = f"{TITLE} — {info.label} · {info.size}"
-        self.show_texts()
         self.session.set_status("; ".join(["Model loaded", *info.notices]))
         w.banner.model_loaded(info.trained)
         w.settings.setValue("model/spec", info.spec.to_dict())
@@ -77,10 +74,18 @@ class Models(QObject):
                    "model instead.")
             self.load(ModelSpec())
             return
-        keep = self.session.model.label if self.session.model else "no model"
+        keep = self.session.loaded.label if self.session.loaded else "no model"
         self.model_text = f"{keep} (kept)"
         self.show_texts()
         w.warn(w, "Could not load the model", message)
+
+    def _shown(self) -> None:
+        """The title and model line name the model shown (a saved run's, read-only, too)."""
+        info = self.session.model
+        self.model_text = (f"{'' if info.trained else '⚠ '}{info.label} · {info.size} · "
+                           f"{info.device} · {info.dtype}")
+        self.title_text = f"{TITLE} — {info.label} · {info.size}"
+        self.show_texts()
 
     def show_texts(self) -> None:
         """The title and the model line, with what an open question hides masked."""
@@ -92,7 +97,8 @@ class Models(QObject):
     # ------------------------------------------------------------------ the ways to a model
     def choose_model(self) -> None:
         from .model_dialog import ModelDialog
-        dialog = ModelDialog(self.window, self.session.model.spec if self.session.model else None)
+        loaded = self.session.loaded
+        dialog = ModelDialog(self.window, loaded.spec if loaded else None)
         if dialog.exec():
             self.load(dialog.spec())
 

@@ -3,8 +3,10 @@
 sha256 of its weights) replays it: its prompt, its settings and its interventions, each
 saved token forced in turn (a branch's chosen token too), and checks every step's
 probability against the saved one; a replay that departs is said, with its step, and the
-saved run is shown as saved. With another model the saved passes are shown read-only,
-and the window says so. Reading, hashing and writing are engine jobs."""
+saved run is shown as saved. With another model (or none) the saved passes are shown
+read-only, drawn with the saved model's own blocks and widths (its config), and the
+window says so; nothing computes on them until a run goes back to the loaded model.
+Reading, hashing and writing are engine jobs."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ...core.base.outputs import OutputError, check_output
 from ...core.experiments.interventions import from_dict
 from ...core.playground.run_file import (SavedRun, read_run, replay_difference, save_run,
                                          weights_sha256)
+from ...core.sources import ModelInfo, ModelSpec
 
 RUN_FILTER = "Explorer runs (*.gbrun);;All files (*)"
 TENSOR_MB = 64  # the node tensors a saved run keeps by default, in float16, at most
@@ -27,7 +30,14 @@ class RunFiles:
     def __init__(self, window) -> None:
         self.window = window
         self.expected: list[int] | None = None  # tokens a re-run must give
+        self.opened: SavedRun | None = None
         window.session.busyChanged.connect(self._run_ended)
+        window.session.modelChanged.connect(self._engine_follows)
+
+    def _engine_follows(self) -> None:
+        """While a saved run of another model is shown, the engine's jobs refuse in words."""
+        shown = self.window.session.model
+        self.window.engine.record = f"a saved run of {shown.label}" if shown.record else None
 
     def add_actions(self, menu) -> None:
         self.window._action(menu, "&Save run…", lambda: self.save(), QKeySequence.Save,
@@ -40,6 +50,10 @@ class RunFiles:
         """Save the shown run; without a path the user chooses one and how many MB of the
         node tensors to keep (float16; 0: the statistics only)."""
         w, session = self.window, self.window.session
+        if session.record:
+            w.warn(w, "Save run", "The run shown is a saved one, read-only: it is already in "
+                   "its file.")
+            return
         if session.prompt is None or session.model is None or session.prompt.batch is not None:
             w.warn(w, "Save run", "Run a prompt first (Ctrl+Enter; one prompt, not a batch).")
             return
@@ -86,7 +100,8 @@ class RunFiles:
 
         def job(ctx):
             saved = read_run(path)
-            return saved, weights_sha256(ctx.model) == saved.model.get("sha256")
+            loaded = ctx.loaded and ctx.loaded_model
+            return saved, loaded is not None and weights_sha256(loaded) == saved.model.get("sha256")
 
         w.engine.submit(job, "open run", finished=lambda answer: self.show(*answer),
                         failed=lambda m: w.warn(w, "Open run", m))
@@ -114,13 +129,22 @@ class RunFiles:
                 return
             self.expected = saved.tokens
             return
-        self._read_only(saved)
+        self._read_only(saved, own_model=True)
         label = saved.model.get("label", "another model")
-        session.set_status(f"Read-only: a run of {label!s:.60} (not the loaded model); the views "
-                           "show its saved statistics")
+        session.set_status(f"Read-only: a run of {label!s:.60} (not the loaded model), drawn "
+                           "with its own blocks; Ctrl+Enter runs the loaded model again")
 
-    def _read_only(self, saved: SavedRun) -> None:
+    def _read_only(self, saved: SavedRun, own_model: bool = False) -> None:
+        """Show the saved passes; ``own_model``: drawn with the saved model's structure."""
         session = self.window.session
+        config = saved.config
+        if own_model and config is not None:
+            try:
+                spec = ModelSpec.from_dict(saved.model.get("source"))
+            except ValueError:  # a file from another machine: where it came from is unknown
+                spec = ModelSpec()
+            label = str(saved.model.get("label") or "a saved model")[:80]
+            session.set_model(ModelInfo.of_record(label, config, spec))
         session.set_prompt(saved.passes[0])
         for step in saved.passes[1:]:
             session.add_step(step)

@@ -129,3 +129,49 @@ def test_a_run_generated_with_interventions_reopens_from_the_command_line(tmp_pa
     shot = tmp_path / "shot.png"
     assert main(["--preset", "tiny", "--open-run", str(path), "--screenshot", str(shot)]) == 0
     assert shot.stat().st_size > 10_000
+
+
+def test_a_run_of_another_model_is_drawn_with_its_own_blocks_and_computes_nothing(
+        qtbot, make_window, tmp_path, capsys):
+    """A 4-block, 192-wide run opened under a 12-block, 768-wide model: the strip, the
+    block box and every arrow are the saved model's; a view's job on it refuses in words;
+    Ctrl+Enter runs the loaded 12-block model again."""
+    path = tmp_path / "mini.gbrun"
+    assert main(["generate", "Every effort moves you", "--preset", "mini", "--max-new-tokens",
+                 "2", "--save-run", str(path)]) == 0
+    capsys.readouterr()
+    window = make_window(preset="gpt2-small")
+    session = window.session
+    session.set_layer(6)
+    window.run_files.open(str(path))
+    qtbot.waitUntil(lambda: session.prompt is not None, timeout=60_000)
+    assert session.record and session.model.config.n_layers == 4
+    assert session.loaded.config.n_layers == 12
+    assert session.layer == 3  # block 7 of 12 becomes the last of the run's 4
+    graph = window.view("graph")
+    assert graph.layer_box.suffix() == " of 4" and graph.layer_box.maximum() == 4
+    assert graph.strip.caption.text() == "All 4 blocks:"
+    assert len(graph.strip._values()) == 4 and None not in graph.strip._values()
+    shapes = {label.text() for label in graph.edge_labels.values() if label.text()}
+    assert shapes == {"(1, 4, 192)", "(1, 4, 768)"}  # 768: the 4× wider feed-forward inside
+    assert "read-only" in window.windowTitle() and "4 blocks" in window.windowTitle()
+    from explorer.ui.base.jobs import JobContext
+    ctx = JobContext(None, None, window.engine.loaded, window.engine.record)
+    with pytest.raises(ValueError, match="saved run of .* not loaded"):
+        ctx.model
+    from explorer.ui.views.registry import VIEWS
+    for spec in VIEWS:  # every view drawn over the 4-block run, none on the 12-block model
+        window.show_view(spec.key)
+        qtbot.wait(30)
+    qtbot.waitUntil(lambda: not window.engine.busy(), timeout=60_000)
+    assert session.record and session.model.config.n_layers == 4
+    said = []
+    window.warn = lambda parent, title, text: said.append((title, text))
+    window.run_files.save(str(tmp_path / "again.gbrun"))
+    assert said and "read-only" in said[0][1]
+    window.prompt.max_tokens.setValue(1)
+    window.prompt.request_run()  # back to the loaded model
+    qtbot.waitUntil(lambda: not window.running and bool(session.steps), timeout=60_000)
+    assert not session.record and session.model.config.n_layers == 12
+    assert window.engine.record is None and graph.layer_box.suffix() == " of 12"
+    assert session.prompt.views["trf_blocks.11.add2"].shape == (1, 4, 768)
