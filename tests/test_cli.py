@@ -1,3 +1,4 @@
+import re
 import subprocess
 import sys
 
@@ -337,3 +338,21 @@ def test_every_preset_choice_in_the_help_is_the_table_of_presets():
                 assert ", ".join(PRESETS) in action.help, name
             if "--dtype" in action.option_strings:  # what the loader accepts, aliases too
                 assert list(action.choices) == list(DTYPES) and ", ".join(DTYPES) in action.help
+
+
+def test_diff_help_names_every_mutation_the_finder_makes(capsys):
+    from explorer.cli import build_parser
+    from explorer.core.experiments.divergence import mutate
+    from explorer.core.experiments.mutations import MUTATIONS
+    from explorer.core.gpt.model import GPTModel
+    from explorer.core.gpt.config import preset
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["diff", "--help"])
+    # argparse wraps the help's lines, at a name's hyphen too
+    said = re.sub(r"-\s+", "-", " ".join(capsys.readouterr().out.split()))
+    model = GPTModel(preset("tiny"))
+    for name in MUTATIONS:  # each one named, and each one made
+        assert name in said, name
+        assert mutate(model, name, 1) is not model
+    assert "ff-inner" in said and "no-norm2" in said and "wrong-shortcut2" in said

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.experiments.mutations import MUTATIONS
+
 
 def register(sub) -> None:
     d = sub.add_parser("diff", help="compare two models node by node; find the first divergence")
@@ -13,8 +15,7 @@ def register(sub) -> None:
                    help="model A: default, preset:NAME, hf:NAME or a checkpoint path")
     d.add_argument("--b", required=True, metavar="SOURCE",
                    help="model B: as --a, or mutation:NAME (a change of A): "
-                        "no-shortcut, post-ln, relu, no-activation, ff-1024, unbiased-ln, eps, "
-                        "dropout-on")
+                        f"{', '.join(MUTATIONS)} (ff-N: any width N)")
     d.add_argument("--layer", type=int, default=0, help="block a mutation is made in (default 0)")
     d.add_argument("--tol", type=float, default=1e-4, help="largest |A-B| still called equal")
     d.add_argument("--device", default="cpu")

@@ -13,8 +13,9 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayo
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
-from ....core.experiments.divergence import (FF_WIDTH, MUTATIONS, SECOND_HALF, Divergence, describe,
-                                            ff_mutation, find_divergence, lesson)
+from ....core.experiments.divergence import (Divergence, describe, ff_mutation, find_divergence,
+                                            lesson)
+from ....core.experiments.mutations import FF_WIDTH, MUTATIONS, SECOND_HALF
 from ....core.sources import Mutation, model_for, parse_source
 from ...widgets.job_controls import JobControls
 from ...base.session import Session
