@@ -37,6 +37,24 @@ def test_residual_stream_grows_in_pre_ln_and_stays_at_norm_scale_in_post_ln():
     assert len(pre.top_ids) == len(post.top_ids) == 5
 
 
+def test_every_node_is_compared_the_output_head_too():
+    """The Pre/Post-LN tab's default node is the output head: both orders count every
+    logit of it (its histogram was missing, the chart empty)."""
+    from explorer.core.gpt.nodes import select_hook_names
+    model = build_model(preset("tiny"), seed=2)
+    ids = TEXT_IDS[:6]
+    pre, post = compare_prompt(model, ids)
+    for run in (pre, post):
+        assert set(run.histograms) == set(select_hook_names(model.cfg))
+        logits = run.histograms["out_head"]
+        assert int(logits.counts.sum()) + logits.below + logits.above == len(ids) * model.cfg.vocab_size
+    with torch.no_grad():
+        pre_logits = model(torch.tensor([ids]))
+    counted = pre.histograms["out_head"]
+    lo, hi = counted.edges[[0, -1]]
+    assert counted.below == int((pre_logits < lo).sum()) and counted.above == int((pre_logits >= hi).sum())
+
+
 @pytest.mark.slow
 def test_gradient_experiment_reproduces_theorem_1_depth_scaling_with_xavier():
     result = gradient_experiment(EXPERIMENT_CONFIG, TEXT_IDS, [6, 24], "xavier", seed=0)

@@ -26,7 +26,7 @@ from ..gpt.hooks import HookSet
 from ..gpt.config import GPTConfig
 from ..gpt.layers import LayerNorm
 from ..gpt.model import GPTModel, build_model, init_weights
-from ..gpt.nodes import block_hook_name, block_output, layer_of, select_hook_names
+from ..gpt.nodes import block_hook_name, block_output, select_hook_names
 from ..run.passes import STATISTICS, run_prompt
 
 FINAL_NORM_NOTE = ("The Post-LN twin keeps final_norm: its blocks already end in a "
@@ -59,12 +59,13 @@ class RunSummary:
 
 
 class ValueHistograms(HookSet):
-    """Every block node's histogram on the range of its own values, counted as the
-    forward pass makes each tensor (no tensor is kept)."""
+    """Every node's histogram (the embeddings, the blocks', the final norm and the output
+    head's logits) on the range of its own values, counted as the forward pass makes each
+    tensor (no tensor is kept)."""
 
     def __init__(self, model: GPTModel) -> None:
         super().__init__(model)
-        self.names = [n for n in select_hook_names(model.cfg) if layer_of(n) is not None]
+        self.names = list(select_hook_names(model.cfg))
         self.histograms: dict[str, ValueHistogram] = {}
 
     def _hooks(self) -> dict[str, object]:
@@ -78,8 +79,8 @@ class ValueHistograms(HookSet):
 
 
 def summarise_run(model: GPTModel, ids: list[int], k: int = 5, should_stop=None) -> RunSummary:
-    """One prompt through one model: each block's output size, each block node's
-    histogram, and the top-k next tokens."""
+    """One prompt through one model: each block's output size, each node's histogram,
+    and the top-k next tokens."""
     cfg = model.cfg
     out_key = block_output(cfg.norm_position)
     with ValueHistograms(model) as counted:
