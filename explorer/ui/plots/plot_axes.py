@@ -77,10 +77,15 @@ class CountAxis(pg.AxisItem):
 
 def count_axis(plot: pg.PlotItem, side: str = "bottom", centred: bool = False,
                first: int = 0) -> CountAxis:
-    """Give ``plot`` a counted axis on ``side`` (its label kept)."""
+    """Give ``plot`` a counted axis on ``side`` (its label kept); one it has already is
+    kept. A new axis takes the view's range now: it follows the view only from its next
+    change, and a redraw over the same range makes none (the axis read '1' alone)."""
     old = plot.getAxis(side)
+    if isinstance(old, CountAxis) and old.offset == (0.5 if centred else 0.0) and old.first == first:
+        return old
     axis = CountAxis(side, centred=centred, first=first)
     plot.setAxisItems({side: axis})
+    axis.linkedViewChanged(plot.vb)
     if old.labelText:
         axis.setLabel(old.labelText, units=old.labelUnits)
     return axis

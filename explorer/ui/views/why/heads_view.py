@@ -140,8 +140,9 @@ class HeadsView(LazyRefresh, QWidget):
                                      (self.battery_plot, self._patterns(True), "battery")):
             plot.clear()
             if patterns is None or self.cell is None:
-                long = self.roles is not None and what == "prompt" and patterns is None
-                set_empty(plot, f"Kept up to {KEEP} tokens" if long else "Click a head")
+                set_empty(plot, "Click a head" if self.roles is None or patterns is not None
+                          else f"Kept up to {KEEP} tokens" if what == "prompt"
+                          else "Press Induction battery")
                 continue
             set_empty(plot, None)
             pattern = patterns[self.cell].astype(np.float32)

@@ -128,6 +128,10 @@ def test_head_roles_on_the_prompt_then_the_battery_with_a_click(qtbot):
     roles = heads.roles
     n_layers, n_heads = alone.session.model.config.n_layers, alone.session.model.config.n_heads
     assert roles.scores["previous-token"].shape == (n_layers, n_heads)
+    heads.cell = (1, 2)  # a head clicked before the battery ran: its prompt pattern drawn
+    heads._draw_patterns()
+    assert empty_message(heads.prompt_plot) is None
+    assert empty_message(heads.battery_plot) == "Press Induction battery"
     heads.role_box.setCurrentText("induction")
     assert "Press Induction battery" in empty_message(heads.grid)
     heads.run_battery()
