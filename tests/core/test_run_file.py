@@ -1,6 +1,7 @@
 """Runs saved to a file: the round trip keeps every statistic bit for bit, and a damaged
 or foreign file is refused with one line."""
 
+import dataclasses
 import json
 import struct
 
@@ -12,7 +13,7 @@ from explorer.core.gpt.config import preset
 from explorer.core.gpt.model import build_model
 from explorer.core.gpt.tokenizer import encode
 from explorer.core.playground.run_file import (RunFileError, SavedRun, read_run, save_run,
-                                               weights_sha256)
+                                               seal, weights_sha256)
 from explorer.core.run.generation import GenerationSettings
 from explorer.core.run.passes import EVERYTHING, prompt_then_generate
 
@@ -26,7 +27,7 @@ def make_run(model, tokens=3):
     passes = [p for p in passes if hasattr(p, "views")]
     return SavedRun(PROMPT, encode(PROMPT), {"label": "tiny", "source": {"preset": "tiny"},
                                             "sha256": weights_sha256(model),
-                                            "config": {"norm_position": "pre"}},
+                                            "config": dataclasses.asdict(model.cfg)},
                     s, passes, [{"node": "trf_blocks.0.att", "kind": "zero"}])
 
 
@@ -72,7 +73,9 @@ def test_the_sha256_names_the_weights(model):
 
 
 def rewrite(path, change):
-    """The file with its run description changed by ``change(run)``."""
+    """The file with its run description changed by ``change(run)``, its checksum written
+    again (as anyone can: it finds damage, it is not a signature), so that the reader's
+    other rules are what refuses it."""
     raw = path.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
     header = json.loads(raw[8:8 + n])
@@ -82,6 +85,8 @@ def rewrite(path, change):
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     path.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+    if "checksum" in header["__metadata__"]:
+        seal(path)
 
 
 @pytest.mark.parametrize("change, words", [
@@ -99,7 +104,7 @@ def rewrite(path, change):
     (lambda r, h: r["model"].update(config=[1, 2]), "damaged: AttributeError"),
     (lambda r, h: r["passes"][0]["nodes"][0].pop(), "damaged: ValueError"),
     (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(0, "trf_blocks.40.att"),
-     "'trf_blocks.40.att', a node the saved 12-block model does not have"),
+     "'trf_blocks.40.att', a node the saved 2-block model does not have"),
     (lambda r, h: r["passes"][0]["nodes"][1].__setitem__(0, r["passes"][0]["nodes"][0][0]),
      "twice"),
     (lambda r, h: r["passes"][1].update(step=None), "not the prompt's then steps 0, 1, 2"),
@@ -120,6 +125,12 @@ def rewrite(path, change):
     (lambda r, h: h["__metadata__"].update(version="9"), "version '9'"),
     (lambda r, h: h["__metadata__"].update(format="other"), "not a run file"),
     (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(1, [1, 2, 3, 4, 5, 6, 7, 8, 9]), "shape"),
+    # what a pass keeps and the shapes it names are the saved model's
+    (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(3, [4, 32, 1]), "keeps a tensor of shape (4, 32, 1)"),
+    (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(1, [1, 4, 64]), "the saved model gives (1, 4, 32)"),
+    (lambda r, h: r["passes"][1]["nodes"][0].__setitem__(1, [1, 4, 32]), "the saved model gives (1, 1, 32)"),
+    (lambda r, h: r["model"]["config"].update(context_length=3), "the saved model reads at most 3"),
+    (lambda r, h: h["__metadata__"].update(extra="1"), "its header names 'extra'"),
 ])
 def test_a_tampered_run_file_is_refused_in_one_line(model, tmp_path, change, words):
     path = save_run(tmp_path / "run.gbx", make_run(model, 1))
@@ -128,6 +139,102 @@ def test_a_tampered_run_file_is_refused_in_one_line(model, tmp_path, change, wor
         read_run(path)
     assert words in str(caught.value) and "\n" not in str(caught.value)
     assert str(path) in str(caught.value)
+
+
+def retensor(path, change):
+    """The file with its tensors changed by ``change(tensors)``, its description kept and
+    its checksum written again."""
+    from safetensors.torch import load, save_file
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    meta = json.loads(raw[8:8 + n])["__metadata__"]
+    tensors = load(raw)
+    change(tensors)
+    save_file(tensors, str(path), metadata=meta)
+    seal(path)
+
+
+def scalar(name, value):
+    from explorer.core.playground.run_file import SCALARS
+
+    def change(t):
+        t["p0.n0.scalars"][SCALARS.index(name)] = value
+    return change
+
+
+def put(key, value):
+    return lambda t: t.__setitem__(key, value)
+
+
+@pytest.mark.parametrize("change, words", [
+    (put("p0.n0.top_dims", torch.tensor([-1, 2, 3, 4, 5])), "top_dims must be distinct positions below 32"),
+    (put("p0.n0.top_dims", torch.tensor([10**12, 2, 3, 4, 5])), "top_dims must be distinct positions below 32"),
+    (put("p0.n0.top_dims", torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])), "top_dims must be distinct positions"),
+    (put("p0.n0.top_dims", torch.tensor([[1, 2], [3, 4]])), "top_dims must be distinct positions"),
+    (put("p0.n0.top_dims", torch.tensor([1, 1, 3, 4, 5])), "top_dims must be distinct positions"),
+    (put("p0.n0.top_values", torch.tensor([1.0, 2.0])), "top_values must be float32, one per top dimension"),
+    (scalar("count", float("nan")), "count is nan; a count from 0 to 128"),
+    (scalar("count", float("inf")), "count is inf"),
+    (scalar("count", 127.0), "counts 127 values; its node has 128"),
+    (scalar("n_nan", 1e300), "n_nan is 1e+300"),
+    (scalar("n_inf", -1.0), "n_inf is -1.0"),
+    (scalar("under", 2.5), "under is 2.5"),
+    (scalar("over", 100.0), "add up to more than its 128 values"),
+    (put("p0.n0.hist", torch.zeros(20_000, dtype=torch.int64)), "20,000 bins; at most 10,000"),
+    (put("p0.n0.tensor", torch.zeros(1, 4, 31, dtype=torch.float16)), "must be float16 of shape (1, 4, 32)"),
+    (put("p1.logits", torch.zeros(3)), "must be a float32 vector of 50,257 logits"),
+])
+def test_a_run_whose_numbers_lie_is_refused_in_one_line(model, tmp_path, change, words):
+    """Each rule on the tensors, one at a time, from a genuine run (its checksum written
+    again, so that the rule is what refuses it)."""
+    path = save_run(tmp_path / "run.gbx", make_run(model, 1), tensor_bytes=10**6)
+    read_run(path)  # genuine: opens
+    retensor(path, change)
+    with pytest.raises(RunFileError) as caught:
+        read_run(path)
+    assert words in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+
+
+def test_a_byte_changed_anywhere_is_refused(model, tmp_path):
+    """One byte changed at a time — in the header, the description, the statistics and the
+    kept tensors, the checksum itself — and every copy is refused in one line."""
+    import random
+    path = save_run(tmp_path / "run.gbx", make_run(model, 1), tensor_bytes=10**6)
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    rng = random.Random(5)
+    at = data.index(b'"checksum"')
+    places = ([rng.randrange(8, 8 + n) for _ in range(40)]  # the header and its description
+              + [rng.randrange(8 + n, len(data)) for _ in range(60)]  # every tensor's bytes
+              + [at + 12, at + 40, 8 + n - 1])  # the checksum's own digits; the padding
+    refused = 0
+    for place in places:
+        damaged = bytearray(data)
+        damaged[place] ^= rng.randrange(1, 256)
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(ValueError) as caught:
+            read_run(path)
+        assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+        refused += 1
+    assert refused == len(places) == 103
+
+
+def test_a_run_saved_without_a_checksum_opens_with_a_notice(model, tmp_path):
+    path = save_run(tmp_path / "run.gbx", make_run(model, 1))
+    assert read_run(path).notice == ""
+    rewrite(path, lambda r, h: h["__metadata__"].pop("checksum"))
+    back = read_run(path)
+    assert back.notice.startswith("saved without a checksum") and len(back.tokens) == 1
+
+
+def test_a_description_changed_without_its_checksum_is_refused(model, tmp_path):
+    path = save_run(tmp_path / "run.gbx", make_run(model, 1))
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"Every effort")
+    raw[at:at + 5] = b"Evary"  # still valid JSON, still a run: only the checksum sees it
+    path.write_bytes(bytes(raw))
+    with pytest.raises(RunFileError, match="the checksum does not match"):
+        read_run(path)
 
 
 def test_a_checkpoint_or_a_truncated_file_is_not_a_run(model, tmp_path):
@@ -178,7 +285,7 @@ def test_a_saved_run_replays_token_for_token_with_its_interventions(model, tmp_p
     tokens = sampled[:2] + [13] + sampled[3:]
     made = run(model, tokens, specs)
     saved = SavedRun(PROMPT, ids, {"label": "tiny", "sha256": weights_sha256(model),
-                                  "config": {"norm_position": "pre"}}, s, made,
+                                  "config": dataclasses.asdict(model.cfg)}, s, made,
                      [i.to_dict() for i in specs])
     back = read_run(save_run(tmp_path / "branch.gbrun", saved))
     assert back.tokens == tokens

@@ -173,4 +173,7 @@ def test_damaged_run_files(tmp_path_factory, saved_run, flips, cut, field):
             data = data[:cut % (len(data) + 1)]
     path = tmp_path_factory.mktemp("run") / "run.gbrun"
     path.write_bytes(bytes(data))
+    if field is not None:  # its checksum written again: the description's rules answer
+        from explorer.core.playground.run_file import seal
+        seal(path)
     expect_boundary(lambda: read_run(path))

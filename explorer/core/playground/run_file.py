@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -41,6 +43,10 @@ FORMAT, VERSION = "gpt-block-explorer run", "1"
 SCALARS = ("count", "mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
            "frac_zero", "n_nan", "n_inf", "under", "over", "hist_lo", "hist_hi")
 MAX_PASSES, MAX_NODES, MAX_IDS = 10_000, 10_000, 1_000_000
+MAX_BINS = 10_000  # a histogram's bins (the explorer's own have at most a few hundred)
+CHECKSUM = "checksum"  # the metadata key of the file's sha256 (docs/RUN_FORMAT.md)
+UNCHECKED = ("saved without a checksum (an older file): a changed number inside it cannot "
+             "be noticed")
 MAX_FILE_BYTES = 16 * 2**30
 
 
@@ -61,6 +67,7 @@ class SavedRun:
     interventions: list[dict] = field(default_factory=list)
     interventions_on: bool = True
     config: GPTConfig | None = None  # the saved model's, read back (None when not saved)
+    notice: str = ""  # what the reader could not check (an older file without a checksum)
 
     @property
     def tokens(self) -> list[int]:
@@ -108,8 +115,46 @@ def save_run(path: str | os.PathLike, run: SavedRun, tensor_bytes: int = 0) -> P
 
     with atomic_output(path) as tmp:
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp),
-                  metadata={"format": FORMAT, "version": VERSION, "run": json.dumps(meta)})
+                  metadata={"format": FORMAT, "version": VERSION, "run": json.dumps(meta),
+                            CHECKSUM: PLACEHOLDER})
+        seal(Path(tmp))
     return Path(path)
+
+
+# The file's sha256 is taken over every byte of it with the checksum's own 64 characters
+# as zeros, then written there: a byte changed anywhere (the description, a statistic,
+# a tensor, the header's padding) no longer matches.
+PLACEHOLDER = "0" * 64
+CHECKSUM_ENTRY = re.compile(rb'"' + CHECKSUM.encode() + rb'"\s*:\s*"')
+
+
+def _checksum_at(raw: bytes | bytearray) -> int | None:
+    """Where the checksum's 64 characters stand in the file's header (None: no checksum).
+    In the header's JSON every quote inside a string is escaped, so an unescaped
+    ``"checksum": "`` is the metadata entry itself, and once at most."""
+    n = int.from_bytes(raw[:8], "little")
+    found = list(CHECKSUM_ENTRY.finditer(bytes(raw[8:8 + n])))
+    if len(found) > 1:
+        raise ValueError("two checksums in the header")
+    return 8 + found[0].end() if found else None
+
+
+def _digest(raw: bytes | bytearray, at: int) -> str:
+    digest = hashlib.sha256()
+    digest.update(memoryview(raw)[:at])
+    digest.update(PLACEHOLDER.encode())
+    digest.update(memoryview(raw)[at + 64:])
+    return digest.hexdigest()
+
+
+def seal(path: Path) -> None:
+    """Write the checksum of the run file at ``path`` as its bytes are now."""
+    raw = bytearray(path.read_bytes())
+    at = _checksum_at(raw)
+    raw[at:at + 64] = _digest(raw, at).encode()
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        fh.write(raw[at:at + 64])
 
 
 def _put_stats(tensors: dict, key: str, s: NodeStats) -> None:
@@ -131,7 +176,7 @@ def read_run(path: str | os.PathLike) -> SavedRun:
     size = p.stat().st_size
     if size > MAX_FILE_BYTES:
         raise RunFileError(p, f"{size:,} bytes, over the {MAX_FILE_BYTES:,} a run file may have")
-    check_memory(2 * size, torch.device("cpu"), f"reading the run file {p.name}")
+    check_memory(3 * size, torch.device("cpu"), f"reading the run file {p.name}")
     try:
         tensors, meta = read_safetensors(p)
     except ValueError as exc:
@@ -141,14 +186,38 @@ def read_run(path: str | os.PathLike) -> SavedRun:
     if meta.get("version") != VERSION:
         raise RunFileError(p, f"run file version {meta.get('version')!r}; this explorer "
                               f"reads version {VERSION}")
+    unknown = sorted(set(meta) - {"format", "version", "run", CHECKSUM})
+    if unknown:
+        raise RunFileError(p, f"damaged: its header names {ascii(unknown[0])[:40]}, which a run "
+                              "file does not have")
+    notice = _check_sum(p, meta)
     run = parse_json(meta.get("run", ""), p, "the run's description")
     try:
-        return _run(p, run, tensors)
+        saved = _run(p, run, tensors)
     except RunFileError:
         raise
     except (KeyError, TypeError, IndexError, AttributeError, ValueError, OverflowError) as exc:
         # a field of the wrong kind met on the way (a list as config, a node of 3 fields)
         raise RunFileError(p, f"damaged: {type(exc).__name__} {str(exc)[:80]}") from None
+    saved.notice = notice
+    return saved
+
+
+def _check_sum(path: Path, meta: dict) -> str:
+    """Refuse a file whose bytes changed since it was saved; an older file without a
+    checksum is read with a notice."""
+    if CHECKSUM not in meta:
+        return UNCHECKED
+    raw = path.read_bytes()
+    try:
+        at = _checksum_at(raw)
+    except ValueError:
+        at = None
+    if at is None or raw[at:at + 64].decode("ascii", "replace") != meta[CHECKSUM] or \
+            _digest(raw, at) != meta[CHECKSUM]:
+        raise RunFileError(path, "damaged: its bytes are not those it was saved with (the "
+                                 "checksum does not match)")
+    return ""
 
 
 def _ids(value, what: str, limit: int = MAX_IDS, below: int = 2**31) -> list[int]:
@@ -194,12 +263,12 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
     if norm not in ("pre", "post"):
         raise TypeError("the model's norm position must be pre or post")
     vocab = _vocabulary(model)
-    passes = [_pass(path, i, d, tensors, norm, vocab) for i, d in enumerate(run["passes"])]
-    steps = [p.step for p in passes]
-    if steps != [None, *range(len(passes) - 1)]:  # the prompt's pass, then steps 0, 1, …
+    cfg = _config(path, model)
+    steps = [d.get("step", "") if isinstance(d, dict) else "" for d in run["passes"]]
+    if steps != [None, *range(len(steps) - 1)]:  # the prompt's pass, then steps 0, 1, …
         raise RunFileError(path, "its passes are not the prompt's then steps 0, 1, 2, … in "
                                  "order")
-    cfg = _config(path, model)
+    passes = [_pass(path, i, d, tensors, norm, vocab, cfg) for i, d in enumerate(run["passes"])]
     if cfg is not None:  # every node one of this model's (block 40 of a 2-block model: no)
         known = set(all_hook_names(cfg, inside=True))  # opened attention is saved too
         for i, p in enumerate(passes):
@@ -245,12 +314,17 @@ def _interventions(path: Path, run: dict, cfg: GPTConfig | None) -> tuple[list[d
     return interventions, on
 
 
-def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int) -> Pass:
+def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
+          cfg: GPTConfig | None = None) -> Pass:
     if not isinstance(d, dict) or not isinstance(d.get("nodes"), list) or len(d["nodes"]) > MAX_NODES:
         raise TypeError(f"pass {i} must be an object with at most {MAX_NODES:,} nodes")
     step = d["step"]
     if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
         raise TypeError(f"pass {i}'s step must be a whole number or null")
+    ids = _ids(d["ids"], "ids", below=GPT2_VOCAB)
+    if step is None and cfg is not None and len(ids) > cfg.context_length:
+        raise RunFileError(path, f"its prompt pass has {len(ids):,} tokens; the saved model "
+                                 f"reads at most {cfg.context_length:,}")
     top_ids = _ids(d["top_ids"], "top_ids", 1000, below=GPT2_VOCAB)
     top_probs = d["top_probs"]
     if not isinstance(top_probs, list) or len(top_probs) != len(top_ids) or not all(
@@ -270,6 +344,12 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int) -> Pass:
             raise RunFileError(path, f"pass {i} names an unknown node {name[:60]!r}") from None
         if name in views:
             raise RunFileError(path, f"pass {i} names {name[:60]!r} twice")
+        _check_shape(path, f"pass {i}'s {name[:60]}", info, shape, cfg,
+                     len(ids) if step is None else 1)
+        if kept is not None and (kept[-1:] != shape[-1:] or
+                                 np.prod(kept, dtype=np.int64) != np.prod(shape, dtype=np.int64)):
+            raise RunFileError(path, f"pass {i}'s {name[:60]} keeps a tensor of shape {kept}; "
+                                     f"its node's is {shape}")
         array = _tensor(path, tensors, f"p{i}.n{j}.tensor", kept)
         views[name] = NodeView(name, info, shape, dtype, "saved",
                                _stats(path, tensors, f"p{i}.n{j}", shape), array)
@@ -281,7 +361,6 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int) -> Pass:
     if token is not None and (not isinstance(token, int) or isinstance(token, bool)
                               or not 0 <= token < GPT2_VOCAB):
         raise TypeError(f"pass {i}'s token must be a token id below {GPT2_VOCAB:,}")
-    ids = _ids(d["ids"], "ids", below=GPT2_VOCAB)
     prob = d["prob"]
     if prob is not None and (not isinstance(prob, float) or not 0.0 <= prob <= 1.0):
         raise TypeError(f"pass {i}'s prob must be a probability or null")
@@ -291,6 +370,22 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int) -> Pass:
                 top_ids=tuple(top_ids), top_probs=tuple(top_probs),
                 top_pieces=tuple(token_piece(t) for t in top_ids),
                 next_logits=None if logits is None else logits.numpy())
+
+
+def _check_shape(path: Path, what: str, node, shape: tuple, cfg: GPTConfig | None,
+                 tokens: int) -> None:
+    """A node's shape is the one the saved model gives it for this pass's tokens (a
+    generated step's: one query row against every key so far)."""
+    if cfg is None:
+        if not 1 <= len(shape) <= 4:
+            raise RunFileError(path, f"{what} has the shape {shape}, which no node has")
+        return
+    want = node.shape(cfg, 1, tokens)
+    if node.width == "ctx" and len(shape) == 4:  # the keys: the prompt's, or all so far
+        want = want[:3] + (shape[3] if tokens <= shape[3] <= cfg.context_length else -1,)
+    if shape != want:
+        raise RunFileError(path, f"{what} has the shape {shape}; the saved model gives "
+                                 f"{tuple(d if d >= 0 else 'T' for d in want)}")
 
 
 def _tensor(path: Path, tensors: dict, key: str, shape: tuple | None) -> np.ndarray | None:
@@ -312,15 +407,43 @@ def _stats(path: Path, tensors: dict, key: str, shape: tuple) -> NodeStats:
         raise RunFileError(path, f"{key}.hist must be counts")
     if not np.isfinite([v["hist_lo"], v["hist_hi"]]).all() or not v["hist_lo"] < v["hist_hi"]:
         raise RunFileError(path, f"{key}'s histogram range is not a range")
+    if len(hist) > MAX_BINS:
+        raise RunFileError(path, f"{key}.hist has {len(hist):,} bins; at most {MAX_BINS:,}")
     token_l2 = tensors[f"{key}.token_l2"].numpy()
     if token_l2.dtype != np.float32 or token_l2.size > int(np.prod(shape[:-1], dtype=np.int64)):
         raise RunFileError(path, f"{key}.token_l2 must be float32, one value a vector")
-    counts = {n: int(v[n]) for n in ("count", "n_nan", "n_inf", "under", "over")}
+    counts = _counts(path, key, v, hist, int(np.prod(shape, dtype=np.int64)))
+    top_dims, top_values = tensors[f"{key}.top_dims"].numpy(), tensors[f"{key}.top_values"].numpy()
+    width = shape[-1] if shape else 0
+    if top_dims.ndim != 1 or top_dims.dtype != np.int64 or len(top_dims) > width or \
+            ((top_dims < 0) | (top_dims >= width)).any() or len(set(top_dims.tolist())) != len(top_dims):
+        raise RunFileError(path, f"{key}.top_dims must be distinct positions below {width:,} "
+                                 "(the node's last axis)")
+    if top_values.shape != top_dims.shape or top_values.dtype != np.float32:
+        raise RunFileError(path, f"{key}.top_values must be float32, one per top dimension")
     return NodeStats(**counts, **{n: v[n] for n in ("mean", "std", "min", "max", "absmax", "rms",
                                                      "kurtosis", "frac_neg", "frac_zero")},
-                     top_dims=tensors[f"{key}.top_dims"].numpy(),
-                     top_values=tensors[f"{key}.top_values"].numpy(), token_l2=token_l2,
+                     top_dims=top_dims, top_values=top_values, token_l2=token_l2,
                      hist=hist, hist_range=HistRange(v["hist_lo"], v["hist_hi"], len(hist)))
+
+
+def _counts(path: Path, key: str, v: dict, hist: np.ndarray, size: int) -> dict[str, int]:
+    """The counts: whole numbers, the values' count that of the node's shape, the NaNs,
+    infinities and the histogram's values (with those outside it) none more than that."""
+    counts = {}
+    for name in ("count", "n_nan", "n_inf", "under", "over"):
+        x = v[name]
+        if not (math.isfinite(x) and x == int(x) and 0 <= x <= size):
+            raise RunFileError(path, f"{key}'s {name} is {x!r}; a count from 0 to {size:,} (the "
+                                     "node's values)")
+        counts[name] = int(x)
+    if counts["count"] != size:
+        raise RunFileError(path, f"{key} counts {counts['count']:,} values; its node has {size:,}")
+    counted = int(hist.sum()) + counts["under"] + counts["over"]
+    if counts["n_nan"] + counts["n_inf"] > size or counted > size:
+        raise RunFileError(path, f"{key}'s histogram and NaN / infinity counts add up to more "
+                                 f"than its {size:,} values")
+    return counts
 
 
 REPLAY_TOLERANCE = 1e-3  # relative: a replayed step's probability of its token against the saved

@@ -132,7 +132,8 @@ class RunFiles:
         self._read_only(saved, own_model=True)
         label = saved.model.get("label", "another model")
         session.set_status(f"Read-only: a run of {label!s:.60} (not the loaded model), drawn "
-                           "with its own blocks; Ctrl+Enter runs the loaded model again")
+                           "with its own blocks; Ctrl+Enter runs the loaded model again" +
+                           (f"; {saved.notice}" if saved.notice else ""))
 
     def _read_only(self, saved: SavedRun, own_model: bool = False) -> None:
         """Show the saved passes; ``own_model``: drawn with the saved model's structure."""
@@ -157,7 +158,8 @@ class RunFiles:
         differs = replay_difference(self.opened, [session.prompt, *session.steps])
         if differs is None:  # after the run's own last word on the status bar
             words = (f"Opened the run: its {len(self.opened.tokens)} tokens replayed, each with "
-                     "the probability it had")
+                     "the probability it had" + (f"; {self.opened.notice}" if self.opened.notice
+                                                 else ""))
             QTimer.singleShot(0, lambda: session.set_status(words))
         else:
             self._read_only(self.opened)  # the run as it was saved, not the replay
