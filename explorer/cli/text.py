@@ -73,7 +73,10 @@ def generate(args: argparse.Namespace) -> int:
     whole(args.show_top, "--show-top", 0, 50257)
     if args.save_run:
         from ..core.base.outputs import check_output
+        from ..core.run.generation import RUN_STEPS
         check_output(args.save_run)  # before any work: a FIFO or a folder is refused now
+        whole(args.max_new_tokens, "--max-new-tokens with --save-run (a saved run's tokens)",
+              1, RUN_STEPS)
     sampling = args.temperature is not None or args.top_k is not None or args.top_p is not None
     settings = GenerationSettings(
         max_new_tokens=args.max_new_tokens, greedy=not sampling,

@@ -122,6 +122,7 @@ def rewrite(path, change):
     (lambda r, h: r.update(interventions=[{"kind": "zero", "node": "trf_blocks.0.att"}] * 300),
      "300 interventions; at most 256"),
     (lambda r, h: r.update(passes=[]), "0 passes"),
+    (lambda r, h: r.update(passes=r["passes"] * 2501), "5,002 passes; a run has 1 to 1,025"),
     (lambda r, h: h["__metadata__"].update(version="9"), "version '9'"),
     (lambda r, h: h["__metadata__"].update(format="other"), "not a run file"),
     (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(1, [1, 2, 3, 4, 5, 6, 7, 8, 9]), "shape"),

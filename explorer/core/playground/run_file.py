@@ -34,7 +34,7 @@ from ..gpt.config import GPT2_VOCAB, LIMITS, GPTConfig
 from ..gpt.nodes import HistRange, all_hook_names, node_for_hook
 from ..gpt.tokenizer import token_piece
 from ..run.capture import NodeView
-from ..run.generation import GenerationSettings
+from ..run.generation import RUN_STEPS, GenerationSettings
 from ..run.passes import Pass
 from ..run.stats import NodeStats
 from ..weights.hf_files import read_safetensors
@@ -42,7 +42,8 @@ from ..weights.hf_files import read_safetensors
 FORMAT, VERSION = "gpt-block-explorer run", "1"
 SCALARS = ("count", "mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
            "frac_zero", "n_nan", "n_inf", "under", "over", "hist_lo", "hist_hi")
-MAX_PASSES, MAX_NODES, MAX_IDS = 10_000, 10_000, 1_000_000
+MAX_PASSES = RUN_STEPS + 1  # the prompt's pass and every generated step's
+MAX_NODES, MAX_IDS = 10_000, 1_000_000
 MAX_BINS = 10_000  # a histogram's bins (the explorer's own have at most a few hundred)
 CHECKSUM = "checksum"  # the metadata key of the file's sha256 (docs/RUN_FORMAT.md)
 UNCHECKED = ("saved without a checksum (an older file): a changed number inside it cannot "

@@ -26,6 +26,7 @@ from ..gpt.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, IncrementalDecoder, tok
 
 
 MAX_NEW_TOKENS = 100_000
+RUN_STEPS = 1_024  # the most tokens a run in the window generates, and a saved run holds
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
 
 

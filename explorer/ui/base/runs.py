@@ -83,6 +83,8 @@ class Runs(QObject):
         keep = self.keep()
         specs = self.session.active_interventions()
         forced, self.forced = self.forced, None
+        if forced:  # a saved run replayed: as many steps as it has, whatever the panel says
+            settings = replace(settings, max_new_tokens=len(forced))
 
         self.streams, self.settings = {}, settings
 

@@ -163,6 +163,12 @@ class Session(QObject):
         if result is self.current:
             self.completed.emit()
 
+    def show_record(self, passes: list[Pass]) -> None:
+        """A saved run's passes at once: its prompt's, then every step (one signal each)."""
+        self.set_prompt(passes[0])
+        self.steps.extend(passes[1:])  # the run's own list: its branch entry sees them
+        self.stepsChanged.emit()
+
     def add_step(self, result: Pass) -> None:
         self.steps.append(result)
         self.stepsChanged.emit()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QGridLayout, QGroupBox, QLabel,
                                QSpinBox)
 
-from ...core.run.generation import GenerationSettings
+from ...core.run.generation import RUN_STEPS, GenerationSettings
 
 
 def flag(value) -> bool:
@@ -18,7 +18,7 @@ class GenerationBox(QGroupBox):
     def __init__(self) -> None:
         super().__init__()
         self.max_tokens = QSpinBox()
-        self.max_tokens.setRange(1, 1024)
+        self.max_tokens.setRange(1, RUN_STEPS)
         self.max_tokens.setValue(20)
         self.leave_room = QCheckBox("Leave room")
         self.leave_room.setChecked(True)

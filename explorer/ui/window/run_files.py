@@ -112,6 +112,8 @@ class RunFiles:
         panel = w.prompt
         panel.prompt.setPlainText(saved.prompt)
         panel.settings_box.apply(saved.settings)
+        panel.leave_room.setChecked(saved.settings.leave_room)  # they decide what is run
+        panel.settings_box.recompute.setChecked(saved.settings.recompute)
         panel.seed.setValue(min(max(saved.settings.seed or 0, 0), panel.seed.maximum()))
         panel.max_tokens.setValue(max(1, len(saved.tokens)))
         if same_model:  # its model is loaded: the run replayed, checked step by step
@@ -146,9 +148,7 @@ class RunFiles:
                 spec = ModelSpec()
             label = str(saved.model.get("label") or "a saved model")[:80]
             session.set_model(ModelInfo.of_record(label, config, spec))
-        session.set_prompt(saved.passes[0])
-        for step in saved.passes[1:]:
-            session.add_step(step)
+        session.show_record(saved.passes)
 
     def _run_ended(self, busy: bool) -> None:
         if busy or self.expected is None:

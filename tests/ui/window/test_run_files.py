@@ -175,3 +175,20 @@ def test_a_run_of_another_model_is_drawn_with_its_own_blocks_and_computes_nothin
     assert not session.record and session.model.config.n_layers == 12
     assert window.engine.record is None and graph.layer_box.suffix() == " of 12"
     assert session.prompt.views["trf_blocks.11.add2"].shape == (1, 4, 768)
+
+
+def test_a_run_past_the_context_reopens_with_its_own_cropping(tmp_path, capsys):
+    """70 tokens from a 64-token model, made without leave-room (the window's default is
+    on): replayed with the run's own setting, every step agrees (it departed at step 0);
+    more tokens than a saved run holds are refused before anything is generated."""
+    path = tmp_path / "long.gbrun"
+    assert main(["generate", "Every effort moves you", "--preset", "tiny", "--max-new-tokens",
+                 "70", "--no-stop", "--save-run", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["--preset", "tiny", "--open-run", str(path), "--screenshot",
+                 str(tmp_path / "shot.png")]) == 0
+    assert "departs" not in capsys.readouterr().err
+    assert main(["generate", "x", "--preset", "tiny", "--max-new-tokens", "1025", "--save-run",
+                 str(tmp_path / "big.gbrun")]) == 2
+    err = capsys.readouterr().err
+    assert "between 1 and 1,024, got 1,025" in err and not (tmp_path / "big.gbrun").exists()
