@@ -161,3 +161,46 @@ def test_a_reader_error_reaches_the_user_as_words_not_python(qtbot, make_window,
     assert "odd.pth could not be read: the file is damaged or not what it seems" in text
     assert "t() expects" not in text and "the details are in the log" in text
     assert window.session.model is before
+
+
+def destroy_notify(window_id: int):
+    """An X server's DestroyNotify for ``window_id`` and the pointer to it as Qt hands it
+    to a filter (a shiboken VoidPtr without a size: its truth raises)."""
+    import ctypes
+
+    import shiboken6
+
+    from explorer.ui.window.window_gone import XCB_DESTROY_NOTIFY
+    event = ctypes.create_string_buffer(bytes([XCB_DESTROY_NOTIFY, 0, 0, 0]) +
+                                        window_id.to_bytes(4, "little") * 2 + bytes(20))
+    return event, shiboken6.VoidPtr(ctypes.addressof(event))
+
+
+def test_a_window_destroyed_from_outside_stops_its_work_and_closes(qtbot, make_window):
+    """The X window destroyed under a 1,000-token generation (xdotool windowclose): its
+    DestroyNotify closes the window as the user would, the generation stops far short of
+    its end and the engine's thread ends; another window's DestroyNotify changes nothing."""
+    from PySide6.QtCore import QByteArray
+    from PySide6.QtWidgets import QApplication
+
+    from explorer.ui.window.window_gone import watch
+    app = QApplication.instance()
+    window = make_window()
+    gone = watch(app, window)
+    try:
+        window.prompt.max_tokens.setValue(1000)
+        window.prompt.request_run()
+        qtbot.waitUntil(lambda: len(window.session.steps) >= 1, timeout=60_000)
+        xcb = QByteArray(b"xcb_generic_event_t")
+        mine = int(window.winId())
+        _other, pointer = destroy_notify(mine + 1)
+        assert gone.nativeEventFilter(xcb, pointer) == (False, 0)
+        qtbot.wait(100)
+        assert window.isVisible() and window.running and not gone.gone
+        _event, pointer = destroy_notify(mine)
+        assert gone.nativeEventFilter(xcb, pointer) == (False, 0)
+        qtbot.waitUntil(lambda: not window.isVisible(), timeout=30_000)
+        assert gone.gone and window.engine.thread.isFinished()
+        assert len(window.session.steps) < 1000
+    finally:
+        app.removeNativeEventFilter(gone)

@@ -79,6 +79,8 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None,
     if workspace:
         window.workspaces.show(workspace)
     window.show()
+    from .window_gone import watch
+    gone = watch(app, window)  # noqa: F841 (the filter lives while the app runs)
     if open_run:  # an engine job after the model's load: it compares with that model
         window.run_files.open(open_run)
     try:
