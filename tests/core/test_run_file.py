@@ -301,3 +301,24 @@ def test_a_saved_run_replays_token_for_token_with_its_interventions(model, tmp_p
 def _nothing():
     import contextlib
     return contextlib.nullcontext()
+
+
+@pytest.mark.parametrize("greedy, tensor_bytes", [(True, 0), (True, 10**6), (False, 10**6)])
+def test_a_genuine_run_reopens_token_for_token(model, tmp_path, greedy, tensor_bytes):
+    """Greedy or sampled, with or without its tensors: read back whole (its checksum
+    good, no notice) and replayed with its tokens forced, every step agrees."""
+    from explorer.core.playground.run_file import replay_difference
+    s = GenerationSettings(max_new_tokens=5, greedy=greedy, temperature=0.8, top_k=20, seed=11)
+    ids = encode(PROMPT)
+    made = []
+    prompt_then_generate(model, ids, s, made.append, keep=EVERYTHING)
+    made = [p for p in made if hasattr(p, "views")]
+    saved = SavedRun(PROMPT, ids, {"label": "tiny", "sha256": weights_sha256(model),
+                                  "config": dataclasses.asdict(model.cfg)}, s, made)
+    back = read_run(save_run(tmp_path / "run.gbrun", saved, tensor_bytes))
+    assert back.notice == "" and back.tokens == [p.token_id for p in made[1:]]
+    assert any(v.array is not None for v in back.passes[0].views.values()) == bool(tensor_bytes)
+    again = []
+    prompt_then_generate(model, ids, back.settings, again.append, keep=EVERYTHING,
+                         forced=back.tokens)
+    assert replay_difference(back, [p for p in again if hasattr(p, "views")]) is None

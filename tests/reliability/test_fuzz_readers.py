@@ -177,3 +177,100 @@ def test_damaged_run_files(tmp_path_factory, saved_run, flips, cut, field):
         from explorer.core.playground.run_file import seal
         seal(path)
     expect_boundary(lambda: read_run(path))
+
+
+@pytest.fixture(scope="module")
+def saved_run_with_tensors(tmp_path_factory):
+    """A genuine saved run of the tiny model: the prompt pass and two steps, tensors kept."""
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.model import build_model
+    from tests.core.test_run_file import make_run
+    from explorer.core.playground.run_file import save_run
+
+    path = tmp_path_factory.mktemp("run") / "run.gbrun"
+    return save_run(path, make_run(build_model(preset("tiny"), seed=2), 2), 10**6)
+
+
+def _node(run, i, j):
+    nodes = run["passes"][i % len(run["passes"])]["nodes"]
+    return i % len(run["passes"]), j % len(nodes), nodes[j % len(nodes)]
+
+
+def _break(rule: str, run: dict, tensors: dict, i: int, j: int, x: int) -> str:
+    """Break one rule of docs/RUN_FORMAT.md in pass ``i`` / node ``j`` of a genuine run;
+    the words the refusal must say."""
+    import math
+
+    from explorer.core.playground.run_file import SCALARS
+    passes = run["passes"]
+    step = 1 + i % (len(passes) - 1)  # a generated step
+    if rule == "token id":
+        passes[i % len(passes)]["ids"][0] = 50257 + x
+        return "token ids below 50,257"
+    if rule == "probability":
+        passes[step]["prob"] = [-1.0 - x, 1.5 + x, float(x) + 1.01][x % 3]
+        return "prob must be a probability"
+    if rule == "step order":
+        passes[step]["step"] = passes[step]["step"] + 1 + x
+        return "not the prompt's then steps 0, 1, 2"
+    if rule == "foreign block":
+        _, _, node = _node(run, i, j)
+        node[0] = f"trf_blocks.{2 + x}.att"
+        return "a node the saved 2-block model does not have"
+    if rule == "shape":
+        _, _, node = _node(run, i, j)
+        node[1][-1] += 1 + x
+        return "the saved model gives"
+    if rule == "kept shape":
+        _, _, node = _node(run, i, j)
+        node[3] = [*node[1][:-1], node[1][-1] + 1 + x]
+        return "keeps a tensor of shape"
+    p, n, node = _node(run, i, j)
+    key = f"p{p}.n{n}"
+    size = math.prod(node[1])
+    if rule == "count":
+        tensors[f"{key}.scalars"][SCALARS.index("count")] = [math.nan, -1.0 - x, size - 1][x % 3]
+        return "'s count is" if x % 3 < 2 else f"counts {size - 1:,} values; its node has {size:,}"
+    if rule == "top_dims":
+        tensors[f"{key}.top_dims"][0] = node[1][-1] + x
+        return "top_dims must be distinct positions below"
+    if rule == "bins":
+        tensors[f"{key}.hist"] = torch.zeros(10_001 + x, dtype=torch.int64)
+        return "bins; at most 10,000"
+    if rule == "settings":
+        run["settings"]["temperature"] = -1.0 - x
+        return "its generation settings are wrong"
+    assert rule == "switch"
+    run["interventions_on"] = ["false", 0, None][x % 3]
+    return "interventions_on must be true or false"
+
+
+RULES = ["token id", "probability", "step order", "foreign block", "shape", "kept shape",
+         "count", "top_dims", "bins", "settings", "switch"]
+
+
+@FUZZ
+@given(rule=st.sampled_from(RULES), i=st.integers(0, 50), j=st.integers(0, 50),
+       x=st.integers(0, 1000))
+@example(rule="foreign block", i=0, j=5, x=3)  # the attention pattern's node (4-d) renamed
+def test_each_rule_broken_alone_is_refused_naming_it(tmp_path_factory, saved_run_with_tensors,
+                                                      rule, i, j, x):
+    """One rule of docs/RUN_FORMAT.md broken at a time, anywhere in a genuine run, its
+    checksum written again: refused in one line that names the file and the field."""
+    import struct
+
+    from safetensors.torch import load, save_file
+
+    from explorer.core.playground.run_file import RunFileError, read_run, seal
+    raw = saved_run_with_tensors.read_bytes()  # a path: a failing example prints short
+    (n,) = struct.unpack("<Q", raw[:8])
+    meta = json.loads(raw[8:8 + n])["__metadata__"]
+    run, tensors = json.loads(meta["run"]), load(raw)
+    words = _break(rule, run, tensors, i, j, x)
+    path = tmp_path_factory.mktemp("run") / "run.gbrun"
+    save_file(tensors, str(path), metadata={**meta, "run": json.dumps(run)})
+    seal(path)
+    with pytest.raises(RunFileError) as caught:
+        read_run(path)
+    said = str(caught.value)
+    assert words in said and "\n" not in said and said.startswith(str(path)), (rule, said)

@@ -31,7 +31,7 @@ from ..base.validate import parse_json, regular_file
 from ..experiments.interventions import MAX_INTERVENTIONS
 from ..experiments.interventions import from_dict as intervention_from_dict
 from ..gpt.config import GPT2_VOCAB, LIMITS, GPTConfig
-from ..gpt.nodes import HistRange, all_hook_names, node_for_hook
+from ..gpt.nodes import HistRange, all_hook_names, layer_of, node_for_hook
 from ..gpt.tokenizer import token_piece
 from ..run.capture import NodeView
 from ..run.generation import RUN_STEPS, GenerationSettings
@@ -345,6 +345,9 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
             raise RunFileError(path, f"pass {i} names an unknown node {name[:60]!r}") from None
         if name in views:
             raise RunFileError(path, f"pass {i} names {name[:60]!r} twice")
+        if cfg is not None and (layer_of(name) or 0) >= cfg.n_layers:
+            raise RunFileError(path, f"pass {i} names {name[:60]!r}, a node the saved "
+                                     f"{cfg.n_layers}-block model does not have")
         _check_shape(path, f"pass {i}'s {name[:60]}", info, shape, cfg,
                      len(ids) if step is None else 1)
         if kept is not None and (kept[-1:] != shape[-1:] or

@@ -108,6 +108,10 @@ class RunFiles:
 
     def show(self, saved: SavedRun, same_model: bool) -> None:
         w, session = self.window, self.window.session
+        if same_model and w.prompt.runs.running:  # before anything the user typed changes
+            w.warn(w, "Open run", "A run is going on: open the saved run again when it has "
+                   "ended (Esc stops it).")
+            return
         self.opened = saved
         panel = w.prompt
         panel.prompt.setPlainText(saved.prompt)
@@ -118,10 +122,6 @@ class RunFiles:
         panel.max_tokens.setValue(max(1, len(saved.tokens)))
         if same_model:  # its model is loaded: the run replayed, checked step by step
             runs = w.prompt.runs
-            if runs.running:
-                w.warn(w, "Open run", "A run is going on: open the saved run again when it "
-                       "has ended (Esc stops it).")
-                return
             session.set_interventions([from_dict(d) for d in saved.interventions],
                                       saved.interventions_on)
             runs.forced = list(saved.tokens)

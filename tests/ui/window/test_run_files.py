@@ -192,3 +192,4 @@ def test_a_run_past_the_context_reopens_with_its_own_cropping(tmp_path, capsys):
                  str(tmp_path / "big.gbrun")]) == 2
     err = capsys.readouterr().err
     assert "between 1 and 1,024, got 1,025" in err and not (tmp_path / "big.gbrun").exists()
+
