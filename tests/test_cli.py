@@ -114,15 +114,18 @@ def test_inspect_prints_nodes_in_forward_order_and_saves_npz(capsys, tmp_path):
     assert saved["trf_blocks.0.ff.layers.1"].shape == (1, 4, 128)
 
 
-def test_a_name_with_a_carriage_return_is_written_and_printed_escaped(capsys, tmp_path):
-    """The file gets the name asked for; the line that names it stays one readable line
-    (a raw \\r would send the cursor back and the rest would overwrite it)."""
-    out_file = tmp_path / "caps\rx.npz"
+@pytest.mark.parametrize("char", ["\r", "\n", "\x1b", "\x7f", "\x85"])
+def test_a_name_with_a_control_character_is_refused_in_one_escaped_line(capsys, tmp_path, char):
+    """C0 (a carriage return, a line break, an escape), DEL and C1: refused before any
+    work, nothing written, and the line that says so stays one readable line (a raw \\r
+    would send the cursor back and the rest would overwrite it)."""
+    out_file = tmp_path / f"caps{char}x.npz"
     code, _, err = run(capsys, "inspect", "Hello", "--preset", "tiny", "--layer", "0",
                        "--save", str(out_file))
-    assert code == 0 and out_file.is_file()
-    line = [x for x in err.splitlines() if "tensors to" in x][0]
-    assert "\r" not in err and line.endswith(str(tmp_path / "caps") + "\\rx.npz")
+    assert code == 2 and not out_file.exists() and list(tmp_path.iterdir()) == []
+    line = err.strip()
+    assert "\n" not in line and "\r" not in line and "has a control character" in line
+    assert repr(char)[1:-1] in line
 
 
 def test_inspect_runs_several_prompts_as_a_padded_batch(capsys, tmp_path):

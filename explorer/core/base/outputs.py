@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -30,10 +31,16 @@ class OutputError(ValueError):
 def check_output(path: str | os.PathLike, suffix: str = "") -> Path:
     """The target as it will be written (``suffix`` appended when missing, as numpy does
     for .npz): a regular file or nothing yet, in an existing folder the user may write.
-    A folder, FIFO, device or socket is refused with one line."""
+    A folder, FIFO, device or socket is refused with one line, and so is a name with a
+    control character (C0, DEL or C1: a line break, a carriage return, an escape), which
+    no listing or terminal shows as it is."""
     text = os.fspath(path)
     if not text.strip():
         raise OutputError("the output file name is empty")
+    control = next((c for c in text if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        raise OutputError(f"the output name {text} has a control character "
+                          f"({repr(control)[1:-1]}); choose a name without one")
     target = Path(text).expanduser()
     if suffix and not target.name.endswith(suffix):
         target = target.with_name(target.name + suffix)
