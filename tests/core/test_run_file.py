@@ -156,7 +156,7 @@ def retensor(path, change):
 
 
 def scalar(name, value):
-    from explorer.core.playground.run_file import SCALARS
+    from explorer.core.playground.run_checks import SCALARS
 
     def change(t):
         t["p0.n0.scalars"][SCALARS.index(name)] = value

@@ -203,7 +203,7 @@ def _break(rule: str, run: dict, tensors: dict, i: int, j: int, x: int) -> str:
     the words the refusal must say."""
     import math
 
-    from explorer.core.playground.run_file import SCALARS
+    from explorer.core.playground.run_checks import SCALARS
     passes = run["passes"]
     step = 1 + i % (len(passes) - 1)  # a generated step
     if rule == "token id":

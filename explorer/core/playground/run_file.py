@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -26,36 +24,24 @@ import numpy as np
 import torch
 
 from ..base.devices import check_memory
-from ..base.outputs import atomic_output, shown
+from ..base.outputs import atomic_output
 from ..base.validate import parse_json, regular_file
 from ..experiments.interventions import MAX_INTERVENTIONS
 from ..experiments.interventions import from_dict as intervention_from_dict
 from ..gpt.config import GPT2_VOCAB, LIMITS, GPTConfig
-from ..gpt.nodes import HistRange, all_hook_names, layer_of, node_for_hook
+from ..gpt.nodes import all_hook_names, layer_of, node_for_hook
 from ..gpt.tokenizer import token_piece
 from ..run.capture import NodeView
 from ..run.generation import RUN_STEPS, GenerationSettings
 from ..run.passes import Pass
-from ..run.stats import NodeStats
 from ..weights.hf_files import read_safetensors
+from .run_checks import (CHECKSUM, PLACEHOLDER, RunFileError, check_shape, check_sum,
+                         kept_tensor, node_stats, put_stats, seal)
 
 FORMAT, VERSION = "gpt-block-explorer run", "1"
-SCALARS = ("count", "mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
-           "frac_zero", "n_nan", "n_inf", "under", "over", "hist_lo", "hist_hi")
 MAX_PASSES = RUN_STEPS + 1  # the prompt's pass and every generated step's
 MAX_NODES, MAX_IDS = 10_000, 1_000_000
-MAX_BINS = 10_000  # a histogram's bins (the explorer's own have at most a few hundred)
-CHECKSUM = "checksum"  # the metadata key of the file's sha256 (docs/RUN_FORMAT.md)
-UNCHECKED = ("saved without a checksum (an older file): a changed number inside it cannot "
-             "be noticed")
 MAX_FILE_BYTES = 16 * 2**30
-
-
-class RunFileError(ValueError):
-    """A run file that cannot be read: one line, naming the file."""
-
-    def __init__(self, path, problem: str) -> None:
-        super().__init__(shown(f"{path}: {problem}"))  # a line break in a name: escaped
 
 
 @dataclass
@@ -96,7 +82,7 @@ def save_run(path: str | os.PathLike, run: SavedRun, tensor_bytes: int = 0) -> P
         p.complete()  # statistics left for later are computed now
         nodes = []
         for j, (name, view) in enumerate(p.views.items()):
-            _put_stats(tensors, f"p{i}.n{j}", view.stats)
+            put_stats(tensors, f"p{i}.n{j}", view.stats)
             kept = None
             if view.array is not None and view.array.size * 2 <= budget:
                 tensors[f"p{i}.n{j}.tensor"] = torch.tensor(view.array.astype(np.float16))
@@ -122,52 +108,6 @@ def save_run(path: str | os.PathLike, run: SavedRun, tensor_bytes: int = 0) -> P
     return Path(path)
 
 
-# The file's sha256 is taken over every byte of it with the checksum's own 64 characters
-# as zeros, then written there: a byte changed anywhere (the description, a statistic,
-# a tensor, the header's padding) no longer matches.
-PLACEHOLDER = "0" * 64
-CHECKSUM_ENTRY = re.compile(rb'"' + CHECKSUM.encode() + rb'"\s*:\s*"')
-
-
-def _checksum_at(raw: bytes | bytearray) -> int | None:
-    """Where the checksum's 64 characters stand in the file's header (None: no checksum).
-    In the header's JSON every quote inside a string is escaped, so an unescaped
-    ``"checksum": "`` is the metadata entry itself, and once at most."""
-    n = int.from_bytes(raw[:8], "little")
-    found = list(CHECKSUM_ENTRY.finditer(bytes(raw[8:8 + n])))
-    if len(found) > 1:
-        raise ValueError("two checksums in the header")
-    return 8 + found[0].end() if found else None
-
-
-def _digest(raw: bytes | bytearray, at: int) -> str:
-    digest = hashlib.sha256()
-    digest.update(memoryview(raw)[:at])
-    digest.update(PLACEHOLDER.encode())
-    digest.update(memoryview(raw)[at + 64:])
-    return digest.hexdigest()
-
-
-def seal(path: Path) -> None:
-    """Write the checksum of the run file at ``path`` as its bytes are now."""
-    raw = bytearray(path.read_bytes())
-    at = _checksum_at(raw)
-    raw[at:at + 64] = _digest(raw, at).encode()
-    with open(path, "r+b") as fh:
-        fh.seek(at)
-        fh.write(raw[at:at + 64])
-
-
-def _put_stats(tensors: dict, key: str, s: NodeStats) -> None:
-    values = [float(getattr(s, n)) for n in SCALARS[:-2]] + [s.hist_range.lo, s.hist_range.hi]
-    tensors[f"{key}.scalars"] = torch.tensor(values, dtype=torch.float64)
-    # copies: nodes that output the same tensor in eval share their statistics' arrays
-    tensors[f"{key}.hist"] = torch.tensor(np.array(s.hist, np.int64))
-    tensors[f"{key}.top_dims"] = torch.tensor(np.array(s.top_dims, np.int64))
-    tensors[f"{key}.top_values"] = torch.tensor(np.array(s.top_values, np.float32))
-    tensors[f"{key}.token_l2"] = torch.tensor(np.array(s.token_l2, np.float32))
-
-
 # ---------------------------------------------------------------------- reading
 
 def read_run(path: str | os.PathLike) -> SavedRun:
@@ -191,7 +131,7 @@ def read_run(path: str | os.PathLike) -> SavedRun:
     if unknown:
         raise RunFileError(p, f"damaged: its header names {ascii(unknown[0])[:40]}, which a run "
                               "file does not have")
-    notice = _check_sum(p, meta)
+    notice = check_sum(p, meta)
     run = parse_json(meta.get("run", ""), p, "the run's description")
     try:
         saved = _run(p, run, tensors)
@@ -202,23 +142,6 @@ def read_run(path: str | os.PathLike) -> SavedRun:
         raise RunFileError(p, f"damaged: {type(exc).__name__} {str(exc)[:80]}") from None
     saved.notice = notice
     return saved
-
-
-def _check_sum(path: Path, meta: dict) -> str:
-    """Refuse a file whose bytes changed since it was saved; an older file without a
-    checksum is read with a notice."""
-    if CHECKSUM not in meta:
-        return UNCHECKED
-    raw = path.read_bytes()
-    try:
-        at = _checksum_at(raw)
-    except ValueError:
-        at = None
-    if at is None or raw[at:at + 64].decode("ascii", "replace") != meta[CHECKSUM] or \
-            _digest(raw, at) != meta[CHECKSUM]:
-        raise RunFileError(path, "damaged: its bytes are not those it was saved with (the "
-                                 "checksum does not match)")
-    return ""
 
 
 def _ids(value, what: str, limit: int = MAX_IDS, below: int = 2**31) -> list[int]:
@@ -348,15 +271,15 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
         if cfg is not None and (layer_of(name) or 0) >= cfg.n_layers:
             raise RunFileError(path, f"pass {i} names {name[:60]!r}, a node the saved "
                                      f"{cfg.n_layers}-block model does not have")
-        _check_shape(path, f"pass {i}'s {name[:60]}", info, shape, cfg,
+        check_shape(path, f"pass {i}'s {name[:60]}", info, shape, cfg,
                      len(ids) if step is None else 1)
         if kept is not None and (kept[-1:] != shape[-1:] or
                                  np.prod(kept, dtype=np.int64) != np.prod(shape, dtype=np.int64)):
             raise RunFileError(path, f"pass {i}'s {name[:60]} keeps a tensor of shape {kept}; "
                                      f"its node's is {shape}")
-        array = _tensor(path, tensors, f"p{i}.n{j}.tensor", kept)
+        array = kept_tensor(path, tensors, f"p{i}.n{j}.tensor", kept)
         views[name] = NodeView(name, info, shape, dtype, "saved",
-                               _stats(path, tensors, f"p{i}.n{j}", shape), array)
+                               node_stats(path, tensors, f"p{i}.n{j}", shape), array)
     logits = tensors.get(f"p{i}.logits")
     if logits is not None and (logits.dim() != 1 or logits.dtype != torch.float32
                                or len(logits) not in (GPT2_VOCAB, vocab)):
@@ -374,80 +297,6 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
                 top_ids=tuple(top_ids), top_probs=tuple(top_probs),
                 top_pieces=tuple(token_piece(t) for t in top_ids),
                 next_logits=None if logits is None else logits.numpy())
-
-
-def _check_shape(path: Path, what: str, node, shape: tuple, cfg: GPTConfig | None,
-                 tokens: int) -> None:
-    """A node's shape is the one the saved model gives it for this pass's tokens (a
-    generated step's: one query row against every key so far)."""
-    if cfg is None:
-        if not 1 <= len(shape) <= 4:
-            raise RunFileError(path, f"{what} has the shape {shape}, which no node has")
-        return
-    want = node.shape(cfg, 1, tokens)
-    if node.width == "ctx" and len(shape) == 4:  # the keys: the prompt's, or all so far
-        want = want[:3] + (shape[3] if tokens <= shape[3] <= cfg.context_length else -1,)
-    if shape != want:
-        raise RunFileError(path, f"{what} has the shape {shape}; the saved model gives "
-                                 f"{tuple(d if d >= 0 else 'T' for d in want)}")
-
-
-def _tensor(path: Path, tensors: dict, key: str, shape: tuple | None) -> np.ndarray | None:
-    t = tensors.get(key)
-    if t is None or shape is None:
-        return None
-    if t.dtype != torch.float16 or tuple(t.shape) != shape:
-        raise RunFileError(path, f"{key} must be float16 of shape {shape}")
-    return t.float().numpy()
-
-
-def _stats(path: Path, tensors: dict, key: str, shape: tuple) -> NodeStats:
-    scalars = tensors[f"{key}.scalars"]
-    if scalars.dtype != torch.float64 or tuple(scalars.shape) != (len(SCALARS),):
-        raise RunFileError(path, f"{key}.scalars must be {len(SCALARS)} float64 values")
-    v = dict(zip(SCALARS, scalars.tolist()))
-    hist = tensors[f"{key}.hist"].numpy()
-    if hist.ndim != 1 or hist.dtype != np.int64 or not len(hist) or (hist < 0).any():
-        raise RunFileError(path, f"{key}.hist must be counts")
-    if not np.isfinite([v["hist_lo"], v["hist_hi"]]).all() or not v["hist_lo"] < v["hist_hi"]:
-        raise RunFileError(path, f"{key}'s histogram range is not a range")
-    if len(hist) > MAX_BINS:
-        raise RunFileError(path, f"{key}.hist has {len(hist):,} bins; at most {MAX_BINS:,}")
-    token_l2 = tensors[f"{key}.token_l2"].numpy()
-    if token_l2.dtype != np.float32 or token_l2.size > int(np.prod(shape[:-1], dtype=np.int64)):
-        raise RunFileError(path, f"{key}.token_l2 must be float32, one value a vector")
-    counts = _counts(path, key, v, hist, int(np.prod(shape, dtype=np.int64)))
-    top_dims, top_values = tensors[f"{key}.top_dims"].numpy(), tensors[f"{key}.top_values"].numpy()
-    width = shape[-1] if shape else 0
-    if top_dims.ndim != 1 or top_dims.dtype != np.int64 or len(top_dims) > width or \
-            ((top_dims < 0) | (top_dims >= width)).any() or len(set(top_dims.tolist())) != len(top_dims):
-        raise RunFileError(path, f"{key}.top_dims must be distinct positions below {width:,} "
-                                 "(the node's last axis)")
-    if top_values.shape != top_dims.shape or top_values.dtype != np.float32:
-        raise RunFileError(path, f"{key}.top_values must be float32, one per top dimension")
-    return NodeStats(**counts, **{n: v[n] for n in ("mean", "std", "min", "max", "absmax", "rms",
-                                                     "kurtosis", "frac_neg", "frac_zero")},
-                     top_dims=top_dims, top_values=top_values, token_l2=token_l2,
-                     hist=hist, hist_range=HistRange(v["hist_lo"], v["hist_hi"], len(hist)))
-
-
-def _counts(path: Path, key: str, v: dict, hist: np.ndarray, size: int) -> dict[str, int]:
-    """The counts: whole numbers, the values' count that of the node's shape, the NaNs,
-    infinities and the histogram's values (with those outside it) none more than that."""
-    counts = {}
-    for name in ("count", "n_nan", "n_inf", "under", "over"):
-        x = v[name]
-        if not (math.isfinite(x) and x == int(x) and 0 <= x <= size):
-            raise RunFileError(path, f"{key}'s {name} is {x!r}; a count from 0 to {size:,} (the "
-                                     "node's values)")
-        counts[name] = int(x)
-    if counts["count"] != size:
-        raise RunFileError(path, f"{key} counts {counts['count']:,} values; its node has {size:,}")
-    counted = int(hist.sum()) + counts["under"] + counts["over"]
-    if counts["n_nan"] + counts["n_inf"] > size or counted > size:
-        raise RunFileError(path, f"{key}'s histogram and NaN / infinity counts add up to more "
-                                 f"than its {size:,} values")
-    return counts
 
 
 REPLAY_TOLERANCE = 1e-3  # relative: a replayed step's probability of its token against the saved
