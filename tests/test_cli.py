@@ -359,3 +359,20 @@ def test_diff_help_names_every_mutation_the_finder_makes(capsys):
         assert name in said, name
         assert mutate(model, name, 1) is not model
     assert "ff-inner" in said and "no-norm2" in said and "wrong-shortcut2" in said
+
+
+def test_train_keeps_snapshots_that_info_lists_and_checkpoint_opens(capsys, tmp_path):
+    out = tmp_path / "run"
+    code, _, err = run(capsys, "train", "--preset", "tiny", "--steps", "6", "--eval-every", "3",
+                       "--batch-size", "2", "--snapshots", "3", "--out", str(out))
+    assert code == 0 and f"snapshot of step 6: {out}/snapshots/step000006.safetensors" in err
+    code, stdout, _ = run(capsys, "info", str(out))
+    steps = [line.split()[1] for line in stdout.splitlines() if line.strip().startswith("step ")]
+    assert code == 0 and "snapshots: 3" in stdout and steps == ["0", "2", "6"]
+    assert f"--checkpoint {out}@step6  validation loss" in stdout
+    code, stdout, _ = run(capsys, "--checkpoint", f"{out}@step2", "info")
+    assert code == 0 and "step000002.safetensors" in stdout
+    code, _, err = run(capsys, "--checkpoint", f"{out}@step5", "info")
+    assert code == 2 and "has no snapshot of step 5; it has @step0, @step2, @step6" in err
+    code, _, err = run(capsys, "info", str(tmp_path))
+    assert code == 2 and "is not a training run's folder" in err

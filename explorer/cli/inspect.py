@@ -11,6 +11,9 @@ from .common import add_model_args, load
 
 def register(sub) -> None:
     i = sub.add_parser("info", help="config, parameter counts per component and memory")
+    i.add_argument("run", nargs="?", metavar="RUN_FOLDER",
+                   help="a training run's folder (train --out): its model, and the snapshots "
+                        "it kept, each with the --checkpoint that opens it")
     add_model_args(i)
     i.set_defaults(func=info)
 
@@ -28,6 +31,37 @@ def register(sub) -> None:
     n.set_defaults(func=inspect)
 
 
+def _run_folder(args: argparse.Namespace) -> int:
+    """A training run's folder: the steps it reached, each evaluation's losses, and every
+    snapshot with the source that opens it."""
+    from pathlib import Path
+
+    from ..core.experiments.snapshots import list_snapshots
+    from ..core.experiments.train_files import MODEL_FILE, STATE_FILE
+    from ..core.base.validate import read_json
+
+    folder = Path(args.run)
+    if args.checkpoint or args.preset:
+        raise ValueError("give a run folder or --checkpoint / --preset, not both")
+    if not folder.is_dir() or not (folder / MODEL_FILE).is_file():
+        raise ValueError(f"{shown(folder)} is not a training run's folder (no {MODEL_FILE} in it)")
+    state = read_json(folder / STATE_FILE) if (folder / STATE_FILE).is_file() else {}
+    state = state if isinstance(state, dict) else {}
+    history = {h.get("step"): h for h in state.get("history", []) if isinstance(h, dict)}
+    settings = state.get("settings", {}) if isinstance(state.get("settings"), dict) else {}
+    print(f"run: {shown(folder)} · {settings.get('preset', '?')} · step {state.get('step', '?')} "
+          f"of {settings.get('max_steps', '?')}")
+    print(f"model: {shown(folder / MODEL_FILE)}")
+    snapshots = list_snapshots(folder)
+    print(f"snapshots: {len(snapshots)}" + ("" if snapshots else " (train with --snapshots N)"))
+    for snap in snapshots:
+        seen = history.get(snap.step, {})
+        loss = seen.get("val_loss")
+        said = f"  validation loss {loss:.3f}" if isinstance(loss, (int, float)) else ""
+        print(f"  step {snap.step:>6}  --checkpoint {shown(folder)}@step{snap.step}{said}")
+    return 0
+
+
 def info(args: argparse.Namespace) -> int:
     import torch
 
@@ -35,6 +69,8 @@ def info(args: argparse.Namespace) -> int:
     from ..core.base.devices import resolve_device, resolve_dtype
     from ..core.gpt.model import count_parameters, describe_size
 
+    if args.run:
+        return _run_folder(args)
     if args.preset:  # a preset needs no weights: describe it without building it
         cfg = preset(args.preset)
         device, dtype = resolve_device(args.device), resolve_dtype(args.dtype)

@@ -27,6 +27,10 @@ def register(sub) -> None:
     t.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default=None,
                    help="matrix products in bfloat16 or float32; auto (default): bfloat16 "
                         "where the CPU computes it natively, float32 elsewhere")
+    t.add_argument("--snapshots", type=int, default=None, metavar="N",
+                   help="keep N copies of the weights while training, most of them early, in "
+                        "OUT/snapshots (default 12; 0: none); open one with --checkpoint "
+                        "OUT@stepK, list them with gpt-explorer info OUT")
     t.add_argument("--plot", metavar="OUT.png", help="save the loss curve at the end")
     t.set_defaults(func=train)
 
@@ -43,7 +47,8 @@ def train(args: argparse.Namespace) -> int:
     check_out_dir(args.out)
     changes = {k: v for k, v in {"max_steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
                                   "eval_every": args.eval_every, "seed": args.seed,
-                                  "precision": args.precision}.items() if v is not None}
+                                  "precision": args.precision,
+                                  "snapshots": args.snapshots}.items() if v is not None}
     if args.lr is not None:  # the schedule decays towards 1e-4, or to the rate if lower
         changes["min_lr"] = min(args.lr, TrainSettings().min_lr) if args.lr > 0 else args.lr
     if args.minutes is not None:
@@ -95,6 +100,7 @@ class Progress:
     def __call__(self, event) -> None:
         import time
 
+        from ..core.experiments.snapshots import SnapshotEvent
         from ..core.experiments.training import CheckpointEvent, EvalEvent, StepEvent
         if isinstance(event, StepEvent):
             self.losses.append((event.step, event.loss))
@@ -117,3 +123,6 @@ class Progress:
                   f"{event.val_loss:.3f}\n  sample: {event.sample!r}")
         elif isinstance(event, CheckpointEvent):
             print(f"  saved {shown(event.path)}", file=sys.stderr)
+        elif isinstance(event, SnapshotEvent):
+            print(f"{chr(10) if self.tty else ''}  snapshot of step {event.step}: "
+                  f"{shown(event.path)}", file=sys.stderr)

@@ -268,7 +268,9 @@ def _open_model(spec: ModelSpec, should_stop=None) -> LoadedModel:
                 raise ValueError(f"{want!r} is not in the Hugging Face cache at {hub.cache_dir()}; "
                                  f"get it with `gpt-explorer download {want}`")
             return load_cached(cached, device, dtype, should_stop)
-        return load_checkpoint(spec.checkpoint, device=device, dtype=dtype, should_stop=should_stop)
+        from .experiments.snapshots import resolve
+        return load_checkpoint(resolve(spec.checkpoint), device=device, dtype=dtype,
+                               should_stop=should_stop)
     if spec.preset:
         return random_model(spec.preset, seed=spec.seed, device=device, dtype=dtype,
                             should_stop=should_stop, norm_position=spec.norm_position)

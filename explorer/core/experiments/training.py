@@ -31,6 +31,8 @@ from ..weights.checkpoints import load_checkpoint, save_checkpoint
 from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_preset, read_optimizer,
                           resume_state)
 from .train_text import default_text, read_text, tokens_of
+from .snapshots import (DEFAULT_SNAPSHOTS, MAX_SNAPSHOTS, SnapshotEvent, snapshot_path,
+                        snapshot_plan)
 
 
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -59,6 +61,8 @@ class TrainSettings:
     # "auto": bfloat16 autocast where the CPU computes bfloat16 natively (measured 1.4x
     # faster a step on AVX512-BF16, docs/PERFORMANCE.md), float32 elsewhere
     precision: str = "auto"
+    # copies of the weights kept in the run folder at planned steps (snapshots.py)
+    snapshots: int = DEFAULT_SNAPSHOTS
 
     def validate(self) -> None:
         """Every setting of the right type and in range; the message names the setting,
@@ -71,6 +75,7 @@ class TrainSettings:
             lambda: whole(self.sample_tokens, "sample tokens", 1, 1000),
             lambda: whole(self.warmup_steps, "warmup steps", 0, 10**9),
             lambda: whole(self.seed, "seed", 0, 2**63 - 1),
+            lambda: whole(self.snapshots, "snapshots", 0, MAX_SNAPSHOTS),
             lambda: real(self.lr, "the learning rate (--lr)", 0.0, 10.0, lo_open=True),
             lambda: real(self.min_lr, "the final learning rate", 0.0, 10.0, lo_open=True),
             lambda: real(self.weight_decay, "weight decay", 0.0, 10.0),
@@ -234,8 +239,11 @@ class Trainer:
         start = time.perf_counter()
         saved = None
         self.model.train()
+        plan = set(snapshot_plan(s.max_steps, s.snapshots)) if self.out_dir is not None else set()
         if self.state.step == 0:
             yield self._eval_event()
+        if self.state.step in plan:
+            yield self._snapshot()
         while self.state.step < s.max_steps:
             if s.max_minutes is not None and time.perf_counter() - start > 60 * s.max_minutes:
                 break
@@ -258,6 +266,8 @@ class Trainer:
             self.state.step += 1
             dt = time.perf_counter() - t0
             yield StepEvent(self.state.step, loss.item(), lr, x.numel() / dt, time.perf_counter() - start)
+            if self.state.step in plan:
+                yield self._snapshot()
             if self.state.step % s.eval_every == 0 or self.state.step == s.max_steps:
                 yield self._eval_event()
                 if self.out_dir is not None:
@@ -269,6 +279,18 @@ class Trainer:
             last = self.state.history[-1] if self.state.history else {}
             remember_trained(self.out_dir / MODEL_FILE, self.state.step, last.get("val_loss"),
                              s.preset)
+
+    def _snapshot(self) -> SnapshotEvent:
+        """The weights as they are now, written beside the run's checkpoints."""
+        path = snapshot_path(self.out_dir, self.state.step)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_checkpoint(self.model, path, trained=self.state.step > 0,
+                            metadata={"train_step": str(self.state.step)})
+        except OSError as exc:
+            raise ValueError(f"{path}: the snapshot of step {self.state.step} could not be "
+                             f"written ({exc.strerror or exc})") from None
+        return SnapshotEvent(self.state.step, str(path))
 
     def _eval_event(self) -> EvalEvent:
         train_loss, val_loss = self.evaluate()

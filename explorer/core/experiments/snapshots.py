@@ -1,0 +1,75 @@
+"""Snapshots of a model while it trains: at planned steps (denser at the start, where
+most changes) the trainer writes a copy of the weights into its run folder, under
+``snapshots/stepNNNNNN.safetensors``. Each is a checkpoint like any other; a run folder
+and a step name one (``RUN_FOLDER@step150``), and ``list_snapshots`` finds them again when
+the run is opened later."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+SNAPSHOT_DIR = "snapshots"
+DEFAULT_SNAPSHOTS = 12
+MAX_SNAPSHOTS = 1_000
+AT_STEP = re.compile(r"^(?P<folder>.+)@step(?P<step>\d{1,9})$")
+NAME = re.compile(r"^step(\d{6,9})\.safetensors$")
+
+
+@dataclass(frozen=True)
+class SnapshotEvent:
+    """Training wrote a copy of the weights at ``step`` to ``path`` (a checkpoint)."""
+
+    step: int
+    path: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    step: int
+    path: Path
+
+
+def snapshot_plan(max_steps: int, count: int = DEFAULT_SNAPSHOTS) -> list[int]:
+    """``count`` steps from 0 (the random start) to ``max_steps``, on a squared scale:
+    step ``max_steps * (i / (count - 1))²``, so most fall early, where the weights change
+    most. Fewer when steps are fewer than snapshots (each step once)."""
+    if count <= 0 or max_steps <= 0:
+        return []
+    if count == 1:
+        return [max_steps]
+    return sorted({round(max_steps * (i / (count - 1)) ** 2) for i in range(count)})
+
+
+def snapshot_path(folder: str | Path, step: int) -> Path:
+    return Path(folder) / SNAPSHOT_DIR / f"step{step:06d}.safetensors"
+
+
+def list_snapshots(folder: str | Path) -> list[Snapshot]:
+    """The snapshots a run folder holds, by step (none when it has no such folder)."""
+    where = Path(folder) / SNAPSHOT_DIR
+    if not where.is_dir():
+        return []
+    found = []
+    for path in where.iterdir():
+        m = NAME.match(path.name)
+        if m and path.is_file():
+            found.append(Snapshot(int(m[1]), path))
+    return sorted(found, key=lambda s: s.step)
+
+
+def resolve(checkpoint: str) -> str:
+    """``RUN_FOLDER@stepN`` as the snapshot's path; anything else as it is. A step the
+    folder has no snapshot of is refused with the steps it has."""
+    m = AT_STEP.match(checkpoint)
+    if m is None or not Path(m["folder"]).is_dir():
+        return checkpoint
+    step, folder = int(m["step"]), m["folder"]
+    path = snapshot_path(folder, step)
+    if not path.is_file():
+        have = [s.step for s in list_snapshots(folder)]
+        raise ValueError(f"{folder} has no snapshot of step {step:,}; it has "
+                         + (", ".join(f"@step{s}" for s in have) if have else "none (train "
+                            "with --snapshots N to keep them)"))
+    return str(path)

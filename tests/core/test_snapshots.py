@@ -1,0 +1,58 @@
+"""Snapshots while training: taken at the planned steps (most of them early), each the
+model exactly as it was at its step, opened like any checkpoint (RUN_FOLDER@stepN), and
+listed again from the run folder."""
+
+import pytest
+import torch
+
+from explorer.core.experiments.snapshots import list_snapshots, resolve, snapshot_plan
+from explorer.core.experiments.training import Trainer, default_text
+from explorer.core.sources import ModelSpec, open_model
+from tests.core.test_training import fast
+
+
+def test_the_plan_starts_at_the_random_start_ends_at_the_end_and_is_dense_early():
+    plan = snapshot_plan(200, 12)
+    assert len(plan) == 12 and plan[0] == 0 and plan[-1] == 200
+    assert plan == sorted(set(plan))
+    assert sum(step <= 100 for step in plan) >= 8  # two thirds in the first half
+    gaps = [b - a for a, b in zip(plan, plan[1:])]
+    assert gaps == sorted(gaps)  # wider and wider
+    assert snapshot_plan(5, 12) == [0, 1, 2, 3, 4, 5]  # each step once
+    assert snapshot_plan(200, 0) == [] and snapshot_plan(200, 1) == [200]
+
+
+def test_each_snapshot_is_the_model_at_its_step_and_opens_as_a_checkpoint(tmp_path):
+    trainer = Trainer(default_text(), fast(max_steps=9, eval_every=9, snapshots=4), tmp_path)
+    seen = {}
+    for event in trainer.run():
+        if type(event).__name__ == "SnapshotEvent":
+            seen[event.step] = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    assert sorted(seen) == snapshot_plan(9, 4) == [0, 1, 4, 9]
+    assert [s.step for s in list_snapshots(tmp_path)] == [0, 1, 4, 9]
+    ids = torch.tensor([[464, 3290, 318, 257]])
+    for step, weights in seen.items():
+        loaded = open_model(ModelSpec(checkpoint=f"{tmp_path}@step{step}"))
+        for name, value in loaded.model.state_dict().items():
+            assert torch.equal(value, weights[name]), (step, name)
+        assert loaded.trained == (step > 0)
+    first, last = (open_model(ModelSpec(checkpoint=f"{tmp_path}@step{k}")).model for k in (0, 9))
+    with torch.no_grad():
+        assert not torch.allclose(first(ids), last(ids))  # it learned in between
+
+
+def test_a_step_without_a_snapshot_is_refused_with_the_steps_there_are(tmp_path):
+    for _ in Trainer(default_text(), fast(max_steps=4, eval_every=4, snapshots=2), tmp_path).run():
+        pass
+    with pytest.raises(ValueError, match=r"has no snapshot of step 3; it has @step0, @step4"):
+        resolve(f"{tmp_path}@step3")
+    assert resolve(str(tmp_path / "model.safetensors")) == str(tmp_path / "model.safetensors")
+    assert resolve("no/such/folder@step3") == "no/such/folder@step3"  # a name, not a run
+
+
+def test_no_snapshots_when_asked_for_none(tmp_path):
+    for _ in Trainer(default_text(), fast(max_steps=3, eval_every=3, snapshots=0), tmp_path).run():
+        pass
+    assert list_snapshots(tmp_path) == []
+    with pytest.raises(ValueError, match="snapshots must be between 0 and 1,000"):
+        fast(snapshots=-1).validate()
