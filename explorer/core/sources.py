@@ -268,9 +268,12 @@ def _open_model(spec: ModelSpec, should_stop=None) -> LoadedModel:
                 raise ValueError(f"{want!r} is not in the Hugging Face cache at {hub.cache_dir()}; "
                                  f"get it with `gpt-explorer download {want}`")
             return load_cached(cached, device, dtype, should_stop)
-        from .experiments.snapshots import resolve
-        return load_checkpoint(resolve(spec.checkpoint), device=device, dtype=dtype,
-                               should_stop=should_stop)
+        from .experiments.snapshots import resolve, snapshot_label, trained_label
+        path = resolve(spec.checkpoint)
+        loaded = load_checkpoint(path, device=device, dtype=dtype, should_stop=should_stop)
+        # which run, which step, how far it got
+        loaded.label = snapshot_label(path) or trained_label(path) or loaded.label
+        return loaded
     if spec.preset:
         return random_model(spec.preset, seed=spec.seed, device=device, dtype=dtype,
                             should_stop=should_stop, norm_position=spec.norm_position)

@@ -83,24 +83,55 @@ def test_bad_settings_and_short_texts_are_refused():
         Trainer.resume("/nonexistent/run", TEXT)
 
 
-def test_the_time_left_is_measured_from_the_steps_timed_here():
-    """A controlled clock: step 1 warms up (left out), then 2 s a step with an evaluation
-    of 10 s between; 200 steps."""
+def simulated_run(total=200, eval_every=25, snapshots=12, step_s=2.0, eval_steps=3.0,
+                  snap_s=1.5):
+    """The events of a run on a controlled clock: every step 2 s (the first 5 s: it
+    warms up), every evaluation 3 steps' time, every snapshot 1.5 s; with the elapsed
+    time after each event."""
+    from explorer.core.experiments.snapshots import SnapshotEvent, snapshot_plan
+    plan, clock, events = set(snapshot_plan(total, snapshots)), 0.0, []
+    clock += eval_steps * step_s
+    events.append((EvalEvent(0, 11.0, 11.0, "", eval_steps * step_s), clock))
+    for step in range(1, total + 1):
+        took = 5.0 if step == 1 else step_s
+        clock += took
+        events.append((StepEvent(step, 9.0, 1e-3, 512.0, clock, took), clock))
+        if step in plan:
+            clock += snap_s
+            events.append((SnapshotEvent(step, "", snap_s), clock))
+        if step % eval_every == 0 or step == total:
+            clock += eval_steps * step_s
+            events.append((EvalEvent(step, 9.0, 9.0, "", eval_steps * step_s), clock))
+    return events, clock
+
+
+def test_the_time_left_counts_steps_evaluations_and_snapshots_as_timed_here():
+    """Evaluations cost 3 steps each: from the second evaluation on, elapsed + left is
+    within 25 % of the run's true total (exactly it, here); before an evaluation has been
+    timed the time left is a range that holds the truth."""
     from explorer.core.experiments.train_estimate import MEASURING, Estimate
-    estimate = Estimate(200)
+    events, total = simulated_run()
+    estimate = Estimate(200, eval_every=25, snapshots=12)
     assert estimate.text() == MEASURING
-    estimate.add(StepEvent(1, 10.0, 1e-3, 400.0, elapsed=5.0))  # the first step: slow
-    assert estimate.text() == MEASURING and estimate.seconds_left() is None
-    for step in range(2, 26):
-        estimate.add(StepEvent(step, 9.0, 1e-3, 512.0, elapsed=5.0 + 2.0 * (step - 1)))
-    assert estimate.seconds_per_step() == pytest.approx(2.0)
-    assert estimate.seconds_left() == pytest.approx(175 * 2.0)
-    assert estimate.text() == "about 6 min left (512 tokens/s here)"
-    estimate.add(StepEvent(26, 9.0, 1e-3, 512.0, elapsed=5.0 + 2.0 * 25 + 10.0))  # + an eval
-    assert estimate.seconds_per_step() == pytest.approx(60.0 / 25)
-    for step in range(27, 200):
-        estimate.add(StepEvent(step, 9.0, 1e-3, 512.0, elapsed=60.0 + 2.0 * (step - 26)))
+    evals = 0
+    for event, clock in events:
+        estimate.add(event)
+        evals += isinstance(event, EvalEvent)
+        left = estimate.seconds_left()
+        if left is None:
+            assert estimate.text() == MEASURING
+            continue
+        lo, hi = left
+        assert lo <= total - clock + 1e-6 or evals >= 2  # the range holds the truth…
+        assert total - clock <= hi + 1e-6 or evals >= 2
+        if evals >= 2:  # …and from the second evaluation on, one figure, near it
+            assert lo == hi and abs(clock + hi - total) <= 0.25 * total
+            assert abs(clock + hi - total) < 1e-6
     assert estimate.text() == "under a minute left (512 tokens/s here)"
+    early = Estimate(200, eval_every=25, snapshots=12)
+    for event, _ in events[:6]:  # five steps, the start's evaluation left out
+        early.add(event)
+    assert "–" in early.text() and early.text().endswith("min left (512 tokens/s here)")
     assert Estimate(None).text() == MEASURING  # a time limit: no number of steps to count
 
 

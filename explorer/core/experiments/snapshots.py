@@ -23,6 +23,7 @@ class SnapshotEvent:
 
     step: int
     path: str
+    seconds: float = 0.0  # writing it took
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,55 @@ def list_snapshots(folder: str | Path) -> list[Snapshot]:
         if m and path.is_file():
             found.append(Snapshot(int(m[1]), path))
     return sorted(found, key=lambda s: s.step)
+
+
+def write_snapshot(model, folder: str | Path, step: int) -> SnapshotEvent:
+    """The weights as they are now, written beside the run's checkpoints."""
+    import time
+
+    from ..weights.checkpoints import save_checkpoint
+    path, t0 = snapshot_path(folder, step), time.perf_counter()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(model, path, trained=step > 0, metadata={"train_step": str(step)})
+    except OSError as exc:
+        raise ValueError(f"{path}: the snapshot of step {step} could not be written "
+                         f"({exc.strerror or exc})") from None
+    return SnapshotEvent(step, str(path), time.perf_counter() - t0)
+
+
+def clear_snapshots(folder: str | Path) -> None:
+    """A new run in ``folder``: the snapshots an earlier run left there go (only files
+    named as snapshots are removed)."""
+    for snap in list_snapshots(folder):
+        snap.path.unlink(missing_ok=True)
+
+
+def snapshot_label(path: str | Path) -> str | None:
+    """'snapshot at step 150 of runs/train' for a snapshot's file, else None."""
+    p = Path(path)
+    m = NAME.match(p.name)
+    if m is None or p.parent.name != SNAPSHOT_DIR:
+        return None
+    return f"snapshot at step {int(m[1]):,} of {p.parent.parent}"
+
+
+def trained_label(path: str | Path) -> str | None:
+    """'trained here: mini, 200 steps, validation loss 5.83 (runs/train)' for the model of
+    a training run's folder (its trainer.json beside it), else None."""
+    from ..base.validate import read_json
+    from .train_files import MODEL_FILE, STATE_FILE
+    p = Path(path)
+    if p.name != MODEL_FILE or not (p.parent / STATE_FILE).is_file():
+        return None
+    try:
+        state = read_json(p.parent / STATE_FILE)
+        history, settings = state["history"], state["settings"]
+        loss = history[-1]["val_loss"] if history else None
+        said = f", validation loss {loss:.2f}" if isinstance(loss, (int, float)) else ""
+        return f"trained here: {settings['preset']}, {state['step']:,} steps{said} ({p.parent})"
+    except (ValueError, OSError, KeyError, TypeError, IndexError):
+        return None  # a damaged trainer.json: the checkpoint's own label stays
 
 
 def resolve(checkpoint: str) -> str:

@@ -31,8 +31,8 @@ from ..weights.checkpoints import load_checkpoint, save_checkpoint
 from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_preset, read_optimizer,
                           resume_state)
 from .train_text import default_text, read_text, tokens_of
-from .snapshots import (DEFAULT_SNAPSHOTS, MAX_SNAPSHOTS, SnapshotEvent, snapshot_path,
-                        snapshot_plan)
+from .snapshots import (DEFAULT_SNAPSHOTS, MAX_SNAPSHOTS, clear_snapshots, snapshot_plan,
+                        write_snapshot)
 
 
 PRECISIONS = ("auto", "float32", "bfloat16")
@@ -110,6 +110,7 @@ class StepEvent:
     lr: float
     tokens_per_second: float
     elapsed: float
+    seconds: float = 0.0  # this step's own
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class EvalEvent:
     train_loss: float
     val_loss: float
     sample: str
+    seconds: float = 0.0  # the evaluation's and its sample's
 
 
 @dataclass(frozen=True)
@@ -241,9 +243,11 @@ class Trainer:
         self.model.train()
         plan = set(snapshot_plan(s.max_steps, s.snapshots)) if self.out_dir is not None else set()
         if self.state.step == 0:
+            if self.out_dir is not None:  # a new run: an earlier one's snapshots go
+                clear_snapshots(self.out_dir)
             yield self._eval_event()
         if self.state.step in plan:
-            yield self._snapshot()
+            yield write_snapshot(self.model, self.out_dir, self.state.step)
         while self.state.step < s.max_steps:
             if s.max_minutes is not None and time.perf_counter() - start > 60 * s.max_minutes:
                 break
@@ -265,9 +269,10 @@ class Trainer:
             self.optimizer.step()
             self.state.step += 1
             dt = time.perf_counter() - t0
-            yield StepEvent(self.state.step, loss.item(), lr, x.numel() / dt, time.perf_counter() - start)
+            yield StepEvent(self.state.step, loss.item(), lr, x.numel() / dt,
+                            time.perf_counter() - start, dt)
             if self.state.step in plan:
-                yield self._snapshot()
+                yield write_snapshot(self.model, self.out_dir, self.state.step)
             if self.state.step % s.eval_every == 0 or self.state.step == s.max_steps:
                 yield self._eval_event()
                 if self.out_dir is not None:
@@ -280,21 +285,11 @@ class Trainer:
             remember_trained(self.out_dir / MODEL_FILE, self.state.step, last.get("val_loss"),
                              s.preset)
 
-    def _snapshot(self) -> SnapshotEvent:
-        """The weights as they are now, written beside the run's checkpoints."""
-        path = snapshot_path(self.out_dir, self.state.step)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            save_checkpoint(self.model, path, trained=self.state.step > 0,
-                            metadata={"train_step": str(self.state.step)})
-        except OSError as exc:
-            raise ValueError(f"{path}: the snapshot of step {self.state.step} could not be "
-                             f"written ({exc.strerror or exc})") from None
-        return SnapshotEvent(self.state.step, str(path))
-
     def _eval_event(self) -> EvalEvent:
+        t0 = time.perf_counter()
         train_loss, val_loss = self.evaluate()
-        event = EvalEvent(self.state.step, train_loss, val_loss, self.sample())
+        sample = self.sample()
+        event = EvalEvent(self.state.step, train_loss, val_loss, sample, time.perf_counter() - t0)
         self.state.history.append(asdict(event))
         return event
 

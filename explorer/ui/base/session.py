@@ -55,7 +55,7 @@ class Session(QObject):
     branchRequested = Signal(int)  # continue from the shown step with this token instead
     whyRequested = Signal(int)  # explain this token (an id) at the shown pass's position
     samplingRequested = Signal(object)  # generate with these GenerationSettings from now on
-    trainingChanged = Signal(str)  # training's time left, measured ("" when none runs)
+    trainingChanged = Signal(str)  # training's step and time left ("" when none runs)
 
     def __init__(self, retire: Callable[..., None] | None = None) -> None:
         super().__init__()
@@ -251,9 +251,9 @@ class Session(QObject):
         self.status = text
         self.statusChanged.emit(text)
 
-    def set_training(self, left: str) -> None:
-        """Training here: the time it has left ("" once it ended)."""
-        self.trainingChanged.emit(left)
+    def set_training(self, where: str) -> None:
+        """Training here: 'mini at step 150 of 200: about 1 min left' ("" once it ended)."""
+        self.trainingChanged.emit(where)
 
     def report_error(self, title: str, message: str) -> None:
         """Show an error (the window opens the dialog, on the GUI thread)."""

@@ -14,5 +14,10 @@ class ViewHooks:
     def restore_settings(self, settings) -> None:
         """Take them back when the window opens."""
 
+    def shutdown(self, wait_s: float) -> bool:
+        """The window closes: stop the view's own threads (training's), waiting at most
+        ``wait_s`` seconds; False when one is still in its job then."""
+        return True
+
     def visibility_changed(self, visible: bool) -> None:
         """Its dock was shown (True) or tabbed away or closed (False)."""

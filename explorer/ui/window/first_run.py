@@ -81,10 +81,11 @@ class FirstRunBanner(QFrame):
                 action.setVisible(visible)
         super().setVisible(visible)
 
-    def training(self, left: str) -> None:
-        """While training runs here, the button says how long it has left (measured)."""
-        self.train.setText(f"Training: {left}" if left else "Train a small model here")
-        self.train.setEnabled(not left)
+    def training(self, where: str) -> None:
+        """While training runs here, the button says where it is and how long it has left
+        (measured): 'Training mini at step 150 of 200: about 1 min left'."""
+        self.train.setText(f"Training {where}" if where else "Train a small model here")
+        self.train.setEnabled(not where)
 
     def model_loaded(self, trained: bool) -> None:
         """Show for an untrained model until a trained one has been loaded once."""

@@ -55,6 +55,8 @@ class MainWindow(QMainWindow):
         except BaseException:  # a view that cannot be built: no thread may outlive us
             self.engine.shutdown()
             self.jobs.shutdown()
+            for view in getattr(self, "views", {}).values():
+                view.shutdown(CLOSE_WAIT_S)
             raise
 
     def _assemble(self, spec: ModelSpec | None) -> None:
@@ -344,5 +346,6 @@ class MainWindow(QMainWindow):
             view.save_settings(self.settings)
         self.settings.sync()
         # a job still running after Stop is in a read that cannot be abandoned: exit anyway
-        self.stuck = not all([self.engine.shutdown(CLOSE_WAIT_S), self.jobs.shutdown(CLOSE_WAIT_S)])
+        self.stuck = not all([self.engine.shutdown(CLOSE_WAIT_S), self.jobs.shutdown(CLOSE_WAIT_S),
+                              *[view.shutdown(CLOSE_WAIT_S) for view in self.views.values()]])
         super().closeEvent(event)

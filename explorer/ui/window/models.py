@@ -34,6 +34,8 @@ class Models(QObject):
         window.banner.trainRequested.connect(self.train_here)
         self.session.modelRequested.connect(self.load)
         self.session.modelChanged.connect(self._shown)
+        self.training = ""  # 'mini at step 150 of 200: …' while a model trains here
+        self.session.trainingChanged.connect(self._training)
 
     # ------------------------------------------------------------------ loading
     def start(self, spec: ModelSpec | None, last: ModelSpec) -> None:
@@ -87,12 +89,18 @@ class Models(QObject):
         self.title_text = f"{TITLE} — {info.label} · {info.size}"
         self.show_texts()
 
+    def _training(self, where: str) -> None:
+        self.training = where
+        self.show_texts()
+
     def show_texts(self) -> None:
-        """The title and the model line, with what an open question hides masked."""
+        """The title and the model line, with what an open question hides masked; the
+        title says a model trains here, and where it is."""
         facts = self.session.covered
         if not self.loading:
             self.window.model_label.setText(facts.mask(self.model_text))
-        self.window.setWindowTitle(facts.mask(self.title_text))
+        training = f" · training {self.training.split(':')[0]}" if self.training else ""
+        self.window.setWindowTitle(facts.mask(self.title_text + training))
 
     # ------------------------------------------------------------------ the ways to a model
     def choose_model(self) -> None:

@@ -107,8 +107,13 @@ def test_a_network_error_is_a_line_in_the_dialog_and_the_model_stays(qtbot, make
     dock = window.docks["train"]
     assert dock.isVisible() and not dock.visibleRegion().isEmpty()
     qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
-    assert said[0] == "measuring…" and said[-1] == "" and window.banner.train.isEnabled()
-    assert (hf_cache.parent / "run" / "model.safetensors").is_file()
+    assert said[0] == "tiny: measuring…" and said[-1] == "" and "tiny at step 2 of 2: " in said[-2]
+    trained = hf_cache.parent / "run" / "model.safetensors"
+    assert trained.is_file()
+    # the trained model is loaded: the model line names it, the banner has done its work
+    qtbot.waitUntil(lambda: window.session.model.spec.checkpoint == str(trained), timeout=30_000)
+    assert window.model_label.text().startswith("trained here: tiny, 2 steps, validation loss")
+    assert not window.banner.isVisible()
 
 
 def test_the_banner_offers_three_ways_and_stays_away_after_a_trained_model(qtbot, make_window,
@@ -130,10 +135,10 @@ def test_the_banner_offers_three_ways_and_stays_away_after_a_trained_model(qtbot
     banner.train.click()
     dock = window.docks["train"]
     assert dock.isVisible() and not dock.visibleRegion().isEmpty() and panel.job is not None
-    assert banner.train.text() == "Training: measuring…" and not banner.train.isEnabled()
+    assert banner.train.text() == "Training tiny: measuring…" and not banner.train.isEnabled()
     qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
     assert banner.train.text() == "Train a small model here"
-    assert said[0] == "measuring…" and "left (" in said[-2]  # measured from the steps timed
+    assert said[0] == "tiny: measuring…" and "left (" in said[-2]  # measured from the steps timed
     assert panel.status.text().startswith("Done: validation loss ")  # and the honest result
     trained = save_checkpoint(build_model(preset("tiny"), seed=1), tmp_path / "trained.safetensors")
     window.models.load(window.session.model.spec.__class__(checkpoint=str(trained)))

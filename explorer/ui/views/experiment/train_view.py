@@ -1,21 +1,30 @@
 """Train: settings for a small GPT trained on a text file (by default "The Verdict"), a
 live loss curve (per step, and the periodic train/validation evaluations), the sample
 generations as they improve, Stop, and "Load into explorer" for the latest checkpoint.
-Training is an engine job (core.training.train); the window stays responsive."""
+
+Training runs on a thread of its own (core.training.train), not the engine's: the
+explorer stays usable meanwhile. The snapshots it keeps fill a timeline; the explorer
+shows the newest (Follow training) or the one picked, loaded like any checkpoint with the
+prompt run again — the model that trains is never the one the views read. At the end the
+trained model is loaded; the model before stays one click away."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyqtgraph as pg
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QGridLayout, QHBoxLayout,
-                               QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QPushButton,
-                               QSpinBox, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QGridLayout,
+                               QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QProgressBar,
+                               QPushButton, QSpinBox, QTabWidget, QVBoxLayout, QWidget)
 
 from ....core.sources import ModelSpec
 from ....core.base.state import data_dir
 from ....core.experiments.train_estimate import MEASURING, Estimate, result_words
+from ....core.experiments.snapshots import Snapshot, SnapshotEvent, list_snapshots
 from ....core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
+from ...base.jobs import JobRunner
+from ...widgets.snapshot_timeline import SnapshotTimeline
 from ...plots.figures import LossCurves
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -33,9 +42,11 @@ class TrainPanel(ViewHooks, QWidget):
     def __init__(self, session: Session, engine: EngineLike, default_out: str | None = None) -> None:
         super().__init__()
         self.session = session
-        self.jobs = ViewJobs(engine, self._failed, status=session.set_status, title="Training")
+        self.runner: JobRunner | None = None  # training's own thread, while it trains
         self.job = None  # the running training job (asked on its end whether it was stopped)
         self.checkpoint = ""
+        self.before: ModelSpec | None = None  # the model loaded when training started
+        self._showing: str | None = None  # a checkpoint asked for, run once it is loaded
         self.plot = pg.GraphicsLayoutWidget()
         self.curves = LossCurves(self.plot)
         self.samples = QPlainTextEdit()
@@ -47,10 +58,13 @@ class TrainPanel(ViewHooks, QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(self._form(default_out))
         layout.addLayout(self._buttons())
+        layout.addLayout(self._timeline())
         layout.addWidget(self.progress)
         layout.addWidget(self.status)
         layout.addWidget(self.results, 1)
         self._reset()
+        session.modelChanged.connect(self._model_shown)
+        self._timeline_from_disk()
 
     def _form(self, default_out: str | None) -> QGridLayout:
         """The text, the model, steps, time limit, learning rate, batch, where to save:
@@ -77,9 +91,16 @@ class TrainPanel(ViewHooks, QWidget):
         self.batch = QSpinBox()
         self.batch.setRange(1, 256)
         self.batch.setValue(defaults.batch_size)
+        self.snapshots = QSpinBox()
+        self.snapshots.setRange(0, 100)
+        self.snapshots.setValue(defaults.snapshots)
+        self.snapshots.setToolTip("Copies of the weights kept while training, most of them "
+                                  "early, for the timeline below (0: none)")
         # the platform's data folder, whatever folder the app was started from
         self.out_dir = QLineEdit(default_out or str(data_dir() / "runs" / "train"))
-        self.out_dir.setToolTip("Checkpoints go here (the full path)")
+        self.out_dir.setToolTip("Checkpoints go here (the full path); a run kept here "
+                                "brings its snapshots back to the timeline")
+        self.out_dir.editingFinished.connect(lambda: self.job is None and self._timeline_from_disk())
         self.minutes.setSuffix(" min")
         form = QGridLayout()
         form.addWidget(QLabel("Text"), 0, 0)
@@ -87,7 +108,8 @@ class TrainPanel(ViewHooks, QWidget):
         form.addWidget(browse, 0, 3)
         for row, pairs in enumerate(((("Model", self.preset), ("Steps", self.steps)),
                                      (("Time limit", self.minutes), ("Peak lr", self.lr)),
-                                     (("Batch size", self.batch), None)), start=1):
+                                     (("Batch size", self.batch),
+                                      ("Snapshots", self.snapshots))), start=1):
             for col, pair in enumerate(pairs):
                 if pair is not None:
                     form.addWidget(QLabel(pair[0]), row, 2 * col)
@@ -119,6 +141,68 @@ class TrainPanel(ViewHooks, QWidget):
             buttons.addWidget(b)
         return buttons
 
+    def _timeline(self) -> QVBoxLayout:
+        """The snapshots on a slider; Follow training; back to the model before."""
+        self.timeline = SnapshotTimeline()
+        self.timeline.picked.connect(self.show_snapshot)
+        self.follow = QCheckBox("Follow training")
+        self.follow.setChecked(True)
+        self.follow.setToolTip("Show each new snapshot in the explorer as it is taken (the "
+                               "prompt runs again on it)")
+        self.back_button = QPushButton("Back to the model before")
+        self.back_button.setEnabled(False)
+        self.back_button.clicked.connect(self.back)
+        row = QHBoxLayout()
+        row.addWidget(self.follow)
+        row.addStretch(1)
+        row.addWidget(self.back_button)
+        column = QVBoxLayout()
+        column.addWidget(self.timeline)
+        column.addLayout(row)
+        return column
+
+    def _timeline_from_disk(self) -> None:
+        """A run kept in the checkpoint folder: its snapshots come back on the slider."""
+        self.timeline.set_snapshots(list_snapshots(self.out_dir.text().strip() or "."))
+
+    def show_snapshot(self, snap: Snapshot) -> None:
+        """Load the snapshot into the explorer; the prompt runs on it once it is loaded."""
+        path = str(snap.path)
+        if self.session.model is not None and self.session.model.spec.checkpoint == path:
+            return
+        self._load(path)
+
+    def _load(self, path: str) -> None:
+        if self.before is None and self.session.loaded is not None:
+            self.before = self.session.loaded.spec
+        self.back_button.setEnabled(self.before is not None)
+        self._showing = path
+        self.session.request_model(ModelSpec(checkpoint=path))
+
+    def _model_shown(self) -> None:
+        info = self.session.model
+        if info is None or self._showing is None or info.spec.checkpoint != self._showing:
+            return
+        self._showing = None
+        self.session.request_run("")  # the prompt as typed, on the snapshot's weights
+
+    def back(self) -> None:
+        if self.before is not None:
+            self.session.request_model(self.before)
+            self.before = None
+            self.back_button.setEnabled(False)
+
+    def _end_runner(self, runner: JobRunner) -> None:
+        runner.shutdown(5.0)
+        if self.runner is runner:
+            self.runner = None
+
+    def shutdown(self, wait_s: float) -> bool:
+        if self.job is not None:
+            self.job.cancel()  # it saves before its next step
+        runner, self.runner = self.runner, None
+        return runner is None or runner.shutdown(wait_s)
+
     def _browse(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Text to train on", "", "Text (*.txt);;All files (*)")
         if path:
@@ -135,13 +219,14 @@ class TrainPanel(ViewHooks, QWidget):
                              lr=self.lr.value(), min_lr=min(self.lr.value(), TrainSettings().min_lr),
                              batch_size=self.batch.value(),
                              max_minutes=self.minutes.value() or None,
-                             warmup_steps=min(TrainSettings().warmup_steps, self.steps.value() // 5))
+                             warmup_steps=min(TrainSettings().warmup_steps, self.steps.value() // 5),
+                             snapshots=self.snapshots.value())
 
     def start(self) -> None:
-        if self.session.busy or self.job is not None:
-            self.session.report_error("GPT Block Explorer", "Stop the generation first.")
+        if self.job is not None:
             return
         self._reset()
+        self.timeline.set_snapshots([])
         self._before = self.checkpoint
         self.samples.clear()
         self.set_running(True)
@@ -150,12 +235,16 @@ class TrainPanel(ViewHooks, QWidget):
         path = self.text_path.text().strip() or None
         settings = self.settings()
         out = self.out_dir.text().strip() or str(data_dir() / "runs" / "train")
-        self.session.set_busy(True)  # the engine is busy: no generation meanwhile
         self.session.set_status(f"Training {settings.preset}…")
-        self.estimate = Estimate(None if settings.max_minutes else settings.max_steps)
+        self.estimate = Estimate(None if settings.max_minutes else settings.max_steps,
+                                 settings.eval_every, settings.snapshots)
         self.status.setText(f"Training {settings.preset}: {MEASURING}")
-        self.session.set_training(MEASURING)
-        self.job = self.jobs.run(
+        self.session.set_training(f"{settings.preset}: {MEASURING}")
+        # a thread of its own, not the engine's: the engine stays free for the views
+        self.runner = JobRunner("training", self)
+        jobs = ViewJobs(self.runner, self._failed, status=self.session.set_status,
+                        title="Training")
+        self.job = jobs.run(
             lambda ctx: train(path, settings, out, ctx.report, ctx.should_stop), "training",
             progress=self.on_event, finished=self.on_done, cancelled=lambda: self.on_done(""))
 
@@ -181,8 +270,18 @@ class TrainPanel(ViewHooks, QWidget):
             left = self.estimate.text()
             self.status.setText(f"step {event.step}: loss {event.loss:.3f}, lr {event.lr:.2e}, "
                                 f"{event.elapsed:,.0f} s; {left}")
-            self.session.set_training(left)
+            self.session.set_training(f"{self.preset.currentText()} at step {event.step:,} of "
+                                      f"{self.progress.maximum():,}: {left}")
+        elif isinstance(event, SnapshotEvent):
+            self.estimate.add(event)
+            follow = self.follow.isChecked()
+            snap = Snapshot(event.step, Path(event.path))
+            self.timeline.add(snap, show=follow)
+            if follow:
+                self.show_snapshot(snap)
         elif isinstance(event, EvalEvent):
+            self.estimate.add(event)
+            self.timeline.set_loss(event.step, event.val_loss)
             self.evals.append(event)
             self.curves.set_evals([e.step for e in self.evals], [e.train_loss for e in self.evals],
                                   [e.val_loss for e in self.evals])
@@ -198,8 +297,10 @@ class TrainPanel(ViewHooks, QWidget):
         stopped = self.job is not None and self.job.should_stop()
         self.job = None
         self.session.set_training("")
-        self.session.set_busy(False)
         self.set_running(False)
+        runner = self.runner
+        if runner is not None:  # its thread ends, once this signal's job has returned
+            QTimer.singleShot(0, lambda: self._end_runner(runner))
         new = self.checkpoint and self.checkpoint != self._before  # saved by this run
         last = f"; last checkpoint {Path(self.checkpoint).name}" if new else ""
         self.session.set_status(f"Training {'stopped' if stopped else 'finished'}: saved "
@@ -209,5 +310,7 @@ class TrainPanel(ViewHooks, QWidget):
             self.load_button.setEnabled(True)
             done = (f"Stopped at step {self.steps_seen[-1][0] if self.steps_seen else 0}."
                     if stopped else result_words(self.evals))
-            self.status.setText(f"{done} Saved {Path(path).name}: load it into the explorer "
-                                "to look inside.")
+            self.status.setText(f"{done} Saved {Path(path).name}" + (
+                "." if stopped else ": loaded into the explorer."))
+            if not stopped:  # the trained model is what the explorer shows now (its line
+                self._load(path)  # and title name it: 'trained here: …, validation loss …')

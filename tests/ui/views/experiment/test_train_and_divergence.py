@@ -6,11 +6,13 @@ import pytest
 from tests.ui.conftest import show
 
 
-def start_training(window, steps, out):
+def start_training(window, steps, out, snapshots=0, follow=False):
     panel = window.view("train")
     panel.preset.setCurrentText("tiny")
     panel.batch.setValue(2)  # a small batch: the steps, not their size, are tested
     panel.steps.setValue(steps)
+    panel.snapshots.setValue(snapshots)
+    panel.follow.setChecked(follow)
     panel.out_dir.setText(str(out))
     panel.start_button.click()
     return panel
@@ -19,13 +21,22 @@ def start_training(window, steps, out):
 @pytest.mark.slow
 def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_window, tmp_path):
     window = make_window()
+    before = window.session.model.spec
     panel = start_training(window, 6, tmp_path / "run")
-    assert window.running and not window.prompt.generate_button.isEnabled()
-    qtbot.waitUntil(lambda: not window.running, timeout=120_000)
+    assert panel.job is not None and not window.running  # the explorer stays usable
+    assert window.prompt.generate_button.isEnabled()
+    qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
     assert [s for s, _ in panel.steps_seen] == list(range(1, 7))
     assert [e.step for e in panel.evals] == [0, 6]
     assert "step 6 (validation loss" in panel.samples.toPlainText()
-    assert window.status_text.text() == "Training finished: saved model.safetensors"
+    # the end hands over: the trained model is loaded, named with its validation loss
+    path = str(tmp_path / "run" / "model.safetensors")
+    qtbot.waitUntil(lambda: window.session.model.spec.checkpoint == path, timeout=30_000)
+    loss = panel.evals[-1].val_loss
+    assert window.session.model.label == f"trained here: tiny, 6 steps, validation loss {loss:.2f} ({tmp_path / 'run'})"
+    assert window.session.model.trained and "UNTRAINED" not in window.windowTitle()
+    assert f"validation loss {loss:.2f}" in window.windowTitle()
+    assert panel.status.text().endswith("Saved model.safetensors: loaded into the explorer.")
     # a sample that starts with blank lines shows them (⏎), so it does not look empty, on
     # its step's line: many line breaks are not a column of marks without their step
     from explorer.core.experiments.training import EvalEvent
@@ -34,13 +45,12 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
     panel.on_event(EvalEvent(step=8, train_loss=1.0, val_loss=2.0, sample="\n" * 40 + "end"))
     last = [line for line in panel.samples.toPlainText().splitlines() if line][-1]
     assert last.startswith("step 8 (validation loss 2.00): ⏎ ⏎") and last.endswith("end")
-    panel.evals.pop()
-    panel.evals.pop()
-    assert panel.load_button.isEnabled() and panel.checkpoint.endswith("model.safetensors")
-    panel.load_button.click()
-    qtbot.waitUntil(lambda: window.session.model.spec.checkpoint == panel.checkpoint, timeout=30_000)
-    assert window.session.model.trained and "UNTRAINED" not in window.windowTitle()
-    assert window.prompt.generate_button.isEnabled()
+    assert panel.load_button.isEnabled() and panel.checkpoint == path
+    # the model before is one click away
+    assert panel.back_button.isEnabled()
+    panel.back_button.click()
+    qtbot.waitUntil(lambda: window.session.model.spec == before, timeout=30_000)
+    assert window.prompt.generate_button.isEnabled() and not panel.back_button.isEnabled()
 
 
 @pytest.mark.slow
@@ -49,14 +59,16 @@ def test_stopping_training_saves_a_checkpoint(qtbot, make_window, tmp_path, how)
     window = make_window()
     panel = start_training(window, 10_000, tmp_path / "run")
     qtbot.waitUntil(lambda: len(panel.steps_seen) >= 2, timeout=60_000)
-    if how == "Stop":
-        panel.stop_button.click()
-    else:  # the window's Esc stops the engine's job: the same stop, said the same way
+    if how == "Esc":  # the window's Esc stops the explorer's own work, not the training
         from PySide6.QtCore import Qt
         from PySide6.QtTest import QTest
         QTest.keyClick(window, Qt.Key_Escape)
-    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
-    assert len(panel.steps_seen) < 100 and (tmp_path / "run" / "model.safetensors").is_file()
+        seen = len(panel.steps_seen)
+        qtbot.waitUntil(lambda: len(panel.steps_seen) > seen + 2, timeout=60_000)
+        assert panel.job is not None
+    panel.stop_button.click()
+    qtbot.waitUntil(lambda: panel.job is None, timeout=60_000)
+    assert len(panel.steps_seen) < 500 and (tmp_path / "run" / "model.safetensors").is_file()
     import json
     assert json.loads((tmp_path / "run" / "trainer.json").read_text())["step"] == len(panel.steps_seen)
     # said as a stop, not as a finished run, and not remembered as a model trained here
@@ -86,3 +98,60 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
     view.ff_width.setValue(48)
     view.request()
     qtbot.waitUntil(lambda: "48 values per token instead of 32" in view.summary.text(), timeout=30_000)
+
+
+@pytest.mark.slow
+def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_window, tmp_path,
+                                                                  monkeypatch):
+    """While a model trains the explorer works (Generate, node selection); each snapshot
+    is shown as it is taken; a snapshot picked on the timeline shows exactly what loading
+    it as a checkpoint and running the prompt gives; a fresh window finds the timeline."""
+    import numpy as np
+
+    from explorer.core.experiments.snapshots import snapshot_plan
+    from explorer.core.gpt.tokenizer import encode
+    from explorer.core.run.passes import EVERYTHING, run_prompt
+    from explorer.core.sources import ModelSpec, open_model
+    monkeypatch.setenv("GPT_EXPLORER_DATA_DIR", str(tmp_path / "data"))
+    window = make_window()
+    session, out = window.session, tmp_path / "data" / "runs" / "train"
+    panel = window.view("train")
+    assert panel.out_dir.text() == str(out) and panel.timeline.snapshots == []
+    panel = start_training(window, 3000, out, snapshots=4, follow=True)
+    qtbot.waitUntil(lambda: len(panel.steps_seen) >= 1, timeout=60_000)
+    window.prompt.max_tokens.setValue(2)
+    window.prompt.request_run()  # generation while it trains
+    qtbot.waitUntil(lambda: not window.running and len(session.steps) == 2, timeout=60_000)
+    session.set_node("trf_blocks.1.ff")
+    assert session.node == "trf_blocks.1.ff" and panel.job is not None
+    assert " · training tiny at step " in window.windowTitle()  # says a model trains here
+    # the snapshots were taken and followed: the explorer shows one of them, not the
+    # model that trains
+    qtbot.waitUntil(lambda: "snapshot at step " in session.model.label, timeout=60_000)
+    shown = int(session.model.label.split("snapshot at step ")[1].split()[0].replace(",", ""))
+    assert shown in [s.step for s in panel.timeline.snapshots]
+    panel.stop_button.click()
+    qtbot.waitUntil(lambda: panel.job is None, timeout=60_000)
+    steps = [s.step for s in panel.timeline.snapshots]
+    assert steps[0] == 0 and set(steps) <= set(snapshot_plan(3000, 4))
+    # a run to its end: snapshots at the planned steps, the slider picks one
+    panel = start_training(window, 12, out, snapshots=4, follow=False)
+    qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
+    assert [s.step for s in panel.timeline.snapshots] == snapshot_plan(12, 4) == [0, 1, 5, 12]
+    qtbot.waitUntil(lambda: session.model.spec.checkpoint == str(out / "model.safetensors")
+                    and not window.running, timeout=60_000)
+    window.prompt.prompt.setPlainText("Every effort moves you")
+    panel.timeline.slider.setValue(2)  # step 5
+    qtbot.waitUntil(lambda: "snapshot at step 5 " in session.model.label and session.prompt
+                    is not None and not window.running, timeout=60_000)
+    assert panel.timeline.label.text().startswith("step 5 of 12")
+    direct = run_prompt(open_model(ModelSpec(checkpoint=f"{out}@step5")).model,
+                        encode("Every effort moves you"), EVERYTHING)
+    for name in ("trf_blocks.0.norm1", "trf_blocks.1.ff.layers.1", "out_head"):
+        shown, alone = session.prompt.views[name], direct.views[name]
+        assert shown.stats.std == pytest.approx(alone.stats.std, rel=1e-6), name
+        np.testing.assert_allclose(shown.array, alone.array, rtol=1e-5, atol=1e-6)
+    window.close()
+    again = make_window()  # the same data folder: the run's timeline comes back
+    restored = again.view("train")
+    assert [s.step for s in restored.timeline.snapshots] == [0, 1, 5, 12]
