@@ -91,6 +91,18 @@ def snapshot_label(path: str | Path) -> str | None:
     return f"snapshot at step {int(m[1]):,} of {p.parent.parent}"
 
 
+def run_history(folder: str | Path) -> list[dict]:
+    """A run folder's evaluations (step, train_loss, val_loss, sample), checked as a
+    resume checks them; none when the folder has no readable trainer.json."""
+    from ..base.validate import read_json
+    from .train_files import STATE_FILE, resume_state
+    path = Path(folder) / STATE_FILE
+    try:
+        return resume_state(path, read_json(path))[1] if path.is_file() else []
+    except (ValueError, OSError):
+        return []  # a damaged or foreign file: the timeline shows its snapshots only
+
+
 def trained_label(path: str | Path) -> str | None:
     """'trained here: mini, 200 steps, validation loss 5.83 (runs/train)' for the model of
     a training run's folder (its trainer.json beside it), else None."""

@@ -69,5 +69,6 @@ class SnapshotTimeline(QWidget):
             self.label.setText("No snapshots yet")
             return
         loss = self.losses.get(snap.step)
-        self.label.setText(f"step {snap.step:,} of {self.snapshots[-1].step:,}"
+        self.label.setText(f"step {snap.step:,} ({self.slider.value() + 1} of "
+                           f"{len(self.snapshots)} kept)"
                            + (f" · validation loss {loss:.2f}" if loss is not None else ""))

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
 from ....core.sources import ModelSpec
 from ....core.base.state import data_dir
 from ....core.experiments.train_estimate import MEASURING, Estimate, result_words
-from ....core.experiments.snapshots import Snapshot, SnapshotEvent, list_snapshots
+from ....core.experiments.snapshots import Snapshot, SnapshotEvent, list_snapshots, run_history
 from ....core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
 from ...base.jobs import JobRunner
 from ...widgets.snapshot_timeline import SnapshotTimeline
@@ -162,8 +162,15 @@ class TrainPanel(ViewHooks, QWidget):
         return column
 
     def _timeline_from_disk(self) -> None:
-        """A run kept in the checkpoint folder: its snapshots come back on the slider."""
-        self.timeline.set_snapshots(list_snapshots(self.out_dir.text().strip() or "."))
+        """A run kept in the checkpoint folder: its snapshots come back on the slider,
+        its evaluations on the loss curve."""
+        folder = self.out_dir.text().strip() or "."
+        self.timeline.set_snapshots(list_snapshots(folder))
+        history = run_history(folder)
+        for h in history:
+            self.timeline.set_loss(h["step"], h["val_loss"])
+        self.curves.set_evals([h["step"] for h in history], [h["train_loss"] for h in history],
+                              [h["val_loss"] for h in history])
 
     def show_snapshot(self, snap: Snapshot) -> None:
         """Load the snapshot into the explorer; the prompt runs on it once it is loaded."""

@@ -144,7 +144,7 @@ def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_wi
     panel.timeline.slider.setValue(2)  # step 5
     qtbot.waitUntil(lambda: "snapshot at step 5 " in session.model.label and session.prompt
                     is not None and not window.running, timeout=60_000)
-    assert panel.timeline.label.text().startswith("step 5 of 12")
+    assert panel.timeline.label.text().startswith("step 5 (3 of 4 kept)")
     direct = run_prompt(open_model(ModelSpec(checkpoint=f"{out}@step5")).model,
                         encode("Every effort moves you"), EVERYTHING)
     for name in ("trf_blocks.0.norm1", "trf_blocks.1.ff.layers.1", "out_head"):
@@ -155,3 +155,5 @@ def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_wi
     again = make_window()  # the same data folder: the run's timeline comes back
     restored = again.view("train")
     assert [s.step for s in restored.timeline.snapshots] == [0, 1, 5, 12]
+    assert set(restored.timeline.losses) == {0, 12}  # the evaluations' validation losses
+    assert restored.timeline.label.text().startswith("step 12 (4 of 4 kept) · validation loss")
