@@ -141,8 +141,12 @@ def test_a_stopped_or_refused_batch_keeps_the_shown_pass(qtbot, make_window, war
     run_batch(qtbot, window)
     shown = window.session.prompt
     runs = window.prompt.runs
+    import threading
+    gate = threading.Event()  # the engine held, so that Stop comes before the batch starts
+    window.engine.submit(lambda ctx: gate.wait(30), "hold")
     job = runs.start_batch(["Every effort moves you", "Hello"])
     job.cancel()  # Stop pressed: checked before the first block runs
+    gate.set()
     qtbot.waitUntil(lambda: not window.running, timeout=10_000)
     assert window.session.prompt is shown and "stopped by you" in window.status_text.text()
     assert runs.start_batch(["fine", ""]) is None  # bypassing the panel's own check
