@@ -56,3 +56,26 @@ def test_no_snapshots_when_asked_for_none(tmp_path):
     assert list_snapshots(tmp_path) == []
     with pytest.raises(ValueError, match="snapshots must be between 0 and 1,000"):
         fast(snapshots=-1).validate()
+
+
+def test_two_snapshots_compared_node_by_node_equal_each_run_alone(tmp_path):
+    from explorer.core.experiments.snapshot_compare import compare_snapshots
+    from explorer.core.gpt.nodes import all_hook_names
+    from explorer.core.run.passes import STATISTICS, run_prompt
+    for _ in Trainer(default_text(), fast(max_steps=6, eval_every=6, snapshots=3), tmp_path).run():
+        pass
+    first, last = list_snapshots(tmp_path)[0], list_snapshots(tmp_path)[-1]
+    ids = [464, 3290, 318, 257, 1110]
+    got = compare_snapshots(first, last, ids)
+    assert got.steps == (0, 6)
+    model_cfg = open_model(ModelSpec(checkpoint=str(first.path))).config
+    assert [r[0] for r in got.rows] == all_hook_names(model_cfg, include_pattern=False)
+    for i, snap in enumerate((first, last)):
+        alone = run_prompt(open_model(ModelSpec(checkpoint=str(snap.path))).model, ids, STATISTICS)
+        for name, *stds in got.rows:
+            assert stds[i] == pytest.approx(float(alone.views[name].stats.std), rel=1e-6), name
+        assert [p for _, p in got.candidates[i]] == pytest.approx(list(alone.top_probs[:5]))
+    assert any(a != b for _, a, b in got.rows)  # six steps changed something
+    name, ratio = got.largest_change()
+    a, b = next((a, b) for n, a, b in got.rows if n == name)
+    assert ratio == pytest.approx(b / a)

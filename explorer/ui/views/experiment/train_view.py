@@ -24,6 +24,7 @@ from ....core.experiments.train_estimate import MEASURING, Estimate, result_word
 from ....core.experiments.snapshots import Snapshot, SnapshotEvent, list_snapshots, run_history
 from ....core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
 from ...base.jobs import JobRunner
+from ...widgets.snapshot_compare import SnapshotCompare
 from ...widgets.snapshot_timeline import SnapshotTimeline
 from ...plots.figures import LossCurves
 from ...base.session import Session
@@ -55,6 +56,9 @@ class TrainPanel(ViewHooks, QWidget):
         self.results = QTabWidget()  # the curve and the samples, each the column's room
         self.results.addTab(self.plot, "Loss curve")
         self.results.addTab(self.samples, "Samples")
+        # two snapshots side by side on the prompt, an engine job (the views' thread)
+        self.compare = SnapshotCompare(engine, self._prompt_ids, status=session.set_status)
+        self.results.addTab(self.compare, "Compare snapshots")
         layout = QVBoxLayout(self)
         layout.addLayout(self._form(default_out))
         layout.addLayout(self._buttons())
@@ -161,11 +165,17 @@ class TrainPanel(ViewHooks, QWidget):
         column.addLayout(row)
         return column
 
+    def _prompt_ids(self) -> list[int] | None:
+        """The prompt last run (a batch's first), which snapshots are compared on."""
+        p = self.session.prompt
+        return None if p is None else list(p.batch.sample(0) if p.batch is not None else p.ids)
+
     def _timeline_from_disk(self) -> None:
         """A run kept in the checkpoint folder: its snapshots come back on the slider,
         its evaluations on the loss curve."""
         folder = self.out_dir.text().strip() or "."
         self.timeline.set_snapshots(list_snapshots(folder))
+        self.compare.set_snapshots(self.timeline.snapshots)
         history = run_history(folder)
         for h in history:
             self.timeline.set_loss(h["step"], h["val_loss"])
@@ -234,6 +244,7 @@ class TrainPanel(ViewHooks, QWidget):
             return
         self._reset()
         self.timeline.set_snapshots([])
+        self.compare.set_snapshots([])
         self._before = self.checkpoint
         self.samples.clear()
         self.set_running(True)
@@ -284,6 +295,7 @@ class TrainPanel(ViewHooks, QWidget):
             follow = self.follow.isChecked()
             snap = Snapshot(event.step, Path(event.path))
             self.timeline.add(snap, show=follow)
+            self.compare.set_snapshots(self.timeline.snapshots)
             if follow:
                 self.show_snapshot(snap)
         elif isinstance(event, EvalEvent):

@@ -100,6 +100,15 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
     qtbot.waitUntil(lambda: "48 values per token instead of 32" in view.summary.text(), timeout=30_000)
 
 
+def direct_end_std(out):
+    from explorer.core.gpt.tokenizer import encode
+    from explorer.core.run.passes import EVERYTHING, run_prompt
+    from explorer.core.sources import ModelSpec, open_model
+    run = run_prompt(open_model(ModelSpec(checkpoint=f"{out}@step12")).model,
+                     encode("Every effort moves you"), EVERYTHING)
+    return run.views["trf_blocks.1.ff"].stats.std
+
+
 @pytest.mark.slow
 def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_window, tmp_path,
                                                                   monkeypatch):
@@ -151,6 +160,19 @@ def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_wi
         shown, alone = session.prompt.views[name], direct.views[name]
         assert shown.stats.std == pytest.approx(alone.stats.std, rel=1e-6), name
         np.testing.assert_allclose(shown.array, alone.array, rtol=1e-5, atol=1e-6)
+    # two snapshots node by node on the prompt: what changed from step 0 to step 12
+    compare = panel.compare
+    assert [compare.first.itemText(i) for i in range(compare.first.count())] == ["0", "1", "5", "12"]
+    assert (compare.first.currentText(), compare.second.currentText()) == ("0", "12")
+    compare.button.click()
+    qtbot.waitUntil(lambda: compare.result is not None, timeout=60_000)
+    start = run_prompt(open_model(ModelSpec(checkpoint=f"{out}@step0")).model,
+                       encode("Every effort moves you"), EVERYTHING)
+    row = next(r for r in range(compare.table.rowCount())
+               if compare.table.item(r, 0).text() == "B2 ff std")
+    assert compare.table.item(r := row, 1).text() == f"{start.views['trf_blocks.1.ff'].stats.std:.4f}"
+    assert compare.table.item(r, 2).text() == f"{direct_end_std(out):.4f}"
+    assert "the largest change:" in compare.note.text()
     window.close()
     again = make_window()  # the same data folder: the run's timeline comes back
     restored = again.view("train")
