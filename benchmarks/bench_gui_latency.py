@@ -140,6 +140,9 @@ def main() -> int:
     ap.add_argument("--preset", default="gpt2-small")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--tab", default=None, help="a right-hand tab to show, e.g. attention")
+    ap.add_argument("--training", type=int, default=0, metavar="STEPS",
+                    help="also train the mini model this many steps in the Train tab, Follow "
+                         "training on (each snapshot loaded and the prompt run on it)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch threads for the engine (default: the app's own choice)")
     args = ap.parse_args()
@@ -194,6 +197,18 @@ def main() -> int:
         drag.timer.stop()
         phases["same, dragging temperature"] = probe.take()
         print(f"the sampling view reshaped {drag.moves} times while dragging")
+        if args.training:
+            window.show_view("train")
+            panel = window.view("train")
+            panel.out_dir.setText(os.path.join(tmp, "run"))
+            panel.steps.setValue(args.training)
+            panel.follow.setChecked(True)
+            app.processEvents()
+            probe.take()
+            panel.start()
+            wait(lambda: panel.job is None and not window.running)
+            phases[f"training mini, {args.training} steps, followed"] = probe.take()
+            print(f"training: {panel.status.text()[:90]}")
         probe.take()
         visit_every_tab(window, wait)
         phases["every tab shown the first time"] = probe.take()
