@@ -79,3 +79,27 @@ def test_two_snapshots_compared_node_by_node_equal_each_run_alone(tmp_path):
     name, ratio = got.largest_change()
     a, b = next((a, b) for n, a, b in got.rows if n == name)
     assert ratio == pytest.approx(b / a)
+
+
+def test_a_run_limited_by_time_keeps_snapshots_from_its_start_to_its_end(tmp_path):
+    """--minutes: the steps are not known ahead, so the snapshots are planned over the
+    minutes (the same squared spacing) and the last step is kept too."""
+    trainer = Trainer(default_text(), fast(max_steps=10**9, max_minutes=0.03, eval_every=10**6,
+                                           snapshots=4), tmp_path)
+    for _ in trainer.run():
+        pass
+    steps = [s.step for s in list_snapshots(tmp_path)]
+    assert steps[0] == 0 and steps[-1] == trainer.state.step > 0
+    assert len(steps) >= 2 and steps == sorted(set(steps)) and len(steps) <= 5
+
+
+def test_the_schedule_takes_planned_steps_and_planned_moments():
+    from explorer.core.experiments.snapshots import SnapshotSchedule
+    by_steps = SnapshotSchedule(200, 12)
+    assert [s for s in range(201) if by_steps.due(s, 0.0)] == snapshot_plan(200, 12)
+    assert not by_steps.last(200)
+    by_time = SnapshotSchedule(10**9, 3, minutes=1.0)  # at 0 s, 15 s and 60 s, and the end
+    taken = [step for step, t in [(0, 0.0), (1, 10.0), (2, 16.0), (3, 40.0), (4, 59.0)]
+             if by_time.due(step, t)]
+    assert taken == [0, 2] and by_time.last(4) and not by_time.last(4)
+    assert not SnapshotSchedule(10**9, 0, minutes=1.0).last(5)

@@ -43,6 +43,37 @@ def snapshot_plan(max_steps: int, count: int = DEFAULT_SNAPSHOTS) -> list[int]:
     return sorted({round(max_steps * (i / (count - 1)) ** 2) for i in range(count)})
 
 
+class SnapshotSchedule:
+    """When training takes its next snapshot: at the planned steps, or, for a run limited
+    by time, at planned moments (the same squared spacing over its minutes) and at its
+    last step."""
+
+    def __init__(self, max_steps: int, count: int, minutes: float | None = None) -> None:
+        self.minutes = minutes
+        self.steps = set(snapshot_plan(max_steps, count)) if minutes is None else (
+            {0} if count > 0 else set())
+        self.times = [] if minutes is None or count < 2 else [
+            60 * minutes * (i / (count - 1)) ** 2 for i in range(1, count)]
+        self.taken: set[int] = set()
+
+    def due(self, step: int, elapsed: float) -> bool:
+        hit = step in self.steps
+        while self.times and elapsed >= self.times[0]:
+            self.times.pop(0)
+            hit = True
+        if hit and step not in self.taken:
+            self.taken.add(step)
+            return True
+        return False
+
+    def last(self, step: int) -> bool:
+        """A run limited by time has ended at ``step``: its weights there, once."""
+        if self.minutes is None or not self.steps or step in self.taken:
+            return False
+        self.taken.add(step)
+        return True
+
+
 def snapshot_path(folder: str | Path, step: int) -> Path:
     return Path(folder) / SNAPSHOT_DIR / f"step{step:06d}.safetensors"
 

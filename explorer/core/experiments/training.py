@@ -31,7 +31,7 @@ from ..weights.checkpoints import load_checkpoint, save_checkpoint
 from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_preset, read_optimizer,
                           resume_state)
 from .train_text import default_text, read_text, tokens_of
-from .snapshots import (DEFAULT_SNAPSHOTS, MAX_SNAPSHOTS, clear_snapshots, snapshot_plan,
+from .snapshots import (DEFAULT_SNAPSHOTS, MAX_SNAPSHOTS, SnapshotSchedule, clear_snapshots,
                         write_snapshot)
 
 
@@ -241,12 +241,12 @@ class Trainer:
         start = time.perf_counter()
         saved = None
         self.model.train()
-        plan = set(snapshot_plan(s.max_steps, s.snapshots)) if self.out_dir is not None else set()
+        plan = SnapshotSchedule(s.max_steps, s.snapshots if self.out_dir else 0, s.max_minutes)
         if self.state.step == 0:
             if self.out_dir is not None:  # a new run: an earlier one's snapshots go
                 clear_snapshots(self.out_dir)
             yield self._eval_event()
-        if self.state.step in plan:
+        if plan.due(self.state.step, 0.0):
             yield write_snapshot(self.model, self.out_dir, self.state.step)
         while self.state.step < s.max_steps:
             if s.max_minutes is not None and time.perf_counter() - start > 60 * s.max_minutes:
@@ -271,13 +271,15 @@ class Trainer:
             dt = time.perf_counter() - t0
             yield StepEvent(self.state.step, loss.item(), lr, x.numel() / dt,
                             time.perf_counter() - start, dt)
-            if self.state.step in plan:
+            if plan.due(self.state.step, time.perf_counter() - start):
                 yield write_snapshot(self.model, self.out_dir, self.state.step)
             if self.state.step % s.eval_every == 0 or self.state.step == s.max_steps:
                 yield self._eval_event()
                 if self.out_dir is not None:
                     saved = self.state.step
                     yield CheckpointEvent(saved, str(self.save()))
+        if plan.last(self.state.step):
+            yield write_snapshot(self.model, self.out_dir, self.state.step)
         if self.out_dir is not None and saved != self.state.step:
             yield CheckpointEvent(self.state.step, str(self.save()))
         if self.out_dir is not None:  # finished: remembered as a model trained here
