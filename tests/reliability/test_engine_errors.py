@@ -74,7 +74,7 @@ JOBS = {  # where the job's core function is looked up, and what starts the job
     "logit lens": ("explorer.ui.views.look.lens_view.logit_lens", trigger_lens),
     "Pre-LN vs Post-LN": ("explorer.ui.views.learn.ln_compare_view.compare_prompt", trigger_compare),
     "gradient experiment": ("explorer.ui.views.learn.ln_compare_view.gradient_experiment", trigger_gradients),
-    "training": ("explorer.ui.views.experiment.train_view.train", trigger_training),
+    "training": ("explorer.ui.views.experiment.train_view.train_in_process", trigger_training),
     "divergence finder": ("explorer.ui.views.experiment.divergence_view.find_divergence", trigger_divergence),
     "gradients": ("explorer.ui.views.learn.gradients_view.gradient_report", trigger_grad_flow),
     "activation patching": ("explorer.ui.views.experiment.patching_view.patch_sweep", trigger_patching),

@@ -2,8 +2,9 @@
 live loss curve (per step, and the periodic train/validation evaluations), the sample
 generations as they improve, Stop, and "Load into explorer" for the latest checkpoint.
 
-Training runs on a thread of its own (core.training.train), not the engine's: the
-explorer stays usable meanwhile. The snapshots it keeps fill a timeline; the explorer
+Training runs in a process of its own (core.experiments.train_process), watched from a
+thread of its own, not the engine's: the explorer stays usable meanwhile and shares no
+GIL with the trainer. The snapshots it keeps fill a timeline; the explorer
 shows the newest (Follow training) or the one picked, loaded like any checkpoint with the
 prompt run again — the model that trains is never the one the views read. At the end the
 trained model is loaded; the model before stays one click away."""
@@ -22,7 +23,8 @@ from ....core.sources import ModelSpec
 from ....core.base.state import data_dir
 from ....core.experiments.train_estimate import MEASURING, Estimate, result_words
 from ....core.experiments.snapshots import Snapshot, SnapshotEvent, list_snapshots, run_history
-from ....core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings, train
+from ....core.experiments.train_process import train_in_process
+from ....core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings
 from ...base.jobs import JobRunner
 from ...widgets.snapshot_compare import SnapshotCompare
 from ...widgets.snapshot_timeline import SnapshotTimeline
@@ -263,7 +265,8 @@ class TrainPanel(ViewHooks, QWidget):
         jobs = ViewJobs(self.runner, self._failed, status=self.session.set_status,
                         title="Training")
         self.job = jobs.run(
-            lambda ctx: train(path, settings, out, ctx.report, ctx.should_stop), "training",
+            lambda ctx: train_in_process(path, settings, out, ctx.report, ctx.should_stop),
+            "training",
             progress=self.on_event, finished=self.on_done, cancelled=lambda: self.on_done(""))
 
     def stop(self) -> None:

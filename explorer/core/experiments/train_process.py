@@ -1,0 +1,69 @@
+"""Training in a process of its own: ``train`` run in a child (multiprocessing, spawn),
+its events sent back through a pipe. The window's threads never share a GIL with the
+trainer's Python, so the window answers as quickly while a model trains. The child
+stops as ``train`` does (saving where it is) when ``should_stop()`` turns true."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+
+from .training import train
+
+POLL_S = 0.1  # how often the parent looks for an event or a stop
+NICE = 5  # the trainer's lower scheduling priority (Unix nice increment)
+
+
+def _child(text_path, settings, out_dir: str, conn, stop) -> None:
+    try:
+        os.nice(NICE)  # the window's threads get a core first when they need one
+    except (AttributeError, OSError):  # no nice() here (Windows), or not allowed
+        pass
+    try:
+        last = train(text_path, settings, out_dir, lambda e: conn.send(("event", e)), stop.is_set)
+        conn.send(("done", last))
+    except (ValueError, OSError, MemoryError) as exc:  # bad input, said in its own words
+        conn.send(("failed", str(exc) or type(exc).__name__))
+    except BaseException as exc:  # anything else: named, never a silent end
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def train_in_process(text_path: str | None, settings, out_dir, report, should_stop=None) -> str:
+    """``train(text_path, settings, out_dir, report, should_stop)`` in a child process;
+    returns the last checkpoint's path, raises ``ValueError`` with the child's message."""
+    ctx = mp.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    stop = ctx.Event()
+    child = ctx.Process(target=_child, args=(text_path, settings, str(out_dir), send, stop),
+                        name="training", daemon=True)
+    child.start()
+    send.close()  # the child's end: when the child is gone, reading ends
+    try:
+        while True:
+            if should_stop is not None and should_stop():
+                stop.set()  # it saves before its next step and says done
+            if not receive.poll(POLL_S):
+                if not child.is_alive() and not receive.poll(0):
+                    raise ValueError(f"training ended without a word (exit code "
+                                     f"{child.exitcode}): out of memory, or killed")
+                continue
+            try:
+                kind, value = receive.recv()
+            except EOFError:
+                raise ValueError(f"training ended without a word (exit code "
+                                 f"{child.exitcode})") from None
+            if kind == "event":
+                report(value)
+            elif kind == "done":
+                return value
+            else:
+                raise ValueError(value)
+    finally:
+        stop.set()
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        receive.close()

@@ -1,0 +1,42 @@
+"""Training in a process of its own: the same events as in the thread, Stop saves where
+it is, and a failure comes back as one line."""
+
+import json
+
+import pytest
+
+from explorer.core.experiments.snapshots import SnapshotEvent
+from explorer.core.experiments.train_process import train_in_process
+from explorer.core.experiments.training import EvalEvent, StepEvent
+from tests.core.test_training import fast
+
+
+def test_a_child_process_trains_and_reports_every_event(tmp_path):
+    events = []
+    last = train_in_process(None, fast(max_steps=4, eval_every=2, snapshots=2), tmp_path,
+                            events.append)
+    assert last == str(tmp_path / "model.safetensors")
+    assert [e.step for e in events if isinstance(e, StepEvent)] == [1, 2, 3, 4]
+    assert [e.step for e in events if isinstance(e, EvalEvent)] == [0, 2, 4]
+    assert [e.step for e in events if isinstance(e, SnapshotEvent)] == [0, 4]
+    assert json.loads((tmp_path / "trainer.json").read_text())["step"] == 4
+
+
+def test_stop_saves_where_it_is(tmp_path):
+    steps = []
+
+    def report(event):
+        if isinstance(event, StepEvent):
+            steps.append(event.step)
+
+    last = train_in_process(None, fast(max_steps=100_000, eval_every=10**6), tmp_path, report,
+                            should_stop=lambda: len(steps) >= 3)
+    saved = json.loads((tmp_path / "trainer.json").read_text())["step"]
+    assert last.endswith("model.safetensors") and 3 <= saved == steps[-1] < 100_000
+
+
+def test_a_failure_in_the_child_is_one_line(tmp_path):
+    with pytest.raises(ValueError) as caught:
+        train_in_process(str(tmp_path / "no-such.txt"), fast(), tmp_path / "run", lambda e: None)
+    said = str(caught.value)
+    assert "no-such.txt" in said and "\n" not in said
