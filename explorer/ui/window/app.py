@@ -80,7 +80,7 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None,
         window.workspaces.show(workspace)
     window.show()
     from .window_gone import watch
-    gone = watch(app, window)  # noqa: F841 (the filter lives while the app runs)
+    window.gone = watch(app, window)  # kept with the window: the filter lives as long
     if open_run:  # an engine job after the model's load: it compares with that model
         window.run_files.open(open_run)
     try:
