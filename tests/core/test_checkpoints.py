@@ -317,3 +317,54 @@ def test_memory_estimate_refuses_what_does_not_fit(tmp_path, monkeypatch):
         load_checkpoint(path)
     with pytest.raises(MemoryError, match="gpt2-xl"):
         random_model("gpt2-xl")
+
+
+def _raw_safetensors(path, entries, data, pad=b""):
+    """A safetensors file written by hand: ``entries`` {name: (dtype, shape, [start, end])}."""
+    import struct
+    header = json.dumps({k: {"dtype": d, "shape": s, "data_offsets": o}
+                         for k, (d, s, o) in entries.items()}).encode() + pad
+    path.write_bytes(struct.pack("<Q", len(header)) + header + data)
+    return path
+
+
+def test_safetensors_read_in_place_equals_the_library_for_every_dtype(tmp_path):
+    from safetensors.torch import load, save_file
+
+    from explorer.core.weights.hf_files import read_safetensors
+    g = torch.Generator().manual_seed(0)
+    tensors = {"f32": torch.randn(3, 5, generator=g), "f16": torch.randn(7, generator=g).half(),
+               "bf16": torch.randn(2, 3, generator=g).bfloat16(), "f64": torch.randn(4, generator=g).double(),
+               "i64": torch.arange(-3, 6), "i32": torch.arange(5, dtype=torch.int32),
+               "i8": torch.arange(-4, 4, dtype=torch.int8), "u8": torch.arange(9, dtype=torch.uint8),
+               "b": torch.tensor([True, False, True]), "empty": torch.zeros(0, 4)}
+    save_file(tensors, tmp_path / "all.safetensors", metadata={"k": "v"})
+    got, meta = read_safetensors(tmp_path / "all.safetensors")
+    want = load((tmp_path / "all.safetensors").read_bytes())
+    assert meta == {"k": "v"} and set(got) == set(want) == set(tensors)
+    for name, t in want.items():
+        assert got[name].dtype == t.dtype and got[name].shape == t.shape
+        assert torch.equal(got[name], t), name
+
+
+def test_safetensors_unaligned_tensor_is_read_by_value(tmp_path):
+    from explorer.core.weights.hf_files import read_safetensors
+    a, b = torch.tensor([1, 2, 3], dtype=torch.uint8), torch.tensor([1.5, -2.25])
+    path = _raw_safetensors(tmp_path / "odd.safetensors",
+                            {"a": ("U8", [3], [0, 3]), "b": ("F32", [2], [3, 11])},
+                            a.numpy().tobytes() + b.numpy().tobytes())
+    got, _ = read_safetensors(path)
+    assert torch.equal(got["a"], a) and torch.equal(got["b"], b)
+
+
+@pytest.mark.parametrize("entries,extra,message", [
+    ({"a": ("F32", [2], [0, 8]), "b": ("F32", [2], [12, 20])}, 0, "starts at byte 12"),
+    ({"a": ("F32", [2], [0, 8]), "b": ("F32", [2], [4, 12])}, 0, "starts at byte 4"),
+    ({"a": ("F32", [2], [0, 8])}, 4, "4 bytes after the last tensor"),
+])
+def test_safetensors_gaps_overlaps_and_trailing_bytes_are_refused(tmp_path, entries, extra, message):
+    end = max(o[1] for _, _, o in entries.values()) + extra
+    path = _raw_safetensors(tmp_path / "bad.safetensors", entries, bytes(end))
+    with pytest.raises(CheckpointError, match=message) as info:
+        load_checkpoint(path)
+    assert str(path) in str(info.value)
