@@ -142,7 +142,10 @@ def main() -> int:
     ap.add_argument("--tab", default=None, help="a right-hand tab to show, e.g. attention")
     ap.add_argument("--training", type=int, default=0, metavar="STEPS",
                     help="also train the mini model this many steps in the Train tab, Follow "
-                         "training on (each snapshot loaded and the prompt run on it)")
+                         "training on (each snapshot loaded and the prompt run on it), until "
+                         "the trained model is loaded and its pass drawn")
+    ap.add_argument("--no-follow", action="store_true",
+                    help="with --training: Follow training off (the snapshots not loaded)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch threads for the engine (default: the app's own choice)")
     args = ap.parse_args()
@@ -202,12 +205,19 @@ def main() -> int:
             panel = window.view("train")
             panel.out_dir.setText(os.path.join(tmp, "run"))
             panel.steps.setValue(args.training)
-            panel.follow.setChecked(True)
+            panel.follow.setChecked(not args.no_follow)
             app.processEvents()
             probe.take()
             panel.start()
-            wait(lambda: panel.job is None and not window.running)
-            phases[f"training mini, {args.training} steps, followed"] = probe.take()
+            wait(lambda: panel.job is None)
+            # the hand-over: the trained model loaded, the prompt run on it and drawn
+            session = window.session
+            wait(lambda: session.model is not None and session.prompt is not None
+                 and session.model.spec.checkpoint == panel.checkpoint and not window.running)
+            pause = time.perf_counter()
+            wait(lambda: time.perf_counter() - pause > 0.5)
+            how = "not followed" if args.no_follow else "followed"
+            phases[f"training mini, {args.training} steps, {how}"] = probe.take()
             print(f"training: {panel.status.text()[:90]}")
         probe.take()
         visit_every_tab(window, wait)

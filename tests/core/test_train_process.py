@@ -40,3 +40,21 @@ def test_a_failure_in_the_child_is_one_line(tmp_path):
         train_in_process(str(tmp_path / "no-such.txt"), fast(), tmp_path / "run", lambda e: None)
     said = str(caught.value)
     assert "no-such.txt" in said and "\n" not in said
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "getpriority"), reason="Unix scheduling priority")
+def test_the_child_runs_at_a_lower_priority_from_its_first_event(tmp_path):
+    import multiprocessing
+    import os
+
+    from explorer.core.experiments.train_process import NICE
+    seen = []
+
+    def report(event):
+        for child in multiprocessing.active_children():
+            if child.name == "training":
+                seen.append(os.getpriority(os.PRIO_PROCESS, child.pid))
+
+    train_in_process(None, fast(max_steps=2, eval_every=10**6, snapshots=0), tmp_path, report)
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    assert seen and set(seen) == {min(mine + NICE, 19)}

@@ -14,11 +14,17 @@ POLL_S = 0.1  # how often the parent looks for an event or a stop
 NICE = 5  # the trainer's lower scheduling priority (Unix nice increment)
 
 
-def _child(text_path, settings, out_dir: str, conn, stop) -> None:
+def lower_priority(pid: int) -> None:
+    """The child's scheduling priority lowered by NICE from the parent, right after it
+    starts, so that its start-up (importing torch, reading the text: a second of CPU)
+    already yields to the window's threads."""
     try:
-        os.nice(NICE)  # the window's threads get a core first when they need one
-    except (AttributeError, OSError):  # no nice() here (Windows), or not allowed
+        os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, 0) + NICE)
+    except (AttributeError, OSError):  # not on this system (Windows), or not allowed
         pass
+
+
+def _child(text_path, settings, out_dir: str, conn, stop) -> None:
     try:
         last = train(text_path, settings, out_dir, lambda e: conn.send(("event", e)), stop.is_set)
         conn.send(("done", last))
@@ -39,6 +45,7 @@ def train_in_process(text_path: str | None, settings, out_dir, report, should_st
     child = ctx.Process(target=_child, args=(text_path, settings, str(out_dir), send, stop),
                         name="training", daemon=True)
     child.start()
+    lower_priority(child.pid)
     send.close()  # the child's end: when the child is gone, reading ends
     try:
         while True:

@@ -127,7 +127,8 @@ class PatchingView(ViewHooks, QWidget):
 
     def _new_model(self) -> None:
         self.jobs.forget()
+        if self.sweep is not None or self.shown:  # a sweep of the model before: gone
+            self._empty()  # (an empty canvas stays as it is: a new plot costs ~30 ms)
         self.sweep = None
-        self._empty()
         self.summary.setText("Patch the clean run's activations into the corrupted run, node "
                              "by node: which nodes carry the answer?")

@@ -120,6 +120,13 @@ def test_a_click_on_the_patching_heatmap_applies_that_patch(qtbot, make_window):
     window.prompt.run_prompt(sweep.clean)
     wait_run(qtbot, window)
     assert session.prompt.top_ids == with_patch
+    # another model: the sweep of this one goes, the canvas says what fills it again
+    session.set_model(session.model)
+    assert view.sweep is None and view.shown == {}
+    [blank] = view.canvas.ci.items
+    assert blank._empty_note.isVisible() and "Run the sweep" in blank._empty_note.toPlainText()
+    session.set_model(session.model)  # and an empty canvas is kept as it is
+    assert list(view.canvas.ci.items) == [blank]
 
 
 def test_interventions_that_do_not_fit_a_new_model_are_dropped_with_a_word(qtbot, make_window, tmp_path):
