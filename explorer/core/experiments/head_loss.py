@@ -1,0 +1,71 @@
+"""The output head and the cross-entropy together, a few rows at a time: the same loss
+as ``F.cross_entropy(out_head(x).flatten(0, 1), y)`` without the (B·T, vocab) logits.
+
+A training step of a small GPT spends most of its time on the vocabulary side: the
+logits (8 × 128 × 50,257 floats, 206 MB), their log-softmax, the zeroed gradient the
+loss's backward writes and the casts around them, each a pass over 206 MB. Here each
+chunk of rows has its logits computed, turned into the loss and into its gradient
+(softmax minus the one-hot target) while it is still in the cache, and the gradients of
+the hidden states and of the head's weight are finished in the forward pass; the
+backward pass only scales them by the incoming gradient. In bfloat16 the products run
+in bfloat16 as autocast runs them (the logits rounded to bfloat16, the loss in float32).
+"""
+
+from __future__ import annotations
+
+import torch
+
+CHUNK_ROWS = 128  # a chunk's logits: 128 × 50,257 floats, 26 MB
+
+
+class _HeadLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, bfloat16: bool, chunk: int):
+        n = hidden.shape[0]
+        dtype = torch.bfloat16 if bfloat16 else hidden.dtype
+        w = weight.to(dtype)
+        h_all = hidden.to(dtype)
+        need_grad = hidden.requires_grad or weight.requires_grad
+        # every chunk's logit gradients, for one product with the hidden states at the end
+        g_all = torch.empty((n, weight.shape[0]), dtype=dtype) if need_grad else None
+        total = torch.zeros((), dtype=torch.float64)
+        rows = torch.arange(chunk)
+        whole = need_grad and dtype == torch.float32
+        if whole:  # one product (faster than a chunk's in float32), made where its gradient goes
+            torch.mm(h_all, w.t(), out=g_all)
+        for start in range(0, n, chunk):
+            h = h_all[start:start + chunk]
+            y = targets[start:start + chunk]
+            r = rows[:len(y)]
+            logits = g_all[start:start + chunk] if whole else (h @ w.t()).float()  # (rows, vocab)
+            top = logits.amax(dim=1, keepdim=True)
+            picked = logits[r, y] - top[:, 0]
+            e = logits.sub_(top).exp_()  # one exp of each logit
+            sums = e.sum(dim=1)
+            total += (sums.log() - picked).sum(dtype=torch.float64)  # log-sum-exp − target
+            if not need_grad:
+                continue
+            # d(mean loss)/d(logits) = (softmax − one-hot) / n
+            e.mul_((1.0 / (sums * n))[:, None])
+            e[r, y] -= 1.0 / n
+            if not whole:
+                g_all[start:start + chunk] = e
+        if need_grad:
+            grad_h = (g_all @ w).to(hidden.dtype)
+            grad_w = (g_all.t() @ h_all).to(weight.dtype)
+            ctx.save_for_backward(grad_h, grad_w)
+        return (total / n).to(hidden.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad_out, grad_w * grad_out, None, None, None
+
+
+def head_loss(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+              bfloat16: bool = False, chunk: int = CHUNK_ROWS) -> torch.Tensor:
+    """Mean cross-entropy of ``hidden`` (..., C) through the head ``weight`` (vocab, C)
+    against ``targets`` (...): a scalar with gradients for both."""
+    with torch.autocast(hidden.device.type, enabled=False):
+        return _HeadLoss.apply(hidden.reshape(-1, hidden.shape[-1]), weight,
+                               targets.reshape(-1), bfloat16, chunk)
