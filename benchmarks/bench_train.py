@@ -9,8 +9,9 @@ context, for the same number of optimizer steps, each round alternating which ru
 Tokens per second: training tokens over the whole run's wall time, evaluations and samples
 included. Rows (``--rows``, any of):
 
-- ``same``: both on the explorer's schedule (4 batches of each split every 25 steps, a
-  20-token sample at each evaluation): the ratio measures training alone;
+- ``same``: both on the explorer's schedule (4 batches of each split and a 20-token
+  sample before the first step, every 25 steps and after the last): the ratio measures
+  training alone;
 - ``float32``: the same, the explorer in float32 (no bfloat16 autocast);
 - ``own``: each on its own schedule (the book: 5 batches every 5 steps and a 50-token
   sample after every epoch);
@@ -101,9 +102,17 @@ def generate_and_print_sample(model, device, start_context, context_size, tokens
 def train_model_simple(model, train_loader, val_loader, optimizer, device, max_steps,
                        eval_freq, eval_iter, start_context, context_size, sample_at_eval=0):
     """The book's loop, stopped after ``max_steps`` optimizer steps (it counts epochs).
-    ``sample_at_eval``: a sample of that many tokens at each evaluation instead of the
-    book's 50 after each epoch (the explorer's schedule)."""
+    ``sample_at_eval``: the explorer's schedule instead of the book's — an evaluation and
+    a sample of that many tokens before the first step, after every ``eval_freq`` steps
+    and after the last (the book: after steps 1, 1 + eval_freq, … and a 50-token sample
+    after each epoch)."""
+    def evaluate_and_sample():
+        evaluate_model(model, train_loader, val_loader, device, eval_iter)
+        generate_and_print_sample(model, device, start_context, context_size, sample_at_eval)
+
     tokens_seen, global_step = 0, -1
+    if sample_at_eval:
+        evaluate_and_sample()
     while global_step + 1 < max_steps:
         model.train()
         for input_batch, target_batch in train_loader:
@@ -113,12 +122,13 @@ def train_model_simple(model, train_loader, val_loader, optimizer, device, max_s
             optimizer.step()
             tokens_seen += input_batch.numel()
             global_step += 1
-            if global_step % eval_freq == 0:
+            done = global_step + 1
+            if sample_at_eval:
+                if done % eval_freq == 0 or done == max_steps:
+                    evaluate_and_sample()
+            elif global_step % eval_freq == 0:
                 evaluate_model(model, train_loader, val_loader, device, eval_iter)
-                if sample_at_eval:
-                    generate_and_print_sample(model, device, start_context, context_size,
-                                              sample_at_eval)
-            if global_step + 1 >= max_steps:
+            if done >= max_steps:
                 break
         if not sample_at_eval:
             generate_and_print_sample(model, device, start_context, context_size)

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.core.experiments import training
+from explorer.core.experiments import head_loss as module, training
 from explorer.core.experiments.head_loss import head_loss
 from explorer.core.experiments.training import Trainer, TrainSettings, default_text
 
@@ -86,7 +86,7 @@ def test_a_run_keeps_the_loss_curve_of_the_logits_whole(monkeypatch, precision):
                 if isinstance(e, training.EvalEvent)]
 
     fused = curve()
-    monkeypatch.setattr(training, "head_loss", _plain)
+    monkeypatch.setattr(module, "head_loss", _plain)
     plain = curve()
     assert [s for s, _, _ in fused] == [s for s, _, _ in plain] == [0, 10, 20, 30]
     assert plain[-1][2] < plain[0][2] - 0.5  # it learned

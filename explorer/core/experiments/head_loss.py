@@ -13,26 +13,47 @@ in bfloat16 as autocast runs them (the logits rounded to bfloat16, the loss in f
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 CHUNK_ROWS = 128  # a chunk's logits: 128 × 50,257 floats, 26 MB
 
 
+_kept = threading.local()
+
+
+def _logits_buffer(rows: int, vocab: int, dtype: torch.dtype) -> torch.Tensor:
+    """The (rows, vocab) buffer of the previous call when it fits, else a new one: a new
+    206 MB tensor is fresh memory from the system, whose first writes fault in every page
+    (~80 ms a step for mini in float32)."""
+    buf = getattr(_kept, "buffer", None)
+    if buf is None or buf.shape != (rows, vocab) or buf.dtype != dtype:
+        _kept.buffer = buf = None  # the old one freed before the new one is made
+        _kept.buffer = buf = torch.empty((rows, vocab), dtype=dtype)
+    return buf
+
+
+def release() -> None:
+    """The kept buffer freed (a run has ended)."""
+    _kept.buffer = None
+
+
 class _HeadLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden, weight, targets, bfloat16: bool, chunk: int):
+    def forward(ctx, hidden, weight, targets, bfloat16: bool, chunk: int, need_grad: bool):
         n = hidden.shape[0]
         dtype = torch.bfloat16 if bfloat16 else hidden.dtype
         w = weight.to(dtype)
         h_all = hidden.to(dtype)
-        need_grad = hidden.requires_grad or weight.requires_grad
-        # every chunk's logit gradients, for one product with the hidden states at the end
-        g_all = torch.empty((n, weight.shape[0]), dtype=dtype) if need_grad else None
+        whole = dtype == torch.float32
+        # the logits' gradients, for one product with the hidden states at the end; in
+        # float32 the logits are made there whole (one product is faster than a chunk's)
+        g_all = _logits_buffer(n, weight.shape[0], dtype) if need_grad or whole else None
+        if whole:
+            torch.mm(h_all, w.t(), out=g_all)
         total = torch.zeros((), dtype=torch.float64)
         rows = torch.arange(chunk)
-        whole = need_grad and dtype == torch.float32
-        if whole:  # one product (faster than a chunk's in float32), made where its gradient goes
-            torch.mm(h_all, w.t(), out=g_all)
         for start in range(0, n, chunk):
             h = h_all[start:start + chunk]
             y = targets[start:start + chunk]
@@ -59,13 +80,25 @@ class _HeadLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_out, grad_w * grad_out, None, None, None
+        return grad_h * grad_out, grad_w * grad_out, None, None, None, None
 
 
 def head_loss(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
               bfloat16: bool = False, chunk: int = CHUNK_ROWS) -> torch.Tensor:
     """Mean cross-entropy of ``hidden`` (..., C) through the head ``weight`` (vocab, C)
     against ``targets`` (...): a scalar with gradients for both."""
+    # (inside the Function's forward gradients are always off: asked here)
+    need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     with torch.autocast(hidden.device.type, enabled=False):
         return _HeadLoss.apply(hidden.reshape(-1, hidden.shape[-1]), weight,
-                               targets.reshape(-1), bfloat16, chunk)
+                               targets.reshape(-1), bfloat16, chunk, need_grad)
+
+
+def loss_of(model, x: torch.Tensor, y: torch.Tensor, bfloat16: bool = False) -> torch.Tensor:
+    """A GPTModel's mean cross-entropy of the next tokens ``y`` after ``x`` (B, T):
+    ``F.cross_entropy(model(x).flatten(0, 1), y.flatten())``, its head applied with the
+    loss. With ``bfloat16`` the matrix products run in bfloat16 (autocast); the residual
+    stream, the norms and the loss stay float32."""
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bfloat16):
+        hidden = model(x, head=False)  # (B, T, C)
+    return head_loss(hidden, model.out_head.weight, y, bfloat16)

@@ -27,7 +27,8 @@ from ..gpt.model import GPTModel, build_model
 from ..gpt.tokenizer import decode, encode
 from ..run.generation import GenerationSettings, generate
 from ..weights.checkpoints import load_checkpoint, save_checkpoint
-from .head_loss import head_loss
+from . import head_loss as head_losses
+from .head_loss import loss_of
 from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_preset, read_optimizer,
                           resume_state)
 from .train_text import default_text, read_text, tokens_of
@@ -170,17 +171,6 @@ def batch(tokens: torch.Tensor, size: int, context: int, gen: torch.Generator) -
     return x, y
 
 
-def loss_of(model: GPTModel, x: torch.Tensor, y: torch.Tensor,
-            bfloat16: bool = False) -> torch.Tensor:
-    """Mean cross-entropy of the next tokens: ``F.cross_entropy(model(x).flatten(0, 1), y)``,
-    with the output head and the loss applied together a few rows at a time (head_loss).
-    With ``bfloat16`` the matrix products run in bfloat16 (autocast); the residual stream,
-    the norms and the loss stay float32."""
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bfloat16):
-        hidden = model(x, head=False)  # (B, T, C)
-    return head_loss(hidden, model.out_head.weight, y, bfloat16)
-
-
 def uses_bfloat16(precision: str) -> bool:
     return precision == "bfloat16" or (precision == "auto"
                                        and native_bfloat16(torch.device("cpu")))
@@ -243,6 +233,12 @@ class Trainer:
     # ------------------------------------------------------------------ training
     def run(self) -> Iterator[StepEvent | EvalEvent | CheckpointEvent]:
         """Train until max_steps or max_minutes; yields after every step."""
+        try:
+            yield from self._run()
+        finally:
+            head_losses.release()  # the logits' buffer kept between steps
+
+    def _run(self) -> Iterator[StepEvent | EvalEvent | CheckpointEvent]:
         s = self.settings
         start = time.perf_counter()
         saved = None
