@@ -87,12 +87,18 @@ def peer(rounds: int, tokens: int = 1024) -> int:
         run_prompt(model, lst, EVERYTHING).complete()
 
     rows = []
-    for r in range(rounds + 1):  # round 0 warms both up
+    def ours() -> tuple[float, ...]:
         with torch.inference_mode():
             plain = timed(lambda: model(ids))
         first = timed(lambda: run_prompt(model, lst, EVERYTHING))
-        row = (plain, first, timed(ours_lazy), timed(lambda: run_prompt(model, lst, eager)),
-               ask("plain"), ask("cache"))
+        return plain, first, timed(ours_lazy), timed(lambda: run_prompt(model, lst, eager))
+
+    for r in range(rounds + 1):  # round 0 warms both up; then alternating who goes first
+        if r % 2:
+            peer = ask("plain"), ask("cache")
+            row = ours() + peer
+        else:
+            row = ours() + (ask("plain"), ask("cache"))
         if r:
             rows.append(row)
             print(f"round {r}: ours plain {row[0]:.2f} s, pass {row[1]:.2f} s, pass + the rest "

@@ -27,6 +27,7 @@ from .weights import hub
 from .base import state
 from .base.cancel import check
 from .weights.checkpoints import CheckpointError, LoadedModel, load_checkpoint
+from .weights.keymaps import all_finite
 from .base.devices import check_memory
 from .gpt.config import GPTConfig, preset
 from .base.devices import resolve_device, resolve_dtype
@@ -241,6 +242,8 @@ def check_finite(model, label: str, dtype: str) -> None:
     are, or — for float16/bfloat16 — the advice that the values overflow that dtype."""
     bad = []
     for name, param in model.named_parameters():
+        if all_finite(param.detach()):
+            continue
         count = int((~torch.isfinite(param.detach())).sum())
         if count:
             bad.append((name, count))

@@ -193,6 +193,13 @@ def check_tensor(path: Path, key: str, t) -> None:
                                     f"{t.untyped_storage().nbytes():,} bytes): not a plain weight")
 
 
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every value is finite, in one reduction and no copy: a float64 sum of
+    float32 (or narrower) values cannot overflow, and an inf or NaN makes it non-finite
+    (False for float64 values so large that their sum overflows: count those)."""
+    return bool(torch.isfinite(t.sum(dtype=torch.float64)))
+
+
 def validate_state_dict(path: Path, sd: dict[str, torch.Tensor], cfg: GPTConfig) -> None:
     """Names, shapes and values against the model the config describes; the config's
     layer count is checked against the keys before the (meta) model is built."""
@@ -221,6 +228,6 @@ def validate_state_dict(path: Path, sd: dict[str, torch.Tensor], cfg: GPTConfig)
                                         f"{tuple(t.shape)}, the model needs {tuple(ref.shape)}")
         if not t.is_floating_point():  # (check_tensor already refused it)
             raise CheckpointError(path, f"{key!r} has dtype {t.dtype}; weights must be floating point")
-        if not torch.isfinite(t).all():
-            bad = int((~torch.isfinite(t)).sum())
+        bad = 0 if all_finite(t) else int((~torch.isfinite(t)).sum())  # (a float64 sum
+        if bad:  # of huge float64 values can overflow: then counted)
             raise CheckpointError(path, f"{key!r} contains {bad:,} NaN/Inf value(s)")
