@@ -368,3 +368,16 @@ def test_safetensors_gaps_overlaps_and_trailing_bytes_are_refused(tmp_path, entr
     with pytest.raises(CheckpointError, match=message) as info:
         load_checkpoint(path)
     assert str(path) in str(info.value)
+
+
+def test_all_finite_is_exact_for_float32_and_narrower():
+    from explorer.core.weights.keymaps import all_finite
+    big = torch.full((1000,), 3.0e38)  # their float32 sum would overflow; float64's does not
+    assert all_finite(big) and all_finite(big.bfloat16().clamp(-3e38, 3e38))
+    for bad in (float("inf"), float("-inf"), float("nan")):
+        t = big.clone()
+        t[517] = bad
+        assert not all_finite(t) and not all_finite(t.half())
+    assert all_finite(torch.zeros(0))
+    huge = torch.full((4,), 1e308, dtype=torch.float64)  # overflows: said not finite, counted
+    assert not all_finite(huge) and int((~torch.isfinite(huge)).sum()) == 0
