@@ -171,6 +171,7 @@ def followed_run(name: str, steps: int, batch: int, snapshots: int, new_tokens: 
     """Seconds of a training run in a child process (as the window runs it); with
     snapshots, a follower thread loads each one and runs the prompt on it, every node
     captured and ``new_tokens`` generated, as the window's engine does when it follows."""
+    from explorer.core.base.devices import usable_cores
     from explorer.core.experiments.snapshots import SnapshotEvent
     from explorer.core.experiments.train_process import train_in_process
     from explorer.core.run.generation import GenerationSettings
@@ -191,6 +192,8 @@ def followed_run(name: str, steps: int, batch: int, snapshots: int, new_tokens: 
             todo.put(event.path)
 
     follower = threading.Thread(target=follow)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, usable_cores() - 1))  # the window's engine's choice
     follower.start()
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
@@ -199,6 +202,7 @@ def followed_run(name: str, steps: int, batch: int, snapshots: int, new_tokens: 
         finally:
             todo.put(None)
             follower.join()  # the last snapshot's pass counts too
+            torch.set_num_threads(threads)
         return time.perf_counter() - start
 
 
