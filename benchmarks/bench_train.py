@@ -167,6 +167,9 @@ def explorer_run(name: str, text: str, steps: int, batch: int, precision: str) -
     return steps * batch * trainer.cfg.context_length / (time.perf_counter() - start)
 
 
+WRITES: list[float] = []  # every snapshot's write, in seconds
+
+
 def followed_run(name: str, steps: int, batch: int, snapshots: int, new_tokens: int) -> float:
     """Seconds of a training run in a child process (as the window runs it); with
     snapshots, a follower thread loads each one and runs the prompt on it, every node
@@ -189,6 +192,7 @@ def followed_run(name: str, steps: int, batch: int, snapshots: int, new_tokens: 
 
     def report(event) -> None:
         if isinstance(event, SnapshotEvent):
+            WRITES.append(event.seconds)  # the trainer's own time writing it
             todo.put(event.path)
 
     follower = threading.Thread(target=follow)
@@ -285,6 +289,9 @@ def main() -> None:
                                                         got["snapshots off"])]
         print(summary(f"  {args.snapshots} snapshots followed: extra training time "
                       "(target 10 %)", cost, " %", "min"))
+        per_run = len(WRITES) / args.rounds
+        print(f"  each snapshot written in {statistics.median(WRITES):.2f} s (median of "
+              f"{len(WRITES)}), {per_run:.0f} a run")
 
 
 if __name__ == "__main__":
