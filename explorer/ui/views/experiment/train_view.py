@@ -203,10 +203,7 @@ class TrainPanel(ViewHooks, QWidget):
         if info is None or self._showing is None or info.spec.checkpoint != self._showing:
             return
         self._showing = None
-        # the prompt as typed, on the snapshot's weights: in the next turn of the event
-        # loop, so that the views' reset for the new model and the run's start are two
-        # short stretches of the GUI thread, with input handled between them
-        QTimer.singleShot(0, lambda: self.session.request_run(""))
+        self.session.request_run("")  # the prompt as typed, on the snapshot's weights
 
     def back(self) -> None:
         if self.before is not None:
