@@ -345,6 +345,7 @@ class MainWindow(QMainWindow):
         for view in self.views.values():
             view.save_settings(self.settings)
         self.settings.sync()
+        self.models.closing = True
         # a job still running after Stop is in a read that cannot be abandoned: exit anyway
         self.stuck = not all([self.engine.shutdown(CLOSE_WAIT_S), self.jobs.shutdown(CLOSE_WAIT_S),
                               *[view.shutdown(CLOSE_WAIT_S) for view in self.views.values()]])

@@ -22,6 +22,7 @@ class Models(QObject):
         self.window = window
         self.session, self.engine = window.session, window.engine
         self.loading = False
+        self.closing = False  # the window is closing: a load it stopped says nothing
         self.job = None
         self.spec: ModelSpec | None = None  # what is being loaded
         self.remembered = False  # the first load is the last launch's model, which may be gone
@@ -67,6 +68,8 @@ class Models(QObject):
     @Slot(str)
     def failed(self, message: str) -> None:
         self.loading = False
+        if self.closing:  # stopped by the close itself: no dialog, no other model
+            return
         w = self.window
         w.busy.setVisible(self.session.busy)
         if self.session.model is None and self.remembered and self.spec != ModelSpec():

@@ -9,7 +9,7 @@ from explorer.ui.window.main_window import MainWindow
 from tests.ui.conftest import run_and_wait
 
 
-def test_a_first_window_and_a_restored_one_fit_the_screen(qtbot, tmp_path):
+def test_a_first_window_and_a_restored_one_fit_the_screen(qtbot, tmp_path, warnings):
     area = QGuiApplication.primaryScreen().availableGeometry()  # 800 x 800 offscreen
     path = str(tmp_path / "s.ini")
     first = MainWindow(ModelSpec(preset="tiny"), QSettings(path, QSettings.IniFormat))
@@ -30,6 +30,24 @@ def test_a_first_window_and_a_restored_one_fit_the_screen(qtbot, tmp_path):
     assert again.height() <= area.height() and again.y() >= area.top()
     assert again.x() <= area.right() and again.frameGeometry().bottom() <= area.bottom()
     again.close()
+    qtbot.wait(100)
+    assert warnings == []  # closed while it may still be loading: nothing to say
+
+
+def test_closing_a_window_while_its_model_loads_shows_no_dialog(qtbot, tmp_path, warnings):
+    path = str(tmp_path / "s.ini")
+    first = MainWindow(ModelSpec(preset="tiny"), QSettings(path, QSettings.IniFormat))
+    qtbot.addWidget(first)
+    qtbot.waitUntil(lambda: first.session.model is not None, timeout=60_000)
+    first.close()  # remembered: the next window's first load is the last launch's model
+    window = MainWindow(None, QSettings(path, QSettings.IniFormat))
+    qtbot.addWidget(window)
+    window.show()
+    assert window.models.loading and window.models.remembered
+    window.close()  # its load is stopped by the close
+    qtbot.waitUntil(lambda: not window.models.loading, timeout=30_000)
+    qtbot.wait(100)
+    assert warnings == [] and window.session.model is None and not window.models.loading
 
 
 def test_the_front_tab_can_take_the_centre_and_go_back(qtbot, make_window):
