@@ -55,7 +55,7 @@ def test_bfloat16_equals_the_autocast_cross_entropy():
         torch.testing.assert_close(a, b, rtol=0.02, atol=2e-4)
 
 
-def test_without_gradients_only_the_loss_and_the_backward_scales_by_its_gradient():
+def test_without_gradients_the_same_loss_and_the_backward_scales_by_its_gradient():
     hidden, weight, targets = _inputs(50)
     with torch.no_grad():
         loss = head_loss(hidden.float(), weight.float(), targets, chunk=16)

@@ -228,6 +228,8 @@ def validate_state_dict(path: Path, sd: dict[str, torch.Tensor], cfg: GPTConfig)
                                         f"{tuple(t.shape)}, the model needs {tuple(ref.shape)}")
         if not t.is_floating_point():  # (check_tensor already refused it)
             raise CheckpointError(path, f"{key!r} has dtype {t.dtype}; weights must be floating point")
-        bad = 0 if all_finite(t) else int((~torch.isfinite(t)).sum())  # (a float64 sum
-        if bad:  # of huge float64 values can overflow: then counted)
+        # counted only when the quick test fails (float64 weights so large that their
+        # sum overflows fail it while finite: their count is 0)
+        bad = 0 if all_finite(t) else int((~torch.isfinite(t)).sum())
+        if bad:
             raise CheckpointError(path, f"{key!r} contains {bad:,} NaN/Inf value(s)")
