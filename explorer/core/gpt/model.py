@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from .config import GPTConfig
-from .layers import FeedForward, HookPoint, LayerKV, LayerNorm, MultiHeadAttention
+from .layers import (FeedForward, HookPoint, LayerKV, LayerNorm, MultiHeadAttention,
+                     lay_out_linear)
 
 
 class TransformerBlock(nn.Module):
@@ -116,8 +117,8 @@ class GPTModel(nn.Module):
         self.tie_weights()
 
     def tie_weights(self) -> None:
-        """Share the output head with the token embedding when the config says so, and
-        lay the head's weight out column-major.
+        """Share the output head with the token embedding when the config says so, lay
+        the head's weight out column-major, and the blocks' weights as ``lay_out`` does.
 
         The weight keeps its shape (vocab, emb) and its values; only its memory layout
         changes, to the one the CPU matrix-vector kernels read fastest (the head is the
@@ -131,6 +132,25 @@ class GPTModel(nn.Module):
         if self.cfg.tie_weights:
             self.tok_emb.weight = head
         self.out_head.weight = head
+        self.lay_out()
+
+    def lay_out(self) -> None:
+        """Each block's weights in the memory layout for what the model's mode does, the
+        values unchanged: in eval mode for decoding (the query, key and value projections
+        one matrix, wide matrices column-major on a CPU), in training mode row-major,
+        each parameter dense (``MultiHeadAttention.lay_out``, ``lay_out_linear``)."""
+        if self.tok_emb.weight.device.type == "meta":
+            return
+        decoding = not self.training
+        for block in self.trf_blocks:
+            block.att.lay_out(decoding)
+            lay_out_linear(block.ff.layers[0], decoding)
+
+    def train(self, mode: bool = True) -> "GPTModel":
+        """``nn.Module.train``, and the weights laid out for the mode (``lay_out``)."""
+        super().train(mode)
+        self.lay_out()
+        return self
 
     def forward(self, in_idx: torch.Tensor, cache: KVCache | None = None,
                 last_only: bool = False, head: bool = True) -> torch.Tensor:
