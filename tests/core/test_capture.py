@@ -9,7 +9,7 @@ from explorer.core.run.steps import StepRecorder
 from explorer.core.gpt.config import preset
 from explorer.core.run.generation import GenerationSettings, generate_stream
 from explorer.core.gpt.model import build_model
-from explorer.core.gpt.nodes import all_hook_names, block_nodes
+from explorer.core.gpt.nodes import all_hook_names, block_nodes, node_for_hook
 from explorer.core.run.stats import tensor_stats
 
 
@@ -173,6 +173,13 @@ def test_step_capture_matches_a_full_capture_of_the_same_position(model):
         assert logits.count == model.cfg.vocab_size and sc.vector("out_head") is None
         row = cap["out_head"].tensor[0, sc.position].numpy()
         assert int(logits.top_dims[0]) in (int(np.argmax(row)), int(np.argmin(row)))
+        whole = tensor_stats(torch.from_numpy(step.logits).reshape(1, -1),
+                             node_for_hook("out_head").hist)  # the step's own logits
+        assert (logits.mean, logits.std, logits.absmax) == (whole.mean, whole.std, whole.absmax)
+        np.testing.assert_array_equal(logits.hist, whole.hist)
+    # computed when asked, from the logits the step was drawn from: no copy of them kept
+    later = steps[-1].capture._pending["out_head"]
+    assert later.untyped_storage().data_ptr() == torch.from_numpy(steps[-1].logits).untyped_storage().data_ptr()
 
 
 def test_step_recorder_in_train_mode_hooks_the_dropouts_themselves():

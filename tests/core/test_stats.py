@@ -108,6 +108,20 @@ def test_row_stats_match_numpy_row_by_row():
             np.testing.assert_array_equal(np.sort(stats.top_dims), np.sort(ref["top_dims"]))
 
 
+def test_row_stats_of_finite_rows_match_numpy_row_by_row():
+    X = known_tensor(5).reshape(14, 16)[:6].clone()  # every value finite: the fast path
+    X[1, :4] = 0.0
+    ranges = [HistRange(-4.0, 4.0, 80), HistRange(-1.0, 1.0, 80)] * 3
+    rs = row_stats(X, torch.tensor([r.lo for r in ranges]), torch.tensor([r.hi for r in ranges]),
+                   80, topk=4)
+    assert rs.n_nan.tolist() == rs.n_inf.tolist() == [0] * 6
+    for r, hist in enumerate(ranges):
+        stats = rs.node_stats(r, hist)
+        ref = numpy_reference(X[r:r + 1].numpy(), hist, topk=4)
+        check(stats, ref)
+        np.testing.assert_array_equal(np.sort(stats.top_dims), np.sort(ref["top_dims"]))
+
+
 def test_values_on_bin_edges_follow_histc():
     x = torch.tensor([[-4.0, -3.95, 0.0, 3.95, 4.0, 4.5]])
     t = tensor_stats(x, H)

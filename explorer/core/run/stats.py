@@ -323,24 +323,30 @@ def row_stats(X: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int,
     X = X.detach().float()
     R, C = X.shape
     finite = torch.isfinite(X)
-    n_nan = torch.isnan(X).sum(1)
-    n_inf = (~finite).sum(1) - n_nan
     all_finite = bool(finite.all())
-    Xf = X if all_finite else torch.where(finite, X, torch.zeros((), device=X.device))
-    m = finite.sum(1).clamp_min(1).float()  # (R,) finite values per row
-    mean = Xf.sum(1) / m
-    d2 = (Xf - mean[:, None]).square_()
-    if not all_finite:
-        d2 = d2 * finite
+    if all_finite:  # the usual case: no masking, no NaN to count
+        n_nan = n_inf = torch.zeros(R, dtype=torch.int64)
+        Xf, m = X, torch.full((R,), float(C), device=X.device)
+        mean = X.sum(1) / m
+        d2 = (X - mean[:, None]).square_()
+        mn, mx = X.amin(1), X.amax(1)
+        frac_neg = (X < 0).sum(1) / m
+    else:
+        n_nan = torch.isnan(X).sum(1)
+        n_inf = (~finite).sum(1) - n_nan
+        Xf = torch.where(finite, X, torch.zeros((), device=X.device))
+        m = finite.sum(1).clamp_min(1).float()  # (R,) finite values per row
+        mean = Xf.sum(1) / m
+        d2 = (Xf - mean[:, None]).square_() * finite
+        big = torch.finfo(torch.float32).max
+        mn = torch.where(finite, X, torch.full((), big, device=X.device)).amin(1)
+        mx = torch.where(finite, X, torch.full((), -big, device=X.device)).amax(1)
+        frac_neg = ((X < 0) & finite).sum(1) / m
     var = d2.sum(1) / m
     m4 = (d2 * d2).sum(1) / m
-    big = torch.finfo(torch.float32).max
-    mn = torch.where(finite, X, torch.full((), big, device=X.device)).amin(1)
-    mx = torch.where(finite, X, torch.full((), -big, device=X.device)).amax(1)
     absmax = torch.maximum(mn.abs(), mx.abs())
     rms = (var + mean * mean).sqrt()
     kurt = torch.where(var > 0, m4 / (var * var) - 3.0, torch.full((), float("nan"), device=X.device))
-    frac_neg = ((X < 0) & finite).sum(1) / m
     frac_zero = (X == 0).sum(1) / m
     scalars = torch.stack([mean, var.sqrt(), mn, mx, absmax, rms, kurt, frac_neg, frac_zero], 1)
     absX = Xf.abs()
@@ -351,9 +357,10 @@ def row_stats(X: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int,
     # histc's float32 arithmetic: (x - lo) * bins / (hi - lo); hi itself -> the last bin
     idx = ((X - lo[:, None]) * bins / (hi - lo)[:, None]).floor_().clamp_(-1, bins - 1)
     idx = torch.where(X < lo[:, None], -1.0, torch.where(X > hi[:, None], float(bins), idx))
-    idx = idx.nan_to_num(nan=0.0).long() + 1  # 0 = under, bins+1 = over
+    idx = (idx if all_finite else idx.nan_to_num(nan=0.0)).long() + 1  # 0 under, bins+1 over
     counts = torch.zeros(R, bins + 2, device=X.device)
-    counts.scatter_add_(1, idx, (~torch.isnan(X)).float())
+    counts.scatter_add_(1, idx, torch.ones((), device=X.device).expand(R, C) if all_finite
+                        else (~torch.isnan(X)).float())
     counts = counts.round().long().cpu().numpy()
     return RowStats(
         scalars=scalars.double().cpu().numpy(), n_nan=n_nan.cpu().numpy(),

@@ -4,6 +4,7 @@ statistics (computed a width group at a time, when first asked for)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Iterable
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 from ..gpt.hooks import HookSet
 from .capture import NodeView
 from ..gpt.model import GPTModel
+from ..gpt.node_types import Node
 from ..gpt.nodes import LOGITS, eval_source, is_pattern, node_for_hook, select_hook_names
 from .stats import NodeStats, RowStats, row_stats, tensor_stats
 
@@ -20,22 +22,26 @@ class StepCapture:
     """Every node's vector at one position, recorded during generation, and their
     statistics. The vectors are CPU copies of exactly what the model computed; the
     statistics of a width group are computed from them once, when first asked for, so
-    recording costs the decode loop almost nothing (the logits' statistics are computed
-    at once and their 50,257-value vector is not kept unless asked)."""
+    recording costs the decode loop almost nothing. The logits' statistics too are
+    computed when first asked for, from the step's own logits (the tensor the step was
+    drawn from, not a copy); their 50,257-value vector is not a ``vector`` unless asked."""
 
     def __init__(self, position: int, where: dict[str, tuple[int, int]],
-                 vectors: list[np.ndarray | None], computed: dict[str, NodeStats],
+                 vectors: list[np.ndarray | None], pending: dict[str, torch.Tensor],
                  hist: list[tuple[torch.Tensor, torch.Tensor, int]], topk: int,
-                 norm_position: str = "pre") -> None:
+                 nodes: dict[str, Node], shown: dict[str, Node]) -> None:
         self.position = position
-        self.norm_position = norm_position
         self.names = tuple(where)
         self._where = where
         self._vectors = vectors
-        self._computed = computed  # statistics computed while recording (the logits)
+        self._pending = pending  # name -> the tensor whose statistics are still to compute
+        self._computed: dict[str, NodeStats] = {}
+        self._lock = threading.Lock()
         self._stats: list[RowStats | None] = [None] * len(vectors)
         self._hist = hist
         self._topk = topk
+        self._nodes = nodes  # name -> its Node (the recorder's table, shared by every step)
+        self._shown = shown  # name -> its Node in the words of the model's norm position
 
     def vector(self, name: str) -> np.ndarray | None:
         group, row = self._where[name]
@@ -43,14 +49,18 @@ class StepCapture:
         return None if vectors is None else vectors[row]
 
     def stats(self, name: str) -> NodeStats:
-        if name in self._computed:
+        if name in self._pending:
+            with self._lock:  # the engine's thread and the window may ask at once
+                if name not in self._computed:
+                    self._computed[name] = tensor_stats(self._pending[name],
+                                                        self._nodes[name].hist, self._topk)
             return self._computed[name]
         group, row = self._where[name]
         if self._stats[group] is None:
             lo, hi, bins = self._hist[group]
             self._stats[group] = row_stats(torch.from_numpy(self._vectors[group]),
                                            lo.cpu(), hi.cpu(), bins, self._topk)
-        return self._stats[group].node_stats(row, node_for_hook(name).hist)
+        return self._stats[group].node_stats(row, self._nodes[name].hist)
 
     def __contains__(self, name: str) -> bool:
         return name in self._where
@@ -62,8 +72,8 @@ class StepCapture:
             vec = self.vector(name)
             array = None if vec is None else vec.reshape(1, 1, -1)
             width = vec.shape[-1] if vec is not None else self.stats(name).count
-            shape = (1, 1, width) if node_for_hook(name).batched else (1, width)
-            out[name] = NodeView(name, node_for_hook(name, self.norm_position), shape, dtype, device,
+            shape = (1, 1, width) if self._nodes[name].batched else (1, width)
+            out[name] = NodeView(name, self._shown[name], shape, dtype, device,
                                  self.stats(name), array)
         return out
 
@@ -93,6 +103,8 @@ class StepRecorder(HookSet):
                        node_for_hook(g[0]).hist.bins) for g in self._groups]
         self._latest: dict[str, torch.Tensor] = {}
         self._source: dict[str, str] = {}
+        self._nodes = {n: node_for_hook(n) for n in self.names}
+        self._shown = {n: node_for_hook(n, model.cfg.norm_position) for n in self.names}
 
     def _hooks(self) -> dict[str, object]:
         latest = self._latest
@@ -111,14 +123,17 @@ class StepRecorder(HookSet):
     def snapshot(self, position: int) -> StepCapture:
         latest, source = self._latest, self._source
         vectors: list[np.ndarray | None] = []
-        computed: dict[str, NodeStats] = {}
+        pending: dict[str, torch.Tensor] = {}
         for names in self._groups:
+            if names == [LOGITS]:  # statistics when asked; keep 50,257 values only if asked
+                row = latest[source[LOGITS]].reshape(1, -1)
+                if row.untyped_storage().nbytes() > row.numel() * row.element_size():
+                    row = row.clone()  # a prompt's last row: not the whole (T, vocab) logits
+                pending[LOGITS] = row
+                vectors.append(row.float().cpu().numpy() if self.keep_logits else None)
+                continue
             X = torch.stack([latest[source[n]].reshape(-1) for n in names]).float()  # (R, C)
-            if names == [LOGITS]:  # statistics now; keep 50,257 values only if asked
-                computed[LOGITS] = tensor_stats(X, node_for_hook(LOGITS).hist, self.topk)
-                vectors.append(X.cpu().numpy() if self.keep_logits else None)
-            else:
-                vectors.append(X.cpu().numpy())
+            vectors.append(X.cpu().numpy())
         latest.clear()
-        return StepCapture(position, self._where, vectors, computed, self._hist, self.topk,
-                           self.model.cfg.norm_position)
+        return StepCapture(position, self._where, vectors, pending, self._hist, self.topk,
+                           self._nodes, self._shown)
