@@ -81,17 +81,35 @@ def peer(rounds: int, tokens: int = 1024) -> int:
     model = build_model(preset("gpt2-small"), seed=0)
     ids = torch.randint(0, 50257, (1, tokens), generator=torch.Generator().manual_seed(0))
     lst = ids[0].tolist()
-    eager = replace(EVERYTHING, later=False)
+    # the app's pass, with room for every node's tensor (the app keeps 1 GiB by default,
+    # and the statistics alone of what does not fit)
+    everything = replace(EVERYTHING, budget_bytes=8 * GIB)
+    eager = replace(everything, later=False)
+    missing = [n for n, v in run_prompt(model, lst, everything).views.items() if v.array is None]
+    assert not missing, missing
 
     def ours_lazy():
-        run_prompt(model, lst, EVERYTHING).complete()
+        run_prompt(model, lst, everything).complete()
+
+    def one_capture(inside: bool) -> float:
+        """The second harness: one Capture keeping every node's full tensor (attention
+        patterns included; ``inside``: every block's attention steps too, as TransformerLens
+        keeps q, k, v, scores, pattern and z), every statistic computed in the pass."""
+        with torch.inference_mode(), Capture(model, tensors=True, attention=True, inside=inside,
+                                             budget_bytes=8 * GIB) as cap:
+            start = time.perf_counter()
+            model(ids)
+            seconds = time.perf_counter() - start
+        assert not cap.dropped, cap.dropped  # every node kept in full
+        return seconds
 
     rows = []
     def ours() -> tuple[float, ...]:
         with torch.inference_mode():
             plain = timed(lambda: model(ids))
-        first = timed(lambda: run_prompt(model, lst, EVERYTHING))
-        return plain, first, timed(ours_lazy), timed(lambda: run_prompt(model, lst, eager))
+        first = timed(lambda: run_prompt(model, lst, everything))
+        return (plain, first, timed(ours_lazy), timed(lambda: run_prompt(model, lst, eager)),
+                one_capture(False), one_capture(True))
 
     for r in range(rounds + 1):  # round 0 warms both up; then alternating who goes first
         if r % 2:
@@ -102,18 +120,20 @@ def peer(rounds: int, tokens: int = 1024) -> int:
         if r:
             rows.append(row)
             print(f"round {r}: ours plain {row[0]:.2f} s, pass {row[1]:.2f} s, pass + the rest "
-                  f"{row[2]:.2f} s, all at once {row[3]:.2f} s · TransformerLens plain "
-                  f"{row[4]:.2f} s, run_with_cache {row[5]:.2f} s")
+                  f"{row[2]:.2f} s, all at once {row[3]:.2f} s, one Capture {row[4]:.2f} s, "
+                  f"with attention's steps {row[5]:.2f} s · TransformerLens plain "
+                  f"{row[6]:.2f} s, run_with_cache {row[7]:.2f} s")
     tl.stdin.close()
     tl.wait()
     print(f"T={tokens}, {threads} torch thread(s), every node kept in full, median / worst of "
           f"{rounds} rounds (ratio to TransformerLens's run_with_cache in the same round):")
     names = ("our plain forward", "our pass (moments; details later)",
              "our pass + the details after it", "our pass, every statistic at once",
+             "one Capture, every tensor and statistic", "the same with attention's steps",
              "TransformerLens plain forward", "TransformerLens run_with_cache")
     for k, name in enumerate(names):
-        ratios = [row[k] / row[5] for row in rows]
-        print(f"  {name:36s} {statistics.median(row[k] for row in rows):6.2f} s   "
+        ratios = [row[k] / row[7] for row in rows]
+        print(f"  {name:40s} {statistics.median(row[k] for row in rows):6.2f} s   "
               f"{statistics.median(ratios):.2f}x / {max(ratios):.2f}x")
     return 0
 
