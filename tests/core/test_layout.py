@@ -47,6 +47,8 @@ def test_eval_mode_reads_the_three_projections_as_one_column_major_matrix(qkv_bi
     assert ff_in.stride() == (1, 4 * c)  # 4C outputs of C inputs: column-major
     assert ff_out.is_contiguous()  # C outputs of 4C inputs: row-major reads fastest
     assert att.out_proj.weight.stride() == (1, c)
+    head = model.out_head.weight
+    assert head is model.tok_emb.weight and head.stride() == (1, model.cfg.vocab_size)
 
 
 @pytest.mark.parametrize("qkv_bias", [False, True])
@@ -99,8 +101,7 @@ def test_training_mode_gives_dense_parameters_that_fused_adamw_updates_as_the_pl
     for block in model.trf_blocks:
         assert block.att._fused_views() is None
     for name, p in model.named_parameters():
-        if name != "tok_emb.weight":  # the tied head stays column-major, and dense
-            assert p.is_contiguous(), name
+        assert p.is_contiguous(), name  # the tied head too: its gradients come row-major
     reference = copy.deepcopy(model)
     ids = torch.randint(0, model.cfg.vocab_size, (2, 16), generator=torch.Generator().manual_seed(2))
     optimizers = [torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True),

@@ -23,20 +23,28 @@ CHUNK_ROWS = 128  # a chunk's logits: 128 × 50,257 floats, 26 MB
 _kept = threading.local()
 
 
-def _logits_buffer(rows: int, vocab: int, dtype: torch.dtype) -> torch.Tensor:
-    """The (rows, vocab) buffer of the previous call when it fits, else a new one: a new
-    206 MB tensor is fresh memory from the system, whose first writes fault in every page
-    (~80 ms a step for mini in float32)."""
-    buf = getattr(_kept, "buffer", None)
-    if buf is None or buf.shape != (rows, vocab) or buf.dtype != dtype:
-        _kept.buffer = buf = None  # the old one freed before the new one is made
-        _kept.buffer = buf = torch.empty((rows, vocab), dtype=dtype)
+def _buffer(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """The buffer ``name`` of the previous call when it fits, else a new one: a new
+    tensor of tens of MB is fresh memory from the system, whose first writes fault in
+    every page (~80 ms a step for mini's 206 MB of logits in float32)."""
+    kept = getattr(_kept, "buffers", None)
+    if kept is None:
+        _kept.buffers = kept = {}
+    buf = kept.get(name)
+    if buf is None or buf.shape != shape or buf.dtype != dtype:
+        kept[name] = buf = None  # the old one freed before the new one is made
+        kept[name] = buf = torch.empty(shape, dtype=dtype)
     return buf
 
 
+def _logits_buffer(rows: int, vocab: int, dtype: torch.dtype) -> torch.Tensor:
+    """The (rows, vocab) logits' (or their gradients') buffer."""
+    return _buffer("logits", (rows, vocab), dtype)
+
+
 def release() -> None:
-    """The kept buffer freed (a run has ended)."""
-    _kept.buffer = None
+    """The kept buffers freed (a run has ended)."""
+    _kept.buffers = None
 
 
 class _HeadLoss(torch.autograd.Function):
@@ -44,12 +52,16 @@ class _HeadLoss(torch.autograd.Function):
     def forward(ctx, hidden, weight, targets, bfloat16: bool, chunk: int, need_grad: bool):
         n = hidden.shape[0]
         dtype = torch.bfloat16 if bfloat16 else hidden.dtype
-        w = weight.to(dtype)
+        vocab = weight.shape[0]
+        w = weight if weight.dtype == dtype else _buffer("weight", weight.shape, dtype).copy_(weight)
         h_all = hidden.to(dtype)
         whole = dtype == torch.float32
         # the logits' gradients, for one product with the hidden states at the end; in
         # float32 the logits are made there whole (one product is faster than a chunk's)
-        g_all = _logits_buffer(n, weight.shape[0], dtype) if need_grad or whole else None
+        g_all = _logits_buffer(n, vocab, dtype) if need_grad or whole else None
+        if not whole:  # a chunk's logits in bfloat16, then in float32
+            low = _buffer("chunk", (min(chunk, n), vocab), dtype)
+            high = _buffer("chunk32", (min(chunk, n), vocab), torch.float32)
         if whole:
             torch.mm(h_all, w.t(), out=g_all)
         total = torch.zeros((), dtype=torch.float64)
@@ -58,7 +70,10 @@ class _HeadLoss(torch.autograd.Function):
             h = h_all[start:start + chunk]
             y = targets[start:start + chunk]
             r = rows[:len(y)]
-            logits = g_all[start:start + chunk] if whole else (h @ w.t()).float()  # (rows, vocab)
+            if whole:
+                logits = g_all[start:start + chunk]  # (rows, vocab)
+            else:
+                logits = high[:len(y)].copy_(torch.mm(h, w.t(), out=low[:len(y)]))
             top = logits.amax(dim=1, keepdim=True)
             picked = logits[r, y] - top[:, 0]
             e = logits.sub_(top).exp_()  # one exp of each logit
@@ -73,13 +88,16 @@ class _HeadLoss(torch.autograd.Function):
                 g_all[start:start + chunk] = e
         if need_grad:
             grad_h = (g_all @ w).to(hidden.dtype)
-            grad_w = (g_all.t() @ h_all).to(weight.dtype)
+            grad_w = (g_all.t() @ h_all if dtype == weight.dtype else  # (vocab, C)
+                      torch.mm(g_all.t(), h_all, out=_buffer("grad", weight.shape, dtype)).to(weight.dtype))
             ctx.save_for_backward(grad_h, grad_w)
         return (total / n).to(hidden.dtype)
 
     @staticmethod
     def backward(ctx, grad_out):
         grad_h, grad_w = ctx.saved_tensors
+        if grad_out.device.type == "cpu" and bool(grad_out == 1):  # a loss's own backward
+            return grad_h, grad_w, None, None, None, None
         return grad_h * grad_out, grad_w * grad_out, None, None, None, None
 
 

@@ -117,31 +117,29 @@ class GPTModel(nn.Module):
         self.tie_weights()
 
     def tie_weights(self) -> None:
-        """Share the output head with the token embedding when the config says so, lay
-        the head's weight out column-major, and the blocks' weights as ``lay_out`` does.
-
-        The weight keeps its shape (vocab, emb) and its values; only its memory layout
-        changes, to the one the CPU matrix-vector kernels read fastest (the head is the
-        largest matrix of a decode step). The embedding lookup reads the same tensor.
-        """
-        head = self.tok_emb.weight if self.cfg.tie_weights else self.out_head.weight
-        if head.device.type != "meta" and head.dim() == 2 and head.stride(0) != 1:
-            with torch.no_grad():
-                column_major = head.detach().t().contiguous().t()  # (V, C), strides (1, V)
-            head = nn.Parameter(column_major, requires_grad=head.requires_grad)
+        """Share the output head with the token embedding when the config says so, and
+        lay the weights out as ``lay_out`` does."""
         if self.cfg.tie_weights:
-            self.tok_emb.weight = head
-        self.out_head.weight = head
+            self.out_head.weight = self.tok_emb.weight
         self.lay_out()
 
     def lay_out(self) -> None:
-        """Each block's weights in the memory layout for what the model's mode does, the
-        values unchanged: in eval mode for decoding (the query, key and value projections
-        one matrix, wide matrices column-major on a CPU), in training mode row-major,
-        each parameter dense (``MultiHeadAttention.lay_out``, ``lay_out_linear``)."""
-        if self.tok_emb.weight.device.type == "meta":
+        """The weights in the memory layout for what the model's mode does, the values
+        unchanged. In eval mode for decoding: the head column-major, which the CPU
+        matrix-vector kernels read fastest (the largest matrix of a step; the embedding
+        lookup reads the same tensor), the query, key and value projections one matrix,
+        wide matrices column-major on a CPU (``MultiHeadAttention.lay_out``,
+        ``lay_out_linear``). In training mode every parameter row-major and dense, as
+        the gradients come and as the fused optimizer needs them."""
+        head = self.out_head.weight
+        if head.device.type == "meta":
             return
         decoding = not self.training
+        with torch.inference_mode(False), torch.no_grad():
+            if decoding and head.dim() == 2 and head.stride(0) != 1:
+                head.data = head.detach().t().contiguous().t()  # (V, C), strides (1, V)
+            elif not decoding and not head.is_contiguous():
+                head.data = head.detach().contiguous()
         for block in self.trf_blocks:
             block.att.lay_out(decoding)
             lay_out_linear(block.ff.layers[0], decoding)
