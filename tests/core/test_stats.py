@@ -108,6 +108,21 @@ def test_row_stats_match_numpy_row_by_row():
             np.testing.assert_array_equal(np.sort(stats.top_dims), np.sort(ref["top_dims"]))
 
 
+@pytest.mark.parametrize("lowest", [0.0, 0.25])
+def test_a_tensor_with_nothing_negative_matches_numpy(lowest):
+    """Attention weights (exact zeros above the diagonal) and an all-positive tensor:
+    their shares and top dimensions come from one pass each."""
+    x = torch.softmax(known_tensor(6, (2, 12, 12)), dim=-1).tril() + lowest
+    stats = tensor_stats(x, HistRange(0.0, 1.0, 20), topk=3)
+    ref = numpy_reference(x.numpy(), HistRange(0.0, 1.0, 20), topk=3)
+    check(stats, ref)
+    assert stats.frac_neg == 0.0
+    assert stats.frac_zero == pytest.approx(ref["frac_zero"]) and (stats.frac_zero > 0) == (lowest == 0)
+    np.testing.assert_array_equal(np.sort(stats.top_dims), np.sort(ref["top_dims"]))
+    np.testing.assert_allclose(stats.top_values, np.sort(np.abs(x.numpy()).reshape(-1, 12).max(0))[::-1][:3],
+                               rtol=1e-6)
+
+
 def test_row_stats_of_finite_rows_match_numpy_row_by_row():
     X = known_tensor(5).reshape(14, 16)[:6].clone()  # every value finite: the fast path
     X[1, :4] = 0.0

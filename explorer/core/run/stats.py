@@ -217,7 +217,7 @@ def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
         nan = float("nan")
         moments = dict(mean=nan, std=nan, min=nan, max=nan, absmax=nan, rms=nan,
                        kurtosis=nan)
-        mx = nan
+        mn = mx = nan
     else:
         mn_t, mx_t = torch.aminmax(values)
         s2, s4 = _deviation_sums(values, mean_t)
@@ -228,7 +228,7 @@ def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
                        kurtosis=_kurtosis(var, m4))
     stats = NodeStats.later(count=n, n_nan=n_nan, n_inf=n_inf, hist_range=hist, **moments)
     details = partial(_details, x, all_rows, rows, values, keep, finite_mask, hist,
-                      topk, mx, (neg_inf, pos_inf))
+                      topk, (mn, mx), (neg_inf, pos_inf))
     if later:  # computed on another thread, which may have more torch threads
         stats._pending = _Pending(partial(_one_thread, details) if _small(x) else details)
     else:
@@ -237,15 +237,19 @@ def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
 
 
 def _details(x, all_rows, rows, values, keep, finite_mask, hist: HistRange,
-             topk: int, mx: float, infs: tuple[int, int]) -> dict:
+             topk: int, extremes: tuple[float, float], infs: tuple[int, int]) -> dict:
     """The statistics beyond the moments: the fixed-bin histogram, the shares of negatives
     and zeros, the top dimensions and every vector's L2 norm (``tensor_stats`` computes
     them at once, or later)."""
     neg_inf, pos_inf = infs
+    mn, mx = extremes
     m = values.numel()
     if m:
         hist_counts, under, over = histogram(values, hist, mx)
-        neg, zeros = _sign_counts(values)
+        if mn >= 0:  # nothing negative (e.g. attention weights): count the zeros only
+            neg, zeros = 0, m - int(torch.count_nonzero(values))
+        else:
+            neg, zeros = _sign_counts(values)
         frac_neg, frac_zero = neg / m, zeros / m
     else:
         hist_counts, under, over = np.zeros(hist.bins, dtype=np.int64), 0, 0
@@ -253,6 +257,8 @@ def _details(x, all_rows, rows, values, keep, finite_mask, hist: HistRange,
     # Per feature: the largest |value| over every position.
     if rows.shape[0] == 1 and finite_mask is None:  # one vector (a generated token's logits)
         per_dim = rows[0].abs()
+    elif rows.shape[0] > 1 and finite_mask is None and mn >= 0:  # e.g. attention weights
+        per_dim = rows.amax(dim=0)  # |x| = x: one pass, not two
     elif rows.shape[0] > 1 and finite_mask is None:
         per_dim = torch.maximum(rows.amax(dim=0), rows.amin(dim=0).neg())
     elif rows.shape[0]:
