@@ -37,11 +37,6 @@ def _buffer(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tens
     return buf
 
 
-def _logits_buffer(rows: int, vocab: int, dtype: torch.dtype) -> torch.Tensor:
-    """The (rows, vocab) logits' (or their gradients') buffer."""
-    return _buffer("logits", (rows, vocab), dtype)
-
-
 def release() -> None:
     """The kept buffers freed (a run has ended)."""
     _kept.buffers = None
@@ -58,7 +53,7 @@ class _HeadLoss(torch.autograd.Function):
         whole = dtype == torch.float32
         # the logits' gradients, for one product with the hidden states at the end; in
         # float32 the logits are made there whole (one product is faster than a chunk's)
-        g_all = _logits_buffer(n, vocab, dtype) if need_grad or whole else None
+        g_all = _buffer("logits", (n, vocab), dtype) if need_grad or whole else None
         if not whole:  # a chunk's logits in bfloat16, then in float32
             low = _buffer("chunk", (min(chunk, n), vocab), dtype)
             high = _buffer("chunk32", (min(chunk, n), vocab), torch.float32)

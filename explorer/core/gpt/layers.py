@@ -69,19 +69,38 @@ class FeedForward(nn.Module):
         return self.layers(x)  # (B, T, C) -> (B, T, 4C) -> (B, T, C)
 
 
+def lay_out_weight(w: torch.Tensor, column: bool) -> None:
+    """A 2-D parameter's values column-major in memory (``column``) or dense row-major,
+    in place: the same Parameter object, so an optimizer holding it keeps it."""
+    with torch.inference_mode(False), torch.no_grad():
+        if column and w.stride() != (1, w.shape[0]):
+            w.data = w.detach().t().contiguous().t()  # (out, in), strides (1, out)
+        elif not column and not w.is_contiguous():
+            w.data = w.detach().contiguous()
+
+
 def lay_out_linear(linear: nn.Linear, decoding: bool) -> None:
     """Lay a Linear's weight out for what the model does next, values unchanged: for
     decoding on a CPU in float32, a matrix with at least as many outputs as inputs
     column-major (the matrix-vector kernels read it up to 1.6x faster that way; a wider
     input reads fastest row-major); otherwise row-major, as training's optimizer expects."""
     w = linear.weight
-    column = (decoding and w.device.type == "cpu" and w.dtype == torch.float32
-              and w.dim() == 2 and w.shape[0] >= w.shape[1])
-    with torch.inference_mode(False), torch.no_grad():
-        if column and w.stride() != (1, w.shape[0]):
-            w.data = w.detach().t().contiguous().t()
-        elif not column and not w.is_contiguous():
-            w.data = w.detach().contiguous()
+    lay_out_weight(w, decoding and w.device.type == "cpu" and w.dtype == torch.float32
+                   and w.shape[0] >= w.shape[1])
+
+
+def _parts_of_one(parts: tuple[torch.Tensor, ...], shape: tuple[int, ...]) -> torch.Tensor | None:
+    """The tensor of ``shape`` that ``parts`` (of one shape and strides) are consecutive
+    slices of along the first dimension, in order; None when they are not."""
+    first = parts[0]
+    step = first.shape[0] * first.stride(0) * first.element_size()  # bytes from one to the next
+    storage = first.untyped_storage().data_ptr()
+    for before, part in zip(parts, parts[1:]):
+        if (part.stride() != first.stride() or part.dtype != first.dtype
+                or part.data_ptr() - before.data_ptr() != step
+                or part.untyped_storage().data_ptr() != storage):
+            return None
+    return first.as_strided(shape, first.stride())
 
 
 class LayerKV:
@@ -170,8 +189,8 @@ class MultiHeadAttention(nn.Module):
         with torch.inference_mode(False), torch.no_grad():
             if decoding and not fused:
                 weight = torch.cat([m.weight.detach() for m in linears])  # (3 * d_out, d_in)
-                column = weight.device.type == "cpu" and weight.dtype == torch.float32
-                weight = weight.t().contiguous().t() if column else weight
+                if weight.device.type == "cpu" and weight.dtype == torch.float32:
+                    weight = weight.t().contiguous().t()  # column-major: read fastest
                 parts = [(m.weight, weight[i * self.d_out:(i + 1) * self.d_out])
                          for i, m in enumerate(linears)]
                 if self.W_query.bias is not None:
@@ -190,26 +209,16 @@ class MultiHeadAttention(nn.Module):
     def _fused_views(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """The one (3 * d_out, d_in) weight and (3 * d_out,) bias that W_query's, W_key's
         and W_value's parameters are parts of, in that order; None when they are not."""
-        wq, wk, wv = self.W_query.weight, self.W_key.weight, self.W_value.weight
-        rows, size = self.d_out, wq.element_size()
-        stride = wq.stride()
-        if (wk.stride() != stride or wv.stride() != stride or wq.dtype != wk.dtype
-                or wq.dtype != wv.dtype or wk.data_ptr() - wq.data_ptr() != rows * stride[0] * size
-                or wv.data_ptr() - wk.data_ptr() != rows * stride[0] * size
-                or not wq.untyped_storage().data_ptr() == wk.untyped_storage().data_ptr()
-                == wv.untyped_storage().data_ptr()):
+        linears = (self.W_query, self.W_key, self.W_value)
+        weight = _parts_of_one(tuple(m.weight for m in linears),
+                               (3 * self.d_out, self.W_query.in_features))
+        biases = tuple(m.bias for m in linears)
+        if weight is None or biases.count(None) not in (0, 3):
             return None
-        weight = wq.as_strided((3 * rows, wq.shape[1]), stride)
-        bq, bk, bv = self.W_query.bias, self.W_key.bias, self.W_value.bias
-        if bq is None:
-            return (weight, None) if bk is None and bv is None else None
-        if (bk is None or bv is None or bq.stride() != (1,) or bk.stride() != (1,)
-                or bv.stride() != (1,) or bk.data_ptr() - bq.data_ptr() != rows * size
-                or bv.data_ptr() - bk.data_ptr() != rows * size
-                or not bq.untyped_storage().data_ptr() == bk.untyped_storage().data_ptr()
-                == bv.untyped_storage().data_ptr()):
-            return None
-        return weight, bq.as_strided((3 * rows,), (1,))
+        if biases[0] is None:
+            return weight, None
+        bias = _parts_of_one(biases, (3 * self.d_out,))
+        return None if bias is None else (weight, bias)
 
     def _fused_qkv(self) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """The fused projection for this forward: when laid out for it, no gradient is

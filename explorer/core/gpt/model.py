@@ -15,7 +15,7 @@ from torch import nn
 
 from .config import GPTConfig
 from .layers import (FeedForward, HookPoint, LayerKV, LayerNorm, MultiHeadAttention,
-                     lay_out_linear)
+                     lay_out_linear, lay_out_weight)
 
 
 class TransformerBlock(nn.Module):
@@ -135,11 +135,7 @@ class GPTModel(nn.Module):
         if head.device.type == "meta":
             return
         decoding = not self.training
-        with torch.inference_mode(False), torch.no_grad():
-            if decoding and head.dim() == 2 and head.stride(0) != 1:
-                head.data = head.detach().t().contiguous().t()  # (V, C), strides (1, V)
-            elif not decoding and not head.is_contiguous():
-                head.data = head.detach().contiguous()
+        lay_out_weight(head, decoding)
         for block in self.trf_blocks:
             block.att.lay_out(decoding)
             lay_out_linear(block.ff.layers[0], decoding)
