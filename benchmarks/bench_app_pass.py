@@ -39,7 +39,7 @@ from explorer.core.base.resources import resource_path  # noqa: E402
 from explorer.core.gpt.tokenizer import decode, encode  # noqa: E402
 from explorer.core.run.opened import inside_names  # noqa: E402
 
-BUDGET_FIRST, BUDGET_ALL = 1.3, 2.0
+BUDGET_FIRST, BUDGET_ALL = 1.15, 2.0
 
 
 def main() -> int:

@@ -173,3 +173,41 @@ def test_a_pass_can_keep_one_blocks_steps_only():
         assert kept == expected, layer
     for name in inside_names(1):
         np.testing.assert_allclose(shown.views[name].array, whole.views[name].array, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_position", ["pre", "post"])
+@pytest.mark.parametrize("tokens", [6, 80])  # the book's steps; query rows a chunk at a time
+def test_a_pass_makes_the_named_blocks_pattern_and_another_opens_on_demand(norm_position, tokens):
+    """``Keep.attention`` as a block's index (the window's shown block): the pass makes
+    that block's pattern only, block 0 included; the other blocks run the fused kernel,
+    the same logits to float rounding; another block's pattern opened from the input the
+    pass kept equals the pattern a pass makes; the memory estimate drops by the patterns
+    not made."""
+    from explorer.core.gpt.nodes import LOGITS, PATTERN, is_pattern
+    from explorer.core.run.opened import attention_input, open_attention
+    from explorer.core.run.passes import Keep, pass_bytes, run_prompt
+    cfg = preset("tiny", n_layers=3, norm_position=norm_position, context_length=128)
+    model = build_model(cfg, seed=16).eval()
+    ids = torch.randint(0, cfg.vocab_size, (tokens,), generator=torch.Generator().manual_seed(3)).tolist()
+    every = run_prompt(model, ids, Keep())
+    assert [n for n in every.views if is_pattern(n)] == [block_hook_name(b, PATTERN) for b in range(3)]
+    for layer in range(3):
+        one = run_prompt(model, ids, Keep(attention=layer))
+        pattern = block_hook_name(layer, PATTERN)
+        assert [n for n in one.views if is_pattern(n)] == [pattern]
+        np.testing.assert_allclose(one.views[pattern].array, every.views[pattern].array, atol=1e-6)
+        np.testing.assert_allclose(one.views[LOGITS].array, every.views[LOGITS].array, atol=1e-4)
+        other = (layer + 1) % 3
+        opened = open_attention(model, one.views[attention_input(other, norm_position)].array,
+                                other, steps=False)
+        name = block_hook_name(other, PATTERN)
+        assert list(opened) == [name] and opened[name].shape == (1, cfg.n_heads, tokens, tokens)
+        np.testing.assert_allclose(opened[name].array, every.views[name].array, atol=1e-6)
+        np.testing.assert_allclose(opened[name].array.sum(-1), 1.0, atol=1e-5)
+        assert opened[name].stats.max == pytest.approx(every.views[name].stats.max, abs=1e-6)
+    one_block = cfg.n_heads * 1024 * 1024 * 4
+    assert pass_bytes(cfg, 1, 1024, Keep()) - pass_bytes(cfg, 1, 1024, Keep(attention=1)) == 2 * one_block
+    assert pass_bytes(cfg, 1, 1024, Keep(attention=1, inside=1)) - pass_bytes(
+        cfg, 1, 1024, Keep(attention=1)) == 2 * one_block  # the scores and the masked scores
+    assert pass_bytes(cfg, 1, 1024, Keep(attention=False, inside=True)) == pass_bytes(
+        cfg, 1, 1024, Keep(inside=True))  # every block's steps: every pattern with them

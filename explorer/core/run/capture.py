@@ -77,7 +77,9 @@ class Capture(HookSet):
     float16: keep tensors as float16 (half the memory).
     budget_bytes: kept tensors never exceed this; a tensor that would is dropped (its
         statistics stay) and listed in ``dropped``.
-    attention: also capture the attention patterns (att.attn_weights).
+    attention: also capture the attention patterns (att.attn_weights): True for every
+        block's, a block's index for that block's only (the other blocks then run the
+        fused kernel, which makes no pattern).
     inside: also capture attention's own steps (nodes.ATTENTION_INSIDE: the projections,
         the heads, the scores, the masked scores, the context) and the patterns: True for
         every block, a block's index for that block's steps only.
@@ -92,11 +94,13 @@ class Capture(HookSet):
     def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
                  layer: int | None = None, tensors: bool | str | Iterable[str] = False,
                  float16: bool = False, budget_bytes: int = DEFAULT_BUDGET_BYTES,
-                 attention: bool = False, topk: int = 5,
+                 attention: bool | int = False, topk: int = 5,
                  mask: torch.Tensor | np.ndarray | None = None, later: bool = False,
                  now: Iterable[str] = (), inside: bool | int = False) -> None:
         super().__init__(model)
-        attention = attention or inside is True
+        if inside is True:
+            attention = True
+        patterns = {b for b in (attention, inside) if not isinstance(b, bool)}  # blocks named
         if mask is not None:
             mask = torch.as_tensor(mask, dtype=torch.bool)
             if mask.dim() != 2:
@@ -108,12 +112,12 @@ class Capture(HookSet):
         cfg = model.cfg
         chosen = select_hook_names(cfg, None if nodes is None else
                                    (nodes if isinstance(nodes, str) else list(nodes)),
-                                   layer=layer, include_pattern=attention,
+                                   layer=layer, include_pattern=attention is not False,
                                    inside=inside is not False)
         if inside is not True and inside is not False:  # one block's steps
             chosen = [n for n in chosen if not inside_attention(n) or layer_of(n) == inside]
-        if not attention:
-            chosen = [n for n in chosen if not is_pattern(n)]
+        if attention is not True:  # no pattern, or only the named blocks'
+            chosen = [n for n in chosen if not is_pattern(n) or layer_of(n) in patterns]
         self.names = chosen
         if tensors is True:
             keep = set(chosen)

@@ -1,10 +1,12 @@
 """Attention opened on demand: a block's attention run again on the input a pass
-captured for it, with every step inside it captured (``nodes.ATTENTION_INSIDE``).
+captured for it, with every step inside it captured (``nodes.ATTENTION_INSIDE``), or
+only its pattern.
 
-A pass captures attention's own steps only when asked (``Keep.inside``): the score
-matrices are T × T per head and block. The window asks for one block at a time, when its
-attention is opened, through ``open_attention``: the same module, the same input, so the
-same numbers the pass computed. For a generated step the query is its one position: the
+A pass captures attention's own steps only when asked (``Keep.inside``), and the
+patterns of the blocks asked (``Keep.attention``): the score matrices are T × T per head
+and block. The window asks for one block at a time, when its attention is opened or
+shown, through ``open_attention``: the same module, the same input, so the same numbers
+the pass computed. For a generated step the query is its one position: the
 keys and values of the positions before it go into the KV cache first, as in generation.
 """
 
@@ -16,7 +18,7 @@ import torch
 from .capture import Capture, NodeView
 from ..gpt.layers import LayerKV
 from ..gpt.model import GPTModel
-from ..gpt.nodes import ATTENTION, ATTENTION_INSIDE, block_hook_name, input_node
+from ..gpt.nodes import ATTENTION, ATTENTION_INSIDE, PATTERN, block_hook_name, input_node
 
 
 def attention_input(layer: int, norm_position: str) -> str:
@@ -29,10 +31,11 @@ def inside_names(layer: int) -> list[str]:
 
 
 def open_attention(model: GPTModel, x: np.ndarray, layer: int, valid: np.ndarray | None = None,
-                   last_only: bool = False) -> dict[str, NodeView]:
+                   last_only: bool = False, steps: bool = True) -> dict[str, NodeView]:
     """Attention's steps in block ``layer`` for its input ``x`` (B, T, C), every position
     the attention saw; ``valid`` marks a batch's real tokens; ``last_only``: the last
-    position as a generated step asks (one query row against every key so far)."""
+    position as a generated step asks (one query row against every key so far);
+    ``steps=False``: the pattern only (a pass keeps the shown block's, ``Keep.attention``)."""
     x = np.asarray(x)
     if x.ndim != 3 or x.shape[-1] != model.cfg.emb_dim:
         raise ValueError(f"attention's input must be (batch, tokens, {model.cfg.emb_dim}), "
@@ -42,15 +45,16 @@ def open_attention(model: GPTModel, x: np.ndarray, layer: int, valid: np.ndarray
     param = next(model.parameters())
     att = model.trf_blocks[layer].att
     xs = torch.from_numpy(np.ascontiguousarray(x)).to(param.device, param.dtype)
-    names = inside_names(layer)
+    names = inside_names(layer) if steps else [block_hook_name(layer, PATTERN)]
     with torch.inference_mode():
         if last_only:
             kv, pos = LayerKV(), xs.shape[1] - 1
             if pos:
                 att(xs[:, :pos], kv, 0)  # the keys and values before it, cached
-            with Capture(model, names, tensors=True, inside=True) as cap:
+            with Capture(model, names, tensors=True, attention=True, inside=steps) as cap:
                 att(xs[:, pos:], kv, pos)
         else:
-            with Capture(model, names, tensors=True, inside=True, mask=valid) as cap:
+            with Capture(model, names, tensors=True, attention=True, inside=steps,
+                         mask=valid) as cap:
                 att(xs)
     return cap.views()

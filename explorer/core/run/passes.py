@@ -39,8 +39,11 @@ class Keep:
     """What a pass keeps. nodes: None for every node, or hook names / globs; layer: one
     block only; tensors: which nodes keep their full tensor (True, False, or names /
     globs), within ``budget_bytes`` (what does not fit keeps its statistics); float16:
-    keep them in half precision; attention: also the attention patterns (the fused
-    kernel then materialises them); gelu_shares: count each GELU input's shares.
+    keep them in half precision; attention: also the attention patterns, True for every
+    block's, a block's index for that block's only (a block whose pattern is captured
+    materialises it instead of running the fused kernel, ~40 ms a block at T = 1024; the
+    window asks for the shown block's, and opens another's on demand: ``opened.py``);
+    gelu_shares: count each GELU input's shares.
     later: statistics when something shows them: the pass computes every node's moments
     (what the graph and the heatmaps show) and the details (histograms, top dimensions,
     token norms, GELU shares) only of the nodes in ``now`` (hook names or globs); the
@@ -51,7 +54,7 @@ class Keep:
     tensors: bool | str | tuple[str, ...] = True
     float16: bool = False
     budget_bytes: int = DEFAULT_BUDGET_BYTES
-    attention: bool = True
+    attention: bool | int = True
     gelu_shares: bool = False
     later: bool = False
     now: tuple[str, ...] = ()
@@ -150,11 +153,16 @@ def pass_bytes(cfg, batch: int, tokens: int, keep: Keep) -> int:
     rows = batch * tokens
     logits = rows * cfg.vocab_size * 4
     layer = rows * (4 * cfg.emb_dim + 3 * cfg.hidden_dim) * 4
-    pattern = batch * cfg.n_heads * tokens * tokens * 4 * (3 if keep.inside is True else 1) \
-        if keep.attention or keep.inside is not False else 0
-    every_node = logits + cfg.n_layers * (layer + rows * 5 * cfg.emb_dim * 4 + pattern)
+    pattern = batch * cfg.n_heads * tokens * tokens * 4  # one block's, one T × T matrix
+    if keep.attention is True or keep.inside is True:
+        blocks = cfg.n_layers
+    else:  # the blocks named
+        blocks = len({b for b in (keep.attention, keep.inside) if not isinstance(b, bool)})
+    if keep.inside is not False:  # and the scores and masked scores of the opened blocks
+        blocks += 2 * (cfg.n_layers if keep.inside is True else 1)
+    every_node = logits + cfg.n_layers * (layer + rows * 5 * cfg.emb_dim * 4) + blocks * pattern
     kept = min(keep.budget_bytes, every_node) if keep.tensors else 0
-    return logits + layer + pattern + kept
+    return logits + layer + (pattern if blocks else 0) + kept
 
 
 def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_errors: bool,

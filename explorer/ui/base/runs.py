@@ -102,15 +102,20 @@ class Runs(QObject):
         return self.job
 
     def keep(self):
-        """Every node in full; in the pass, the details only of what the first view shows
-        (the selected node and its layer's GELU input); the rest once it is drawn."""
+        """Every node in full; the shown block's attention pattern (another block's is
+        made when shown: ui.graph.attention_opener); in the pass, the details only of what
+        the first view shows (the selected node and its layer's GELU input); the rest once
+        it is drawn."""
         now = (self.session.node, block_hook_name(self.session.layer, GELU_INPUT))
-        keep = replace(EVERYTHING, inside=self._opened())
+        keep = self._everything()
         return replace(keep, now=now) if self.lazy else replace(keep, later=False)
 
-    def _opened(self) -> int | bool:
-        """The shown block, when its attention is opened (its steps come with the pass)."""
-        return self.session.layer if self.session.attention_opened else False
+    def _everything(self):
+        """Every node; the shown block's pattern, and its steps when its attention is
+        opened."""
+        layer = self.session.layer
+        return replace(EVERYTHING, attention=layer,
+                       inside=layer if self.session.attention_opened else False)
 
     def start_batch(self, prompts: list[str]) -> Job | None:
         """Several prompts padded into one forward pass (nothing is generated)."""
@@ -124,7 +129,7 @@ class Runs(QObject):
             return None
         self._begin(f"Running {batch.describe()}…")
         specs = self.session.active_interventions()
-        keep = replace(EVERYTHING, inside=self._opened())
+        keep = self._everything()
 
         def run(ctx):
             with intervened(ctx.model, specs, batch.sample(0)):

@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QLabel, QPushButton, QScrollArea, QVBoxLayout,
                                QWidget)
 
+from ....core.lessons.facts import KINDS, Facts
 from ....core.lessons.quiz import Question, Score, question_for
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
@@ -30,6 +31,7 @@ class LearnView(ViewHooks, QWidget):
         self.score = Score()
         self.asked: dict[str, int] = {}  # per node: how many questions so far (they rotate)
         self.question: Question | None = None
+        self._waiting: str | None = None  # the node asked about, not in the pass shown yet
         self.enabled = QCheckBox("Predict before you see: ask a question before showing a node")
         self.enabled.toggled.connect(self._toggled)
         self.prompt = QLabel("Turn learn mode on, then click a node in the block graph.")
@@ -67,6 +69,7 @@ class LearnView(ViewHooks, QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(scroll)
         session.nodeChanged.connect(self.ask)
+        session.on_pass(self._on_pass)
         session.modelChanged.connect(self._model_changed)
         self._show_score()
 
@@ -94,10 +97,18 @@ class LearnView(ViewHooks, QWidget):
             return
         current = self.session.current
         self.feedback.clear()
+        self._waiting = None
         if self.session.model is None or current is None or name not in current.views:
             self._close()
-            self.prompt.setText("Run a prompt first (Ctrl+Enter): the questions are about "
-                                "its real tensors. Then click a node.")
+            if current is None:
+                self.prompt.setText("Run a prompt first (Ctrl+Enter): the questions are about "
+                                    "its real tensors. Then click a node.")
+            else:  # e.g. another block's pattern, made when its block is shown
+                self._waiting = name
+                self.prompt.setText(f"{name} is not in the pass shown: its question comes "
+                                    "when it is computed, or run a prompt (Ctrl+Enter).")
+                if not current.one_position and not self.session.record:  # it is coming:
+                    self.session.set_covered(Facts(frozenset(KINDS), (), "learn"))  # unseen
             return
         norm_position = self.session.model.config.norm_position
         asked = self.asked.get(name, 0)
@@ -116,6 +127,13 @@ class LearnView(ViewHooks, QWidget):
                 button.hide()
         self.session.set_covered(q.facts("learn"))
         self.session.request_view("learn")  # the question in front, not behind a tab
+
+    def _on_pass(self) -> None:
+        """The node asked about joined the pass shown (or a new pass holds it)."""
+        current, name = self.session.current, self._waiting
+        if name is not None and name == self.session.node and current is not None \
+                and name in current.views:
+            self.ask(name)
 
     def answer(self, choice: int) -> bool:
         q = self.question

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSizePolicy, QTab
 
 from ...plots.plot_axes import plot_widget
 from ....core.gpt.nodes import MASKED_SCORES, PATTERN, SCORES, block_hook_name, block_title
-from ...graph.attention_opener import AttentionOpener
+from ...graph.attention_opener import opener_for
 from ...base.lazy import LazyRefresh
 from ...plots.plot_text import set_empty, set_label, set_ticks, set_title
 from ...base.session import Session
@@ -83,7 +83,7 @@ class AttentionView(LazyRefresh, QWidget):
         super().__init__()
         self.session = session
         bar = self._bar()
-        self.opener = AttentionOpener(session, engine, self.hover.setText)
+        self.opener = opener_for(session, engine)
         self.query: int | None = None  # the query whose row is drawn (None: the last)
         self.canvas = plot_widget()
         self.plot = self.canvas.getPlotItem()
@@ -163,8 +163,9 @@ class AttentionView(LazyRefresh, QWidget):
         key = MATRICES[self.matrix_box.currentText()]
         name = block_hook_name(self.session.layer, key)
         view = prompt.views.get(name) if prompt else None
-        if view is None and prompt is not None and key != PATTERN:
-            self.opener.want(self.session.layer, prompt)  # the pass did not keep them
+        why = None
+        if (view is None or view.array is None) and prompt is not None:  # the pass did not keep it
+            why = self.opener.want(self.session.layer, prompt, steps=key != PATTERN)
         if view is None or view.array is None:
             self.pattern, self.shown_heads = None, []
             for image in (self.image, self.ground):
@@ -172,7 +173,7 @@ class AttentionView(LazyRefresh, QWidget):
             self._set_labels([])
             self.color_bar.hide()
             set_title(self.plot, "")
-            set_empty(self.plot, EMPTY if prompt is None else "Opening attention…")
+            set_empty(self.plot, EMPTY if prompt is None else why or "Opening attention…")
             self._row(None)
             return
         set_empty(self.plot, None)

@@ -27,7 +27,7 @@ from ...graph.graph_canvas import GraphCanvas
 from ...graph.graph_items import (CapItem, EdgeItem, NodeItem, arrow_head, frame_item, marks,
                                  tooltip)
 from ...graph.attention_layout import layout_open
-from ...graph.attention_opener import AttentionOpener
+from ...graph.attention_opener import opener_for
 from ...graph.graph_layout import Metrics, label_floors, layout_block
 from ...graph.node_menu import node_menu
 from ...base.session import Session
@@ -66,7 +66,7 @@ class BlockGraphView(ViewHooks, QWidget):
         layout.addLayout(self._toolbar())
         layout.addWidget(self.view, 1)
         layout.addLayout(self.scale)
-        self.opener = AttentionOpener(session, engine, session.set_status)
+        self.opener = opener_for(session, engine)
         self._connect(session)
         if session.model is not None:  # a view made after the model loaded starts from it
             self.rebuild()
@@ -321,8 +321,7 @@ class BlockGraphView(ViewHooks, QWidget):
         self.recolour()
         self._badges()
         self._on_node(self.session.node)
-        if self.open_att.isChecked():
-            self.opener.want(self.session.layer)
+        self.opener.want(self.session.layer, steps=self.open_att.isChecked())  # or its pattern
         self.strip.update()
         if info is not None and current is None:
             self.scale.legend.setText("Run a prompt (Ctrl+Enter) to colour the nodes")

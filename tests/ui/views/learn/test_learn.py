@@ -6,6 +6,7 @@ import pytest
 from PySide6.QtGui import QTextDocument
 
 from explorer.core.gpt.nodes import all_hook_names, block_hook_name
+from explorer.core.lessons.facts import KINDS
 from explorer.core.lessons.quiz import ORDER
 from tests.ui.conftest import run_and_wait
 
@@ -78,6 +79,9 @@ def test_every_nodes_shape_answer_is_the_inspectors_shape(qtbot, make_window, tm
     for name in all_hook_names(window.session.model.config):
         window.session.set_node(name)
         assert window.workspaces.current == "learn"
+        # another block's pattern is made when its block is shown: everything covered till then
+        assert learn.question is not None or window.session.covered.kinds == frozenset(KINDS)
+        qtbot.waitUntil(lambda: learn.question is not None, timeout=10_000)
         for _ in range(4):  # the shape question comes round within a node's questions
             if learn.question.text.startswith("What shape"):
                 break

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.nodes import ATTENTION_INSIDE, block_hook_name
+from explorer.core.gpt.nodes import ATTENTION_INSIDE, PATTERN, block_hook_name, is_pattern
 from explorer.core.run.passes import Keep, run_prompt
 from explorer.core.run.opened import inside_names
 from tests.ui.conftest import run_and_wait
@@ -44,6 +44,40 @@ def test_opening_attention_fills_its_steps_with_the_passs_numbers(qtbot, make_wi
     assert graph.expand_ff.isChecked()  # the feed-forward folded to make room opens again
     session.set_node(block_hook_name(1, "att.context"))  # selecting a step opens attention
     assert graph.open_att.isChecked() and block_hook_name(1, "att.context") in graph.items
+
+
+def test_the_pass_makes_the_shown_blocks_pattern_and_another_blocks_comes_when_shown(
+        qtbot, make_window, monkeypatch):
+    """A prompt pass makes the shown block's attention pattern only (each other block
+    runs the fused kernel); showing another block makes its pattern from the input the
+    pass kept, once, however many views ask: the graph's chip and the Attention tab then
+    show the numbers a pass that made every pattern has."""
+    window = make_window()
+    session, engine = window.session, window.engine
+    asked: list[str] = []
+    submit = engine.submit
+    monkeypatch.setattr(engine, "submit", lambda fn, name="job", **kw: (
+        asked.append(name), submit(fn, name, **kw))[1])
+    window.show_view("attention")  # it asks for the pattern of the block shown too
+    run_and_wait(qtbot, window, max_tokens=1)
+    session.show_pass(session.prompt)
+    assert [n for n in session.prompt.views if is_pattern(n)] == [block_hook_name(0, PATTERN)]
+    assert "open attention" not in asked
+    name = block_hook_name(1, PATTERN)
+    session.set_layer(1)
+    qtbot.waitUntil(lambda: name in session.prompt.views, timeout=20_000)
+    assert asked.count("open attention") == 1  # the graph and the Attention tab asked
+    every = run_prompt(window.engine.loaded.model, session.prompt.ids, Keep())
+    np.testing.assert_allclose(session.prompt.views[name].array, every.views[name].array, atol=1e-5)
+    view = window.view("attention")
+    qtbot.waitUntil(lambda: view.pattern is not None and view.pattern.shape[-1] == len(
+        session.prompt.ids), timeout=10_000)
+    np.testing.assert_array_equal(view.pattern, session.prompt.views[name].array[0])
+    assert window.graph.items[name].brush().color().name() != "#e8e8e8"  # coloured by its value
+    session.set_layer(0)
+    session.set_layer(1)  # both there now: nothing more to make
+    QApplication.processEvents()
+    assert asked.count("open attention") == 1
 
 
 def test_a_generated_step_opens_as_one_query_row_against_every_key(qtbot, make_window):

@@ -8,7 +8,8 @@ from PySide6.QtTest import QTest
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
 from explorer.core.gpt.model import build_model
-from explorer.core.gpt.nodes import (FEED_FORWARD, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, block_hook_name,
+from explorer.core.gpt.nodes import (FEED_FORWARD, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, PATTERN,
+                                     block_hook_name,
                                      block_input, block_nodes)
 from explorer.core.gpt.tokenizer import encode
 from tests.ui.conftest import run_and_wait
@@ -133,6 +134,8 @@ def test_clicking_every_node_shows_its_hook_name_and_shape(qtbot, make_window):
     view = window.graph.view
     for layer in (0, 1):
         window.session.set_layer(layer)
+        pattern = block_hook_name(layer, PATTERN)  # the pass made block 1's; block 2's now
+        qtbot.waitUntil(lambda: pattern in window.session.prompt.views, timeout=10_000)
         window.graph.toggle_cap("before")  # the embeddings, the final norm and the head too
         window.graph.toggle_cap("after")
         for name in list(window.graph.items):
