@@ -143,3 +143,33 @@ def test_another_dtype_is_laid_out_again_and_a_broken_layout_falls_back():
     with torch.inference_mode():
         torch.testing.assert_close(half(ids).float(), separate, atol=0, rtol=0)
     torch.testing.assert_close(separate, before, atol=0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_the_one_matrix_follows_the_parameters(qkv_bias):
+    """The one matrix, found once, serves while the parameters stay where they are: new
+    values loaded in place reach it; a projection given memory of its own is read on its
+    own; another dtype is found again."""
+    model = _model(qkv_bias).eval()
+    ids = torch.tensor([[5, 9, 2, 7, 11]])
+    with torch.inference_mode():
+        model(ids)  # found and kept
+    other = build_model(preset("tiny", qkv_bias=qkv_bias), seed=4).eval()
+    model.load_state_dict(other.state_dict())
+    att = model.trf_blocks[0].att
+    assert att._fused_views() is not None
+    with torch.inference_mode():
+        torch.testing.assert_close(model(ids), _separate(other)(ids), rtol=0, atol=1e-5)
+    with torch.no_grad():
+        att.W_key.weight.data = att.W_key.weight.detach() * 2  # memory of its own now
+    assert att._fused_views() is None
+    with torch.inference_mode():
+        torch.testing.assert_close(model(ids), _separate(model)(ids), rtol=0, atol=1e-5)
+        assert (model(ids) - other(ids)).abs().max() > 1e-5  # the doubled keys count
+    half = copy.deepcopy(other).to(torch.bfloat16)  # each parameter converted alone
+    assert half.trf_blocks[0].att._fused_views() is None  # not the float32 matrix kept
+    half.tie_weights()
+    weight, _ = half.trf_blocks[0].att._fused_views()
+    assert weight.dtype == torch.bfloat16
+    with torch.inference_mode():
+        torch.testing.assert_close(half(ids).float(), other(ids), rtol=0, atol=0.1)
