@@ -255,6 +255,7 @@ RULES = ["token id", "probability", "step order", "foreign block", "shape", "kep
 @given(rule=st.sampled_from(RULES), i=st.integers(0, 50), j=st.integers(0, 50),
        x=st.integers(0, 1000))
 @example(rule="foreign block", i=0, j=5, x=3)  # the attention pattern's node (4-d) renamed
+@example(rule="shape", i=0, j=17, x=0)  # the prompt's pattern given one key more than tokens
 def test_each_rule_broken_alone_is_refused_naming_it(tmp_path_factory, saved_run_with_tensors,
                                                       rule, i, j, x):
     """One rule of docs/RUN_FORMAT.md broken at a time, anywhere in a genuine run, its

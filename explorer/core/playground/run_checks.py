@@ -92,15 +92,16 @@ def check_sum(path: Path, meta: dict) -> str:
     return ""
 
 def check_shape(path: Path, what: str, node, shape: tuple, cfg: GPTConfig | None,
-                 tokens: int) -> None:
-    """A node's shape is the one the saved model gives it for this pass's tokens (a
-    generated step's: one query row against every key so far)."""
+                 tokens: int, step: bool = False) -> None:
+    """A node's shape is the one the saved model gives it for this pass's tokens: a
+    prompt pass's keys are its tokens; a generated ``step`` is one query row (``tokens``
+    1) against every key so far."""
     if cfg is None:
         if not 1 <= len(shape) <= 4:
             raise RunFileError(path, f"{what} has the shape {shape}, which no node has")
         return
     want = node.shape(cfg, 1, tokens)
-    if node.width == "ctx" and len(shape) == 4:  # the keys: the prompt's, or all so far
+    if node.width == "ctx" and len(shape) == 4 and step:  # the keys: all so far
         want = want[:3] + (shape[3] if tokens <= shape[3] <= cfg.context_length else -1,)
     if shape != want:
         raise RunFileError(path, f"{what} has the shape {shape}; the saved model gives "

@@ -272,7 +272,7 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
             raise RunFileError(path, f"pass {i} names {name[:60]!r}, a node the saved "
                                      f"{cfg.n_layers}-block model does not have")
         check_shape(path, f"pass {i}'s {name[:60]}", info, shape, cfg,
-                     len(ids) if step is None else 1)
+                     len(ids) if step is None else 1, step=step is not None)
         if kept is not None and (kept[-1:] != shape[-1:] or
                                  np.prod(kept, dtype=np.int64) != np.prod(shape, dtype=np.int64)):
             raise RunFileError(path, f"pass {i}'s {name[:60]} keeps a tensor of shape {kept}; "
