@@ -18,8 +18,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsScene, QGraphicsSi
                                QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from ....core.gpt.nodes import (ATTENTION, EMBEDDINGS, FEED_FORWARD, MODEL_NODES_AFTER,
-                               MODEL_NODES_BEFORE, inside_attention, layer_of, node_for_hook,
-                               parse_hook)
+                               MODEL_NODES_BEFORE, inside_attention, layer_of, parse_hook)
 from ....core.lessons.facts import SHAPES
 from ...graph.colour_scale import STATISTICS, ColourScale
 from ...graph.contribution_colours import CONTRIBUTION
