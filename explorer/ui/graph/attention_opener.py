@@ -49,11 +49,11 @@ class AttentionOpener:
         if all(n in current.views and current.views[n].array is not None for n in names):
             return None
         if not steps and current.one_position:
-            return None  # a generated step's pattern comes with attention opened
+            return "A generated step holds its pattern once attention is opened (Attention steps)"
         if self.jobs.running and self._asked in ((id(current), layer, steps),
                                                  (id(current), layer, True)):
             return None  # on its way
-        why = "a saved run is shown read-only: open it with its model loaded to see " \
+        why = "A saved run is shown read-only: open it with its model loaded to see " \
               "attention" if self.session.record else None
         rows = None if why else self._rows(current, layer, info.config.norm_position)
         if isinstance(rows, str) or why:

@@ -13,11 +13,13 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QLabel, QPushButton, QScrollArea, QVBoxLayout,
                                QWidget)
 
+from ....core.gpt.nodes import inside_attention, is_pattern, layer_of
 from ....core.lessons.facts import KINDS, Facts
 from ....core.lessons.quiz import Question, Score, question_for
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
 from ...base.view import ViewHooks
+from ...graph.attention_opener import opener_for
 
 
 def _rich(text: str) -> str:
@@ -27,7 +29,7 @@ def _rich(text: str) -> str:
 class LearnView(ViewHooks, QWidget):
     def __init__(self, session: Session, engine: EngineLike) -> None:
         super().__init__()
-        self.session = session
+        self.session, self.engine = session, engine
         self.score = Score()
         self.asked: dict[str, int] = {}  # per node: how many questions so far (they rotate)
         self.question: Question | None = None
@@ -105,10 +107,11 @@ class LearnView(ViewHooks, QWidget):
                                     "its real tensors. Then click a node.")
             else:  # e.g. another block's pattern, made when its block is shown
                 self._waiting = name
-                self.prompt.setText(f"{name} is not in the pass shown: its question comes "
-                                    "when it is computed, or run a prompt (Ctrl+Enter).")
-                if not current.one_position and not self.session.record:  # it is coming:
-                    self.session.set_covered(Facts(frozenset(KINDS), (), "learn"))  # unseen
+                why = self._coming(name, current)
+                self.prompt.setText(f"{name} is not in the pass shown: " + (
+                    "its question comes when it is computed." if why is None else why))
+                if why is None:  # it is coming: nothing of it seen before the question
+                    self.session.set_covered(Facts(frozenset(KINDS), (), "learn"))
             return
         norm_position = self.session.model.config.norm_position
         asked = self.asked.get(name, 0)
@@ -127,6 +130,16 @@ class LearnView(ViewHooks, QWidget):
                 button.hide()
         self.session.set_covered(q.facts("learn"))
         self.session.request_view("learn")  # the question in front, not behind a tab
+
+    def _coming(self, name: str, current) -> str | None:
+        """None when ``name`` is on its way into ``current`` (a block's pattern or
+        attention steps, made from the input the pass kept); else why it will not come."""
+        layer = layer_of(name)
+        if layer is None or not (is_pattern(name) or inside_attention(name)):
+            return "run a prompt (Ctrl+Enter) to capture it."
+        opener = opener_for(self.session, self.engine)
+        why = opener.want(layer, current, steps=not is_pattern(name))
+        return None if why is None else why[0].lower() + why[1:] + "."
 
     def _on_pass(self) -> None:
         """The node asked about joined the pass shown (or a new pass holds it)."""

@@ -58,6 +58,23 @@ def test_learn_mode_asks_nothing_before_a_pass(qtbot, make_window):
     assert not window.session.covered
 
 
+def test_a_pattern_that_cannot_come_says_why_and_covers_nothing(qtbot, make_window):
+    """Another block's pattern is made from the input the pass kept; when that input is
+    not there (over the memory budget), Learn says so instead of waiting, covered, for a
+    question that will not come."""
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=1)
+    session = window.session
+    session.show_step(None)
+    del session.prompt.views[block_hook_name(1, "norm1")]  # as if over the budget
+    learn = window.view("learn")
+    learn.enabled.setChecked(True)
+    session.set_node(block_hook_name(1, "att.attn_weights"))
+    assert learn.question is None
+    assert "trf_blocks.1.norm1 was not kept in full" in learn.prompt.text()
+    assert not session.covered
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("position", ["pre", "post"])
 def test_every_nodes_shape_answer_is_the_inspectors_shape(qtbot, make_window, tmp_path, position):
