@@ -29,7 +29,8 @@ def _rich(text: str) -> str:
 class LearnView(ViewHooks, QWidget):
     def __init__(self, session: Session, engine: EngineLike) -> None:
         super().__init__()
-        self.session, self.engine = session, engine
+        self.session = session
+        self.opener = opener_for(session, engine)  # what a pass did not make of attention
         self.score = Score()
         self.asked: dict[str, int] = {}  # per node: how many questions so far (they rotate)
         self.question: Question | None = None
@@ -137,8 +138,7 @@ class LearnView(ViewHooks, QWidget):
         layer = layer_of(name)
         if layer is None or not (is_pattern(name) or inside_attention(name)):
             return "run a prompt (Ctrl+Enter) to capture it."
-        opener = opener_for(self.session, self.engine)
-        why = opener.want(layer, current, steps=not is_pattern(name))
+        why = self.opener.want(layer, current, steps=not is_pattern(name))
         return None if why is None else why[0].lower() + why[1:] + "."
 
     def _on_pass(self) -> None:
