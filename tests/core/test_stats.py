@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from explorer.core.gpt.nodes import _HIST_BY_KIND as HIST_BY_KIND, HistRange
-from explorer.core.run.stats import SCALAR_NAMES, row_stats, tensor_stats
+from explorer.core.run.row_stats import row_stats
+from explorer.core.run.stats import SCALAR_NAMES, tensor_stats
 
 H = HistRange(-4.0, 4.0, 80)
 

@@ -15,7 +15,8 @@ from .capture import NodeView
 from ..gpt.model import GPTModel
 from ..gpt.node_types import Node
 from ..gpt.nodes import LOGITS, eval_source, is_pattern, node_for_hook, select_hook_names
-from .stats import NodeStats, RowStats, row_stats, tensor_stats
+from .row_stats import RowStats, row_stats
+from .stats import NodeStats, tensor_stats
 
 
 class StepCapture:
