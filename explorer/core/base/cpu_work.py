@@ -1,12 +1,18 @@
 """How statistics work through tensors on a CPU: a chunk at a time through a reused
-scratch buffer, and on one torch thread where more threads cost more than they save."""
+scratch buffer, on one torch thread where more threads cost more than they save, and
+ahead of their first read on a core torch leaves free (``AHEAD``)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 import threading
+from collections import deque
 
 import torch
+
+from .devices import usable_cores
 
 # Only OpenMP builds of torch can change their thread count again and again; the native
 # thread pool warns and keeps its size.
@@ -51,3 +57,80 @@ def chunks(values: torch.Tensor, one_thread: bool = False):
     with one_torch_thread(one_thread):
         for part in values.split(CHUNK):
             yield part, buf[:part.numel()]
+
+
+def spare_core() -> bool:
+    """Whether torch leaves a core free: the app gives it every core but one."""
+    return torch.get_num_threads() < usable_cores()
+
+
+NICE = 10  # the side thread's niceness (Linux: a thread's own)
+
+
+class Ahead:
+    """One thread, on one torch thread, that does work ahead of the thread that will
+    otherwise do it when it needs the result: a job must be safe to run twice or to
+    find its work already done (``NodeStats`` takes a lock and looks), and should hold
+    what it works on by weak reference, so that work nobody keeps is skipped. Urgent
+    jobs go first. A job that fails is left to its owner, who meets the error itself."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._urgent: deque = deque()
+        self._later: deque = deque()
+        self._running = 0
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def submit(self, job, urgent: bool = False) -> None:
+        with self._ready:
+            if self._stopped:
+                return
+            (self._urgent if urgent else self._later).append(job)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ahead", daemon=True)
+                self._thread.start()
+            self._ready.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until every job submitted so far is done; False if ``timeout`` came first."""
+        with self._ready:
+            return self._ready.wait_for(lambda: not (self._urgent or self._later or self._running),
+                                        timeout)
+
+    def stop(self) -> None:
+        """Drop the jobs not started and wait for the one running (at exit)."""
+        with self._ready:
+            self._stopped = True
+            self._urgent.clear()
+            self._later.clear()
+            self._ready.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=10)
+
+    def _run(self) -> None:
+        try:  # below the window's thread, which shares the spare core with it
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        except (AttributeError, OSError):  # not on Linux
+            pass
+        while True:
+            with self._ready:
+                self._ready.wait_for(lambda: self._urgent or self._later or self._stopped)
+                if self._stopped:
+                    return
+                job = (self._urgent or self._later).popleft()
+                self._running = 1
+            try:
+                with one_torch_thread():
+                    job()
+            except Exception:  # noqa: BLE001 - its owner does the work again and meets it
+                pass
+            finally:
+                with self._ready:
+                    self._running = 0
+                    self._ready.notify_all()
+
+
+AHEAD = Ahead()
+atexit.register(AHEAD.stop)

@@ -26,7 +26,7 @@ from ..gpt.hooks import HookSet
 from ..gpt.model import GPTModel
 from ..gpt.nodes import (Node, block_module_name, eval_source, inside_attention, is_pattern,
                          layer_of, node_for_hook, select_hook_names)
-from .stats import NodeStats, tensor_stats
+from .stats import NodeStats, ahead_stats, tensor_stats
 
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
 
@@ -89,6 +89,10 @@ class Capture(HookSet):
         the moments in the pass and leave the details (histogram, top dimensions, token
         norms) to ``complete()`` or their first read; ``now`` names nodes (hook names or
         globs) whose details are computed in the pass all the same.
+    ahead: with ``later``, those nodes' moments and then their details are computed on a
+        side thread (``cpu_work.AHEAD``) while the forward goes on, for a core torch leaves
+        free (``cpu_work.spare_core()``); the moments not done when the ``with`` block
+        ends are computed then, from the last node back, so they are all there after it.
     """
 
     def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
@@ -96,8 +100,10 @@ class Capture(HookSet):
                  float16: bool = False, budget_bytes: int = DEFAULT_BUDGET_BYTES,
                  attention: bool | int = False, topk: int = 5,
                  mask: torch.Tensor | np.ndarray | None = None, later: bool = False,
-                 now: Iterable[str] = (), inside: bool | int = False) -> None:
+                 now: Iterable[str] = (), inside: bool | int = False,
+                 ahead: bool = False) -> None:
         super().__init__(model)
+        self.ahead = ahead
         if inside is True:
             attention = True
         patterns = {b for b in (attention, inside) if not isinstance(b, bool)}  # blocks named
@@ -146,6 +152,12 @@ class Capture(HookSet):
 
     def _forget(self) -> None:
         self._alive.clear()
+
+    def __exit__(self, *exc) -> None:
+        super().__exit__(*exc)
+        if self.ahead and exc[0] is None:  # the side thread goes forward: meet it
+            for record in reversed(list(self.records.values())):
+                record.stats.complete_moments()
 
     # access ---------------------------------------------------------------------------
     def __getitem__(self, name: str) -> NodeCapture:
@@ -241,7 +253,8 @@ class Capture(HookSet):
             stats = twin.stats
         elif (name in self.later and kept is not None and kept.dtype == torch.float32
               and out.device.type == "cpu"):
-            stats = tensor_stats(kept, node.hist, self.topk, self._valid_for(kept), later=True)
+            stats = (ahead_stats(kept, node.hist, self.topk) if self.ahead else
+                     tensor_stats(kept, node.hist, self.topk, self._valid_for(kept), later=True))
         else:
             stats = tensor_stats(out, node.hist, self.topk, self._valid_for(out))
         self.records[name] = NodeCapture(

@@ -47,7 +47,9 @@ class Keep:
     later: statistics when something shows them: the pass computes every node's moments
     (what the graph and the heatmaps show) and the details (histograms, top dimensions,
     token norms, GELU shares) only of the nodes in ``now`` (hook names or globs); the
-    rest when read or when ``Pass.complete()`` runs (the same numbers)."""
+    rest when read or when ``Pass.complete()`` runs (the same numbers).
+    ahead: with ``later``, the moments and then the details are computed on a side thread
+    while the forward goes on (``Capture``'s ``ahead``): for a core torch leaves free."""
 
     nodes: str | tuple[str, ...] | None = None
     layer: int | None = None
@@ -59,6 +61,7 @@ class Keep:
     later: bool = False
     now: tuple[str, ...] = ()
     inside: bool | int = False  # also attention's own steps: every block's, or one block's
+    ahead: bool = False
 
 
 # The app and the CLI: every node in full, patterns, GELU shares; the details later.
@@ -102,9 +105,10 @@ class Pass:
         return not self.shares_later and all(v.stats.ready for v in self.views.values())
 
     def complete(self, should_stop=None) -> None:
-        """Compute what the pass left for later (``Keep.later``), node by node in forward
-        order; ``should_stop()`` is asked between nodes (``Cancelled``)."""
-        for view in list(self.views.values()):
+        """Compute what the pass left for later (``Keep.later``), node by node from the
+        last (a side thread, ``Keep.ahead``, goes forward); ``should_stop()`` is asked
+        between nodes (``Cancelled``)."""
+        for view in reversed(list(self.views.values())):
             if not view.stats.ready:
                 check(should_stop)
                 view.stats.complete()
@@ -179,7 +183,7 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     cap = Capture(model, None if keep.nodes is None else keep.nodes, layer=keep.layer,
                   tensors=keep.tensors, float16=keep.float16, budget_bytes=keep.budget_bytes,
                   attention=keep.attention, mask=batch.mask if batch.size > 1 else None,
-                  later=keep.later, now=keep.now, inside=keep.inside)
+                  later=keep.later, now=keep.now, inside=keep.inside, ahead=keep.ahead)
     recorder = StepRecorder(model) if prefill and cached else contextlib.nullcontext()
     cache = model.new_cache() if prefill and cached else None
     error, logits, step = None, None, None

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 import torch
 
-from ..base.cpu_work import chunks, one_torch_thread
+from ..base.cpu_work import AHEAD, chunks, one_torch_thread
 from ..gpt.nodes import HistRange
 
 DETAILS = ("top_dims", "top_values", "token_l2", "hist", "under", "over", "frac_neg", "frac_zero")
+MOMENTS = ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "n_nan", "n_inf")
 SCALAR_NAMES = ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
                 "frac_zero")
 
@@ -67,6 +69,17 @@ class NodeStats:
         stats.__dict__.update(fields, _pending=None)
         return stats
 
+    # Moments computed ahead. ``ahead_stats`` leaves the moments too (MOMENTS) to a
+    # function that returns them and the function of the details; the side thread
+    # (cpu_work.AHEAD) computes them while the forward goes on, and whoever reads them
+    # first and finds them missing computes them itself.
+    @classmethod
+    def ahead(cls, count: int, hist_range: HistRange, first) -> "NodeStats":
+        stats = cls.__new__(cls)
+        stats.__dict__.update(count=count, hist_range=hist_range, _first=_Pending(first),
+                              _pending=_Pending(None))  # found by complete_moments()
+        return stats
+
     def _fill(self, details: dict) -> None:
         self.__dict__.update(details)
 
@@ -75,8 +88,25 @@ class NodeStats:
         """True when every field is computed."""
         return self.__dict__.get("_pending") is None
 
+    @property
+    def moments_ready(self) -> bool:
+        """True when the moments are computed (the details may still be pending)."""
+        return self.__dict__.get("_first") is None
+
+    def complete_moments(self) -> None:
+        """Compute the moments now if they are still pending (thread-safe, once)."""
+        first = self.__dict__.get("_first")
+        if first is None:
+            return
+        with first.lock:
+            if self.__dict__.get("_first") is first:
+                moments, details = first.compute()
+                self.__dict__.update(moments, _pending=_Pending(details))
+                self.__dict__["_first"] = None
+
     def complete(self) -> None:
         """Compute the details now if they are still pending (thread-safe, once)."""
+        self.complete_moments()
         pending = self.__dict__.get("_pending")
         if pending is None:
             return
@@ -86,7 +116,10 @@ class NodeStats:
                 self.__dict__["_pending"] = None
 
     def __getattr__(self, name: str):
-        # only called for an attribute not set: a detail still pending
+        # only called for an attribute not set: a moment or a detail still pending
+        if name in MOMENTS and self.__dict__.get("_first") is not None:
+            self.complete_moments()
+            return self.__dict__[name]
         if name in DETAILS and self.__dict__.get("_pending") is not None:
             self.complete()
             return self.__dict__[name]
@@ -181,8 +214,38 @@ def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5,
     return _tensor_stats(x, hist, topk, valid, later)
 
 
+def ahead_stats(x: torch.Tensor, hist: HistRange, topk: int = 5) -> NodeStats:
+    """``tensor_stats(x, hist, topk, later=True)`` with the moments also left to compute:
+    the side thread (``cpu_work.AHEAD``, on a core torch leaves free) computes them, and
+    then the details, while the caller goes on; ``complete_moments()``, ``complete()``
+    or the first read computes what it has not yet. ``x`` must not change meanwhile."""
+    small = _small(x)
+    first = partial(_first_phase, x, hist, topk, None)
+
+    def moments_and_details():
+        fields, details = _one_thread(first) if small else first()
+        return fields, partial(_one_thread, details) if small else details
+
+    stats = NodeStats.ahead(x.numel(), hist, moments_and_details)
+    ref = weakref.ref(stats)  # work on statistics nobody keeps is skipped
+    AHEAD.submit(lambda: (s := ref()) is not None and s.complete_moments(), urgent=True)
+    AHEAD.submit(lambda: (s := ref()) is not None and s.complete())
+    return stats
+
+
 def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
                   valid: torch.Tensor | None, later: bool) -> NodeStats:
+    fields, details = _first_phase(x, hist, topk, valid)
+    stats = NodeStats.later(**fields)
+    if later:  # computed on another thread, which may have more torch threads
+        stats._pending = _Pending(partial(_one_thread, details) if _small(x) else details)
+    else:
+        stats._fill(details())
+    return stats
+
+
+def _first_phase(x: torch.Tensor, hist: HistRange, topk: int, valid: torch.Tensor | None):
+    """The moments (NodeStats' fields but the details) and the function of the details."""
     x = x.detach()
     if x.dim() == 0:
         x = x.reshape(1)
@@ -225,14 +288,9 @@ def _tensor_stats(x: torch.Tensor, hist: HistRange, topk: int,
         moments = dict(mean=mean, std=math.sqrt(var), min=mn, max=mx,
                        absmax=max(abs(mn), abs(mx)), rms=math.sqrt(var + mean * mean),
                        kurtosis=_kurtosis(var, m4))
-    stats = NodeStats.later(count=n, n_nan=n_nan, n_inf=n_inf, hist_range=hist, **moments)
-    details = partial(_details, x, all_rows, rows, values, keep, finite_mask, hist,
-                      topk, (mn, mx), (neg_inf, pos_inf))
-    if later:  # computed on another thread, which may have more torch threads
-        stats._pending = _Pending(partial(_one_thread, details) if _small(x) else details)
-    else:
-        stats._fill(details())
-    return stats
+    fields = dict(count=n, n_nan=n_nan, n_inf=n_inf, hist_range=hist, **moments)
+    return fields, partial(_details, x, all_rows, rows, values, keep, finite_mask, hist,
+                           topk, (mn, mx), (neg_inf, pos_inf))
 
 
 def _details(x, all_rows, rows, values, keep, finite_mask, hist: HistRange,

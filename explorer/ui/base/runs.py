@@ -14,6 +14,7 @@ from ...core.run.generation import GenerationSettings
 from ...core.experiments.interventions import applied, resolve
 from ...core.gpt.nodes import GELU_INPUT, block_hook_name
 from ...core.base.cancel import check
+from ...core.base.cpu_work import spare_core
 from ...core.gpt.tokenizer import token_piece
 from ...core.playground.branches import branch_stream
 from ...core.run.sampling import probability
@@ -112,9 +113,10 @@ class Runs(QObject):
 
     def _everything(self):
         """Every node; the shown block's pattern, and its steps when its attention is
-        opened."""
+        opened; the statistics computed ahead on the core torch leaves to the window
+        while it has nothing to do (a pass is on its way)."""
         layer = self.session.layer
-        return replace(EVERYTHING, attention=layer,
+        return replace(EVERYTHING, attention=layer, ahead=spare_core(),
                        inside=layer if self.session.attention_opened else False)
 
     def start_batch(self, prompts: list[str]) -> Job | None:

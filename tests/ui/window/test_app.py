@@ -81,6 +81,26 @@ def test_replaced_passes_are_freed_by_the_engine_not_the_gui(qtbot, make_window)
     assert window.session.prompt.views  # the shown pass is untouched
 
 
+def test_the_window_computes_a_passs_statistics_ahead_on_the_core_torch_leaves_it(
+        qtbot, make_window):
+    """The window gives torch every core but one, and its passes compute their
+    statistics ahead on that core (the side thread: tests/core/test_ahead.py); the pass
+    the views get has every moment, and every detail once it is reported complete."""
+    import torch
+
+    from explorer.core.base.cpu_work import spare_core
+    from explorer.core.base.devices import usable_cores
+    window = make_window()
+    runs = window.prompt.runs
+    assert torch.get_num_threads() == max(1, usable_cores() - 1)
+    assert runs.keep().ahead is spare_core() is (usable_cores() > 1)
+    assert runs.keep().later  # the details when something shows them
+    run_and_wait(qtbot, window, max_tokens=1)
+    prompt = window.session.prompt
+    assert all(v.stats.moments_ready for v in prompt.views.values())
+    assert prompt.ready  # completed before the token was generated
+
+
 def test_the_engine_waits_for_the_gui_only_a_bounded_time(qtbot, make_window):
     import time
 
