@@ -2,11 +2,13 @@
 pass's moments and then its details while the forward goes on; the numbers are those of
 a pass that computes everything at once; the moments are all there when the pass is,
 whatever the side thread has done; work nobody keeps holds no memory; a failing job
-does not stop the thread; urgent jobs go first."""
+does not stop the thread; urgent jobs go first; the thread runs below the window's."""
 
 import dataclasses
 import gc
 import math
+import os
+import sys
 import threading
 import weakref
 
@@ -14,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.core.base.cpu_work import AHEAD, Ahead, spare_core
+from explorer.core.base.cpu_work import AHEAD, NICE, Ahead, spare_core
 from explorer.core.base.devices import usable_cores
 from explorer.core.gpt.config import preset
 from explorer.core.gpt.model import build_model
@@ -129,3 +131,13 @@ def test_a_core_is_spare_when_torch_leaves_one():
             assert spare_core()
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own niceness is Linux's")
+def test_the_side_thread_runs_below_the_window():
+    ids = []
+    AHEAD.submit(lambda: ids.append(threading.get_native_id()))
+    assert AHEAD.wait(30) and ids
+    assert ids[0] != threading.get_native_id()
+    assert os.getpriority(os.PRIO_PROCESS, ids[0]) >= NICE > os.getpriority(
+        os.PRIO_PROCESS, threading.get_native_id())

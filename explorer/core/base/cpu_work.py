@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import sys
 import threading
 from collections import deque
 
@@ -110,10 +111,11 @@ class Ahead:
             thread.join(timeout=10)
 
     def _run(self) -> None:
-        try:  # below the window's thread, which shares the spare core with it
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
-        except (AttributeError, OSError):  # not on Linux
-            pass
+        if sys.platform.startswith("linux"):  # a thread's own niceness: Linux only
+            try:  # below the window's thread, which shares the spare core with it
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+            except OSError:
+                pass
         while True:
             with self._ready:
                 self._ready.wait_for(lambda: self._urgent or self._later or self._stopped)

@@ -208,7 +208,7 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     if keep.gelu_shares:  # the GELU tab's shares: 3 million inputs a layer at T=1024
         for n, v in views.items():
             if parse_hook(n)[1] == GELU_INPUT and v.array is not None:
-                if not v.stats.ready:  # left for later with the node's other details
+                if n in cap.later:  # left for later with the node's other details
                     shares_later.append(n)
                 else:
                     shares[n] = gelu_input_shares(v.real_rows())
