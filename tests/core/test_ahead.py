@@ -141,3 +141,24 @@ def test_the_side_thread_runs_below_the_window():
     assert ids[0] != threading.get_native_id()
     assert os.getpriority(os.PRIO_PROCESS, ids[0]) >= NICE > os.getpriority(
         os.PRIO_PROCESS, threading.get_native_id())
+
+
+def test_a_pass_with_every_statistic_in_it_has_them_all_when_it_ends():
+    """Without ``later`` (a recomputed step, the book's way of generating), the side
+    thread computes the statistics during the forward and the pass's end the rest: all
+    there, equal to a pass computed on one thread, whatever the side thread did."""
+    model = model_of("post")
+    eager = run_prompt(model, IDS, dataclasses.replace(EVERYTHING, later=False))
+    held = Held()
+    try:
+        ahead = run_prompt(model, IDS, dataclasses.replace(EVERYTHING, later=False, ahead=True))
+        assert ahead.ready and not ahead.shares_later
+    finally:
+        held.release()
+    again = run_prompt(model, IDS, dataclasses.replace(EVERYTHING, later=False, ahead=True))
+    for done in (ahead, again):
+        assert done.ready
+        for n, v in done.views.items():
+            for field in DETAILS + MOMENTS + ("count",):
+                assert same(getattr(v.stats, field), getattr(eager.views[n].stats, field)), (n, field)
+        assert done.gelu_shares == eager.gelu_shares

@@ -89,10 +89,12 @@ class Capture(HookSet):
         the moments in the pass and leave the details (histogram, top dimensions, token
         norms) to ``complete()`` or their first read; ``now`` names nodes (hook names or
         globs) whose details are computed in the pass all the same.
-    ahead: with ``later``, those nodes' moments and then their details are computed on a
-        side thread (``cpu_work.AHEAD``) while the forward goes on, for a core torch leaves
-        free (``cpu_work.spare_core()``); the moments not done when the ``with`` block
-        ends are computed then, from the last node back, so they are all there after it.
+    ahead: the statistics of the nodes that keep their full float32 tensor on the CPU
+        are computed on a side thread (``cpu_work.AHEAD``) while the forward goes on, the
+        moments first, for a core torch leaves free (``cpu_work.spare_core()``); what it
+        has not done when the ``with`` block ends is computed then, from the last node
+        back: the moments (with ``later``), or everything (without, and for ``now``).
+        Not with a batch's ``mask``.
     """
 
     def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
@@ -156,8 +158,11 @@ class Capture(HookSet):
     def __exit__(self, *exc) -> None:
         super().__exit__(*exc)
         if self.ahead and exc[0] is None:  # the side thread goes forward: meet it
-            for record in reversed(list(self.records.values())):
-                record.stats.complete_moments()
+            for name, record in reversed(list(self.records.items())):
+                if name in self.later:
+                    record.stats.complete_moments()
+                else:  # every statistic in the pass
+                    record.stats.complete()
 
     # access ---------------------------------------------------------------------------
     def __getitem__(self, name: str) -> NodeCapture:
@@ -251,10 +256,10 @@ class Capture(HookSet):
                     self.dropped.append(name)
         if twin is not None and twin.node.hist == node.hist:
             stats = twin.stats
-        elif (name in self.later and kept is not None and kept.dtype == torch.float32
-              and out.device.type == "cpu"):
-            stats = (ahead_stats(kept, node.hist, self.topk) if self.ahead else
-                     tensor_stats(kept, node.hist, self.topk, self._valid_for(kept), later=True))
+        elif self.ahead and self.mask is None and _deferrable(kept, out):
+            stats = ahead_stats(kept, node.hist, self.topk)
+        elif name in self.later and _deferrable(kept, out):
+            stats = tensor_stats(kept, node.hist, self.topk, self._valid_for(kept), later=True)
         else:
             stats = tensor_stats(out, node.hist, self.topk, self._valid_for(out))
         self.records[name] = NodeCapture(
@@ -270,6 +275,12 @@ class Capture(HookSet):
         if not self._refs[key]:
             del self._refs[key]
             self.kept_bytes -= record.tensor.numel() * record.tensor.element_size()
+
+
+def _deferrable(kept: torch.Tensor | None, out: torch.Tensor) -> bool:
+    """Whether a node's statistics can be computed after its hook, from its kept tensor:
+    a float32 CPU tensor that nothing changes afterwards."""
+    return kept is not None and kept.dtype == torch.float32 and out.device.type == "cpu"
 
 
 def _keep_as_is(out: torch.Tensor, dtype: torch.dtype) -> bool:

@@ -48,8 +48,8 @@ class Keep:
     (what the graph and the heatmaps show) and the details (histograms, top dimensions,
     token norms, GELU shares) only of the nodes in ``now`` (hook names or globs); the
     rest when read or when ``Pass.complete()`` runs (the same numbers).
-    ahead: with ``later``, the moments and then the details are computed on a side thread
-    while the forward goes on (``Capture``'s ``ahead``): for a core torch leaves free."""
+    ahead: the statistics are computed on a side thread while the forward goes on, the
+    moments first (``Capture``'s ``ahead``): for a core torch leaves free."""
 
     nodes: str | tuple[str, ...] | None = None
     layer: int | None = None
