@@ -131,6 +131,9 @@ def test_clicking_every_node_shows_its_hook_name_and_shape(qtbot, make_window):
     window = make_window()
     run_and_wait(qtbot, window, max_tokens=1)
     window.session.show_step(None)
+    # the views redraw one per event-loop turn: the first node clicked is the one
+    # already selected, which asks the inspector nothing more
+    qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=10_000)
     view = window.graph.view
     for layer in (0, 1):
         window.session.set_layer(layer)
