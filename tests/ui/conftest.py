@@ -37,9 +37,12 @@ def make_window(qtbot, tmp_path, warnings):
 
 
 def run_and_wait(qtbot, window, max_tokens=5):
+    """Ctrl+Enter, then wait until the run has ended and every view has had its turn to
+    draw what it left (they redraw one per event-loop turn)."""
     window.prompt.max_tokens.setValue(max_tokens)
     window.prompt.request_run()
     qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=10_000)
 
 
 def show(qtbot, views, title):
