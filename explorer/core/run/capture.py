@@ -108,7 +108,7 @@ class Capture(HookSet):
         self.ahead = ahead
         if inside is True:
             attention = True
-        patterns = {b for b in (attention, inside) if not isinstance(b, bool)}  # blocks named
+        patterns = named_blocks(attention, inside)
         if mask is not None:
             mask = torch.as_tensor(mask, dtype=torch.bool)
             if mask.dim() != 2:
@@ -275,6 +275,11 @@ class Capture(HookSet):
         if not self._refs[key]:
             del self._refs[key]
             self.kept_bytes -= record.tensor.numel() * record.tensor.element_size()
+
+
+def named_blocks(attention: bool | int, inside: bool | int) -> set[int]:
+    """The blocks named by index in ``attention`` and ``inside`` (True or False name none)."""
+    return {b for b in (attention, inside) if not isinstance(b, bool)}
 
 
 def _deferrable(kept: torch.Tensor | None, out: torch.Tensor) -> bool:

@@ -22,7 +22,7 @@ import torch
 from .analysis import gelu_input_shares
 from .batch import PAD_ID, Batch
 from ..base.cancel import check
-from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StopCheck
+from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StopCheck, named_blocks
 from .steps import StepRecorder
 from ..base.devices import check_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
@@ -161,7 +161,7 @@ def pass_bytes(cfg, batch: int, tokens: int, keep: Keep) -> int:
     if keep.attention is True or keep.inside is True:
         blocks = cfg.n_layers
     else:  # the blocks named
-        blocks = len({b for b in (keep.attention, keep.inside) if not isinstance(b, bool)})
+        blocks = len(named_blocks(keep.attention, keep.inside))
     if keep.inside is not False:  # and the scores and masked scores of the opened blocks
         blocks += 2 * (cfg.n_layers if keep.inside is True else 1)
     every_node = logits + cfg.n_layers * (layer + rows * 5 * cfg.emb_dim * 4) + blocks * pattern

@@ -113,8 +113,7 @@ class Runs(QObject):
 
     def _everything(self):
         """Every node; the shown block's pattern, and its steps when its attention is
-        opened; the statistics computed ahead on the core torch leaves to the window
-        while it has nothing to do (a pass is on its way)."""
+        opened; the statistics computed ahead, on the core torch leaves the window."""
         layer = self.session.layer
         return replace(EVERYTHING, attention=layer, ahead=spare_core(),
                        inside=layer if self.session.attention_opened else False)
