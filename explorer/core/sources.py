@@ -47,7 +47,7 @@ def random_model(preset_name: str = "gpt2-small", seed: int = 0, device: str = "
     need = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
     check_memory(need, dev, f"{preset_name} in {str(dt).replace('torch.', '')}")
     check(should_stop)
-    model = build_model(cfg, device=dev, dtype=dt, seed=seed)
+    model = build_model(cfg, device=dev, dtype=dt, seed=seed, should_stop=should_stop)
     check(should_stop)
     post = " · Post-LN" if cfg.norm_position == "post" else ""
     label = f"{preset_name}{post} · random init (seed {seed}) · UNTRAINED: output is noise"

@@ -73,3 +73,38 @@ def test_a_stopped_engine_job_skips_its_generation_and_the_next_one_works(qtbot)
     assert [getattr(r, "step", "completed") for r in reports] == [None, "completed", 0, 1, 2]
     engine.shutdown()
 
+
+
+def _stop_after(n: int):
+    asked = {"n": 0}
+
+    def should_stop():
+        asked["n"] += 1
+        return asked["n"] > n
+    return should_stop, asked
+
+
+def test_a_random_init_stops_between_its_parameters():
+    from explorer.core.sources import random_model
+    should_stop, asked = _stop_after(5)
+    with pytest.raises(Cancelled):
+        random_model("gpt2-small", should_stop=should_stop)
+    from explorer.core.gpt.model import GPTModel
+    with torch.device("meta"):
+        n_params = len(list(GPTModel(preset("gpt2-small")).parameters()))
+    assert asked["n"] == 6 and n_params == 196  # the sixth ask stopped it: 190 never drawn
+
+
+def test_a_large_safetensors_read_stops_between_its_chunks(tmp_path, monkeypatch):
+    from safetensors.torch import save_file
+
+    from explorer.core.weights import hf_files
+    path = tmp_path / "w.safetensors"
+    save_file({"a": torch.arange(4096, dtype=torch.float32)}, str(path))
+    monkeypatch.setattr(hf_files, "READ_CHUNK", 1024)  # 16 KiB file: 17 chunks
+    should_stop, asked = _stop_after(3)
+    with pytest.raises(Cancelled):
+        hf_files.read_safetensors(path, should_stop)
+    assert asked["n"] == 4
+    tensors, _ = hf_files.read_safetensors(path, lambda: False)  # whole, chunk by chunk
+    assert torch.equal(tensors["a"], torch.arange(4096, dtype=torch.float32))

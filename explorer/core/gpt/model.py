@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..base.cancel import check
 from .config import GPTConfig
 from .layers import (FeedForward, HookPoint, LayerKV, LayerNorm, MultiHeadAttention,
                      lay_out_linear, lay_out_weight)
@@ -226,13 +227,15 @@ def count_parameters(cfg: GPTConfig) -> ParameterCounts:
     )
 
 
-def init_weights(model: GPTModel, seed: int = 0) -> GPTModel:
+def init_weights(model: GPTModel, seed: int = 0, should_stop=None) -> GPTModel:
     """GPT-2's initialisation, seeded: N(0, 0.02) for weights and embeddings, zero biases,
-    residual projections (out_proj, ff.layers.2) scaled by 1/sqrt(2 * n_layers)."""
+    residual projections (out_proj, ff.layers.2) scaled by 1/sqrt(2 * n_layers).
+    ``should_stop`` is asked before each parameter (gpt2-xl's largest takes ~0.5 s)."""
     gen = torch.Generator(device="cpu").manual_seed(seed)
     resid_std = 0.02 / math.sqrt(2 * model.cfg.n_layers)
     with torch.no_grad():
         for name, param in model.named_parameters():
+            check(should_stop)
             if name.endswith(("scale",)):
                 param.fill_(1.0)
             elif name.endswith(("shift", "bias")):
@@ -247,14 +250,16 @@ def init_weights(model: GPTModel, seed: int = 0) -> GPTModel:
 
 
 def build_model(cfg: GPTConfig, device: str | torch.device = "cpu",
-                dtype: torch.dtype = torch.float32, seed: int | None = 0) -> GPTModel:
+                dtype: torch.dtype = torch.float32, seed: int | None = 0,
+                should_stop=None) -> GPTModel:
     """A GPTModel in eval mode; seeded GPT-2 initialisation, or uninitialised memory when
-    ``seed`` is None (for a loader that fills every parameter)."""
+    ``seed`` is None (for a loader that fills every parameter). ``should_stop`` is asked
+    between parameters while they are drawn (``Cancelled``)."""
     with torch.device("meta"):
         model = GPTModel(cfg)
     model.to_empty(device=device)
     if seed is not None:
-        init_weights(model, seed)
+        init_weights(model, seed, should_stop)
     model = model.to(dtype=dtype)
     model.tie_weights()  # to_empty gave each use of the shared weight its own tensor
     return model.eval()

@@ -209,13 +209,13 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
             if file_kind(weights) == "missing":
                 raise CheckpointError(weights, "shard listed in the index is missing")
             regular_file(weights)
-            sub, sub_info = read_state_dict(weights)
+            sub, sub_info = read_state_dict(weights, should_stop)
             tensors.update(sub)
             info.setdefault("file_format", sub_info["format"])
         config_json = p / "config.json"
     else:
         if fmt == "safetensors":
-            tensors, meta = read_safetensors(p)
+            tensors, meta = read_safetensors(p, should_stop)
             if meta.get("format") == PROJECT_FORMAT:
                 info["format"] = PROJECT_FORMAT
                 try:
@@ -297,7 +297,11 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
             notices.append("the file's out_head differs from tok_emb, but the config ties them: "
                            "tok_emb is used for both")
         sd["out_head.weight"] = sd["tok_emb.weight"]
-    sd = {k: v.to(device=dev, dtype=dt) for k, v in sd.items()}
+    placed = {}
+    for k, v in sd.items():  # a tensor at a time, Stop asked between
+        check(should_stop)
+        placed[k] = v.to(device=dev, dtype=dt)
+    sd = placed
     with torch.device("meta"):
         model = GPTModel(cfg)
     model.load_state_dict(sd, strict=True, assign=True)
