@@ -1,6 +1,7 @@
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 # Before anything imports huggingface_hub (which reads its settings once): the tests
@@ -35,6 +36,21 @@ def _deterministic(tmp_path, monkeypatch):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _processes_only_when_slow(request, monkeypatch):
+    """The quick subset (``./test.sh -m "not slow"``) starts no process: a test that
+    spawns one (a command run as a user would, a trainer in a child) is marked slow."""
+    if request.node.get_closest_marker("slow") is not None:
+        return
+    import multiprocessing.process
+    import subprocess
+
+    def refuse(*args, **kwargs):
+        pytest.fail("this test starts a process: mark it @pytest.mark.slow")
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+
+
 @pytest.fixture
 def hf_cache(tmp_path, monkeypatch):
     """An empty Hugging Face cache and explorer state of this test's own."""
@@ -42,3 +58,39 @@ def hf_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("GPT_EXPLORER_STATE_DIR", str(tmp_path / "state"))
     return cache
+
+
+# Far above a loaded machine's worst: how long a window closed at a test's end waits for
+# each job to stop (the app itself waits 5 s, then leaves the process without the thread).
+TEST_CLOSE_WAIT_S = 300.0
+_KEPT: list = []  # windows whose threads never ended: never destroyed, so Qt cannot abort
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
+    """Before pytest-qt closes and deletes a test's widgets: its windows are closed here,
+    each waiting for its jobs to stop, and every job thread of the process is joined. A
+    thread still running then fails the test loudly, and its window is kept alive (Qt
+    aborts the whole worker process when a running thread is destroyed)."""
+    left = _close_and_join(item)
+    result = yield
+    if left:
+        pytest.fail(f"threads still running {TEST_CLOSE_WAIT_S:.0f} s after the test's "
+                    f"windows closed: {', '.join(left)}")
+    return result
+
+
+def _close_and_join(item) -> list[str]:
+    jobs = sys.modules.get("explorer.ui.base.jobs")
+    if jobs is None:  # no Qt job was ever started in this process
+        return []
+    widgets = [ref() for ref, _ in getattr(item, "qt_widgets", [])]
+    for window in widgets:
+        if window is not None and hasattr(window, "close_wait_s") and window.isVisible():
+            window.close_wait_s = TEST_CLOSE_WAIT_S
+            window.close()
+    left = jobs.join_all(TEST_CLOSE_WAIT_S)
+    if left:  # kept referenced, out of pytest-qt's reach: never destroyed while running
+        _KEPT.extend(w for w in widgets if w is not None)
+        item.qt_widgets = []
+    return left

@@ -25,15 +25,13 @@ def make_window(qtbot, tmp_path, warnings):
     def make(preset="tiny", **spec):
         settings = QSettings(str(tmp_path / f"settings{len(windows)}.ini"), QSettings.IniFormat)
         window = MainWindow(ModelSpec(preset=preset, **spec), settings)
-        qtbot.addWidget(window)
+        qtbot.addWidget(window)  # closed, and its threads joined, when the test ends
         window.show()
         qtbot.waitUntil(lambda: window.session.model is not None, timeout=60_000)
         windows.append(window)
         return window
 
-    yield make
-    for window in windows:
-        window.close()
+    return make
 
 
 def run_and_wait(qtbot, window, max_tokens=5):
@@ -41,8 +39,35 @@ def run_and_wait(qtbot, window, max_tokens=5):
     draw what it left (they redraw one per event-loop turn)."""
     window.prompt.max_tokens.setValue(max_tokens)
     window.prompt.request_run()
-    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
-    qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=10_000)
+    qtbot.waitUntil(lambda: not window.running, timeout=120_000)
+    settle(qtbot, window)
+
+
+def settle(qtbot, where, timeout: int = 60_000) -> None:
+    """Nothing left to draw in ``where`` (a window, or views alone): the session's
+    redraws done (one per loop turn), every job ended, no view busy drawing in turns, and
+    the events the drawing posted (layouts, plot ranges, paints) handled."""
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication
+
+    from tests.ui.alone import Alone
+    if isinstance(where, Alone):
+        where.settle()
+    else:
+        views = where.views.values()
+        qtbot.waitUntil(lambda: where.session.pending() == 0 and not where.engine.busy()
+                        and not any(callable(getattr(v, "busy", None)) and v.busy() for v in views),
+                        timeout=timeout)
+    QApplication.processEvents()
+    QApplication.sendPostedEvents(None, QEvent.DeferredDelete)  # widgets replaced: gone
+
+
+def wait_rerun(qtbot, window) -> None:
+    """The run that a change of the interventions asks for (a loop turn later) has
+    started, ended and been drawn."""
+    qtbot.waitUntil(lambda: not window.prompt.rerun_pending() and not window.running,
+                    timeout=120_000)
+    settle(qtbot, window)
 
 
 def show(qtbot, views, title):
@@ -54,11 +79,8 @@ def show(qtbot, views, title):
     key = next(v.key for v in VIEWS if v.title == title)
     views.show_view(key)  # built and brought to the front, in its workspace
     view = views.view(key)
-    qtbot.waitUntil(lambda: view.isVisible(), timeout=5_000)
-    qtbot.wait(50)
-    busy = getattr(view, "busy", None)  # a view that draws its plots in turns
-    if busy is not None:
-        qtbot.waitUntil(lambda: not busy(), timeout=5_000)
+    qtbot.waitUntil(lambda: view.isVisible(), timeout=30_000)
+    settle(qtbot, views)
     return view
 
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+import weakref
 from typing import Any, Callable
 
+import shiboken6
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ...core.base.cancel import Cancelled
@@ -39,6 +42,7 @@ class Job(QObject):
         self._stop = threading.Event()
         self.running = False
         self.done = False
+        self.outcome: str | None = None  # "finished", "failed" or "cancelled" once done
 
     def cancel(self) -> None:
         """Ask this job to stop at its next safe point (thread-safe); a queued job then
@@ -97,14 +101,17 @@ def run_job(job: Job, context: JobContext) -> None:
             raise Cancelled("stopped before it started")
         result = job.fn(context)
     except Cancelled:
+        job.outcome = "cancelled"
         job.cancelled.emit()
     except Exception as exc:  # a job never takes the window down
+        job.outcome = "failed"
         if isinstance(exc, EXPECTED):  # a bad input, said in its own words
             log.info("%s failed: %s", job.name, exc)
         else:  # a bug: its traceback goes to the log
             log.error("%s failed", job.name, exc_info=True)
         job.failed.emit(one_line(exc))
     else:
+        job.outcome = "finished"
         job.finished.emit(result)
     finally:
         job.running = False
@@ -129,6 +136,35 @@ class _Worker(QObject):
         run_job(job, self.runner.context(job))
 
 
+_RUNNERS: "weakref.WeakSet[JobRunner]" = weakref.WeakSet()  # every runner alive
+
+
+def _runners() -> list["JobRunner"]:
+    """The runners whose Qt objects still exist (a window deleted takes its own along)."""
+    return [r for r in list(_RUNNERS) if shiboken6.isValid(r) and shiboken6.isValid(r.thread)]
+
+
+def running_threads() -> list[str]:
+    """The names of the runners whose thread is still running (a job not ended yet, or
+    a runner never shut down)."""
+    return sorted(r.thread.objectName() for r in _runners() if r.thread.isRunning())
+
+
+def join_all(wait_s: float) -> list[str]:
+    """Shut every runner down and wait, at most ``wait_s`` seconds in all, for their
+    threads to end; the names of those still running then (an empty list when every
+    thread has ended). For the end of a process, or of a test, that must not destroy a
+    running thread (Qt aborts the process when a running QThread is destroyed)."""
+    end = time.monotonic() + wait_s
+    for runner in _runners():
+        runner.cancel_all()
+        runner.thread.quit()
+    for runner in _runners():
+        left_ms = max(0, int((end - time.monotonic()) * 1000))
+        runner.thread.wait(left_ms)
+    return running_threads()
+
+
 class JobRunner(QObject):
     """One thread that runs submitted jobs in order."""
 
@@ -143,6 +179,7 @@ class JobRunner(QObject):
         self._submit.connect(self._worker.run)
         self.thread.start()
         self.jobs: list[Job] = []
+        _RUNNERS.add(self)
 
     def submit(self, fn: Callable[[JobContext], Any], name: str = "job", *,
                progress=None, finished=None, failed=None, cancelled=None) -> Job:

@@ -42,6 +42,7 @@ class MainWindow(QMainWindow):
         self.settings = settings or QSettings("GPT Block Explorer", "gpt-block-explorer")
         self.warn = QMessageBox.warning  # replaced where no one can click a dialog away
         self.stuck = False  # a job that did not stop when the window closed
+        self.close_wait_s = CLOSE_WAIT_S  # how long closing waits for each job to stop
         self._placed = False  # fitted to its screen once its frame is known
         self._painted = False  # the first paint: the docks' views are built after it
         self._unbuilt: list[str] = []  # docks shown before it
@@ -56,7 +57,7 @@ class MainWindow(QMainWindow):
             self.engine.shutdown()
             self.jobs.shutdown()
             for view in getattr(self, "views", {}).values():
-                view.shutdown(CLOSE_WAIT_S)
+                view.shutdown(self.close_wait_s)
             raise
 
     def _assemble(self, spec: ModelSpec | None) -> None:
@@ -347,6 +348,7 @@ class MainWindow(QMainWindow):
         self.settings.sync()
         self.models.closing = True
         # a job still running after Stop is in a read that cannot be abandoned: exit anyway
-        self.stuck = not all([self.engine.shutdown(CLOSE_WAIT_S), self.jobs.shutdown(CLOSE_WAIT_S),
-                              *[view.shutdown(CLOSE_WAIT_S) for view in self.views.values()]])
+        wait = self.close_wait_s
+        self.stuck = not all([self.engine.shutdown(wait), self.jobs.shutdown(wait),
+                              *[view.shutdown(wait) for view in self.views.values()]])
         super().closeEvent(event)
