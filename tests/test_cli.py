@@ -88,6 +88,7 @@ def test_python_dash_m_runs_the_cli():
     assert done.returncode == 0 and "15496" in done.stdout and "995" in done.stdout
 
 
+@pytest.mark.slow  # a fresh process
 def test_commands_that_need_no_model_start_without_torch_or_qt():
     """Building the parser (every command does) imports neither torch nor Qt: tokenize,
     download and --help answer at once."""

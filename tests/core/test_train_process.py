@@ -10,6 +10,8 @@ from explorer.core.experiments.train_process import train_in_process
 from explorer.core.experiments.training import EvalEvent, StepEvent
 from tests.core.test_training import fast
 
+pytestmark = pytest.mark.slow  # a child process each: ./test.sh -m "not slow" leaves them out
+
 
 def test_a_child_process_trains_and_reports_every_event(tmp_path):
     events = []

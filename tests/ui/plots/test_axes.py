@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtGui import QImage, QPainter
 
 from explorer.ui.views.registry import BY_KEY
-from tests.ui.conftest import run_and_wait
+from tests.ui.conftest import run_and_wait, settle
 
 pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
 
@@ -86,19 +86,19 @@ def test_every_plot_has_whole_counted_ticks_and_no_overlapping_labels(qtbot, mak
     faults = []
     for key in [k for k in BY_KEY if k != "graph"]:  # every docked view, built as it comes
         window.show_view(key)
-        qtbot.wait(80)
+        settle(qtbot, window)
         if not list(plots_in(window.docks[key].widget())):
             continue  # a table, text or form: no axes
         for node in ("trf_blocks.0.ff.layers.1", "trf_blocks.1.att.attn_weights", "out_head"):
             window.session.set_node(node)
-            qtbot.wait(30)
+            settle(qtbot, window)
             for i, plot in enumerate(plots_in(window.docks[key].widget())):
                 faults += axis_faults(plot, f"{key} plot {i} at {node}")
     window.session.show_step(1)  # a generated step: one position
-    qtbot.wait(150)
+    settle(qtbot, window)
     for key in ("inspector", "attention", "distributions"):
         window.show_view(key)
-        qtbot.wait(100)
+        settle(qtbot, window)
         for i, plot in enumerate(plots_in(window.docks[key].widget())):
             faults += axis_faults(plot, f"{key} plot {i} at a step")
     assert not sorted(set(faults)), "\n".join(sorted(set(faults)))

@@ -52,7 +52,9 @@ def test_the_distributions_tab_scrolls_under_the_wheel(qtbot):
     alone.run(max_tokens=1)
     view = alone.show("Distributions")
     view.resize(700, 400)  # shorter than its plots: the tab scrolls
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: view.height() == 400, timeout=30_000)
+    alone.settle()
+    QApplication.processEvents()
     bar = view.findChild(QScrollArea).verticalScrollBar()
     assert bar.maximum() > 0
     plot = view.small_plots["add2"].getViewBox()

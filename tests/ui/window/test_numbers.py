@@ -15,7 +15,7 @@ from explorer.ui.views.learn.ln_compare_view import twin_words
 from explorer.ui.base.runs import RATE_SECONDS, Runs
 from explorer.ui.base.session import Session
 from tests.ui.alone import Alone
-from tests.ui.conftest import run_and_wait
+from tests.ui.conftest import run_and_wait, wait_rerun
 
 
 @pytest.mark.parametrize("times,shown", [
@@ -55,20 +55,17 @@ def test_clear_and_a_new_prompt_clear_every_result_of_the_old_one(qtbot, make_wi
     session, whatif, divergence = window.session, window.view("whatif"), window.view("divergence")
     run_and_wait(qtbot, window, max_tokens=2)
     session.set_interventions([Intervention("zero", "trf_blocks.1.att")], on=True)
-    qtbot.wait(20)
-    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    wait_rerun(qtbot, window)
     whatif.request_comparison()
     qtbot.waitUntil(lambda: whatif.comparison is not None, timeout=60_000)
     assert "clean:" in whatif.message.text() and whatif.table.rowCount() > 0
     whatif.clear()  # Clear: the list, and what was computed with it
     assert whatif.comparison is None and whatif.table.rowCount() == 0
     assert "clean:" not in whatif.message.text()
-    qtbot.wait(20)
-    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    wait_rerun(qtbot, window)
     # the divergence table and the comparison belong to their prompt
     session.set_interventions([Intervention("zero", "trf_blocks.1.att")], on=True)
-    qtbot.wait(20)
-    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    wait_rerun(qtbot, window)
     whatif.request_comparison()
     divergence.kind.setCurrentIndex(divergence.kind.findData("relu"))
     divergence.request()

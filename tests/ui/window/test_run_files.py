@@ -5,7 +5,7 @@ the saved statistics read-only and says so; a damaged file is one line."""
 import pytest
 
 from explorer.cli import main
-from tests.ui.conftest import run_and_wait
+from tests.ui.conftest import run_and_wait, settle, wait_rerun
 
 
 def test_saved_then_opened_with_the_same_model_runs_again_and_checks(qtbot, make_window, tmp_path):
@@ -103,8 +103,7 @@ def test_a_branched_run_with_interventions_reopens_token_for_token(qtbot, make_w
     window.run_files.save(str(path), tensor_mb=0)
     qtbot.waitUntil(lambda: "Saved the run" in window.status_text.text(), timeout=30_000)
     session.set_interventions([])  # the window changed since (and ran again without it)
-    qtbot.wait(100)
-    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    wait_rerun(qtbot, window)
     window.prompt.prompt.setPlainText("something else")
     said = []
     window.warn = lambda parent, title, text: said.append(text)
@@ -162,8 +161,7 @@ def test_a_run_of_another_model_is_drawn_with_its_own_blocks_and_computes_nothin
     from explorer.ui.views.registry import VIEWS
     for spec in VIEWS:  # every view drawn over the 4-block run, none on the 12-block model
         window.show_view(spec.key)
-        qtbot.wait(30)
-    qtbot.waitUntil(lambda: not window.engine.busy(), timeout=60_000)
+        settle(qtbot, window)
     assert session.record and session.model.config.n_layers == 4
     said = []
     window.warn = lambda parent, title, text: said.append((title, text))

@@ -3,10 +3,12 @@ shortcuts and a tour are one click away."""
 
 from PySide6.QtCore import QSettings
 from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication
 
 from explorer.core.sources import ModelSpec
 from explorer.ui.window.main_window import MainWindow
-from tests.ui.conftest import run_and_wait
+from explorer.ui.base.jobs import join_all
+from tests.ui.conftest import run_and_wait, settle
 
 
 def test_a_first_window_and_a_restored_one_fit_the_screen(qtbot, tmp_path, warnings):
@@ -16,21 +18,23 @@ def test_a_first_window_and_a_restored_one_fit_the_screen(qtbot, tmp_path, warni
     qtbot.addWidget(first)
     first.show()
     qtbot.waitUntil(lambda: first.session.model is not None, timeout=60_000)
-    qtbot.wait(50)  # placed once its frame is known
-    frame = first.frameGeometry()
-    assert area.width() - 8 <= frame.width() <= area.width()  # 800 px: the screen's, frame and all
-    assert frame.height() <= area.height()
+    # placed once its frame is known: 800 px, the screen's width, frame and all
+    qtbot.waitUntil(lambda: area.width() - 8 <= first.frameGeometry().width() <= area.width(),
+                    timeout=30_000)
+    assert first.frameGeometry().height() <= area.height()
     first.resize(3000, 2000)  # as if saved on a far larger monitor
     first.move(2500, 1800)
     first.close()
     again = MainWindow(ModelSpec(preset="tiny"), QSettings(path, QSettings.IniFormat))
     qtbot.addWidget(again)
     again.show()
-    qtbot.wait(50)  # placed once its frame is known
-    assert again.height() <= area.height() and again.y() >= area.top()
-    assert again.x() <= area.right() and again.frameGeometry().bottom() <= area.bottom()
+    # placed once its frame is known
+    qtbot.waitUntil(lambda: again.height() <= area.height() and again.y() >= area.top()
+                    and again.x() <= area.right()
+                    and again.frameGeometry().bottom() <= area.bottom(), timeout=30_000)
     again.close()
-    qtbot.wait(100)
+    assert join_all(60) == [] and not again.stuck
+    QApplication.processEvents()  # whatever the stopped load sends back
     assert warnings == []  # closed while it may still be loading: nothing to say
 
 
@@ -45,8 +49,9 @@ def test_closing_a_window_while_its_model_loads_shows_no_dialog(qtbot, tmp_path,
     window.show()
     assert window.models.loading and window.models.remembered
     window.close()  # its load is stopped by the close
-    qtbot.waitUntil(lambda: not window.models.loading, timeout=30_000)
-    qtbot.wait(100)
+    qtbot.waitUntil(lambda: not window.models.loading, timeout=60_000)
+    assert join_all(60) == [] and not window.stuck
+    QApplication.processEvents()  # whatever the stopped load sends back
     assert warnings == [] and window.session.model is None and not window.models.loading
 
 
@@ -144,7 +149,7 @@ def test_a_first_window_takes_most_of_a_large_screen_and_no_tabs_scroll(qtbot, m
         for ws in WORKSPACES:
             window.workspaces.show(ws.key)
             window._default_dock_sizes()
-            qtbot.wait(50)
+            settle(qtbot, window)
             titles = [spec.tab_text for spec in in_workspace(ws.key)]
             bars = [b for b in window.findChildren(QTabBar) if b.parent() is window
                     and b.isVisible() and [b.tabText(i) for i in range(b.count())] == titles]

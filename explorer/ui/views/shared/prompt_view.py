@@ -196,6 +196,10 @@ class PromptPanel(ViewHooks, QWidget):
         loop turn later, so that a view that also asks for another prompt comes first."""
         self._rerun_timer.start()
 
+    def rerun_pending(self) -> bool:
+        """Whether a run asked for by a change of the interventions has yet to start."""
+        return self._rerun_timer.isActive()
+
     def _rerun_now(self) -> None:
         if self.session.prompt is not None and not self.runs.running:
             self.request_run()

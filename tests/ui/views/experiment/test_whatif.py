@@ -11,13 +11,11 @@ from explorer.core.experiments.interventions import Intervention
 from explorer.core.experiments.patching import patch_sweep
 from explorer.core.gpt.tokenizer import encode
 from explorer.ui.graph.node_menu import node_menu
-from tests.ui.conftest import run_and_wait
+from tests.ui.conftest import run_and_wait, wait_rerun
 
 
 def wait_run(qtbot, window):
-    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
-    qtbot.wait(20)
-    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    wait_rerun(qtbot, window)
 
 
 def test_an_intervention_from_the_tab_changes_every_view_and_the_switch_undoes_it(qtbot, make_window, tmp_path):

@@ -3,7 +3,7 @@ Model's parameter counts, the book's code with the trace, gradients through the 
 
 import numpy as np
 import pytest
-from tests.ui.conftest import show
+from tests.ui.conftest import settle, show
 from tests.ui.alone import Alone
 
 
@@ -26,7 +26,7 @@ def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran
     assert "Pre-LN</b> next tokens" in view.top_label.text()
     assert len(view.plots["residual"].listDataItems()) == 2
     assert hints("residual") == [] and hints("hist") == [] and hints("grad") != []
-    qtbot.wait(50)  # the plots fit their data (the hint's placeholder range does not stay)
+    settle(qtbot, ran)  # the plots fit their data (the hint's placeholder range does not stay)
     norms = np.concatenate([r.residual_norm for r in view.runs.values()])
     (x0, x1), (y0, y1) = view.plots["residual"].getViewBox().viewRange()
     assert y0 <= norms.min() and y1 >= norms.max() and x1 >= len(view.runs["pre"].residual_norm) - 1
@@ -66,12 +66,12 @@ def test_ln_compare_rejects_bad_depths(qtbot, ran):
 def test_explain_tab_follows_the_selected_node_with_live_numbers(qtbot, ran):
     view = show(qtbot, ran, "Explain")
     ran.session.set_node("trf_blocks.0.ff.layers.0")
-    qtbot.wait(20)
+    settle(qtbot, ran)
     text = view.text.text()
     assert "What it does." in text and "widened each token from 32 to 128 values" in text
     assert "Common mistake." in text
     ran.session.set_node("trf_blocks.1.ff")
-    qtbot.wait(20)
+    settle(qtbot, ran)
     assert "does not change the embedding size" in view.text.text()
 
 

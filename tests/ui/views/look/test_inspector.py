@@ -11,6 +11,7 @@ from explorer.core.run.stats import tensor_stats
 from explorer.ui.views.look.inspector_view import ALL_TOKENS, InspectorView
 from explorer.ui.plots.plot_text import empty_message
 from tests.ui.alone import Alone
+from tests.ui.conftest import settle
 
 
 @pytest.fixture
@@ -76,7 +77,7 @@ def test_heatmap_axes_speak_in_the_tensors_terms(alone, qtbot):
     inspector = alone.view(InspectorView, height=520)
     inspector.tabs.setCurrentIndex(inspector.heat_tab)
     alone.session.set_node("trf_blocks.0.att.attn_weights")
-    qtbot.wait(30)
+    settle(qtbot, alone)
     plot = inspector.heat_plot.getPlotItem()
     assert plot.getAxis("left").labelText == "head · query token"
     assert plot.getAxis("bottom").labelText == "key token"
@@ -88,7 +89,7 @@ def test_heatmap_axes_speak_in_the_tensors_terms(alone, qtbot):
     line = QFontMetrics(left.font()).height()
     assert len(shown) * line <= inspector.heat_plot.getViewBox().height() + line  # no overlap
     alone.session.set_node("out_head")
-    qtbot.wait(30)
+    settle(qtbot, alone)
     assert plot.getAxis("bottom").labelText == "vocabulary id"
     assert inspector.heatmap.bar.levels()[0] < 0  # logits: diverging around 0
     inspector.tabs.setCurrentIndex(2)
@@ -141,7 +142,7 @@ def test_a_step_inside_attention_shows_per_head_rows_and_masked_scores_as_masked
     inspector = alone.view(InspectorView, height=520)
     inspector.tabs.setCurrentIndex(inspector.heat_tab)
     alone.session.set_node("trf_blocks.0.att.masked_scores")
-    qtbot.wait(30)
+    settle(qtbot, alone)
     heads, t = 4, len(current.ids)
     image = inspector.heatmap.image.image
     assert image.shape == (heads * t, t)
@@ -151,7 +152,7 @@ def test_a_step_inside_attention_shows_per_head_rows_and_masked_scores_as_masked
     assert inspector.heatmap.labels[:2] == [f"h0 0: {current.pieces[0]!r}", f"h0 1: {current.pieces[1]!r}"]
     assert inspector.heatmap.labels[t] == f"h1 0: {current.pieces[0]!r}"
     alone.session.set_node("trf_blocks.0.att.keys")
-    qtbot.wait(30)
+    settle(qtbot, alone)
     assert inspector.heatmap.image.image.shape == (heads * t, 8)  # head_dim features per head
     assert not inspector.heatmap.masked.isVisible()
     assert inspector.heat_plot.getPlotItem().getAxis("bottom").labelText == "feature (of head_dim)"

@@ -7,7 +7,7 @@ from PySide6.QtCore import QPointF
 from explorer.core.run.analysis import gelu_input_shares
 from explorer.core.gpt.nodes import block_nodes
 from explorer.ui.views.look.distributions_view import write_table_csv
-from tests.ui.conftest import run_and_wait, show
+from tests.ui.conftest import run_and_wait, settle, show
 
 
 def test_gelu_view_overlays_the_real_inputs(qtbot, ran):
@@ -23,7 +23,7 @@ def test_gelu_view_overlays_the_real_inputs(qtbot, ran):
     heights = view.hist_bars.opts["height"]
     assert np.sum(heights) == pytest.approx(1 - (inputs.stats.under + inputs.stats.over) / inputs.stats.count)
     ran.session.set_layer(1)
-    qtbot.wait(20)
+    settle(qtbot, ran)
     assert "Block 2 of 2" in view.info.text()
 
 
@@ -110,7 +110,8 @@ def test_distributions_row_labels_never_overlap(qtbot, ran):
     steps = []
     for height in (120, 260, 600):
         view.table_plot.setFixedHeight(height)
-        qtbot.wait(30)
+        qtbot.waitUntil(lambda: view.table_plot.height() == height, timeout=30_000)
+        settle(qtbot, ran)
         shown = axis._tickLevels[0]
         box = view.table_plot.getViewBox().height()
         assert len(shown) * line <= box + line  # one line per shown label, at most
@@ -137,8 +138,8 @@ def test_the_default_layout_fits_the_screen_and_gives_histograms_room(qtbot, mak
     run_and_wait(qtbot, window, max_tokens=1)
     view = show(qtbot, window, "Distributions")
     # its small plots are made a loop turn each, then drawn
-    qtbot.waitUntil(lambda: len(view.small_plots) >= 6 and not view.busy(), timeout=10_000)
-    qtbot.wait(100)
+    qtbot.waitUntil(lambda: len(view.small_plots) >= 6 and not view.busy(), timeout=60_000)
+    settle(qtbot, window)
     area = view.findChild(QScrollArea)
     assert area.verticalScrollBar().value() == 0
     viewport = area.viewport()

@@ -25,7 +25,7 @@ from explorer.ui.views.shared.graph_view import BlockGraphView
 from explorer.ui.graph.graph_items import FrameItem
 from explorer.ui.base.session import Session
 from tests.ui.alone import InlineEngine
-from tests.ui.conftest import run_and_wait
+from tests.ui.conftest import run_and_wait, wait_rerun
 
 
 def laptop(window, width, height, banner):
@@ -319,10 +319,7 @@ def test_interventions_are_drawn_on_the_graph(qtbot, make_window):
                                Intervention("scale", "trf_blocks.0.norm2", k=2.0),
                                Intervention("zero", "trf_blocks.0.ff.layers.1"),
                                Intervention("heads", "trf_blocks.0.att", heads=(1,))], on=True)
-    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
-    qtbot.wait(20)  # the change runs the prompt again
-    qtbot.waitUntil(lambda: not window.running and session.current is not None, timeout=60_000)
-    qtbot.waitUntil(lambda: session.pending() == 0, timeout=10_000)
+    wait_rerun(qtbot, window)  # the change runs the prompt again
     _, edge, word = graph.shortcuts["trf_blocks.0.add2"]
     assert edge.pen().style() == Qt.DashLine and word.text() == "✕ removed"
     assert graph.shortcuts["trf_blocks.0.add1"][1].pen().style() == Qt.SolidLine
