@@ -4,7 +4,7 @@ the tabs in turn."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRect, Qt
+from PySide6.QtCore import QEvent, QRect, Qt
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QHBoxLayout, QLabel, QMenuBar,
                                QPushButton, QRubberBand, QTableWidget, QTableWidgetItem,
@@ -60,13 +60,15 @@ class ShortcutsDialog(QDialog):
 
 class Tour(QDialog):
     """Steps of (the widget to outline — or a callable that shows and gives it —, a
-    title, what it is); Next and Back, the outline follows."""
+    title, what it is); Next and Back, the outline follows, and it follows the widget
+    when the layout moves or resizes it (a dock shown settles after the step is shown)."""
 
     def __init__(self, parent: QWidget, steps: list[tuple]) -> None:
         super().__init__(parent)
         self.setWindowTitle("Tour")
         self.setWindowFlag(Qt.WindowStaysOnTopHint)
         self.steps, self.index = steps, 0
+        self._watched: QWidget | None = None
         self.outline = QRubberBand(QRubberBand.Rectangle, parent)
         self.title = QLabel()
         self.text = QLabel()
@@ -105,16 +107,30 @@ class Tour(QDialog):
         self.text.setText(text)
         self.back.setEnabled(self.index > 0)
         self.next.setText("Done" if self.index + 1 == len(self.steps) else "Next")
-        parent = self.parentWidget()
-        top_left = widget.mapTo(parent, widget.rect().topLeft())
-        self.outline.setGeometry(QRect(top_left, widget.size()).adjusted(-3, -3, 3, 3))
+        if self._watched is not None:
+            self._watched.removeEventFilter(self)
+        self._watched = widget
+        widget.installEventFilter(self)
+        self._place(widget)
         self.outline.show()
+
+    def _place(self, widget: QWidget) -> None:
+        top_left = widget.mapTo(self.parentWidget(), widget.rect().topLeft())
+        self.outline.setGeometry(QRect(top_left, widget.size()).adjusted(-3, -3, 3, 3))
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802
+        if watched is self._watched and event.type() in (QEvent.Resize, QEvent.Move):
+            self._place(watched)
+        return False
 
     def outlined(self) -> QRect:
         return self.outline.geometry()
 
     def closeEvent(self, event) -> None:  # noqa: N802
         self.outline.hide()
+        if self._watched is not None:
+            self._watched.removeEventFilter(self)
+            self._watched = None
         super().closeEvent(event)
 
 
