@@ -1,1 +1,1 @@
-from tests.ui.conftest import make_window, warnings  # noqa: F401  (the app fixtures)
+from tests.ui.conftest import _long_close_wait, make_window, warnings  # noqa: F401  (the app fixtures)

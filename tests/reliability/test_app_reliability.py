@@ -4,6 +4,7 @@ import pytest
 
 from explorer.core.base import devices
 from explorer.core.sources import ModelSpec
+from tests.ui.conftest import TRAINING
 
 
 def test_closing_the_window_during_generation_exits_cleanly(qtbot, make_window):
@@ -18,7 +19,7 @@ def test_closing_the_window_during_generation_exits_cleanly(qtbot, make_window):
     qtbot.waitUntil(lambda: len(window.session.steps) >= 1, timeout=120_000)
     window.close()
     assert window.engine.thread.isFinished() and not window.stuck
-    qtbot.waitUntil(lambda: bool(ends), timeout=10_000)  # the queued signal delivered
+    qtbot.waitUntil(lambda: bool(ends), timeout=60_000)  # the queued signal delivered
     assert ends == ["stopped"]  # stopped, not after 1,000 tokens
 
 
@@ -30,7 +31,7 @@ def test_closing_during_training_exits_cleanly(qtbot, make_window, tmp_path):
     window.view("train").steps.setValue(10_000)
     window.view("train").out_dir.setText(str(tmp_path / "run"))
     window.view("train").start_button.click()
-    qtbot.waitUntil(lambda: len(window.view("train").steps_seen) >= 1, timeout=60_000)
+    qtbot.waitUntil(lambda: len(window.view("train").steps_seen) >= 1, timeout=TRAINING)
     window.close()
     from explorer.ui.base.jobs import running_threads
     assert window.engine.thread.isFinished() and not window.stuck
@@ -42,7 +43,7 @@ def test_out_of_memory_load_is_reported_and_the_model_kept(qtbot, make_window, w
     before = window.session.model
     monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 10 * 2**20)
     window.models.load(ModelSpec(preset="gpt2-xl"))
-    qtbot.waitUntil(lambda: bool(warnings), timeout=30_000)
+    qtbot.waitUntil(lambda: bool(warnings), timeout=60_000)
     assert "GiB" in warnings[-1][1] and "gpt2-xl" in warnings[-1][1]
     assert window.session.model is before
 
@@ -117,19 +118,17 @@ def test_the_window_closes_even_when_a_job_does_not_stop(qtbot, make_window):
     import threading
 
     from explorer.ui.base.jobs import join_all, running_threads
-    from explorer.ui.window import main_window
     from tests.conftest import TEST_CLOSE_WAIT_S
     window = make_window()
     release = threading.Event()
     window.engine.submit(lambda ctx: release.wait(60), "a read that does not return")
-    qtbot.waitUntil(lambda: any(j.running for j in window.engine.jobs), timeout=10_000)
+    qtbot.waitUntil(lambda: any(j.running for j in window.engine.jobs), timeout=60_000)
     window.close_wait_s = 0.2  # the app's own wait is CLOSE_WAIT_S
     window.close()
     assert window.stuck and not window.engine.thread.isFinished()
     assert "engine" in running_threads()
     release.set()  # here the test lets it end; app.run exits the process instead
     assert join_all(TEST_CLOSE_WAIT_S) == [] and window.engine.thread.isFinished()
-    assert main_window.CLOSE_WAIT_S == 5.0
 
 
 def test_the_divergence_finder_and_the_comparison_have_stop(qtbot, make_window):
@@ -144,15 +143,15 @@ def test_the_divergence_finder_and_the_comparison_have_stop(qtbot, make_window):
     view.request()
     assert view.controls.stop_button.isEnabled() and not view.controls.run_button.isEnabled()
     view.controls.stop_button.click()
-    qtbot.waitUntil(lambda: view.controls.job is None, timeout=30_000)
+    qtbot.waitUntil(lambda: view.controls.job is None, timeout=60_000)
     assert view.summary.text() == "Stopped: the two models were not compared."
     assert view.controls.run_button.isEnabled() and view.result is None
     whatif = window.view("whatif")
     window.session.add_intervention(Intervention("scale", "trf_blocks.1.add2", k=-3.0))
-    qtbot.waitUntil(lambda: not window.running and not window.engine.busy(), timeout=30_000)
+    qtbot.waitUntil(lambda: not window.running and not window.engine.busy(), timeout=60_000)
     whatif.request_comparison()
     QTest.keyClick(window, Qt.Key_Escape)  # Esc stops any engine job, not only runs
-    qtbot.waitUntil(lambda: whatif.controls.job is None, timeout=30_000)
+    qtbot.waitUntil(lambda: whatif.controls.job is None, timeout=60_000)
     assert whatif.message.text() == "Stopped: the continuations were not compared."
     assert whatif.comparison is None
 
@@ -168,7 +167,7 @@ def test_a_reader_error_reaches_the_user_as_words_not_python(qtbot, make_window,
     before = window.session.model
     monkeypatch.setattr(engine, "open_model", broken)
     window.models.load(ModelSpec(checkpoint=str(tmp_path / "odd.pth")))
-    qtbot.waitUntil(lambda: not window.models.loading, timeout=30_000)
+    qtbot.waitUntil(lambda: not window.models.loading, timeout=60_000)
     text = warnings[-1][1]
     assert "odd.pth could not be read: the file is damaged or not what it seems" in text
     assert "t() expects" not in text and "the details are in the log" in text
@@ -211,7 +210,7 @@ def test_a_window_destroyed_from_outside_stops_its_work_and_closes(qtbot, make_w
         assert window.isVisible() and window.running and not gone.gone
         _event, pointer = destroy_notify(mine)
         assert gone.nativeEventFilter(xcb, pointer) == (False, 0)
-        qtbot.waitUntil(lambda: not window.isVisible(), timeout=30_000)
+        qtbot.waitUntil(lambda: not window.isVisible(), timeout=60_000)
         assert gone.gone and window.engine.thread.isFinished()
         assert len(window.session.steps) < 1000
     finally:

@@ -61,14 +61,14 @@ def test_a_stopped_engine_job_skips_its_generation_and_the_next_one_works(qtbot)
 
     engine.submit(stop_in_block_1, "stopped run", progress=reports.append, finished=ends.append,
                   cancelled=lambda: ends.append("cancelled"))
-    qtbot.waitUntil(lambda: bool(ends), timeout=30_000)
+    qtbot.waitUntil(lambda: bool(ends), timeout=60_000)
     assert ends == ["cancelled"] and reports == [] and calls["n"] == 2  # block 1 never ran
     assert hooks_left(engine.loaded.model) == 0
     other = engine.submit(run, "queued and cancelled", finished=ends.append,
                           cancelled=lambda: ends.append("cancelled too"))
     other.cancel()  # cancelled before it starts: never runs
     engine.submit(run, "the next run", progress=reports.append, finished=ends.append)
-    qtbot.waitUntil(lambda: len(ends) == 3, timeout=30_000)
+    qtbot.waitUntil(lambda: len(ends) == 3, timeout=60_000)
     assert ends[1:] == ["cancelled too", "max_new_tokens"]
     assert [getattr(r, "step", "completed") for r in reports] == [None, "completed", 0, 1, 2]
     engine.shutdown()

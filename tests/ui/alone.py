@@ -86,12 +86,12 @@ class Alone:
 
     def settle(self) -> None:
         """Every view has redrawn (one per loop turn) and every job has ended."""
-        self.qtbot.waitUntil(lambda: self.session.pending() == 0 and self.engine.idle(),
-                             timeout=30_000)
+        self.qtbot.waitUntil(lambda: self.session.caught_up() and self.engine.idle(),
+                             timeout=60_000)
         for widget in self._views.values():
             busy = getattr(widget, "busy", None)
             if callable(busy):
-                self.qtbot.waitUntil(lambda: not busy(), timeout=5_000)
+                self.qtbot.waitUntil(lambda: not busy(), timeout=60_000)
 
     def __getattr__(self, key: str):
         """``alone.inspector``, ``alone.graph``: a view by its key (views.registry)."""

@@ -118,6 +118,10 @@ class Session(QObject):
         """Views not yet redrawn for the latest pass."""
         return self._turns.pending()
 
+    def caught_up(self) -> bool:
+        """Every view has redrawn the latest pass and the engine has been told so."""
+        return self._turns.pending() == 0 and not self._probe.isActive()
+
     # -------------------------------------------------------------------- changes
     def set_model(self, info: ModelInfo) -> None:
         """Show ``info``'s model: the one loaded, or a saved run's (``info.record``), whose

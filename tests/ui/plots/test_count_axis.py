@@ -19,7 +19,7 @@ def test_the_heads_grid_counts_every_block_and_head_after_a_redraw(qtbot):
     values = np.linspace(0, 1, 4 * 6).reshape(4, 6)
     for _ in range(3):  # the prompt's scores, then the battery's, then another role
         draw_grid(grid, values, False, "")
-        qtbot.waitUntil(lambda: len(tick_texts(grid.getAxis("bottom"))) == 6, timeout=30_000)
+        qtbot.waitUntil(lambda: len(tick_texts(grid.getAxis("bottom"))) == 6, timeout=60_000)
         heads = [t for t, _ in tick_texts(grid.getAxis("bottom"))]
         blocks = [t for t, _ in tick_texts(grid.getAxis("left"))]
         assert heads == ["1", "2", "3", "4", "5", "6"], heads

@@ -42,7 +42,7 @@ def test_every_next_token_label_fits_its_axis(qtbot, make_window):
     run_and_wait(qtbot, window, max_tokens=1)
     window.show_view("next_token")
     panel, current = window.view("next_token"), window.session.current
-    qtbot.waitUntil(lambda: panel.what.text() == "Next token after the prompt", timeout=5_000)
+    qtbot.waitUntil(lambda: panel.what.text() == "Next token after the prompt", timeout=60_000)
     axis = panel.plot.getAxis("left")
     metrics = QFontMetrics(axis.font())
     labels = [text for _, text in axis._tickLevels[0]]
@@ -58,4 +58,4 @@ def test_every_next_token_label_fits_its_axis(qtbot, make_window):
     long = panel.label(" internationalisation", 0.000123)
     assert long.startswith("·intern") and "…" in long and long.endswith(" 0.00012")
     window.prompt.select(0)
-    qtbot.waitUntil(lambda: panel.what.text() == "Next token at step 0", timeout=5_000)
+    qtbot.waitUntil(lambda: panel.what.text() == "Next token at step 0", timeout=60_000)

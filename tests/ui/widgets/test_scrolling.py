@@ -37,7 +37,7 @@ def test_wheel_scrolls_the_panel_unless_the_plot_has_the_focus(qtbot):
     assert plot.getViewBox().viewRange() == before  # the plot did not zoom
     scrolled = bar.value()
     plot.setFocus()
-    qtbot.waitUntil(plot.hasFocus, timeout=2_000)
+    qtbot.waitUntil(plot.hasFocus, timeout=60_000)
     wheel(plot.viewport())
     assert bar.value() == scrolled  # a focused plot keeps the wheel
     assert plot.getViewBox().viewRange() != before  # and zooms
@@ -52,7 +52,7 @@ def test_the_distributions_tab_scrolls_under_the_wheel(qtbot):
     alone.run(max_tokens=1)
     view = alone.show("Distributions")
     view.resize(700, 400)  # shorter than its plots: the tab scrolls
-    qtbot.waitUntil(lambda: view.height() == 400, timeout=30_000)
+    qtbot.waitUntil(lambda: view.height() == 400, timeout=60_000)
     alone.settle()
     QApplication.processEvents()
     bar = view.findChild(QScrollArea).verticalScrollBar()

@@ -126,7 +126,7 @@ def test_no_widget_shows_a_questions_answer_in_any_workspace(qtbot, make_window,
         found = []
         for ws in WORKSPACES:
             window.workspaces.show(ws.key)
-            qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=10_000)
+            qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=60_000)
             window.covers.look()
             found += [f"{ws.title} ▸ {leak}" for leak in leaks(window, "learn", forms)]
         assert not found, f"{question.text} {sorted(forms)}:\n" + "\n".join(found)
@@ -156,7 +156,7 @@ def test_a_game_round_hides_the_token_everywhere_and_the_answer_brings_it_back(q
         window.workspaces.show(ws.key)
         window.session.set_node(block_hook_name(1, "ff.layers.2"))  # any node, then the head
         window.session.set_node("out_head")
-        qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=10_000)
+        qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=60_000)
         window.covers.look()
         found += [f"{ws.title} ▸ {leak}" for leak in leaks(window, "game", forms)]
     assert not found, "\n".join(found)

@@ -9,6 +9,7 @@ from explorer.core.gpt.config import preset
 from explorer.core.gpt.model import build_model
 from explorer.ui.window.first_run import SEEN_KEY
 from tests.hub_server import serving, tiny_gpt2
+from tests.ui.conftest import TRAINING
 
 pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
 
@@ -68,7 +69,7 @@ def test_cancel_keeps_the_model_and_the_bytes_then_resumes(qtbot, make_window, s
     assert not dialog.download_button.isEnabled() and dialog.cancel_button.isEnabled()
     assert "left" in dialog.status.text()
     dialog.cancel_button.click()
-    qtbot.waitUntil(lambda: dialog.job is None, timeout=30_000)
+    qtbot.waitUntil(lambda: dialog.job is None, timeout=60_000)
     kept = download.partial_bytes("gpt2")
     assert 2_000_000 <= kept < len(files["model.safetensors"])
     assert f"{kept / 1e6:,.0f} MB kept" in dialog.status.text()
@@ -88,7 +89,7 @@ def test_a_network_error_is_a_line_in_the_dialog_and_the_model_stays(qtbot, make
     before = window.session.model
     dialog = window.models.get_gpt2()
     dialog.download_button.click()
-    qtbot.waitUntil(lambda: dialog.job is None, timeout=30_000)
+    qtbot.waitUntil(lambda: dialog.job is None, timeout=60_000)
     assert dialog.status.text().startswith("cannot reach the Hugging Face Hub at http://127.0.0.1:9")
     assert dialog.download_button.isEnabled() and window.session.model is before
     assert not warnings  # no extra message box
@@ -106,12 +107,12 @@ def test_a_network_error_is_a_line_in_the_dialog_and_the_model_stays(qtbot, make
     assert not dialog.isVisible() and panel.job is not None
     dock = window.docks["train"]
     assert dock.isVisible() and not dock.visibleRegion().isEmpty()
-    qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
+    qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
     assert said[0] == "tiny: measuring…" and said[-1] == "" and "tiny at step 2 of 2: " in said[-2]
     trained = hf_cache.parent / "run" / "model.safetensors"
     assert trained.is_file()
     # the trained model is loaded: the model line names it, the banner has done its work
-    qtbot.waitUntil(lambda: window.session.model.spec.checkpoint == str(trained), timeout=30_000)
+    qtbot.waitUntil(lambda: window.session.model.spec.checkpoint == str(trained), timeout=60_000)
     assert window.model_label.text().startswith("trained here: tiny, 2 steps, validation loss")
     assert not window.banner.isVisible()
 
@@ -136,7 +137,7 @@ def test_the_banner_offers_three_ways_and_stays_away_after_a_trained_model(qtbot
     dock = window.docks["train"]
     assert dock.isVisible() and not dock.visibleRegion().isEmpty() and panel.job is not None
     assert banner.train.text() == "Training tiny: measuring…" and not banner.train.isEnabled()
-    qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
+    qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
     assert banner.train.text() == "Train a small model here"
     assert said[0] == "tiny: measuring…" and "left (" in said[-2]  # measured from the steps timed
     assert panel.status.text().startswith("Done: validation loss ")  # and the honest result

@@ -109,7 +109,7 @@ def test_learn_mode_brings_its_question_to_the_front(qtbot, make_window):
     window.show_view("inspector")
     window.view("learn").enabled.setChecked(True)
     window.session.set_node("trf_blocks.0.ff.layers.1")
-    qtbot.waitUntil(lambda: window.front_dock() is window.docks["learn"], timeout=5_000)
+    qtbot.waitUntil(lambda: window.front_dock() is window.docks["learn"], timeout=60_000)
     assert window.view("learn").question is not None
 
 
@@ -122,7 +122,7 @@ def test_explain_shows_the_nodes_formula_worked_with_the_last_tokens_numbers(qtb
                           ("trf_blocks.0.att", "softmax(queries·keysᵀ / √head_dim + mask)")):
         alone.session.set_node(name)
         alone.settle()
-        qtbot.waitUntil(lambda: "equal to the captured output" in view.text.text(), timeout=10_000)
+        qtbot.waitUntil(lambda: "equal to the captured output" in view.text.text(), timeout=60_000)
         text = view.text.text()
         assert formula.replace("·", "·") in text.replace("&amp;", "&"), name
         assert "token &#x27; you&#x27; at position 3" in text or "token ' you' at position 3" in text
@@ -141,23 +141,23 @@ def test_words_come_from_the_models_own_order(qtbot, make_window, tmp_path):
     window.session.show_step(None)
     window.show_view("inspector")
     window.session.set_node("trf_blocks.0.norm1")
-    qtbot.waitUntil(lambda: "first add's output" in window.view("inspector").title.text(), timeout=5_000)
+    qtbot.waitUntil(lambda: "first add's output" in window.view("inspector").title.text(), timeout=60_000)
     assert "before attention" not in window.view("inspector").title.text()
     window.session.set_node("trf_blocks.1.add2")
-    qtbot.waitUntil(lambda: "LayerNorm 1's output (norm1)" in window.view("inspector").title.text(), timeout=5_000)
+    qtbot.waitUntil(lambda: "LayerNorm 1's output (norm1)" in window.view("inspector").title.text(), timeout=60_000)
     window.show_view("explain")
     for name, said, unsaid in (("emb_add", "no branch and no shortcut", "residual connection"),
                                ("trf_blocks.0.att", "block's input (Post-LN", "LayerNorm 1's output"),
                                ("trf_blocks.0.drop2", "second of its two uses", "first of its")):
         window.session.set_node(name)
-        qtbot.waitUntil(lambda: said in shown(window), timeout=5_000)
+        qtbot.waitUntil(lambda: said in shown(window), timeout=60_000)
         assert unsaid not in shown(window), name
     window.session.set_node("out_head")
-    qtbot.waitUntil(lambda: "highest score is for" in shown(window), timeout=5_000)
+    qtbot.waitUntil(lambda: "highest score is for" in shown(window), timeout=60_000)
     assert "(id " in shown(window)
     window.session.show_step(1)
     steps = window.session.steps
-    qtbot.waitUntil(lambda: "Step 1. Input" in shown(window), timeout=5_000)
+    qtbot.waitUntil(lambda: "Step 1. Input" in shown(window), timeout=60_000)
     from explorer.core.gpt.tokenizer import token_piece
     assert f"Input {token_piece(steps[0].token_id)!r} → chose {token_piece(steps[1].token_id)!r}" \
         in shown(window)

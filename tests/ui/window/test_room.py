@@ -109,7 +109,7 @@ def test_every_workspace_gives_every_plot_and_pane_room(qtbot, make_window, size
         laptop(window, *size, banner=True)
         for key in window.workspaces.members(ws.key):
             window.show_view(key)
-            qtbot.waitUntil(lambda: shown(window.view(key)), timeout=5_000)
+            qtbot.waitUntil(lambda: shown(window.view(key)), timeout=60_000)
             for _ in range(3):
                 QApplication.processEvents()
             before = len(checked)

@@ -17,7 +17,7 @@ def test_saved_then_opened_with_the_same_model_runs_again_and_checks(qtbot, make
     stats = window.session.prompt.views["trf_blocks.0.att"].stats.std
     path = tmp_path / "run.gbrun"
     window.run_files.save(str(path), tensor_mb=1)
-    qtbot.waitUntil(lambda: "Saved the run" in window.status_text.text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "Saved the run" in window.status_text.text(), timeout=60_000)
     window.prompt.prompt.setPlainText("something else")
     window.prompt.sample.setChecked(False)
     window.run_files.open(str(path))
@@ -40,7 +40,7 @@ def test_another_model_shows_the_saved_run_read_only(qtbot, make_window, tmp_pat
     window = make_window(seed=9)
     qtbot.waitUntil(lambda: window.session.model is not None, timeout=60_000)
     window.run_files.open(str(path))
-    qtbot.waitUntil(lambda: window.session.prompt is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: window.session.prompt is not None, timeout=60_000)
     assert "Read-only" in window.status_text.text() and len(window.session.steps) == 2
     assert window.session.prompt.views["trf_blocks.0.add2"].stats.count > 0
     assert all(v.device == "saved" for v in window.session.prompt.views.values())
@@ -55,7 +55,7 @@ def test_a_damaged_run_is_one_line_in_a_dialog(qtbot, make_window, tmp_path):
     said = []
     window.warn = lambda parent, title, text: said.append((title, text))
     window.run_files.open(str(bad))
-    qtbot.waitUntil(lambda: bool(said), timeout=30_000)
+    qtbot.waitUntil(lambda: bool(said), timeout=60_000)
     assert said[0][0] == "Open run" and "not a run file" in said[0][1] and "\n" not in said[0][1]
     assert window.session.prompt is None
 
@@ -101,7 +101,7 @@ def test_a_branched_run_with_interventions_reopens_token_for_token(qtbot, make_w
     assert 13 in tokens
     path = tmp_path / "branch.gbrun"
     window.run_files.save(str(path), tensor_mb=0)
-    qtbot.waitUntil(lambda: "Saved the run" in window.status_text.text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "Saved the run" in window.status_text.text(), timeout=60_000)
     session.set_interventions([])  # the window changed since (and ran again without it)
     wait_rerun(qtbot, window)
     window.prompt.prompt.setPlainText("something else")

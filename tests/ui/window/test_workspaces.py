@@ -25,13 +25,13 @@ def test_a_view_is_built_when_it_is_first_shown(qtbot, make_window):
     assert set(window.views) == {"graph", "prompt", "inspector"}
     assert shown_docks(window) == {"prompt"} | LOOK and window.graph.isVisible()
     window.docks["gelu"].raise_()  # a click on its tab
-    qtbot.waitUntil(lambda: "gelu" in window.views, timeout=5_000)
+    qtbot.waitUntil(lambda: "gelu" in window.views, timeout=60_000)
     assert window.view("gelu").isVisible() and "attention" not in window.views
     for ws in WORKSPACES[1:]:
         before = set(window.views)
         window.workspaces.show(ws.key)
         own = [s.key for s in in_workspace(ws.key)]
-        qtbot.waitUntil(lambda: own[0] in window.views, timeout=5_000)
+        qtbot.waitUntil(lambda: own[0] in window.views, timeout=60_000)
         assert set(window.views) == before | {own[0]}  # its front tab only
         assert shown_docks(window) == {"prompt"} | set(own) and window.graph.isVisible()
         assert window.workspaces.bar.tabText(window.workspaces.bar.currentIndex()) == ws.title
@@ -79,19 +79,19 @@ def test_a_layout_is_kept_per_workspace_and_across_launches_and_reset_puts_it_ba
     window.workspaces.show("why")
     window.docks["heads"].raise_()  # Why: Heads in front
     window.workspaces.show("look")
-    qtbot.waitUntil(lambda: window.front_dock() is window.docks["gelu"], timeout=5_000)
+    qtbot.waitUntil(lambda: window.front_dock() is window.docks["gelu"], timeout=60_000)
     window.workspaces.show("why")
-    qtbot.waitUntil(lambda: window.front_dock() is window.docks["heads"], timeout=5_000)
+    qtbot.waitUntil(lambda: window.front_dock() is window.docks["heads"], timeout=60_000)
     window.close()
     again = launch()  # the last workspace, as it was left
     assert again.workspaces.current == "why"
-    qtbot.waitUntil(lambda: again.front_dock() is again.docks["heads"], timeout=5_000)
+    qtbot.waitUntil(lambda: again.front_dock() is again.docks["heads"], timeout=60_000)
     again.workspaces.show("look")
-    qtbot.waitUntil(lambda: again.front_dock() is again.docks["gelu"], timeout=5_000)
+    qtbot.waitUntil(lambda: again.front_dock() is again.docks["gelu"], timeout=60_000)
     again.reset_layout()  # Look as it first was; Why keeps its own
-    qtbot.waitUntil(lambda: again.front_dock() is again.docks["inspector"], timeout=5_000)
+    qtbot.waitUntil(lambda: again.front_dock() is again.docks["inspector"], timeout=60_000)
     again.workspaces.show("why")
-    qtbot.waitUntil(lambda: again.front_dock() is again.docks["heads"], timeout=5_000)
+    qtbot.waitUntil(lambda: again.front_dock() is again.docks["heads"], timeout=60_000)
     again.close()
 
 

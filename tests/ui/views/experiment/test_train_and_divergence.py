@@ -3,7 +3,7 @@ model B changed in one place and the first node where the two part."""
 
 import pytest
 
-from tests.ui.conftest import show
+from tests.ui.conftest import TRAINING, show
 
 
 def start_training(window, steps, out, snapshots=0, follow=False):
@@ -25,13 +25,13 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
     panel = start_training(window, 6, tmp_path / "run")
     assert panel.job is not None and not window.running  # the explorer stays usable
     assert window.prompt.generate_button.isEnabled()
-    qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
+    qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
     assert [s for s, _ in panel.steps_seen] == list(range(1, 7))
     assert [e.step for e in panel.evals] == [0, 6]
     assert "step 6 (validation loss" in panel.samples.toPlainText()
     # the end hands over: the trained model is loaded, named with its validation loss
     path = str(tmp_path / "run" / "model.safetensors")
-    qtbot.waitUntil(lambda: window.session.model.spec.checkpoint == path, timeout=30_000)
+    qtbot.waitUntil(lambda: window.session.model.spec.checkpoint == path, timeout=60_000)
     loss = panel.evals[-1].val_loss
     assert window.session.model.label == f"trained here: tiny, 6 steps, validation loss {loss:.2f} ({tmp_path / 'run'})"
     assert window.session.model.trained and "UNTRAINED" not in window.windowTitle()
@@ -49,7 +49,7 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
     # the model before is one click away
     assert panel.back_button.isEnabled()
     panel.back_button.click()
-    qtbot.waitUntil(lambda: window.session.model.spec == before, timeout=30_000)
+    qtbot.waitUntil(lambda: window.session.model.spec == before, timeout=60_000)
     assert window.prompt.generate_button.isEnabled() and not panel.back_button.isEnabled()
 
 
@@ -58,16 +58,16 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
 def test_stopping_training_saves_a_checkpoint(qtbot, make_window, tmp_path, how):
     window = make_window()
     panel = start_training(window, 10_000, tmp_path / "run")
-    qtbot.waitUntil(lambda: len(panel.steps_seen) >= 2, timeout=60_000)
+    qtbot.waitUntil(lambda: len(panel.steps_seen) >= 2, timeout=TRAINING)
     if how == "Esc":  # the window's Esc stops the explorer's own work, not the training
         from PySide6.QtCore import Qt
         from PySide6.QtTest import QTest
         QTest.keyClick(window, Qt.Key_Escape)
         seen = len(panel.steps_seen)
-        qtbot.waitUntil(lambda: len(panel.steps_seen) > seen + 2, timeout=60_000)
+        qtbot.waitUntil(lambda: len(panel.steps_seen) > seen + 2, timeout=TRAINING)
         assert panel.job is not None
     panel.stop_button.click()
-    qtbot.waitUntil(lambda: panel.job is None, timeout=60_000)
+    qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
     assert len(panel.steps_seen) < 500 and (tmp_path / "run" / "model.safetensors").is_file()
     import json
     assert json.loads((tmp_path / "run" / "trainer.json").read_text())["step"] == len(panel.steps_seen)
@@ -86,7 +86,7 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
     assert view.layer.text() == "Block 1 of 2" and "where do you look first?" in view.question.text()
     view.layer.setValue(2)  # block 2 of 2: trf_blocks.1
     view.request()
-    qtbot.waitUntil(lambda: view.result is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: view.result is not None, timeout=60_000)
     assert view.result.first == "trf_blocks.1.ff.layers.1"
     assert "First divergence: <b>trf_blocks.1.ff.layers.1</b>" in view.summary.text()
     assert ran.session.mark == "trf_blocks.1.ff.layers.1" and ran.session.layer == 1
@@ -97,7 +97,7 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
     assert view.ff_width.isVisible() and view.ff_width.value() == 1024
     view.ff_width.setValue(48)
     view.request()
-    qtbot.waitUntil(lambda: "48 values per token instead of 32" in view.summary.text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "48 values per token instead of 32" in view.summary.text(), timeout=60_000)
 
 
 def direct_end_std(out):
@@ -127,32 +127,32 @@ def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_wi
     panel = window.view("train")
     assert panel.out_dir.text() == str(out) and panel.timeline.snapshots == []
     panel = start_training(window, 3000, out, snapshots=4, follow=True)
-    qtbot.waitUntil(lambda: len(panel.steps_seen) >= 1, timeout=60_000)
+    qtbot.waitUntil(lambda: len(panel.steps_seen) >= 1, timeout=TRAINING)
     window.prompt.max_tokens.setValue(2)
     window.prompt.request_run()  # generation while it trains
-    qtbot.waitUntil(lambda: not window.running and len(session.steps) == 2, timeout=60_000)
+    qtbot.waitUntil(lambda: not window.running and len(session.steps) == 2, timeout=TRAINING)
     session.set_node("trf_blocks.1.ff")
     assert session.node == "trf_blocks.1.ff" and panel.job is not None
     assert " · training tiny at step " in window.windowTitle()  # says a model trains here
     # the snapshots were taken and followed: the explorer shows one of them, not the
     # model that trains
-    qtbot.waitUntil(lambda: "snapshot at step " in session.model.label, timeout=60_000)
+    qtbot.waitUntil(lambda: "snapshot at step " in session.model.label, timeout=TRAINING)
     shown = int(session.model.label.split("snapshot at step ")[1].split()[0].replace(",", ""))
     assert shown in [s.step for s in panel.timeline.snapshots]
     panel.stop_button.click()
-    qtbot.waitUntil(lambda: panel.job is None, timeout=60_000)
+    qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
     steps = [s.step for s in panel.timeline.snapshots]
     assert steps[0] == 0 and set(steps) <= set(snapshot_plan(3000, 4))
     # a run to its end: snapshots at the planned steps, the slider picks one
     panel = start_training(window, 12, out, snapshots=4, follow=False)
-    qtbot.waitUntil(lambda: panel.job is None, timeout=120_000)
+    qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
     assert [s.step for s in panel.timeline.snapshots] == snapshot_plan(12, 4) == [0, 1, 5, 12]
     qtbot.waitUntil(lambda: session.model.spec.checkpoint == str(out / "model.safetensors")
-                    and not window.running, timeout=60_000)
+                    and not window.running, timeout=TRAINING)
     window.prompt.prompt.setPlainText("Every effort moves you")
     panel.timeline.slider.setValue(2)  # step 5
     qtbot.waitUntil(lambda: "snapshot at step 5 " in session.model.label and session.prompt
-                    is not None and not window.running, timeout=60_000)
+                    is not None and not window.running, timeout=TRAINING)
     assert panel.timeline.label.text().startswith("step 5 (3 of 4 kept)")
     direct = run_prompt(open_model(ModelSpec(checkpoint=f"{out}@step5")).model,
                         encode("Every effort moves you"), EVERYTHING)
@@ -165,7 +165,7 @@ def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_wi
     assert [compare.first.itemText(i) for i in range(compare.first.count())] == ["0", "1", "5", "12"]
     assert (compare.first.currentText(), compare.second.currentText()) == ("0", "12")
     compare.button.click()
-    qtbot.waitUntil(lambda: compare.result is not None, timeout=60_000)
+    qtbot.waitUntil(lambda: compare.result is not None, timeout=TRAINING)
     start = run_prompt(open_model(ModelSpec(checkpoint=f"{out}@step0")).model,
                        encode("Every effort moves you"), EVERYTHING)
     row = next(r for r in range(compare.table.rowCount())

@@ -71,7 +71,7 @@ def test_clean_and_changed_side_by_side(qtbot, make_window):
     wait_run(qtbot, window)
     view.tokens.setValue(4)
     view.request_comparison()
-    qtbot.waitUntil(lambda: view.comparison is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: view.comparison is not None, timeout=60_000)
     c = view.comparison
     assert view.table.rowCount() == 4 and c.first_difference() == 0
     assert view.table.item(0, 2).text() == f"{c.steps[0].kl:.4g}"
@@ -84,7 +84,7 @@ def test_the_graph_menu_adds_interventions(qtbot, make_window):
     session = window.session
     menu = node_menu(session, "trf_blocks.0.att", window.graph)
     window.view("inspector").whatif_button.click()  # the inspector's way there
-    qtbot.waitUntil(lambda: window.docks["whatif"].isVisible(), timeout=5_000)
+    qtbot.waitUntil(lambda: window.docks["whatif"].isVisible(), timeout=60_000)
     titles = [a.text() for a in menu.actions()]
     assert "Zero it" in titles and "Knock out a head" in titles
     heads = next(a.menu() for a in menu.actions() if a.text() == "Knock out a head")

@@ -21,7 +21,7 @@ def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran
     assert hints("depth") == ["Press “Gradient experiment”"]
     assert not view.plots["residual"].getAxis("left").isVisible()  # no axes before data
     view.compare_button.click()
-    qtbot.waitUntil(lambda: bool(view.runs), timeout=30_000)
+    qtbot.waitUntil(lambda: bool(view.runs), timeout=60_000)
     assert set(view.runs) == {"pre", "post"}
     assert "Pre-LN</b> next tokens" in view.top_label.text()
     assert len(view.plots["residual"].listDataItems()) == 2
@@ -132,7 +132,7 @@ def test_the_code_view_points_at_the_lines_and_traces_the_pass(qtbot, ran):
     assert "feature dimension from 32 to 128" in sentence and f"{std:.3g}" in sentence
     view.timer.setInterval(1)
     qtbot.keyClick(view, Qt.Key_Space)
-    qtbot.waitUntil(lambda: not view.timer.isActive(), timeout=10_000)
+    qtbot.waitUntil(lambda: not view.timer.isActive(), timeout=60_000)
     assert ran.session.node == order[-1] == "out_head"
     assert view.highlighted()[1].strip().startswith("logits = self.out_head(x)")
 
@@ -162,7 +162,7 @@ def test_the_gradients_view_draws_both_runs_and_forgets_them_with_the_model(qtbo
     view = ran.view(GradientsView)
     assert empty_message(view.plots["residual"]).startswith("Press")
     view.run_button.click()  # the inline engine answers at once
-    qtbot.waitUntil(lambda: view.report is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: view.report is not None, timeout=60_000)
     report, n = view.report, ran.session.model.config.n_layers
     with_, without = report.runs
     assert report.prompt_tokens == len(ran.session.prompt.ids)
@@ -177,7 +177,7 @@ def test_the_gradients_view_draws_both_runs_and_forgets_them_with_the_model(qtbo
     assert f"{report.ratio():.3g}" in view.summary.toPlainText()
     view.no_norms.setChecked(True)  # the book's plain network: both runs without LayerNorm
     view.run_button.click()
-    qtbot.waitUntil(lambda: view.report is not report, timeout=30_000)
+    qtbot.waitUntil(lambda: view.report is not report, timeout=60_000)
     assert [r.norms_kept for r in view.report.runs] == [False, False]
     assert "blocks' LayerNorms removed" in view.summary.toPlainText()
     ran.session.set_model(ran.session.model)  # a model load: its numbers go

@@ -17,7 +17,7 @@ def test_the_selected_linear_shows_its_matrix_to_scale_and_what_it_did(qtbot):
     alone.session.set_node("trf_blocks.1.ff.layers.0")
     assert view.choice.currentData() == "trf_blocks.1.ff.layers.0"  # it follows the selection
     qtbot.waitUntil(lambda: view.matrix is not None and view.matrix.node == "trf_blocks.1.ff.layers.0",
-                    timeout=10_000)
+                    timeout=60_000)
     w = alone.loaded.model.get_submodule("trf_blocks.1.ff.layers.0").weight.detach()
     assert view.image.image.shape == (128, 32)
     np.testing.assert_allclose(view.image.image, w.numpy(), atol=1e-6)
@@ -36,5 +36,5 @@ def test_the_selected_linear_shows_its_matrix_to_scale_and_what_it_did(qtbot):
     np.testing.assert_allclose(y, views["trf_blocks.1.ff.layers.0"].array[0, -1], atol=1e-6)
     np.testing.assert_allclose(x, views["trf_blocks.1.norm2"].array[0, -1], atol=1e-6)
     alone.session.set_node("tok_emb")
-    qtbot.waitUntil(lambda: view.matrix.node == "tok_emb", timeout=10_000)
+    qtbot.waitUntil(lambda: view.matrix.node == "tok_emb", timeout=60_000)
     assert view.image.image.shape[0] <= 256 and "(tied)" in view.note.text()

@@ -13,7 +13,7 @@ from tests.ui.alone import Alone
 
 
 def settled(qtbot, view) -> None:
-    qtbot.waitUntil(lambda: not view._soon.isActive(), timeout=2_000)
+    qtbot.waitUntil(lambda: not view._soon.isActive(), timeout=60_000)
 
 
 def test_before_a_pass_it_says_what_fills_it(qtbot):

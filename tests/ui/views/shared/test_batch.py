@@ -50,7 +50,7 @@ def test_a_batch_pass_shows_the_batch_dimension_and_keeps_padding_out(qtbot, mak
     assert "3 padding positions kept out" in window.status_text.text()
     # the graph's edges and the inspector say (2, 4, C)
     label = window.graph.edge_labels["trf_blocks.0.norm2"]  # views redraw in queued events
-    qtbot.waitUntil(lambda: label.text() == "(2, 4, 32)", timeout=10_000)
+    qtbot.waitUntil(lambda: label.text() == "(2, 4, 32)", timeout=60_000)
     window.session.set_node("trf_blocks.0.norm2")
     title = window.view("inspector").title.text()
     assert "(2, 4, 32)" in title and "statistics over the 5 real vectors of 8; the 3 padding rows" in title
@@ -147,13 +147,13 @@ def test_a_stopped_or_refused_batch_keeps_the_shown_pass(qtbot, make_window, war
     job = runs.start_batch(["Every effort moves you", "Hello"])
     job.cancel()  # Stop pressed: checked before the first block runs
     gate.set()
-    qtbot.waitUntil(lambda: not window.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
     assert window.session.prompt is shown and "stopped by you" in window.status_text.text()
     assert runs.start_batch(["fine", ""]) is None  # bypassing the panel's own check
     assert "prompt 2 of the batch is empty" in warnings[-1][1]
     assert window.session.prompt is shown and not window.running
     runs.start_batch(["Every effort moves you", "Hello"])  # and the next one works
-    qtbot.waitUntil(lambda: not window.running, timeout=10_000)
+    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
     assert window.session.prompt is not shown
     assert window.session.prompt.batch.lengths == (4, 1)
 

@@ -140,7 +140,7 @@ def graph_for(qtbot, cfg, tokens, size, layer=0, expand=True, attention=False):
     graph.open_att.setChecked(attention)
     session.set_layer(layer)
     session.set_prompt(result)
-    qtbot.waitUntil(lambda: session.pending() == 0, timeout=10_000)
+    qtbot.waitUntil(lambda: session.pending() == 0, timeout=60_000)
     return graph
 
 
@@ -160,7 +160,7 @@ def test_the_whole_block_fits_a_laptop_window(qtbot, make_window, tmp_path, widt
             graph.expand_ff.setChecked(expand)
             graph.open_att.setChecked(attention)  # its steps come from the engine
             qtbot.waitUntil(lambda: all(label.text() for label in graph.edge_labels.values()),
-                            timeout=20_000)  # every shape
+                            timeout=60_000)  # every shape
             QApplication.processEvents()
             assert window.width() <= width and window.height() <= height
             assert_all_in_view(graph)
@@ -270,7 +270,7 @@ def test_the_embeddings_dropout_has_one_name_in_every_block(qtbot):
     assert graph.items["drop_emb"].text.text() == "Embedding dropout"
     graph.session.set_layer(2)
     graph.session.set_node("drop_emb")  # unfolds the embeddings above block 3
-    qtbot.waitUntil(lambda: "drop_emb" in graph.items, timeout=5_000)
+    qtbot.waitUntil(lambda: "drop_emb" in graph.items, timeout=60_000)
     assert graph.items["drop_emb"].text.text() == "Embedding dropout"
 
 

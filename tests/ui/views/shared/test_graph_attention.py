@@ -26,7 +26,7 @@ def test_opening_attention_fills_its_steps_with_the_passs_numbers(qtbot, make_wi
     graph.open_att.setChecked(True)
     assert not graph.expand_ff.isChecked()  # one opens at a time: the block still fits
     names = inside_names(1)
-    qtbot.waitUntil(lambda: all(n in session.current.views for n in names), timeout=20_000)
+    qtbot.waitUntil(lambda: all(n in session.current.views for n in names), timeout=60_000)
     QApplication.processEvents()
     assert {n for n in graph.items if n in names} == set(names)  # every step a node
     model = window.engine.loaded.model
@@ -65,13 +65,13 @@ def test_the_pass_makes_the_shown_blocks_pattern_and_another_blocks_comes_when_s
     assert "open attention" not in asked
     name = block_hook_name(1, PATTERN)
     session.set_layer(1)
-    qtbot.waitUntil(lambda: name in session.prompt.views, timeout=20_000)
+    qtbot.waitUntil(lambda: name in session.prompt.views, timeout=60_000)
     assert asked.count("open attention") == 1  # the graph and the Attention tab asked
     every = run_prompt(window.engine.loaded.model, session.prompt.ids, Keep())
     np.testing.assert_allclose(session.prompt.views[name].array, every.views[name].array, atol=1e-5)
     view = window.view("attention")
     qtbot.waitUntil(lambda: view.pattern is not None and view.pattern.shape[-1] == len(
-        session.prompt.ids), timeout=10_000)
+        session.prompt.ids), timeout=60_000)
     np.testing.assert_array_equal(view.pattern, session.prompt.views[name].array[0])
     assert window.graph.items[name].brush().color().name() != "#e8e8e8"  # coloured by its value
     session.set_layer(0)
@@ -87,7 +87,7 @@ def test_a_generated_step_opens_as_one_query_row_against_every_key(qtbot, make_w
     session.show_step(2)
     graph.open_att.setChecked(True)
     name = block_hook_name(0, "att.masked_scores")
-    qtbot.waitUntil(lambda: name in session.current.views, timeout=20_000)
+    qtbot.waitUntil(lambda: name in session.current.views, timeout=60_000)
     t = len(session.prompt.ids)
     view = session.current.views[name]
     # step 2 runs step 1's token: its query against the prompt's keys and two more

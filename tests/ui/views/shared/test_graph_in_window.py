@@ -133,12 +133,12 @@ def test_clicking_every_node_shows_its_hook_name_and_shape(qtbot, make_window):
     window.session.show_step(None)
     # the views redraw one per event-loop turn: the first node clicked is the one
     # already selected, which asks the inspector nothing more
-    qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=10_000)
+    qtbot.waitUntil(lambda: window.session.pending() == 0, timeout=60_000)
     view = window.graph.view
     for layer in (0, 1):
         window.session.set_layer(layer)
         pattern = block_hook_name(layer, PATTERN)  # the pass made block 1's; block 2's now
-        qtbot.waitUntil(lambda: pattern in window.session.prompt.views, timeout=10_000)
+        qtbot.waitUntil(lambda: pattern in window.session.prompt.views, timeout=60_000)
         window.graph.toggle_cap("before")  # the embeddings, the final norm and the head too
         window.graph.toggle_cap("after")
         for name in list(window.graph.items):

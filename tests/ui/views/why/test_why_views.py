@@ -234,7 +234,7 @@ def test_every_part_of_the_waterfall_has_a_row_and_a_name(qtbot):
     widget.show()
     qtbot.waitExposed(widget)
     draw_waterfall(plot, a)
-    qtbot.waitUntil(lambda: len(plot.getAxis("left")._tickLevels[0]) == 25, timeout=30_000)
+    qtbot.waitUntil(lambda: len(plot.getAxis("left")._tickLevels[0]) == 25, timeout=60_000)
     ticks = plot.getAxis("left")._tickLevels[0]
     assert [name for _, name in ticks] == [f"B{i // 2 + 1} {k}" for i in range(24)
                                            for k in ["attention", "feed-forward"][i % 2:i % 2 + 1]] + ["logit"]
