@@ -215,3 +215,19 @@ def test_node_names_are_written_only_in_the_node_table():
             continue  # the table itself; and state-dict key maps (weights, not nodes)
         hits = [line.strip() for line in path.read_text().splitlines() if literal.search(line)]
         assert not hits, f"{name}: {hits}"
+
+
+def test_the_tests_mirror_the_code():
+    """tests/core/<layer>/ for each layer of explorer/core, as tests/ui/views/<workspace>/
+    for each workspace: a module's tests sit in its layer's folder, none flat."""
+    tests = Path(__file__).resolve().parent
+    for root, layers in (("core", CORE_LAYERS), ("ui", UI_LAYERS)):
+        folders = {p.name for p in (tests / root).iterdir()
+                   if p.is_dir() and (p / "__init__.py").is_file()}
+        flat = sorted(p.name for p in (tests / root).glob("test_*.py"))
+        assert not flat, f"tests/{root} holds tests outside a layer's folder: {flat}"
+        assert folders <= set(layers), f"tests/{root} has folders of no layer: {folders - set(layers)}"
+    assert {p.name for p in (tests / "core").iterdir() if p.is_dir() and p.name != "__pycache__"} \
+        == set(CORE_LAYERS)
+    for workspace in WORKSPACES:
+        assert (tests / "ui" / "views" / workspace.key).is_dir(), workspace.key

@@ -138,7 +138,7 @@ def saved_run(tmp_path_factory):
     """A small saved run: the prompt pass and two steps of the tiny model."""
     from explorer.core.gpt.config import preset
     from explorer.core.gpt.model import build_model
-    from tests.core.test_run_file import make_run
+    from tests.core.playground.test_run_file import make_run
     from explorer.core.playground.run_file import save_run
 
     path = tmp_path_factory.mktemp("run") / "run.gbrun"
@@ -186,7 +186,7 @@ def saved_run_with_tensors(tmp_path_factory):
     """A genuine saved run of the tiny model: the prompt pass and two steps, tensors kept."""
     from explorer.core.gpt.config import preset
     from explorer.core.gpt.model import build_model
-    from tests.core.test_run_file import make_run
+    from tests.core.playground.test_run_file import make_run
     from explorer.core.playground.run_file import save_run
 
     path = tmp_path_factory.mktemp("run") / "run.gbrun"

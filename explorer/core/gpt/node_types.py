@@ -11,7 +11,7 @@ from .config import GPTConfig
 
 class Kind(str, Enum):
     """What a node computes. A new kind is handled in each of these places, and
-    tests/core/test_nodes.py names the one it is missing from: its fixed histogram range
+    tests/core/gpt/test_nodes.py names the one it is missing from: its fixed histogram range
     (``_HIST_BY_KIND`` below), what it does and the common mistake about it
     (lessons/explain.py ``WHAT``, ``MISTAKE``), its Learn questions (lessons/quiz.py
     ``_BY_KIND``) and its worked formula (lessons/formulas.py ``FORMULA_KINDS``)."""

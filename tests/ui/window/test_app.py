@@ -84,7 +84,7 @@ def test_replaced_passes_are_freed_by_the_engine_not_the_gui(qtbot, make_window)
 def test_the_window_computes_a_passs_statistics_ahead_on_the_core_torch_leaves_it(
         qtbot, make_window):
     """The window gives torch every core but one, and its passes compute their
-    statistics ahead on that core (the side thread: tests/core/test_ahead.py); the pass
+    statistics ahead on that core (the side thread: tests/core/base/test_cpu_work.py); the pass
     the views get has every moment, and every detail once it is reported complete."""
     import torch
 

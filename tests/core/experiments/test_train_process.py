@@ -8,7 +8,7 @@ import pytest
 from explorer.core.experiments.snapshots import SnapshotEvent
 from explorer.core.experiments.train_process import train_in_process
 from explorer.core.experiments.training import EvalEvent, StepEvent
-from tests.core.test_training import fast
+from tests.core.experiments.test_training import fast
 
 pytestmark = pytest.mark.slow  # a child process each: ./test.sh -m "not slow" leaves them out
 

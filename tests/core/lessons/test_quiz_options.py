@@ -12,7 +12,7 @@ import pytest
 from explorer.core.gpt.nodes import all_hook_names
 from explorer.core.lessons.facts import ORDER, SHAPES
 from explorer.core.lessons.quiz import question_for, questions_for
-from tests.core.test_quiz import CONFIGS, capture
+from tests.core.lessons.test_quiz import CONFIGS, capture
 
 ROUNDS = range(6)  # each node's questions asked six times over
 

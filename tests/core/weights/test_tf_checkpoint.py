@@ -22,7 +22,7 @@ transformers = pytest.importorskip("transformers")
 
 from tests.data.make_tf_checkpoint import HPARAMS, weights
 
-FOLDER = Path(__file__).resolve().parents[1] / "data" / "openai-tf-tiny"
+FOLDER = Path(__file__).resolve().parents[2] / "data" / "openai-tf-tiny"
 
 
 @pytest.fixture

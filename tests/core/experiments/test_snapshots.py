@@ -8,7 +8,7 @@ import torch
 from explorer.core.experiments.snapshots import list_snapshots, resolve, snapshot_plan
 from explorer.core.experiments.training import Trainer, default_text
 from explorer.core.sources import ModelSpec, open_model
-from tests.core.test_training import fast
+from tests.core.experiments.test_training import fast
 
 
 def test_the_plan_starts_at_the_random_start_ends_at_the_end_and_is_dense_early():
