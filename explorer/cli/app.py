@@ -35,10 +35,35 @@ def add_app_args(p: argparse.ArgumentParser, top: bool = False) -> None:
                         "--screenshot, render it and exit (2 with one line if refused)")
 
 
+def view_keys() -> list[str]:
+    """Every view's key, from the one list (nothing of Qt or torch imported)."""
+    from ..ui.views.registry import VIEWS
+    return [v.key for v in VIEWS]
+
+
 def register(sub) -> None:
     gui = sub.add_parser("gui", help="open the desktop app (the default)")
     add_app_args(gui)
     gui.set_defaults(func=run_app)
+    one = sub.add_parser("view", help="open one view alone, on the prompt run once (for "
+                                      "developing or looking at a single view)")
+    one.add_argument("key", choices=view_keys(), metavar="KEY",
+                     help="the view: " + ", ".join(view_keys()))
+    add_model_args(one)
+    one.add_argument("--prompt", default=None, help="the prompt run once (default: "
+                                                    "'Every effort moves you')")
+    one.add_argument("--screenshot", metavar="OUT.png",
+                     help="render the view offscreen after the run, save it, exit")
+    one.set_defaults(func=run_view)
+
+
+def run_view(args: argparse.Namespace) -> int:
+    from ..ui.window import app
+    from .common import spec_of
+
+    if args.screenshot:
+        check_output(args.screenshot)
+    return app.run_view(args.key, spec_of(args), args.prompt, screenshot=args.screenshot)
 
 
 def run_app(args: argparse.Namespace) -> int:

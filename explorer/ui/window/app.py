@@ -96,6 +96,60 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None,
     return code
 
 
+def run_view(key: str, spec: ModelSpec | None = None, prompt: str | None = None,
+             screenshot: str | None = None, timeout: float = 600.0) -> int:
+    """``gpt-explorer view KEY``: one view in a window of its own (view_alone.py), or
+    rendered offscreen to ``screenshot`` once the prompt has run."""
+    if screenshot:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+        from ..plots.figures import offscreen_app
+        app = offscreen_app()
+    else:
+        from ..base.display import display_problem
+        problem = display_problem()
+        if problem:
+            print(f"gpt-explorer: error: {problem}", file=sys.stderr)
+            return 2
+        from PySide6.QtWidgets import QApplication
+        faulthandler.enable()
+        app = QApplication.instance() or QApplication(sys.argv[:1])
+    from .view_alone import DEFAULT_PROMPT, ViewWindow
+
+    window = ViewWindow(key, spec, prompt or DEFAULT_PROMPT)
+    errors: list[str] = []
+    if screenshot:
+        window.warn = lambda parent, title, text: errors.append(text)
+    else:
+        install_excepthook(window)
+    window.show()
+    if not screenshot:
+        code = app.exec()
+        if window.stuck:
+            os._exit(code)
+        return code
+    end = time.monotonic() + timeout
+    while (window.session.prompt is None or window.running or not window.session.caught_up()) \
+            and not errors and time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.01)
+    if errors or window.session.prompt is None:
+        print(f"gpt-explorer: error: {errors[0] if errors else 'the prompt did not run'}",
+              file=sys.stderr)
+        window.close()
+        return 2
+    try:
+        with atomic_output(screenshot) as tmp:
+            ok = window.grab().save(str(tmp))
+    except OutputError:
+        ok = False
+    window.close()
+    if not ok:
+        print(f"gpt-explorer: error: could not write {screenshot}", file=sys.stderr)
+        return 2
+    print(f"saved {shown(screenshot)}", file=sys.stderr)
+    return 0
+
+
 def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = None,
                node: str | None = None, max_new_tokens: int = 8, timeout: float = 600.0,
                open_run: str | None = None, workspace: str | None = None) -> int:
