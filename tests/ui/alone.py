@@ -10,6 +10,7 @@ from explorer.core.run.passes import Completed, prompt_then_generate
 from explorer.core.sources import ModelInfo, ModelSpec, random_model
 from explorer.core.gpt.tokenizer import encode
 from explorer.ui.base.jobs import Job, JobContext, connect, run_job
+from explorer.ui.base.services import Services
 from explorer.ui.base.session import Session
 from explorer.ui.views.registry import BY_KEY, VIEWS
 
@@ -56,6 +57,11 @@ class Alone:
         self.session = Session()
         self.session.set_model(ModelInfo.of(self.loaded, ModelSpec(preset=preset)))
         self._views: dict[type, object] = {}
+        self.shown: list[str] = []  # the views asked to be shown, in order
+        self.services = Services().provide(
+            show_view=self.shown.append,
+            explain_token=lambda token_id: self.why.explain_token(token_id),
+            use_sampling=lambda settings: self.prompt.use_sampling(settings))
 
     def run(self, text: str = "Every effort moves you", max_tokens: int = 2) -> None:
         """A prompt pass and generated steps, as the app's Ctrl+Enter makes them."""
@@ -73,6 +79,7 @@ class Alone:
     def view(self, cls, width: int = 900, height: int = 700):
         if cls not in self._views:
             widget = cls(self.session, self.engine)
+            widget.services = self.services
             self.qtbot.addWidget(widget)
             widget.resize(width, height)
             widget.show()

@@ -67,7 +67,6 @@ class Runs(QObject):
         self.streams: dict[int, object] = {}  # branch -> its generation stream (its KV cache)
         self.settings: GenerationSettings | None = None  # the run's, which its branches keep
         self.forced: list[int] | None = None  # the next run replays these tokens (Open run)
-        session.branchRequested.connect(self.branch)
 
     @property
     def running(self) -> bool:

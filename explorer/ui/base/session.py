@@ -17,7 +17,7 @@ from ...core.gpt.nodes import (FIRST_BLOCK_NODE, block_hook_name, layer_of,
                                same_node_in_layer)
 from ...core.lessons.facts import NO_FACTS, Facts
 from ...core.run.passes import Pass
-from ...core.sources import ModelInfo, ModelSpec
+from ...core.sources import ModelInfo
 from .turns import Turns
 
 CATCH_UP_PROBE_MS = 40  # how often to look whether every view has drawn a new pass
@@ -44,17 +44,11 @@ class Session(QObject):
     busyChanged = Signal(bool)  # a run (prompt, generation, batch, training) is going on
     statusChanged = Signal(str)  # one line about what the window is doing
     errorRaised = Signal(str, str)  # title, message: the window shows it
-    modelRequested = Signal(object)  # a view asks for a model to be loaded (ModelSpec)
     caughtUp = Signal()  # every view has redrawn the latest pass
     completed = Signal()  # the shown pass's later statistics are all computed
     interventionsChanged = Signal()  # the list, or the switch that applies them
-    viewRequested = Signal(str)  # a view asks for another to be shown (its key)
-    runRequested = Signal(str)  # run this prompt (empty: the panel's own) as Ctrl+Enter does
     whyChanged = Signal()  # the latest answer to "why this token?" (or None)
     branchesChanged = Signal()  # a branch was made or another one selected
-    branchRequested = Signal(int)  # continue from the shown step with this token instead
-    whyRequested = Signal(int)  # explain this token (an id) at the shown pass's position
-    samplingRequested = Signal(object)  # generate with these GenerationSettings from now on
     trainingChanged = Signal(str)  # training's step and time left ("" when none runs)
 
     def __init__(self, retire: Callable[..., None] | None = None) -> None:
@@ -208,15 +202,6 @@ class Session(QObject):
             self.why = why
             self.whyChanged.emit()
 
-    def ask_why(self, token_id: int) -> None:
-        """Explain ``token_id`` at the shown pass's position (the next-token chart's
-        right-click): the Why view answers and shows itself."""
-        self.whyRequested.emit(int(token_id))
-
-    def request_sampling(self, settings) -> None:
-        """The sampling view's settings, for the prompt panel's next generation."""
-        self.samplingRequested.emit(settings)
-
     def start_branch(self, label: str, steps: list[Pass]) -> None:
         """A new branch (its steps so far: the parent's up to where it parts, then the
         chosen token), selected; its generated steps then arrive through add_step."""
@@ -237,9 +222,6 @@ class Session(QObject):
         """The steps of the run and of every branch, each once (shared ones too)."""
         seen = {id(p): p for _label, steps in self.branches for p in steps}
         return list(seen.values())
-
-    def request_branch(self, token_id: int) -> None:
-        self.branchRequested.emit(int(token_id))
 
     def set_mark(self, name: str) -> None:
         if name != self.mark:
@@ -266,9 +248,6 @@ class Session(QObject):
     def error_reporter(self, title: str):
         """``report_error`` with its title filled in, for a callback."""
         return lambda message: self.report_error(title, message)
-
-    def request_model(self, spec: ModelSpec) -> None:
-        self.modelRequested.emit(spec)
 
     learning = False  # Learn mode is on (set_learning)
 
@@ -314,12 +293,6 @@ class Session(QObject):
     def active_interventions(self) -> list:
         """What a run applies: the list while the switch is on."""
         return list(self.interventions) if self.interventions_on else []
-
-    def request_view(self, key: str) -> None:
-        self.viewRequested.emit(key)
-
-    def request_run(self, prompt: str = "") -> None:
-        self.runRequested.emit(prompt)
 
     # -------------------------------------------------------------------- reads
     def view(self, name: str | None = None) -> NodeView | None:

@@ -1,12 +1,19 @@
 """What a view is to the window: built as ``View(session, engine)`` and listed once in
-``ui/views/registry.py``; the window calls these hooks on every view, and a view
+``ui/views/registry.py``; whoever builds it sets its ``services`` (what it may ask of the
+window: ui/base/services.py); the window calls these hooks on every view, and a view
 overrides the ones it needs (``LazyRefresh`` overrides ``visibility_changed``)."""
 
 from __future__ import annotations
 
+from .services import Services
+
 
 class ViewHooks:
     """Mixin before QWidget: ``class MyView(ViewHooks, QWidget)``."""
+
+    # what the view may ask of the window; none provided until whoever builds it sets its
+    # own (the main window, a view alone, a test)
+    services: Services = Services()
 
     def save_settings(self, settings) -> None:
         """Keep the view's own settings (QSettings) when the window closes."""

@@ -10,7 +10,9 @@ from ...core.experiments.interventions import Intervention, allowed_kinds
 from ..base.session import Session
 
 
-def node_menu(session: Session, name: str, parent: QWidget) -> QMenu:
+def node_menu(session: Session, name: str, parent: QWidget, services=None) -> QMenu:
+    """The graph's right-click menu on node ``name``: interventions on it, and the What
+    if tab (``services.show_view``) for the rest."""
     menu = QMenu(parent)
     menu.setTitle(name)
     kinds = allowed_kinds(name)
@@ -37,7 +39,7 @@ def node_menu(session: Session, name: str, parent: QWidget) -> QMenu:
             menu.addAction(f"GELU → {function}", add("activation", name, function=function))
     menu.addSeparator()
     menu.addAction("Steer, patch, or more… (What if tab)",
-                   lambda: (session.set_node(name), session.request_view("whatif")))
+                   lambda: (session.set_node(name), services and services.show_view("whatif")))
     if session.interventions:
         menu.addAction("Remove every intervention", lambda: session.set_interventions([]))
     return menu

@@ -1,6 +1,6 @@
 """Right-click on a next-token chart's bar: *Why this token?* for that candidate (the
-session asks the Why view) and *Continue with this token* (a branch: the prompt panel's
-runs make it). The chart draws candidate i at y = i."""
+Why view answers) and *Continue with this token* (a branch: the prompt panel's runs make
+it), both services of the view (ui/base/services.py). The chart draws candidate i at y = i."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ def candidate_at(y: float, count: int) -> int | None:
 
 
 def attach_candidate_menu(plot_widget, candidates: Callable[[], tuple[int, ...]],
-                          pieces: Callable[[], tuple[str, ...]], session) -> None:
-    """Replace the chart's own right-click menu with one for the bar under the mouse."""
+                          pieces: Callable[[], tuple[str, ...]], services: Callable) -> None:
+    """Replace the chart's own right-click menu with one for the bar under the mouse;
+    ``services()`` gives the view's services when the menu opens."""
     plot = plot_widget.getPlotItem()
     plot.setMenuEnabled(False)
 
@@ -28,18 +29,18 @@ def attach_candidate_menu(plot_widget, candidates: Callable[[], tuple[int, ...]]
         index = candidate_at(y, len(candidates()))
         if index is None:
             return
-        menu = candidate_menu(plot_widget, candidates()[index], pieces()[index], session)
+        menu = candidate_menu(plot_widget, candidates()[index], pieces()[index], services())
         menu.popup(event.screenPos().toPoint())
         event.accept()
 
     plot.scene().sigMouseClicked.connect(clicked)
 
 
-def candidate_menu(parent, token_id: int, piece: str, session) -> QMenu:
+def candidate_menu(parent, token_id: int, piece: str, services) -> QMenu:
     menu = QMenu(parent)
     action = menu.addAction(f"Why this token? ({piece!r})")
-    action.triggered.connect(lambda: session.ask_why(token_id))
+    action.triggered.connect(lambda: services.explain_token(token_id))
     branch = menu.addAction(f"Continue with this token ({piece!r})")
     branch.setToolTip("A branch: generation goes on from here with this token instead")
-    branch.triggered.connect(lambda: session.request_branch(token_id))
+    branch.triggered.connect(lambda: services.branch(token_id))
     return menu

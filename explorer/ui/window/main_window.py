@@ -20,6 +20,7 @@ from ...core.sources import ModelSpec
 from ..base import preload
 from ..base.engine import Engine
 from ..base.jobs import JobRunner
+from ..base.services import Services
 from ..base.session import Session
 from ..views.registry import BY_KEY, SHARED, VIEWS, WORKSPACES, in_workspace
 from ..widgets.cover import Covers, ViewFrame
@@ -62,6 +63,7 @@ class MainWindow(QMainWindow):
 
     def _assemble(self, spec: ModelSpec | None) -> None:
         self.session = Session(retire=self.engine.retire)
+        self.services = Services()  # what the views ask of the window: provided below
         self.covers = Covers(self.session, self)
         self.views: dict[str, QWidget] = {}
         self.docks: dict[str, QDockWidget] = {}
@@ -84,6 +86,7 @@ class MainWindow(QMainWindow):
         self._status_bar()
         self.models = Models(self)
         self.run_files = RunFiles(self)  # File ▸ Save run… / Open run…
+        self._provide()
         self._menus()
         self._connect()
         first = self._restore()
@@ -94,6 +97,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ views
     def _build(self, spec) -> QWidget:
         view = spec.cls(self.session, self.engine)
+        view.services = self.services
         view.setObjectName(f"view-{spec.key}")
         self.views[spec.key] = view
         return view
@@ -189,7 +193,17 @@ class MainWindow(QMainWindow):
         s.errorRaised.connect(lambda title, text: self.warn(self, title, text))
         s.caughtUp.connect(self.engine.gui_caught_up)
         s.trainingChanged.connect(self.banner.training)
-        s.viewRequested.connect(self.show_view)
+
+    def _provide(self) -> None:
+        """Who answers each of the views' calls (ui/base/services.py)."""
+        self.services.provide(
+            load_model=self.models.load,
+            run_prompt=self.prompt.run_prompt,
+            branch=self.prompt.runs.branch,
+            show_view=self.show_view,
+            explain_token=lambda token_id: self.view("why").explain_token(token_id),
+            use_sampling=self.prompt.use_sampling,
+            train_here=self.models.train_here)
 
     def _status(self) -> None:
         """The session's line, masked while a question is open; hover reads it whole."""

@@ -33,7 +33,6 @@ class Models(QObject):
         window.banner.openFolderRequested.connect(self.open_folder)
         window.banner.openFileRequested.connect(self.open_checkpoint)
         window.banner.trainRequested.connect(self.train_here)
-        self.session.modelRequested.connect(self.load)
         self.session.modelChanged.connect(self._shown)
         self.training = ""  # 'mini at step 150 of 200: …' while a model trains here
         self.session.trainingChanged.connect(self._training)
@@ -44,14 +43,16 @@ class Models(QObject):
         self.remembered = spec is None
         self.load(spec or last)
 
-    def load(self, spec: ModelSpec) -> None:
-        """Load in the engine; on failure or Stop the previous model stays."""
+    def load(self, spec: ModelSpec, then=None) -> None:
+        """Load in the engine; on failure or Stop the previous model stays. ``then(info)``
+        once it is loaded and shown (not when it fails or is stopped)."""
         self.loading = True
         self.spec = spec
         self.window.busy.show()
         self.window.model_label.setText(f"Loading {spec.describe()}…")
+        loaded = self.loaded if then is None else lambda info: (self.loaded(info), then(info))
         self.job = self.engine.load(
-            spec, finished=self.loaded, failed=self.failed,
+            spec, finished=loaded, failed=self.failed,
             cancelled=lambda: self.failed(
                 f"Loading {spec.describe()} was stopped; the previous model stays."))
 

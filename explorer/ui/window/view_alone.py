@@ -12,6 +12,7 @@ from ...core.run.generation import GenerationSettings
 from ...core.sources import ModelInfo, ModelSpec
 from ..base.engine import Engine
 from ..base.runs import Runs
+from ..base.services import Services
 from ..base.session import Session
 from ..views.registry import BY_KEY
 
@@ -47,9 +48,9 @@ class ViewWindow(QMainWindow):
         self.statusBar().addWidget(self.status, 1)
         self.session.statusChanged.connect(self.status.setText)
         self.session.errorRaised.connect(lambda title, text: self.warn(self, title, text))
-        self.session.runRequested.connect(self.run_prompt)
-        self.session.modelRequested.connect(self.load)
         self.session.caughtUp.connect(self.engine.gui_caught_up)
+        self.view.services = Services().provide(load_model=self.load, run_prompt=self.run_prompt,
+                                                branch=self.runs.branch)
         self.resize(900, 700)
         self.load(self.spec)
 
@@ -57,16 +58,16 @@ class ViewWindow(QMainWindow):
     def running(self) -> bool:
         return self.runs.running
 
-    @Slot(object)
-    def load(self, spec: ModelSpec) -> None:
+    def load(self, spec: ModelSpec, then=None) -> None:
+        """The model in the engine, then shown; ``then(info)`` after (this window's own
+        first load runs the prompt)."""
         self.status.setText(f"Loading {spec.describe()}…")
-        self.engine.load(spec, finished=self._loaded,
-                         failed=lambda text: self.warn(self, "GPT Block Explorer", text))
 
-    @Slot(object)
-    def _loaded(self, info: ModelInfo) -> None:
-        self.session.set_model(info)
-        self.run_prompt()
+        def loaded(info: ModelInfo) -> None:
+            self.session.set_model(info)
+            (then or (lambda _info: self.run_prompt()))(info)
+        self.engine.load(spec, finished=loaded,
+                         failed=lambda text: self.warn(self, "GPT Block Explorer", text))
 
     @Slot(str)
     def run_prompt(self, prompt: str = "") -> None:

@@ -95,7 +95,7 @@ def test_a_branched_run_with_interventions_reopens_token_for_token(qtbot, make_w
     window.prompt.seed.setValue(3)
     run_and_wait(qtbot, window, max_tokens=3)
     session.show_step(0)
-    session.request_branch(13)  # continue from step 0 with '.' instead
+    window.services.branch(13)  # continue from step 0 with '.' instead
     qtbot.waitUntil(lambda: len(session.branches) == 2 and not window.running, timeout=60_000)
     tokens = [p.token_id for p in session.steps]
     assert 13 in tokens

@@ -122,7 +122,7 @@ class PatchingView(ViewHooks, QWidget):
                              positions=(position,))
         self.session.set_node(patch.node)
         self.session.add_intervention(patch)
-        self.session.request_run(sweep.corrupt)
+        self.services.run_prompt(sweep.corrupt)
         return patch
 
     def _new_model(self) -> None:

@@ -49,7 +49,6 @@ class TrainPanel(ViewHooks, QWidget):
         self.job = None  # the running training job (asked on its end whether it was stopped)
         self.checkpoint = ""
         self.before: ModelSpec | None = None  # the model loaded when training started
-        self._showing: str | None = None  # a checkpoint asked for, run once it is loaded
         self.plot = pg.GraphicsLayoutWidget()
         self.curves = LossCurves(self.plot)
         self.samples = QPlainTextEdit()
@@ -69,7 +68,6 @@ class TrainPanel(ViewHooks, QWidget):
         layout.addWidget(self.status)
         layout.addWidget(self.results, 1)
         self._reset()
-        session.modelChanged.connect(self._model_shown)
         self._timeline_from_disk()
 
     def _form(self, default_out: str | None) -> QGridLayout:
@@ -137,7 +135,7 @@ class TrainPanel(ViewHooks, QWidget):
         self.load_button = QPushButton("Load into explorer")
         self.load_button.setEnabled(False)
         self.load_button.clicked.connect(
-            lambda: self.session.request_model(ModelSpec(checkpoint=self.checkpoint)))
+            lambda: self.services.load_model(ModelSpec(checkpoint=self.checkpoint)))
         self.progress = QProgressBar()
         self.status = QLabel("Trains on this machine's CPU; the time left is measured on the "
                              "first steps.")
@@ -195,19 +193,13 @@ class TrainPanel(ViewHooks, QWidget):
         if self.before is None and self.session.loaded is not None:
             self.before = self.session.loaded.spec
         self.back_button.setEnabled(self.before is not None)
-        self._showing = path
-        self.session.request_model(ModelSpec(checkpoint=path))
-
-    def _model_shown(self) -> None:
-        info = self.session.model
-        if info is None or self._showing is None or info.spec.checkpoint != self._showing:
-            return
-        self._showing = None
-        self.session.request_run("")  # the prompt as typed, on the snapshot's weights
+        # once loaded, the prompt as typed runs on the snapshot's weights
+        self.services.load_model(ModelSpec(checkpoint=path),
+                                 then=lambda _info: self.services.run_prompt(""))
 
     def back(self) -> None:
         if self.before is not None:
-            self.session.request_model(self.before)
+            self.services.load_model(self.before)
             self.before = None
             self.back_button.setEnabled(False)
 

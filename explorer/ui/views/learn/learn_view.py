@@ -130,7 +130,7 @@ class LearnView(ViewHooks, QWidget):
             else:
                 button.hide()
         self.session.set_covered(q.facts("learn"))
-        self.session.request_view("learn")  # the question in front, not behind a tab
+        self.services.show_view("learn")  # the question in front, not behind a tab
 
     def _coming(self, name: str, current) -> str | None:
         """None when ``name`` is on its way into ``current`` (a block's pattern or

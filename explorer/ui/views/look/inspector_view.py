@@ -134,7 +134,7 @@ class InspectorView(LazyRefresh, QWidget):
         self.whatif_button = QPushButton("What if…")
         self.whatif_button.setToolTip("Change this node (zero, ablate, scale, steer, patch…) "
                                       "in the What if tab")
-        self.whatif_button.clicked.connect(lambda: self.session.request_view("whatif"))
+        self.whatif_button.clicked.connect(lambda: self.services.show_view("whatif"))
         exports = QHBoxLayout()
         exports.addWidget(self.whatif_button)
         exports.addStretch(1)

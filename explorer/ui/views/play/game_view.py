@@ -179,7 +179,7 @@ class GameView(ViewHooks, QWidget):
                             f"({'exactly!' if block == right else f'{abs(block - right)} off'}). "
                             f"Layer rounds: {self.layer_score[1]} of {self.layer_score[0]} exact."
                             " The Logit lens tab shows it.")
-        self.session.request_view("lens")
+        self.services.show_view("lens")
 
     def _guess_clicked(self) -> None:
         if self.mode.currentIndex() == 1:

@@ -41,7 +41,7 @@ class NextTokenView(LazyRefresh, QWidget):
         self.plot.addItem(self.bars)
         self.plot.setMouseEnabled(x=False, y=False)
         attach_candidate_menu(self.plot, lambda: self._shown("top_ids"),
-                              lambda: self._shown("top_pieces"), session)
+                              lambda: self._shown("top_pieces"), lambda: self.services)
         left = self.plot.getAxis("left")
         self._metrics = QFontMetrics(left.font())
         self.axis_width = self._metrics.horizontalAdvance(WIDEST) + 16

@@ -90,7 +90,7 @@ class SamplingView(LazyRefresh, QWidget):
         self.use_button.setToolTip("Generate with these settings (the prompt panel's)")
         self.sample_button.clicked.connect(self.sample)
         self.use_button.clicked.connect(
-            lambda: self.session.request_sampling(self.settings()))
+            lambda: self.services.use_sampling(self.settings()))
         for signal in (self.temperature.valueChanged, self.top_k.valueChanged,
                        self.top_p.valueChanged, self.greedy.toggled):
             signal.connect(self._changed)

@@ -355,7 +355,7 @@ class BlockGraphView(ViewHooks, QWidget):
             return
         if getattr(self, "menu", None) is not None:
             self.menu.close()
-        self.menu = node_menu(self.session, name, self)
+        self.menu = node_menu(self.session, name, self, self.services)
         self.menu.popup(where)
 
     def mark_divergence(self, name: str) -> None:

@@ -125,7 +125,6 @@ class PromptPanel(ViewHooks, QWidget):
         layout.addLayout(right, 4)
 
     def _connect(self, session: Session) -> None:
-        session.samplingRequested.connect(self.settings_box.apply)
         self._retokenize = QTimer(self, singleShot=True, interval=120)
         self._retokenize.timeout.connect(self.update_chips)
         self.prompt.textChanged.connect(self._retokenize.start)
@@ -135,7 +134,6 @@ class PromptPanel(ViewHooks, QWidget):
         session.stepsChanged.connect(self.update_output)
         session.modelChanged.connect(self.update_chips)
         session.busyChanged.connect(self.set_running)
-        session.runRequested.connect(self.run_prompt)
         session.interventionsChanged.connect(self._rerun)
         self._rerun_timer = QTimer(self, singleShot=True, interval=0)
         self._rerun_timer.timeout.connect(self._rerun_now)
@@ -184,12 +182,16 @@ class PromptPanel(ViewHooks, QWidget):
         self.save_settings()  # what the user typed survives whatever happens next
         self.runs.start(encode(text), self.settings())
 
-    def run_prompt(self, text: str) -> None:
+    def run_prompt(self, text: str = "") -> None:
         """Run ``text`` (another view's request), or the prompt as it is when empty."""
         if text:
             self.batch.setChecked(False)
             self.prompt.setPlainText(text)
         self.request_run()
+
+    def use_sampling(self, settings: GenerationSettings) -> None:
+        """The next generation's settings (the Sampling view's), shown in the panel."""
+        self.settings_box.apply(settings)
 
     def _rerun(self) -> None:
         """Interventions changed: the shown prompt runs again with them (if idle), a

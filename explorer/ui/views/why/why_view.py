@@ -61,7 +61,6 @@ class WhyView(LazyRefresh, QWidget):
         draw_waterfall(self.plot, None, EMPTY)
         session.on_pass(self.request_refresh)
         session.modelChanged.connect(self._forget)
-        session.whyRequested.connect(self._asked_for)
 
     def _bar(self) -> None:
         self.position_box = QComboBox()
@@ -118,13 +117,14 @@ class WhyView(LazyRefresh, QWidget):
                                       f"{token_piece(current.token_id)!r}")
         self.explain()
 
-    def _asked_for(self, token_id: int) -> None:
-        """The next-token chart's candidate: at the position the chart is about."""
+    def explain_token(self, token_id: int) -> None:
+        """A candidate of the next-token chart, explained at the position the chart is
+        about; the view shows itself."""
         if self.position_box.count():
             self.position_box.setCurrentIndex(self.position_box.count() - 1)
         self.target_edit.setText(token_piece(token_id))
         self._target = token_id
-        self.session.request_view("why")
+        self.services.show_view("why")
         self.explain()
 
     def explain(self) -> None:

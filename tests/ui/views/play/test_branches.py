@@ -15,7 +15,7 @@ def test_a_branch_continues_from_a_step_with_another_token(qtbot, make_window):
     main = list(session.steps)
     session.show_step(1)
     other = next(t for t in session.current.top_ids if t != main[1].token_id)
-    session.request_branch(other)
+    window.services.branch(other)
     qtbot.waitUntil(lambda: not window.running and len(session.steps) == 6, timeout=60_000)
     assert len(session.branches) == 2 and session.branch == 1
     steps = session.steps
@@ -54,6 +54,6 @@ def test_a_branch_needs_a_run_with_a_cache(qtbot, make_window):
     qtbot.waitUntil(lambda: window.session.model is not None, timeout=60_000)
     said = []
     window.session.errorRaised.connect(lambda title, text: said.append(text))
-    window.session.request_branch(42)
+    window.services.branch(42)
     assert said and "generate first" in said[0].lower()
     assert len(window.session.branches) == 1

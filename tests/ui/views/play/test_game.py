@@ -49,8 +49,7 @@ def test_the_layer_round_asks_where_the_lens_first_finds_the_answer(qtbot):
     alone.run(max_tokens=1)
     game = alone.game
     game.mode.setCurrentIndex(1)
-    shown = []
-    alone.session.viewRequested.connect(shown.append)
+    shown = alone.shown
     game.start()
     alone.settle()
     assert alone.session.covered.kinds == {PREDICTION} and game.lens_answer is not None

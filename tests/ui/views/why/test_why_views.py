@@ -88,14 +88,13 @@ def test_the_next_token_charts_request_is_answered(qtbot):
     alone.run(max_tokens=1)
     alone.session.show_step(None)
     alone.why
-    asked = []
-    alone.session.viewRequested.connect(asked.append)
+    asked = alone.shown
     third = alone.session.prompt.top_ids[2]
     chart = alone.next_token
     assert chart._shown("top_ids")[2] == third
     assert candidate_at(2.3, 10) == 2 and candidate_at(2.5, 10) is None
     assert candidate_at(10.0, 10) is None
-    menu = candidate_menu(chart, third, chart._shown("top_pieces")[2], alone.session)
+    menu = candidate_menu(chart, third, chart._shown("top_pieces")[2], alone.services)
     action = menu.actions()[0]
     assert action.text() == f"Why this token? ({token_piece(third)!r})"
     action.trigger()
