@@ -15,19 +15,18 @@ from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QP
                                QVBoxLayout, QWidget)
 
 from ...core.base.devices import usable_cores
-from ...core.gpt.config import PRESETS
 from ...core.sources import ModelSpec
 from ..base import preload
 from ..base.engine import Engine
 from ..base.jobs import JobRunner
 from ..base.services import Services
 from ..base.session import Session
-from ..views.registry import BY_KEY, SHARED, VIEWS, WORKSPACES, in_workspace
+from ..views.registry import BY_KEY
 from ..widgets.cover import Covers, ViewFrame
 from ..widgets.enlarge import CentralArea
 from ..widgets.scrolling import scrolling
 from .first_run import FirstRunBanner
-from .help import about
+from .actions import all_actions
 from .models import Models
 from .placement import first_size, fit_to_screen
 from .run_files import RunFiles
@@ -215,79 +214,42 @@ class MainWindow(QMainWindow):
     def running(self) -> bool:
         return self.session.busy
 
-    def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcuts(shortcut if isinstance(shortcut, list) else [QKeySequence(shortcut)])
-        action.setStatusTip(tip)
-        action.triggered.connect(slot)
-        menu.addAction(action)
-        return action
-
     def _menus(self) -> None:
-        m = self.models
-        file_menu = self.menuBar().addMenu("&File")
-        self.get_gpt2_action = self._action(
-            file_menu, "&Get GPT-2…", m.get_gpt2, "Ctrl+Shift+G",
-            "Download GPT-2 (124M to 1.5B) from the Hugging Face Hub, with progress and resume")
-        self._action(file_menu, "&Choose model…", m.choose_model, "Ctrl+M",
-                     "GPT-2 from the Hugging Face cache, a checkpoint, or a random preset")
-        self._action(file_menu, "&Open checkpoint…", m.open_checkpoint, QKeySequence.Open,
-                     "Load a checkpoint file (.pth, .safetensors, .bin, model.ckpt.index)")
-        self._action(file_menu, "Open &folder…", m.open_folder, "Ctrl+Shift+O",
-                     "Load a model folder: the book's gpt2/124M or a Hugging Face folder")
-        self.run_files.add_actions(file_menu)
-        presets = file_menu.addMenu("Random &preset (untrained)")
-        for name in PRESETS:
-            self._action(presets, name, lambda _=False, n=name: m.load(ModelSpec(preset=n)))
-        self._action(file_menu, "&Default model", lambda: m.load(ModelSpec()))
-        file_menu.addSeparator()
-        self._action(file_menu, "&Quit", self.close, QKeySequence.Quit)
-        run_menu = self.menuBar().addMenu("&Run")
-        self.generate_action = self._action(
-            run_menu, "&Generate", self.prompt.request_run,
-            [QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")],
-            "Run the prompt through the model and generate")
-        self.generate_action.setShortcutContext(Qt.ApplicationShortcut)
-        self.stop_action = self._action(run_menu, "&Stop", self.stop, QKeySequence("Esc"),
-                                        "Stop before the next token")
-        self.stop_action.setShortcutContext(Qt.ApplicationShortcut)
-        self._view_menu(self.menuBar().addMenu("&View"))
-        help_menu = self.menuBar().addMenu("&Help")
-        self._action(help_menu, "&Tour", self.tour, tip="What is where in the window")
-        self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts, "Ctrl+/")
-        self._action(help_menu, "&About", lambda: about(self))
+        """The menu bar from the one list of actions (actions.py), each QAction kept by
+        its id; the workspace switcher beside it."""
+        menus: dict[str, object] = {}
+
+        def menu(path: str):
+            if path not in menus:
+                parent, _, title = path.rpartition(" ▸ ")
+                menus[path] = (menu(parent).addMenu(title) if parent
+                               else self.menuBar().addMenu(f"&{title}"))
+            return menus[path]
+
+        self.actions_by_id: dict[str, QAction] = {}
+        for spec in all_actions():
+            action = QAction(spec.title, self)
+            keys = [QKeySequence(getattr(QKeySequence.StandardKey, k[4:])) if k.startswith("std:")
+                    else QKeySequence(k) for k in spec.shortcuts]
+            keys = [k for k in keys if not k.isEmpty()]  # a standard key the platform lacks
+            if keys:
+                action.setShortcuts(keys)
+            if spec.everywhere:
+                action.setShortcutContext(Qt.ApplicationShortcut)
+            action.setStatusTip(spec.tip)
+            action.triggered.connect(lambda _=False, a=spec: a.call(self))
+            if spec.separated:
+                menu(spec.menu).addSeparator()
+            menu(spec.menu).addAction(action)
+            self.actions_by_id[spec.id] = action
+        self.get_gpt2_action = self.actions_by_id["get_gpt2"]
+        self.generate_action = self.actions_by_id["generate"]
+        self.stop_action = self.actions_by_id["stop"]
+        self.large_action = self.actions_by_id["large"]
         if self.menuBar().isNativeMenuBar():  # a menu bar outside the window: a toolbar row
             self.addToolBar(Qt.TopToolBarArea, self.workspaces.bar)
         else:
             self.menuBar().setCornerWidget(self.workspaces.bar, Qt.TopRightCorner)
-
-    def _view_menu(self, menu) -> None:
-        """One submenu per workspace (show it, then each of its views); any view opened
-        in the shown workspace; the prompt; show large; reset."""
-        for ws in WORKSPACES:
-            sub = menu.addMenu(ws.title)
-            self._action(sub, f"Show {ws.title}", lambda _=False, k=ws.key: self.workspaces.show(k),
-                         ws.shortcut, ws.task)
-            sub.addSeparator()
-            for spec in in_workspace(ws.key):
-                self._action(sub, spec.title, lambda _=False, k=spec.key: self.show_view(k),
-                             spec.shortcut, spec.tour)
-        here = menu.addMenu("Open in this workspace")
-        for spec in VIEWS:
-            if spec.group != SHARED:
-                self._action(here, spec.title,
-                             lambda _=False, k=spec.key: self.workspaces.open_here(k),
-                             tip=f"{spec.title} as a tab of the shown workspace")
-        menu.addSeparator()
-        prompt = BY_KEY[PROMPT]
-        self._action(menu, prompt.title, lambda: self.show_view(PROMPT), prompt.shortcut)
-        self.large_action = self._action(
-            menu, "Show the front tab &large", self.toggle_large, "F11",
-            "The right-hand tab in front takes the centre; F11 again puts it back")
-        self.large_action.setShortcutContext(Qt.ApplicationShortcut)
-        self._action(menu, "&Reset layout", self.reset_layout,
-                     tip="The shown workspace's docks as they first were")
 
     # ------------------------------------------------------------------ actions
     @Slot()

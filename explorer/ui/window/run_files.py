@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 
 from PySide6.QtCore import QTimer
-from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QFileDialog, QInputDialog
 
 from ...core.base.outputs import OutputError, check_output
@@ -38,12 +37,6 @@ class RunFiles:
         """While a saved run of another model is shown, the engine's jobs refuse in words."""
         shown = self.window.session.model
         self.window.engine.record = f"a saved run of {shown.label}" if shown.record else None
-
-    def add_actions(self, menu) -> None:
-        self.window._action(menu, "&Save run…", lambda: self.save(), QKeySequence.Save,
-                            "Save the prompt, the tokens and every node's statistics to a file")
-        self.window._action(menu, "Open &run…", lambda: self.open(), QKeySequence("Ctrl+Shift+R"),
-                            "Open a saved run: run again with its model, or read-only")
 
     # ------------------------------------------------------------------ saving
     def save(self, path: str | None = None, tensor_mb: int | None = None) -> None:
