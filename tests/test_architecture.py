@@ -160,12 +160,19 @@ def test_no_file_is_over_400_lines():
     assert not long
 
 
+# the node table: the registry and the functions, the block family, each family's nodes
+NODE_TABLE = ("explorer.core.gpt.nodes", "explorer.core.gpt.family", "explorer.core.gpt.gpt2_nodes",
+              "explorer.core.gpt.llama_nodes")
+# state-dict key maps: parameter names (trf_blocks.0.att.W_query.weight), weights, not nodes
+KEY_MAPS = ("explorer.core.weights.keymaps", "explorer.core.weights.llama_keys")
+
+
 def test_hook_names_are_split_only_in_the_node_table():
     pattern = re.compile(r"""split\(["']\.["']|["']trf_blocks\.|startswith\(["']trf_blocks""")
     # keymaps.py maps state-dict keys (parameter names such as trf_blocks.0.att.W_query
     # .weight) between formats: weights, not hook names
     for path, name in MODULES.items():
-        if name in ("explorer.core.gpt.nodes", "explorer.core.weights.keymaps"):
+        if name in NODE_TABLE + KEY_MAPS:
             continue
         code = [line for line in path.read_text().splitlines()
                 if not line.strip().startswith("#") and "help=" not in line]
@@ -205,13 +212,13 @@ def test_no_function_is_over_60_lines():
 
 def test_node_names_are_written_only_in_the_node_table():
     """Every other module asks the table (its role names, its functions) for a node."""
-    from explorer.core.gpt.nodes import (ATTENTION_INSIDE, MODEL_NODES_AFTER, MODEL_NODES_BEFORE,
-                                         block_nodes)
-    keys = {n.key for order in ("pre", "post") for n in block_nodes(order)}
-    keys |= {n.key for n in MODEL_NODES_BEFORE + MODEL_NODES_AFTER + ATTENTION_INSIDE}
+    from explorer.core.gpt.nodes import FAMILIES
+    keys = {n.key for family in FAMILIES.values() for order in family.orders.values() for n in order}
+    keys |= {n.key for family in FAMILIES.values()
+             for n in family.before + family.after + family.attention_inside}
     literal = re.compile(r"""["'](%s)["']""" % "|".join(re.escape(k) for k in sorted(keys)))
     for path, name in MODULES.items():
-        if name in ("explorer.core.gpt.nodes", "explorer.core.weights.keymaps"):
+        if name in NODE_TABLE + KEY_MAPS:
             continue  # the table itself; and state-dict key maps (weights, not nodes)
         hits = [line.strip() for line in path.read_text().splitlines() if literal.search(line)]
         assert not hits, f"{name}: {hits}"

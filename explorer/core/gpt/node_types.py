@@ -30,6 +30,11 @@ class Kind(str, Enum):
     GELU = "gelu"
     FFN = "ffn"
     LOGITS = "logits"
+    # the Llama family's (the book's bonus chapters)
+    RMSNORM = "rmsnorm"  # x / √(mean(x²) + eps) · weight: no mean taken out, no shift
+    ROPE = "rope"  # queries or keys rotated by their position (rotary embedding)
+    SILU = "silu"  # x · σ(x), the gate's non-linearity
+    PRODUCT = "product"  # SiLU(fc1 · x) ⊙ (fc2 · x): the gated product SwiGLU feeds fc3
 
     __str__ = str.__str__  # the word itself wherever it is written or formatted
     __format__ = str.__format__
@@ -65,10 +70,14 @@ _HIST_BY_KIND = {
     "gelu": HistRange(-1.0, 9.0, 100),
     "ffn": HistRange(-20.0, 20.0, 100),
     "logits": HistRange(-200.0, 50.0, 125),
+    "rmsnorm": HistRange(-10.0, 10.0, 100),
+    "rope": HistRange(-10.0, 10.0, 100),
+    "silu": HistRange(-1.0, 9.0, 100),
+    "product": HistRange(-10.0, 10.0, 100),
 }
 
 # The last dimension of each width (see ``Node.shape``).
-WIDTHS = ("emb", "hidden", "vocab", "ctx", "head")
+WIDTHS = ("emb", "hidden", "vocab", "ctx", "head", "q", "kv", "kv_head")
 
 
 @dataclass(frozen=True)
@@ -77,8 +86,11 @@ class Node:
     label: str  # short text on the graph
     description: str  # one line for tooltips and the inspector
     kind: Kind  # given as its word ("norm"); compares equal to it
-    # last dimension: "emb", "hidden" (4 x emb), "vocab", "ctx" (one per key: (B, H, T,
-    # T)), "head" (head_dim values per head: (B, H, T, head_dim))
+    # last dimension: "emb", "hidden" (the feed-forward's inside), "vocab", "ctx" (one
+    # per key: (B, H, T, T)), "head" (head_dim values per head: (B, H, T, head_dim)),
+    # "q" (every query head's values side by side: (B, T, H·head_dim)), "kv" (every
+    # key/value head's: (B, T, KV·head_dim)), "kv_head" (per key/value head: (B, KV, T,
+    # head_dim))
     width: str
     parent: str | None = None  # the node it is inside (expandable in the graph), if any
     # In eval mode this node outputs the very tensor of another node (dropout is the
@@ -87,6 +99,7 @@ class Node:
     inputs: tuple[str, ...] = ()  # inside attention: the sibling nodes it is computed from
     hist_range: HistRange | None = None  # bins of its own instead of its kind's
     batched: bool = True  # False for the position embedding: one vector per position
+    needs: str | None = None  # a config switch it exists with (Qwen3's q_norm: "qk_norm")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))  # an unknown kind fails here
@@ -102,15 +115,20 @@ class Node:
     @property
     def per_head(self) -> bool:
         """Whether its tensor has a heads axis: (B, H, T, head_dim) or (B, H, T, T)."""
-        return self.width in ("ctx", "head")
+        return self.width in ("ctx", "head", "kv_head")
+
+    def heads(self, cfg: GPTConfig) -> int:
+        """How many heads its heads axis has: the query heads, or the key/value heads."""
+        return cfg.kv_heads if self.width == "kv_head" else cfg.n_heads
 
     def shape(self, cfg: GPTConfig, batch: int, tokens: int) -> tuple[int, ...]:
         """The tensor shape this node produces for a (batch, tokens) input."""
         if self.width == "ctx":
             return (batch, cfg.n_heads, tokens, tokens)
-        if self.width == "head":
-            return (batch, cfg.n_heads, tokens, cfg.head_dim)
+        if self.width in ("head", "kv_head"):
+            return (batch, self.heads(cfg), tokens, cfg.head_dim)
         if not self.batched:
             return (tokens, cfg.emb_dim)
-        last = {"emb": cfg.emb_dim, "hidden": cfg.hidden_dim, "vocab": cfg.vocab_size}[self.width]
+        last = {"emb": cfg.emb_dim, "hidden": cfg.hidden_dim, "vocab": cfg.vocab_size,
+                "q": cfg.n_heads * cfg.head_dim, "kv": cfg.kv_heads * cfg.head_dim}[self.width]
         return (batch, tokens, last)

@@ -25,7 +25,7 @@ from ..base.cancel import check
 from ..gpt.hooks import HookSet
 from ..gpt.model import GPTModel
 from ..gpt.nodes import (Node, block_module_name, eval_source, inside_attention, is_pattern,
-                         layer_of, node_for_hook, select_hook_names)
+                         layer_of, node_for_hook, order_of, select_hook_names)
 from .stats import NodeStats, ahead_stats, tensor_stats
 
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
@@ -144,7 +144,9 @@ class Capture(HookSet):
         self.records: dict[str, NodeCapture] = {}
         self.dropped: list[str] = []
         self.kept_bytes = 0
-        self._eval_source = {n: eval_source(n) for n in chosen if eval_source(n) != n}
+        order = order_of(cfg)
+        self._order = order
+        self._eval_source = {n: eval_source(n, order) for n in chosen if eval_source(n, order) != n}
         self._alive: dict[str, weakref.ref] = {}  # the output objects seen, while they live
         self._refs: dict[int, int] = {}  # kept tensor id -> records holding it
 
@@ -218,7 +220,7 @@ class Capture(HookSet):
 
     # the hook -------------------------------------------------------------------------
     def _hook_for(self, name: str):
-        node = node_for_hook(name, self.model.cfg.norm_position)  # that order's words
+        node = node_for_hook(name, self._order)  # that family's and order's words
 
         def hook(module, inputs, output) -> None:
             self._record(name, node, output)

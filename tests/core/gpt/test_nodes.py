@@ -77,10 +77,11 @@ def test_every_kind_of_node_is_handled_wherever_kinds_are():
     assert not missing, "\n".join(missing)
     for place, table in places.items():  # and nothing there that is no kind
         assert set(table) <= set(Kind), place
-    used = {n.kind for order in ("pre", "post") for n in nodes.block_nodes(order)}
-    used |= {n.kind for n in nodes.MODEL_NODES_BEFORE + nodes.MODEL_NODES_AFTER}
-    used |= {n.kind for n in nodes.ATTENTION_INSIDE}
-    assert used == set(Kind)  # every kind is some node's
+    used = {n.kind for family in nodes.FAMILIES.values() for order in family.orders.values()
+            for n in order}
+    used |= {n.kind for family in nodes.FAMILIES.values()
+             for n in family.before + family.after + family.attention_inside}
+    assert used == set(Kind)  # every kind is some node's, in one family or another
     import pytest
     with pytest.raises(ValueError):
         nodes.Node("x", "X", "a node of no known kind", "convolution", "emb")

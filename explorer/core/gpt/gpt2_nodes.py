@@ -1,0 +1,145 @@
+"""GPT-2's block as the book's chapter 4 builds it: every node of its graph, in forward
+order, for each norm position (Pre-LN, GPT-2's; Post-LN, the 2017 Transformer's), the
+steps of attention opened, and its roles. Forward order is the order in which the
+nodes' outputs are produced, so a node inside another (the attention pattern inside
+attention, the feed-forward's layers inside it) comes before the node that contains it.
+A node's hook name is its module path inside ``GPTModel`` (``trf_blocks.{layer}.{key}``
+for block nodes). The rest of the app asks nodes.py, which holds every family."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .family import BlockFamily
+from .node_types import HistRange, Node
+
+_WIDE = HistRange(-20.0, 20.0, 100)  # Linear 2's output and what carries it on
+_SMALL = HistRange(-1.0, 1.0, 100)  # the embeddings' sum and its dropout
+
+
+_NORM1 = Node("norm1", "LayerNorm 1", "Layer normalisation of the block's input, before "
+              "attention (Pre-LN): each token vector rescaled to mean 0, variance 1, then "
+              "scale and shift.", "norm", "emb")
+_NORM2 = Node("norm2", "LayerNorm 2", "Layer normalisation of the first add's output, before "
+              "the feed-forward block (Pre-LN).", "norm", "emb")
+_ATT = Node("att", "Multi-head attention", "Causal self-attention on LayerNorm 1's output: "
+            "each token mixes in value vectors of earlier tokens, weighted per head, then "
+            "out_proj.", "attention", "emb")
+_PATTERN = Node("att.attn_weights", "Attention pattern", "attn_weights = softmax(masked "
+                "scores / √head_dim), then dropout: per head, row = query token, column = "
+                "key token; rows sum to 1.",
+                "pattern", "ctx", parent="att", inputs=("att.masked_scores",))
+
+
+def _in_att(key: str, label: str, description: str, kind: str, width: str,
+            *inputs: str) -> Node:
+    return Node(key, label, description, kind, width, parent="att", inputs=inputs)
+
+
+# Attention opened, in the order the book's MultiHeadAttention.forward computes it. No
+# inputs: the node reads the attention's input (LayerNorm 1's output in Pre-LN).
+ATTENTION_INSIDE = (
+    _in_att("att.W_key", "W_key", "keys = W_key(x): each token's input times the key "
+            "matrix, (b, T, d_out): what the token offers to the queries that look for it.",
+            "linear", "emb"),
+    _in_att("att.W_query", "W_query", "queries = W_query(x): each token's input times the "
+            "query matrix, (b, T, d_out): what the token looks for in earlier tokens.",
+            "linear", "emb"),
+    _in_att("att.W_value", "W_value", "values = W_value(x): each token's input times the "
+            "value matrix, (b, T, d_out): what the token passes on to those that attend to it.",
+            "linear", "emb"),
+    _in_att("att.keys", "Keys per head", "The keys split into heads: view (b, T, n_heads, "
+            "head_dim), then transpose(1, 2) to (b, n_heads, T, head_dim).", "heads", "head",
+            "att.W_key"),
+    _in_att("att.queries", "Queries per head", "The queries split into heads: (b, n_heads, T, "
+            "head_dim); each head compares its own head_dim values.", "heads", "head",
+            "att.W_query"),
+    _in_att("att.values", "Values per head", "The values split into heads: (b, n_heads, T, "
+            "head_dim).", "heads", "head", "att.W_value"),
+    _in_att("att.attn_scores", "Scores Q·Kᵀ", "attn_scores = queries @ keys.transpose(2, 3): "
+            "one dot product per query token (row) and key token (column), per head.",
+            "scores", "ctx", "att.queries", "att.keys"),
+    _in_att("att.masked_scores", "Causal mask", "attn_scores.masked_fill(mask_bool, -inf): "
+            "every key after its query set to −inf, so that softmax gives it weight 0.",
+            "mask", "ctx", "att.attn_scores"),
+    _PATTERN,
+    _in_att("att.context", "Weights · V", "attn_weights @ values: each query's mix of the "
+            "values of the keys it sees, weighted, per head: (b, n_heads, T, head_dim).",
+            "context", "head", "att.attn_weights", "att.values"),
+    _in_att("att.context_vec", "Heads joined", "context_vec: the heads side by side again, "
+            "transpose(1, 2) then view: (b, T, d_out).", "heads", "emb", "att.context"),
+    _in_att("att.out_proj", "out_proj", "The output projection, Linear d_out → emb_dim: "
+            "mixes what the heads found; its output is the attention's output.", "linear",
+            "emb", "att.context_vec"),
+)
+
+
+_DROP1 = Node("drop1", "Dropout", "drop_shortcut, the first of its two uses: dropout on the "
+              "attention output (identity in eval mode; zeroes a share drop_rate and "
+              "rescales the rest in training).", "dropout", "emb", same_in_eval="att")
+_ADD1 = Node("add1", "Add (shortcut)", "Residual add: attention branch + the shortcut, the "
+             "block's input.", "add", "emb")
+_FF0 = Node("ff.layers.0", "Linear 1", "First feed-forward Linear: widens each "
+            "token from emb_dim to 4 x emb_dim values.", "linear", "hidden", parent="ff")
+_GELU = Node("ff.layers.1", "GELU", "GELU non-linearity (tanh approximation): smooth, "
+             "passes positives, squashes negatives towards a small dip.", "gelu", "hidden",
+             parent="ff")
+_FF2 = Node("ff.layers.2", "Linear 2", "Second feed-forward Linear: back from "
+            "4 x emb_dim to emb_dim values.", "linear", "emb", parent="ff",
+            hist_range=_WIDE)
+_FF = Node("ff", "Feed-forward", "Position-wise MLP: Linear, GELU, Linear; the embedding "
+           "size comes out unchanged.", "ffn", "emb", same_in_eval="ff.layers.2")
+_DROP2 = Node("drop2", "Dropout", "drop_shortcut, the second of its two uses: dropout on "
+              "the feed-forward output.", "dropout", "emb", same_in_eval="ff",
+              hist_range=_WIDE)
+_ADD2 = Node("add2", "Add (shortcut)", "Residual add: feed-forward branch + the shortcut, the "
+             "first add's output (add1): the block's output (Pre-LN).", "add", "emb")
+_POST = {  # Post-LN words: the norms come after the adds, so the neighbours differ
+    "norm1": Node("norm1", "LayerNorm 1", "Layer normalisation of the first add's output, "
+                  "after attention (Post-LN).", "norm", "emb"),
+    "norm2": Node("norm2", "LayerNorm 2", "Layer normalisation of the second add's output "
+                  "(Post-LN): the block's output.", "norm", "emb"),
+    "att": replace(_ATT, description="Causal self-attention on the block's input (Post-LN: "
+                   "no norm before it): each token mixes in value vectors of earlier tokens, "
+                   "weighted per head, then out_proj."),
+    "add2": replace(_ADD2, description="Residual add: feed-forward branch + the shortcut, "
+                    "LayerNorm 1's output (norm1), not the first add's (Post-LN)."),
+}
+
+_BLOCK_ORDER = {
+    "pre": (_NORM1, _PATTERN, _ATT, _DROP1, _ADD1, _NORM2, _FF0, _GELU, _FF2, _FF, _DROP2, _ADD2),
+    "post": (_PATTERN, _POST["att"], _DROP1, _ADD1, _POST["norm1"], _FF0, _GELU, _FF2, _FF,
+             _DROP2, _POST["add2"], _POST["norm2"]),
+}
+
+MODEL_NODES_BEFORE = (
+    Node("tok_emb", "Token embedding", "Looks up one emb_dim vector per token id.",
+         "embedding", "emb"),
+    Node("pos_emb", "Position embedding", "One learned emb_dim vector per position 0..T-1.",
+         "embedding", "emb", batched=False),
+    Node("emb_add", "Embedding sum", "Token embedding + position embedding.", "add", "emb",
+         hist_range=_SMALL),
+    Node("drop_emb", "Embedding dropout", "Dropout on the embeddings (identity in eval "
+         "mode): the residual stream entering block 1.", "dropout", "emb",
+         same_in_eval="emb_add", hist_range=_SMALL),
+)
+MODEL_NODES_AFTER = (
+    Node("final_norm", "Final LayerNorm", "Layer normalisation after the last block.",
+         "norm", "emb"),
+    Node("out_head", "Output head", "Linear emb_dim -> vocabulary: one logit per token "
+         "of the vocabulary.", "logits", "vocab"),
+)
+
+
+
+GPT2 = BlockFamily(
+    name="gpt2", title="GPT-2", orders=_BLOCK_ORDER, attention_inside=ATTENTION_INSIDE,
+    before=MODEL_NODES_BEFORE, after=MODEL_NODES_AFTER, embeddings="drop_emb",
+    shortcuts={"pre": {"add1": "input", "add2": "add1"}, "post": {"add1": "input", "add2": "norm1"}},
+    branches={"add1": "drop1", "add2": "drop2"},
+    residuals={"pre": ("add1", "add2"), "post": ("norm1", "norm2")},
+    roles={"activation_input": "ff.layers.0", "activation_output": "ff.layers.1",
+           "last_linear": "ff.layers.2", "position_embedding": "pos_emb",
+           "embedding_sum": "emb_add", "first_dropout": "drop1",
+           "head_queries": "att.queries", "head_keys": "att.keys", "head_values": "att.values"},
+)
