@@ -17,6 +17,7 @@ from ..base.cancel import check
 from .config import GPTConfig
 from .layers import (FeedForward, HookPoint, LayerKV, LayerNorm, MultiHeadAttention,
                      lay_out_linear, lay_out_weight)
+from .llama import LlamaModel, init_llama_weights
 
 
 class TransformerBlock(nn.Module):
@@ -191,12 +192,20 @@ class ParameterCounts:
     def total(self) -> int:
         return self.embeddings + self.attention + self.feed_forward + self.norms + self.head
 
+    llama: bool = False  # the Llama family's block: its own names in the rows
+
     def rows(self) -> list[tuple[str, int]]:
+        if self.llama:
+            names = ("embeddings (tok_emb)", "attention (W_query/W_key/W_value/out_proj)",
+                     "feed-forward (ff.fc1/fc2/fc3)", "RMSNorms (norm1/norm2/final_norm)")
+        else:
+            names = ("embeddings (tok_emb + pos_emb)", "attention (W_query/W_key/W_value/out_proj)",
+                     "feed-forward (ff.layers.0/2)", "layer norms (norm1/norm2/final_norm)")
         return [
-            ("embeddings (tok_emb + pos_emb)", self.embeddings),
-            ("attention (W_query/W_key/W_value/out_proj)", self.attention),
-            ("feed-forward (ff.layers.0/2)", self.feed_forward),
-            ("layer norms (norm1/norm2/final_norm)", self.norms),
+            (names[0], self.embeddings),
+            (names[1], self.attention),
+            (names[2], self.feed_forward),
+            (names[3], self.norms),
             ("output head (out_head)" + (", tied" if not self.head else ""), self.head),
             ("total", self.total),
         ]
@@ -208,13 +217,29 @@ def describe_size(cfg: GPTConfig) -> str:
     n = count_parameters(cfg).total
     count = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n:,}"
     post = " · Post-LN" if cfg.norm_position == "post" else ""
-    return (f"{cfg.n_layers} blocks · {cfg.emb_dim} wide · {cfg.n_heads} heads · "
+    heads = f"{cfg.n_heads} heads"
+    if cfg.llama:
+        heads += f" ({cfg.kv_heads} key/value)" if cfg.kv_heads != cfg.n_heads else ""
+        post = " · Llama block"
+    return (f"{cfg.n_layers} blocks · {cfg.emb_dim} wide · {heads} · "
             f"{count} parameters{post}")
 
 
 def count_parameters(cfg: GPTConfig) -> ParameterCounts:
     """Parameter counts per component, from the config alone (no model is built)."""
     c, v, L = cfg.emb_dim, cfg.vocab_size, cfg.n_layers
+    if cfg.llama:
+        q, kv = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        bias = (q + 2 * kv) if cfg.qkv_bias else 0
+        qk_norms = 2 * cfg.head_dim if cfg.qk_norm else 0
+        return ParameterCounts(
+            embeddings=v * c,
+            attention=L * (c * q + 2 * c * kv + bias + q * c + qk_norms),
+            feed_forward=L * 3 * c * cfg.hidden_dim,
+            norms=(2 * L + 1) * c,
+            head=0 if cfg.tie_weights else v * c,
+            llama=True,
+        )
     attention = L * (3 * (c * c + (c if cfg.qkv_bias else 0)) + c * c + c)
     feed_forward = L * (c * 4 * c + 4 * c + 4 * c * c + c)
     norms = (2 * L + 1) * 2 * c
@@ -249,17 +274,27 @@ def init_weights(model: GPTModel, seed: int = 0, should_stop=None) -> GPTModel:
     return model
 
 
+def new_model(cfg: GPTConfig) -> nn.Module:
+    """The module of the config's block family, its parameters as the current device
+    (``torch.device("meta")`` for none) makes them: GPTModel or LlamaModel."""
+    return LlamaModel(cfg) if cfg.llama else GPTModel(cfg)
+
+
 def build_model(cfg: GPTConfig, device: str | torch.device = "cpu",
                 dtype: torch.dtype = torch.float32, seed: int | None = 0,
                 should_stop=None) -> GPTModel:
-    """A GPTModel in eval mode; seeded GPT-2 initialisation, or uninitialised memory when
+    """The config's model (GPTModel or LlamaModel) in eval mode; seeded initialisation,
+    or uninitialised memory when
     ``seed`` is None (for a loader that fills every parameter). ``should_stop`` is asked
     between parameters while they are drawn (``Cancelled``)."""
     with torch.device("meta"):
-        model = GPTModel(cfg)
+        model = new_model(cfg)
     model.to_empty(device=device)
     if seed is not None:
-        init_weights(model, seed, should_stop)
+        if cfg.llama:
+            init_llama_weights(model, seed, should_stop)
+        else:
+            init_weights(model, seed, should_stop)
     model = model.to(dtype=dtype)
     model.tie_weights()  # to_empty gave each use of the shared weight its own tensor
     return model.eval()

@@ -1,0 +1,324 @@
+"""The Llama / Qwen block with the book's bonus-chapter names (GPT to Llama 2 / 3.2,
+Qwen3): RMSNorm, rotary position embeddings (Llama 3's frequency scaling), a SwiGLU
+feed-forward (fc1, fc2, fc3), grouped-query attention (W_query, W_key, W_value,
+out_proj; Qwen3's q_norm and k_norm; Qwen2.5's query/key/value biases), no dropout.
+
+Every node of llama_nodes.py is a module or a hook point, so forward hooks see it by its
+path; ``LlamaModel.forward`` has ``GPTModel.forward``'s signature, so capture, passes and
+generation run it unchanged. The book's steps run when a hook watches the scores or the
+pattern; otherwise the same numbers come from the fused kernel (a test checks both
+against ``transformers``). The model owns no capture logic and no loading logic."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..base.cancel import check
+from .config import GPTConfig, RopeScaling
+from .layers import PATTERN_ROWS, HookPoint, LayerKV, causal_matmul, causal_softmax
+
+
+class RMSNorm(nn.Module):
+    """x / √(mean(x²) + eps) · scale, computed in float32 (as Llama and Qwen do): no mean
+    subtracted, no shift. ``scale`` is the book's Qwen3 name (nn.RMSNorm's ``weight``)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.scale = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return self.scale * x.to(dtype)
+
+
+def rope_inverse_frequencies(head_dim: int, base: float,
+                             scaling: RopeScaling | None = None) -> torch.Tensor:
+    """θᵢ = base^(−2i/head_dim) for i < head_dim/2; with Llama 3's scaling, long
+    wavelengths (beyond original_context / low_freq_factor) divided by ``factor``, short
+    ones (below original_context / high_freq_factor) kept, those between blended."""
+    steps = torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu")  # not meta, ever
+    inv_freq = 1.0 / (base ** (steps.float() / head_dim))
+    if scaling is None:
+        return inv_freq
+    low_wavelen = scaling.original_context_length / scaling.low_freq_factor
+    high_wavelen = scaling.original_context_length / scaling.high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / scaling.factor, inv_freq)
+    smooth = ((scaling.original_context_length / wavelen - scaling.low_freq_factor)
+              / (scaling.high_freq_factor - scaling.low_freq_factor))
+    blended = (1 - smooth) * scaled / scaling.factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(medium, blended, scaled)
+
+
+def rope_angles(inv_freq: torch.Tensor, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of position · θᵢ for positions start..stop-1, each angle twice (for
+    the two halves of a head): (stop - start, head_dim), in float32."""
+    positions = torch.arange(start, stop, dtype=torch.float32, device=inv_freq.device)
+    angles = positions[:, None] * inv_freq[None, :]  # (T, head_dim / 2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, head_dim)
+    return torch.cos(angles), torch.sin(angles)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The book's apply_rope: each value i of the first half paired with i + head_dim/2
+    and the pair rotated by its angle; x is (b, heads, T, head_dim), cos and sin (T,
+    head_dim)."""
+    head_dim = x.shape[-1]
+    x1 = x[..., : head_dim // 2]  # first half
+    x2 = x[..., head_dim // 2:]  # second half
+    rotated = torch.cat((-x2, x1), dim=-1)
+    x_rotated = (x * cos) + (rotated * sin)  # cos, sin broadcast over batch and heads
+    return x_rotated.to(dtype=x.dtype)
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: fc3(silu(fc1(x)) ⊙ fc2(x)), no biases; ``silu`` and ``product`` name the
+    two steps between."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(cfg.emb_dim, cfg.hidden_dim, bias=False)
+        self.fc2 = nn.Linear(cfg.emb_dim, cfg.hidden_dim, bias=False)
+        self.fc3 = nn.Linear(cfg.hidden_dim, cfg.emb_dim, bias=False)
+        self.silu = nn.SiLU()
+        self.product = HookPoint()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x_fc1 = self.fc1(x)  # (B, T, hidden)
+        x_fc2 = self.fc2(x)
+        x = self.product(self.silu(x_fc1) * x_fc2)
+        return self.fc3(x)  # (B, T, C)
+
+
+class Rotary:
+    """The angles of every position so far, made on the device that asks and grown as
+    longer sequences come (a 131k-token context is not computed up front). Not a module:
+    nothing of it is a weight, and a model built on the meta device has none to fill."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        self.inv_freq = rope_inverse_frequencies(cfg.head_dim, cfg.rope_base, cfg.rope_scaling)
+        self._cos = self._sin = None
+
+    def __call__(self, start: int, stop: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._cos is None or self._cos.shape[0] < stop or self._cos.device != device:
+            have = 0 if self._cos is None or self._cos.device != device else self._cos.shape[0]
+            self._cos, self._sin = rope_angles(self.inv_freq.to(device), 0, max(stop, 2 * have, 256))
+        return self._cos[start:stop], self._sin[start:stop]
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal self-attention whose key and value heads are shared by groups of query
+    heads (``n_kv_groups`` of them; as many as the query heads is plain multi-head)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_groups = cfg.n_heads, cfg.kv_heads
+        self.group_size = cfg.n_heads // cfg.kv_heads
+        self.head_dim = cfg.head_dim
+        self.d_out = cfg.n_heads * cfg.head_dim
+        self.context_length = cfg.context_length
+        self.W_query = nn.Linear(cfg.emb_dim, self.d_out, bias=cfg.qkv_bias)
+        self.W_key = nn.Linear(cfg.emb_dim, self.num_kv_groups * self.head_dim, bias=cfg.qkv_bias)
+        self.W_value = nn.Linear(cfg.emb_dim, self.num_kv_groups * self.head_dim, bias=cfg.qkv_bias)
+        self.out_proj = nn.Linear(self.d_out, cfg.emb_dim, bias=False)
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, eps=cfg.norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, eps=cfg.norm_eps)
+        else:
+            self.q_norm = self.k_norm = None
+        # hook points for the book's intermediates (llama_nodes.ATTENTION_INSIDE)
+        self.queries, self.keys, self.values = HookPoint(), HookPoint(), HookPoint()
+        self.queries_rope, self.keys_rope = HookPoint(), HookPoint()
+        self.keys_repeated, self.values_repeated = HookPoint(), HookPoint()
+        self.attn_scores, self.masked_scores = HookPoint(), HookPoint()
+        self.attn_weights = HookPoint()
+        self.context, self.context_vec = HookPoint(), HookPoint()
+
+    @staticmethod
+    def _watched(*points: nn.Module) -> bool:
+        return any(hp._forward_hooks or hp._forward_pre_hooks for hp in points)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        b, num_tokens, _ = x.shape  # (B, T, C)
+        queries = self.W_query(x)  # (b, T, n_heads * head_dim)
+        keys = self.W_key(x)  # (b, T, n_kv_groups * head_dim)
+        values = self.W_value(x)
+        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        keys = keys.view(b, num_tokens, self.num_kv_groups, self.head_dim).transpose(1, 2)
+        values = values.view(b, num_tokens, self.num_kv_groups, self.head_dim).transpose(1, 2)
+        queries, keys, values = self.queries(queries), self.keys(keys), self.values(values)
+        if self.q_norm is not None:
+            queries = self.q_norm(queries)
+            keys = self.k_norm(keys)
+        keys = self.keys_rope(apply_rope(keys, cos, sin))  # (b, n_kv_groups, T, head_dim)
+        queries = self.queries_rope(apply_rope(queries, cos, sin))  # (b, n_heads, T, head_dim)
+        if kv is not None:
+            keys, values = self._cached(kv, keys, values, pos)  # (b, n_kv, pos + T, hd)
+        t_k = keys.shape[2]
+        scored = self._watched(self.attn_scores, self.masked_scores)
+        pattern = scored or self._watched(self.attn_weights)
+        if pattern or self._watched(self.keys_repeated, self.values_repeated, self.context):
+            keys = self.keys_repeated(keys.repeat_interleave(self.group_size, dim=1))
+            values = self.values_repeated(values.repeat_interleave(self.group_size, dim=1))
+            if scored:
+                context = self._scored(queries, keys) @ values  # (b, n_heads, T, head_dim)
+            elif pattern:
+                context = causal_matmul(self.attn_weights(causal_softmax(queries, keys)), values)
+            else:
+                context = self._fused(queries, keys, values, num_tokens, t_k, gqa=False)
+        else:
+            context = self._fused(queries, keys, values, num_tokens, t_k, gqa=self.group_size > 1)
+        context = self.context(context)
+        context_vec = context.transpose(1, 2).reshape(b, num_tokens, self.d_out)
+        return self.out_proj(self.context_vec(context_vec))
+
+    def _fused(self, q, k, v, t: int, t_k: int, gqa: bool) -> torch.Tensor:
+        """The fused kernel: the same numbers as the book's steps, without the pattern."""
+        extra = {"enable_gqa": True} if gqa else {}
+        if t == 1:
+            return F.scaled_dot_product_attention(q, k, v, **extra)
+        if t == t_k:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, **extra)
+        allowed = torch.ones(t, t_k, dtype=torch.bool, device=q.device).tril(t_k - t)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, **extra)
+
+    def _scored(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """The book's steps, whole: scores, the mask, softmax of scores / √head_dim."""
+        t, t_k = queries.shape[2], keys.shape[2]
+        attn_scores = self.attn_scores(queries @ keys.transpose(2, 3))  # (b, H, T, T_k)
+        mask = torch.ones(t, t_k, dtype=torch.bool, device=queries.device).triu(t_k - t + 1)
+        attn_scores = self.masked_scores(attn_scores.masked_fill(mask, -torch.inf))
+        return self.attn_weights(torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1))
+
+    def _cached(self, kv: LayerKV, k: torch.Tensor, v: torch.Tensor, pos: int):
+        """The rotated keys and the values written at ``pos``, the cache holding
+        ``n_kv_groups`` heads (what grouped-query attention saves) and growing as the
+        sequence does; all of them so far."""
+        b, h, t, hd = k.shape
+        need = pos + t
+        if kv.k is None or kv.k.shape[0] != b or kv.k.shape[2] < need:
+            size = min(self.context_length, max(need, 256, 2 * (0 if kv.k is None else kv.k.shape[2])))
+            grown_k, grown_v = k.new_empty((b, h, size, hd)), v.new_empty((b, h, size, hd))
+            if kv.k is not None and kv.k.shape[0] == b and pos:
+                grown_k[:, :, :pos] = kv.k[:, :, :pos]
+                grown_v[:, :, :pos] = kv.v[:, :, :pos]
+            kv.k, kv.v = grown_k, grown_v
+        kv.k[:, :, pos:need] = k
+        kv.v[:, :, pos:need] = v
+        return kv.k[:, :, :need], kv.v[:, :, :need]
+
+
+class TransformerBlock(nn.Module):
+    """x + att(norm1(x)), then x + ff(norm2(x)); ``add1`` and ``add2`` name the adds."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.att = GroupedQueryAttention(cfg)
+        self.ff = FeedForward(cfg)
+        self.norm1 = RMSNorm(cfg.emb_dim, eps=cfg.norm_eps)
+        self.norm2 = RMSNorm(cfg.emb_dim, eps=cfg.norm_eps)
+        self.add1 = HookPoint()
+        self.add2 = HookPoint()
+
+    # The book's lines, one operation per line (the Code view points at them).
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        shortcut = x  # (B, T, C)
+        x = self.norm1(x)
+        x = self.att(x, cos, sin, kv, pos)
+        x = x + shortcut
+        x = self.add1(x)  # hook point: the sum
+        shortcut = x
+        x = self.norm2(x)
+        x = self.ff(x)
+        x = x + shortcut
+        x = self.add2(x)  # hook point: the sum
+        return x
+
+
+class KVCache:
+    """Keys (rotated) and values of every layer for the tokens seen so far."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.layers = [LayerKV() for _ in range(n_layers)]
+        self.length = 0
+
+
+class LlamaModel(nn.Module):
+    """Token embedding, N blocks, final RMSNorm, output head (tied or its own)."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
+        self.trf_blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
+        self.final_norm = RMSNorm(cfg.emb_dim, eps=cfg.norm_eps)
+        self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
+        self.rope = Rotary(cfg)
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        if self.cfg.tie_weights:
+            self.out_head.weight = self.tok_emb.weight
+
+    def lay_out(self) -> None:
+        """GPTModel's counterpart: the weights stay as they are, row-major."""
+
+    def forward(self, in_idx: torch.Tensor, cache: KVCache | None = None,
+                last_only: bool = False, head: bool = True) -> torch.Tensor:
+        """As ``GPTModel.forward``: logits (B, T, vocab) for ids (B, T), continuing the
+        cached sequence with ``cache``; ``last_only`` the last position's; ``head=False``
+        the final norm's output."""
+        _, t = in_idx.shape  # (B, T)
+        pos = cache.length if cache is not None else 0
+        if pos + t > self.cfg.context_length:
+            raise ValueError(f"sequence of {pos + t} tokens exceeds the context length "
+                             f"{self.cfg.context_length}")
+        cos, sin = self.rope(pos, pos + t, in_idx.device)
+        x = self.tok_emb(in_idx)  # (B, T, C)
+        for i, block in enumerate(self.trf_blocks):
+            x = block(x, cos, sin, cache.layers[i] if cache is not None else None, pos)
+        x = self.final_norm(x)
+        if last_only:
+            x = x[:, -1:, :]
+        if cache is not None:
+            cache.length = pos + t
+        if not head:
+            return x
+        return self.out_head(x)  # (B, T, vocab)
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.cfg.n_layers)
+
+
+def init_llama_weights(model: LlamaModel, seed: int = 0, should_stop=None) -> LlamaModel:
+    """A seeded initialisation as Hugging Face's for these models: N(0, 0.02) for every
+    matrix and the embedding, zero biases, norms' scales 1. ``should_stop`` is asked
+    before each parameter."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            check(should_stop)
+            if name.endswith("scale"):
+                param.fill_(1.0)
+            elif name.endswith("bias"):
+                param.zero_()
+            elif param.device.type == "cpu" and param.dtype == torch.float32:
+                param.normal_(0.0, 0.02, generator=gen)
+            else:
+                param.copy_(torch.empty(param.shape).normal_(0.0, 0.02, generator=gen))
+    return model
+
+
+__all__ = ["RMSNorm", "FeedForward", "GroupedQueryAttention", "TransformerBlock", "LlamaModel",
+           "KVCache", "apply_rope", "rope_angles", "rope_inverse_frequencies",
+           "init_llama_weights", "PATTERN_ROWS"]
