@@ -1,8 +1,12 @@
-"""GPT-2's byte-pair tokenizer, built offline from ``resources/gpt2.tiktoken``.
+"""Tokenizers: what a model reads and writes, text <-> ids and the pieces shown.
 
-The vocabulary file is checked against its sha256 and parsed here, so nothing is
-downloaded and nothing is cached under the temp folder (tiktoken's own loader caches
-every path it reads). Owns text <-> ids and display pieces; knows nothing of models.
+``Tokenizer`` is what the rest of the app asks (a loaded model carries its own:
+``LoadedModel.tokenizer``). GPT-2's byte-pair tokenizer is built offline from
+``resources/gpt2.tiktoken``: the vocabulary file is checked against its sha256 and
+parsed here, so nothing is downloaded and nothing is cached under the temp folder
+(tiktoken's own loader caches every path it reads). A Llama or Qwen folder's
+``tokenizer.json`` is read by the ``tokenizers`` library (weights/tokenizers_files.py).
+The module functions (``encode``, ``token_piece``…) are GPT-2's. Knows nothing of models.
 """
 
 from __future__ import annotations
@@ -106,15 +110,67 @@ def token_piece(token_id: int) -> str:
         return "".join(f"<0x{b:02X}>" for b in raw)
 
 
+class Tokenizer:
+    """Text <-> ids for one model. ``token_bytes`` is what one id stands for; the pieces
+    shown and the incremental decoding follow from it."""
+
+    name = "GPT-2"  # whose tokenizer, for messages
+    vocab_size = 50257  # the ids it produces: the model needs at least as many rows
+    eot_id: int | None = END_OF_TEXT_ID  # the end-of-text token, if it has one
+    eot_text = END_OF_TEXT
+
+    def encode(self, text: str, allow_special: bool = True) -> list[int]:
+        return encode(text, allow_special)
+
+    def decode(self, ids: list[int]) -> str:
+        return decode(ids)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return token_bytes(token_id)
+
+    def token_piece(self, token_id: int) -> str:
+        return _piece(self, token_id)
+
+    def ready(self) -> bool:
+        return tokenizer_ready()
+
+    def load(self) -> None:
+        """Read its files now (GPT-2's: 1 MB checked and parsed, ~0.2 s)."""
+        get_encoding()
+
+    def decoder(self) -> "IncrementalDecoder":
+        return IncrementalDecoder(self)
+
+
+_GPT2 = Tokenizer()
+
+
+def gpt2_tokenizer() -> Tokenizer:
+    """GPT-2's tokenizer (the default of every model without a tokenizer of its own)."""
+    return _GPT2
+
+
+def _piece(tokenizer: Tokenizer, token_id: int) -> str:
+    try:
+        raw = tokenizer.token_bytes(token_id)
+    except (KeyError, ValueError, TypeError, OverflowError):  # an id the vocabulary lacks
+        return f"<id {token_id}>"
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(f"<0x{b:02X}>" for b in raw)
+
+
 class IncrementalDecoder:
     """Turns a stream of token ids into text pieces, holding back bytes of a UTF-8
     character that a later token completes (so an emoji split over tokens prints whole)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tokenizer: Tokenizer | None = None) -> None:
         self._pending = b""
+        self._bytes = (tokenizer or _GPT2).token_bytes
 
     def push(self, token_id: int) -> str:
-        data = self._pending + token_bytes(token_id)
+        data = self._pending + self._bytes(token_id)
         try:
             text = data.decode("utf-8")
             self._pending = b""

@@ -23,18 +23,20 @@ from typing import Any
 import torch
 
 from ..base.cancel import check
-from ..gpt.config import GPT2_VOCAB, GPTConfig, preset, preset_for_emb_dim
+from ..gpt.config import GPTConfig, preset, preset_for_emb_dim
 from ..base.devices import check_memory, resolve_device, resolve_dtype
 from ..base.errors import CheckpointError
 from .hf_files import hf_folder_weights, read_safetensors, safetensors_header
-from .keymaps import (check_tensor, convert_hf_state_dict, drop_book_buffers, infer_config,
-                      is_hf_state_dict, validate_state_dict)
-from ..gpt.model import GPTModel, count_parameters, describe_size
+from .keymaps import check_tensor, validate_state_dict
+from .llama_keys import MODEL_TYPES as LLAMA_MODEL_TYPES
+from .state_dicts import PROJECT_FORMAT, converted
+from ..gpt.model import GPTModel, count_parameters, describe_size, new_model
+from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
+from .tokenizers_files import tokenizer_for
 from .tf_bundle import BundleError, open_bundle
 from .tf_checkpoint import is_tf_checkpoint, read_tf_checkpoint, tf_files
 from ..base.validate import file_kind, parse_json, read_json, regular_file
 
-PROJECT_FORMAT = "gpt-block-explorer"
 PROJECT_FORMAT_VERSION = "1"
 
 
@@ -42,13 +44,18 @@ PROJECT_FORMAT_VERSION = "1"
 class LoadedModel:
     """A model ready to run, with where it came from."""
 
-    model: GPTModel
+    model: GPTModel  # or LlamaModel: the config's family
     config: GPTConfig
     source: str  # "preset", "hf-cache", or a format name
     label: str  # one line for every output: what this model is
     trained: bool
     path: str | None = None
     notices: list[str] = field(default_factory=list)
+    tokenizer: Tokenizer | None = None  # None: GPT-2's
+
+    def __post_init__(self) -> None:
+        if self.tokenizer is None:
+            self.tokenizer = gpt2_tokenizer()
 
     @property
     def device(self) -> torch.device:
@@ -235,6 +242,8 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
             beside = None
         if isinstance(beside, dict) and "n_head" in beside and beside.get("model_type", "gpt2") == "gpt2":
             info["hf_config"] = beside  # Hugging Face's config.json
+        elif isinstance(beside, dict) and beside.get("model_type") in LLAMA_MODEL_TYPES:
+            info["hf_config"] = beside  # a Llama / Qwen2 / Qwen3 config.json
         elif isinstance(beside, dict) and "n_heads" in beside:
             info["book_config"] = beside  # the book's GPT_CONFIG dict saved as JSON
         elif beside is not None:
@@ -280,14 +289,9 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
     for key, tensor in sd.items():  # dense, a usable dtype, no expanded views
         check_tensor(p, key, tensor)
     notices: list[str] = list(info.get("notices", []))
-    if is_hf_state_dict(sd):
-        sd = convert_hf_state_dict(p, sd)
-        family = "hf"
-    else:
-        sd = drop_book_buffers(sd)
-        family = "explorer" if info["format"] == PROJECT_FORMAT else "book"
-    cfg = config or infer_config(p, sd, info, notices)
-    check_vocabulary_size(p, cfg)
+    sd, cfg, family = converted(p, sd, info, config, notices)
+    tokenizer = tokenizer_for(p, cfg)
+    check_vocabulary_size(p, cfg, tokenizer)
     validate_state_dict(p, sd, cfg)
     check(should_stop)
     params_bytes = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
@@ -303,19 +307,21 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
         placed[k] = v.to(device=dev, dtype=dt)
     sd = placed
     with torch.device("meta"):
-        model = GPTModel(cfg)
+        model = new_model(cfg)
     model.load_state_dict(sd, strict=True, assign=True)
     model.tie_weights()
     model.eval()
     fmt = info["format"]
     name = preset_for_emb_dim(cfg.emb_dim) if family == "hf" and cfg.n_layers == _gpt2_layers(cfg) else None
-    what = name or f"{cfg.n_layers}-layer GPT ({cfg.emb_dim}-dim)"
+    what = name or (f"{cfg.n_layers}-layer {_hf_name(info)} ({cfg.emb_dim}-dim)" if cfg.llama
+                    else f"{cfg.n_layers}-layer GPT ({cfg.emb_dim}-dim)")
     label = f"{what} from {p.name} ({_FORMAT_NAMES.get(fmt, fmt)})"
     meta = info.get("metadata", {})
     trained = meta.get("trained", "true") != "false"
     if not trained:
         label += " · UNTRAINED"
-    return LoadedModel(model, cfg, fmt, label, trained=trained, path=str(p), notices=notices)
+    return LoadedModel(model, cfg, fmt, label, trained=trained, path=str(p), notices=notices,
+                       tokenizer=tokenizer)
 
 
 _FORMAT_NAMES = {"hf-folder": "Hugging Face folder", "safetensors": "safetensors",
@@ -324,12 +330,22 @@ _FORMAT_NAMES = {"hf-folder": "Hugging Face folder", "safetensors": "safetensors
                  PROJECT_FORMAT: "explorer checkpoint"}
 
 
-def check_vocabulary_size(path, cfg: GPTConfig) -> None:
-    """The model needs a row for each id GPT-2's tokenizer produces (a larger, padded
+def check_vocabulary_size(path, cfg: GPTConfig, tokenizer: Tokenizer | None = None) -> None:
+    """The model needs a row for each id its tokenizer produces (a larger, padded
     vocabulary is fine: its extra ids are never produced)."""
-    if cfg.vocab_size < GPT2_VOCAB:
-        raise CheckpointError(path, f"this model has {cfg.vocab_size:,} tokens; GPT-2's "
-                                    f"tokenizer, which the explorer uses, needs {GPT2_VOCAB:,}")
+    tokenizer = tokenizer or gpt2_tokenizer()
+    if cfg.vocab_size < tokenizer.vocab_size:
+        fix = "" if tokenizer is not gpt2_tokenizer() else \
+            " (a model of its own vocabulary needs its tokenizer.json beside it)" if cfg.llama else ""
+        raise CheckpointError(path, f"this model has {cfg.vocab_size:,} tokens; {tokenizer.name}'s "
+                                    f"tokenizer, which the explorer uses, needs "
+                                    f"{tokenizer.vocab_size:,}{fix}")
+
+
+def _hf_name(info: dict) -> str:
+    """'Llama', 'Qwen2', 'Qwen3' from a folder's config.json; 'Llama-family' otherwise."""
+    kind = (info.get("hf_config") or {}).get("model_type")
+    return {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3"}.get(kind, "Llama-family")
 
 
 def _gpt2_layers(cfg: GPTConfig) -> int:

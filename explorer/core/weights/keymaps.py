@@ -13,7 +13,7 @@ import torch
 from ..gpt.config import GPTConfig, preset, preset_for_emb_dim
 from ..base.errors import CheckpointError
 from ..base.validate import real, whole
-from ..gpt.model import GPTModel
+from ..gpt.model import new_model
 
 
 # --------------------------------------------------------------------------- key maps
@@ -210,7 +210,7 @@ def validate_state_dict(path: Path, sd: dict[str, torch.Tensor], cfg: GPTConfig)
         raise CheckpointError(path, f"the config says {cfg.n_layers:,} layers but the weights "
                                     f"have {layers:,}")
     with torch.device("meta"):
-        expected = GPTModel(cfg).state_dict()
+        expected = new_model(cfg).state_dict()
     missing = [k for k in expected if k not in sd and not (cfg.tie_weights and k == "out_head.weight")]
     unexpected = [k for k in sd if k not in expected]
     if missing:

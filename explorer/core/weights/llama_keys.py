@@ -1,0 +1,219 @@
+"""The Llama family's state dicts: Hugging Face names (LlamaForCausalLM, Qwen2ForCausalLM,
+Qwen3ForCausalLM) and the book's bonus-chapter names onto ours, and the config a folder's
+config.json describes, checked against the weights' shapes. Reads no file
+(checkpoints.py does)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..base.errors import CheckpointError
+from ..base.validate import real, whole
+from ..gpt.config import PRESETS, GPTConfig, RopeScaling
+from .keymaps import block_layers
+
+MODEL_TYPES = ("llama", "qwen2", "qwen3")  # config.json's model_type the explorer opens
+
+_LAYER_RE = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
+_BLOCK_MAP = {"input_layernorm.weight": "norm1.scale",
+              "post_attention_layernorm.weight": "norm2.scale",
+              "self_attn.q_proj.weight": "att.W_query.weight",
+              "self_attn.q_proj.bias": "att.W_query.bias",
+              "self_attn.k_proj.weight": "att.W_key.weight",
+              "self_attn.k_proj.bias": "att.W_key.bias",
+              "self_attn.v_proj.weight": "att.W_value.weight",
+              "self_attn.v_proj.bias": "att.W_value.bias",
+              "self_attn.o_proj.weight": "att.out_proj.weight",
+              "self_attn.q_norm.weight": "att.q_norm.scale",
+              "self_attn.k_norm.weight": "att.k_norm.scale",
+              "mlp.gate_proj.weight": "ff.fc1.weight",
+              "mlp.up_proj.weight": "ff.fc2.weight",
+              "mlp.down_proj.weight": "ff.fc3.weight"}
+_TOP_MAP = {"model.embed_tokens.weight": "tok_emb.weight", "embed_tokens.weight": "tok_emb.weight",
+            "model.norm.weight": "final_norm.scale", "norm.weight": "final_norm.scale",
+            "lm_head.weight": "out_head.weight"}
+_IGNORED = ("self_attn.rotary_emb.inv_freq",)  # a buffer older files kept
+
+
+def is_llama_hf_state_dict(sd: dict[str, torch.Tensor]) -> bool:
+    return any(k.endswith("embed_tokens.weight") for k in sd)
+
+
+def is_llama_book_state_dict(sd: dict[str, torch.Tensor]) -> bool:
+    """The book's Llama 2 / 3 / Qwen3 model: a SwiGLU feed-forward under our names."""
+    return any(k.endswith(".ff.fc1.weight") for k in sd)
+
+
+def convert_hf(path: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Hugging Face Llama / Qwen names -> ours (the matrices are (out, in) in both)."""
+    out: dict[str, torch.Tensor] = {}
+    for key, t in sd.items():
+        if key in _TOP_MAP:
+            out[_TOP_MAP[key]] = t
+            continue
+        m = _LAYER_RE.match(key)
+        if m and m.group(2) in _IGNORED:
+            continue
+        if not m or m.group(2) not in _BLOCK_MAP:
+            raise CheckpointError(path, f"unexpected key {key!r} for a Llama / Qwen checkpoint")
+        out[f"trf_blocks.{m.group(1)}.{_BLOCK_MAP[m.group(2)]}"] = t
+    return out
+
+
+def convert_book(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The book's names are ours, but for nn.RMSNorm's ``weight`` (Llama 3.2's notebook;
+    its Qwen3 calls it ``scale``, as we do) and the mask and angle buffers it may keep."""
+    out = {}
+    for key, t in sd.items():
+        last = key.rsplit(".", 1)[-1]
+        if last in ("mask", "cos", "sin") and (key.count(".") <= 3):
+            continue  # the causal mask, RoPE's angles: made by the model, not weights
+        if last == "weight" and (".norm" in key or key.startswith("final_norm")
+                                 or key.endswith(("q_norm.weight", "k_norm.weight"))):
+            key = key[: -len("weight")] + "scale"
+        out[key] = t
+    return out
+
+
+def _read(path: Path, check, *args):
+    try:
+        return check(*args)
+    except ValueError as exc:
+        raise CheckpointError(path, str(exc)) from None
+
+
+def _rope(path: Path, hf: dict) -> tuple[float, RopeScaling | None]:
+    """θ and Llama 3's scaling, from either layout of config.json (``rope_theta`` and
+    ``rope_scaling``, or transformers 5's ``rope_parameters``)."""
+    params = hf.get("rope_parameters") or {}
+    scaling = hf.get("rope_scaling") or (params if params.get("rope_type") not in (None, "default") else None)
+    base = hf.get("rope_theta", params.get("rope_theta", 10000.0))
+    base = _read(path, real, base, "rope_theta in config.json", 1.0, 1e12)
+    if not scaling:
+        return base, None
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "default":
+        return base, None
+    if kind != "llama3":
+        raise CheckpointError(path, f"config.json asks for {kind!r} rotary scaling; the explorer "
+                                    "computes RoPE without scaling or with Llama 3's")
+    try:
+        return base, RopeScaling(
+            factor=float(scaling["factor"]), low_freq_factor=float(scaling["low_freq_factor"]),
+            high_freq_factor=float(scaling["high_freq_factor"]),
+            original_context_length=int(scaling["original_max_position_embeddings"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(path, f"config.json's Llama 3 rope scaling is incomplete ({exc})") from None
+
+
+def _refuse_what_differs(path: Path, hf: dict[str, Any]) -> None:
+    """A config.json whose block computes other than ours is refused in one line."""
+    kind = hf.get("model_type")
+    if kind not in MODEL_TYPES:
+        raise CheckpointError(path, f"config.json's model_type is {kind!r}; the explorer opens "
+                                    f"{', '.join(MODEL_TYPES)} and GPT-2")
+    act = hf.get("hidden_act", "silu")
+    if act != "silu":
+        raise CheckpointError(path, f"config.json's hidden_act is {act!r}; the SwiGLU block "
+                                    "uses silu")
+    if hf.get("mlp_bias") or (kind == "llama" and hf.get("attention_bias")):
+        raise CheckpointError(path, "config.json asks for biases in the feed-forward or in "
+                                    "out_proj, which this block does not have")
+    if hf.get("use_sliding_window"):
+        raise CheckpointError(path, "config.json uses sliding-window attention; the explorer's "
+                                    "attention sees every earlier token")
+
+
+def hf_config(path: Path, hf: dict[str, Any], sd: dict[str, torch.Tensor]) -> GPTConfig:
+    """The GPTConfig of a Hugging Face Llama / Qwen2 / Qwen3 config.json (already
+    converted state dict ``sd``), every size it states checked against the weights."""
+    _refuse_what_differs(path, hf)
+    for needed in ("tok_emb.weight", "trf_blocks.0.att.W_query.weight", "trf_blocks.0.att.W_key.weight",
+                   "trf_blocks.0.ff.fc1.weight"):
+        if needed not in sd or sd[needed].dim() != 2:
+            raise CheckpointError(path, f"missing or misshapen {needed!r}: not a Llama / Qwen "
+                                        "state dict")
+    vocab, emb = sd["tok_emb.weight"].shape
+    layers = len(block_layers(path, sd))
+    ff = sd["trf_blocks.0.ff.fc1.weight"].shape[0]
+    stated = {"vocab_size": vocab, "hidden_size": emb, "num_hidden_layers": layers,
+              "intermediate_size": ff}
+    for key, have in stated.items():
+        value = hf.get(key)
+        if value is None:
+            raise CheckpointError(path, f"config.json lacks the key {key!r}")
+        if _read(path, whole, value, f"{key} in config.json") != have:
+            raise CheckpointError(path, f"config.json says {key} {value:,} but the weights have "
+                                        f"{have:,}: the folder's files do not belong together")
+    heads = _read(path, whole, hf.get("num_attention_heads"), "num_attention_heads in config.json")
+    kv = _read(path, whole, hf.get("num_key_value_heads", heads), "num_key_value_heads in config.json")
+    head_dim = hf.get("head_dim")
+    head_dim = _read(path, whole, head_dim, "head_dim in config.json") if head_dim else emb // heads
+    q_rows, kv_rows = sd["trf_blocks.0.att.W_query.weight"].shape[0], sd["trf_blocks.0.att.W_key.weight"].shape[0]
+    if (q_rows, kv_rows) != (heads * head_dim, kv * head_dim):
+        raise CheckpointError(path, f"config.json says {heads} heads and {kv} key/value heads of "
+                                    f"{head_dim}, but W_query has {q_rows} rows and W_key {kv_rows}")
+    base, scaling = _rope(path, hf)
+    eps = _read(path, real, hf.get("rms_norm_eps", 1e-6), "rms_norm_eps in config.json", 0.0, 0.1, True)
+    context = _read(path, whole, hf.get("max_position_embeddings", 2048),
+                    "max_position_embeddings in config.json")
+    out_head = sd.get("out_head.weight")
+    tie = hf.get("tie_word_embeddings", out_head is None)
+    if not isinstance(tie, bool):
+        raise CheckpointError(path, f"tie_word_embeddings must be true or false, got {tie!r}")
+    if out_head is None and not tie:
+        raise CheckpointError(path, "config.json unties the output head, but the weights have "
+                                    "no lm_head.weight")
+    try:
+        return GPTConfig(
+            family="llama", vocab_size=int(vocab), context_length=context, emb_dim=int(emb),
+            n_heads=heads, n_layers=layers, drop_rate=0.0,
+            qkv_bias="trf_blocks.0.att.W_query.bias" in sd, tie_weights=tie,
+            n_kv_groups=kv if kv != heads else None,
+            head_size=head_dim if head_dim * heads != emb else None, ff_dim=int(ff),
+            rope_base=base, rope_scaling=scaling,
+            qk_norm="trf_blocks.0.att.q_norm.scale" in sd, norm_eps=eps)
+    except ValueError as exc:
+        raise CheckpointError(path, str(exc)) from None
+
+
+def book_config(path: Path, sd: dict[str, torch.Tensor], book: dict[str, Any]) -> GPTConfig:
+    """The config of the book's Llama / Qwen3 state dict: its GPT_CONFIG dict saved as
+    config.json beside it (``n_heads`` at least), or a preset of the same shapes."""
+    vocab, emb = sd["tok_emb.weight"].shape
+    layers = len(block_layers(path, sd))
+    ff = sd["trf_blocks.0.ff.fc1.weight"].shape[0]
+    q_rows, kv_rows = sd["trf_blocks.0.att.W_query.weight"].shape[0], sd["trf_blocks.0.att.W_key.weight"].shape[0]
+    tie = "out_head.weight" not in sd or torch.equal(sd["out_head.weight"], sd["tok_emb.weight"])
+    if not book:
+        for cfg in PRESETS.values():
+            if cfg.llama and (cfg.vocab_size, cfg.emb_dim, cfg.n_layers, cfg.hidden_dim,
+                              cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim) == (
+                    vocab, emb, layers, ff, q_rows, kv_rows):
+                return cfg.replace(tie_weights=tie)
+        raise CheckpointError(path, "cannot tell the heads of this Llama / Qwen state dict: put "
+                                    "the book's config dict (with n_heads) beside it as config.json")
+    heads = _read(path, whole, book.get("n_heads"), "n_heads in config.json")
+    kv = _read(path, whole, book.get("n_kv_groups", heads), "n_kv_groups in config.json")
+    head_dim = book.get("head_dim") or emb // heads
+    freq = book.get("rope_freq")
+    try:
+        scaling = None if not freq else RopeScaling(
+            float(freq["factor"]), float(freq["low_freq_factor"]), float(freq["high_freq_factor"]),
+            int(freq["original_context_length"]))
+        return GPTConfig(
+            family="llama", vocab_size=int(vocab),
+            context_length=whole(book.get("context_length", 8192), "context_length in config.json"),
+            emb_dim=int(emb), n_heads=heads, n_layers=layers, drop_rate=0.0,
+            qkv_bias="trf_blocks.0.att.W_query.bias" in sd, tie_weights=tie,
+            n_kv_groups=kv if kv != heads else None,
+            head_size=int(head_dim) if int(head_dim) * heads != emb else None, ff_dim=int(ff),
+            rope_base=float(book.get("rope_base", 10000.0)), rope_scaling=scaling,
+            qk_norm=bool(book.get("qk_norm", "trf_blocks.0.att.q_norm.scale" in sd)),
+            norm_eps=1e-6 if book.get("qk_norm") or "trf_blocks.0.att.q_norm.scale" in sd else 1e-5)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(path, f"config.json: {exc}") from None

@@ -1,0 +1,123 @@
+"""A model folder's own tokenizer: ``tokenizer.json`` (Llama, Qwen, SmolLM2…) read by the
+``tokenizers`` library, behind the explorer's ``Tokenizer``; a folder without one is read
+with GPT-2's. Nothing here runs code from a file: tokenizer.json is JSON data."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from ..base.errors import CheckpointError
+from ..base.validate import file_kind, parse_json, read_json, regular_file
+from ..gpt.config import GPTConfig
+from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
+
+TOKENIZER_FILE = "tokenizer.json"
+_BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece's byte fallback
+
+
+@lru_cache(maxsize=1)
+def _unicode_to_byte() -> dict[str, int]:
+    """The inverse of GPT-2's bytes_to_unicode: byte-level BPE writes each byte as one
+    printable character."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
+class HFTokenizer(Tokenizer):
+    """A ``tokenizers.Tokenizer`` from a model's tokenizer.json."""
+
+    def __init__(self, path: Path, name: str, eos_id: int | None = None) -> None:
+        from tokenizers import Tokenizer as Library
+
+        raw = regular_file(path).read_bytes()
+        spec = parse_json(raw, path, "a tokenizer.json")  # size and depth checked first
+        if not isinstance(spec, dict) or not isinstance(spec.get("model"), dict):
+            raise CheckpointError(path, "not a tokenizer.json (no tokenizer model in it)")
+        try:
+            self._tok = Library.from_buffer(raw)
+        except Exception as exc:  # the library's own error types: one line for people
+            raise CheckpointError(path, f"not a tokenizer.json the tokenizers library reads "
+                                        f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        self._byte_level = "ByteLevel" in str(spec.get("decoder"))
+        self._specials = {i: t.content for i, t in self._tok.get_added_tokens_decoder().items()}
+        self.name = name
+        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
+        self.eot_id = eos_id
+        self.eot_text = self._specials.get(eos_id, "") if eos_id is not None else ""
+        self.path = path
+
+    def encode(self, text: str, allow_special: bool = True) -> list[int]:
+        """As ``tokenizer(text)`` in transformers: the model's own start token too, when
+        its tokenizer adds one (Llama 3's <|begin_of_text|>)."""
+        return list(self._tok.encode(text, add_special_tokens=True).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=False)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        if token_id in self._specials:
+            return self._specials[token_id].encode("utf-8")
+        token = self._tok.id_to_token(int(token_id))
+        if token is None:
+            raise KeyError(token_id)
+        if self._byte_level:
+            table = _unicode_to_byte()
+            return bytes(table[c] for c in token if c in table)
+        m = _BYTE.match(token)
+        if m:
+            return bytes([int(m.group(1), 16)])
+        return token.replace("▁", " ").encode("utf-8")
+
+    def ready(self) -> bool:
+        return True
+
+    def load(self) -> None:
+        pass
+
+
+def _eos(folder: Path) -> int | None:
+    """The end-of-text id the folder's generation_config.json or config.json names."""
+    for name in ("generation_config.json", "config.json"):
+        f = folder / name
+        if file_kind(f) != "file":
+            continue
+        try:
+            data = read_json(f, "a config")
+        except CheckpointError:
+            continue
+        eos = data.get("eos_token_id") if isinstance(data, dict) else None
+        if isinstance(eos, list) and eos:
+            eos = eos[0]
+        if isinstance(eos, int) and not isinstance(eos, bool) and eos >= 0:
+            return eos
+    return None
+
+
+def tokenizer_for(path: str | Path, cfg: GPTConfig) -> Tokenizer:
+    """The tokenizer of a checkpoint: the tokenizer.json in its folder (or beside its
+    file), else GPT-2's."""
+    p = Path(path)
+    folder = p if file_kind(p) == "folder" else p.parent
+    found = folder / TOKENIZER_FILE
+    if file_kind(found) != "file":
+        return gpt2_tokenizer()
+    name = folder.name
+    config = folder / "config.json"
+    if file_kind(config) == "file":
+        try:
+            data = read_json(config, "a config")
+            name = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3",
+                    "gpt2": "GPT-2"}.get(data.get("model_type"), name) if isinstance(data, dict) else name
+        except CheckpointError:
+            pass
+    return HFTokenizer(found, f"{name} ({TOKENIZER_FILE})", _eos(folder))
