@@ -53,6 +53,20 @@ WHAT = {
            "and narrow it back to {c}. It works on each token on its own.",
     "logits": "Scores every token of the vocabulary ({vocab} of them) as the next token; "
               "softmax turns the scores into probabilities.",
+    "rmsnorm": "Rescales every token's vector on its own by its root mean square: divide by "
+               "√(mean(x²) + eps), then multiply by a learned weight per dimension. Unlike "
+               "LayerNorm it subtracts no mean and adds no shift: cheaper, and the direction "
+               "of the vector is kept.",
+    "rope": "Rotary position embedding: each pair of a head's values (i and i + {half}) is "
+            "rotated by the angle position · θᵢ, θᵢ = base^(−2i/{head_dim}). Queries and keys "
+            "are rotated by their own positions, so the score of two tokens depends on how far "
+            "apart they are, not on where they stand; nothing is added to the embeddings.",
+    "silu": "SiLU (also called swish): x · σ(x). Like GELU it passes positive values almost "
+            "unchanged and squashes negative ones towards 0 with a small dip (−0.28 at −1.28); "
+            "here it turns fc1's values into a gate.",
+    "product": "The gate at work: SiLU(fc1·x) times fc2·x, value by value ({hidden} of them). "
+               "Where the gate is near 0 the value is shut off, where it is large the value "
+               "passes; fc3 then brings the {hidden} values back to {c}.",
 }
 
 # Nodes whose kind's text does not fit them: the embedding sum is an add without a
@@ -94,6 +108,45 @@ MISTAKE = {
     "ffn": "The feed-forward block does not change the embedding size: {c} in, {c} out, "
            "only {hidden} inside.",
     "logits": "These are not probabilities yet: softmax is applied afterwards.",
+    "rmsnorm": "RMSNorm is not LayerNorm without eps: it never subtracts the mean, so a "
+               "vector whose values are all 5 stays all 1 × weight, not 0; and it has no shift.",
+    "rope": "RoPE does not add a position vector: it rotates queries and keys (never the "
+            "values), and only their dot products see the positions.",
+    "silu": "SiLU is not a 0/1 gate: negative inputs give small negative outputs, and large "
+            "ones pass almost unchanged.",
+    "product": "The product is value by value (⊙), not a matrix product: fc1 and fc2 each "
+               "widen to {hidden}, and the width stays {hidden} until fc3.",
+}
+
+# A family's words where its node of a kind differs from GPT-2's (family name, kind).
+WHAT_BY_FAMILY = {
+    ("llama", "ffn"): "The SwiGLU feed-forward: fc1 and fc2 each widen every token from {c} "
+                      "to {hidden} values, SiLU of fc1's values gates fc2's, and fc3 narrows "
+                      "the product back to {c}. Three matrices instead of two, so {hidden} is "
+                      "about two thirds of what 4 × {c} would be for the same parameters.",
+    ("llama", "attention"): "Lets each token look at the tokens before it: queries meet keys "
+                            "(both rotated by their positions) to give weights, and each token "
+                            "receives a weighted mix of the values; {heads} query heads of "
+                            "{head_dim} values share {kv_heads} key/value heads. out_proj then "
+                            "combines the heads.",
+    ("llama", "linear"): "A learned matrix multiplication applied to every token separately "
+                         "(no bias here): each output value is a weighted score of all the "
+                         "token's input values, one set of weights per output value.",
+    ("llama", "embedding"): "Turns each token id into a vector of {c} learned numbers: a "
+                            "table lookup ({vocab} rows). No position is added: RoPE rotates "
+                            "queries and keys inside attention instead.",
+}
+MISTAKE_BY_FAMILY = {
+    ("llama", "ffn"): "The inner width is not 4 × emb_dim: it is the config's hidden_dim "
+                      "({hidden}), and the block has three matrices, not two.",
+    ("llama", "attention"): "Fewer key/value heads ({kv_heads}) than query heads ({heads}) "
+                            "does not mean fewer query heads: each group of query heads "
+                            "shares one key and one value head (grouped-query attention).",
+    ("llama", "embedding"): "There is no position embedding to add here: positions enter "
+                            "only through RoPE, inside attention.",
+    ("llama", "heads"): "Keys and values may have fewer heads than queries: they are "
+                        "repeated (repeat_interleave) to the {heads} query heads, not copied "
+                        "from other tokens.",
 }
 
 
@@ -102,11 +155,12 @@ def numbers(cfg=None) -> dict[str, str]:
     if cfg is None:
         return {"c": "emb_dim", "hidden": "hidden_dim", "vocab": "vocab_size",
                 "ctx": "context_length", "heads": "n_heads", "head_dim": "head_dim",
-                "drop": "drop_rate"}
+                "drop": "drop_rate", "kv_heads": "n_kv_groups", "half": "head_dim / 2"}
     return {"c": f"{cfg.emb_dim:,}", "hidden": f"{cfg.hidden_dim:,}",
             "vocab": f"{cfg.vocab_size:,}", "ctx": f"{cfg.context_length:,}",
             "heads": str(cfg.n_heads), "head_dim": str(cfg.head_dim),
-            "drop": f"{cfg.drop_rate:g}"}
+            "drop": f"{cfg.drop_rate:g}", "kv_heads": str(cfg.kv_heads),
+            "half": str(cfg.head_dim // 2)}
 
 
 @dataclass(frozen=True)
@@ -137,8 +191,12 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
     node = node_for_hook(name, norm_position)
     view = views.get(name)
     values = numbers(cfg)
-    what = WHAT_BY_KEY.get(node.key, WHAT[node.kind]).format(**values) + " " + node.description
-    mistake = MISTAKE_BY_KEY.get(node.key, MISTAKE[node.kind]).format(**values)
+    family = getattr(norm_position, "family", None)
+    own = (family.name if family is not None else "gpt2", node.kind)
+    what = WHAT_BY_KEY.get(node.key, WHAT_BY_FAMILY.get(own, WHAT[node.kind]))
+    what = what.format(**values) + " " + node.description
+    mistake = MISTAKE_BY_KEY.get(node.key, MISTAKE_BY_FAMILY.get(own, MISTAKE[node.kind]))
+    mistake = mistake.format(**values)
     if view is None:
         return Explanation(name, what, "Run a prompt to see what it did here.", mistake)
     s = view.stats

@@ -10,85 +10,27 @@ cache holds one position only, and attention then needs the cached keys it did n
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from ..gpt.model import GPTModel
 from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, EMBEDDING_SUM,
                          FEED_FORWARD, FINAL_NORM, HEAD_KEYS, HEAD_QUERIES, HEAD_VALUES,
-                         MASKED_SCORES, SCORES,
+                         HEADS_MIX, MASKED_SCORES, SCORES, order_of,
                          POSITION_EMBEDDING, TOKEN_EMBEDDING, block_hook_name, block_input,
                          block_output, eval_source, input_node, node_for_hook, parse_hook,
                          residual_branches, shortcut_sources)
 from ..gpt.tokenizer import token_piece
-
-SHOWN = 3  # features worked through
-
-
-@dataclass(frozen=True)
-class Worked:
-    node: str
-    formula: str  # the general formula, as the book writes it
-    lines: list[str]  # this token's numbers put through it
-    value: np.ndarray  # the recomputed output at the token (float64)
-    captured: np.ndarray  # what the node captured there
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def max_error(self) -> float:
-        """The largest difference; equal infinities (a masked score's −inf) differ by 0."""
-        if not self.value.size:
-            return 0.0
-        same = self.value == self.captured
-        with np.errstate(invalid="ignore"):  # inf − inf where both are −inf: same, so 0
-            return float(np.max(np.where(same, 0.0, np.abs(self.value - self.captured))))
-
-
-def _row(views: dict, name: str, pos: int) -> np.ndarray:
-    """The node's vector at ``pos`` (the batch's first sample), in float64."""
-    array = np.asarray(views[name].array, dtype=np.float64)
-    if array.ndim == 2:  # the position embedding: (T, C)
-        return array[pos]
-    return array[0, pos]
-
-
-def _rows(views: dict, name: str, upto: int) -> np.ndarray:
-    return np.asarray(views[name].array, dtype=np.float64)[0, :upto + 1]
-
-
-def _p(module_param: torch.Tensor) -> np.ndarray:
-    return module_param.detach().to("cpu", torch.float64).numpy()
-
-
-def _f(x: float) -> str:
-    return f"{x:.4g}"
-
-
-ROW_WHOLE = 8  # a row of attention shown whole up to this many keys
-
-
-def key_row(values: np.ndarray) -> str:
-    """One query's row over its keys: every key up to ``ROW_WHOLE`` keys; beyond that the
-    first, the largest and the last, with "…" wherever keys are left out — never a part
-    of the row that reads as the whole."""
-    n, top = len(values), int(np.argmax(values))
-    shown = range(n) if n <= ROW_WHOLE else sorted({0, top, n - 1})
-    parts, last = [], -1
-    for i in shown:
-        if i > last + 1:
-            parts.append("…")
-        parts.append(f"key {i} {_f(values[i])}" + (" (largest)" if n > ROW_WHOLE and i == top
-                                                     else ""))
-        last = i
-    return ", ".join(parts)
-
+from .formulas_common import ROW_WHOLE, SHOWN, Worked, _f, _p, _row, _rows, key_row  # noqa: F401
+from .formulas_llama import _gate, _llama_attention, _rms_norm
 
 # the kinds ``worked`` works out (a new kind of node needs its formula here)
 FORMULA_KINDS = frozenset({"dropout", "ffn", "embedding", "norm", "gelu", "linear", "add",
                            "attention", "heads", "scores", "mask", "pattern", "context",
-                           "logits"})
+                           "logits", "rmsnorm", "rope", "silu", "product"})
+# the Llama family's attention: every step recomputed from attention's input
+_LLAMA_ATTENTION_KINDS = frozenset({"attention", "heads", "scores", "mask", "pattern", "context",
+                                    "rope"})
 
 
 def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
@@ -96,22 +38,33 @@ def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
     """``name``'s formula at position ``pos`` of the pass whose ``views`` and token
     ``ids`` are given (the attention pattern and attention for ``head``)."""
     cfg = model.cfg
-    order = cfg.norm_position
+    order = order_of(cfg)
     node = node_for_hook(name, order)
     if views.get(name) is None or views[name].array is None:
         raise ValueError(f"{name} was not kept in full in this pass")
     layer, key = parse_hook(name)
     where = f"token {token_piece(ids[pos])!r} at position {pos}"
+    index = head // (cfg.n_heads // cfg.kv_heads) if node.width == "kv_head" else head
     captured = _row(views, name, pos) if not node.per_head else \
-        np.asarray(views[name].array, dtype=np.float64)[0, head, pos]
+        np.asarray(views[name].array, dtype=np.float64)[0, index, pos]
     kind = node.kind
     if kind == "dropout" or key == FEED_FORWARD:  # eval mode: another node's tensor, unchanged
-        source = eval_source(name)
+        source = eval_source(name, order)
         value = _row(views, source, pos)
+        said = "ff(x) = fc3(silu(fc1(x)) ⊙ fc2(x)): fc3's output" if cfg.llama else \
+            "ff(x) = Linear 2(GELU(Linear 1(x))): Linear 2's output"
         return Worked(name, f"{key}(x) = x  (eval mode: dropout does nothing)" if kind == "dropout"
-                      else "ff(x) = Linear 2(GELU(Linear 1(x))): Linear 2's output",
+                      else said,
                       [f"{where}: the output is {source}'s, value for value: "
                        + ", ".join(_f(v) for v in value[:SHOWN]) + " …"], value, captured)
+    if cfg.llama and layer is not None and key.startswith(ATTENTION) and \
+            key != HEADS_MIX and not key.startswith(("att.W_",)):
+        return _llama_attention(model, name, key, views, pos, head, index, where, captured,
+                                layer, order)
+    if kind == "rmsnorm":
+        return _rms_norm(model, name, views, pos, where, captured, order)
+    if kind in ("silu", "product"):
+        return _gate(name, kind, views, pos, where, captured, order)
     if kind == "embedding" or key == EMBEDDING_SUM:
         return _embedding(model, name, key, views, ids, pos, where, captured)
     if kind == "norm":
@@ -201,7 +154,7 @@ def _layer_norm(model, name, views, pos, where, captured, order) -> Worked:
 
 
 def _add(name, views, pos, where, captured, layer, key, order) -> Worked:
-    branch = block_hook_name(layer, residual_branches()[key])
+    branch = block_hook_name(layer, residual_branches(order)[key])
     source = shortcut_sources(order)[key]
     shortcut = block_input(layer, order) if source == BLOCK_INPUT else block_hook_name(layer, source)
     b, s = _row(views, branch, pos), _row(views, shortcut, pos)
@@ -299,3 +252,4 @@ def _inside(model, name, views, pos, head, where, captured, layer, order) -> Wor
                    f"{_f(weights.sum())})",
                    "value " + ", ".join(f"{i}: Σ weight·values[:, {i}] = {_f(value[i])}"
                                         for i in range(SHOWN))], value, captured)
+

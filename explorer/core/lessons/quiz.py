@@ -347,6 +347,10 @@ _BY_KIND: dict[str, tuple[Callable, ...]] = {
     "gelu": (gelu_question, shape_question),
     "ffn": (width_question, shape_question),
     "logits": (width_question, shape_question),
+    "rmsnorm": (shape_question, width_question),
+    "rope": (shape_question, head_dim_question),
+    "silu": (shape_question, width_question),
+    "product": (width_question, shape_question),
 }
 
 

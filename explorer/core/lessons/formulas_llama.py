@@ -1,0 +1,145 @@
+"""The Llama family's formulas worked with one token's numbers (formulas.py's, for the
+nodes GPT-2's block does not have): RMSNorm, SiLU and the gated product, and every step
+of grouped-query attention with RoPE, recomputed in float64 from the captured input and
+the model's own weights, as the book's bonus chapters compute them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..gpt.nodes import (ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, FINAL_NORM, HEAD_KEYS,
+                         HEAD_QUERIES, HEAD_VALUES, HEADS_MIX, K_NORM, KEYS, KEYS_ROPE, KEYS_SHARED,
+                         MASKED_SCORES, PATTERN, Q_NORM, QUERIES, QUERIES_ROPE, SCORES, VALUES,
+                         VALUES_SHARED, block_hook_name, block_output, input_node, node_for_hook,
+                         parse_hook, role)
+from .formulas_common import SHOWN, Worked, _f, _p, _row, key_row
+
+
+def _rms_norm(model, name, views, pos, where, captured, order) -> Worked:
+    module = model.get_submodule(name)
+    source = input_node(name, order) if name != FINAL_NORM else \
+        block_hook_name(model.cfg.n_layers - 1, block_output(order))
+    x = _row(views, source, pos)
+    eps, scale = module.eps, _p(module.scale)
+    rms = math.sqrt(float(np.mean(x ** 2)) + eps)
+    value = x / rms * scale
+    lines = [f"{where}: mean(x²) {_f(float(np.mean(x ** 2)))} over its {x.size} values, eps "
+             f"{eps:g}, √(mean(x²) + eps) {_f(rms)}; its mean {_f(float(x.mean()))} is not "
+             "subtracted and nothing is shifted"]
+    lines += [f"feature {i}: {_f(x[i])} / {_f(rms)} × {_f(scale[i])} = {_f(value[i])}"
+              for i in range(SHOWN)]
+    return Worked(name, "y = x / √(mean(x²) + eps) · weight", lines, value, captured)
+
+
+def _gate(name, kind, views, pos, where, captured, order) -> Worked:
+    """SiLU of fc1's values, or the gated product SiLU(fc1) ⊙ fc2."""
+    layer = parse_hook(name)[0]
+    gate = _row(views, block_hook_name(layer, role(order, "activation_input")), pos)
+    silu = gate / (1 + np.exp(-gate))
+    if kind == "silu":
+        return Worked(name, "silu(x) = x · σ(x) = x / (1 + e^(−x))",
+                      [f"{where}, value {i}: {_f(gate[i])} / (1 + e^({_f(-gate[i])})) = "
+                       f"{_f(silu[i])}" for i in range(SHOWN)], silu, captured)
+    up = _row(views, block_hook_name(layer, FF_UP), pos)
+    value = silu * up
+    shut = float(np.mean(np.abs(silu) < 0.05))
+    lines = [f"{where}: {100 * shut:.0f}% of the {silu.size} gates are within 0.05 of 0 "
+             "(those values are shut off)"]
+    lines += [f"value {i}: silu({_f(gate[i])}) {_f(silu[i])} × fc2 {_f(up[i])} = {_f(value[i])}"
+              for i in range(SHOWN)]
+    return Worked(name, "silu(fc1·x) ⊙ (fc2·x)", lines, value, captured)
+
+
+def _llama_steps(model, layer: int, views: dict, order) -> dict[str, torch.Tensor]:
+    """Every step of a Llama-family attention, recomputed in float64 from its captured
+    input and the block's own weights, as the book's GroupedQueryAttention computes it."""
+    att = model.trf_blocks[layer].att
+    x = torch.from_numpy(np.asarray(views[input_node(block_hook_name(layer, ATTENTION), order)].array,
+                                    dtype=np.float64)[:1])  # (1, T, C)
+    b, t, _ = x.shape
+    h, kv, hd = att.num_heads, att.num_kv_groups, att.head_dim
+
+    def lin(m, inputs=x):
+        return torch.nn.functional.linear(inputs, m.weight.detach().double(),
+                                          None if m.bias is None else m.bias.detach().double())
+
+    def rms(v, module):
+        return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + module.eps) * module.scale.detach().double()
+
+    steps = {QUERIES: lin(att.W_query), KEYS: lin(att.W_key), VALUES: lin(att.W_value)}
+    q = steps[HEAD_QUERIES] = steps[QUERIES].view(b, t, h, hd).transpose(1, 2)
+    k = steps[HEAD_KEYS] = steps[KEYS].view(b, t, kv, hd).transpose(1, 2)
+    v = steps[HEAD_VALUES] = steps[VALUES].view(b, t, kv, hd).transpose(1, 2)
+    if att.q_norm is not None:
+        q = steps[Q_NORM] = rms(q, att.q_norm)
+        k = steps[K_NORM] = rms(k, att.k_norm)
+    angles = torch.arange(t, dtype=torch.float64)[:, None] * model.rope.inv_freq.double()[None, :]
+    angles = torch.cat([angles, angles], dim=-1)
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    steps["cos"], steps["sin"] = cos, sin
+
+    def rotate(z):
+        return z * cos + torch.cat((-z[..., hd // 2:], z[..., : hd // 2]), dim=-1) * sin
+
+    q = steps[QUERIES_ROPE] = rotate(q)
+    k = steps[KEYS_ROPE] = rotate(k)
+    k = steps[KEYS_SHARED] = k.repeat_interleave(h // kv, dim=1)
+    v = steps[VALUES_SHARED] = v.repeat_interleave(h // kv, dim=1)
+    scores = steps[SCORES] = q @ k.transpose(2, 3)
+    masked = steps[MASKED_SCORES] = scores.masked_fill(
+        torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    weights = steps[PATTERN] = torch.softmax(masked / math.sqrt(hd), dim=-1)
+    context = steps[CONTEXT] = weights @ v
+    joined = steps[CONTEXT_JOINED] = context.transpose(1, 2).reshape(b, t, h * hd)
+    steps[ATTENTION] = steps[HEADS_MIX] = lin(att.out_proj, joined)
+    return steps
+
+
+def _llama_attention(model, name, key, views, pos, head, index, where, captured, layer,
+                     order) -> Worked:
+    """A step of grouped-query attention with RoPE, at one token (and head)."""
+    att = model.trf_blocks[layer].att
+    steps = _llama_steps(model, layer, views, order)
+    hd, group = att.head_dim, att.num_heads // att.num_kv_groups
+    node = node_for_hook(name, order)
+    tensor = steps[key]
+    value = (tensor[0, index, pos] if node.per_head else tensor[0, pos]).numpy()
+    heads = (f"{where}, head {head}" + (f" (its key/value head {head // group}: heads "
+                                        f"{head // group * group}…{head // group * group + group - 1} "
+                                        "share it)" if group > 1 else ""))
+    if node.kind == "rope":
+        theta = model.rope.inv_freq.double().numpy()
+        keys = key == KEYS_ROPE
+        before = (K_NORM if K_NORM in steps else HEAD_KEYS) if keys else \
+            (Q_NORM if Q_NORM in steps else HEAD_QUERIES)
+        source = steps[before][0, index, pos].numpy()
+        lines = [f"{heads}: θ₀ = 1, θ₁ = {_f(theta[1])}, … θᵢ = {model.cfg.rope_base:g}^(−2i/{hd}); "
+                 f"at position {pos} the angle of pair i is {pos}·θᵢ"]
+        for i in range(min(SHOWN, hd // 2)):
+            a = pos * theta[i]
+            lines.append(f"pair ({i}, {i + hd // 2}) at angle {_f(a)}: ({_f(source[i])}, "
+                         f"{_f(source[i + hd // 2])}) → ({_f(value[i])}, {_f(value[i + hd // 2])})")
+        return Worked(name, "x·cos(pθ) + rotate_half(x)·sin(pθ)", lines, value, captured)
+    if node.width == "ctx":
+        return Worked(name, {"scores": "attn_scores = queries_rope @ keys_repeated.transpose(2, 3)",
+                             "mask": "attn_scores.masked_fill(mask, -inf)",
+                             "pattern": "attn_weights = softmax(masked scores / √head_dim)"}[node.kind],
+                      [f"{heads}, query {pos}: " + key_row(value[: pos + 1])
+                       + (f" (keys after {pos}: " + ("−inf)" if node.kind == "mask" else "0)")
+                          if pos + 1 < value.size and node.kind != "scores" else "")],
+                      value, captured)
+    formula = {HEAD_QUERIES: "queries.view(b, T, n_heads, head_dim).transpose(1, 2)",
+               HEAD_KEYS: "keys.view(b, T, n_kv_groups, head_dim).transpose(1, 2)",
+               HEAD_VALUES: "values.view(b, T, n_kv_groups, head_dim).transpose(1, 2)",
+               Q_NORM: "q_norm(queries): x / √(mean(x²) + eps) · weight, per head",
+               K_NORM: "k_norm(keys): x / √(mean(x²) + eps) · weight, per head",
+               KEYS_SHARED: "keys.repeat_interleave(group_size, dim=1)",
+               VALUES_SHARED: "values.repeat_interleave(group_size, dim=1)",
+               CONTEXT: "attn_weights @ values_repeated",
+               CONTEXT_JOINED: "context.transpose(1, 2).reshape(b, T, n_heads · head_dim)",
+               ATTENTION: "out_proj(softmax(RoPE(q)·RoPE(k)ᵀ / √head_dim + mask) · v)"}[key]
+    return Worked(name, formula, [f"{heads}: " + ", ".join(_f(v) for v in value[:SHOWN]) + " …"],
+                  value, captured)
