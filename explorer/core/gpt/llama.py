@@ -118,8 +118,9 @@ class GroupedQueryAttention(nn.Module):
     """Causal self-attention whose key and value heads are shared by groups of query
     heads (``n_kv_groups`` of them; as many as the query heads is plain multi-head)."""
 
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, rope: "Rotary | None" = None) -> None:
         super().__init__()
+        self.rope = rope or Rotary(cfg)  # the model's one table of angles, shared
         self.num_heads, self.num_kv_groups = cfg.n_heads, cfg.kv_heads
         self.group_size = cfg.n_heads // cfg.kv_heads
         self.head_dim = cfg.head_dim
@@ -146,9 +147,11 @@ class GroupedQueryAttention(nn.Module):
     def _watched(*points: nn.Module) -> bool:
         return any(hp._forward_hooks or hp._forward_pre_hooks for hp in points)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        """As MultiHeadAttention's: x (B, T, C) at positions pos..pos+T-1, continuing the
+        KV cache ``kv`` when given."""
         b, num_tokens, _ = x.shape  # (B, T, C)
+        cos, sin = self.rope(pos, pos + num_tokens, x.device)  # (T, head_dim) each
         queries = self.W_query(x)  # (b, T, n_heads * head_dim)
         keys = self.W_key(x)  # (b, T, n_kv_groups * head_dim)
         values = self.W_value(x)
@@ -220,9 +223,9 @@ class GroupedQueryAttention(nn.Module):
 class TransformerBlock(nn.Module):
     """x + att(norm1(x)), then x + ff(norm2(x)); ``add1`` and ``add2`` name the adds."""
 
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, rope: "Rotary | None" = None) -> None:
         super().__init__()
-        self.att = GroupedQueryAttention(cfg)
+        self.att = GroupedQueryAttention(cfg, rope)
         self.ff = FeedForward(cfg)
         self.norm1 = RMSNorm(cfg.emb_dim, eps=cfg.norm_eps)
         self.norm2 = RMSNorm(cfg.emb_dim, eps=cfg.norm_eps)
@@ -230,11 +233,10 @@ class TransformerBlock(nn.Module):
         self.add2 = HookPoint()
 
     # The book's lines, one operation per line (the Code view points at them).
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
         shortcut = x  # (B, T, C)
         x = self.norm1(x)
-        x = self.att(x, cos, sin, kv, pos)
+        x = self.att(x, kv, pos)
         x = x + shortcut
         x = self.add1(x)  # hook point: the sum
         shortcut = x
@@ -259,11 +261,11 @@ class LlamaModel(nn.Module):
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         self.cfg = cfg
+        self.rope = Rotary(cfg)  # not a module: the angles are no weights
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
-        self.trf_blocks = nn.ModuleList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
+        self.trf_blocks = nn.ModuleList([TransformerBlock(cfg, self.rope) for _ in range(cfg.n_layers)])
         self.final_norm = RMSNorm(cfg.emb_dim, eps=cfg.norm_eps)
         self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
-        self.rope = Rotary(cfg)
         self.tie_weights()
 
     def tie_weights(self) -> None:
@@ -283,10 +285,9 @@ class LlamaModel(nn.Module):
         if pos + t > self.cfg.context_length:
             raise ValueError(f"sequence of {pos + t} tokens exceeds the context length "
                              f"{self.cfg.context_length}")
-        cos, sin = self.rope(pos, pos + t, in_idx.device)
         x = self.tok_emb(in_idx)  # (B, T, C)
         for i, block in enumerate(self.trf_blocks):
-            x = block(x, cos, sin, cache.layers[i] if cache is not None else None, pos)
+            x = block(x, cache.layers[i] if cache is not None else None, pos)
         x = self.final_norm(x)
         if last_only:
             x = x[:, -1:, :]
