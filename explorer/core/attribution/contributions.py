@@ -23,7 +23,7 @@ import torch
 
 from ..gpt.hooks import hooks
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (FIRST_ADD, HEADS_MIX, PATTERN, SECOND_ADD, VALUES, block_hook_name,
+from ..gpt.nodes import (order_of, role, FIRST_ADD, HEADS_MIX, PATTERN, SECOND_ADD, VALUES, block_hook_name,
                          residual_branches)
 from ..run.capture import StopCheck
 
@@ -72,9 +72,13 @@ def contribution_graph(model: GPTModel, ids: list[int], should_stop=None) -> Con
             seen[name] = out[0].detach().double().cpu().numpy()
         return hook
 
-    branches = residual_branches()
+    order = order_of(cfg)
+    branches = residual_branches(order)
+    # the values each query head reads: W_value's (split below), or a Llama block's,
+    # repeated from its key/value heads to every query head
+    value_key = role(order, "head_values") if cfg.llama else VALUES
     names = [block_hook_name(layer, key) for layer in range(cfg.n_layers)
-             for key in (PATTERN, VALUES, FIRST_ADD, SECOND_ADD, branches[SECOND_ADD])]
+             for key in (PATTERN, value_key, FIRST_ADD, SECOND_ADD, branches[SECOND_ADD])]
     with torch.inference_mode(), StopCheck(model, should_stop), \
             hooks(model, [(n, keep(n)) for n in names]):
         model(torch.tensor([ids], device=next(model.parameters()).device))
@@ -86,9 +90,10 @@ def contribution_graph(model: GPTModel, ids: list[int], should_stop=None) -> Con
             return seen[block_hook_name(layer, key)]
         mix = model.get_submodule(block_hook_name(layer, HEADS_MIX))
         w_o = mix.weight.detach().double().cpu().numpy().reshape(cfg.emb_dim, h, -1)
-        values = at(VALUES).reshape(t, h, -1)  # (T, H, hd)
+        values = at(value_key).transpose(1, 0, 2) if cfg.llama else \
+            at(VALUES).reshape(t, h, -1)  # (T, H, hd)
         written = np.einsum("thd,chd->htc", values, w_o)  # (H, T source, C): v_j W_O,h
-        bias = mix.bias.detach().double().cpu().numpy()
+        bias = np.zeros(cfg.emb_dim) if mix.bias is None else mix.bias.detach().double().cpu().numpy()
         pattern, after = at(PATTERN), at(FIRST_ADD)  # (H, T, T); the stream after attention
         before = after - np.einsum("hts,hsc->tc", pattern, written) - bias
         for p in range(t):  # one target at a time: (H * (p + 1) + 2, C) parts

@@ -22,14 +22,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (EMBEDDINGS, FINAL_NORM, FIRST_ADD, HEADS_MIX, LINEAR_2, LOGITS,
+from ..gpt.norms import norm_rows
+from ..gpt.nodes import (EMBEDDINGS, FINAL_NORM, FIRST_ADD, HEADS_MIX, LOGITS,
                          POSITION_EMBEDDING, SECOND_ADD, TOKEN_EMBEDDING, block_hook_name,
-                         block_title, residual_branches, residual_nodes)
+                         block_title, order_of, residual_branches, residual_nodes, role)
 from .reading import Reading
 
 EXACT_NOTE = ("Direct attribution: the final norm's scale at this position held fixed (the "
               "standard linearisation), each part is its branch's share of the logit; the "
               "parts and the norm's shift add up to the logit.")
+RMS_NOTE = ("Direct attribution: the final RMSNorm's scale at this position held fixed (the "
+            "standard linearisation), each part is its branch's share of the logit; RMSNorm "
+            "takes no mean out and adds no shift, so the parts alone add up to the logit.")
 POST_LN_NOTE = ("Post-LN: a norm follows every add, so the logit is not a sum of the "
                 "branches. Shown instead: how the logit lens's value of the token changes "
                 "across each half of each block. The changes add up to the logit but are "
@@ -61,7 +65,9 @@ class Attribution:
 
     @property
     def note(self) -> str:
-        return EXACT_NOTE if self.exact else POST_LN_NOTE
+        if not self.exact:
+            return POST_LN_NOTE
+        return EXACT_NOTE if any(p.kind == "shift" for p in self.parts) else RMS_NOTE
 
     @property
     def total(self) -> float:
@@ -116,50 +122,56 @@ def attribute(model: GPTModel, reading: Reading, target: int,
         raise ValueError("a token against itself: choose two different tokens")
     u = direction(model, target, versus)
     logit = float(reading.logits[target] - (reading.logits[versus] if versus is not None else 0))
-    gamma, beta = _weights(model, f"{FINAL_NORM}.scale"), _weights(model, f"{FINAL_NORM}.shift")
+    rms = model.cfg.llama  # RMSNorm: no centring, no shift
+    gamma = _weights(model, f"{FINAL_NORM}.scale")
+    beta = np.zeros_like(gamma) if rms else _weights(model, f"{FINAL_NORM}.shift")
     eps = model.get_submodule(FINAL_NORM).eps
     if reading.norm_position != "pre":
-        return _lens_changes(reading, target, versus, logit, u, gamma, beta, eps)
+        return _lens_changes(reading, target, versus, logit, u, model.get_submodule(FINAL_NORM))
     r = reading.final_input
-    sigma = float(np.sqrt(r.var() + eps))
+    sigma = float(np.sqrt((r ** 2).mean() + eps)) if rms else float(np.sqrt(r.var() + eps))
     w = gamma * u / sigma
-    w = w - w.mean()  # the norm's centring, moved onto the direction
+    if not rms:
+        w = w - w.mean()  # the norm's centring, moved onto the direction
     parts = [Part("Token embedding", "embedding", None, TOKEN_EMBEDDING,
-                  float(w @ reading.token_embedding)),
-             Part("Position embedding", "embedding", None, POSITION_EMBEDDING,
-                  float(w @ reading.position_embedding))]
+                  float(w @ reading.token_embedding))]
+    if not rms:  # a learned position embedding (RoPE adds none to the stream)
+        parts.append(Part("Position embedding", "embedding", None, POSITION_EMBEDDING,
+                          float(w @ reading.position_embedding)))
     heads, att_bias, neurons, ff_bias = [], [], [], []
-    branches = residual_branches()
+    order = order_of(model.cfg)
+    branches = residual_branches(order)
     n = len(reading.blocks)
     for layer, block in enumerate(reading.blocks):
         title = block_title(layer, n)
         mix = block_hook_name(layer, HEADS_MIX)
         per_dim = _weights(model, f"{mix}.weight").T @ w  # (C,): each context value's share
         heads.append((per_dim * block.context).reshape(model.cfg.n_heads, -1).sum(axis=1))
-        att_bias.append(float(w @ _weights(model, f"{mix}.bias")))
-        linear2 = block_hook_name(layer, LINEAR_2)
+        att_bias.append(_bias_part(model, mix, w))
+        linear2 = block_hook_name(layer, role(order, "last_linear"))
         neurons.append(block.gelu * (_weights(model, f"{linear2}.weight").T @ w))
-        ff_bias.append(float(w @ _weights(model, f"{linear2}.bias")))
+        ff_bias.append(_bias_part(model, linear2, w))
         parts += [Part(f"{title} attention", "attention", layer,
                        block_hook_name(layer, branches[FIRST_ADD]), float(w @ block.attention)),
                   Part(f"{title} feed-forward", "feed-forward", layer,
                        block_hook_name(layer, branches[SECOND_ADD]), float(w @ block.feed_forward))]
-    parts.append(Part("Final norm's shift", "shift", None, FINAL_NORM, float(u @ beta)))
+    if not rms:
+        parts.append(Part("Final norm's shift", "shift", None, FINAL_NORM, float(u @ beta)))
     return Attribution(reading.position, target, versus, logit, True, tuple(parts),
                        np.array(heads), np.array(att_bias), np.array(neurons),
                        np.array(ff_bias), sigma)
 
 
-def lens_value(x: np.ndarray, u: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
-               eps: float) -> float:
-    """The final norm and the head's direction applied to one stream vector."""
-    return float(u @ (gamma * (x - x.mean()) / np.sqrt(x.var() + eps) + beta))
+def _bias_part(model, linear: str, w: np.ndarray) -> float:
+    """What a Linear's bias adds along the direction (0 for a Linear without one)."""
+    bias = model.get_submodule(linear).bias
+    return 0.0 if bias is None else float(w @ bias.detach().double().cpu().numpy())
 
 
 def _lens_changes(reading: Reading, target: int, versus: int | None, logit: float,
-                  u: np.ndarray, gamma, beta, eps: float) -> Attribution:
-    def lens(x: np.ndarray) -> float:
-        return lens_value(x, u, gamma, beta, eps)
+                  u: np.ndarray, final_norm) -> Attribution:
+    def lens(x: np.ndarray) -> float:  # the final norm and the head's direction applied
+        return float(u @ norm_rows(final_norm, x))
 
     before = lens(reading.embeddings)
     parts = [Part("Embeddings (read by the lens)", "embedding", None, EMBEDDINGS, before)]

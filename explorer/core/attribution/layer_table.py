@@ -12,8 +12,9 @@ import numpy as np
 import torch
 
 from ..gpt.model import GPTModel
+from ..gpt.norms import norm_rows
 from ..gpt.nodes import FINAL_NORM, LOGITS
-from ..gpt.tokenizer import token_piece
+from ..gpt.tokenizer import tokenizer_of
 from .direct import Attribution
 from .reading import Reading
 
@@ -51,17 +52,13 @@ def attention_entropy(query: np.ndarray, keys: np.ndarray) -> float:
 
 
 def layer_rows(model: GPTModel, reading: Reading, attribution: Attribution) -> list[LayerRow]:
-    norm = model.get_submodule(FINAL_NORM)
-    eps = norm.eps
-    gamma = norm.scale.detach().double().cpu().numpy()
-    beta = norm.shift.detach().double().cpu().numpy()
     head = model.get_parameter(f"{LOGITS}.weight").detach()
     outputs = np.stack([b.residual[1] for b in reading.blocks])  # (L, C)
-    normed = gamma * (outputs - outputs.mean(1, keepdims=True)) / np.sqrt(
-        outputs.var(1, keepdims=True) + eps) + beta
+    normed = norm_rows(model.get_submodule(FINAL_NORM), outputs)
     lens = (head.double().cpu() @ torch.from_numpy(normed).T).numpy()  # (V, L)
     tops = lens[:reading.logits.shape[0]].argmax(axis=0)
     totals = attribution.block_totals()
+    tok = tokenizer_of(model)
     rows = []
     for layer, block in enumerate(reading.blocks):
         a, f = np.linalg.norm(block.attention), np.linalg.norm(block.feed_forward)
@@ -70,7 +67,7 @@ def layer_rows(model: GPTModel, reading: Reading, attribution: Attribution) -> l
             layer + 1, first, second, float(a), float(f),
             float(a / max(np.linalg.norm(block.block_input), 1e-12)),
             float(f / max(np.linalg.norm(block.residual[0]), 1e-12)),
-            attention_entropy(block.query, block.keys), token_piece(int(tops[layer])),
+            attention_entropy(block.query, block.keys), tok.token_piece(int(tops[layer])),
             int(tops[layer]), float(totals[layer]) if layer < len(totals) else 0.0))
     return rows
 

@@ -18,9 +18,9 @@ import torch
 
 from ..gpt.hooks import hooks
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (FINAL_NORM, FIRST_ADD, GELU_OUTPUT, HEADS_MIX, KEYS, LOGITS,
-                         POSITION_EMBEDDING, QUERIES, SECOND_ADD, TOKEN_EMBEDDING,
-                         block_hook_name, residual_branches, residual_nodes)
+from ..gpt.nodes import (FINAL_NORM, FIRST_ADD, HEADS_MIX, KEYS, LOGITS, POSITION_EMBEDDING,
+                         QUERIES, SECOND_ADD, TOKEN_EMBEDDING, block_hook_name, order_of,
+                         residual_branches, residual_nodes, role)
 from ..run.capture import StopCheck
 
 
@@ -31,11 +31,11 @@ class BlockReading:
     block_input: np.ndarray
     context: np.ndarray  # the heads' context vectors side by side, before out_proj
     attention: np.ndarray  # the attention branch (out_proj's output)
-    feed_forward: np.ndarray  # the feed-forward branch (Linear 2's output)
-    gelu: np.ndarray  # the GELU's output (hidden_dim)
+    feed_forward: np.ndarray  # the feed-forward branch (Linear 2's, or fc3's, output)
+    gelu: np.ndarray  # what the last Linear reads (hidden_dim): GELU's output, SwiGLU's product
     residual: tuple[np.ndarray, np.ndarray]  # the stream after each half of the block
-    query: np.ndarray  # (heads, head_dim) at this position
-    keys: np.ndarray  # (heads, position + 1, head_dim)
+    query: np.ndarray  # (heads, head_dim) at this position (rotated, in a Llama block)
+    keys: np.ndarray  # (heads, position + 1, head_dim) (rotated and shared per group)
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Reading:
     position: int
     norm_position: str
     token_embedding: np.ndarray
-    position_embedding: np.ndarray
+    position_embedding: np.ndarray  # zeros where the model has none (RoPE)
     blocks: tuple[BlockReading, ...]
     final_input: np.ndarray  # what the final norm receives
     logits: np.ndarray  # (vocab,) the model's own logits at this position
@@ -79,17 +79,28 @@ def read_position(model: GPTModel, ids: list[int], position: int,
             seen[name] = inputs[0][0, p].detach().double().cpu().numpy()
         return hook
 
-    forward = [(TOKEN_EMBEDDING, last_row(TOKEN_EMBEDDING)),
-               (POSITION_EMBEDDING, last_row(POSITION_EMBEDDING)), (LOGITS, last_row(LOGITS))]
+    def head_row(name: str, whole: bool = False):  # (B, H, T, hd): the position, or every one
+        def hook(module, inputs, out):
+            seen[name] = (out[0] if whole else out[0][:, p]).detach().double().cpu().numpy()
+        return hook
+
+    order = order_of(cfg)
+    forward = [(TOKEN_EMBEDDING, last_row(TOKEN_EMBEDDING)), (LOGITS, last_row(LOGITS))]
+    if not cfg.llama:
+        forward.append((POSITION_EMBEDDING, last_row(POSITION_EMBEDDING)))
     pre = [(FINAL_NORM, input_row(FINAL_NORM))]
-    branches = residual_branches()
+    branches = residual_branches(order)
+    query, keys = (role(order, "head_queries"), role(order, "head_keys")) if cfg.llama else (QUERIES, KEYS)
     for layer in range(cfg.n_layers):
-        names = [branches[FIRST_ADD], branches[SECOND_ADD], GELU_OUTPUT, QUERIES,
-                 *residual_nodes(cfg.norm_position)]
+        names = [branches[FIRST_ADD], branches[SECOND_ADD], role(order, "activation_output"),
+                 *residual_nodes(order)] + ([] if cfg.llama else [query])
         forward += [(block_hook_name(layer, k), last_row(block_hook_name(layer, k)))
                     for k in names]
-        keys = block_hook_name(layer, KEYS)
-        forward.append((keys, last_row(keys, whole=True)))
+        if cfg.llama:  # per head already: (B, H, T, hd)
+            forward += [(block_hook_name(layer, query), head_row(block_hook_name(layer, query))),
+                        (block_hook_name(layer, keys), head_row(block_hook_name(layer, keys), True))]
+        else:
+            forward.append((block_hook_name(layer, keys), last_row(block_hook_name(layer, keys), whole=True)))
         pre.append((block_hook_name(layer, HEADS_MIX), input_row(block_hook_name(layer, HEADS_MIX))))
     tokens = torch.tensor([ids[:p + 1]], device=next(model.parameters()).device)
     with torch.inference_mode(), StopCheck(model, should_stop), hooks(model, forward, pre):
@@ -98,19 +109,25 @@ def read_position(model: GPTModel, ids: list[int], position: int,
 
 
 def _reading(cfg, seen: dict[str, np.ndarray], ids: tuple[int, ...], p: int) -> Reading:
-    heads, head_dim = cfg.n_heads, cfg.emb_dim // cfg.n_heads
-    branches = residual_branches()
+    heads, head_dim = cfg.n_heads, cfg.head_dim
+    order = order_of(cfg)
+    branches = residual_branches(order)
     blocks = []
-    previous = seen[TOKEN_EMBEDDING] + seen[POSITION_EMBEDDING]
+    position = seen.get(POSITION_EMBEDDING, np.zeros_like(seen[TOKEN_EMBEDDING]))
+    previous = seen[TOKEN_EMBEDDING] + position
     for layer in range(cfg.n_layers):
         def at(key: str) -> np.ndarray:
             return seen[block_hook_name(layer, key)]
-        first, second = residual_nodes(cfg.norm_position)
+        first, second = residual_nodes(order)
+        if cfg.llama:
+            query, keys = at(role(order, "head_queries")), at(role(order, "head_keys"))
+        else:
+            query = at(QUERIES).reshape(heads, head_dim)
+            keys = at(KEYS).reshape(p + 1, heads, head_dim).transpose(1, 0, 2)
         blocks.append(BlockReading(
             block_input=previous, context=at(HEADS_MIX), attention=at(branches[FIRST_ADD]),
-            feed_forward=at(branches[SECOND_ADD]), gelu=at(GELU_OUTPUT),
-            residual=(at(first), at(second)), query=at(QUERIES).reshape(heads, head_dim),
-            keys=at(KEYS).reshape(p + 1, heads, head_dim).transpose(1, 0, 2)))
+            feed_forward=at(branches[SECOND_ADD]), gelu=at(role(order, "activation_output")),
+            residual=(at(first), at(second)), query=query, keys=keys))
         previous = at(second)
-    return Reading(ids, p, cfg.norm_position, seen[TOKEN_EMBEDDING], seen[POSITION_EMBEDDING],
+    return Reading(ids, p, order, seen[TOKEN_EMBEDDING], position,
                    tuple(blocks), seen[FINAL_NORM], seen[LOGITS])

@@ -6,12 +6,12 @@ show a ``Why``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..gpt.model import GPTModel
-from ..gpt.tokenizer import encode, token_piece
+from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
 from .direct import Attribution, attribute
 from .layer_table import LayerRow, layer_rows
 from .reading import read_position
@@ -22,6 +22,7 @@ class Why:
     ids: tuple[int, ...]  # the tokens up to the position
     attribution: Attribution
     layers: tuple[LayerRow, ...]
+    tokenizer: Tokenizer = field(default_factory=gpt2_tokenizer, compare=False, repr=False)
 
     @property
     def position(self) -> int:
@@ -31,16 +32,18 @@ class Why:
     def question(self) -> str:
         """"Why ' know' (not ' say') after 'I don't'?" in words."""
         a = self.attribution
-        versus = f" rather than {token_piece(a.versus)!r}" if a.versus is not None else ""
-        return (f"{token_piece(a.target)!r}{versus} at position {a.position} "
-                f"(after {token_piece(self.ids[-1])!r})")
+        piece = self.tokenizer.token_piece
+        versus = f" rather than {piece(a.versus)!r}" if a.versus is not None else ""
+        return (f"{piece(a.target)!r}{versus} at position {a.position} "
+                f"(after {piece(self.ids[-1])!r})")
 
 
-def one_token(text: str, what: str = "--target") -> int:
+def one_token(text: str, what: str = "--target", tokenizer=None) -> int:
     """A token given as its text (' know', with its leading space): exactly one token."""
-    ids = encode(text)
+    tok = tokenizer or gpt2_tokenizer()
+    ids = tok.encode(text)
     if len(ids) != 1:
-        pieces = ", ".join(repr(token_piece(i)) for i in ids[:6]) or "nothing"
+        pieces = ", ".join(repr(tok.token_piece(i)) for i in ids[:6]) or "nothing"
         raise ValueError(f"{what} {text!r} is {len(ids)} tokens ({pieces}); give one token, "
                          "with its leading space if it has one (\" know\")")
     return ids[0]
@@ -66,7 +69,8 @@ def why_token(model: GPTModel, ids: list[int], position: int, target: int | None
     if target is None:
         target = int(np.argmax(reading.logits[:vocab]))
     attribution = attribute(model, reading, target, versus)
-    return Why(reading.ids, attribution, tuple(layer_rows(model, reading, attribution)))
+    return Why(reading.ids, attribution, tuple(layer_rows(model, reading, attribution)),
+               tokenizer_of(model))
 
 
 def summary_lines(why: Why, top: int = 5) -> list[str]:

@@ -41,6 +41,38 @@ def test_the_parts_add_up_to_the_logit_at_every_position(name):
         assert len(parts) == 3 + 2 * model.cfg.n_layers
 
 
+@pytest.mark.parametrize("name", ["llama-tiny", "qwen3-tiny"])
+def test_a_llama_blocks_parts_add_up_exactly_with_rmsnorm(name):
+    """RMSNorm takes no mean out and adds no shift: the final norm's scale held fixed,
+    the token embedding, every attention (its heads) and every SwiGLU (its neurons: the
+    gated product times fc3's columns) add up to the logit, with no shift part."""
+    cfg = preset(name)
+    model = build_model(cfg, seed=3)
+    with torch.no_grad():  # norms away from 1, so a forgotten scale would show
+        for n, p in model.named_parameters():
+            if n.endswith("scale"):
+                p.mul_(1 + 0.5 * torch.rand_like(p))
+        every = model(torch.tensor([PROMPT]))[0]
+    for position in (0, 6, len(PROMPT) - 1):
+        reading = read_position(model, PROMPT, position)
+        assert not reading.position_embedding.any()  # RoPE adds nothing to the stream
+        logits = every[position]
+        target = int(logits.argmax())
+        a = attribute(model, reading, target, versus=13)
+        assert a.exact and a.logit == pytest.approx(float(logits[target] - logits[13]), abs=1e-5)
+        assert a.total == pytest.approx(a.logit, abs=1e-5)
+        kinds = [p.kind for p in a.parts]
+        assert "shift" not in kinds and kinds.count("embedding") == 1
+        for layer in range(cfg.n_layers):
+            att = [p.value for p in a.parts if p.layer == layer and p.kind == "attention"][0]
+            ff = [p.value for p in a.parts if p.layer == layer and p.kind == "feed-forward"][0]
+            assert a.heads[layer].sum() == pytest.approx(att, abs=1e-6)
+            assert a.neurons[layer].shape == (cfg.hidden_dim,)
+            assert a.neurons[layer].sum() == pytest.approx(ff, abs=1e-6)
+            assert a.attention_bias[layer] == 0 and a.ff_bias[layer] == 0
+        assert reading.blocks[0].keys.shape == (cfg.n_heads, position + 1, cfg.head_dim)
+
+
 def test_post_ln_gives_lens_changes_and_says_they_are_not_contributions():
     model = build_model(preset("tiny", norm_position="post"), seed=3)
     reading = read_position(model, PROMPT, 9)
