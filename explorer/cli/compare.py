@@ -78,9 +78,9 @@ def compare_ln(args: argparse.Namespace) -> int:
         print(f"{d:5d} {a:12.4g} {b:12.4g}")
     print("\n" + result.summary())
     if args.plot:
-        from ..core.gpt.nodes import block_hook_name, block_output
+        from ..core.gpt.nodes import block_hook_name, block_output, order_of
         from ..ui.plots.figures import save_compare_figure
-        node = block_hook_name(0, block_output(loaded.config.norm_position))
+        node = block_hook_name(0, block_output(order_of(loaded.config)))
         with atomic_output(args.plot) as tmp:
             save_compare_figure(str(tmp), {"pre": pre, "post": post}, result, args.depth, node)
         print(f"saved {shown(args.plot)}", file=sys.stderr)

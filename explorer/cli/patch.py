@@ -28,7 +28,7 @@ def patch(args: argparse.Namespace) -> int:
     for target in (args.csv, args.plot):  # before any work
         if target:
             check_output(target)
-    from ..core.gpt.nodes import block_hook_name
+    from ..core.gpt.nodes import order_of, block_hook_name
     from ..core.experiments.patching import patch_sweep, single_token
 
     single_token(args.answer, "answer")  # checked before the model loads
@@ -62,6 +62,6 @@ def patch(args: argparse.Namespace) -> int:
         from ..ui.plots.patch_plots import save_sweep_figure
 
         with atomic_output(args.plot) as tmp:
-            save_sweep_figure(str(tmp), sweep, loaded.config.norm_position)
+            save_sweep_figure(str(tmp), sweep, order_of(loaded.config))
         print(f"saved {shown(args.plot)}", file=sys.stderr)
     return 0

@@ -24,7 +24,7 @@ from .ln_compare import post_ln_twin
 from ..gpt.hooks import attach, hooks
 from ..gpt.model import GPTModel
 from ..gpt.nodes import (FEED_FORWARD, all_hook_names, block_hook_name, block_module_name,
-                         residual_branches)
+                         order_of, residual_branches)
 from ..run.batch import Batch
 from ..run.passes import Keep, run_prompt
 
@@ -52,6 +52,22 @@ class _UnbiasedLayerNorm(nn.Module):
         return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
 
 
+LLAMA_MUTATIONS = ("no-shortcut", "wrong-shortcut2")  # the exercises a Llama block has too
+
+
+def _missing(mutation: str) -> str:
+    """What a Llama block lacks for a GPT-2 exercise, in words."""
+    if mutation in ("relu", "no-activation"):
+        return "GELU (its SwiGLU gates with SiLU)"
+    if mutation in ("unbiased-ln", "eps", "no-norm2"):
+        return "LayerNorm (its norms are RMSNorms)"
+    if mutation == "post-ln":
+        return "Post-LN twin (its norms come first)"
+    if mutation == "dropout-on":
+        return "dropout"
+    return "Linear 1 / Linear 2 (its feed-forward is fc1, fc2, fc3)"
+
+
 def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPTModel:
     """A deep copy of ``model`` with one change made at block ``layer``."""
     if not known(mutation):
@@ -59,13 +75,18 @@ def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPT
                          "(ff-N for any width N)")
     if not 0 <= layer < model.cfg.n_layers:
         raise ValueError(f"layer {layer} out of range 0..{model.cfg.n_layers - 1}")
+    if model.cfg.llama and mutation not in LLAMA_MUTATIONS:
+        raise ValueError(f"{mutation} is one of the book's GPT-2 exercises (chapter 4): a "
+                         f"{model.cfg.family} block has no {_missing(mutation)}; on this model "
+                         f"try {' or '.join(LLAMA_MUTATIONS)}, or compare two models")
     if mutation == "post-ln":
         return post_ln_twin(model)
     b = copy.deepcopy(model)
     b.tie_weights()
     block = b.trf_blocks[layer]
     if mutation == "no-shortcut":  # the copy keeps the intervention's hooks for good
-        attach(b, shortcut_hooks(block_hook_name(layer, next(iter(residual_branches())))))
+        order = order_of(b.cfg)
+        attach(b, shortcut_hooks(block_hook_name(layer, next(iter(residual_branches(order)))), order))
     elif mutation == "relu":
         block.ff.layers[1] = nn.ReLU()
     elif mutation == "no-activation":
@@ -86,7 +107,7 @@ def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPT
     elif mutation == "no-norm2":
         block.norm2 = nn.Identity()
     elif mutation == "wrong-shortcut2":
-        attach(b, *_wrong_second_shortcut(layer))
+        attach(b, *_wrong_second_shortcut(layer, order_of(b.cfg)))
     elif mutation == "unbiased-ln":
         block.norm1 = _UnbiasedLayerNorm(block.norm1)
     elif mutation == "eps":
@@ -202,12 +223,12 @@ def find_divergence(a: GPTModel, b: GPTModel, ids: list[int] | Batch, tolerance:
     return Divergence(rows, tolerance, first, error_b)
 
 
-def _wrong_second_shortcut(layer: int) -> tuple[list, list]:
+def _wrong_second_shortcut(layer: int, order) -> tuple[list, list]:
     """Forward and pre-forward hooks that make the second add carry the block's input
     instead of the first add's output: the seeds' wrong shortcut."""
     seen: dict = {}
-    add = list(residual_branches())[1]  # the second add
-    branch = block_hook_name(layer, residual_branches()[add])
+    add = list(residual_branches(order))[1]  # the second add
+    branch = block_hook_name(layer, residual_branches(order)[add])
     return ([(branch, lambda m, i, o: seen.__setitem__("branch", o)),
              (block_hook_name(layer, add), lambda m, i, o: seen["branch"] + seen["input"])],
             [(block_module_name(layer), lambda m, args: seen.__setitem__("input", args[0]))])

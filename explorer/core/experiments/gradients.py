@@ -23,7 +23,7 @@ from ..base.cancel import Cancelled, check
 from ..base.devices import check_memory
 from ..gpt.hooks import hooks
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (EMBEDDINGS, EMBEDDING_SUM, POSITION_EMBEDDING, TOKEN_EMBEDDING,
+from ..gpt.nodes import (Kind, embeddings, order_of, EMBEDDINGS, EMBEDDING_SUM, POSITION_EMBEDDING, TOKEN_EMBEDDING,
                          all_hook_names, block_hook_name, block_module_name, block_nodes,
                          block_output, residual_branches)
 from .interventions import shortcut_hooks
@@ -63,7 +63,7 @@ def without_block_norms(model: GPTModel):
     """Every block's LayerNorms return their input unchanged while the context is open
     (the final norm stays): the blocks become a plain deep network."""
     cfg = model.cfg
-    norms = [n.key for n in block_nodes(cfg.norm_position) if n.kind == "norm"]
+    norms = [n.key for n in block_nodes(order_of(cfg)) if n.kind in (Kind.NORM, Kind.RMSNORM)]
     return hooks(model, [(block_hook_name(i, key), lambda m, inp, out: inp[0])
                          for i in range(cfg.n_layers) for key in norms])
 
@@ -72,8 +72,8 @@ def without_shortcuts(model: GPTModel):
     """Every block's adds return only their branch while the context is open (the
     no-shortcut intervention at every add)."""
     cfg = model.cfg
-    return hooks(model, [hook for i in range(cfg.n_layers) for key in residual_branches()
-                         for hook in shortcut_hooks(block_hook_name(i, key))])
+    return hooks(model, [hook for i in range(cfg.n_layers) for key in residual_branches(order_of(cfg))
+                         for hook in shortcut_hooks(block_hook_name(i, key), order_of(cfg))])
 
 
 def gradient_bytes(cfg, tokens: int) -> int:
@@ -116,7 +116,7 @@ def _one_run(model: GPTModel, ids: torch.Tensor, names: list[str], shortcut: boo
         if not norms_kept:
             stack.enter_context(without_block_norms(model))
         keep = [(name, lambda m, inp, out, n=name: outputs.__setitem__(n, out)) for name in names]
-        stack.enter_context(hooks(model, keep + [(EMBEDDINGS, _starts_the_gradient)]))
+        stack.enter_context(hooks(model, keep + [(embeddings(model.cfg), _starts_the_gradient)]))
         with torch.enable_grad():
             logits = model(ids)  # (1, T, vocab)
             loss = F.cross_entropy(logits[0, :-1].float(), ids[0, 1:])
@@ -130,7 +130,7 @@ def _one_run(model: GPTModel, ids: torch.Tensor, names: list[str], shortcut: boo
         mine, rest = rest[:len(group)], rest[len(group):]
         blocks.append(sum(_norm(g) ** 2 for g in mine) ** 0.5)
     cfg = model.cfg
-    stream = [EMBEDDINGS] + [block_hook_name(i, block_output(cfg.norm_position))
+    stream = [embeddings(cfg)] + [block_hook_name(i, block_output(order_of(cfg)))
                              for i in range(cfg.n_layers)]
     return GradientRun(shortcut, norms_kept, float(loss.detach()), grad_norms,
                        tuple(grad_norms.get(n, 0.0) for n in stream), tuple(blocks))

@@ -26,9 +26,9 @@ import torch.nn.functional as F
 from ..gpt.config import GPTConfig
 from ..gpt.hooks import Hook, hooks, shortcut_removed
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (ATTENTION, GELU_OUTPUT, all_hook_names, block_hook_name, eval_source,
-                         node_for_hook, parse_hook, residual_branches)
-from ..gpt.tokenizer import encode
+from ..gpt.nodes import (ATTENTION, activation_label, all_hook_names, block_hook_name,
+                         eval_source, node_for_hook, order_of, parse_hook, residual_branches, role)
+from ..gpt.tokenizer import tokenizer_of
 from ..base.outputs import atomic_output, check_output
 from ..base.validate import read_json
 
@@ -40,7 +40,7 @@ KINDS = {
     "patch": "replace it by its value on another prompt, at the chosen positions",
     "heads": "knock out attention heads (their share of the output before out_proj)",
     "no-shortcut": "remove this add's shortcut: the add returns only its branch",
-    "activation": "swap the GELU for relu or identity",
+    "activation": "swap the GELU (or SiLU) for relu or identity",
 }
 FUNCTIONS = ("relu", "identity")
 MAX_FILE_BYTES = 1 << 20
@@ -66,7 +66,7 @@ class Intervention:
                 "patch": f"patch from {self.prompt!r}",
                 "heads": f"knock out heads {list(self.heads)}",
                 "no-shortcut": "remove the shortcut",
-                "activation": f"GELU → {self.function}"}[self.kind]
+                "activation": f"{activation_label(parse_hook(self.node)[1])} → {self.function}"}[self.kind]
         return f"{self.node}: {what}{at}"
 
     def to_dict(self) -> dict:
@@ -83,7 +83,8 @@ class Intervention:
             raise ValueError(f"unknown intervention {self.kind!r}; choose one of {', '.join(KINDS)}")
         if self.node not in all_hook_names(cfg):
             raise ValueError(f"{where}: no such node in this model (e.g. trf_blocks.0.att)")
-        node = node_for_hook(self.node)
+        order = order_of(cfg)
+        node = node_for_hook(self.node, order)
         if not isinstance(self.k, (int, float)) or isinstance(self.k, bool) or not math.isfinite(self.k):
             raise ValueError(f"{where}: k must be a finite number, got {self.k!r}")
         if node.kind == "pattern" and self.kind not in ("zero", "scale"):
@@ -94,11 +95,13 @@ class Intervention:
             if not self.heads or any(not isinstance(h, int) or isinstance(h, bool)  # true is not 1
                                      or not 0 <= h < cfg.n_heads for h in self.heads):
                 raise ValueError(f"{where}: heads must be numbers 0..{cfg.n_heads - 1}, got {list(self.heads)}")
-        if self.kind == "no-shortcut" and parse_hook(self.node)[1] not in residual_branches():
+        if self.kind == "no-shortcut" and parse_hook(self.node)[1] not in residual_branches(order):
             raise ValueError(f"{where}: a shortcut is removed at a block's add (add1 or add2)")
         if self.kind == "activation":
-            if parse_hook(self.node)[1] != GELU_OUTPUT:
-                raise ValueError(f"{where}: the activation is swapped at the GELU (ff.layers.1)")
+            at = role(order, "activation")
+            if parse_hook(self.node)[1] != at:
+                raise ValueError(f"{where}: the activation is swapped at the "
+                                 f"{activation_label(at)} ({at})")
             if self.function not in FUNCTIONS:
                 raise ValueError(f"{where}: function must be relu or identity, got {self.function!r}")
         if self.positions is not None and any(
@@ -114,17 +117,17 @@ class Intervention:
                              f"this node has {width}")
 
 
-def allowed_kinds(node: str) -> list[str]:
-    """The kinds of intervention that fit a node."""
-    key, kind = parse_hook(node)[1], node_for_hook(node).kind
+def allowed_kinds(node: str, order="pre") -> list[str]:
+    """The kinds of intervention that fit a node of a block of this order."""
+    key, kind = parse_hook(node)[1], node_for_hook(node, order).kind
     if kind == "pattern":
         return ["zero", "scale"]
     kinds = ["zero", "mean", "scale", "steer", "patch"]
     if key == ATTENTION:
         kinds.append("heads")
-    if key in residual_branches() and parse_hook(node)[0] is not None:
+    if key in residual_branches(order) and parse_hook(node)[0] is not None:
         kinds.append("no-shortcut")
-    if key == GELU_OUTPUT:
+    if key == role(order, "activation"):
         kinds.append("activation")
     return kinds
 
@@ -203,7 +206,7 @@ class Resolved:
 def activations(model: GPTModel, prompt: str | list[int], nodes) -> dict[str, torch.Tensor]:
     """Copies of the named nodes' outputs for a prompt (text or ids), in one forward
     without interventions."""
-    ids = encode(prompt) if isinstance(prompt, str) else list(prompt)
+    ids = tokenizer_of(model).encode(prompt) if isinstance(prompt, str) else list(prompt)
     if not ids:
         raise ValueError("an intervention's prompt is empty")
     got = {}
@@ -218,7 +221,7 @@ def activations(model: GPTModel, prompt: str | list[int], nodes) -> dict[str, to
 def _where(model: GPTModel, name: str) -> str:
     """The module whose output is this node's tensor (in eval mode, a dropout's is its
     source's)."""
-    return name if model.training else eval_source(name)
+    return name if model.training else eval_source(name, order_of(model.cfg))
 
 
 def _mean(x: torch.Tensor) -> torch.Tensor:
@@ -239,7 +242,7 @@ def resolve(model: GPTModel, interventions: list[Intervention], prompt_ids: list
             else:
                 r.tensor = (_mean(activations(model, spec.prompt, [spec.node])[spec.node])
                             - _mean(activations(model, spec.prompt_b, [spec.node])[spec.node]))
-            width = node_for_hook(spec.node).shape(model.cfg, 1, 1)[-1]
+            width = node_for_hook(spec.node, order_of(model.cfg)).shape(model.cfg, 1, 1)[-1]
             if r.tensor.numel() != width:
                 raise ValueError(f"intervention on {spec.node!r}: the steering vector has "
                                  f"{r.tensor.numel()} values; this node has {width}")
@@ -295,11 +298,11 @@ def _edit(r: Resolved, offset: _Offset):
     return hook
 
 
-def shortcut_hooks(node: str) -> list[Hook]:
+def shortcut_hooks(node: str, order="pre") -> list[Hook]:
     """The hooks that take the shortcut away at the add ``node`` (trf_blocks.N.add1 or
     add2): the add returns only its branch."""
     layer, key = parse_hook(node)
-    return shortcut_removed(node, block_hook_name(layer, residual_branches()[key]))
+    return shortcut_removed(node, block_hook_name(layer, residual_branches(order)[key]))
 
 
 def _knock_heads(att, heads) -> Callable:
@@ -331,7 +334,7 @@ def applied(model: GPTModel, resolved: list[Resolved]):
         if spec.kind == "heads":
             pre.append((f"{spec.node}.out_proj", _knock_heads(model.get_submodule(spec.node), spec.heads)))
         elif spec.kind == "no-shortcut":
-            forward += shortcut_hooks(spec.node)
+            forward += shortcut_hooks(spec.node, order_of(model.cfg))
         else:
             name = spec.node if spec.kind == "activation" else _where(model, spec.node)
             forward.append((name, _edit(r, offset)))

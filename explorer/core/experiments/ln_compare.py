@@ -26,7 +26,7 @@ from ..gpt.hooks import HookSet
 from ..gpt.config import GPTConfig
 from ..gpt.layers import LayerNorm
 from ..gpt.model import GPTModel, build_model, init_weights
-from ..gpt.nodes import block_hook_name, block_output, select_hook_names
+from ..gpt.nodes import order_of, block_hook_name, block_output, select_hook_names
 from ..run.passes import STATISTICS, run_prompt
 
 FINAL_NORM_NOTE = ("The Post-LN twin keeps final_norm: its blocks already end in a "
@@ -82,13 +82,13 @@ def summarise_run(model: GPTModel, ids: list[int], k: int = 5, should_stop=None)
     """One prompt through one model: each block's output size, each node's histogram,
     and the top-k next tokens."""
     cfg = model.cfg
-    out_key = block_output(cfg.norm_position)
+    out_key = block_output(order_of(cfg))
     with ValueHistograms(model) as counted:
         run = run_prompt(model, ids, STATISTICS, should_stop)
     names = [block_hook_name(layer, out_key) for layer in range(cfg.n_layers)]
     views = run.views
     return RunSummary(
-        norm_position=cfg.norm_position, residual_names=names,
+        norm_position=order_of(cfg), residual_names=names,
         residual_norm=np.array([float(np.mean(views[n].stats.token_l2)) for n in names]),
         residual_std=np.array([views[n].stats.std for n in names]),
         top_ids=run.top_ids[:k], top_pieces=run.top_pieces[:k], top_probs=run.top_probs[:k],
@@ -98,11 +98,11 @@ def summarise_run(model: GPTModel, ids: list[int], k: int = 5, should_stop=None)
 def compare_prompt(model: GPTModel, ids: list[int], should_stop=None
                    ) -> tuple[RunSummary, RunSummary]:
     """The prompt through the model and through its twin with the other norm order."""
-    other = "post" if model.cfg.norm_position == "pre" else "pre"
+    other = "post" if order_of(model.cfg) == "pre" else "pre"
     twin = post_ln_twin(model, other)
     first, second = summarise_run(model, ids, should_stop=should_stop), summarise_run(
         twin, ids, should_stop=should_stop)
-    return (first, second) if model.cfg.norm_position == "pre" else (second, first)
+    return (first, second) if order_of(model.cfg) == "pre" else (second, first)
 
 
 # --------------------------------------------------------------------- gradients

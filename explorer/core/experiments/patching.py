@@ -21,8 +21,8 @@ import torch
 from ..base.cancel import Cancelled
 from .interventions import Intervention, Resolved, activations, applied
 from ..gpt.model import GPTModel
-from ..gpt.nodes import block_hook_name, block_nodes
-from ..gpt.tokenizer import encode, token_piece
+from ..gpt.nodes import order_of, block_hook_name, block_nodes
+from ..gpt.tokenizer import gpt2_tokenizer, tokenizer_of
 
 
 NOISE_GAP = 0.1  # a clean-corrupted gap (in logits) below this makes the shares noise
@@ -58,11 +58,12 @@ class Sweep:
                                     f"{self.restored[i, layer, j]:.6g}"])
 
 
-def single_token(text: str, what: str) -> int:
-    ids = encode(text)
+def single_token(text: str, what: str, tokenizer=None) -> int:
+    tok = tokenizer or gpt2_tokenizer()
+    ids = tok.encode(text, allow_special=False)
     if len(ids) != 1:
         raise ValueError(f"the {what} must be one token; {text!r} is {len(ids)}: "
-                         f"{[token_piece(i) for i in ids]} (mind the leading space: ' Mary')")
+                         f"{[tok.token_piece(i) for i in ids]} (mind the leading space: ' Mary')")
     return ids[0]
 
 
@@ -81,7 +82,8 @@ def logit_difference(model: GPTModel, ids: list[int], answer: int, wrong: int) -
 def patch_sweep(model: GPTModel, clean: str, corrupt: str, answer: str, wrong: str,
                 positions: str = "last", should_stop=None, progress=None) -> Sweep:
     """Patch every block node of the corrupted run with its clean value; see the module."""
-    clean_ids, corrupt_ids = encode(clean), encode(corrupt)
+    tok = tokenizer_of(model)
+    clean_ids, corrupt_ids = tok.encode(clean), tok.encode(corrupt)
     if not clean_ids or not corrupt_ids:
         raise ValueError("both prompts need text")
     if len(clean_ids) != len(corrupt_ids):
@@ -92,11 +94,11 @@ def patch_sweep(model: GPTModel, clean: str, corrupt: str, answer: str, wrong: s
                          f"{model.cfg.context_length}")
     if positions not in ("last", "all"):
         raise ValueError(f"positions must be last or all, got {positions!r}")
-    a, w = single_token(answer, "answer"), single_token(wrong, "wrong token")
+    a, w = single_token(answer, "answer", tok), single_token(wrong, "wrong token", tok)
     if a == w:
         raise ValueError("the answer and the wrong token are the same token")
     cfg = model.cfg
-    keys = patch_keys(cfg.norm_position)
+    keys = patch_keys(order_of(cfg))
     spots = tuple(range(len(clean_ids))) if positions == "all" else (len(clean_ids) - 1,)
     clean_diff = logit_difference(model, clean_ids, a, w)
     corrupt_diff = logit_difference(model, corrupt_ids, a, w)

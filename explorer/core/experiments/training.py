@@ -184,8 +184,12 @@ class Trainer:
         self.settings = settings
         self.text = text
         self.out_dir = Path(out_dir) if out_dir else None
-        cfg = model.cfg if model is not None else preset(
-            settings.preset, drop_rate=settings.drop_rate, tie_weights=True)
+        if model is not None:
+            cfg = model.cfg
+        else:  # a Llama-family block has no dropout to set
+            base = preset(settings.preset)
+            cfg = base.replace(tie_weights=True) if base.llama else \
+                base.replace(drop_rate=settings.drop_rate, tie_weights=True)
         check_memory(training_bytes(cfg, settings.batch_size), torch.device("cpu"),
                      f"training {settings.preset} with batch size {settings.batch_size}")
         if model is None:  # built only once it is known to fit

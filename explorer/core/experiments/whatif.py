@@ -6,7 +6,7 @@ with the change in log-probability. Qt-free."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -14,7 +14,7 @@ from ..base.cancel import check
 from ..run.generation import GenerationSettings, generate, tokenizer_logits
 from .interventions import Resolved, applied
 from ..gpt.model import GPTModel
-from ..gpt.tokenizer import token_piece
+from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
 
 
 @dataclass(frozen=True)
@@ -40,13 +40,14 @@ class Comparison:
     clean_ids: tuple[int, ...]
     changed_ids: tuple[int, ...]
     steps: tuple[StepDiff, ...]
+    tokenizer: Tokenizer = field(default_factory=gpt2_tokenizer, compare=False, repr=False)
 
     def first_difference(self) -> int | None:
         return next((s.index for s in self.steps if s.clean_id != s.changed_id), None)
 
     def text(self, which: str) -> str:
         ids = self.clean_ids if which == "clean" else self.changed_ids
-        return "".join(token_piece(i) for i in ids)
+        return "".join(self.tokenizer.token_piece(i) for i in ids)
 
 
 def _distributions(model: GPTModel, ids: list[int], first: int) -> torch.Tensor:
@@ -76,6 +77,6 @@ def compare(model: GPTModel, resolved: list[Resolved], prompt_ids: list[int],
         chosen = list(dict.fromkeys(torch.topk(p[k], top).indices.tolist()
                                     + torch.topk(q[k], top).indices.tolist()))
         steps.append(StepDiff(k, clean[k], changed[k], max(kl, 0.0), tuple(
-            Candidate(token_piece(i), float(p[k, i].exp()), float(q[k, i].exp()),
+            Candidate(tokenizer_of(model).token_piece(i), float(p[k, i].exp()), float(q[k, i].exp()),
                       float(q[k, i] - p[k, i])) for i in chosen)))
-    return Comparison(tuple(ids), tuple(clean), tuple(changed), tuple(steps))
+    return Comparison(tuple(ids), tuple(clean), tuple(changed), tuple(steps), tokenizer_of(model))

@@ -139,6 +139,7 @@ GPT2 = BlockFamily(
     branches={"add1": "drop1", "add2": "drop2"},
     residuals={"pre": ("add1", "add2"), "post": ("norm1", "norm2")},
     roles={"activation_input": "ff.layers.0", "activation_output": "ff.layers.1",
+           "activation": "ff.layers.1",
            "last_linear": "ff.layers.2", "position_embedding": "pos_emb",
            "embedding_sum": "emb_add", "first_dropout": "drop1",
            "head_queries": "att.queries", "head_keys": "att.keys", "head_values": "att.values"},

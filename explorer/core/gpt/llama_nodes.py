@@ -130,6 +130,7 @@ LLAMA = BlockFamily(
     branches={"add1": "att", "add2": "ff"},
     residuals={"pre": ("add1", "add2")},
     roles={"activation_input": "ff.fc1", "activation_output": "ff.product",
+           "activation": "ff.silu",
            "last_linear": "ff.fc3", "up": "ff.fc2", "head_queries": "att.queries_rope",
            "head_keys": "att.keys_repeated", "head_values": "att.values_repeated",
            "keys_rope": "att.keys_rope", "q_norm": "att.q_norm", "k_norm": "att.k_norm"},

@@ -86,6 +86,15 @@ def role(order: str | BlockOrder | GPTConfig, name: str) -> str | None:
     return as_order(order).family.role(name)
 
 
+def activation_label(key: str) -> str:
+    """The name of the non-linearity whose node key this is, in whichever family has it
+    ("GELU", "SiLU"); "activation" for a key that is none."""
+    for family in FAMILIES.values():
+        if family.role("activation") == key:
+            return next(n.label for n in family.orders["pre"] if n.key == key)
+    return "activation"
+
+
 def embeddings(order: str | BlockOrder | GPTConfig = "pre") -> str:
     """The node whose output enters block 0 (GPT-2: the embeddings' dropout; Llama: the
     token embedding itself)."""

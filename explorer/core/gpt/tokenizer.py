@@ -150,6 +150,12 @@ def gpt2_tokenizer() -> Tokenizer:
     return _GPT2
 
 
+def tokenizer_of(model) -> Tokenizer:
+    """The tokenizer a model was loaded with (``model.tokenizer``, set by the loaders),
+    GPT-2's for a model without one."""
+    return getattr(model, "tokenizer", None) or _GPT2
+
+
 def _piece(tokenizer: Tokenizer, token_id: int) -> str:
     try:
         raw = tokenizer.token_bytes(token_id)

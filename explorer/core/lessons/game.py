@@ -19,23 +19,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpt.tokenizer import encode, token_piece, visible
+from ..gpt.tokenizer import gpt2_tokenizer, visible
 from .facts import PREDICTION, Facts
 
 CHOICES = 5
 
 
-def token_facts(*token_ids: int) -> tuple[str, ...]:
+def token_facts(*token_ids: int, tokenizer=None) -> tuple[str, ...]:
     """How a token is written where the window shows it: quoted (' know') and as a chip
     or label shows it (·know)."""
-    pieces = [token_piece(int(t)) for t in token_ids]
+    tok = tokenizer or gpt2_tokenizer()
+    pieces = [tok.token_piece(int(t)) for t in token_ids]
     return tuple(text for p in pieces for text in (repr(p), visible(p)))
 
 
-def round_facts(logits: np.ndarray, chosen: int) -> Facts:
+def round_facts(logits: np.ndarray, chosen: int, tokenizer=None) -> Facts:
     """What a next-token round hides: the predictions anywhere, and the token the
     generation took and the model's favourite wherever they are written."""
-    return Facts(frozenset({PREDICTION}), token_facts(chosen, int(np.argmax(logits))), "game")
+    return Facts(frozenset({PREDICTION}),
+                 token_facts(chosen, int(np.argmax(logits)), tokenizer=tokenizer), "game")
 
 
 def layer_facts() -> Facts:
@@ -43,17 +45,18 @@ def layer_facts() -> Facts:
     return Facts(frozenset({PREDICTION}), (), "game")
 
 
-def guess_token(text: str) -> tuple[int, str]:
+def guess_token(text: str, tokenizer=None) -> tuple[int, str]:
     """A typed guess as a token: the text as typed if it is one token, else with a
     leading space (a word after a word); otherwise its first token, said so."""
+    tok = tokenizer or gpt2_tokenizer()
     if not text.strip():
         raise ValueError("type a word or pick one of the five")
     for candidate in (text, " " + text.strip()):
-        ids = encode(candidate)
+        ids = tok.encode(candidate)
         if len(ids) == 1:
             return ids[0], ""
-    ids = encode(" " + text.strip())
-    return ids[0], f"{text.strip()!r} is {len(ids)} tokens: its first, {token_piece(ids[0])!r}, counts"
+    ids = tok.encode(" " + text.strip())
+    return ids[0], f"{text.strip()!r} is {len(ids)} tokens: its first, {tok.token_piece(ids[0])!r}, counts"
 
 
 def log_probabilities(logits: np.ndarray) -> np.ndarray:

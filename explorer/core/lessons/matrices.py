@@ -16,7 +16,7 @@ import torch
 
 from ..gpt.model import GPTModel
 from ..base.cancel import check
-from ..gpt.nodes import (FINAL_NORM, GELU_INPUT, HEADS_MIX, KEYS, LINEAR_2, LOGITS,
+from ..gpt.nodes import (order_of, FINAL_NORM, GELU_INPUT, HEADS_MIX, KEYS, LINEAR_2, LOGITS,
                          POSITION_EMBEDDING, QUERIES, TOKEN_EMBEDDING, VALUES, block_hook_name,
                          input_node, node_for_hook, parse_hook)
 
@@ -123,7 +123,7 @@ def _applied(model, name: str, key: str, views: dict | None, pos: int):
     y = out.reshape(-1, out.shape[-1])[pos]
     if key == TOKEN_EMBEDDING:
         return None, y, "the row of the token's id: a lookup, the id's one-hot times the table"
-    source = FINAL_NORM if key == LOGITS else input_node(name, model.cfg.norm_position)
+    source = FINAL_NORM if key == LOGITS else input_node(name, order_of(model.cfg))
     if source not in views or views[source].array is None:
         return None, y, ""
     x = np.asarray(views[source].array, dtype=np.float32).reshape(-1, views[source].shape[-1])[pos]

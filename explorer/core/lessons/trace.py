@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..gpt.config import GPTConfig
-from ..gpt.nodes import (BLOCK_INPUT, EMBEDDINGS, EMBEDDING_SUM, FINAL_NORM, LOGITS,
+from ..gpt.nodes import (order_of, BLOCK_INPUT, EMBEDDINGS, EMBEDDING_SUM, FINAL_NORM, LOGITS,
                          POSITION_EMBEDDING, TOKEN_EMBEDDING, all_hook_names, block_hook_name,
                          block_input, input_node, layer_of, node_for_hook, shortcut_sources)
 
@@ -19,12 +19,12 @@ def trace_order(cfg: GPTConfig) -> list[str]:
 
 def source_of(name: str, cfg: GPTConfig) -> str | None:
     """The node whose output this one reads (None for the embeddings' lookups)."""
-    last = block_input(cfg.n_layers, cfg.norm_position)  # what leaves the last block
+    last = block_input(cfg.n_layers, order_of(cfg))  # what leaves the last block
     model_level = {TOKEN_EMBEDDING: None, POSITION_EMBEDDING: None, EMBEDDING_SUM: TOKEN_EMBEDDING,
                    EMBEDDINGS: EMBEDDING_SUM, FINAL_NORM: last, LOGITS: FINAL_NORM}
     if name in model_level:
         return model_level[name]
-    return input_node(name, cfg.norm_position)
+    return input_node(name, order_of(cfg))
 
 
 AXES = ("batch", "token", "feature")
@@ -32,7 +32,7 @@ AXES = ("batch", "token", "feature")
 
 def what_changed(name: str, views: dict, cfg: GPTConfig) -> str:
     """One sentence: what this node did to the tensor it read, with the pass's numbers."""
-    node = node_for_hook(name, cfg.norm_position)
+    node = node_for_hook(name, order_of(cfg))
     view = views.get(name)
     if view is None:
         return f"{node.label} ({name}): not captured in this pass."
@@ -54,8 +54,8 @@ def what_changed(name: str, views: dict, cfg: GPTConfig) -> str:
         return head + "."
     layer = layer_of(name)
     if node.kind == "add" and layer is not None:
-        short = shortcut_sources(cfg.norm_position)[node.key]
-        short = (block_input(layer, cfg.norm_position) if short == BLOCK_INPUT
+        short = shortcut_sources(order_of(cfg))[node.key]
+        short = (block_input(layer, order_of(cfg)) if short == BLOCK_INPUT
                  else block_hook_name(layer, short))
         if short in views:
             return head + (f": the branch {source} (std {before.stats.std:.3g}) plus the shortcut "

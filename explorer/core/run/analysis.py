@@ -15,7 +15,7 @@ from .generation import tokenizer_logits
 from ..gpt.layers import gelu_tanh_formula
 from ..gpt.model import GPTModel
 from ..gpt.nodes import block_hook_name, block_nodes, residual_nodes
-from ..gpt.tokenizer import token_piece
+from ..gpt.tokenizer import tokenizer_of
 
 GELU_DIP_X = -0.7518  # where exact GELU has its minimum (about -0.17)
 
@@ -124,7 +124,8 @@ def logit_lens(model: GPTModel, residuals: dict[str, torch.Tensor | np.ndarray],
         top = torch.topk(probs, k, dim=-1)
     rows = []
     for name, ids, ps in zip(names, top.indices.tolist(), top.values.tolist()):
-        rows.append(LensRow(name, tuple(ids), tuple(token_piece(i) for i in ids), tuple(ps)))
+        rows.append(LensRow(name, tuple(ids), tuple(tokenizer_of(model).token_piece(i) for i in ids),
+                            tuple(ps)))
     return rows
 
 

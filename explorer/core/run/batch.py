@@ -10,14 +10,14 @@ and captures use it so padding is never mixed into statistics (see ``capture.Cap
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .generation import prepare_prompt
-from ..gpt.tokenizer import END_OF_TEXT_ID, encode, token_piece
+from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
 
-PAD_ID = END_OF_TEXT_ID  # GPT-2 has no pad token; its values never count anyway
+PAD_ID = gpt2_tokenizer().eot_id  # GPT-2 has no pad token; padding never counts anyway
 PAD_LABEL = "[pad]"
 MAX_BATCH = 16
 
@@ -34,6 +34,7 @@ class Batch:
     ids: tuple[tuple[int, ...], ...]  # (B, T), padded with PAD_ID
     lengths: tuple[int, ...]  # real tokens per sample
     notices: tuple[str, ...] = ()
+    tokenizer: Tokenizer | None = field(default=None, compare=False, repr=False)  # None: GPT-2's
 
     @property
     def size(self) -> int:
@@ -59,7 +60,8 @@ class Batch:
 
     def pieces(self, b: int) -> list[str]:
         """Sample b's row of pieces, padding positions labelled ``[pad]``."""
-        return [token_piece(t) if i < self.lengths[b] else PAD_LABEL
+        tok = self.tokenizer or gpt2_tokenizer()
+        return [tok.token_piece(t) if i < self.lengths[b] else PAD_LABEL
                 for i, t in enumerate(self.ids[b])]
 
     def row_labels(self) -> list[str]:
@@ -81,7 +83,8 @@ def split_prompts(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n") if line.strip()]
 
 
-def make_batch(prompts: list[str] | list[list[int]], context_length: int) -> Batch:
+def make_batch(prompts: list[str] | list[list[int]], context_length: int,
+               tokenizer: Tokenizer | None = None) -> Batch:
     """Tokenize (when given text), crop each prompt to the context, pad on the right.
     Raises ValueError, naming the prompt, for an empty batch or an empty prompt."""
     if not prompts:
@@ -90,12 +93,12 @@ def make_batch(prompts: list[str] | list[list[int]], context_length: int) -> Bat
         raise ValueError(f"the batch has {len(prompts)} prompts; at most {MAX_BATCH} are shown at once")
     rows, notices = [], []
     for b, prompt in enumerate(prompts):
-        ids = encode(prompt) if isinstance(prompt, str) else list(prompt)
+        ids = (tokenizer or gpt2_tokenizer()).encode(prompt) if isinstance(prompt, str) else list(prompt)
         if not ids:
             raise ValueError(f"prompt {b + 1} of the batch is empty")
-        ids, notes = prepare_prompt(ids, context_length)
+        ids, notes = prepare_prompt(ids, context_length, tokenizer=tokenizer)
         notices += [f"prompt {b + 1}: {n}" for n in notes]
         rows.append(ids)
     width = max(len(r) for r in rows)
     return Batch(ids=tuple(tuple(r + [PAD_ID] * (width - len(r))) for r in rows),
-                 lengths=tuple(len(r) for r in rows), notices=tuple(notices))
+                 lengths=tuple(len(r) for r in rows), notices=tuple(notices), tokenizer=tokenizer)

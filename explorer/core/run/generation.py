@@ -22,7 +22,7 @@ import torch
 from .steps import StepCapture, StepRecorder
 from ..gpt.config import GPT2_VOCAB
 from ..gpt.model import GPTModel, KVCache
-from ..gpt.tokenizer import END_OF_TEXT, END_OF_TEXT_ID, IncrementalDecoder, token_piece
+from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
 
 
 MAX_NEW_TOKENS = 100_000
@@ -118,18 +118,20 @@ class Prefill:
     seconds: float
 
 
-def check_vocabulary(ids, vocab_size: int) -> None:
+def check_vocabulary(ids, vocab_size: int, tokenizer: Tokenizer | None = None) -> None:
     """Every id must be a row of the model's embedding: a ValueError names the first
-    that is not (a model trained with another, smaller vocabulary than GPT-2's)."""
+    that is not (a model trained with another, smaller vocabulary than its tokenizer's)."""
+    tok = tokenizer or gpt2_tokenizer()
     for i in ids:
         if not 0 <= int(i) < vocab_size:
-            raise ValueError(f"token {int(i)} ({token_piece(int(i))!r}) is outside this model's "
+            raise ValueError(f"token {int(i)} ({tok.token_piece(int(i))!r}) is outside this model's "
                              f"vocabulary of {vocab_size:,} tokens: the model was not trained "
-                             "with GPT-2's full tokenizer, so this prompt cannot run on it")
+                             f"with {tok.name}'s full tokenizer, so this prompt cannot run on it")
 
 
 def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = False,
-                   new_tokens: int = 0, leave_room: bool = False) -> tuple[list[int], list[str]]:
+                   new_tokens: int = 0, leave_room: bool = False,
+                   tokenizer: Tokenizer | None = None) -> tuple[list[int], list[str]]:
     """The ids the model will see and notices for the user. An empty prompt is an error
     unless ``start_with_eot``; a prompt longer than the context is cropped from the left.
     With ``new_tokens`` to generate: ``leave_room`` crops the prompt so that they fit
@@ -137,12 +139,13 @@ def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = F
     when the context fills and each further token recomputes the whole window."""
     ids = [int(i) for i in ids]
     notices = []
+    tok = tokenizer or gpt2_tokenizer()
     if not ids:
-        if not start_with_eot:
-            raise ValueError("the prompt is empty: type some text, or start from "
-                             f"{END_OF_TEXT} explicitly")
-        ids = [END_OF_TEXT_ID]
-        notices.append(f"empty prompt: starting from {END_OF_TEXT}")
+        if not start_with_eot or tok.eot_id is None:
+            raise ValueError("the prompt is empty: type some text" + (
+                f", or start from {tok.eot_text} explicitly" if tok.eot_id is not None else ""))
+        ids = [tok.eot_id]
+        notices.append(f"empty prompt: starting from {tok.eot_text}")
     room = min(max(0, new_tokens), context_length - 1) if leave_room else 0
     keep = context_length - room
     if len(ids) > keep:
@@ -215,8 +218,8 @@ class GenerationStream:
         self.settings = settings
         self.prompt_ids, self.notices = prepare_prompt(
             prompt_ids, model.cfg.context_length, start_with_eot, settings.max_new_tokens,
-            settings.leave_room)
-        check_vocabulary(self.prompt_ids, model.cfg.vocab_size)
+            settings.leave_room, tokenizer_of(model))
+        check_vocabulary(self.prompt_ids, model.cfg.vocab_size, tokenizer_of(model))
         if prefill is not None:
             if list(prefill.ids) != self.prompt_ids:
                 raise ValueError("the prefill is of another prompt")
@@ -245,7 +248,8 @@ class GenerationStream:
         ctx = model.cfg.context_length
         device = next(model.parameters()).device
         gen = sampler(s)
-        decoder = IncrementalDecoder()
+        tok = tokenizer_of(model)
+        decoder = tok.decoder()
         recorder = StepRecorder(model) if s.capture_steps else None
         start = time.perf_counter()
         with torch.inference_mode(), (recorder or contextlib.nullcontext()):
@@ -270,11 +274,11 @@ class GenerationStream:
                 now = time.perf_counter()
                 step = Step(
                     index=index, position=len(self.ids), token_id=token,
-                    piece=token_piece(token), text=decoder.push(token),
+                    piece=tok.token_piece(token), text=decoder.push(token),
                     prob=float(probs[token]),
                     top_ids=tuple(top.indices.tolist()), top_probs=tuple(top.values.tolist()),
                     elapsed=now - start, step_seconds=now - last,
-                    is_eot=token == END_OF_TEXT_ID,
+                    is_eot=token == tok.eot_id,
                     capture=(first_capture if index == 0 and first_capture is not None
                              else recorder.snapshot(len(self.ids) - 1) if recorder else None),
                     logits=(tokenizer_logits(logits).float().cpu().numpy()

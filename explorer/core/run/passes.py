@@ -29,7 +29,7 @@ from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, ge
                          pick, prepare_prompt, sampler, tokenizer_logits)
 from ..gpt.model import GPTModel
 from ..gpt.nodes import GELU_INPUT, parse_hook
-from ..gpt.tokenizer import END_OF_TEXT_ID, token_piece
+from ..gpt.tokenizer import gpt2_tokenizer, tokenizer_of
 
 TOP_K = 10  # next-token candidates a pass reports
 
@@ -137,12 +137,13 @@ class Completed:
     result: Pass
 
 
-def as_batch(prompt: Batch | list[int], context_length: int) -> Batch:
+def as_batch(prompt: Batch | list[int], context_length: int, tokenizer=None) -> Batch:
     """A single prompt (token ids, cropped to the context with a notice) as a batch of one."""
     if isinstance(prompt, Batch):
         return prompt
-    ids, notices = prepare_prompt(list(prompt), context_length)
-    return Batch(ids=(tuple(ids),), lengths=(len(ids),), notices=tuple(notices))
+    ids, notices = prepare_prompt(list(prompt), context_length, tokenizer=tokenizer)
+    return Batch(ids=(tuple(ids),), lengths=(len(ids),), notices=tuple(notices),
+                 tokenizer=tokenizer)
 
 
 def _top(logits_row: torch.Tensor, k: int = TOP_K) -> tuple[tuple[int, ...], tuple[float, ...]]:
@@ -213,10 +214,11 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
                 else:
                     shares[n] = gelu_input_shares(v.real_rows())
     ids = batch.sample(0)
-    result = Pass(ids=ids, pieces=[token_piece(i) for i in ids], views=views,
+    tok = tokenizer_of(model)
+    result = Pass(ids=ids, pieces=[tok.token_piece(i) for i in ids], views=views,
                   token_id=top_ids[0] if top_ids else None,
                   prob=top_probs[0] if top_probs else None, top_ids=top_ids, top_probs=top_probs,
-                  top_pieces=tuple(token_piece(i) for i in top_ids), notices=notices,
+                  top_pieces=tuple(tok.token_piece(i) for i in top_ids), notices=notices,
                   seconds=seconds, batch=None if batch.size == 1 else batch, gelu_shares=shares,
                   dropped=tuple(cap.dropped), error=error, shares_later=tuple(shares_later),
                   next_logits=None if logits is None else tokenizer_logits(
@@ -239,16 +241,18 @@ def run_prompt(model: GPTModel, prompt: Batch | list[int], keep: Keep = EVERYTHI
 def prompt_and_prefill(model: GPTModel, ids: list[int], keep: Keep = EVERYTHING,
                        should_stop=None) -> tuple[Pass, Prefill]:
     """The prompt pass that generation then continues from (one forward per prompt)."""
-    batch = as_batch(ids, model.cfg.context_length)
+    batch = as_batch(ids, model.cfg.context_length, tokenizer_of(model))
     result, prefill = _forward(model, batch, keep, should_stop, False, prefill=True)
     return result, prefill
 
 
-def step_pass(step: Step, ids: list[int], notices: list[str] | None = None) -> Pass:
+def step_pass(step: Step, ids: list[int], notices: list[str] | None = None,
+              tokenizer=None) -> Pass:
     """A generated token as a pass: every node's vector at the position that chose it."""
+    tok = tokenizer or gpt2_tokenizer()
     return Pass(ids=list(ids), pieces=[], views=step.capture.views() if step.capture else {},
                 step=step.index, token_id=step.token_id, prob=step.prob, top_ids=step.top_ids,
-                top_probs=step.top_probs, top_pieces=tuple(token_piece(i) for i in step.top_ids),
+                top_probs=step.top_probs, top_pieces=tuple(tok.token_piece(i) for i in step.top_ids),
                 notices=list(notices or []), seconds=step.elapsed, next_logits=step.logits)
 
 
@@ -266,7 +270,8 @@ def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: Gener
     if forced is not None:
         settings = dataclasses.replace(settings, max_new_tokens=max(1, len(forced)))
     ids, notices = prepare_prompt(prompt_ids, model.cfg.context_length,
-                                  new_tokens=settings.max_new_tokens, leave_room=settings.leave_room)
+                                  new_tokens=settings.max_new_tokens, leave_room=settings.leave_room,
+                                  tokenizer=tokenizer_of(model))
     prompt, prefill = prompt_and_prefill(model, ids, keep, should_stop)
     prompt.notices[:0] = notices
     report(prompt)
@@ -285,7 +290,7 @@ def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: Gener
     seen = list(prefill.ids)
     for step in stream:
         seen.append(step.token_id)
-        report(step_pass(step, seen))
+        report(step_pass(step, seen, tokenizer=tokenizer_of(model)))
         if should_stop is not None and should_stop():
             stream.close()
             return "stopped"
@@ -300,13 +305,13 @@ def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationS
     """Generation the book's way (``generate_text_simple``): every new token runs the
     whole context again, without a KV cache, and each step is reported as that whole
     captured pass — (1, T + k, C) at step k; its last position chose the token."""
-    gen, ctx = sampler(s), model.cfg.context_length
+    gen, ctx, tok = sampler(s), model.cfg.context_length, tokenizer_of(model)
     ids, current, logits = list(prefill.ids), prompt, prefill.logits
     keep = dataclasses.replace(keep, later=False, budget_bytes=min(keep.budget_bytes, STEP_BUDGET))
     for index in range(s.max_new_tokens):
         if index:  # step 0 is chosen by the prompt pass itself
             check(should_stop)
-            batch = as_batch(ids[-ctx:], ctx)  # no KV cache to keep: only the logits
+            batch = as_batch(ids[-ctx:], ctx, tok)  # no KV cache to keep: only the logits
             current, pre = _forward(model, batch, keep, should_stop, False, prefill=True, cached=False)
             logits = pre.logits
         token = pick(logits, s, gen) if forced is None else forced[index]
@@ -316,9 +321,9 @@ def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationS
         report(dataclasses.replace(
             current, step=index, whole=True, token_id=token, prob=float(probs[token]),
             top_ids=top_ids, top_probs=tuple(top.values.tolist()),
-            top_pieces=tuple(token_piece(i) for i in top_ids), notices=[]))
+            top_pieces=tuple(tok.token_piece(i) for i in top_ids), notices=[]))
         ids.append(token)
-        if token == END_OF_TEXT_ID and s.stop_at_eot:
+        if token == tok.eot_id and s.stop_at_eot:
             return "eot"
         if should_stop is not None and should_stop():
             return "stopped"

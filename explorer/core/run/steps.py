@@ -14,7 +14,7 @@ from ..gpt.hooks import HookSet
 from .capture import NodeView
 from ..gpt.model import GPTModel
 from ..gpt.node_types import Node
-from ..gpt.nodes import LOGITS, eval_source, is_pattern, node_for_hook, select_hook_names
+from ..gpt.nodes import order_of, LOGITS, eval_source, is_pattern, node_for_hook, select_hook_names
 from .row_stats import RowStats, row_stats
 from .stats import NodeStats, tensor_stats
 
@@ -105,7 +105,7 @@ class StepRecorder(HookSet):
         self._latest: dict[str, torch.Tensor] = {}
         self._source: dict[str, str] = {}
         self._nodes = {n: node_for_hook(n) for n in self.names}
-        self._shown = {n: node_for_hook(n, model.cfg.norm_position) for n in self.names}
+        self._shown = {n: node_for_hook(n, order_of(model.cfg)) for n in self.names}
 
     def _hooks(self) -> dict[str, object]:
         latest = self._latest

@@ -311,6 +311,7 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
     model.load_state_dict(sd, strict=True, assign=True)
     model.tie_weights()
     model.eval()
+    model.tokenizer = tokenizer  # it hangs off the model: whatever reads text asks it
     fmt = info["format"]
     name = preset_for_emb_dim(cfg.emb_dim) if family == "hf" and cfg.n_layers == _gpt2_layers(cfg) else None
     what = name or (f"{cfg.n_layers}-layer {_hf_name(info)} ({cfg.emb_dim}-dim)" if cfg.llama

@@ -57,9 +57,10 @@ class HFTokenizer(Tokenizer):
         self.path = path
 
     def encode(self, text: str, allow_special: bool = True) -> list[int]:
-        """As ``tokenizer(text)`` in transformers: the model's own start token too, when
-        its tokenizer adds one (Llama 3's <|begin_of_text|>)."""
-        return list(self._tok.encode(text, add_special_tokens=True).ids)
+        """The text as typed, as GPT-2's is: no start token is added (a model that wants
+        one, as Llama 3's <|begin_of_text|>, gets it when it is typed); special tokens
+        typed in the text are those tokens."""
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=False)

@@ -18,7 +18,7 @@ column and enter their adds from the left.
 from __future__ import annotations
 
 from ...core.gpt.config import GPTConfig
-from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, HEAD_KEYS,
+from ...core.gpt.nodes import (order_of, ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, HEAD_KEYS,
                                HEAD_QUERIES, HEAD_VALUES, HEADS_MIX, KEYS, MASKED_SCORES,
                                MODEL_NODES_BEFORE, PATTERN, QUERIES, SCORES, VALUES,
                                block_hook_name, block_input, block_steps,
@@ -43,7 +43,7 @@ def layout_open(cfg: GPTConfig, layer: int, open_before: bool, open_after: bool,
     Every step of the block carries its shape on a second line, so that no label needs
     room beside an arrow: the whole block fits a 1150 × 700 window's graph."""
     out = Layout()
-    position = cfg.norm_position
+    position = order_of(cfg)
     fh = m.line
     nh, pad = fh + 6, 6.0  # the block's input, above it, as in the folded graph
     ih, rg, hg = 2 * fh + 4, 8.0, 10.0  # a two-line node; the gaps between rows, lanes
@@ -113,7 +113,7 @@ def _caps_and_title(out: Layout, cfg, layer: int, inp, top, opened: tuple[bool, 
     for text in out.texts:
         if text.kind == "cap-after":
             text.x = min(text.x, edge - m.width(text.text) - 4)
-    order = "Pre-LN" if cfg.norm_position == "pre" else "Post-LN"
+    order = "Pre-LN" if order_of(cfg) == "pre" else "Post-LN"
     title = f"{block_title(layer, cfg.n_layers)} · {order}"
     out.texts.append(Text(title, edge - m.bold_width(title) - 4, min(after_top - fh - 6, before_top),
                           "title"))
@@ -169,7 +169,7 @@ def _inner_arrows(out: Layout, name, lanes, rows, iw: float, ih: float, frame_ri
 def _feed(out: Layout, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name):
     """The block's input above the frame's key lane, the arrows down to what comes
     first (LayerNorm 1, or the frame itself), and from there into the three projections."""
-    position = cfg.norm_position
+    position = order_of(cfg)
     input_name = block_input(layer, position)
     node = MODEL_NODES_BEFORE[3] if layer == 0 else node_for_hook(input_name, position)
     label = node.label if layer == 0 else f"Block {layer} output"
@@ -194,7 +194,7 @@ def _right_shortcuts(out: Layout, cfg, layer, inp, lane_a: float, lane_b: float,
     """The first add's shortcut forks on the arrow leaving the block's input and runs down
     lane a; the second's forks on the arrow leaving its source (in the right column) and
     runs up lane b; both enter their adds from the left."""
-    sources = shortcut_sources(cfg.norm_position)
+    sources = shortcut_sources(order_of(cfg))
     for add_key, lane in zip(residual_branches(), (lane_a, lane_b)):
         src_key = sources[add_key]
         add = out.boxes[name(add_key)]

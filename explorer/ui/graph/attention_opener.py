@@ -16,7 +16,7 @@ import weakref
 
 import numpy as np
 
-from ...core.gpt.nodes import PATTERN, block_hook_name
+from ...core.gpt.nodes import order_of, PATTERN, block_hook_name
 from ...core.run.opened import attention_input, inside_names, open_attention
 from ..base.session import Session
 from ..base.view_jobs import EngineLike, ViewJobs
@@ -55,7 +55,7 @@ class AttentionOpener:
             return None  # on its way
         why = "A saved run is shown read-only: open it with its model loaded to see " \
               "attention" if self.session.record else None
-        rows = None if why else self._rows(current, layer, info.config.norm_position)
+        rows = None if why else self._rows(current, layer, order_of(info.config))
         if isinstance(rows, str) or why:
             why = why or rows
             if steps:

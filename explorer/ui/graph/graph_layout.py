@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ...core.gpt.config import GPTConfig
-from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, MODEL_NODES_AFTER,
+from ...core.gpt.nodes import (order_of, ATTENTION, BLOCK_INPUT, FEED_FORWARD, MODEL_NODES_AFTER,
                                MODEL_NODES_BEFORE, Node, block_hook_name, block_input,
                                block_module_name, block_nodes, block_title, drawn_beside,
                                node_for_hook, residual_branches, residual_nodes, shortcut_sources)
@@ -137,7 +137,7 @@ def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,
     before_top = _before(out, cfg, layer, inp, open_before, m, nh, p.gap, nw)
     last_b = p.box(out, p.keys_b[0])  # the top of column B: the block's output
     after_top = _after(out, cfg, layer, last_b, open_after, m, nh, p.gap, nw, 0.0)
-    order = "Pre-LN" if cfg.norm_position == "pre" else "Post-LN"
+    order = "Pre-LN" if order_of(cfg) == "pre" else "Post-LN"
     title = f"{block_title(layer, cfg.n_layers)} · {block_module_name(layer)} · {order}"
     out.texts.append(Text(title, p.cxb - nw / 2, min(after_top, before_top + fh + 6) - fh - 6, "title"))
     _shortcuts(out, p, inp, m)
@@ -171,7 +171,7 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
     p.fh = fh = m.line
     p.nh, p.gap = fh + 6, fh + 5  # a node's height; the room an arrow and its label need
     p.pad = 6
-    position = cfg.norm_position
+    position = order_of(cfg)
     p.nodes = nodes = block_nodes(position)
     p.pattern = drawn_beside(position).get(ATTENTION)
     p.ff_parent = FEED_FORWARD
@@ -281,7 +281,7 @@ def _column_arrows(out: Layout, p: _Plan) -> float:
 def _shortcuts(out: Layout, p: _Plan, inp: Box, m: Metrics) -> None:
     """Each shortcut forks from the arrow leaving its source, runs in its lane and enters
     its add from the left."""
-    sources = shortcut_sources(p.cfg.norm_position)
+    sources = shortcut_sources(order_of(p.cfg))
     for add_key in residual_branches():
         src_key = sources[add_key]
         src = inp.name if src_key == BLOCK_INPUT else p.name(src_key)
@@ -309,7 +309,7 @@ def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh:
         text = "▸ Token + position embeddings" + (f", {between}" if between else "")
         y = inp.top - gap - fh
         out.texts.append(Text(text, inp.left, y, "cap-before"))
-        out.arrows.append(Arrow(emb_add.key if layer == 0 else block_input(layer - 1, cfg.norm_position),
+        out.arrows.append(Arrow(emb_add.key if layer == 0 else block_input(layer - 1, order_of(cfg)),
                                 inp.name, [(inp.cx, y + fh + 1), (inp.cx, inp.top)], (inp.cx + 5, y + fh + 2)))
         return y
     cx = inp.cx

@@ -10,7 +10,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QWidget
 
-from ...core.gpt.nodes import block_hook_name, block_output
+from ...core.gpt.nodes import order_of, block_hook_name, block_output
 from .contribution_colours import strip_colours
 from .graph_colours import colour, text_colour
 from ..base.session import Session
@@ -48,7 +48,7 @@ class LayerStrip(QWidget):
             return []
         out = []
         for layer in range(info.config.n_layers):
-            key = block_output(info.config.norm_position)
+            key = block_output(order_of(info.config))
             view = current.views.get(block_hook_name(layer, key)) if current else None
             out.append(view.stats.std if view else None)
         return out

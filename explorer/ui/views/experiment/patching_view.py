@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QLin
 
 from ...plots.plot_axes import add_plot
 from ....core.experiments.interventions import Intervention
-from ....core.gpt.nodes import block_hook_name
+from ....core.gpt.nodes import order_of, block_hook_name
 from ....core.experiments.patching import Sweep, patch_sweep
 from ...widgets.job_controls import JobControls
 from ...plots.patch_plots import draw_sweep, panel_keys, sweep_title
@@ -96,7 +96,7 @@ class PatchingView(ViewHooks, QWidget):
     def show_sweep(self, sweep: Sweep) -> None:
         self.summary.setText("")
         self.sweep = sweep
-        position = self.session.model.config.norm_position if self.session.model else "pre"
+        position = order_of(self.session.model.config) if self.session.model else "pre"
         self.shown = draw_sweep(self.canvas, sweep, position)
         for name, (plot, image, rows) in self.shown.items():
             image.mouseClickEvent = lambda event, n=name: self.cell_clicked(n, event.pos())
@@ -116,7 +116,7 @@ class PatchingView(ViewHooks, QWidget):
         if panel == "nodes":
             key, position = sweep.keys[row], sweep.positions[-1]
         else:
-            norm = self.session.model.config.norm_position if self.session.model else "pre"
+            norm = order_of(self.session.model.config) if self.session.model else "pre"
             key, position = panel_keys(sweep, norm)[panel], sweep.positions[row]
         patch = Intervention("patch", block_hook_name(layer, key), prompt=sweep.clean,
                              positions=(position,))

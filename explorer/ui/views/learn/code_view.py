@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPlainTextEdit,
 
 from ....core.lessons.listing import listing
 from ....core.lessons.trace import trace_order, what_changed
+from ....core.gpt.nodes import order_of
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
 from ...base.view import ViewHooks
@@ -93,7 +94,7 @@ class CodeView(ViewHooks, QWidget):
 
     # ----------------------------------------------------------------- the code
     def _norm_position(self) -> str:
-        return self.session.model.config.norm_position if self.session.model else "pre"
+        return order_of(self.session.model.config) if self.session.model else "pre"
 
     def show_node(self, name: str) -> None:
         found = listing(name, self._norm_position())

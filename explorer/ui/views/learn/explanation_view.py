@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from ....core.lessons.explain import explain
 from ....core.lessons.formulas import worked
+from ....core.gpt.nodes import order_of
 from ....core.gpt.tokenizer import token_piece
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
@@ -51,7 +52,7 @@ class ExplanationView(LazyRefresh, QWidget):
             pieces = list(current.pieces)
         cfg = self.session.model.config if self.session.model else None
         self._explained = explain(self.session.node, views, pieces, position,
-                                  cfg.norm_position if cfg else "pre", cfg)
+                                  order_of(cfg) if cfg else "pre", cfg)
         self.formula = self._ask_formula(current)
         self._show()
 

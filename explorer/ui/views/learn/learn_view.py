@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QCheckBox, QLabel, QPushButton, QScrollArea, QVBoxLayout,
                                QWidget)
 
-from ....core.gpt.nodes import inside_attention, is_pattern, layer_of
+from ....core.gpt.nodes import order_of, inside_attention, is_pattern, layer_of
 from ....core.lessons.facts import KINDS, Facts
 from ....core.lessons.quiz import Question, Score, question_for
 from ...base.session import Session
@@ -114,7 +114,7 @@ class LearnView(ViewHooks, QWidget):
                 if why is None:  # it is coming: nothing of it seen before the question
                     self.session.set_covered(Facts(frozenset(KINDS), (), "learn"))
             return
-        norm_position = self.session.model.config.norm_position
+        norm_position = order_of(self.session.model.config)
         asked = self.asked.get(name, 0)
         self.asked[name] = asked + 1
         self.question = question_for(name, current.views, norm_position, asked, self.score.asked)

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton,
 from functools import partial
 
 from ....core.run.analysis import ValueHistogram, layer_table, residual_profile
-from ....core.gpt.nodes import block_hook_name, block_nodes, block_title
+from ....core.gpt.nodes import order_of, block_hook_name, block_nodes, block_title
 from ...plots.histogram import RANGES, HistogramPlot, histogram_of, range_box
 from ...base.lazy import LazyRefresh
 from ...widgets.save_file import save_as
@@ -135,8 +135,8 @@ class DistributionsView(LazyRefresh, QWidget):
         if info is None:
             return
         building = []
-        if self._order != info.config.norm_position:  # the plots first, a turn each
-            building = self._build_small(info.config.norm_position)
+        if self._order != order_of(info.config):  # the plots first, a turn each
+            building = self._build_small(order_of(info.config))
         current, mode = self.session.current, self.mode()
         if current is None or (self._cache and next(iter(self._cache))[0] != id(current)):
             self._cache.clear()  # the histograms of another pass
@@ -220,7 +220,7 @@ class DistributionsView(LazyRefresh, QWidget):
         set_empty(plot, None)
         stat = TABLE_STATS[self.stat_box.currentText()]
         self.table_keys, self.table = layer_table(current.views, info.config.n_layers,
-                                                  info.config.norm_position, stat)
+                                                  order_of(info.config), stat)
         shown = np.log10(np.abs(self.table) + 1e-12) if stat != "kurtosis" else self.table
         finite = shown[np.isfinite(shown)]
         levels = (float(finite.min()), float(finite.max())) if finite.size else (0, 1)
@@ -259,7 +259,7 @@ class DistributionsView(LazyRefresh, QWidget):
                       "after each add")
             return
         set_empty(self.resid_plot.getPlotItem(), None)
-        names, values = residual_profile(current.views, info.config.n_layers, info.config.norm_position)
+        names, values = residual_profile(current.views, info.config.n_layers, order_of(info.config))
         self.resid_curve.setData(np.arange(len(values)) / 2.0, values)
         self.resid_plot.autoRange()
 

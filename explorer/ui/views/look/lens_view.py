@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ....core.run.analysis import lens_nodes, logit_lens
-from ....core.gpt.nodes import short_label
+from ....core.gpt.nodes import order_of, short_label
 from ...base.lazy import LazyRefresh
 from ...widgets.save_file import save_as
 from ...base.session import Session
@@ -69,7 +69,7 @@ class LensView(LazyRefresh, QWidget):
             self.note.setText("Run a prompt (Ctrl+Enter) to read the prediction off the "
                               "residual stream after every layer.")
             return
-        names = lens_nodes(info.config.n_layers, info.config.norm_position)
+        names = lens_nodes(info.config.n_layers, order_of(info.config))
         arrays = {n: current.views[n].array for n in names
                   if n in current.views and current.views[n].array is not None}
         position = 0 if current.one_position else max(0, self.position_box.currentIndex())

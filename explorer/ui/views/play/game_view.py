@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QLin
 
 from ....core.lessons.game import (Answer, Score, answer, choices, first_layer, guess_token,
                                    layer_facts, round_facts)
+from ....core.gpt.nodes import order_of
 from ....core.run.analysis import lens_nodes, logit_lens
 from ....core.gpt.tokenizer import decode, token_piece
 from ...base.session import Session
@@ -145,7 +146,7 @@ class GameView(ViewHooks, QWidget):
         if current is None or info is None:
             self.result.setText("Run a prompt (Ctrl+Enter) first.")
             return
-        names = lens_nodes(info.config.n_layers, info.config.norm_position)
+        names = lens_nodes(info.config.n_layers, order_of(info.config))
         arrays = {n: current.views[n].array for n in names
                   if n in current.views and current.views[n].array is not None}
         position = len(current.ids) - 1
