@@ -33,7 +33,7 @@ _PATTERN = Node("att.attn_weights", "Attention pattern", "attn_weights = softmax
                 "scores / √head_dim): per head, row = query token, column = key token; rows "
                 "sum to 1 (no dropout).", "pattern", "ctx", parent="att",
                 inputs=("att.masked_scores",))
-_ATT = Node("att", "Grouped-query attention", "Causal self-attention on RMSNorm 1's output, "
+_ATT = Node("att", "Attention (GQA)", "Grouped-query attention: causal self-attention on RMSNorm 1's output, "
             "positions given by rotating queries and keys (RoPE); groups of query heads share "
             "one key/value head; then out_proj.", "attention", "emb")
 

@@ -1,12 +1,23 @@
 """The block graph with attention opened: pure geometry, no widgets.
 
 The attention node becomes a frame of its own steps, in the book's order, on a grid of
-three lanes — the query, key and value lanes — and four rows::
+three lanes — the query, key and value lanes — and four rows (GPT-2's)::
 
     W_query      W_key         W_value
     queries      keys          values ─┐
     scores  →    masked   →    weights │
     out_proj ←   joined   ←    context ←┘
+
+A Llama block's has more rows: Qwen3's q_norm and k_norm, the rotations (RoPE) of the
+queries and keys, and the keys and values shared by each group of query heads::
+
+    W_query      W_key         W_value
+    queries      keys          values
+    q_norm       k_norm          │          (Qwen3)
+    RoPE q       RoPE k          │
+       │         keys shared   values shared ─┐
+    scores  →    masked   →    weights        │
+    out_proj ←   joined   ←    context  ←─────┘
 
 Each step's node carries its own shape on a second line (the arrows inside the frame
 are short and carry none). The block's other steps run up the right column from the
@@ -18,22 +29,50 @@ column and enter their adds from the left.
 from __future__ import annotations
 
 from ...core.gpt.config import GPTConfig
-from ...core.gpt.nodes import (order_of, ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, HEAD_KEYS,
-                               HEAD_QUERIES, HEAD_VALUES, HEADS_MIX, KEYS, MASKED_SCORES,
-                               MODEL_NODES_BEFORE, PATTERN, QUERIES, SCORES, VALUES,
-                               block_hook_name, block_input, block_steps,
-                               block_title, node_for_hook, residual_branches, shortcut_sources)
-from .graph_layout import Arrow, Layout, Metrics, Shortcut, Text, _after, _before, _box
+from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, HEAD_KEYS,
+                               HEAD_QUERIES, HEAD_VALUES, HEADS_MIX, K_NORM, KEYS, KEYS_ROPE,
+                               KEYS_SHARED, MASKED_SCORES, PATTERN, Q_NORM, QUERIES, QUERIES_ROPE,
+                               SCORES, VALUES, VALUES_SHARED, as_order, attention_inside,
+                               block_hook_name,
+                               block_input, block_steps, block_title, model_nodes,
+                               node_for_hook, order_of, residual_branches, shortcut_sources)
+from .caps_layout import _after, _before
+from .graph_layout import order_title
+from .layout_types import Arrow, Layout, Metrics, Shortcut, Text, _box
 
 GRID = ((QUERIES, KEYS, VALUES),
         (HEAD_QUERIES, HEAD_KEYS, HEAD_VALUES),
         (SCORES, MASKED_SCORES, PATTERN),
         (HEADS_MIX, CONTEXT_JOINED, CONTEXT))
-ATTENTION_TITLE = "Multi-head attention"
+# A Llama block's six rows: Qwen3's norms share a row with the values shared per group,
+# and its shared keys then sit beside the rotated keys.
+LLAMA_GRID = ((QUERIES, KEYS, VALUES),
+              (HEAD_QUERIES, HEAD_KEYS, HEAD_VALUES),
+              (QUERIES_ROPE, KEYS_ROPE, VALUES_SHARED),
+              (None, KEYS_SHARED, None),
+              (SCORES, MASKED_SCORES, PATTERN),
+              (HEADS_MIX, CONTEXT_JOINED, CONTEXT))
+QWEN3_GRID = ((QUERIES, KEYS, VALUES),
+              (HEAD_QUERIES, HEAD_KEYS, HEAD_VALUES),
+              (Q_NORM, K_NORM, VALUES_SHARED),
+              (QUERIES_ROPE, KEYS_ROPE, KEYS_SHARED),
+              (SCORES, MASKED_SCORES, PATTERN),
+              (HEADS_MIX, CONTEXT_JOINED, CONTEXT))
 
 
-def inner_labels() -> list[str]:
-    return [node_for_hook(block_hook_name(0, key)).label for row in GRID for key in row]
+def grid_of(order) -> tuple[tuple[str | None, ...], ...]:
+    """The rows of attention's steps for this block: GPT-2's four, or a Llama block's
+    six (Qwen3's with its q/k norms)."""
+    if order.family.name == "gpt2":
+        return GRID
+    have = {n.key for n in attention_inside(order)}
+    return QWEN3_GRID if Q_NORM in have else LLAMA_GRID
+
+
+def inner_labels(order="pre") -> list[str]:
+    order = as_order(order)
+    return [node_for_hook(block_hook_name(0, key), order).label
+            for row in grid_of(order) for key in row if key]
 
 
 def layout_open(cfg: GPTConfig, layer: int, open_before: bool, open_after: bool,
@@ -47,34 +86,35 @@ def layout_open(cfg: GPTConfig, layer: int, open_before: bool, open_after: bool,
     fh = m.line
     nh, pad = fh + 6, 6.0  # the block's input, above it, as in the folded graph
     ih, rg, hg = 2 * fh + 4, 8.0, 10.0  # a two-line node; the gaps between rows, lanes
+    grid = grid_of(position)
+    if len(grid) > len(GRID):  # more steps, the same height: closer rows (room for a head)
+        rg = 6.0
     name = lambda key: block_hook_name(layer, key)  # noqa: E731
     steps = block_steps(position)
     at = [s.key for s in steps].index(ATTENTION)
     above = list(steps[:at])  # LayerNorm 1 in Pre-LN, nothing in Post-LN
     right = list(steps[at + 1:])  # the rest, up the right column (bottom first)
     under = [right.pop(0)] if len(right) > RIGHT_AT_MOST else []  # Post-LN: under the frame
-    labels = [s.label for s in steps if s.key != ATTENTION] + \
-             [n.label for n in MODEL_NODES_BEFORE] + ["Final LayerNorm", "Output head"]
+    before, after = model_nodes(position)
+    labels = [s.label for s in steps if s.key != ATTENTION] + [n.label for n in before + after]
     nw = max(90.0, max(m.width(t) for t in labels) + 14)
     nb = max(max(m.width(s.label) for s in steps if s.key != ATTENTION), lw) + 14
-    iw = max(max(m.width(t) for t in inner_labels()), plw, lw) + 14  # an inner node
+    iw = max(max(m.width(t) for t in inner_labels(position)), plw, lw) + 14  # an inner node
     lanes = [6 + 4 + iw / 2 + i * (iw + hg) for i in range(3)]
     cxa = lanes[1]  # what feeds the frame sits over the key lane
+    # a tall grid (a Llama block's): its first norm beside the block's input, over the
+    # query lane, so that the whole block keeps GPT-2's height
+    beside = len(grid) > len(GRID) and len(above) == 1
     y = pad
     for step in above:
+        if beside:
+            _two_line(out, name(step.key), step, lanes[0], -4 - ih / 2, min(nb, iw), ih)
+            continue
         _two_line(out, name(step.key), step, cxa, y + ih / 2, nb, ih)
         y += ih + rg + 4
-    ftop = y
-    rows = [ftop + fh + 10 + r * (ih + rg) + ih / 2 for r in range(4)]
-    frame_right = lanes[2] + iw / 2 + 12  # the values' route to the context runs inside
-    fbottom = rows[3] + ih / 2 + 6
-    out.att_frame = (6.0, ftop, frame_right - 6.0, fbottom - ftop)
-    out.att_name = name(ATTENTION)
-    out.texts.append(Text(ATTENTION_TITLE, 6.0 + 6, ftop + 3, "att-title"))
-    for r, row in enumerate(GRID):
-        for cx, key in zip(lanes, row):
-            _two_line(out, name(key), node_for_hook(name(key), position), cx, rows[r], iw, ih)
-    _inner_arrows(out, name, lanes, rows, iw, ih, frame_right)
+    ftop = 2.0 if beside else y  # beside: only the shortcut's line between input and frame
+    rows, frame_right, fbottom = _frame(out, position, name, grid, lanes, ftop, fh, ih, rg, iw,
+                                        beside)
     exit_ = out.boxes[name(HEADS_MIX)]
     for step in under:  # below out_proj, in its lane
         box = _two_line(out, name(step.key), step, exit_.cx, fbottom + rg + 4 + ih / 2, nb, ih)
@@ -85,19 +125,42 @@ def layout_open(cfg: GPTConfig, layer: int, open_before: bool, open_after: bool,
     cxb = lane_b + 10 + nb / 2
     turn = max(exit_.bottom + 4 + ih / 2, pad + ih / 2 + (len(right) - 1) * (ih + rg))
     _right_column(out, right, name, exit_, cxb, turn, nb, ih, pad)
-    inp = _feed(out, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name)
-    _right_shortcuts(out, cfg, layer, inp, lane_a, lane_b, name, m)
+    inp = _feed(out, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name, beside)
+    _right_shortcuts(out, cfg, layer, inp, lane_a, lane_b, name, m, beside)
     edge = cxb + nb / 2 + 8  # the block's right edge: the texts above end there
     _caps_and_title(out, cfg, layer, inp, out.boxes[name(right[-1].key)], (open_before, open_after),
                     m, edge)
     for arrow in out.arrows:  # a node with its shape on its own line needs no label beside
         if arrow.source in out.two_line:
             arrow.label = None
-    out.frame = (0.0, 0.0, edge, turn + ih / 2 + 6)
+    out.frame = (0.0, 0.0, edge, turn + ih / 2 + (3 if beside else 6))
     return out
 
 
 RIGHT_AT_MOST = 6  # steps in the right column; a seventh (Post-LN) goes under the frame
+
+
+def _frame(out: Layout, position, name, grid, lanes, ftop: float, fh: float, ih: float,
+           rg: float, iw: float, beside: bool) -> tuple[list[float], float, float]:
+    """Attention's frame, its title and its steps on the grid, joined; the rows' centres,
+    the frame's right edge and its bottom."""
+    rows = [ftop + fh + 10 + r * (ih + rg) + ih / 2 for r in range(len(grid))]
+    frame_right = lanes[2] + iw / 2 + 12  # the values' route to the context runs inside
+    fbottom = rows[-1] + ih / 2 + 6
+    out.att_frame = (6.0, ftop, frame_right - 6.0, fbottom - ftop)
+    out.att_name = name(ATTENTION)
+    title = node_for_hook(name(ATTENTION), position).label
+    # right of the query lane when the first norm feeds it from above (its arrow runs there)
+    out.texts.append(Text(title, lanes[0] + 6 if beside else 6.0 + 6, ftop + 3, "att-title"))
+    for r, row in enumerate(grid):
+        for cx, key in zip(lanes, row):
+            if key is not None:
+                _two_line(out, name(key), node_for_hook(name(key), position), cx, rows[r], iw, ih)
+    if grid is GRID:
+        _inner_arrows(out, name, lanes, rows, iw, ih, frame_right)
+    else:
+        _linked_arrows(out, name, position, grid, lanes, iw, frame_right)
+    return rows, frame_right, fbottom
 
 
 def _caps_and_title(out: Layout, cfg, layer: int, inp, top, opened: tuple[bool, bool],
@@ -107,15 +170,14 @@ def _caps_and_title(out: Layout, cfg, layer: int, inp, top, opened: tuple[bool, 
     says "of N": no "× N" here, whose row the graph has no height for)."""
     fh = m.line
     nh, gap = fh + 6, fh + 5
-    nw = max(90.0, max(m.width(n.label) for n in MODEL_NODES_BEFORE) + 14)
+    nw = max(90.0, max(m.width(n.label) for n in model_nodes(order_of(cfg))[0]) + 14)
     before_top = _before(out, cfg, layer, inp, opened[0], m, nh, gap, nw)
     after_top = _after(out, cfg, layer, top, opened[1], m, nh, gap, nw, 0.0)
     for text in out.texts:
         if text.kind == "cap-after":
             text.x = min(text.x, edge - m.width(text.text) - 4)
-    order = "Pre-LN" if order_of(cfg) == "pre" else "Post-LN"
-    title = f"{block_title(layer, cfg.n_layers)} · {order}"
-    out.texts.append(Text(title, edge - m.bold_width(title) - 4, min(after_top - fh - 6, before_top),
+    title = f"{block_title(layer, cfg.n_layers)} · {order_title(cfg)}"
+    out.texts.append(Text(title, edge - m.bold_width(title) - 4, min(after_top - fh - 4, before_top),
                           "title"))
 
 
@@ -166,22 +228,66 @@ def _inner_arrows(out: Layout, name, lanes, rows, iw: float, ih: float, frame_ri
         arrow(a_key, b_key, [(a.left, a.cy), (b.right, b.cy)])
 
 
-def _feed(out: Layout, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name):
+def _linked_arrows(out: Layout, name, order, grid, lanes, iw: float, frame_right: float) -> None:
+    """Each step joined to the steps it reads (the node table's inputs), drawn by where
+    they sit: down a lane, along a row, from the key lane down into the scores' corner,
+    from the value lane along a line under its row into the scores, and along the
+    frame's right edge when a lane has nodes between the two."""
+    at = {key: (r, c) for r, row in enumerate(grid) for c, key in enumerate(row) if key}
+    box = lambda key: out.boxes[name(key)]  # noqa: E731
+    for node in attention_inside(order):
+        if node.key not in at:
+            continue
+        t = box(node.key)
+        (tr, tc) = at[node.key]
+        for source in node.inputs:
+            if source not in at:
+                continue
+            (sr, sc), s = at[source], box(source)
+            if sr == tr:  # along the row
+                points = [(s.right, s.cy), (t.left, t.cy)] if sc < tc else [(s.left, s.cy), (t.right, t.cy)]
+            elif sc == tc and not any(at.get(k) for k in at if at[k][1] == sc and sr < at[k][0] < tr):
+                dx = -iw / 6 if node.key == SCORES else 0.0  # the keys come in at its corner
+                points = [(s.cx + dx, s.bottom), (t.cx + dx, t.top)]
+            elif sc == tc:  # down a lane past other steps: along the frame's right edge
+                route = frame_right - 6
+                points = [(s.right, s.cy), (route, s.cy), (route, t.cy), (t.right, t.cy)]
+            elif sc == tc + 1:  # the key lane into the scores' corner
+                points = [(s.cx, s.bottom), (t.right - 10, t.top)]
+            else:  # further right: down under its row, across, into the corner
+                bus = s.bottom + (t.top - s.bottom) / 2
+                points = [(s.cx, s.bottom), (s.cx, bus), (t.right - 10, bus), (t.right - 10, t.top)]
+            out.arrows.append(Arrow(name(source), name(node.key), points))
+
+
+def _feed(out: Layout, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name,
+          beside: bool = False):
     """The block's input above the frame's key lane, the arrows down to what comes
-    first (LayerNorm 1, or the frame itself), and from there into the three projections."""
+    first (LayerNorm 1, or the frame itself), and from there into the three projections.
+    ``beside``: the first norm sits beside the input, which then carries its own shape."""
     position = order_of(cfg)
     input_name = block_input(layer, position)
-    node = MODEL_NODES_BEFORE[3] if layer == 0 else node_for_hook(input_name, position)
+    node = node_for_hook(input_name, position)  # block 1's: the embeddings' one name
     label = node.label if layer == 0 else f"Block {layer} output"
+    feeder = out.boxes[name(above[-1].key)] if above else None
+    top_row = rows[0] - ih / 2
+    bus = top_row - 7
+    if beside:
+        inp = _two_line(out, input_name, node, cxa, feeder.cy, out.boxes[name(QUERIES)].w, ih)
+        inp.label = label
+        out.arrows.append(Arrow(inp.name, feeder.name, [(inp.left, inp.cy), (feeder.right, feeder.cy)]))
+        into = [name(k) for k in GRID[0]]
+        out.arrows.append(Arrow(feeder.name, into[0], [(lanes[0], feeder.bottom), (lanes[0], top_row)]))
+        for cx, target in ((lanes[1], into[1]), (lanes[2], into[2])):
+            out.arrows.append(Arrow(feeder.name, target, [(lanes[0], bus), (cx, bus), (cx, top_row)]))
+        return inp
     inp = _box(out, input_name, node, label, cxa, -(fh + 4) - nh / 2, nw, nh)
-    feeder = out.boxes[name(above[-1].key)] if above else inp
+    feeder = feeder or inp
     if above:  # the input into LayerNorm 1; its label on the left (the shortcut forks right)
         first = out.boxes[name(above[0].key)]
         out.arrows.append(Arrow(inp.name, first.name, [(inp.cx, inp.bottom), (first.cx, first.top)],
                                 (inp.cx - 5, inp.bottom + 2), label_right=True))
-    top_row = rows[0] - ih / 2
-    bus = top_row - 7
-    into = [name(k) for k in GRID[0]]
+    into = [name(k) for k in GRID[0]]  # the projections: the first row in every family
     label = (feeder.cx - 5, feeder.bottom + 2) if feeder is inp else None  # LayerNorm 1: its own line
     out.arrows.append(Arrow(feeder.name, into[1], [(feeder.cx, feeder.bottom), (lanes[1], top_row)],
                             label, label_right=feeder is inp))
@@ -190,17 +296,21 @@ def _feed(out: Layout, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name
     return inp
 
 
-def _right_shortcuts(out: Layout, cfg, layer, inp, lane_a: float, lane_b: float, name, m) -> None:
+def _right_shortcuts(out: Layout, cfg, layer, inp, lane_a: float, lane_b: float, name, m,
+                     beside: bool = False) -> None:
     """The first add's shortcut forks on the arrow leaving the block's input and runs down
     lane a; the second's forks on the arrow leaving its source (in the right column) and
     runs up lane b; both enter their adds from the left."""
     sources = shortcut_sources(order_of(cfg))
-    for add_key, lane in zip(residual_branches(), (lane_a, lane_b)):
+    for add_key, lane in zip(residual_branches(order_of(cfg)), (lane_a, lane_b)):
         src_key = sources[add_key]
         add = out.boxes[name(add_key)]
         if src_key == BLOCK_INPUT:
             y0 = inp.bottom + 4
             pts = [(inp.cx, y0), (lane, y0), (lane, add.cy), (add.left, add.cy)]
+            if beside:  # the input's arrow leaves to the left: the shortcut from its bottom
+                y0 = inp.bottom + 3
+                pts = [(inp.cx, inp.bottom), (inp.cx, y0), (lane, y0), (lane, add.cy), (add.left, add.cy)]
             src = inp.name
         else:
             s = out.boxes[name(src_key)]

@@ -45,7 +45,7 @@ class AttentionOpener:
         current, info = result or self.session.current, self.session.model
         if current is None or info is None:
             return None
-        names = inside_names(layer) if steps else [block_hook_name(layer, PATTERN)]
+        names = inside_names(layer, order_of(info.config)) if steps else [block_hook_name(layer, PATTERN)]
         if all(n in current.views and current.views[n].array is not None for n in names):
             return None
         if not steps and current.one_position:

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QGraphicsItem, QGraphicsPathItem, QGraphicsRectIt
 
 from ...core.gpt.nodes import Node
 from ...core.gpt.nodes import node_for_hook as graph_node
+from ...core.gpt.nodes import order_of
 from .graph_colours import text_colour
 
 SELECTED, MARKED, EDGE, EDGE_HOT = "#ff8c00", "#d40000", "#444444", "#ff8c00"
@@ -132,11 +133,14 @@ def frame_item(graph, name: str, rect, kind: str, title: str, title_at, cfg, fon
     """The feed-forward's or attention's frame at ``rect`` (x, y, w, h), its title at
     ``title_at`` in the scene, its tooltip the numbers that size what it holds."""
     fx, fy, fw, fh = rect
-    item = FrameItem(name, graph_node(name), graph, QRectF(0, 0, fw, fh), title,
+    item = FrameItem(name, graph_node(name, order_of(cfg)), graph, QRectF(0, 0, fw, fh), title,
                      (title_at[0] - fx, title_at[1] - fy), font)
     item.setPos(fx, fy)
     ff = f"hidden_dim / emb_dim = {cfg.hidden_dim} / {cfg.emb_dim}"
-    att = f"{cfg.n_heads} heads of head_dim {cfg.head_dim} = {cfg.emb_dim} / {cfg.n_heads}"
+    att = f"{cfg.n_heads} heads of head_dim {cfg.head_dim}" + (
+        f" = {cfg.emb_dim} / {cfg.n_heads}" if cfg.head_dim * cfg.n_heads == cfg.emb_dim else "")
+    if cfg.kv_heads != cfg.n_heads:
+        att += f"; {cfg.kv_heads} key/value heads, each shared by {cfg.n_heads // cfg.kv_heads}"
     item.setToolTip(f"{name}: {ff if kind == 'ff-title' else att}")
     return item
 

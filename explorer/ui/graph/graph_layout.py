@@ -13,99 +13,24 @@ item at any font size; every arrow has room for its shape label beside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
 from ...core.gpt.config import GPTConfig
-from ...core.gpt.nodes import (order_of, ATTENTION, BLOCK_INPUT, FEED_FORWARD, MODEL_NODES_AFTER,
-                               MODEL_NODES_BEFORE, Node, block_hook_name, block_input,
-                               block_module_name, block_nodes, block_title, drawn_beside,
-                               node_for_hook, residual_branches, residual_nodes, shortcut_sources)
+from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, PARENT_INPUT, Node,
+                               block_hook_name, block_input, block_module_name, block_nodes,
+                               block_title, drawn_beside, embeddings, model_nodes,
+                               node_for_hook, order_of, residual_branches, residual_nodes,
+                               shortcut_sources)
+from .caps_layout import _after, _before
+from .layout_types import Arrow, Box, Layout, Metrics, Shortcut, Text, _box
 
-
-@dataclass(frozen=True)
-class Metrics:
-    """The font's line height and a text-width measure (bold and the large '× N')."""
-    line: float
-    width: Callable[[str], float]
-    bold_width: Callable[[str], float]
-    big_width: Callable[[str], float]
-    big_line: float
-
-
-@dataclass
-class Box:
-    name: str  # hook name
-    node: Node
-    label: str
-    cx: float
-    cy: float
-    w: float
-    h: float
-
-    @property
-    def left(self) -> float:
-        return self.cx - self.w / 2
-
-    @property
-    def right(self) -> float:
-        return self.cx + self.w / 2
-
-    @property
-    def top(self) -> float:
-        return self.cy - self.h / 2
-
-    @property
-    def bottom(self) -> float:
-        return self.cy + self.h / 2
-
-
-@dataclass
-class Arrow:
-    source: str  # the hook name whose tensor flows along it (its label's key)
-    target: str  # a hook name, or "" for a cap
-    points: list[tuple[float, float]]
-    label: tuple[float, float] | None = None  # the label's top-left corner
-    label_right: bool = False  # the label ends at that x (it is written leftwards)
-    dashed: bool = False
-
-
-@dataclass
-class Shortcut:
-    add: str  # the add it enters
-    source: str  # the node whose output it carries
-    points: list[tuple[float, float]]  # from the fork on the source's arrow to the add
-    label: tuple[float, float]  # the rotated word's anchor (bottom-left before rotation)
-
-
-@dataclass
-class Text:
-    text: str
-    x: float
-    y: float
-    kind: str  # "title" | "ff-title" | "att-title" | "times" | "cap-before" | "cap-after" | "note"
-
-
-@dataclass
-class Layout:
-    boxes: dict[str, Box] = field(default_factory=dict)
-    arrows: list[Arrow] = field(default_factory=list)
-    shortcuts: list[Shortcut] = field(default_factory=list)
-    texts: list[Text] = field(default_factory=list)
-    frame: tuple[float, float, float, float] = (0, 0, 0, 0)  # the block: x, y, w, h
-    ff_frame: tuple[float, float, float, float] | None = None
-    ff_name: str = ""
-    times: str = ""
-    att_frame: tuple[float, float, float, float] | None = None  # attention opened
-    att_name: str = ""
-    two_line: set[str] = field(default_factory=set)  # nodes that carry their own shape
+FLOOR_TOKENS = 8192  # a prompt longer than this lays the graph out again
 
 
 def label_floors(cfg: GPTConfig) -> tuple[str, str]:
-    """The widest shape labels a single prompt can give (a full context): the layout
-    keeps room for them, so no pass of one prompt lays the graph out again (only a batch
-    with wider labels does)."""
-    t = cfg.context_length
+    """The widest shape labels a single prompt can give (a full context, or 8,192 tokens
+    of a longer one): the layout keeps room for them, so no pass of one prompt lays the
+    graph out again (only a batch with wider labels does, or a prompt past 8,192 tokens
+    on a model of a longer context)."""
+    t = min(cfg.context_length, FLOOR_TOKENS)
     return f"(1, {t}, {max(cfg.emb_dim, cfg.hidden_dim)})", f"(1, {cfg.n_heads}, {t}, {t})"
 
 
@@ -113,10 +38,19 @@ def ff_title(cfg: GPTConfig) -> str:
     """The feed-forward frame's title: its expansion, from the config, said as a width
     (a bare "× 4" beside the block's "× 12" read as four feed-forward layers)."""
     ratio = cfg.hidden_dim / cfg.emb_dim
-    return f"Feed-forward · {ratio:g}× wider inside"
+    return f"Feed-forward · {ratio:.3g}× wider inside"
 
 
 PATTERN_LABEL = "weights"  # the attention pattern's chip beside attention (attn_weights)
+
+
+def order_title(cfg: GPTConfig) -> str:
+    """The block's kind in a word or two: GPT-2's order (Pre-LN or Post-LN), or the
+    family whose block it is."""
+    order = order_of(cfg)
+    if order.family.name != "gpt2":
+        return order.family.title
+    return "Pre-LN" if order == "pre" else "Post-LN"
 
 
 def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,
@@ -126,6 +60,7 @@ def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,
     out = Layout()
     p = _plan(cfg, layer, expand, m, lw, plw)
     _place_columns(out, p)
+    _fork(out, p)
     _ff_frame_and_pattern(out, p)
     frame_bottom = _column_arrows(out, p)
     # the block's input above column A, the caps above both columns, the title
@@ -137,9 +72,10 @@ def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,
     before_top = _before(out, cfg, layer, inp, open_before, m, nh, p.gap, nw)
     last_b = p.box(out, p.keys_b[0])  # the top of column B: the block's output
     after_top = _after(out, cfg, layer, last_b, open_after, m, nh, p.gap, nw, 0.0)
-    order = "Pre-LN" if order_of(cfg) == "pre" else "Post-LN"
-    title = f"{block_title(layer, cfg.n_layers)} · {block_module_name(layer)} · {order}"
-    out.texts.append(Text(title, p.cxb - nw / 2, min(after_top, before_top + fh + 6) - fh - 6, "title"))
+    title = f"{block_title(layer, cfg.n_layers)} · {block_module_name(layer)} · {order_title(cfg)}"
+    # on the line about the blocks before, or just above the line about those after
+    title_y = before_top if before_top + fh + 6 <= after_top else after_top - fh - 4
+    out.texts.append(Text(title, p.cxb - nw / 2, title_y, "title"))
     _shortcuts(out, p, inp, m)
     # the frame, and '× N' beside the block's output (the top of column B)
     out.times = f"× {cfg.n_layers}"
@@ -180,18 +116,23 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
                         (expand and nd.parent == p.ff_parent))]
     half = residual_nodes(position)[0]  # the first half ends here (add1, or norm1)
     cut = [s.key for s in steps].index(half) + 1
+    # a feed-forward that forks (SwiGLU: fc2 reads what fc1 reads): the side branch is
+    # drawn beside the column, the column runs through the gate
+    p.side = [s.key for s in steps if s.parent == p.ff_parent and s.inputs[:1] == (PARENT_INPUT,)]
+    ff = [s.key for s in steps if s.parent == p.ff_parent]
+    p.fork_base = ff[0] if p.side else None  # the gate's first node: the side's row
     p.keys_a = [s.key for s in steps[:cut]]
-    p.keys_b = [s.key for s in reversed(steps[cut:])]  # top-down: the column runs upwards
+    p.keys_b = [s.key for s in reversed(steps[cut:]) if s.key not in p.side]  # top-down
     p.input_name = block_input(layer, position)
-    if layer == 0:
-        p.input_node = MODEL_NODES_BEFORE[3]  # the embeddings' dropout: one name everywhere
+    if layer == 0:  # what enters block 1 (GPT-2: the embeddings' dropout): one name everywhere
+        p.input_node = node_for_hook(embeddings(position), position)
         p.input_label = p.input_node.label
     else:
         p.input_node = node_for_hook(p.input_name, position)
         p.input_label = f"Block {layer} output"
     p.labels = {nd.key: nd.label for nd in steps}
-    texts = [p.input_label, *p.labels.values(),
-             *(nd.label for nd in MODEL_NODES_BEFORE + MODEL_NODES_AFTER)]
+    before, after = model_nodes(position)
+    texts = [p.input_label, *p.labels.values(), *(nd.label for nd in before + after)]
     p.nw = nw = max(90.0, max(m.width(t) for t in texts) + 14)
     p.lane = lane = fh + 14  # a shortcut's lane, its word written beside the line
     p.cxa = cxa = lane + nw / 2
@@ -201,6 +142,11 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
     p.lane2 = right_a + fh + 6
     p.cxb = cxb = p.lane2 + 10 + 8 + nw / 2
     p.ff_right = cxb + 5 + max(lw, m.bold_width(ff_title(cfg))) + 8
+    if p.side:  # the gate's side of the fork at the column's left, the other at its right
+        p.half_w = max(nw / 2 - 3, max(m.width(p.labels[k]) for k in p.side) + 14)
+        p.cx_left = cxb - nw / 2 + p.half_w / 2
+        p.cx_right = max(cxb + nw / 2 - p.half_w / 2, p.cx_left + 5 + lw + 6 + p.half_w / 2)
+        p.ff_right = max(p.ff_right, p.cx_right + 5 + lw + 8)
     return p
 
 
@@ -210,9 +156,11 @@ def _pack(p: _Plan, keys: list[str], gaps: list[float]) -> list[float]:
     tops, y = [], 0.0
     for i, key in enumerate(keys):
         if p.in_ff(key) and (i == 0 or not p.in_ff(keys[i - 1])):
-            y += p.fh + 6  # the frame's title row
+            y += p.fh + (2 if p.side else 6)  # the frame's title row (tighter over a fork)
         tops.append(y)
         y += p.nh
+        if key == p.fork_base:
+            y += p.fh - 4  # under the fork's row: the line both of its branches leave from
         if p.in_ff(key) and (i == len(keys) - 1 or not p.in_ff(keys[i + 1])):
             y += 5  # the frame's bottom
         if i < len(gaps):
@@ -237,11 +185,31 @@ def _place_columns(out: Layout, p: _Plan) -> None:
     p.bottom_row = p.pad + target + p.nh / 2  # both columns' last node's centre
 
 
+def _fork(out: Layout, p: _Plan) -> None:
+    """A feed-forward that forks (SwiGLU): the gate's nodes (fc1, SiLU) narrowed to the
+    column's left, the side branch (fc2) beside fc1 at its right, its arrow up to the
+    node that joins them (the product)."""
+    if not p.side:
+        return
+    ff = [s for s in p.steps if s.parent == p.ff_parent]
+    for key in p.side:
+        side_node = _step(p.steps, key)
+        join = next(s for s in ff if key in s.inputs)
+        gate = [s.key for s in ff if s.key not in p.side and s is not join
+                and ff.index(s) < ff.index(join)]
+        for k in gate:
+            b = p.box(out, k)
+            b.cx, b.w = p.cx_left, p.half_w
+        first = p.box(out, gate[0])
+        _box(out, p.name(key), side_node, p.labels[key], p.cx_right, first.cy, p.half_w, first.h)
+    p.gate = set(gate)
+
+
 def _ff_frame_and_pattern(out: Layout, p: _Plan) -> None:
     """The feed-forward frame around its layers; the pattern's chip beside attention."""
     fh, nw = p.fh, p.nw
     if p.expand:
-        inside = [p.box(out, k) for k in p.keys_b + p.keys_a if p.in_ff(k)]
+        inside = [p.box(out, k) for k in p.keys_b + p.keys_a + p.side if p.in_ff(k)]
         if inside:
             ftop = min(b.top for b in inside) - (fh + 6)
             fbottom = max(b.bottom for b in inside) + 5
@@ -270,19 +238,44 @@ def _column_arrows(out: Layout, p: _Plan) -> float:
             lo = frame[1]
         elif frame is not None and p.in_ff(upper) and not p.in_ff(lower):
             hi = frame[1] + frame[3]
-        out.arrows.append(Arrow(a.name, b.name, [(a.cx, a.top), (b.cx, b.bottom)],
-                                (a.cx + 5, (hi + lo) / 2 - fh / 2)))
+        x = min(a.cx, b.cx)  # the narrow gate's side: straight up into a wider node
+        points = [(x, a.top), (x, b.bottom)]
+        if upper == p.fork_base:  # into the fork: up to its line, across, up into the gate
+            bus = b.bottom + (fh - 4) / 2 + 1
+            points = [(a.cx, a.top), (a.cx, bus), (b.cx, bus), (b.cx, b.bottom)]
+            x, hi = a.cx, frame[1] + frame[3] if frame is not None else bus
+        out.arrows.append(Arrow(a.name, b.name, points, (x + 5, (hi + lo) / 2 - fh / 2)))
+    _side_arrows(out, p)
     last_a, first_b, row = p.box(out, p.keys_a[-1]), p.box(out, p.keys_b[-1]), p.bottom_row
     out.arrows.append(Arrow(last_a.name, first_b.name, [(last_a.right, row), (first_b.left, row)],
                             (last_a.right + 4, row + p.nh / 2 + 1)))  # under both nodes' row
     return row + p.nh / 2 + 1 + fh + 3
 
 
+def _side_arrows(out: Layout, p: _Plan) -> None:
+    """The fork's side branch: off the line that feeds the gate, up into its own node,
+    then up into the node that joins the two (beside the gate's, or around its corner)."""
+    fh = p.fh
+    for key in p.side:
+        side, base = p.box(out, key), p.box(out, p.fork_base)
+        j = p.box(out, next(s.key for s in p.steps if key in s.inputs))
+        bus = base.bottom + (fh - 4) / 2 + 1
+        feeder = next(a for a in out.arrows if a.target == base.name)
+        out.arrows.append(Arrow(feeder.source, side.name, [(feeder.points[0][0], bus),
+                                                           (side.cx, bus), (side.cx, side.bottom)]))
+        label = (side.cx + 5, (side.top + j.bottom) / 2 - fh / 2)
+        if side.cx <= j.right - 8:
+            points = [(side.cx, side.top), (side.cx, j.bottom)]
+        else:  # past the join's right edge: up beside it, then in from its right
+            points = [(side.cx, side.top), (side.cx, j.cy), (j.right, j.cy)]
+        out.arrows.append(Arrow(side.name, j.name, points, label))
+
+
 def _shortcuts(out: Layout, p: _Plan, inp: Box, m: Metrics) -> None:
     """Each shortcut forks from the arrow leaving its source, runs in its lane and enters
     its add from the left."""
     sources = shortcut_sources(order_of(p.cfg))
-    for add_key in residual_branches():
+    for add_key in residual_branches(order_of(p.cfg)):
         src_key = sources[add_key]
         src = inp.name if src_key == BLOCK_INPUT else p.name(src_key)
         add = p.box(out, add_key)
@@ -296,87 +289,6 @@ def _shortcuts(out: Layout, p: _Plan, inp: Box, m: Metrics) -> None:
         ys = [q[1] for q in pts]
         out.shortcuts.append(Shortcut(p.name(add_key), src, pts,
                                       (word_x, (min(ys) + max(ys)) / 2 + m.width("shortcut") / 2)))
-
-
-def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh: float,
-            gap: float, nw: float) -> float:
-    """The cap above the block's input: folded, one line saying what ran before; open,
-    the embeddings (and a note on the blocks between). Returns its top."""
-    fh = m.line
-    tok, pos, emb_add, drop = MODEL_NODES_BEFORE
-    between = "" if layer == 0 else ("block 1" if layer == 1 else f"blocks 1–{layer}")
-    if not open_:
-        text = "▸ Token + position embeddings" + (f", {between}" if between else "")
-        y = inp.top - gap - fh
-        out.texts.append(Text(text, inp.left, y, "cap-before"))
-        out.arrows.append(Arrow(emb_add.key if layer == 0 else block_input(layer - 1, order_of(cfg)),
-                                inp.name, [(inp.cx, y + fh + 1), (inp.cx, inp.top)], (inp.cx + 5, y + fh + 2)))
-        return y
-    cx = inp.cx
-    y = inp.top
-    below = inp
-    if layer:  # drop_emb, then the note on the blocks between, then the input
-        y -= gap + fh + 4 + nh
-        d = _box(out, drop.key, drop, drop.label, cx, y + nh / 2, nw, nh)
-        out.arrows.append(Arrow(d.name, inp.name, [(cx, d.bottom), (cx, inp.top)],
-                                (cx + 5, inp.top - 2 - fh)))
-        out.texts.append(Text(f"⋮ {between} run here", cx - 6 - m.width(f"⋮ {between} run here"),
-                              d.bottom + 3, "note"))
-        below = d
-    y = below.top - gap - nh
-    e = _box(out, emb_add.key, emb_add, emb_add.label, cx, y + nh / 2, nw, nh)
-    out.arrows.append(Arrow(e.name, below.name, [(cx, e.bottom), (cx, below.top)], (cx + 5, below.top - 2 - fh)))
-    y = e.top - (2 * fh + 8) - nh
-    half = nw / 2 + 4
-    t = _box(out, tok.key, tok, tok.label, cx - half, y + nh / 2, nw, nh)
-    p = _box(out, pos.key, pos, pos.label, cx + half, y + nh / 2, nw, nh)
-    bend = t.bottom + fh + 6  # each label under its own node, the arrows bend below them
-    out.arrows.append(Arrow(t.name, e.name, [(t.cx, t.bottom), (t.cx, bend), (e.cx - 12, bend),
-                                             (e.cx - 12, e.top)], (t.cx - 5, t.bottom + 2),
-                            label_right=True))
-    out.arrows.append(Arrow(p.name, e.name, [(p.cx, p.bottom), (p.cx, bend), (e.cx + 12, bend),
-                                             (e.cx + 12, e.top)], (p.cx + 5, p.bottom + 2)))
-    y = t.top - gap + 2
-    out.texts.append(Text("▾ Embeddings (click to fold)", t.left, y - fh + 2, "cap-before"))
-    return y - fh + 2
-
-
-def _after(out: Layout, cfg, layer: int, last: Box, open_: bool, m: Metrics, nh: float,
-           gap: float, nw: float, frame_top: float) -> float:
-    """The cap above the block's output: folded, one line saying what runs after; open,
-    the final norm and the output head. Returns its top."""
-    fh = m.line
-    n = cfg.n_layers
-    final, head = MODEL_NODES_AFTER
-    rest = ("" if layer == n - 1 else f"block {n}" if layer == n - 2 else f"blocks {layer + 2}–{n}")
-    label_y = frame_top - 2 - fh  # the output's label just above the frame, below the cap
-    if not open_:
-        text = "▸ " + (f"{rest}, " if rest else "") + "final norm, output head"
-        y = frame_top - gap - fh
-        out.texts.append(Text(text, last.left, y, "cap-after"))
-        out.arrows.append(Arrow(last.name, "", [(last.cx, last.top), (last.cx, y + fh + 1)],
-                                (last.cx + 5, label_y)))
-        return y
-    cx = last.cx
-    y = frame_top - gap - (fh + 4 if rest else 0) - nh
-    f = _box(out, final.key, final, final.label, cx, y + nh / 2, nw, nh)
-    out.arrows.append(Arrow(last.name, f.name, [(cx, last.top), (cx, f.bottom)], (cx + 5, label_y)))
-    if rest:
-        note = f"⋮ {rest} run here"
-        out.texts.append(Text(note, cx - 6 - m.width(note), f.bottom + 3, "note"))
-    y = f.top - gap - nh
-    h = _box(out, head.key, head, head.label, cx, y + nh / 2, nw, nh)
-    out.arrows.append(Arrow(f.name, h.name, [(cx, f.top), (cx, h.bottom)], (cx + 5, (f.top + h.bottom) / 2 - fh / 2)))
-    y = h.top - gap - fh
-    out.arrows.append(Arrow(h.name, "", [(cx, h.top), (cx, y + fh + 1)], (cx + 5, (y + fh + h.top) / 2 - fh / 2)))
-    out.texts.append(Text("▾ Final norm, head (click to fold)", h.left, y, "cap-after"))
-    return y
-
-
-def _box(out: Layout, name: str, node: Node, label: str, cx: float, cy: float, w: float, h: float) -> Box:
-    b = Box(name, node, label, cx, cy, w, h)
-    out.boxes[name] = b
-    return b
 
 
 def _step(steps, key: str) -> Node:

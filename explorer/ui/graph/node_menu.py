@@ -7,6 +7,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QMenu, QWidget
 
 from ...core.experiments.interventions import Intervention, allowed_kinds
+from ...core.gpt.nodes import activation_label, order_of, parse_hook
 from ..base.session import Session
 
 
@@ -15,7 +16,8 @@ def node_menu(session: Session, name: str, parent: QWidget, services=None) -> QM
     if tab (``services.show_view``) for the rest."""
     menu = QMenu(parent)
     menu.setTitle(name)
-    kinds = allowed_kinds(name)
+    order = order_of(session.model.config) if session.model is not None else "pre"
+    kinds = allowed_kinds(name, order)
 
     def add(*args, **kwargs):
         return lambda: (session.set_node(name), session.add_intervention(Intervention(*args, **kwargs)))
@@ -36,7 +38,8 @@ def node_menu(session: Session, name: str, parent: QWidget, services=None) -> QM
         menu.addAction("Remove its shortcut", add("no-shortcut", name))
     if "activation" in kinds:
         for function in ("relu", "identity"):
-            menu.addAction(f"GELU → {function}", add("activation", name, function=function))
+            menu.addAction(f"{activation_label(parse_hook(name)[1])} → {function}",
+                           add("activation", name, function=function))
     menu.addSeparator()
     menu.addAction("Steer, patch, or more… (What if tab)",
                    lambda: (session.set_node(name), services and services.show_view("whatif")))

@@ -17,8 +17,8 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainterPath, QP
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsScene, QGraphicsSimpleTextItem,
                                QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from ....core.gpt.nodes import (ATTENTION, EMBEDDINGS, FEED_FORWARD, MODEL_NODES_AFTER,
-                               MODEL_NODES_BEFORE, inside_attention, layer_of, parse_hook)
+from ....core.gpt.nodes import (ATTENTION, FEED_FORWARD, embeddings, inside_attention, layer_of,
+                               model_nodes, order_of, parse_hook)
 from ....core.lessons.facts import SHAPES
 from ...graph.colour_scale import STATISTICS, ColourScale
 from ...graph.contribution_colours import CONTRIBUTION
@@ -33,8 +33,6 @@ from ...base.session import Session
 from ...base.view_jobs import EngineLike
 from ...base.view import ViewHooks
 
-BEFORE = {n.key for n in MODEL_NODES_BEFORE[:3]}  # drawn only when the cap is open
-AFTER = {n.key for n in MODEL_NODES_AFTER}
 SHORTCUT, REMOVED = "#2a7ab0", "#c0392b"
 
 
@@ -371,8 +369,7 @@ class BlockGraphView(ViewHooks, QWidget):
                 and not self.open_att.isChecked():
             self.open_att.setChecked(True)  # a step inside attention: drawn opened
             return
-        for cap, keys in (("before", BEFORE | ({EMBEDDINGS} if self.session.layer else set())),
-                          ("after", AFTER)):
+        for cap, keys in zip(("before", "after"), self._cap_keys()):
             if name in keys and name not in self.items and not self.open_caps[cap]:
                 self.open_caps[cap] = True  # the selected node is always drawn
                 self.rebuild()
@@ -385,6 +382,16 @@ class BlockGraphView(ViewHooks, QWidget):
                 edge.set_hot(source == name)
         if name in self.items:  # nothing moves while the whole drawing is in view
             self.view.ensureVisible(self.items[name], 10, 10)
+
+    def _cap_keys(self) -> tuple[set[str], set[str]]:
+        """The nodes drawn only when a cap is open: before the block (what enters block 1
+        is its input there, so only from block 2 on) and after it."""
+        info = self.session.model
+        order = order_of(info.config) if info is not None else "pre"
+        before, after = model_nodes(order)
+        first = embeddings(order)
+        return ({n.key for n in before if n.key != first} | ({first} if self.session.layer else set()),
+                {n.key for n in after})
 
     def keyPressEvent(self, event) -> None:  # noqa: N802 (Qt name): Up/Down on the toolbar too
         if event.key() in (Qt.Key_Up, Qt.Key_Down) and not event.modifiers():

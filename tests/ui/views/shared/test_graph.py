@@ -16,7 +16,9 @@ from explorer.core.gpt.config import preset
 from explorer.core.experiments.interventions import Intervention
 from explorer.core.gpt.model import build_model
 from explorer.core.gpt.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, all_hook_names,
-                                     block_hook_name, block_input, node_for_hook)
+                                     block_hook_name, block_input, block_title, layer_of,
+                                     node_for_hook,
+                                     order_of, parse_hook)
 from explorer.core.run.passes import Pass
 from explorer.core.run.capture import NodeView
 from explorer.core.sources import ModelInfo, ModelSpec
@@ -120,7 +122,7 @@ def synthetic(cfg, tokens: int, spec=None):
     gen = torch.Generator().manual_seed(0)
     views = {}
     for name in all_hook_names(cfg, inside=True):  # attention's steps too: it can open
-        node = node_for_hook(name)
+        node = node_for_hook(name, order_of(cfg))
         shape = node.shape(cfg, 1, tokens)
         sample = torch.randn(4, 8, generator=gen) * (1 + len(views) % 7)
         views[name] = NodeView(name, node, shape, "float32", "cpu", tensor_stats(sample, node.hist), None)
@@ -178,6 +180,52 @@ def test_the_whole_block_fits_a_laptop_window(qtbot, make_window, tmp_path, widt
                 assert alone.edge_labels[ff].text() == f"(1, 1024, {width})"
                 assert_all_in_view(alone)
                 assert_nothing_overlaps(alone)
+
+
+@pytest.fixture(scope="module")
+def graph_sizes():
+    """The graph's size in the real window at each laptop size (default docks, banner)."""
+    return {}
+
+
+@pytest.mark.parametrize("screen", [(1366, 768), (1150, 700)])
+@pytest.mark.parametrize("name", ["smollm2-135m", "llama3.2-1b", "qwen3-0.6b"])
+@pytest.mark.parametrize("attention", [False, True])
+def test_a_llama_block_fits_a_laptop_window_with_its_feed_forward_or_attention_open(
+        qtbot, make_window, graph_sizes, screen, name, attention):
+    """The Llama / Qwen block drawn as its own: RMSNorms, no dropout, no position
+    embedding, SwiGLU as a fork (fc1 ∥ fc2) and a join (the product), attention with
+    RoPE and the keys and values its query heads share; whole and unoverlapped in the
+    graph of a 1366 × 768 or 1150 × 700 window (the graph's size there, default docks),
+    at 1,024 tokens."""
+    if screen not in graph_sizes:
+        window = make_window()
+        laptop(window, *screen, True)
+        graph_sizes[screen] = window.graph.size().toTuple()
+    cfg = preset(name)
+    graph = graph_for(qtbot, cfg, 1024, graph_sizes[screen], layer=cfg.n_layers // 2,
+                      attention=attention)
+    layer = cfg.n_layers // 2
+    drawn = {parse_hook(n)[1] for n in graph.items if layer_of(n) == layer}
+    assert not any(k.startswith(("drop", "ff.layers")) for k in drawn)
+    if attention:
+        assert {"att.queries_rope", "att.keys_rope", "att.keys_repeated",
+                "att.values_repeated"} <= drawn
+        assert ("att.q_norm" in drawn) == cfg.qk_norm
+        assert graph.edge_labels[block_hook_name(layer, "att.keys")].text() == \
+            f"(1, {cfg.kv_heads}, 1024, {cfg.head_dim})"
+    else:
+        assert {"ff.fc1", "ff.fc2", "ff.silu", "ff.product", "ff.fc3", "norm1", "norm2"} <= drawn
+        fc1, fc2 = (graph.items[block_hook_name(layer, k)].sceneBoundingRect()
+                    for k in ("ff.fc1", "ff.fc2"))
+        assert abs(fc1.center().y() - fc2.center().y()) < 1 and fc1.right() < fc2.left()
+        assert graph.edge_labels[block_hook_name(layer, "ff.product")].text() == \
+            f"(1, 1024, {cfg.hidden_dim})"
+    assert f"{block_title(layer, cfg.n_layers)} · Llama / Qwen" in [t for t, _, _ in texts_of(graph)] \
+        or f"{block_title(layer, cfg.n_layers)} · trf_blocks.{layer} · Llama / Qwen" in [
+            t for t, _, _ in texts_of(graph)]
+    assert_all_in_view(graph)
+    assert_nothing_overlaps(graph)
 
 
 def test_every_edge_carries_its_live_shape_and_the_expansion_comes_from_the_config(qtbot):

@@ -1,0 +1,116 @@
+"""The caps above a block in the graph: what runs before it (the embeddings, the blocks
+between) and what runs after it (the blocks after, the final norm, the output head),
+folded to one line or open (pure geometry, no widgets)."""
+
+from __future__ import annotations
+
+from ...core.gpt.nodes import Node, block_input, model_nodes, order_of
+from .layout_types import Arrow, Box, Layout, Metrics, Text, _box
+
+
+def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh: float,
+            gap: float, nw: float) -> float:
+    """The cap above the block's input: folded, one line saying what ran before; open,
+    the embeddings (and a note on the blocks between). Returns its top."""
+    fh = m.line
+    before, _ = model_nodes(order_of(cfg))
+    between = "" if layer == 0 else ("block 1" if layer == 1 else f"blocks 1–{layer}")
+    if len(before) == 1:  # the token embedding alone (RoPE puts positions in attention)
+        return _before_token_only(out, cfg, layer, inp, open_, m, nh, gap, nw, before[0], between)
+    tok, pos, emb_add, drop = before
+    if not open_:
+        text = "▸ Token + position embeddings" + (f", {between}" if between else "")
+        y = inp.top - gap - fh
+        out.texts.append(Text(text, inp.left, y, "cap-before"))
+        out.arrows.append(Arrow(emb_add.key if layer == 0 else block_input(layer - 1, order_of(cfg)),
+                                inp.name, [(inp.cx, y + fh + 1), (inp.cx, inp.top)], (inp.cx + 5, y + fh + 2)))
+        return y
+    cx = inp.cx
+    y = inp.top
+    below = inp
+    if layer:  # drop_emb, then the note on the blocks between, then the input
+        y -= gap + fh + 4 + nh
+        d = _box(out, drop.key, drop, drop.label, cx, y + nh / 2, nw, nh)
+        out.arrows.append(Arrow(d.name, inp.name, [(cx, d.bottom), (cx, inp.top)],
+                                (cx + 5, inp.top - 2 - fh)))
+        out.texts.append(Text(f"⋮ {between} run here", cx - 6 - m.width(f"⋮ {between} run here"),
+                              d.bottom + 3, "note"))
+        below = d
+    y = below.top - gap - nh
+    e = _box(out, emb_add.key, emb_add, emb_add.label, cx, y + nh / 2, nw, nh)
+    out.arrows.append(Arrow(e.name, below.name, [(cx, e.bottom), (cx, below.top)], (cx + 5, below.top - 2 - fh)))
+    y = e.top - (2 * fh + 8) - nh
+    half = nw / 2 + 4
+    t = _box(out, tok.key, tok, tok.label, cx - half, y + nh / 2, nw, nh)
+    p = _box(out, pos.key, pos, pos.label, cx + half, y + nh / 2, nw, nh)
+    bend = t.bottom + fh + 6  # each label under its own node, the arrows bend below them
+    out.arrows.append(Arrow(t.name, e.name, [(t.cx, t.bottom), (t.cx, bend), (e.cx - 12, bend),
+                                             (e.cx - 12, e.top)], (t.cx - 5, t.bottom + 2),
+                            label_right=True))
+    out.arrows.append(Arrow(p.name, e.name, [(p.cx, p.bottom), (p.cx, bend), (e.cx + 12, bend),
+                                             (e.cx + 12, e.top)], (p.cx + 5, p.bottom + 2)))
+    y = t.top - gap + 2
+    out.texts.append(Text("▾ Embeddings (click to fold)", t.left, y - fh + 2, "cap-before"))
+    return y - fh + 2
+
+
+def _before_token_only(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics,
+                       nh: float, gap: float, nw: float, tok: Node, between: str) -> float:
+    """The cap of a block whose stream starts at the token embedding (a Llama block):
+    block 1's input is that embedding, read from the token ids; a later block's cap
+    unfolds to it and the blocks between. Returns its top."""
+    fh = m.line
+    if layer == 0:  # no arrow: what comes in is token ids, not a node's tensor
+        text = "from the token ids"
+        y = inp.top - 4 - fh
+        out.texts.append(Text(text, inp.left, y, "note"))
+        return y
+    if not open_:
+        text = f"▸ Token embedding, {between}"
+        y = inp.top - gap - fh
+        out.texts.append(Text(text, inp.left, y, "cap-before"))
+        out.arrows.append(Arrow(block_input(layer - 1, order_of(cfg)), inp.name,
+                                [(inp.cx, y + fh + 1), (inp.cx, inp.top)], (inp.cx + 5, y + fh + 2)))
+        return y
+    cx = inp.cx
+    y = inp.top - gap - fh - 4 - nh
+    t = _box(out, tok.key, tok, tok.label, cx, y + nh / 2, nw, nh)
+    out.arrows.append(Arrow(t.name, inp.name, [(cx, t.bottom), (cx, inp.top)],
+                            (cx + 5, inp.top - 2 - fh)))
+    note = f"⋮ {between} run here"
+    out.texts.append(Text(note, cx - 6 - m.width(note), t.bottom + 3, "note"))
+    y = t.top - gap + 2
+    out.texts.append(Text("▾ Embedding (click to fold)", t.left, y - fh + 2, "cap-before"))
+    return y - fh + 2
+
+
+def _after(out: Layout, cfg, layer: int, last: Box, open_: bool, m: Metrics, nh: float,
+           gap: float, nw: float, frame_top: float) -> float:
+    """The cap above the block's output: folded, one line saying what runs after; open,
+    the final norm and the output head. Returns its top."""
+    fh = m.line
+    n = cfg.n_layers
+    final, head = model_nodes(order_of(cfg))[1]
+    rest = ("" if layer == n - 1 else f"block {n}" if layer == n - 2 else f"blocks {layer + 2}–{n}")
+    label_y = frame_top - 2 - fh  # the output's label just above the frame, below the cap
+    if not open_:
+        text = "▸ " + (f"{rest}, " if rest else "") + "final norm, output head"
+        y = frame_top - gap - fh
+        out.texts.append(Text(text, last.left, y, "cap-after"))
+        out.arrows.append(Arrow(last.name, "", [(last.cx, last.top), (last.cx, y + fh + 1)],
+                                (last.cx + 5, label_y)))
+        return y
+    cx = last.cx
+    y = frame_top - gap - (fh + 4 if rest else 0) - nh
+    f = _box(out, final.key, final, final.label, cx, y + nh / 2, nw, nh)
+    out.arrows.append(Arrow(last.name, f.name, [(cx, last.top), (cx, f.bottom)], (cx + 5, label_y)))
+    if rest:
+        note = f"⋮ {rest} run here"
+        out.texts.append(Text(note, cx - 6 - m.width(note), f.bottom + 3, "note"))
+    y = f.top - gap - nh
+    h = _box(out, head.key, head, head.label, cx, y + nh / 2, nw, nh)
+    out.arrows.append(Arrow(f.name, h.name, [(cx, f.top), (cx, h.bottom)], (cx + 5, (f.top + h.bottom) / 2 - fh / 2)))
+    y = h.top - gap - fh
+    out.arrows.append(Arrow(h.name, "", [(cx, h.top), (cx, y + fh + 1)], (cx + 5, (y + fh + h.top) / 2 - fh / 2)))
+    out.texts.append(Text("▾ Final norm, head (click to fold)", h.left, y, "cap-after"))
+    return y
