@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpt.nodes import (CONTEXT_JOINED, EMBEDDING_SUM, input_node, node_for_hook,
+from ..gpt.nodes import (CONTEXT_JOINED, EMBEDDING_SUM, Kind, input_node, node_for_hook,
                          residual_branches)
-from ..gpt.tokenizer import token_piece
+from ..gpt.tokenizer import gpt2_tokenizer
 
 # Texts with {names}: filled in from the loaded config (``numbers``), never fixed.
 WHAT = {
@@ -179,15 +179,25 @@ def _token_std(array: np.ndarray, position: int) -> float:
     return float(np.asarray(array).reshape(-1, array.shape[-1])[position].std())
 
 
+def _token_rms(array: np.ndarray, position: int) -> float:
+    row = np.asarray(array, dtype=np.float64).reshape(-1, array.shape[-1])[position]
+    return float(np.sqrt((row ** 2).mean()))
+
+
+def _token_mean(array: np.ndarray, position: int) -> float:
+    return float(np.asarray(array).reshape(-1, array.shape[-1])[position].mean())
+
+
 def _input_of(name: str, views: dict, norm_position: str) -> str | None:
     source = input_node(name, norm_position)
     return source if source in views else None
 
 
 def explain(name: str, views: dict, pieces: list[str], position: int | None = None,
-            norm_position: str = "pre", cfg=None) -> Explanation:
+            norm_position: str = "pre", cfg=None, tokenizer=None) -> Explanation:
     """Explain ``name`` using the captured ``views`` of one pass (prompt pieces given);
-    ``cfg`` (the loaded GPTConfig) fills in the texts' numbers."""
+    ``cfg`` (the loaded GPTConfig) fills in the texts' numbers, ``tokenizer`` (the
+    model's) names tokens."""
     node = node_for_hook(name, norm_position)
     view = views.get(name)
     values = numbers(cfg)
@@ -204,7 +214,8 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
     parts = [f"Here its output has shape {view.shape}: mean {s.mean:.3g}, std {s.std:.3g}, "
              f"largest |value| {s.absmax:.3g}."]
     if view.array is not None:
-        parts += _what_it_did(name, node, view, views, pieces, pos, norm_position)
+        parts += _what_it_did(name, node, view, views, pieces, pos, norm_position,
+                              tokenizer or gpt2_tokenizer())
     return Explanation(name, what, " ".join(parts), mistake)
 
 
@@ -225,15 +236,25 @@ def _position(node, view, position: int | None) -> int:
 
 
 def _what_it_did(name: str, node, view, views: dict, pieces: list[str], pos: int,
-                 norm_position: str) -> list[str]:
+                 norm_position: str, tokenizer) -> list[str]:
     """One sentence, by the node's kind, with this pass's numbers."""
     array, s, width = view.array, view.stats, view.shape[-1]
     token = _piece(pieces, pos)
     source = _input_of(name, views, norm_position)
     seen = views[source] if source in views else None
-    if node.kind == "norm" and seen is not None and seen.array is not None:
+    if node.kind == Kind.NORM and seen is not None and seen.array is not None:
         return [f"It brought token {token} from std {_token_std(seen.array, pos):.3g} to "
                 f"{_token_std(array, pos):.3g}."]
+    if node.kind == Kind.RMSNORM and seen is not None and seen.array is not None \
+            and not node.per_head:
+        before, after = _token_rms(seen.array, pos), _token_rms(array, pos)
+        return [f"It brought token {token} from root mean square {before:.3g} to "
+                f"{after:.3g} (before the learned weight, exactly 1); its mean, "
+                f"{_token_mean(seen.array, pos):.3g}, was not taken out."]
+    if node.kind == Kind.SILU and seen is not None and seen.array is not None:
+        x = seen.real_rows().reshape(-1)
+        return [f"{100 * float((x < 0).mean()):.0f}% of its inputs ({x.size:,} values) were "
+                "negative and came out between -0.28 and 0: those gates are nearly shut."]
     if node.kind == "linear" and seen is not None:
         verb = "widened" if seen.shape[-1] < width else "narrowed"
         return [f"It {verb} each token from {seen.shape[-1]} to {width} values."]
@@ -244,7 +265,7 @@ def _what_it_did(name: str, node, view, views: dict, pieces: list[str], pos: int
                 f"tokens × {rows_in.shape[1]:,} = {x.size:,} values) were negative and came "
                 "out between -0.17 and 0."]
     if node.kind == "add":
-        return _add_sentence(name, node, array, views, token, pos, width)
+        return _add_sentence(name, node, array, views, token, pos, width, norm_position)
     if node.kind == "dropout":
         same_as = node.same_in_eval and name[: -len(node.key)] + node.same_in_eval
         if same_as in views and views[same_as].array is not None:
@@ -253,7 +274,7 @@ def _what_it_did(name: str, node, view, views: dict, pieces: list[str], pos: int
                     f"It zeroed {100 * s.frac_zero:.0f}% of the values (training mode)."]
     if node.kind == "logits":
         top = int(np.argmax(np.asarray(array).reshape(-1, width)[pos]))
-        return [f"At token {token} the highest score is for {token_piece(top)!r} (id {top})."]
+        return [f"At token {token} the highest score is for {tokenizer.token_piece(top)!r} (id {top})."]
     if node.width == "ctx":  # scores, masked scores, weights: (B, H, queries, keys)
         return _rows_sentence(node, np.asarray(array), pieces, token, pos)
     return []
@@ -277,8 +298,9 @@ def _rows_sentence(node, array: np.ndarray, pieces: list[str], token: str, pos: 
                   f"{_piece(pieces, j)} (weight {last[j]:.2f})."]
 
 
-def _add_sentence(name: str, node, array, views: dict, token: str, pos: int, width: int) -> list[str]:
-    branch_key = residual_branches().get(node.key)
+def _add_sentence(name: str, node, array, views: dict, token: str, pos: int, width: int,
+                  order) -> list[str]:
+    branch_key = residual_branches(order).get(node.key)
     branch = views.get(name[: -len(node.key)] + branch_key) if branch_key else None
     if branch is None or branch.array is None:
         return []

@@ -16,28 +16,33 @@ import torch
 
 from ..gpt.model import GPTModel
 from ..base.cancel import check
-from ..gpt.nodes import (order_of, FINAL_NORM, GELU_INPUT, HEADS_MIX, KEYS, LINEAR_2, LOGITS,
-                         POSITION_EMBEDDING, QUERIES, TOKEN_EMBEDDING, VALUES, block_hook_name,
-                         input_node, node_for_hook, parse_hook)
+from ..gpt.nodes import (FINAL_NORM, HEADS_MIX, KEYS, LOGITS, QUERIES, TOKEN_EMBEDDING, VALUES,
+                         Kind, block_hook_name, block_nodes, input_node, model_nodes,
+                         node_for_hook, order_of, parse_hook)
 
 SINGULAR = 5  # the largest singular values given
 IMAGE_SIDE = 256  # a heatmap's side at most (block means beyond)
 
 
-def block_matrices() -> tuple[str, ...]:
-    """The keys of a block's nodes that multiply by a matrix, in the book's order."""
-    return (QUERIES, KEYS, VALUES, HEADS_MIX, GELU_INPUT, LINEAR_2)
+def block_matrices(order="pre") -> tuple[str, ...]:
+    """The keys of a block's nodes that multiply by a matrix, in the book's order:
+    attention's four, then the feed-forward's Linears (two in GPT-2, three in SwiGLU)."""
+    return (QUERIES, KEYS, VALUES, HEADS_MIX) + tuple(
+        n.key for n in block_nodes(order) if n.kind == Kind.LINEAR)
 
 
-def model_matrices() -> tuple[str, ...]:
-    return (TOKEN_EMBEDDING, POSITION_EMBEDDING, LOGITS)
+def model_matrices(order="pre") -> tuple[str, ...]:
+    """The tables around the blocks: the embeddings (a learned position table in GPT-2)
+    and the output head."""
+    before, _ = model_nodes(order)
+    return tuple(n.key for n in before if n.kind == Kind.EMBEDDING) + (LOGITS,)
 
 
-def has_matrix(name: str) -> bool:
+def has_matrix(name: str, order="pre") -> bool:
     """Whether the node ``name`` (a hook name) multiplies by a weight matrix (an embedding
     looks a row up: the same as multiplying a one-hot vector by it)."""
     layer, key = parse_hook(name)
-    return key in (model_matrices() if layer is None else block_matrices())
+    return key in (model_matrices(order) if layer is None else block_matrices(order))
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ def describe(model: GPTModel, name: str, views: dict | None = None, pos: int = -
     if known is not None and known.node == name:
         x, y, note = _applied(model, name, parse_hook(name)[1], views, pos)
         return dataclasses.replace(known, x=x, y=y, note=note)
-    if not has_matrix(name):
+    if not has_matrix(name, order_of(model.cfg)):
         raise ValueError(f"{name} multiplies by no weight matrix: choose a Linear (the "
                          "attention projections, out_proj, the feed-forward's Linears), an "
                          "embedding or the output head")
@@ -100,7 +105,8 @@ def describe(model: GPTModel, name: str, views: dict | None = None, pos: int = -
     w = module.weight.detach()
     bias = getattr(module, "bias", None)
     params = w.numel() + (bias.numel() if bias is not None else 0)
-    keys = model_matrices() if layer is None else block_matrices()
+    order = order_of(model.cfg)
+    keys = model_matrices(order) if layer is None else block_matrices(order)
     others = {k: tuple(_module(model, k if layer is None else block_hook_name(layer, k)).weight.shape)
               for k in keys}
     image, cell = block_means(w.to("cpu", torch.float32).numpy())
@@ -128,4 +134,5 @@ def _applied(model, name: str, key: str, views: dict | None, pos: int):
         return None, y, ""
     x = np.asarray(views[source].array, dtype=np.float32).reshape(-1, views[source].shape[-1])[pos]
     plus = " + b" if getattr(_module(model, name), "bias", None) is not None else ""
-    return x, y, f"y = x · Wᵀ{plus}, x the output of {node_for_hook(source).label} ({source})"
+    return x, y, (f"y = x · Wᵀ{plus}, x the output of "
+                  f"{node_for_hook(source, order_of(model.cfg)).label} ({source})")

@@ -331,6 +331,11 @@ def gelu_question(live: Live, rng: random.Random) -> Question:
                     "unchanged.", reasons, hides=frozenset({VALUES}))
 
 
+QUIZ_FAMILIES = ("gpt2",)  # the blocks whose every question is written and checked
+LLAMA_LESSONS = ("Learn's questions are the book's chapter-4 questions about GPT-2's block; "
+                 "on this Llama-family block use Explain, the worked formulas and the Code "
+                 "view.")
+
 # Which questions fit which kind of node; they rotate per node.
 _BY_KIND: dict[str, tuple[Callable, ...]] = {
     "embedding": (shape_question, width_question),

@@ -18,7 +18,7 @@ import torch
 from .capture import Capture, NodeView
 from ..gpt.layers import LayerKV
 from ..gpt.model import GPTModel
-from ..gpt.nodes import ATTENTION, ATTENTION_INSIDE, PATTERN, block_hook_name, input_node
+from ..gpt.nodes import ATTENTION, PATTERN, attention_inside, block_hook_name, input_node, order_of
 
 
 def attention_input(layer: int, norm_position: str) -> str:
@@ -26,8 +26,9 @@ def attention_input(layer: int, norm_position: str) -> str:
     return input_node(block_hook_name(layer, ATTENTION), norm_position)
 
 
-def inside_names(layer: int) -> list[str]:
-    return [block_hook_name(layer, n.key) for n in ATTENTION_INSIDE]
+def inside_names(layer: int, order="pre") -> list[str]:
+    """Block ``layer``'s attention steps, for a block of this order (its family's steps)."""
+    return [block_hook_name(layer, n.key) for n in attention_inside(order)]
 
 
 def open_attention(model: GPTModel, x: np.ndarray, layer: int, valid: np.ndarray | None = None,
@@ -45,7 +46,7 @@ def open_attention(model: GPTModel, x: np.ndarray, layer: int, valid: np.ndarray
     param = next(model.parameters())
     att = model.trf_blocks[layer].att
     xs = torch.from_numpy(np.ascontiguousarray(x)).to(param.device, param.dtype)
-    names = inside_names(layer) if steps else [block_hook_name(layer, PATTERN)]
+    names = inside_names(layer, order_of(model.cfg)) if steps else [block_hook_name(layer, PATTERN)]
     with torch.inference_mode():
         if last_only:
             kv, pos = LayerKV(), xs.shape[1] - 1

@@ -94,22 +94,24 @@ class StepRecorder(HookSet):
         self.keep_logits = keep_logits
         self.topk = topk
         groups: dict[tuple[str, int], list[str]] = {}
+        order = self._order = order_of(model.cfg)
         for name in self.names:
-            node = node_for_hook(name)
+            node = node_for_hook(name, order)
             groups.setdefault((node.width, node.hist.bins), []).append(name)
         self._groups = list(groups.values())
         self._where = {n: (g, r) for g, names_ in enumerate(self._groups) for r, n in enumerate(names_)}
-        self._hist = [(torch.tensor([node_for_hook(n).hist.lo for n in g]),
-                       torch.tensor([node_for_hook(n).hist.hi for n in g]),
-                       node_for_hook(g[0]).hist.bins) for g in self._groups]
+        self._hist = [(torch.tensor([node_for_hook(n, order).hist.lo for n in g]),
+                       torch.tensor([node_for_hook(n, order).hist.hi for n in g]),
+                       node_for_hook(g[0], order).hist.bins) for g in self._groups]
         self._latest: dict[str, torch.Tensor] = {}
         self._source: dict[str, str] = {}
-        self._nodes = {n: node_for_hook(n) for n in self.names}
-        self._shown = {n: node_for_hook(n, order_of(model.cfg)) for n in self.names}
+        self._nodes = {n: node_for_hook(n, order) for n in self.names}
+        self._shown = self._nodes  # that family's and order's words
 
     def _hooks(self) -> dict[str, object]:
         latest = self._latest
-        self._source = {n: (n if self.model.training else eval_source(n)) for n in self.names}
+        self._source = {n: (n if self.model.training else eval_source(n, self._order))
+                        for n in self.names}
 
         def hook_for(name: str):
             def hook(module, inputs, output) -> None:

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QLabel, QPushButton, QScrollArea, QVBo
 
 from ....core.gpt.nodes import order_of, inside_attention, is_pattern, layer_of
 from ....core.lessons.facts import KINDS, Facts
-from ....core.lessons.quiz import Question, Score, question_for
+from ....core.lessons.quiz import LLAMA_LESSONS, QUIZ_FAMILIES, Question, Score, question_for
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
 from ...base.view import ViewHooks
@@ -115,6 +115,10 @@ class LearnView(ViewHooks, QWidget):
                     self.session.set_covered(Facts(frozenset(KINDS), (), "learn"))
             return
         norm_position = order_of(self.session.model.config)
+        if norm_position.family.name not in QUIZ_FAMILIES:
+            self._close()
+            self.prompt.setText(LLAMA_LESSONS)
+            return
         asked = self.asked.get(name, 0)
         self.asked[name] = asked + 1
         self.question = question_for(name, current.views, norm_position, asked, self.score.asked)
