@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -32,6 +32,7 @@ from .base.devices import check_memory
 from .gpt.config import GPTConfig, preset
 from .base.devices import resolve_device, resolve_dtype
 from .gpt.model import build_model, count_parameters, describe_size
+from .gpt.tokenizer import Tokenizer, gpt2_tokenizer
 
 NO_TRAINED_MODEL = ("no trained GPT-2 found in the Hugging Face cache ({cache}); using a "
                     "random initialisation. Get one with `gpt-explorer download gpt2`, "
@@ -189,13 +190,15 @@ class ModelInfo:
     notices: tuple[str, ...]
     spec: ModelSpec
     record: bool = False  # a saved run's model: its structure shown, its weights not loaded
+    # what its text is read and written with (the model's own, or GPT-2's)
+    tokenizer: Tokenizer = field(default_factory=gpt2_tokenizer, compare=False, repr=False)
 
     @classmethod
     def of(cls, loaded: LoadedModel, spec: ModelSpec) -> "ModelInfo":
         return cls(label=loaded.label, size=loaded.size, config=loaded.config,
                    trained=loaded.trained, device=str(loaded.device),
                    dtype=str(loaded.dtype).replace("torch.", ""),
-                   notices=tuple(loaded.notices), spec=spec)
+                   notices=tuple(loaded.notices), spec=spec, tokenizer=loaded.tokenizer)
 
     @classmethod
     def of_record(cls, label: str, config: GPTConfig, spec: ModelSpec) -> "ModelInfo":

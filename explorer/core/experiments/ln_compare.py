@@ -33,10 +33,15 @@ FINAL_NORM_NOTE = ("The Post-LN twin keeps final_norm: its blocks already end in
                    "LayerNorm, but the output head was trained on final_norm's scale and "
                    "shift, so dropping it would change the logits for a second reason.")
 INITS = ("xavier", "gpt2", "pytorch")
+NOT_HERE = ("Pre-LN against Post-LN is GPT-2's comparison (the book's chapter 4): a Llama / "
+            "Qwen block puts its RMSNorms before attention and the feed-forward only, so it "
+            "has no Post-LN twin. The gradient experiment below runs on GPT-2 models of its own.")
 
 
 def post_ln_twin(model: GPTModel, norm_position: str = "post") -> GPTModel:
     """A model with the same weights and the norms moved (Post-LN by default)."""
+    if model.cfg.llama:
+        raise ValueError(NOT_HERE)
     twin = build_model(model.cfg.replace(norm_position=norm_position), seed=None,
                        device=next(model.parameters()).device,
                        dtype=next(model.parameters()).dtype)

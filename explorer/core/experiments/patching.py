@@ -41,6 +41,7 @@ class Sweep:
     clean: str
     corrupt: str
     note: str = ""
+    corrupt_pieces: tuple[str, ...] = ()  # the corrupted prompt's tokens as the model reads them
 
     def best(self) -> tuple[str, int, int, float]:
         """The node, layer and position whose patch restores the most."""
@@ -130,4 +131,4 @@ def patch_sweep(model: GPTModel, clean: str, corrupt: str, answer: str, wrong: s
                 if progress is not None:
                     progress(done, total)
     return Sweep(keys, cfg.n_layers, spots, restored, clean_diff, corrupt_diff, answer, wrong,
-                 clean, corrupt, note)
+                 clean, corrupt, note, tuple(tok.token_piece(i) for i in corrupt_ids))

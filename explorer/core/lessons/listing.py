@@ -13,9 +13,10 @@ import textwrap
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..gpt import llama
 from ..gpt.layers import GELU, FeedForward, LayerNorm, MultiHeadAttention
 from ..gpt.model import GPTModel, TransformerBlock
-from ..gpt.nodes import (ATTENTION, FEED_FORWARD, PATTERN, block_nodes, block_steps,
+from ..gpt.nodes import (ATTENTION, FEED_FORWARD, PATTERN, Kind, block_nodes, block_steps,
                          node_for_hook, parse_hook)
 
 
@@ -47,8 +48,11 @@ def built_order(lines: tuple[str, ...]) -> list[str]:
 
 def listing(name: str, norm_position: str = "pre") -> Listing:
     """Where ``name`` (a hook name) comes from in the source; a LayerNorm or the GELU
-    shows its own class (what it computes), saying where the block calls it."""
+    shows its own class (what it computes), saying where the block calls it. A Llama
+    block's node: its place in the bonus chapters' classes (llama.py)."""
     layer, key = parse_hook(name)
+    if getattr(norm_position, "family", None) is not None and norm_position.family.name == "llama":
+        return llama_listing(name, key, layer, node_for_hook(name, norm_position))
     kind = node_for_hook(name, norm_position).kind
     if kind in ("norm", "gelu"):
         return _own_class(name, key, kind, layer, norm_position)
@@ -123,3 +127,47 @@ def _own_class(name: str, key: str, kind: str, layer: int | None, norm_position:
     return Listing(cls.__name__, init, forward, "forward", built, _find(forward, r"return "),
                    f"{key} is a {cls.__name__}; {caller} calls it" + (f": {call}" if call else "")
                    + ". " + " ".join((cls.__doc__ or "").replace("``", "").split()))
+
+
+def llama_listing(name: str, key: str, layer: int | None, node) -> Listing:
+    """A Llama block's node in the bonus chapters' classes: an RMSNorm's own class; a
+    step of grouped-query attention in its forward (the scores, the mask and the pattern
+    in the book's steps); a SwiGLU layer in its FeedForward; the rest in the block or the
+    model."""
+    if node.kind == Kind.RMSNORM:
+        init, forward = _source(llama.RMSNorm, "__init__"), _source(llama.RMSNorm, "forward")
+        caller = "LlamaModel.forward" if layer is None else (
+            "GroupedQueryAttention.forward" if node.parent == ATTENTION else "TransformerBlock.forward")
+        return Listing("RMSNorm", init, forward, "forward", _find(init, r"self\.scale = "),
+                       _find(forward, r"return "), f"{key} is an RMSNorm; {caller} calls it. "
+                       + " ".join((llama.RMSNorm.__doc__ or "").replace("``", "").split()))
+    if layer is None:
+        init, forward = _source(llama.LlamaModel, "__init__"), _source(llama.LlamaModel, "forward")
+        return Listing("LlamaModel", init, forward, "forward", _find(init, rf"self\.{key} = "),
+                       _find(forward, rf"self\.{key}\("),
+                       f"{key} is built once in LlamaModel.__init__ and used in its forward, "
+                       "around the loop over the blocks; no position embedding is added.")
+    attr = key[len(node.parent) + 1:] if node.parent else key  # its attribute in the parent
+    if node.parent == ATTENTION:
+        method = "_scored" if node.kind in (Kind.SCORES, Kind.MASK, Kind.PATTERN) else "forward"
+        init = _source(llama.GroupedQueryAttention, "__init__")
+        forward = _source(llama.GroupedQueryAttention, method)
+        return Listing("GroupedQueryAttention", init, forward, method,
+                       _find(init, rf"self\.(\w+, )*{attr}\b.*="), _find(forward, rf"self\.{attr}\("),
+                       f"{attr} is a step of GroupedQueryAttention as the bonus chapters write it; "
+                       "a HookPoint computes nothing, it names the tensor. Without a hook on the "
+                       "scores or the pattern the same numbers come from the fused kernel.")
+    if node.parent == FEED_FORWARD:
+        init, forward = _source(llama.FeedForward, "__init__"), _source(llama.FeedForward, "forward")
+        return Listing("FeedForward (SwiGLU)", init, forward, "forward",
+                       _find(init, rf"self\.{attr} = "), _find(forward, rf"self\.{attr}\("),
+                       f"{attr}: fc1 and fc2 read the same input; SiLU gates fc1's values, the "
+                       "product multiplies them into fc2's, fc3 brings them back.")
+    init, forward = _source(llama.TransformerBlock, "__init__"), _source(llama.TransformerBlock, "forward")
+    line = _find(forward, rf"self\.{key}\(")
+    if node.kind == Kind.ADD and line:
+        line -= 1  # the book's own line, just above its hook point
+    return Listing("TransformerBlock (Llama)", init, forward, "forward",
+                   _find(init, rf"self\.{key} = "), line,
+                   "__init__ builds att, ff, norm1, norm2; forward runs norm1 → att → add1 → "
+                   "norm2 → ff → add2, with no dropout.")

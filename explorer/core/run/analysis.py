@@ -18,6 +18,8 @@ from ..gpt.nodes import block_hook_name, block_nodes, residual_nodes
 from ..gpt.tokenizer import tokenizer_of
 
 GELU_DIP_X = -0.7518  # where exact GELU has its minimum (about -0.17)
+SILU_DIP_X = -1.2785  # where SiLU has its minimum (about -0.28)
+SHUT = 0.05  # a SiLU gate whose output is within this of 0 lets (almost) nothing through
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class GeluInputShares:
     negative: float  # x < 0: GELU output in (-0.17, 0]
     dip: float  # |x - (-0.75)| < 0.5: around GELU's minimum
     identity: float  # x > 3: GELU(x) ~ x
+    shut: float = 0.0  # SiLU gates only: |SiLU(x)| < SHUT, the gate nearly closed
 
 
 def gelu_input_shares(values: np.ndarray) -> GeluInputShares:
@@ -69,6 +72,25 @@ def gelu_input_shares(values: np.ndarray) -> GeluInputShares:
     dip = np.count_nonzero(np.abs(v - v.dtype.type(GELU_DIP_X)) < 0.5)
     return GeluInputShares(count=int(v.size), negative=float(np.count_nonzero(v < 0) / n),
                            dip=float(dip / n), identity=float(np.count_nonzero(v > 3) / n))
+
+
+def silu_curve(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SiLU, x·σ(x), and its derivative σ(x)·(1 + x·(1 − σ(x)))."""
+    s = 1.0 / (1.0 + np.exp(-x))
+    return x * s, s * (1 + x * (1 - s))
+
+
+def silu_input_shares(values: np.ndarray) -> GeluInputShares:
+    """A SiLU gate's inputs (fc1's values) in its regimes: negative (SiLU between −0.28
+    and 0), around its dip at −1.28, above 3 (SiLU ≈ x), and the gates nearly shut."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = v[np.isfinite(v)]
+    n = max(v.size, 1)
+    silu, _ = silu_curve(v)
+    return GeluInputShares(count=int(v.size), negative=float(np.count_nonzero(v < 0) / n),
+                           dip=float(np.count_nonzero(np.abs(v - SILU_DIP_X) < 0.5) / n),
+                           identity=float(np.count_nonzero(v > 3) / n),
+                           shut=float(np.count_nonzero(np.abs(silu) < SHUT) / n))
 
 
 def layer_table(views: dict, n_layers: int, norm_position: str, stat: str) -> tuple[list[str], np.ndarray]:

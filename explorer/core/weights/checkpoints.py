@@ -56,6 +56,8 @@ class LoadedModel:
     def __post_init__(self) -> None:
         if self.tokenizer is None:
             self.tokenizer = gpt2_tokenizer()
+        if getattr(self.model, "tokenizer", None) is None:  # what core code reading text asks
+            self.model.tokenizer = self.tokenizer
 
     @property
     def device(self) -> torch.device:

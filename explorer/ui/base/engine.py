@@ -18,7 +18,6 @@ from typing import Any
 
 from PySide6.QtCore import QObject
 
-from ...core.gpt.tokenizer import get_encoding
 from ...core.run.passes import Pass
 from ...core.sources import ModelInfo, ModelSpec, open_model
 from ...core.base.cancel import Cancelled
@@ -62,7 +61,7 @@ class Engine(JobRunner):
                                  f"not what it seems ({type(exc).__name__}; the details are in "
                                  "the log)") from None
             self.loaded = loaded
-            get_encoding()  # the vocabulary read here, not on the GUI thread at the first key
+            loaded.tokenizer.load()  # its vocabulary read here, not on the GUI thread at a key
             # The model's thousands of long-lived objects would make every full garbage
             # collection (which holds the GIL, so the GUI thread too) take ~100 ms.
             gc.freeze()

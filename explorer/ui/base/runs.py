@@ -15,7 +15,6 @@ from ...core.experiments.interventions import applied, resolve
 from ...core.gpt.nodes import GELU_INPUT, block_hook_name
 from ...core.base.cancel import check
 from ...core.base.cpu_work import spare_core
-from ...core.gpt.tokenizer import token_piece
 from ...core.playground.branches import branch_stream
 from ...core.run.sampling import probability
 from ...core.run.passes import (EVERYTHING, Completed, Pass, prompt_then_generate, run_prompt,
@@ -123,7 +122,8 @@ class Runs(QObject):
             return None
         self.session.leave_record()  # a saved run shown read-only: back to the loaded model
         try:
-            batch = make_batch(prompts, self.session.model.config.context_length)
+            batch = make_batch(prompts, self.session.model.config.context_length,
+                               self.session.tokenizer)
         except ValueError as exc:
             self.session.report_error("GPT Block Explorer", str(exc))
             return None
@@ -159,9 +159,10 @@ class Runs(QObject):
         base = s.steps[min(at, len(s.steps) - 1)]
         before = list(base.ids[:-1])  # what chose the step's token
         forced = replace(base, token_id=token, prob=probability(base.next_logits, token))
-        s.start_branch(f"{token_piece(token)!r} at step {base.step}", s.steps[:base.step] + [forced])
+        piece = s.tokenizer.token_piece(token)
+        s.start_branch(f"{piece!r} at step {base.step}", s.steps[:base.step] + [forced])
         index, specs, first = s.branch, s.active_interventions(), base.step + 1
-        self._begin(f"Branching at step {base.step} with {token_piece(token)!r}…")
+        self._begin(f"Branching at step {base.step} with {piece!r}…")
         self._step_times = []
 
         def run(ctx):

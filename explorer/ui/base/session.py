@@ -17,6 +17,7 @@ from ...core.gpt.nodes import (FIRST_BLOCK_NODE, block_hook_name, layer_of,
                                same_node_in_layer)
 from ...core.lessons.facts import NO_FACTS, Facts
 from ...core.run.passes import Pass
+from ...core.gpt.tokenizer import gpt2_tokenizer
 from ...core.sources import ModelInfo
 from .turns import Turns
 
@@ -111,6 +112,11 @@ class Session(QObject):
     def pending(self) -> int:
         """Views not yet redrawn for the latest pass."""
         return self._turns.pending()
+
+    @property
+    def tokenizer(self):
+        """The shown model's tokenizer (GPT-2's before a model is loaded)."""
+        return self.model.tokenizer if self.model is not None else gpt2_tokenizer()
 
     def caught_up(self) -> bool:
         """Every view has redrawn the latest pass and the engine has been told so."""

@@ -8,7 +8,6 @@ import numpy as np
 from PySide6.QtGui import QColor
 
 from ...core.gpt.nodes import eval_chain
-from ...core.gpt.tokenizer import token_piece
 from .graph_colours import colour_map
 
 CONTRIBUTION = "part of the logit (Why)"
@@ -48,7 +47,7 @@ def colour_by_why(items: dict, why) -> tuple[str, np.ndarray | None]:
     parts, top = node_parts(why), scale(why)
     for name, item in items.items():
         item.set_fill(diverging(parts[name], top) if name in parts else NEUTRAL)
-    return (f"part of {token_piece(why.attribution.target)!r}'s logit: blue against, red "
+    return (f"part of {why.tokenizer.token_piece(why.attribution.target)!r}'s logit: blue against, red "
             f"for (±{top:.3g}); white: not a branch", why.attribution.block_totals())
 
 

@@ -13,7 +13,6 @@ from PySide6.QtGui import QFontMetrics
 from .plot_axes import add_plot
 from ...core.gpt.nodes import ATTENTION, FEED_FORWARD, block_output
 from ...core.experiments.patching import Sweep
-from ...core.gpt.tokenizer import encode, token_piece
 from .figures import TITLE_SIZE, offscreen_app, save_widget
 from .plot_text import set_ticks, set_title
 
@@ -36,7 +35,7 @@ def draw_sweep(layout: pg.GraphicsLayoutWidget, sweep: Sweep, norm_position: str
     if len(sweep.positions) == 1:
         panels = {"nodes": (sweep.restored[:, :, 0], list(sweep.keys))}
     else:
-        pieces = [token_piece(i) for i in encode(sweep.corrupt)]
+        pieces = sweep.corrupt_pieces
         keys = panel_keys(sweep, norm_position)
         panels = {name: (sweep.restored[sweep.keys.index(keys[name])].T,  # (positions, layers)
                          [f"{p} {pieces[p]!r}" for p in sweep.positions]) for name in PANELS}

@@ -72,9 +72,8 @@ class ViewWindow(QMainWindow):
     @Slot(str)
     def run_prompt(self, prompt: str = "") -> None:
         """The prompt (this window's unless one is given), its pass and its steps."""
-        from ...core.gpt.tokenizer import encode
         self.prompt = prompt or self.prompt
-        self.runs.start(encode(self.prompt), self.settings)
+        self.runs.start(self.session.tokenizer.encode(self.prompt), self.settings)
 
     def closeEvent(self, event) -> None:  # noqa: N802
         wait = self.close_wait_s

@@ -9,9 +9,11 @@ from explorer.ui.window.view_alone import ViewWindow
 from tests.ui.conftest import settle
 
 
+@pytest.mark.parametrize("preset", ["tiny", "llama-tiny", "qwen3-tiny"])
 @pytest.mark.parametrize("key", [v.key for v in VIEWS])
-def test_every_view_opens_alone_on_the_prompt_run_once(qtbot, key):
-    window = ViewWindow(key, ModelSpec(preset="tiny"), "Every effort moves", max_new_tokens=2)
+def test_every_view_opens_alone_on_the_prompt_run_once(qtbot, key, preset):
+    """Every view, on GPT-2's block and on the Llama / Qwen block."""
+    window = ViewWindow(key, ModelSpec(preset=preset), "Every effort moves", max_new_tokens=2)
     said = []
     window.warn = lambda parent, title, text: said.append(text)
     qtbot.addWidget(window)
@@ -23,7 +25,8 @@ def test_every_view_opens_alone_on_the_prompt_run_once(qtbot, key):
     assert window.centralWidget() is window.view and window.view.isVisible()
     assert window.session.prompt.ids == [6109, 3626, 6100]  # tiktoken's ids for the prompt
     assert len(window.session.steps) == 2
-    assert window.session.model.config.n_layers == 2  # the tiny preset, loaded
+    assert window.session.model.config.n_layers == 2  # the preset, loaded
+    assert window.session.model.config.family == ("gpt2" if preset == "tiny" else "llama")
     assert window.status.text().startswith("Generated 2 tokens")
 
 

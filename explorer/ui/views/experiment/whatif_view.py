@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDoubleS
 
 from ....core.experiments.interventions import (FUNCTIONS, KINDS, Intervention, allowed_kinds,
                                                load_file, resolve, save_file)
-from ....core.gpt.tokenizer import token_piece
 from ....core.experiments.whatif import Comparison, compare
 from ...widgets.job_controls import JobControls
 from ...base.session import Session
@@ -251,7 +250,8 @@ class WhatIfView(ViewHooks, QWidget):
         for r, step in enumerate(c.steps):
             moved = ", ".join(f"{t.piece!r} {t.clean:.3f}→{t.changed:.3f} ({t.delta_logp:+.2f})"
                               for t in step.top)
-            cells = (repr(token_piece(step.clean_id)), repr(token_piece(step.changed_id)),
+            piece = self.session.tokenizer.token_piece
+            cells = (repr(piece(step.clean_id)), repr(piece(step.changed_id)),
                      f"{step.kl:.4g}", moved)
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)

@@ -13,7 +13,6 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 from ....core.lessons.explain import explain
 from ....core.lessons.formulas import worked
 from ....core.gpt.nodes import order_of
-from ....core.gpt.tokenizer import token_piece
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -104,13 +103,14 @@ class ExplanationView(LazyRefresh, QWidget):
             return ""
         steps, prompt = self.session.steps, self.session.prompt
         k = current.step
+        piece = self.session.tokenizer.token_piece
         given = (steps[k - 1].token_id if 0 < k <= len(steps) else
                  prompt.ids[-1] if prompt is not None and prompt.ids else None)
         chose = "" if current.token_id is None else (
-            f"{token_piece(current.token_id)!r}" + ("" if current.prob is None else
+            f"{piece(current.token_id)!r}" + ("" if current.prob is None else
                                                      f" (p {current.prob:.2g})"))
         io = ("" if given is None or not chose else
-              f"<p><b>Step {k}.</b> Input {html.escape(repr(token_piece(given)))} → chose "
+              f"<p><b>Step {k}.</b> Input {html.escape(repr(piece(given)))} → chose "
               f"{html.escape(chose)}.</p>")
         if current.whole:
             return io + (f"<p><b>This step.</b> The whole context ran again, {len(current.ids)} "

@@ -1,6 +1,8 @@
-"""GELU: the model's tanh-approximated GELU, the exact erf GELU and ReLU (optionally
-their derivatives), with the real GELU inputs of the selected layer and step overlaid
-as a histogram on a second axis, and where those inputs fall."""
+"""The activation: the model's tanh-approximated GELU, the exact erf GELU and ReLU
+(optionally their derivatives), with the real GELU inputs of the selected layer and step
+overlaid as a histogram on a second axis, and where those inputs fall. On a Llama block,
+its SiLU beside the exact GELU and ReLU, with the gate's real inputs (fc1's values) and
+the share of gates nearly shut."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from ...plots.plot_axes import add_plot
-from ....core.run.analysis import gelu_curves, gelu_input_shares
-from ....core.gpt.nodes import GELU_INPUT, block_hook_name, block_title
+from ....core.run.analysis import SHUT, gelu_curves, gelu_input_shares, silu_curve, silu_input_shares
+from ....core.gpt.nodes import Kind, block_hook_name, block_title, node_for_hook, order_of, role
 from ...base.lazy import LazyRefresh
 from ...plots.plot_text import legend_row
 from ...base.session import Session
@@ -67,8 +69,11 @@ class GeluView(LazyRefresh, QWidget):
         layout.addLayout(top)
         layout.addWidget(self.canvas, 1)
         layout.addWidget(self.info)
+        self._silu = False
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
+        session.modelChanged.connect(self._set_family)
+        self._set_family()
         session.completed.connect(lambda: self._waiting and self.request_refresh())
 
     def _input_bars(self) -> None:
@@ -88,24 +93,53 @@ class GeluView(LazyRefresh, QWidget):
         for line in self.deriv.values():
             line.setVisible(on)
 
+    def _set_family(self) -> None:
+        """The model's non-linearity drawn as the model's: GELU (tanh) or SiLU."""
+        info = self.session.model
+        order = order_of(info.config) if info is not None else None
+        silu = order is not None and node_for_hook(
+            block_hook_name(0, role(order, "activation")), order).kind == Kind.SILU
+        if silu == self._silu:
+            return
+        self._silu = silu
+        c = self.curves
+        y, d = silu_curve(c.x) if silu else (c.tanh, c.d_tanh)
+        self.lines["tanh"].setData(c.x, y)
+        self.deriv["tanh"].setData(c.x, d)
+        what = "SiLU" if silu else "GELU"
+        self.plot.setLabel("bottom", "x (SiLU input: fc1's value, the gate)" if silu else "x (GELU input)")
+        self.plot.setLabel("left", f"{what}(x)")
+        self.plot.getAxis("right").setLabel(f"share of {what} inputs per bin")
+        self.legend.clear()
+        for item, text in ((self.lines["tanh"], "SiLU (the model)" if silu else "GELU, tanh (the model)"),
+                           (self.lines["exact"], "GELU, exact"), (self.lines["relu"], "ReLU"),
+                           (self.deriv["tanh"], "derivatives"),
+                           (self.hist_bars, f"{what} inputs (right axis)")):
+            self.legend.addItem(item, text)
+
     def _block(self) -> str:
         info = self.session.model
         return block_title(self.session.layer, info.config.n_layers) if info else ""
 
     def redraw(self) -> None:
+        self._set_family()
         c = self.curves
-        gap = (f"Largest |tanh approximation − exact| on [−4, 4]: {c.max_gap:.2e} at x = "
+        gap = ("SiLU(x) = x · σ(x), computed exactly." if self._silu else
+               f"Largest |tanh approximation − exact| on [−4, 4]: {c.max_gap:.2e} at x = "
                f"{c.max_gap_at:+.2f}.")
-        name = block_hook_name(self.session.layer, GELU_INPUT)
+        info = self.session.model
+        order = order_of(info.config) if info is not None else "pre"
+        name = block_hook_name(self.session.layer, role(order, "activation_input"))
+        what = "SiLU" if self._silu else "GELU"
         view = self.session.view(name)
         if view is None:
             self.hist_bars.setOpts(x=[0], height=[0])
-            self.info.setText(gap + " Run a prompt to overlay the real GELU inputs.")
+            self.info.setText(gap + f" Run a prompt to overlay the real {what} inputs.")
             return
         self._waiting = not view.stats.ready  # another layer than at Ctrl+Enter: a moment
         if self._waiting:
             self.hist_bars.setOpts(x=[0], height=[0])
-            self.info.setText(f"{self._block()}: counting the GELU inputs… " + gap)
+            self.info.setText(f"{self._block()}: counting the {what} inputs… " + gap)
             return
         h = view.stats.hist_range
         counts = view.stats.hist.astype(float)
@@ -113,15 +147,21 @@ class GeluView(LazyRefresh, QWidget):
         centres = np.asarray(h.edges()[:-1]) + h.width / 2
         self.hist_bars.setOpts(x=centres, height=counts / total, width=h.width * 0.95)
         self.hist_box.setYRange(0, max(float(counts.max()) / total, 1e-6) * 1.1, padding=0)
-        shares = self.session.current.gelu_shares.get(name)  # counted by the engine
-        if shares is None and view.array is not None:  # a generation step: one vector
-            shares = gelu_input_shares(view.real_rows())  # (padding left out)
+        shares = None if self._silu else self.session.current.gelu_shares.get(name)  # the engine's
+        if shares is None and view.array is not None:  # a generation step, or a SiLU's gates
+            shares = (silu_input_shares if self._silu else gelu_input_shares)(view.real_rows())
         where = "prompt" if self.session.current.step is None else f"step {self.session.current.step}"
         width = view.shape[-1]  # what the count counts: vectors × the hidden width
         vectors = view.stats.count // max(width, 1)
         text = (f"{self._block()}, {where}: {vectors:,} token{'s' * (vectors != 1)} × {width:,} "
-                f"values = {view.stats.count:,} GELU inputs ({name}).")
-        if shares is not None:
+                f"values = {view.stats.count:,} {what} inputs ({name}).")
+        if shares is not None and self._silu:
+            text += (f" {100 * shares.negative:.1f}% are negative (SiLU gives −0.28…0 there), "
+                     f"{100 * shares.dip:.1f}% lie in the dip around x ≈ −1.28, "
+                     f"{100 * shares.identity:.1f}% are above 3 (SiLU ≈ identity); "
+                     f"{100 * shares.shut:.1f}% of the gates are nearly shut (|SiLU| < {SHUT:g}): "
+                     "fc2's value there barely passes.")
+        elif shares is not None:
             text += (f" {100 * shares.negative:.1f}% are negative (GELU gives −0.17…0 there), "
                      f"{100 * shares.dip:.1f}% lie in the dip around x ≈ −0.75, "
                      f"{100 * shares.identity:.1f}% are above 3 (GELU ≈ identity).")

@@ -14,7 +14,7 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import (QComboBox, QGraphicsRectItem, QHBoxLayout, QLabel, QTabWidget,
                                QVBoxLayout, QWidget)
 
-from ....core.gpt.nodes import (LOGITS, TOKEN_EMBEDDING, block_hook_name, layer_of, node_for_hook,
+from ....core.gpt.nodes import (order_of, LOGITS, TOKEN_EMBEDDING, block_hook_name, layer_of, node_for_hook,
                                same_node_in_layer)
 from ....core.lessons.matrices import block_matrices, describe, has_matrix, model_matrices
 from ...base.lazy import LazyRefresh
@@ -77,16 +77,20 @@ class WeightsView(LazyRefresh, QWidget):
         self.matrix = None
         self._choices()
 
+    def _order(self):
+        info = self.session.model
+        return order_of(info.config) if info is not None else "pre"
+
     def _choices(self) -> None:
         """The shown block's matrices, then the model's (the embeddings and the head)."""
         self.choice.blockSignals(True)
         kept = self.choice.currentData()
         self.choice.clear()
         if self.session.model is not None:
-            layer = self.session.layer
-            names = [block_hook_name(layer, k) for k in block_matrices()] + list(model_matrices())
+            layer, order = self.session.layer, self._order()
+            names = [block_hook_name(layer, k) for k in block_matrices(order)] + list(model_matrices(order))
             for name in names:
-                self.choice.addItem(f"{node_for_hook(name).label} ({name})", name)
+                self.choice.addItem(f"{node_for_hook(name, order).label} ({name})", name)
             index = self.choice.findData(same_node_in_layer(kept, layer) if kept else None)
             self.choice.setCurrentIndex(max(0, index))
         self.choice.blockSignals(False)
@@ -94,7 +98,7 @@ class WeightsView(LazyRefresh, QWidget):
 
     def _follow(self, name: str) -> None:
         """The selected node, when it has a matrix, is the one shown."""
-        if has_matrix(name):
+        if has_matrix(name, self._order()):
             if layer_of(name) is not None and layer_of(name) != self.session.layer:
                 return  # the layer change rebuilds the choices first
             index = self.choice.findData(name)
@@ -163,7 +167,8 @@ class WeightsView(LazyRefresh, QWidget):
             rect.setPen(QPen(QColor("#333333"), 0))
             rect.setBrush(QBrush(QColor("#ff8c00" if mine else "#cfd8e6")))
             plot.addItem(rect)
-            node = node_for_hook(key if key in model_matrices() else block_hook_name(0, key))
+            order = self._order()
+            node = node_for_hook(key if key in model_matrices(order) else block_hook_name(0, key), order)
             label = pg.TextItem(f"{node.label}\n{rows:,} × {cols:,}", color="#222222", anchor=(0, 0))
             label.setPos(x, rows + (tallest * 0.3 if i % 2 else 0))  # neighbours' words apart
             plot.addItem(label)

@@ -10,7 +10,6 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QTableWidget, QTa
                                QVBoxLayout, QWidget)
 
 from ....core.gpt.nodes import all_hook_names, short_label
-from ....core.gpt.tokenizer import decode, token_piece
 from ...base.session import Session, parting
 from ...base.view_jobs import EngineLike
 from ...base.view import ViewHooks
@@ -68,10 +67,10 @@ class BranchesView(ViewHooks, QWidget):
             self.note.setText("These two have not parted yet.")
             self.table.setRowCount(0)
             return
-        words = [f"They part at step {k}: {token_piece(a[k].token_id)!r} against "
-                 f"{token_piece(b[k].token_id)!r}."]
+        words = [f"They part at step {k}: {self.session.tokenizer.token_piece(a[k].token_id)!r} against "
+                 f"{self.session.tokenizer.token_piece(b[k].token_id)!r}."]
         for (label, steps) in (branches[i], branches[j]):
-            words.append(f"{label}: …{decode([p.token_id for p in steps[k:]])!r}")
+            words.append(f"{label}: …{self.session.tokenizer.decode([p.token_id for p in steps[k:]])!r}")
         self.note.setText("\n".join(words))
         self._table(a[k + 1] if k + 1 < len(a) else None, b[k + 1] if k + 1 < len(b) else None)
 
@@ -100,7 +99,7 @@ class BranchesView(ViewHooks, QWidget):
     def _candidate(p, rank: int) -> str:
         if p is None or rank >= len(p.top_ids):
             return ""
-        return f"{token_piece(p.top_ids[rank])!r} {p.top_probs[rank]:.3f}"
+        return f"{p.top_pieces[rank]!r} {p.top_probs[rank]:.3f}"
 
     @staticmethod
     def _std(p, name: str) -> float | None:

@@ -14,7 +14,6 @@ from ....core.lessons.game import (Answer, Score, answer, choices, first_layer, 
                                    layer_facts, round_facts)
 from ....core.gpt.nodes import order_of
 from ....core.run.analysis import lens_nodes, logit_lens
-from ....core.gpt.tokenizer import decode, token_piece
 from ...base.session import Session
 from ...base.view import ViewHooks
 from ...widgets.scrolling import lines_high
@@ -105,18 +104,18 @@ class GameView(ViewHooks, QWidget):
             return
         step = steps[self.round]
         ids = self.session.prompt.ids + [s.token_id for s in steps[:self.round]]
-        self.context.setPlainText(decode(ids[-200:]) + " …")
+        self.context.setPlainText(self.session.tokenizer.decode(ids[-200:]) + " …")
         for b, token in zip(self.buttons, choices(step.next_logits, self.round)):
-            b.setText(repr(token_piece(token)))
+            b.setText(repr(self.session.tokenizer.token_piece(token)))
             b.setProperty("token", token)
         self.guess_edit.clear()
-        self.session.set_covered(round_facts(step.next_logits, step.token_id))
+        self.session.set_covered(round_facts(step.next_logits, step.token_id, self.session.tokenizer))
         self._enable(True)
         self.result.setText(f"Round {self.round + 1} of {len(steps)}: what comes next?")
 
     def guess_text(self, text: str) -> None:
         try:
-            token, note = guess_token(text)
+            token, note = guess_token(text, self.session.tokenizer)
         except ValueError as exc:
             self.result.setText(str(exc))
             return
@@ -132,10 +131,11 @@ class GameView(ViewHooks, QWidget):
         self.session.set_covered()
         self._enable(False)
         verdict = "the model's favourite!" if a.rank == 1 else f"its rank {a.rank:,}."
+        piece = self.session.tokenizer.token_piece
         self.result.setText(
-            (note + ". " if note else "") + f"You: {token_piece(a.guess)!r}, log-probability "
+            (note + ". " if note else "") + f"You: {piece(a.guess)!r}, log-probability "
             f"{a.log_prob:.2f} ({a.points:+.2f} bits), {verdict} The generation took "
-            f"{token_piece(a.chosen)!r} ({a.chosen_log_prob:.2f}). Next round goes on.")
+            f"{piece(a.chosen)!r} ({a.chosen_log_prob:.2f}). Next round goes on.")
         self.round += 1
         self.start_button.setText("Next round")
         return a
@@ -151,7 +151,7 @@ class GameView(ViewHooks, QWidget):
                   if n in current.views and current.views[n].array is not None}
         position = len(current.ids) - 1
         self.layer_box.setRange(1, info.config.n_layers)
-        self.context.setPlainText(decode(current.ids[-200:]))
+        self.context.setPlainText(self.session.tokenizer.decode(current.ids[-200:]))
         self.result.setText("Reading the lens…")
         self.jobs.run(lambda ctx: logit_lens(ctx.model, arrays, position, k=1), "game lens",
                       finished=self._lens_ready)

@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (QCheckBox, QGridLayout, QHBoxLayout, QLabel, QPus
 
 from ....core.run.generation import GenerationSettings
 from ....core.run.sampling import Reshaped, reshape, sample_counts
-from ....core.gpt.tokenizer import token_piece
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -183,7 +182,7 @@ class SamplingView(LazyRefresh, QWidget):
         self.uniform.setValue(1 / r.vocab)
         if tuple(ids) != self._ids:
             self._ids = tuple(ids)
-            fitted_names(self.plot, [repr(token_piece(int(i))) for i in ids])
+            fitted_names(self.plot, [repr(self.session.tokenizer.token_piece(int(i))) for i in ids])
         top = 1.0 if self.fixed.isChecked() else max(float(before.max()), float(after.max())) * 1.1
         self.plot.setRange(xRange=(-0.6, len(ids) - 0.4), yRange=(0, top), padding=0)
         self.note.setText(self._words(r))
@@ -194,7 +193,7 @@ class SamplingView(LazyRefresh, QWidget):
         if r.chosen is not None:
             rank = r.rank(r.chosen)
             now = f"rank {rank}, p {r.after[r.chosen]:.3g}" if rank else "cut by these settings"
-            words = (f"chosen {token_piece(r.chosen)!r}: {now} here (the model: p "
+            words = (f"chosen {self.session.tokenizer.token_piece(r.chosen)!r}: {now} here (the model: p "
                      f"{r.before[r.chosen]:.3g}). " + words)
         if not self.greedy.isChecked():  # the order matters: top-p after a temperature
             words += f"; applied as {ORDER}"

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, Q
 
 from ....core.run.batch import MAX_BATCH, split_prompts
 from ....core.run.generation import GenerationSettings, prepare_prompt
-from ....core.gpt.tokenizer import encode, token_piece, tokenizer_ready, visible
+from ....core.gpt.tokenizer import visible
 from ...widgets.branch_box import BranchBox
 from ...widgets.generation_box import GenerationBox, flag
 from ...widgets.token_chips import CHIP_COLOURS, batch_chips_html, chips_html
@@ -46,7 +46,7 @@ class PromptPanel(ViewHooks, QWidget):
         self._buttons()
         self._lay_out()
         self._connect(session)
-        if tokenizer_ready():  # else it is read on a thread once the window is painted
+        if self.session.tokenizer.ready():  # else it is read on a thread once the window is painted
             self.update_chips()  # (or with the model): the chips come a moment later
         else:
             self.token_count.setText("Reading GPT-2's vocabulary…")
@@ -180,7 +180,7 @@ class PromptPanel(ViewHooks, QWidget):
                                      "some text first.</span>")
             return
         self.save_settings()  # what the user typed survives whatever happens next
-        self.runs.start(encode(text), self.settings())
+        self.runs.start(self.session.tokenizer.encode(text), self.settings())
 
     def run_prompt(self, text: str = "") -> None:
         """Run ``text`` (another view's request), or the prompt as it is when empty."""
@@ -241,7 +241,7 @@ class PromptPanel(ViewHooks, QWidget):
             self._chips_pending = True
             return
         self._chips_pending = False
-        if not tokenizer_ready() and preload.busy():  # read on a thread: chips a bit later
+        if not self.session.tokenizer.ready() and preload.busy():  # read on a thread: chips a bit later
             self.token_count.setText("Reading GPT-2's vocabulary…")
             self._retokenize.start()
             return
@@ -249,14 +249,15 @@ class PromptPanel(ViewHooks, QWidget):
         if self.batch.isChecked():
             self._batch_chips(ctx)
             return
-        ids = encode(self.prompt.toPlainText())
+        ids = self.session.tokenizer.encode(self.prompt.toPlainText())
         self.token_ids = ids
-        self.chips.setHtml(chips_html(ids))
+        self.chips.setHtml(chips_html(ids, self.session.tokenizer))
         note, notices = "", []
         if ctx and ids:  # short here (a narrow column); the whole notice in the tooltip
             new = self.max_tokens.value()
             kept, notices = prepare_prompt(ids, ctx, new_tokens=new,
-                                           leave_room=self.leave_room.isChecked())
+                                           leave_room=self.leave_room.isChecked(),
+                                           tokenizer=self.session.tokenizer)
             parts = [f"the last {len(kept)} run"] if len(kept) < len(ids) else []
             if not self.leave_room.isChecked() and new > ctx - len(kept):
                 parts.append(f"slow after {ctx - len(kept)} new")
@@ -269,12 +270,12 @@ class PromptPanel(ViewHooks, QWidget):
     def _batch_chips(self, ctx: int | None) -> None:
         """One row of chips per prompt, padded to the longest with grey [pad] chips."""
         prompts = self.prompts()
-        rows = [encode(p) for p in prompts[:MAX_BATCH]]
+        rows = [self.session.tokenizer.encode(p) for p in prompts[:MAX_BATCH]]
         if ctx:
             rows = [r[-ctx:] for r in rows]
         self.token_ids = rows[0] if rows else []
         width = max((len(r) for r in rows), default=0)
-        self.chips.setHtml(batch_chips_html(rows))
+        self.chips.setHtml(batch_chips_html(rows, self.session.tokenizer))
         if not rows:
             self.token_count.setText("Batch: no prompts yet (one per line)")
             return
@@ -307,7 +308,7 @@ class PromptPanel(ViewHooks, QWidget):
     def _token_html(self, step) -> str:
         colour = "#ffd27f" if self.selected == step.step else CHIP_COLOURS[step.step % 2]
         return (f"<a href='{step.step}' style='text-decoration:none; color:black'>"
-                f"<span style='background:{colour}'>&nbsp;{html.escape(visible(token_piece(step.token_id)))}"
+                f"<span style='background:{colour}'>&nbsp;{html.escape(visible(self.session.tokenizer.token_piece(step.token_id)))}"
                 f"<sub> {step.prob:.2g}</sub>&nbsp;</span></a> ")
 
     def _redraw_output(self) -> None:

@@ -13,7 +13,6 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
 
 from ....core.attribution.contributions import MAX_TOKENS, ContributionGraph, contribution_graph
 from ....core.gpt.nodes import ATTENTION, FEED_FORWARD, block_hook_name
-from ....core.gpt.tokenizer import token_piece
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -105,7 +104,7 @@ class ContributionsView(LazyRefresh, QWidget):
         self.plot.addItem(pg.ScatterPlotItem(xs.ravel(), ys.ravel(), size=7,
                                              brush=pg.mkBrush("#555555"), pen=None))
         step = max(1, int(np.ceil(t / 16)))
-        set_ticks(self.plot.getAxis("bottom"), [[(i, repr(token_piece(graph.ids[i])))
+        set_ticks(self.plot.getAxis("bottom"), [[(i, repr(self.session.tokenizer.token_piece(graph.ids[i])))
                                                  for i in range(0, t, step)]])
         self.plot.setRange(xRange=(-0.5, t - 0.5), yRange=(-0.3, layers + 0.3), padding=0)
         cut = f" (the last {MAX_TOKENS} tokens)" if graph.cut else ""
@@ -139,5 +138,6 @@ class ContributionsView(LazyRefresh, QWidget):
         self.session.set_node(block_hook_name(layer, ATTENTION if kind == "head" else FEED_FORWARD))
         ids = self.graph.ids
         what = f"head {head + 1}" if kind == "head" else "the feed-forward block"
-        self.note.setText(f"Block {layer + 1}, {what}: {token_piece(ids[source])!r} → "
-                          f"{token_piece(ids[target])!r}, {value:.0%} of the new representation")
+        piece = self.session.tokenizer.token_piece
+        self.note.setText(f"Block {layer + 1}, {what}: {piece(ids[source])!r} → "
+                          f"{piece(ids[target])!r}, {value:.0%} of the new representation")

@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushB
 
 from ....core.attribution.why import Why, one_token, pass_question, summary_lines, why_token
 from ....core.gpt.nodes import ATTENTION, GELU_OUTPUT, block_hook_name
-from ....core.gpt.tokenizer import token_piece
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -114,7 +113,7 @@ class WhyView(LazyRefresh, QWidget):
             self.position_box.setCurrentIndex(len(current.pieces) - 1)
         else:
             self.position_box.addItem(f"generation step {current.step}: "
-                                      f"{token_piece(current.token_id)!r}")
+                                      f"{self.session.tokenizer.token_piece(current.token_id)!r}")
         self.explain()
 
     def explain_token(self, token_id: int) -> None:
@@ -122,7 +121,7 @@ class WhyView(LazyRefresh, QWidget):
         about; the view shows itself."""
         if self.position_box.count():
             self.position_box.setCurrentIndex(self.position_box.count() - 1)
-        self.target_edit.setText(token_piece(token_id))
+        self.target_edit.setText(self.session.tokenizer.token_piece(token_id))
         self._target = token_id
         self.services.show_view("why")
         self.explain()
@@ -151,9 +150,10 @@ class WhyView(LazyRefresh, QWidget):
     def _token(self, text: str, what: str) -> int | None:
         if not text:
             return None
-        if self._target is not None and what == "Token" and text == token_piece(self._target):
+        if self._target is not None and what == "Token" and \
+                text == self.session.tokenizer.token_piece(self._target):
             return self._target  # the chart's candidate, whatever its text encodes to
-        return one_token(text, what)
+        return one_token(text, what, self.session.tokenizer)
 
     def _answered(self, why: Why) -> None:
         self.session.set_why(why)

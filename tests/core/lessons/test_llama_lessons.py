@@ -1,0 +1,97 @@
+"""The Llama / Qwen block's lessons: every node's formula worked with one token's numbers
+equals what the node captured (RMSNorm, SiLU, the gated product, RoPE, the shared keys
+and values, every step of grouped-query attention); Explain speaks of RMSNorm, SwiGLU and
+grouped-query attention with this model's numbers; the Code view points at the line of
+the bonus chapters' classes that made each node."""
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import all_hook_names, order_of, parse_hook
+from explorer.core.gpt.tokenizer import encode
+from explorer.core.lessons.explain import explain
+from explorer.core.lessons.formulas import worked
+from explorer.core.lessons.listing import listing
+from explorer.core.run.passes import Keep, run_prompt
+
+IDS = encode("Every effort moves you")
+
+
+def model_of(name: str):
+    model = build_model(preset(name), seed=3).eval()
+    with torch.no_grad():  # norms away from 1: a forgotten weight would show
+        for n, p in model.named_parameters():
+            if n.endswith("scale"):
+                p.mul_(1 + 0.5 * torch.rand_like(p))
+    return model
+
+
+@pytest.mark.parametrize("name", ["llama-tiny", "qwen3-tiny"])
+def test_every_llama_nodes_worked_formula_equals_its_captured_output(name):
+    model = model_of(name)
+    views = run_prompt(model, IDS, Keep(inside=True)).views
+    names = all_hook_names(model.cfg, inside=True)
+    assert ("trf_blocks.0.att.q_norm" in names) == model.cfg.qk_norm
+    for node in names:
+        for pos in range(len(IDS)):
+            for head in (0, model.cfg.n_heads - 1):
+                w = worked(model, node, views, IDS, pos, head)
+                assert w.value.shape == w.captured.shape, node
+                assert w.max_error <= 1e-5, (node, pos, head, w.max_error)
+                assert w.formula and w.lines and all(w.lines), node
+
+
+def test_the_llama_formulas_say_what_changed_from_gpt2():
+    model = model_of("qwen3-tiny")
+    views = run_prompt(model, IDS, Keep(inside=True)).views
+    norm = worked(model, "trf_blocks.0.norm1", views, IDS, 3)
+    assert norm.formula == "y = x / √(mean(x²) + eps) · weight"
+    assert "is not subtracted and nothing is shifted" in norm.lines[0]
+    x = np.asarray(views["tok_emb"].array, dtype=np.float64)[0, 3]
+    assert f"√(mean(x²) + eps) {np.sqrt((x ** 2).mean() + 1e-6):.4g}" in norm.lines[0]
+    rope = worked(model, "trf_blocks.1.att.queries_rope", views, IDS, 3, head=1)
+    assert "at position 3 the angle of pair i is 3·θᵢ" in rope.lines[0]
+    assert "pair (0, 8) at angle 3" in rope.lines[1]  # head_dim 16: pairs (i, i + 8)
+    shared = worked(model, "trf_blocks.0.att.keys_repeated", views, IDS, 2, head=3)
+    assert "its key/value head 1: heads 2…3 share it" in shared.lines[0]
+    gate = worked(model, "trf_blocks.0.ff.product", views, IDS, 1)
+    assert gate.formula == "silu(fc1·x) ⊙ (fc2·x)" and "gates are within 0.05 of 0" in gate.lines[0]
+
+
+def test_explain_speaks_of_the_llama_block_with_its_numbers():
+    model = model_of("qwen3-tiny")
+    cfg = model.cfg
+    views = run_prompt(model, IDS).views
+    order = order_of(cfg)
+    pieces = ["Every", " effort", " moves", " you"]
+    norm = explain("trf_blocks.0.norm1", views, pieces, None, order, cfg)
+    assert "no mean subtracted" in norm.what and "root mean square" in norm.here
+    assert "subtracts no mean" in norm.what and "never subtracts the mean" in norm.mistake
+    ff = explain("trf_blocks.0.ff", views, pieces, None, order, cfg)
+    assert f"from {cfg.emb_dim} to {cfg.hidden_dim} values" in ff.what and "SiLU" in ff.what
+    assert "not 4 × emb_dim" in ff.mistake
+    att = explain("trf_blocks.0.att", views, pieces, None, order, cfg)
+    assert f"{cfg.n_heads} query heads of {cfg.head_dim} values share {cfg.kv_heads}" in att.what
+    silu = explain("trf_blocks.0.ff.silu", views, pieces, None, order, cfg)
+    gate = np.asarray(views["trf_blocks.0.ff.fc1"].array).reshape(-1)
+    assert f"{100 * float((gate < 0).mean()):.0f}% of its inputs" in silu.here
+
+
+def test_the_code_view_points_at_the_bonus_chapters_line_of_every_node():
+    cfg = preset("qwen3-tiny")
+    order = order_of(cfg)
+    for name in all_hook_names(cfg, inside=True):
+        shown = listing(name, order)
+        line = shown.forward[shown.forward_line]
+        key = parse_hook(name)[1]
+        attr = key.split(".", 1)[-1]
+        if shown.title == "RMSNorm":
+            assert line.strip() == "return self.scale * x.to(dtype)", name
+        elif "add" in key:
+            assert line.strip() == "x = x + shortcut", name
+        else:
+            assert f"self.{attr}(" in line, (name, line)
+    assert listing("trf_blocks.0.att.attn_scores", order).forward_name == "_scored"
