@@ -1,4 +1,5 @@
-"""``download``: GPT-2 from the Hugging Face Hub into its cache, resumably."""
+"""``download``: GPT-2, or a Llama / Qwen model, from the Hugging Face Hub into its
+cache, resumably."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import sys
 
 
 def register(sub) -> None:
-    dl = sub.add_parser("download", help="download GPT-2 from the Hugging Face Hub into its "
-                                         "cache (resumable); it becomes the default model")
+    dl = sub.add_parser("download", help="download GPT-2 or a Llama / Qwen model from the "
+                                         "Hugging Face Hub into its cache (resumable); it "
+                                         "becomes the default model")
     dl.add_argument("model", nargs="?", default="gpt2",
                     help="gpt2 (124M, the default), gpt2-medium, gpt2-large, gpt2-xl, or a "
-                         "repository id such as openai-community/gpt2")
+                         "repository id such as openai-community/gpt2, "
+                         "HuggingFaceTB/SmolLM2-135M or Qwen/Qwen3-0.6B")
     dl.add_argument("--revision", default="main", help="branch, tag or commit (default main)")
     dl.set_defaults(func=download)
 

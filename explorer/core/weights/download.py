@@ -37,9 +37,10 @@ from .hub import (CONFIG, SHA256_RE, WEIGHTS, WEIGHTS_INDEX, HubError, HubUnreac
                   endpoint, find_repo, offline, remove_from_cache, resolve, sha256_of, shard_names,
                   verified, verify)
 from .transfer import TooLong, stream
-from ..base.validate import read_json
+from .repo_files import check_config as _check_config
+from .repo_files import small_file as _small_file
+from .repo_files import tokenizer_files as _tokenizer_files
 
-MAX_CONFIG_BYTES = 16 * 1024 * 1024  # config.json and the shard index: a few KB on the Hub
 
 
 @dataclass
@@ -215,7 +216,9 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
             commit = files[0][2].commit_hash
             config = _small_file(repo_id, CONFIG, commit, root, hub, headers)
             with _removed_if_refused(config):
-                _check_config(config, repo_id)
+                family = _check_config(config, repo_id)
+            if family == "llama":  # its own tokenizer, and the end of its text
+                _tokenizer_files(repo_id, commit, root, hub, headers)
             storage = root / repo_folder_name(repo_id=repo_id, repo_type="model")
             total = sum(meta.size for _, _, meta in files)
             meter = _Meter(progress, should_stop, total, 0)
@@ -239,21 +242,6 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
     if make_default:
         state.set_default_repo(repo_id)
     return DownloadResult(repo_id, config.parent, fetched, total, notices)
-
-
-def _small_file(repo_id: str, filename: str, revision: str, root: Path, hub: str,
-                headers: dict) -> Path:
-    """config.json or the shard index into the cache, its announced size checked first
-    (a GPT-2's are a few KB)."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
-
-    url = hf_hub_url(repo_id, filename, revision=revision, endpoint=hub)
-    size = get_hf_file_metadata(url, headers=headers).size
-    if size is not None and size > MAX_CONFIG_BYTES:
-        raise HubError(f"{repo_id}: its {filename} is {size / 1e6:,.0f} MB, where a GPT-2's is "
-                       "a few KB; not stored")
-    return Path(hf_hub_download(repo_id, filename, revision=revision, cache_dir=str(root),
-                                endpoint=hub))
 
 
 @contextmanager
@@ -281,17 +269,6 @@ def _found_again(repo_id: str, root: Path, files: list) -> None:
                        f"({', '.join(c[:8] for c in commits)} and another), so the files "
                        "cannot be found again from the cache; nothing was made the default. "
                        "Try again later")
-
-
-def _check_config(config: Path, repo_id: str) -> None:
-    try:
-        data = read_json(config, "config.json")  # kind, size, depth and numbers checked
-    except ValueError as exc:
-        raise HubError(f"{repo_id}: its config.json is unreadable ({exc})") from None
-    if not isinstance(data, dict) or data.get("model_type", "gpt2") != "gpt2" or "n_embd" not in data:
-        kind = data.get("model_type") if isinstance(data, dict) else type(data).__name__
-        raise HubError(f"{repo_id} is not a GPT-2 model (its config.json says model_type "
-                       f"{kind!r}); the explorer runs GPT-2-architecture models")
 
 
 def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision: str,

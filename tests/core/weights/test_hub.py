@@ -246,3 +246,44 @@ def test_a_damaged_cache_entry_falls_back_to_the_default(hf_cache, damage):
     loaded = load_default_model()
     assert not loaded.trained and any("no trained GPT-2" in n for n in loaded.notices)
 
+
+
+def test_a_llama_repository_downloads_with_its_tokenizer_and_opens_as_transformers_runs_it(
+        tmp_path, hf_cache, monkeypatch):
+    """A Qwen3 repository as the Hub holds it (weights, config.json, tokenizer.json,
+    generation_config.json): downloaded through the stand-in Hub, then opened as hf:REPO
+    from the cache: its own tokenizer, its end of text, and transformers' logits."""
+    import torch
+
+    from explorer.core.sources import ModelSpec, open_model
+    from explorer.core.weights.download import download
+    from tests.core.gpt.test_llama import hf_model
+    from tests.llama_folder import write_tokenizer
+    theirs = hf_model("qwen3-qk-norm-head-dim")
+    theirs.generation_config.eos_token_id = write_tokenizer(tmp_path)
+    theirs.save_pretrained(tmp_path)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert {"tokenizer.json", "generation_config.json", "config.json", "model.safetensors"} <= set(files)
+    with serving("someone/tiny-qwen3", files, monkeypatch):
+        result = download("someone/tiny-qwen3")
+    assert (result.folder / "tokenizer.json").is_file()
+    loaded = open_model(ModelSpec.parse("hf:someone/tiny-qwen3"))
+    assert loaded.config.family == "llama" and loaded.config.qk_norm
+    assert "Qwen3 (tokenizer.json)" == loaded.tokenizer.name
+    ids = loaded.tokenizer.encode("I had always thought Jack Gisburn")
+    assert loaded.tokenizer.decode(ids) == "I had always thought Jack Gisburn"
+    assert loaded.tokenizer.eot_id == theirs.generation_config.eos_token_id
+    assert max(ids) < 320 and len(ids) < len("I had always thought Jack Gisburn")
+    with torch.no_grad():
+        got = loaded.model(torch.tensor([ids]))
+        want = theirs(torch.tensor([ids])).logits
+    assert (got - want).abs().max() <= 1e-5
+
+
+def test_a_llama_repository_without_a_tokenizer_is_refused(tmp_path, hf_cache, monkeypatch):
+    from tests.core.gpt.test_llama import hf_model
+    hf_model("llama-gqa-untied").save_pretrained(tmp_path)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with serving("someone/no-tokenizer", files, monkeypatch):
+        with pytest.raises(hub.HubError, match="someone/no-tokenizer has no tokenizer.json"):
+            download.download("someone/no-tokenizer")
