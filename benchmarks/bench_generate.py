@@ -1,14 +1,16 @@
-"""Decode speed: our generate_stream vs transformers' GPT2LMHeadModel.generate, greedy
-with a KV cache, on identical random gpt2-small weights, fp32, CPU, in one run; ours
-both plain and with per-token capture of every node (what the app runs).
+"""Decode speed: our generate_stream vs transformers' generate, greedy with a KV cache, on
+identical random weights, fp32, CPU, in one run; ours both plain and with per-token
+capture of every node (what the app runs). gpt2-small against GPT2LMHeadModel by default;
+``--preset smollm2-135m`` (a Llama-family block shaped like SmolLM2-135M) against
+LlamaForCausalLM.
 
 Also prints the memory-bandwidth bound: the time of one matrix-vector pass over every
 weight matrix of the model (what one decode step must at least read), each matrix in
 its faster layout (``bound_weights``), measured in every round, and the optional
 bfloat16 mode's speed and largest logit difference from fp32.
 
-    python benchmarks/bench_generate.py [--new-tokens 64] [--repeats 5] [--threads N]
-                                        [--device cuda]
+    python benchmarks/bench_generate.py [--preset gpt2-small] [--new-tokens 64] [--repeats 5]
+                                        [--threads N] [--device cuda]
 
 Each round also decodes with bfloat16 weights (same tokens, interleaved with the rest).
 """
@@ -67,8 +69,10 @@ def bound_weights(model) -> list[torch.Tensor]:
     mats = []
     for block in model.trf_blocks:
         att = block.att
+        ff = ([block.ff.fc1.weight, block.ff.fc2.weight, block.ff.fc3.weight] if model.cfg.llama
+              else [block.ff.layers[0].weight, block.ff.layers[2].weight])
         mats += [torch.cat([att.W_query.weight, att.W_key.weight, att.W_value.weight]),
-                 att.out_proj.weight, block.ff.layers[0].weight, block.ff.layers[2].weight]
+                 att.out_proj.weight, *ff]
     mats.append(model.out_head.weight)
     layouts = ([w.detach().contiguous() for w in mats],
                [w.detach().t().contiguous().t() for w in mats])
@@ -108,6 +112,8 @@ def matvec_bound_tok_s(weights, repeats=3):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="gpt2-small",
+                    help="gpt2-small, or a Llama-family preset such as smollm2-135m")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -116,7 +122,7 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {machine_line()} · device {args.device}")
-    hf, ours = twin_models()
+    hf, ours = twin_models(preset_name=args.preset)
     device = torch.device(args.device)
     hf, ours = hf.to(device), ours.to(device)
     ours.tie_weights()
@@ -165,7 +171,7 @@ def main() -> int:
     ids = torch.tensor([prompt], device=device)
     with torch.inference_mode():
         diff = (bf16(ids).float() - ours(ids)).abs().max().item()
-    print(f"gpt2-small fp32 greedy, {args.new_tokens} new tokens, median of {args.repeats}:")
+    print(f"{args.preset} fp32 greedy, {args.new_tokens} new tokens, median of {args.repeats}:")
     print(f"  explorer generate_stream            {o:7.1f} tok/s")
     print(f"  explorer, per-token capture on      {c:7.1f} tok/s")
     print(f"  the same, each step's statistics    {statistics.median(shown_runs):7.1f} tok/s"

@@ -1,5 +1,5 @@
-"""Shared set-up for benchmarks: identical random gpt2-small weights in transformers and
-in the explorer, and a machine description line."""
+"""Shared set-up for benchmarks: identical random weights in transformers and in the
+explorer (gpt2-small, or a Llama-family preset), and a machine description line."""
 
 from __future__ import annotations
 
@@ -17,17 +17,27 @@ def machine_line() -> str:
 
 
 def twin_models(seed: int = 0, preset_name: str = "gpt2-small"):
-    """A transformers GPT2LMHeadModel with random weights and our GPTModel loaded from
-    the same weights through our checkpoint loader (both fp32, eval, CPU)."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+    """transformers' model with random weights (GPT2LMHeadModel, or LlamaForCausalLM for a
+    Llama-family preset) and ours loaded from the same weights through our checkpoint
+    loader, as a user opens a folder (both fp32, eval, CPU)."""
+    import transformers
 
     from explorer.core.weights.checkpoints import load_checkpoint
     from explorer.core.gpt.config import preset
 
     cfg = preset(preset_name)
     torch.manual_seed(seed)
-    hf = GPT2LMHeadModel(GPT2Config(n_embd=cfg.emb_dim, n_layer=cfg.n_layers, n_head=cfg.n_heads,
-                                    n_positions=cfg.context_length, vocab_size=cfg.vocab_size)).eval()
+    if cfg.llama:
+        hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim, intermediate_size=cfg.hidden_dim,
+            num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
+            num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_dim,
+            max_position_embeddings=cfg.context_length, rms_norm_eps=cfg.norm_eps,
+            rope_theta=cfg.rope_base, tie_word_embeddings=cfg.tie_weights)).eval()
+    else:
+        hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_embd=cfg.emb_dim, n_layer=cfg.n_layers, n_head=cfg.n_heads,
+            n_positions=cfg.context_length, vocab_size=cfg.vocab_size)).eval()
     with tempfile.TemporaryDirectory() as tmp:
         hf.save_pretrained(tmp)
         ours = load_checkpoint(tmp).model

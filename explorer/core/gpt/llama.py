@@ -19,7 +19,8 @@ from torch import nn
 
 from ..base.cancel import check
 from .config import GPTConfig, RopeScaling
-from .layers import PATTERN_ROWS, HookPoint, LayerKV, causal_matmul, causal_softmax
+from .layers import (PATTERN_ROWS, HookPoint, LayerKV, causal_matmul, causal_softmax,
+                     lay_out_linear, lay_out_weight)
 
 
 class RMSNorm(nn.Module):
@@ -269,11 +270,31 @@ class LlamaModel(nn.Module):
         self.tie_weights()
 
     def tie_weights(self) -> None:
+        """As GPTModel's: the head shares the token embedding when the config says so,
+        and the weights are laid out for the model's mode (``lay_out``)."""
         if self.cfg.tie_weights:
             self.out_head.weight = self.tok_emb.weight
+        self.lay_out()
 
     def lay_out(self) -> None:
-        """GPTModel's counterpart: the weights stay as they are, row-major."""
+        """As GPTModel's: in eval mode on a CPU in float32 the head and every matrix with at
+        least as many outputs as inputs column-major, which the matrix-vector kernels of a
+        decoding step read fastest; in training mode every parameter row-major and dense."""
+        head = self.out_head.weight
+        if head.device.type == "meta":
+            return
+        decoding = not self.training
+        lay_out_weight(head, decoding and head.device.type == "cpu" and head.dtype == torch.float32)
+        for block in self.trf_blocks:
+            for linear in (block.att.W_query, block.att.W_key, block.att.W_value,
+                           block.att.out_proj, block.ff.fc1, block.ff.fc2, block.ff.fc3):
+                lay_out_linear(linear, decoding)
+
+    def train(self, mode: bool = True) -> "LlamaModel":
+        """``nn.Module.train``, and the weights laid out for the mode (``lay_out``)."""
+        super().train(mode)
+        self.lay_out()
+        return self
 
     def forward(self, in_idx: torch.Tensor, cache: KVCache | None = None,
                 last_only: bool = False, head: bool = True) -> torch.Tensor:

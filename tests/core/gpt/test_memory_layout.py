@@ -1,7 +1,8 @@
 """The weights' memory layout for decoding (eval mode) and for training: the query, key
 and value projections one matrix that a step reads in one product, wide matrices
 column-major on a CPU in float32 — the same values, the same outputs, the same hooks —
-and dense row-major parameters again for training's fused optimizer."""
+and dense row-major parameters again for training's fused optimizer; the Llama block's
+matrices laid out the same way."""
 
 import copy
 
@@ -25,7 +26,8 @@ def _separate(model):
         for p in twin.parameters():
             p.data = p.detach().clone(memory_format=torch.contiguous_format)
     for block in twin.trf_blocks:
-        assert block.att._fused_views() is None
+        if not twin.cfg.llama:
+            assert block.att._fused_views() is None
     return twin
 
 
@@ -173,3 +175,28 @@ def test_the_one_matrix_follows_the_parameters(qkv_bias):
     assert weight.dtype == torch.bfloat16
     with torch.inference_mode():
         torch.testing.assert_close(half(ids).float(), other(ids), rtol=0, atol=0.1)
+
+
+def test_a_llama_block_decodes_from_column_major_matrices_and_trains_from_dense_ones():
+    model = build_model(preset("llama-tiny"), seed=3)
+    cfg = model.cfg
+    block = model.trf_blocks[0]
+    assert block.ff.fc1.weight.stride() == (1, cfg.hidden_dim)  # hidden outputs of C inputs
+    assert block.ff.fc2.weight.stride() == (1, cfg.hidden_dim)
+    assert block.ff.fc3.weight.is_contiguous()  # C outputs of hidden inputs: row-major
+    assert block.att.W_query.weight.stride() == (1, cfg.n_heads * cfg.head_dim)
+    head = model.out_head.weight
+    assert head is model.tok_emb.weight and head.stride() == (1, cfg.vocab_size)
+    twin = _separate(model)
+    ids = torch.randint(0, cfg.vocab_size, (2, 24), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        torch.testing.assert_close(model(ids), twin(ids), atol=1e-5, rtol=1e-5)
+    settings = GenerationSettings(max_new_tokens=10, stop_at_eot=False)
+    assert generate(model, [5, 6, 7], settings).new_ids == generate(twin, [5, 6, 7], settings).new_ids
+    sha = weights_sha256(model)
+    model.train()
+    assert weights_sha256(model) == sha
+    for name, p in model.named_parameters():
+        assert p.is_contiguous(), name
+    model.eval()
+    assert block.ff.fc1.weight.stride() == (1, cfg.hidden_dim)
