@@ -13,8 +13,8 @@ from typing import Sequence
 from .. import __version__
 from . import app, compare, diff, download, gradients, inspect, patch, text, train, why
 
-DESCRIPTION = ("GPT Block Explorer: see inside a GPT-2 model. Without a command it opens "
-               "the desktop app.")
+DESCRIPTION = ("GPT Block Explorer: see inside a GPT-2 or Llama / Qwen model. Without a "
+               "command it opens the desktop app.")
 GROUPS = (app, text, inspect, compare, gradients, why, patch, train, diff, download)
 
 

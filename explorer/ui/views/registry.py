@@ -91,7 +91,8 @@ VIEWS = (
              "Every node's values side by side, and a statistic per node and block.",
              "Ctrl+Shift+D", shows=_NUMBERS),
     ViewSpec("gelu", "GELU", "look", "look.gelu_view:GeluView",
-             "GELU's curve with the real distribution of its inputs in this block.",
+             "GELU's curve with the real distribution of its inputs in this block (SiLU's, "
+             "with the gate's inputs, on a Llama block).",
              "Ctrl+Shift+U", shows=frozenset({VALUES})),
     ViewSpec("attention", "Attention", "look", "look.attention_view:AttentionView",
              "Every head's weights, scores or masked scores, one head large, and one "

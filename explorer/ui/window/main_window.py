@@ -23,6 +23,7 @@ from ..base.services import Services
 from ..base.session import Session
 from ..views.registry import BY_KEY
 from ..widgets.cover import Covers, ViewFrame
+from ..widgets.elided_label import ElidedLabel
 from ..widgets.enlarge import CentralArea
 from ..widgets.scrolling import scrolling
 from .first_run import FirstRunBanner
@@ -174,7 +175,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ status and menus
     def _status_bar(self) -> None:
         """The model's line, the session's status, the busy bar."""
-        self.model_label = QLabel("no model")
+        self.model_label = ElidedLabel("no model")  # cut with "…" beside a long status
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)
         self.busy.setMaximumWidth(120)
