@@ -33,10 +33,10 @@ def gradients(args: argparse.Namespace) -> int:
         check_output(args.plot)  # before any work: a FIFO or a folder is refused now
     from ..core.run.generation import prepare_prompt
     from ..core.experiments.gradients import describe, gradient_report
-    from ..core.gpt.nodes import all_hook_names, block_nodes
+    from ..core.gpt.nodes import Kind, all_hook_names, block_nodes
     from ..core.gpt.tokenizer import encode
 
-    keys = [n.key for n in block_nodes("pre") if n.kind != "pattern"]
+    keys = [n.key for n in block_nodes("pre") if n.kind != Kind.PATTERN]
     if args.node not in keys:
         raise ValueError(f"--node takes a block node: {', '.join(keys)}")
     prompt_ids = encode(args.prompt)

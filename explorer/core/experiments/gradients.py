@@ -23,7 +23,7 @@ from ..base.cancel import Cancelled, check
 from ..base.devices import check_memory
 from ..gpt.hooks import hooks
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (Kind, embeddings, order_of, EMBEDDINGS, EMBEDDING_SUM, POSITION_EMBEDDING, TOKEN_EMBEDDING,
+from ..gpt.nodes import (Kind, embeddings, order_of, EMBEDDING_SUM, POSITION_EMBEDDING, TOKEN_EMBEDDING,
                          all_hook_names, block_hook_name, block_module_name, block_nodes,
                          block_output, residual_branches)
 from .interventions import shortcut_hooks

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from ..gpt.config import GPTConfig
 from ..gpt.hooks import Hook, hooks, shortcut_removed
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (ATTENTION, activation_label, all_hook_names, block_hook_name,
+from ..gpt.nodes import (ATTENTION, Kind, activation_label, all_hook_names, block_hook_name,
                          eval_source, node_for_hook, order_of, parse_hook, residual_branches, role)
 from ..gpt.tokenizer import tokenizer_of
 from ..base.outputs import atomic_output, check_output
@@ -87,7 +87,7 @@ class Intervention:
         node = node_for_hook(self.node, order)
         if not isinstance(self.k, (int, float)) or isinstance(self.k, bool) or not math.isfinite(self.k):
             raise ValueError(f"{where}: k must be a finite number, got {self.k!r}")
-        if node.kind == "pattern" and self.kind not in ("zero", "scale"):
+        if node.kind == Kind.PATTERN and self.kind not in ("zero", "scale"):
             raise ValueError(f"{where}: the attention pattern can be zeroed or scaled only")
         if self.kind == "heads":
             if parse_hook(self.node)[1] != ATTENTION:

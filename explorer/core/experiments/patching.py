@@ -21,7 +21,7 @@ import torch
 from ..base.cancel import Cancelled
 from .interventions import Intervention, Resolved, activations, applied
 from ..gpt.model import GPTModel
-from ..gpt.nodes import order_of, block_hook_name, block_nodes
+from ..gpt.nodes import Kind, order_of, block_hook_name, block_nodes
 from ..gpt.tokenizer import gpt2_tokenizer, tokenizer_of
 
 
@@ -70,7 +70,7 @@ def single_token(text: str, what: str, tokenizer=None) -> int:
 
 def patch_keys(norm_position: str) -> tuple[str, ...]:
     """The block nodes patched: every one but the attention pattern."""
-    return tuple(n.key for n in block_nodes(norm_position) if n.kind != "pattern")
+    return tuple(n.key for n in block_nodes(norm_position) if n.kind != Kind.PATTERN)
 
 
 def logit_difference(model: GPTModel, ids: list[int], answer: int, wrong: int) -> float:

@@ -10,11 +10,10 @@ from .config import GPTConfig
 
 
 class Kind(str, Enum):
-    """What a node computes. A new kind is handled in each of these places, and
-    tests/core/gpt/test_nodes.py names the one it is missing from: its fixed histogram range
-    (``_HIST_BY_KIND`` below), what it does and the common mistake about it
-    (lessons/explain.py ``WHAT``, ``MISTAKE``), its Learn questions (lessons/quiz.py
-    ``_BY_KIND``) and its worked formula (lessons/formulas.py ``FORMULA_KINDS``)."""
+    """What a node computes. A new kind is its fixed histogram range (``_HIST_BY_KIND``
+    below: capture bins by it) and one record of lessons/kinds.py ``KIND_LESSONS`` (what it
+    does, the common mistake, its Learn questions, its worked formula, the class the Code
+    view shows); tests/core/gpt/test_nodes.py names what a new kind lacks."""
 
     EMBEDDING = "embedding"
     NORM = "norm"
@@ -56,24 +55,24 @@ class HistRange:
 
 # Zero is a bin edge in every range that spans it, so "negative" is a whole number of bins.
 _HIST_BY_KIND = {
-    "embedding": HistRange(-1.0, 1.0, 100),
-    "norm": HistRange(-10.0, 10.0, 100),
-    "attention": HistRange(-10.0, 10.0, 100),
-    "heads": HistRange(-10.0, 10.0, 100),
-    "scores": HistRange(-100.0, 100.0, 100),
-    "mask": HistRange(-100.0, 100.0, 100),  # the −inf of masked keys fall below, apart
-    "pattern": HistRange(0.0, 1.0, 100),
-    "context": HistRange(-10.0, 10.0, 100),
-    "dropout": HistRange(-10.0, 10.0, 100),
-    "add": HistRange(-50.0, 50.0, 100),
-    "linear": HistRange(-10.0, 10.0, 100),
-    "gelu": HistRange(-1.0, 9.0, 100),
-    "ffn": HistRange(-20.0, 20.0, 100),
-    "logits": HistRange(-200.0, 50.0, 125),
-    "rmsnorm": HistRange(-10.0, 10.0, 100),
-    "rope": HistRange(-10.0, 10.0, 100),
-    "silu": HistRange(-1.0, 9.0, 100),
-    "product": HistRange(-10.0, 10.0, 100),
+    Kind.EMBEDDING: HistRange(-1.0, 1.0, 100),
+    Kind.NORM: HistRange(-10.0, 10.0, 100),
+    Kind.ATTENTION: HistRange(-10.0, 10.0, 100),
+    Kind.HEADS: HistRange(-10.0, 10.0, 100),
+    Kind.SCORES: HistRange(-100.0, 100.0, 100),
+    Kind.MASK: HistRange(-100.0, 100.0, 100),  # the −inf of masked keys fall below, apart
+    Kind.PATTERN: HistRange(0.0, 1.0, 100),
+    Kind.CONTEXT: HistRange(-10.0, 10.0, 100),
+    Kind.DROPOUT: HistRange(-10.0, 10.0, 100),
+    Kind.ADD: HistRange(-50.0, 50.0, 100),
+    Kind.LINEAR: HistRange(-10.0, 10.0, 100),
+    Kind.GELU: HistRange(-1.0, 9.0, 100),
+    Kind.FFN: HistRange(-20.0, 20.0, 100),
+    Kind.LOGITS: HistRange(-200.0, 50.0, 125),
+    Kind.RMSNORM: HistRange(-10.0, 10.0, 100),
+    Kind.ROPE: HistRange(-10.0, 10.0, 100),
+    Kind.SILU: HistRange(-1.0, 9.0, 100),
+    Kind.PRODUCT: HistRange(-10.0, 10.0, 100),
 }
 
 # The last dimension of each width (see ``Node.shape``).

@@ -11,66 +11,11 @@ import numpy as np
 from ..gpt.nodes import (CONTEXT_JOINED, EMBEDDING_SUM, Kind, input_node, node_for_hook,
                          residual_branches)
 from ..gpt.tokenizer import gpt2_tokenizer
+from .kinds import KIND_LESSONS
 
-# Texts with {names}: filled in from the loaded config (``numbers``), never fixed.
-WHAT = {
-    "embedding": "Turns each token id (or each position) into a vector of {c} learned numbers. "
-                 "Nothing is computed yet: it is a table lookup ({vocab} token rows, {ctx} "
-                 "position rows).",
-    "norm": "Rescales every token's vector on its own: subtract its mean, divide by its "
-            "standard deviation, then apply a learned scale and shift per dimension. Like "
-            "marks from subjects graded on different scales, put on one scale before they "
-            "are compared: no feature can drown out the others by its size alone.",
-    "attention": "Lets each token look at the tokens before it: queries meet keys to give "
-                 "weights, and each token receives a weighted mix of the values, one mix per "
-                 "head ({heads} heads of {head_dim} values); out_proj then combines the heads.",
-    "heads": "Splits each token's {c} values into {heads} heads of {head_dim} (view, then "
-             "transpose(1, 2)), so that each head compares tokens on its own {head_dim} "
-             "values; no number changes, only where it sits.",
-    "scores": "The dot product of every query with every key, per head: how well token "
-              "(row) and token (column) match. Large means a strong match; the scores are "
-              "raw numbers, not yet weights.",
-    "mask": "The causal mask: every score of a key after its query becomes −inf, so that "
-            "softmax gives it weight 0 and no token can read the tokens that follow it.",
-    "context": "Each query's weighted mix of the value vectors, per head: the attention "
-               "weights of its row times the values of the keys ({head_dim} values per head).",
-    "pattern": "The attention weights themselves: for every head, how much each token (row) "
-               "takes from each earlier token (column). Each row sums to 1.",
-    "dropout": "During training, zeroes a random share ({drop}) of the values and scales the "
-               "rest up so the expected value stays the same. It keeps the model from leaning "
-               "on a few values, against overfitting; when the model is used (eval mode) it "
-               "does nothing (the Divergence tab's dropout-on change shows the difference).",
-    "add": "The residual connection: adds the block's branch to the shortcut — the vector "
-           "that skipped the branch — so information and gradients can pass around it.",
-    "linear": "A learned matrix multiplication applied to every token separately: each output "
-              "value is a weighted score of all the token's input values (plus a bias), one "
-              "set of weights per output value.",
-    "gelu": "A smooth non-linearity: passes positive values almost unchanged, squashes "
-            "negative ones towards zero with a small dip near -0.75. Without it the two "
-            "Linear layers around it would collapse into one linear map (the Divergence "
-            "tab's no-activation change shows it with this model's weights).",
-    "ffn": "The feed-forward block: widen each token from {c} to {hidden} values, apply GELU, "
-           "and narrow it back to {c}. It works on each token on its own.",
-    "logits": "Scores every token of the vocabulary ({vocab} of them) as the next token; "
-              "softmax turns the scores into probabilities.",
-    "rmsnorm": "Rescales every token's vector on its own by its root mean square: divide by "
-               "√(mean(x²) + eps), then multiply by a learned weight per dimension. Unlike "
-               "LayerNorm it subtracts no mean and adds no shift: cheaper, and the direction "
-               "of the vector is kept.",
-    "rope": "Rotary position embedding: each pair of a head's values (i and i + {half}) is "
-            "rotated by the angle position · θᵢ, θᵢ = base^(−2i/{head_dim}). Queries and keys "
-            "are rotated by their own positions, so the score of two tokens depends on how far "
-            "apart they are, not on where they stand; nothing is added to the embeddings.",
-    "silu": "SiLU (also called swish): x · σ(x). Like GELU it passes positive values almost "
-            "unchanged and squashes negative ones towards 0 with a small dip (−0.28 at −1.28); "
-            "here it turns fc1's values into a gate.",
-    "product": "The gate at work: SiLU(fc1·x) times fc2·x, value by value ({hidden} of them). "
-               "Where the gate is near 0 the value is shut off, where it is large the value "
-               "passes; fc3 then brings the {hidden} values back to {c}.",
-}
-
-# Nodes whose kind's text does not fit them: the embedding sum is an add without a
-# branch or a shortcut.
+# Texts with {names}: filled in from the loaded config (``numbers``), never fixed. Each
+# kind's own are its record's (kinds.py); these are the nodes whose kind's text does not
+# fit them (the embedding sum is an add without a branch or a shortcut).
 WHAT_BY_KEY = {
     CONTEXT_JOINED: "Joins the heads again: each token's {heads} context vectors of "
                     "{head_dim} values side by side ({c} values), ready for out_proj.",
@@ -83,39 +28,6 @@ MISTAKE_BY_KEY = {
                     "out_proj, the next step, is what mixes the heads.",
     EMBEDDING_SUM: "The two embeddings are added, not concatenated: the width stays {c}; the "
                "position embedding is the same for every prompt at that position.",
-}
-
-MISTAKE = {
-    "embedding": "The position embedding is added, not concatenated: the width stays {c}.",
-    "norm": "LayerNorm normalises each token over its own {c} features, not over the batch "
-            "(that is BatchNorm); it uses the biased variance (divide by n).",
-    "attention": "The causal mask makes later tokens invisible to earlier ones; the output "
-                 "has the same shape as the input ({c} values per token).",
-    "heads": "Heads are not separate copies of the token: the {c} values are divided "
-             "among them ({heads} × {head_dim} = {c}), each head gets its own slice.",
-    "scores": "The scores are divided by √head_dim (√{head_dim}) only inside the softmax, "
-              "after the mask: what is stored here is the plain dot product.",
-    "mask": "The mask sets later keys to −inf, not 0: a score of 0 would still get a share "
-            "of the weight after softmax.",
-    "context": "The mix is over keys (earlier tokens), per head; it is not yet the "
-               "attention's output: the heads are joined and go through out_proj first.",
-    "pattern": "Rows, not columns, sum to 1; the upper triangle is zero because of the mask.",
-    "dropout": "Dropout is not applied when generating (eval mode): seeing values change "
-               "here would mean the model was left in training mode.",
-    "add": "The shortcut is added, not concatenated: the shape does not change.",
-    "linear": "The weight is stored as (out, in) and applied as x @ W.T.",
-    "gelu": "GELU is not ReLU: negative inputs give small negative outputs, not zeros.",
-    "ffn": "The feed-forward block does not change the embedding size: {c} in, {c} out, "
-           "only {hidden} inside.",
-    "logits": "These are not probabilities yet: softmax is applied afterwards.",
-    "rmsnorm": "RMSNorm is not LayerNorm without eps: it never subtracts the mean, so a "
-               "vector whose values are all 5 stays all 1 × weight, not 0; and it has no shift.",
-    "rope": "RoPE does not add a position vector: it rotates queries and keys (never the "
-            "values), and only their dot products see the positions.",
-    "silu": "SiLU is not a 0/1 gate: negative inputs give small negative outputs, and large "
-            "ones pass almost unchanged.",
-    "product": "The product is value by value (⊙), not a matrix product: fc1 and fc2 each "
-               "widen to {hidden}, and the width stays {hidden} until fc3.",
 }
 
 # A family's words where its node of a kind differs from GPT-2's (family name, kind).
@@ -203,9 +115,10 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
     values = numbers(cfg)
     family = getattr(norm_position, "family", None)
     own = (family.name if family is not None else "gpt2", node.kind)
-    what = WHAT_BY_KEY.get(node.key, WHAT_BY_FAMILY.get(own, WHAT[node.kind]))
+    lesson = KIND_LESSONS[node.kind]
+    what = WHAT_BY_KEY.get(node.key, WHAT_BY_FAMILY.get(own, lesson.what))
     what = what.format(**values) + " " + node.description
-    mistake = MISTAKE_BY_KEY.get(node.key, MISTAKE_BY_FAMILY.get(own, MISTAKE[node.kind]))
+    mistake = MISTAKE_BY_KEY.get(node.key, MISTAKE_BY_FAMILY.get(own, lesson.mistake))
     mistake = mistake.format(**values)
     if view is None:
         return Explanation(name, what, "Run a prompt to see what it did here.", mistake)
@@ -255,24 +168,24 @@ def _what_it_did(name: str, node, view, views: dict, pieces: list[str], pos: int
         x = seen.real_rows().reshape(-1)
         return [f"{100 * float((x < 0).mean()):.0f}% of its inputs ({x.size:,} values) were "
                 "negative and came out between -0.28 and 0: those gates are nearly shut."]
-    if node.kind == "linear" and seen is not None:
+    if node.kind == Kind.LINEAR and seen is not None:
         verb = "widened" if seen.shape[-1] < width else "narrowed"
         return [f"It {verb} each token from {seen.shape[-1]} to {width} values."]
-    if node.kind == "gelu" and seen is not None and seen.array is not None:
+    if node.kind == Kind.GELU and seen is not None and seen.array is not None:
         rows_in = seen.real_rows()  # a batch's padding left out
         x = rows_in.reshape(-1)
         return [f"{100 * float((x < 0).mean()):.0f}% of its inputs (the {rows_in.shape[0]} "
                 f"tokens × {rows_in.shape[1]:,} = {x.size:,} values) were negative and came "
                 "out between -0.17 and 0."]
-    if node.kind == "add":
+    if node.kind == Kind.ADD:
         return _add_sentence(name, node, array, views, token, pos, width, norm_position)
-    if node.kind == "dropout":
+    if node.kind == Kind.DROPOUT:
         same_as = node.same_in_eval and name[: -len(node.key)] + node.same_in_eval
         if same_as in views and views[same_as].array is not None:
             same = np.array_equal(views[same_as].array, array)
             return ["It changed nothing here (eval mode)." if same else
                     f"It zeroed {100 * s.frac_zero:.0f}% of the values (training mode)."]
-    if node.kind == "logits":
+    if node.kind == Kind.LOGITS:
         top = int(np.argmax(np.asarray(array).reshape(-1, width)[pos]))
         return [f"At token {token} the highest score is for {tokenizer.token_piece(top)!r} (id {top})."]
     if node.width == "ctx":  # scores, masked scores, weights: (B, H, queries, keys)
@@ -290,7 +203,7 @@ def _rows_sentence(node, array: np.ndarray, pieces: list[str], token: str, pos: 
     else:
         said = (f"{queries} query rows × {keys} keys per head; the mask leaves each query the "
                 f"keys up to itself, {queries * (queries + 1) // 2} of {queries * keys} scores.")
-    if node.kind != "pattern":
+    if node.kind != Kind.PATTERN:
         return [said]
     last = array[0][:, min(pos, queries - 1), :].mean(axis=0)  # (H, T, T) -> the row, averaged
     j = int(np.argmax(last))

@@ -1,12 +1,16 @@
-"""What every worked formula shares: the record of one (``Worked``), a node's row at a
-token, the numbers as the formulas write them, one query's row over its keys."""
+"""What every worked formula shares: what is asked (``Ask``), the record of one
+(``Worked``), a node's row at a token, the numbers as the formulas write them, one
+query's row over its keys."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
+
+from ..gpt.nodes import FINAL_NORM, block_hook_name, block_output, input_node
 
 SHOWN = 3  # features worked through
 
@@ -30,12 +34,39 @@ class Worked:
             return float(np.max(np.where(same, 0.0, np.abs(self.value - self.captured))))
 
 
+@dataclass(frozen=True)
+class Ask:
+    """One node's formula asked for at one token (and head) of a pass: what every
+    kind's worker (``KindLesson.formula``) reads."""
+    model: Any  # GPTModel or LlamaModel: its parameters are read, never changed
+    name: str  # the hook name
+    key: str  # its key in the block (or the model)
+    layer: int | None
+    node: Any  # its Node
+    views: dict  # the pass's NodeViews, kept in full
+    ids: list[int]
+    pos: int
+    head: int
+    index: int  # the head's own index in its tensor: its key/value head for a kv_head node
+    where: str  # "token ' moves' at position 2"
+    captured: np.ndarray  # what the node captured there
+    order: Any  # the model's block order
+
+
 def _row(views: dict, name: str, pos: int) -> np.ndarray:
     """The node's vector at ``pos`` (the batch's first sample), in float64."""
     array = np.asarray(views[name].array, dtype=np.float64)
     if array.ndim == 2:  # the position embedding: (T, C)
         return array[pos]
     return array[0, pos]
+
+
+def norm_input(ask: Ask) -> tuple[Any, np.ndarray]:
+    """A norm's module and its input vector at the token: the node before it, or for the
+    final norm the last block's output."""
+    source = input_node(ask.name, ask.order) if ask.name != FINAL_NORM else \
+        block_hook_name(ask.model.cfg.n_layers - 1, block_output(ask.order))
+    return ask.model.get_submodule(ask.name), _row(ask.views, source, ask.pos)
 
 
 def _rows(views: dict, name: str, upto: int) -> np.ndarray:

@@ -10,19 +10,16 @@ import math
 import numpy as np
 import torch
 
-from ..gpt.nodes import (ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, FINAL_NORM, HEAD_KEYS,
+from ..gpt.nodes import (ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, HEAD_KEYS,
                          HEAD_QUERIES, HEAD_VALUES, HEADS_MIX, K_NORM, KEYS, KEYS_ROPE, KEYS_SHARED,
                          MASKED_SCORES, PATTERN, Q_NORM, QUERIES, QUERIES_ROPE, SCORES, VALUES,
-                         VALUES_SHARED, block_hook_name, block_output, input_node, node_for_hook,
-                         parse_hook, role)
-from .formulas_common import SHOWN, Worked, _f, _p, _row, key_row
+                         VALUES_SHARED, Kind, block_hook_name, input_node, role)
+from .formulas_common import SHOWN, Ask, Worked, norm_input, _f, _p, _row, key_row
 
 
-def _rms_norm(model, name, views, pos, where, captured, order) -> Worked:
-    module = model.get_submodule(name)
-    source = input_node(name, order) if name != FINAL_NORM else \
-        block_hook_name(model.cfg.n_layers - 1, block_output(order))
-    x = _row(views, source, pos)
+def rms_norm(ask: Ask) -> Worked:
+    name, where, captured = ask.name, ask.where, ask.captured
+    module, x = norm_input(ask)
     eps, scale = module.eps, _p(module.scale)
     rms = math.sqrt(float(np.mean(x ** 2)) + eps)
     value = x / rms * scale
@@ -34,12 +31,13 @@ def _rms_norm(model, name, views, pos, where, captured, order) -> Worked:
     return Worked(name, "y = x / √(mean(x²) + eps) · weight", lines, value, captured)
 
 
-def _gate(name, kind, views, pos, where, captured, order) -> Worked:
+def gate(ask: Ask) -> Worked:
     """SiLU of fc1's values, or the gated product SiLU(fc1) ⊙ fc2."""
-    layer = parse_hook(name)[0]
+    name, kind, views, pos, where, captured, order, layer = (
+        ask.name, ask.node.kind, ask.views, ask.pos, ask.where, ask.captured, ask.order, ask.layer)
     gate = _row(views, block_hook_name(layer, role(order, "activation_input")), pos)
     silu = gate / (1 + np.exp(-gate))
-    if kind == "silu":
+    if kind == Kind.SILU:
         return Worked(name, "silu(x) = x · σ(x) = x / (1 + e^(−x))",
                       [f"{where}, value {i}: {_f(gate[i])} / (1 + e^({_f(-gate[i])})) = "
                        f"{_f(silu[i])}" for i in range(SHOWN)], silu, captured)
@@ -98,19 +96,21 @@ def _llama_steps(model, layer: int, views: dict, order) -> dict[str, torch.Tenso
     return steps
 
 
-def _llama_attention(model, name, key, views, pos, head, index, where, captured, layer,
-                     order) -> Worked:
+def attention_step(ask: Ask) -> Worked:
     """A step of grouped-query attention with RoPE, at one token (and head)."""
+    model, name, key, views, pos, head, index, where, captured, layer, order = (
+        ask.model, ask.name, ask.key, ask.views, ask.pos, ask.head, ask.index, ask.where,
+        ask.captured, ask.layer, ask.order)
     att = model.trf_blocks[layer].att
     steps = _llama_steps(model, layer, views, order)
     hd, group = att.head_dim, att.num_heads // att.num_kv_groups
-    node = node_for_hook(name, order)
+    node = ask.node
     tensor = steps[key]
     value = (tensor[0, index, pos] if node.per_head else tensor[0, pos]).numpy()
     heads = (f"{where}, head {head}" + (f" (its key/value head {head // group}: heads "
                                         f"{head // group * group}…{head // group * group + group - 1} "
                                         "share it)" if group > 1 else ""))
-    if node.kind == "rope":
+    if node.kind == Kind.ROPE:
         theta = model.rope.inv_freq.double().numpy()
         keys = key == KEYS_ROPE
         before = (K_NORM if K_NORM in steps else HEAD_KEYS) if keys else \
@@ -124,12 +124,13 @@ def _llama_attention(model, name, key, views, pos, head, index, where, captured,
                          f"{_f(source[i + hd // 2])}) → ({_f(value[i])}, {_f(value[i + hd // 2])})")
         return Worked(name, "x·cos(pθ) + rotate_half(x)·sin(pθ)", lines, value, captured)
     if node.width == "ctx":
-        return Worked(name, {"scores": "attn_scores = queries_rope @ keys_repeated.transpose(2, 3)",
-                             "mask": "attn_scores.masked_fill(mask, -inf)",
-                             "pattern": "attn_weights = softmax(masked scores / √head_dim)"}[node.kind],
+        said = {Kind.SCORES: "attn_scores = queries_rope @ keys_repeated.transpose(2, 3)",
+                Kind.MASK: "attn_scores.masked_fill(mask, -inf)",
+                Kind.PATTERN: "attn_weights = softmax(masked scores / √head_dim)"}[node.kind]
+        return Worked(name, said,
                       [f"{heads}, query {pos}: " + key_row(value[: pos + 1])
-                       + (f" (keys after {pos}: " + ("−inf)" if node.kind == "mask" else "0)")
-                          if pos + 1 < value.size and node.kind != "scores" else "")],
+                       + (f" (keys after {pos}: " + ("−inf)" if node.kind == Kind.MASK else "0)")
+                          if pos + 1 < value.size and node.kind != Kind.SCORES else "")],
                       value, captured)
     formula = {HEAD_QUERIES: "queries.view(b, T, n_heads, head_dim).transpose(1, 2)",
                HEAD_KEYS: "keys.view(b, T, n_kv_groups, head_dim).transpose(1, 2)",

@@ -18,6 +18,7 @@ from ..gpt.layers import GELU, FeedForward, LayerNorm, MultiHeadAttention
 from ..gpt.model import GPTModel, TransformerBlock
 from ..gpt.nodes import (ATTENTION, FEED_FORWARD, PATTERN, Kind, block_nodes, block_steps,
                          node_for_hook, parse_hook)
+from .kinds import KIND_LESSONS
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,9 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
     layer, key = parse_hook(name)
     if getattr(norm_position, "family", None) is not None and norm_position.family.name == "llama":
         return llama_listing(name, key, layer, node_for_hook(name, norm_position))
-    kind = node_for_hook(name, norm_position).kind
-    if kind in ("norm", "gelu"):
-        return _own_class(name, key, kind, layer, norm_position)
+    own = KIND_LESSONS[node_for_hook(name, norm_position).kind].own_class
+    if own is not None:
+        return _own_class(name, key, own, layer, norm_position)
     if layer is None:
         init, forward = _source(GPTModel, "__init__"), _source(GPTModel, "forward")
         return Listing("GPTModel", init, forward, "forward", _find(init, rf"self\.{key} = "),
@@ -89,34 +90,33 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
     method = "forward_post_ln" if norm_position == "post" else "forward_pre_ln"
     init, forward = _source(TransformerBlock, "__init__"), _source(TransformerBlock, method)
     kinds = {n.key: n.kind for n in block_nodes(norm_position)}
-    module = "drop_shortcut" if kinds[key] == "dropout" else key  # the book's one module
-    built = [m for m in built_order(init) if kinds.get(m) not in ("dropout", "add")]
+    module = "drop_shortcut" if kinds[key] == Kind.DROPOUT else key  # the book's one module
+    built = [m for m in built_order(init) if kinds.get(m) not in (Kind.DROPOUT, Kind.ADD)]
     runs = [n.key for n in block_steps(norm_position)]
     kind = "Pre-LN" if norm_position == "pre" else "Post-LN"
     note = (f"__init__ builds {', '.join(built)} in that order; {method} alone sets the order "
             f"they run: {' → '.join(runs)}.")
     line = _find(forward, rf"self\.{key}\(")
-    if kinds[key] == "add":
+    if kinds[key] == Kind.ADD:
         note += (f" {key} is the book's x = x + shortcut; the HookPoint on the next line "
                  "computes nothing, it names the sum.")
     elif module == "drop_shortcut":
         note += (f" {key} is the book's x = self.drop_shortcut(x), one of the two uses of the "
                  "single module; the HookPoint on the next line names this use.")
-    if kinds[key] in ("add", "dropout") and line:
+    if kinds[key] in (Kind.ADD, Kind.DROPOUT) and line:
         line -= 1  # the book's own line, just above its hook point
     return Listing(f"TransformerBlock ({kind})", init, forward, method,
                    _find(init, rf"self\.{module} = "), line, note)
 
 
-def _own_class(name: str, key: str, kind: str, layer: int | None, norm_position: str) -> Listing:
+def _own_class(name: str, key: str, cls: type, layer: int | None, norm_position: str) -> Listing:
     """LayerNorm's or GELU's class: how it is built and its forward, the line that
     computes its output highlighted; the note says which line of which forward calls it."""
-    cls = LayerNorm if kind == "norm" else GELU
     init = _source(cls, "__init__") if cls is LayerNorm else _source(FeedForward, "__init__")
     forward = _source(cls, "forward")
     if layer is None:
         caller, method = "GPTModel.forward", _source(GPTModel, "forward")
-    elif kind == "gelu":
+    elif cls is GELU:
         caller, method = "FeedForward.forward, as element 1 of its nn.Sequential", ()
     else:
         name_ = "forward_post_ln" if norm_position == "post" else "forward_pre_ln"
@@ -134,7 +134,7 @@ def llama_listing(name: str, key: str, layer: int | None, node) -> Listing:
     step of grouped-query attention in its forward (the scores, the mask and the pattern
     in the book's steps); a SwiGLU layer in its FeedForward; the rest in the block or the
     model."""
-    if node.kind == Kind.RMSNORM:
+    if KIND_LESSONS[node.kind].own_class is llama.RMSNorm:
         init, forward = _source(llama.RMSNorm, "__init__"), _source(llama.RMSNorm, "forward")
         caller = "LlamaModel.forward" if layer is None else (
             "GroupedQueryAttention.forward" if node.parent == ATTENTION else "TransformerBlock.forward")

@@ -7,26 +7,24 @@ distractors, and every wrong option says why it is wrong, with this model's numb
 
 A question states what would give it away (``Question.facts``: kinds of thing and exact
 texts); the window's cover service hides them until the answer. Numbers and shapes are
-offered alike in form (question.numbers_around). Qt-free."""
+offered alike in form (question.numbers_around). Which questions a node gets is its kind's
+record's (kinds.py); learn.py asks them. Qt-free."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, EMBEDDINGS, EMBEDDING_SUM, FEED_FORWARD,
-                         FIRST_ADD, FIRST_DROPOUT, FIRST_NORM, GELU_INPUT, HEAD_QUERIES, PATTERN,
-                         block_hook_name, block_input, block_output, block_steps, eval_source,
-                         input_node, layer_of, node_for_hook, parse_hook, residual_branches,
-                         shortcut_sources)
+from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, EMBEDDINGS, FEED_FORWARD, FIRST_ADD,
+                         FIRST_DROPOUT, FIRST_NORM, GELU_INPUT, HEAD_QUERIES, PATTERN, Kind,
+                         block_hook_name, block_input, block_steps, eval_source, input_node,
+                         parse_hook, residual_branches, shortcut_sources)
 from .facts import ORDER, SHAPES, VALUES
 from .question import (NORM_WORDS, Live, Question, choices, live_layer, nth, numbers_around)
 
-__all__ = ["ORDER", "SHAPES", "VALUES", "Live", "Question", "Score", "question_for",
-           "questions_for", "shape_question", "width_question", "first_node_question"]
+__all__ = ["ORDER", "SHAPES", "VALUES", "Live", "Question", "shape_question", "width_question",
+           "first_node_question"]
 
 
 def _shape_reason(d: tuple, shape: tuple, c: int, hidden: int) -> str:
@@ -67,7 +65,7 @@ def shape_question(live: Live, rng: random.Random) -> Question:
     if node.width == "ctx":
         h, t = shape[1], shape[-1]
         meaningful = [c // h, h, c]
-        what = "weights" if node.kind == "pattern" else "scores"
+        what = "weights" if node.kind == Kind.PATTERN else "scores"
         why = f"one {shape[2]} × {t} table of {what} (query × key) per head, for each of {h} heads"
     elif node.width == "head":
         h, hd = shape[1], shape[-1]
@@ -329,66 +327,3 @@ def gelu_question(live: Live, rng: random.Random) -> Question:
                     f"{100 * share:.1f}% of the {0 if x is None else x.size:,} inputs are negative; "
                     "GELU squashes them to between -0.17 and 0 while positive ones pass almost "
                     "unchanged.", reasons, hides=frozenset({VALUES}))
-
-
-QUIZ_FAMILIES = ("gpt2",)  # the blocks whose every question is written and checked
-LLAMA_LESSONS = ("Learn's questions are the book's chapter-4 questions about GPT-2's block; "
-                 "on this Llama-family block use Explain, the worked formulas and the Code "
-                 "view.")
-
-# Which questions fit which kind of node; they rotate per node.
-_BY_KIND: dict[str, tuple[Callable, ...]] = {
-    "embedding": (shape_question, width_question),
-    "norm": (norm_axis_question, shape_question),
-    "attention": (shape_question, width_question),
-    "heads": (head_dim_question, shape_question),
-    "scores": (shape_question, scaling_question),
-    "mask": (mask_question, shape_question),
-    "pattern": (shape_question, pattern_rows_question),
-    "context": (shape_question, head_dim_question),
-    "dropout": (dropout_question, shape_question),
-    "add": (shortcut_question, shape_question),
-    "linear": (width_question, shape_question),
-    "gelu": (gelu_question, shape_question),
-    "ffn": (width_question, shape_question),
-    "logits": (width_question, shape_question),
-    "rmsnorm": (shape_question, width_question),
-    "rope": (shape_question, head_dim_question),
-    "silu": (shape_question, width_question),
-    "product": (width_question, shape_question),
-}
-
-
-def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
-    node = node_for_hook(name, norm_position)
-    if node.key == EMBEDDING_SUM:
-        return (shape_question, width_question)
-    makers = _BY_KIND[node.kind]
-    if name == EMBEDDINGS or node.key == block_output(norm_position):
-        # asked from a block's input (the embeddings, or the block before's output), not
-        # from its first node, whose selection would give the answer away
-        makers = (first_node_question,) + makers
-    if layer_of(name) is not None and node.kind == "norm":
-        makers = makers + (norm_question,)
-    return makers
-
-
-def question_for(name: str, views: dict, norm_position: str, asked: int = 0,
-                 seed: int = 0) -> Question | None:
-    """The ``asked``-th question about ``name`` (they rotate), from the pass's ``views``;
-    None when the node is not in them."""
-    if name not in views:
-        return None
-    makers = questions_for(name, norm_position)
-    live = Live(name, views, norm_position)
-    return makers[asked % len(makers)](live, random.Random(seed * 7919 + asked))
-
-
-@dataclass
-class Score:
-    asked: int = 0
-    right: int = 0
-
-    def record(self, correct: bool) -> None:
-        self.asked += 1
-        self.right += int(correct)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..gpt.config import GPTConfig
-from ..gpt.nodes import (order_of, BLOCK_INPUT, EMBEDDINGS, EMBEDDING_SUM, FINAL_NORM, LOGITS,
+from ..gpt.nodes import (order_of, BLOCK_INPUT, Kind, EMBEDDINGS, EMBEDDING_SUM, FINAL_NORM, LOGITS,
                          POSITION_EMBEDDING, TOKEN_EMBEDDING, all_hook_names, block_hook_name,
                          block_input, input_node, layer_of, node_for_hook, shortcut_sources)
 
@@ -47,13 +47,13 @@ def what_changed(name: str, views: dict, cfg: GPTConfig) -> str:
     if name == EMBEDDING_SUM and POSITION_EMBEDDING in views:
         return head + ": token + position embeddings, added (the width stays " \
                       f"{shape[-1]}; the positions are broadcast over the batch)."
-    if node.kind == "pattern":
+    if node.kind == Kind.PATTERN:
         return head + (f": for each of {shape[1]} heads a {shape[2]} × {shape[3]} table of "
                        "weights (query × key); every row sums to 1, the upper triangle is 0.")
     if before is None:
         return head + "."
     layer = layer_of(name)
-    if node.kind == "add" and layer is not None:
+    if node.kind == Kind.ADD and layer is not None:
         short = shortcut_sources(order_of(cfg))[node.key]
         short = (block_input(layer, order_of(cfg)) if short == BLOCK_INPUT
                  else block_hook_name(layer, short))
@@ -70,7 +70,7 @@ def what_changed(name: str, views: dict, cfg: GPTConfig) -> str:
         what = f"it changed {axes}"
     else:
         what = f"the shape stays {shape}"
-    if node.kind == "dropout" and before.array is not None and view.array is not None \
+    if node.kind == Kind.DROPOUT and before.array is not None and view.array is not None \
             and before.array.shape == view.array.shape and np.array_equal(before.array, view.array):
         return head + f": {what}, value for value the same as {source} (dropout is off at inference)."
     return head + f"; from {source}: {what}, std {b.std:.3g} → {s.std:.3g}, mean {b.mean:.3g} → {s.mean:.3g}."

@@ -14,7 +14,7 @@ import torch
 from .generation import tokenizer_logits
 from ..gpt.layers import gelu_tanh_formula
 from ..gpt.model import GPTModel
-from ..gpt.nodes import block_hook_name, block_nodes, residual_nodes
+from ..gpt.nodes import Kind, block_hook_name, block_nodes, residual_nodes
 from ..gpt.tokenizer import tokenizer_of
 
 GELU_DIP_X = -0.7518  # where exact GELU has its minimum (about -0.17)
@@ -96,7 +96,7 @@ def silu_input_shares(values: np.ndarray) -> GeluInputShares:
 def layer_table(views: dict, n_layers: int, norm_position: str, stat: str) -> tuple[list[str], np.ndarray]:
     """A nodes x layers matrix of one statistic (NaN where a node was not captured);
     rows are the block's node keys in forward order (patterns left out)."""
-    keys = [n.key for n in block_nodes(norm_position) if n.kind != "pattern"]
+    keys = [n.key for n in block_nodes(norm_position) if n.kind != Kind.PATTERN]
     table = np.full((len(keys), n_layers), np.nan)
     for r, key in enumerate(keys):
         for layer in range(n_layers):

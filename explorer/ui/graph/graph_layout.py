@@ -14,7 +14,7 @@ item at any font size; every arrow has room for its shape label beside it.
 from __future__ import annotations
 
 from ...core.gpt.config import GPTConfig
-from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, PARENT_INPUT, Node,
+from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, PARENT_INPUT, Kind, Node,
                                block_hook_name, block_input, block_module_name, block_nodes,
                                block_title, drawn_beside, embeddings, model_nodes,
                                node_for_hook, order_of, residual_branches, residual_nodes,
@@ -111,7 +111,7 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
     p.nodes = nodes = block_nodes(position)
     p.pattern = drawn_beside(position).get(ATTENTION)
     p.ff_parent = FEED_FORWARD
-    p.steps = steps = [nd for nd in nodes if nd.kind != "pattern" and
+    p.steps = steps = [nd for nd in nodes if nd.kind != Kind.PATTERN and
                        ((nd.parent is None and not (expand and nd.key == p.ff_parent)) or
                         (expand and nd.parent == p.ff_parent))]
     half = residual_nodes(position)[0]  # the first half ends here (add1, or norm1)

@@ -12,6 +12,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
+from ...core.gpt.node_types import Kind
 from .plot_axes import plot_widget, position_ticks
 from .plot_text import set_empty, set_label, set_ticks
 
@@ -46,7 +47,7 @@ class Heatmap:
             set_empty(plot, "The tensor was not kept: statistics only")
             return
         set_empty(plot, None)
-        if view.node.kind == "pattern":  # probabilities: a sequential scale from 0
+        if view.node.kind == Kind.PATTERN:  # probabilities: a sequential scale from 0
             levels, cmap = (0.0, max(float(np.nanmax(matrix)), 1e-6)), pg.colormap.get("viridis")
         else:
             level = view.stats.absmax if np.isfinite(view.stats.absmax) and view.stats.absmax else 1.0

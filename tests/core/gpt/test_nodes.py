@@ -61,22 +61,27 @@ def test_every_nodes_words_name_its_own_orders_neighbours():
     assert "(add1)" not in node_for_hook("trf_blocks.0.add2", "post").description
 
 
-def test_every_kind_of_node_is_handled_wherever_kinds_are():
-    """A new kind of node (nodes.Kind) fails here, naming each place still to touch."""
+def test_every_kind_of_node_is_one_record_and_a_histogram_range():
+    """A new kind of node (nodes.Kind) fails here, naming what it lacks."""
     from explorer.core.gpt import nodes
+    from explorer.core.gpt.node_types import _HIST_BY_KIND
     from explorer.core.gpt.nodes import Kind
-    from explorer.core.lessons import explain, formulas, quiz
+    from explorer.core.lessons.kinds import KIND_LESSONS
 
-    places = {"core/gpt/nodes.py _HIST_BY_KIND": nodes._HIST_BY_KIND,
-              "core/lessons/explain.py WHAT": explain.WHAT,
-              "core/lessons/explain.py MISTAKE": explain.MISTAKE,
-              "core/lessons/quiz.py _BY_KIND": quiz._BY_KIND,
-              "core/lessons/formulas.py FORMULA_KINDS": formulas.FORMULA_KINDS}
-    missing = [f"{kind.value}: {place}" for kind in Kind for place, table in places.items()
-               if kind not in table]
+    missing = [f"{kind.value}: its histogram range (core/gpt/node_types.py _HIST_BY_KIND)"
+               for kind in Kind if kind not in _HIST_BY_KIND]
+    missing += [f"{kind.value}: its record (core/lessons/kinds.py KIND_LESSONS)"
+                for kind in Kind if kind not in KIND_LESSONS]
+    for kind, lesson in KIND_LESSONS.items():
+        lacks = [field for field, there in (("what", lesson.what.strip()),
+                                            ("mistake", lesson.mistake.strip()),
+                                            ("questions", lesson.questions),
+                                            ("formula", callable(lesson.formula))) if not there]
+        missing += [f"{kind.value}: the record's {field}" for field in lacks]
+        assert all(callable(q) for q in lesson.questions), kind
     assert not missing, "\n".join(missing)
-    for place, table in places.items():  # and nothing there that is no kind
-        assert set(table) <= set(Kind), place
+    assert set(_HIST_BY_KIND) == set(KIND_LESSONS) == set(Kind)  # nothing that is no kind
+    assert all(type(kind) is Kind for kind in list(_HIST_BY_KIND) + list(KIND_LESSONS))
     used = {n.kind for family in nodes.FAMILIES.values() for order in family.orders.values()
             for n in order}
     used |= {n.kind for family in nodes.FAMILIES.values()

@@ -6,7 +6,8 @@ import torch
 
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
-from explorer.core.lessons.explain import MISTAKE, WHAT, explain
+from explorer.core.lessons.explain import explain
+from explorer.core.lessons.kinds import KIND_LESSONS
 from explorer.core.gpt.model import build_model
 from explorer.core.gpt.nodes import all_hook_names, node_for_hook
 from explorer.core.gpt.tokenizer import encode, token_piece
@@ -30,7 +31,6 @@ def test_every_node_has_an_explanation_and_a_mistake(captured):
     for name in all_hook_names(preset("tiny")):
         e = explain(name, views, pieces)
         assert e.what and e.mistake and "shape" in e.here
-    assert set(WHAT) == set(MISTAKE)
 
 
 def test_norm_reports_the_token_std_before_and_after(captured):
@@ -73,7 +73,7 @@ def test_attention_and_logits_name_real_tokens(captured):
 
 def test_without_a_capture_it_says_to_run_a_prompt():
     e = explain("trf_blocks.0.norm1", {}, [])
-    assert "Run a prompt" in e.here and e.what.startswith(WHAT[node_for_hook("trf_blocks.0.norm1").kind][:20])
+    assert "Run a prompt" in e.here and e.what.startswith(KIND_LESSONS[node_for_hook("trf_blocks.0.norm1").kind].what[:20])
 
 
 def test_gelu_reports_the_share_of_negative_inputs(captured):

@@ -11,8 +11,9 @@ from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
 from explorer.core.gpt.model import build_model
 from explorer.core.gpt.nodes import all_hook_names, block_hook_name, block_input, node_for_hook
-from explorer.core.lessons.quiz import (ORDER, SHAPES, VALUES, Live, Score, first_node_question,
-                                        question_for, questions_for, shape_question, width_question)
+from explorer.core.lessons.learn import Score, question_for, questions_for
+from explorer.core.lessons.quiz import (ORDER, SHAPES, VALUES, Live, first_node_question,
+                                        shape_question, width_question)
 
 CONFIGS = {"pre": preset("tiny"), "post": preset("tiny", norm_position="post"),
            "wide": preset("tiny", emb_dim=48, n_heads=3)}

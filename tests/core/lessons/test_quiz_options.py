@@ -11,7 +11,7 @@ import pytest
 
 from explorer.core.gpt.nodes import all_hook_names
 from explorer.core.lessons.facts import ORDER, SHAPES
-from explorer.core.lessons.quiz import question_for, questions_for
+from explorer.core.lessons.learn import question_for, questions_for
 from tests.core.lessons.test_quiz import CONFIGS, capture
 
 ROUNDS = range(6)  # each node's questions asked six times over

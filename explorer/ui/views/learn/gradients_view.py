@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QLabel, QTextB
 import pyqtgraph as pg
 
 from ....core.experiments.gradients import GradientReport, describe, gradient_report
-from ....core.gpt.nodes import FEED_FORWARD, block_nodes
+from ....core.gpt.nodes import FEED_FORWARD, Kind, block_nodes
 from ...plots.gradient_plots import draw_report, gradient_plots
 from ...widgets.job_controls import JobControls
 from ...base.session import Session
@@ -38,7 +38,7 @@ class GradientsView(ViewHooks, QWidget):
                              status=session.set_status, title="Gradients")
         self.run_button = self.controls.run_button
         self.node_box = QComboBox()
-        self.node_box.addItems([n.key for n in block_nodes("pre") if n.kind != "pattern"])
+        self.node_box.addItems([n.key for n in block_nodes("pre") if n.kind != Kind.PATTERN])
         self.node_box.setCurrentText(FEED_FORWARD)
         self.node_box.setToolTip("The node drawn in every block (middle plot)")
         self.node_box.currentTextChanged.connect(lambda _: self.redraw())

@@ -1,6 +1,6 @@
 """Learn mode: with "Predict before you see" on, selecting a node first asks a
 multiple-choice question about it, computed from the shown pass's tensors
-(core.quiz); whatever would give the answer away — the graph's shapes or order, the
+(core.lessons.learn); whatever would give the answer away — the graph's shapes or order, the
 inspector, the explanation, the plots — stays covered (ui.widgets.cover) until the answer,
 then the feedback explains it with this model's numbers and says why each wrong option
 is wrong. Questions rotate per node. Keeps the session's score."""
@@ -15,7 +15,8 @@ from PySide6.QtWidgets import (QCheckBox, QLabel, QPushButton, QScrollArea, QVBo
 
 from ....core.gpt.nodes import order_of, inside_attention, is_pattern, layer_of
 from ....core.lessons.facts import KINDS, Facts
-from ....core.lessons.quiz import LLAMA_LESSONS, QUIZ_FAMILIES, Question, Score, question_for
+from ....core.lessons.learn import LLAMA_LESSONS, QUIZ_FAMILIES, Score, question_for
+from ....core.lessons.question import Question
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
 from ...base.view import ViewHooks

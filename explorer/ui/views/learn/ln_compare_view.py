@@ -20,7 +20,7 @@ from ....core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE,
                                             gradient_experiment)
 from ....core.base.resources import resource_path
 from ....core.gpt.tokenizer import encode
-from ....core.gpt.nodes import BLOCK_INPUT, block_steps, shortcut_sources
+from ....core.gpt.nodes import BLOCK_INPUT, Kind, block_steps, shortcut_sources
 from ...widgets.job_controls import JobControls
 from ...plots.figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
 from ...widgets.scrolling import scrolling
@@ -58,7 +58,7 @@ class OrderGraphs(QGraphicsView):
         top, boxes = 28.0, {}
         for i, node in enumerate(block_steps(position)):
             y = top + i * (h + gap)
-            colour = "#fff3b0" if node.kind == "norm" else "#dce8fb" if node.kind == "add" else "#eeeeee"
+            colour = "#fff3b0" if node.kind == Kind.NORM else "#dce8fb" if node.kind == Kind.ADD else "#eeeeee"
             scene.addRect(QRectF(x0 + 40, y, w, h), QPen(QColor("#555555")), QBrush(QColor(colour)))
             text = scene.addSimpleText(node.label)
             text.setPos(x0 + 40 + (w - text.boundingRect().width()) / 2,

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton,
 from functools import partial
 
 from ....core.run.analysis import ValueHistogram, layer_table, residual_profile
-from ....core.gpt.nodes import order_of, block_hook_name, block_nodes, block_title
+from ....core.gpt.nodes import Kind, order_of, block_hook_name, block_nodes, block_title
 from ...plots.histogram import RANGES, HistogramPlot, histogram_of, range_box
 from ...base.lazy import LazyRefresh
 from ...widgets.save_file import save_as
@@ -168,7 +168,7 @@ class DistributionsView(LazyRefresh, QWidget):
         self.small.addItem(self.header, row=0, col=0, colspan=COLUMNS)
         self.small.ci.layout.setRowFixedHeight(0, 22)
         self._order = norm_position
-        nodes = [n for n in block_nodes(norm_position) if n.kind != "pattern"]
+        nodes = [n for n in block_nodes(norm_position) if n.kind != Kind.PATTERN]
         return [partial(self._add_small, i, node) for i, node in enumerate(nodes)]
 
     def _add_small(self, i: int, node) -> None:
