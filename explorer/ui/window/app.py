@@ -6,7 +6,6 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
-import re
 import sys
 import tempfile
 import threading
@@ -221,13 +220,9 @@ def _run_and_select(window, wait, errors: list[str], prompt: str | None, node: s
     wrong, or None."""
     if not wait(lambda: window.session.model is not None):
         return errors[0] if errors else "the model did not load"
-    if prompt is not None:
-        window.prompt.prompt.setPlainText(prompt)
-    window.prompt.max_tokens.setValue(max_new_tokens)
-    window.prompt.request_run()
-    if not window.running and not errors:  # the panel refused it (an empty prompt…)
-        reason = re.sub(r"<[^>]+>", "", window.prompt.token_count.text())
-        return f"the prompt did not run: {reason}"
+    refused = window.prompt.run_text(prompt, max_new_tokens)
+    if refused is not None and not errors:  # the panel refused it (an empty prompt…)
+        return f"the prompt did not run: {refused}"
     wait(lambda: not window.running and window.session.prompt is not None)
     if errors:
         return errors[0]

@@ -151,6 +151,4 @@ class Models(QObject):
     def train_here(self) -> None:
         """The offline way: the default small model, trained now (Experiment ▸ Train)."""
         self.window.show_view("train")
-        panel = self.window.view("train")
-        if panel.job is None:
-            panel.start()
+        self.window.view("train").start()  # a run going on goes on

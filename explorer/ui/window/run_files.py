@@ -66,10 +66,10 @@ class RunFiles:
             w.warn(w, "Save run", str(exc))
             return
         info, passes = session.model, [session.prompt, *session.steps]
-        settings = dataclasses.replace(w.prompt.settings_box.settings(),
+        settings = dataclasses.replace(w.prompt.settings(),
                                        max_new_tokens=max(1, len(session.steps)))
         interventions = [i.to_dict() for i in session.interventions]
-        prompt = w.prompt.prompt.toPlainText()
+        prompt = w.prompt.text()
 
         def job(ctx):
             model = {"label": info.label, "source": dataclasses.asdict(info.spec),
@@ -106,23 +106,12 @@ class RunFiles:
                    "ended (Esc stops it).")
             return
         self.opened = saved
-        panel = w.prompt
-        panel.prompt.setPlainText(saved.prompt)
-        panel.settings_box.apply(saved.settings)
-        panel.leave_room.setChecked(saved.settings.leave_room)  # they decide what is run
-        panel.settings_box.recompute.setChecked(saved.settings.recompute)
-        panel.seed.setValue(min(max(saved.settings.seed or 0, 0), panel.seed.maximum()))
-        panel.max_tokens.setValue(max(1, len(saved.tokens)))
+        w.prompt.show_saved(saved.prompt, saved.settings, len(saved.tokens))
         if same_model:  # its model is loaded: the run replayed, checked step by step
-            runs = w.prompt.runs
             session.set_interventions([from_dict(d) for d in saved.interventions],
                                       saved.interventions_on)
-            runs.forced = list(saved.tokens)
-            panel.request_run()
-            if runs.forced is not None:  # the panel did not start it: it has said why
-                runs.forced = None
-                return
-            self.expected = saved.tokens
+            if w.prompt.replay(saved.tokens):
+                self.expected = saved.tokens
             return
         self._read_only(saved, own_model=True)
         label = saved.model.get("label", "another model")

@@ -6,6 +6,8 @@ shown step's candidates are the Next token view's (Play)."""
 
 from __future__ import annotations
 
+import re
+
 import html
 import math
 
@@ -161,9 +163,11 @@ class PromptPanel(ViewHooks, QWidget):
         """Batch mode: the prompts, one per non-blank line."""
         return split_prompts(self.prompt.toPlainText())
 
-    def request_run(self) -> None:
+    def request_run(self) -> bool:
+        """Run the prompt (or the batch) as typed; False when it is refused (the reason
+        shown under the prompt) or a run is going on."""
         if not self.generate_button.isEnabled():
-            return
+            return False
         text = self.prompt.toPlainText()
         if self.batch.isChecked():
             prompts = self.prompts()
@@ -171,16 +175,15 @@ class PromptPanel(ViewHooks, QWidget):
                      f"At most {MAX_BATCH} prompts at once." if len(prompts) > MAX_BATCH else "")
             if error:
                 self.token_count.setText(f"<span style='color:#b00020'>{error}</span>")
-                return
+                return False
             self.save_settings()
-            self.runs.start_batch(prompts)
-            return
+            return self.runs.start_batch(prompts) is not None
         if not text.strip():
             self.token_count.setText("<span style='color:#b00020'>The prompt is empty: type "
                                      "some text first.</span>")
-            return
+            return False
         self.save_settings()  # what the user typed survives whatever happens next
-        self.runs.start(self.session.tokenizer.encode(text), self.settings())
+        return self.runs.start(self.session.tokenizer.encode(text), self.settings()) is not None
 
     def run_prompt(self, text: str = "") -> None:
         """Run ``text`` (another view's request), or the prompt as it is when empty."""
@@ -188,6 +191,42 @@ class PromptPanel(ViewHooks, QWidget):
             self.batch.setChecked(False)
             self.prompt.setPlainText(text)
         self.request_run()
+
+    def text(self) -> str:
+        """The prompt as typed."""
+        return self.prompt.toPlainText()
+
+    def run_text(self, text: str | None = None, max_new_tokens: int | None = None) -> str | None:
+        """Run ``text`` (the prompt as typed when None) for ``max_new_tokens``; why it did
+        not start, in words, or None when it did."""
+        if text is not None:
+            self.batch.setChecked(False)
+            self.prompt.setPlainText(text)
+        if max_new_tokens is not None:
+            self.max_tokens.setValue(max_new_tokens)
+        if self.request_run():
+            return None
+        return re.sub(r"<[^>]+>", "", self.token_count.text()) or "a run is going on"
+
+    def show_saved(self, text: str, settings: GenerationSettings, tokens: int) -> None:
+        """A saved run's prompt and settings in the boxes, for ``tokens`` new tokens."""
+        self.batch.setChecked(False)
+        self.prompt.setPlainText(text)
+        self.settings_box.apply(settings)
+        self.leave_room.setChecked(settings.leave_room)  # they decide what is run
+        self.settings_box.recompute.setChecked(settings.recompute)
+        self.seed.setValue(min(max(settings.seed or 0, 0), self.seed.maximum()))
+        self.max_tokens.setValue(max(1, tokens))
+
+    def replay(self, tokens: list[int]) -> bool:
+        """Run the prompt with ``tokens`` forced as its new tokens (a saved run replayed);
+        False when the panel did not start it (it has said why)."""
+        self.runs.forced = list(tokens)
+        self.request_run()
+        if self.runs.forced is not None:
+            self.runs.forced = None
+            return False
+        return True
 
     def use_sampling(self, settings: GenerationSettings) -> None:
         """The next generation's settings (the Sampling view's), shown in the panel."""
