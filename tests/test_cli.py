@@ -262,6 +262,17 @@ def test_gradients_prints_every_node_with_and_without_shortcuts(capsys, tmp_path
     assert code != 0 and "at least 2 tokens" in err
 
 
+def test_gradients_on_a_llama_block_takes_its_own_nodes(capsys):
+    code, out, err = run(capsys, "gradients", "Every effort moves you", "--preset", "llama-tiny",
+                         "--node", "ff.silu")
+    assert code == 0
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith("trf_blocks.")]
+    assert "trf_blocks.0.ff.silu" in rows and not any(".drop" in r for r in rows)
+    code, _, err = run(capsys, "gradients", "Every effort moves you", "--preset", "llama-tiny",
+                       "--node", "drop1")
+    assert code == 2 and "--node takes a node of this model's block" in err and "ff.silu" in err
+
+
 def test_diff_runs_the_seeds_batch_and_names_a_shape_mismatch(capsys):
     code, out, _ = run(capsys, "diff", "Every effort moves", "Every day holds", "--a", "preset:tiny",
                        "--b", "mutation:ff-1024")

@@ -33,16 +33,15 @@ def gradients(args: argparse.Namespace) -> int:
         check_output(args.plot)  # before any work: a FIFO or a folder is refused now
     from ..core.run.generation import prepare_prompt
     from ..core.experiments.gradients import describe, gradient_report
-    from ..core.gpt.nodes import Kind, all_hook_names, block_nodes
-    from ..core.gpt.tokenizer import encode
+    from ..core.gpt.nodes import Kind, all_hook_names, block_nodes, order_of
 
-    keys = [n.key for n in block_nodes("pre") if n.kind != Kind.PATTERN]
-    if args.node not in keys:
-        raise ValueError(f"--node takes a block node: {', '.join(keys)}")
-    prompt_ids = encode(args.prompt)
-    prepare_prompt(prompt_ids, 2**31)  # an empty prompt: one clear line
+    if not args.prompt:
+        prepare_prompt([], 2**31)  # an empty prompt: one clear line, before any load
     loaded = load(args)
-    ids, notices = prepare_prompt(prompt_ids, loaded.config.context_length)
+    keys = [n.key for n in block_nodes(order_of(loaded.config)) if n.kind != Kind.PATTERN]
+    if args.node not in keys:
+        raise ValueError(f"--node takes a node of this model's block: {', '.join(keys)}")
+    ids, notices = prepare_prompt(loaded.tokenizer.encode(args.prompt), loaded.config.context_length)
     for notice in notices:
         print(f"note: {notice}", file=sys.stderr)
     report = gradient_report(loaded.model, ids, without=args.no_shortcut, norms=not args.no_norm)

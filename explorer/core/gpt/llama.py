@@ -111,7 +111,11 @@ class Rotary:
     def __call__(self, start: int, stop: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         if self._cos is None or self._cos.shape[0] < stop or self._cos.device != device:
             have = 0 if self._cos is None or self._cos.device != device else self._cos.shape[0]
-            self._cos, self._sin = rope_angles(self.inv_freq.to(device), 0, max(stop, 2 * have, 256))
+            # plain tensors even when a pass in inference mode makes them, so that a later
+            # pass with gradients (the gradient view, training) can use them
+            with torch.inference_mode(False), torch.no_grad():
+                self._cos, self._sin = rope_angles(self.inv_freq.to(device), 0,
+                                                   max(stop, 2 * have, 256))
         return self._cos[start:stop], self._sin[start:stop]
 
 

@@ -256,3 +256,17 @@ def test_the_books_pth_and_its_config_dict_load(tmp_path):
     ids = torch.randint(0, cfg.vocab_size, (1, 10))
     with torch.no_grad():
         assert (loaded.model(ids) - ours(ids)).abs().max() <= TOL
+
+
+def test_gradients_flow_after_a_pass_in_inference_mode():
+    """The angles a pass in inference mode makes are plain tensors: a later pass with
+    gradients (the gradient view, training) uses them."""
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.model import build_model
+    model = build_model(preset("llama-tiny"), seed=1)
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.inference_mode():
+        model(ids)
+    model(ids)[0, -1].logsumexp(-1).backward()
+    grad = model.trf_blocks[0].att.W_query.weight.grad
+    assert grad is not None and grad.abs().sum() > 0

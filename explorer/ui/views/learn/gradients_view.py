@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QLabel, QTextB
 import pyqtgraph as pg
 
 from ....core.experiments.gradients import GradientReport, describe, gradient_report
-from ....core.gpt.nodes import FEED_FORWARD, Kind, block_nodes
+from ....core.gpt.nodes import FEED_FORWARD, Kind, block_nodes, order_of
 from ...plots.gradient_plots import draw_report, gradient_plots
 from ...widgets.job_controls import JobControls
 from ...base.session import Session
@@ -38,11 +38,10 @@ class GradientsView(ViewHooks, QWidget):
                              status=session.set_status, title="Gradients")
         self.run_button = self.controls.run_button
         self.node_box = QComboBox()
-        self.node_box.addItems([n.key for n in block_nodes("pre") if n.kind != Kind.PATTERN])
-        self.node_box.setCurrentText(FEED_FORWARD)
         self.node_box.setToolTip("The node drawn in every block (middle plot)")
-        self.node_box.currentTextChanged.connect(lambda _: self.redraw())
         self.no_norms = QCheckBox("No LayerNorms")
+        self._fill_nodes()
+        self.node_box.currentTextChanged.connect(lambda _: self.redraw())
         self.no_norms.setToolTip("Both runs without the LayerNorms in the blocks: the book's "
                                  "plain deep network, whose gradient fades without shortcuts")
         self.summary = QTextBrowser()  # under the plots: the words of the figure
@@ -97,8 +96,23 @@ class GradientsView(ViewHooks, QWidget):
         n = self.session.model.config.n_layers if self.session.model else 0
         draw_report(self.plots, self.report, self.node_box.currentText(), n)
 
+    def _fill_nodes(self) -> None:
+        """The model's own block's nodes to draw (the feed-forward first shown)."""
+        info = self.session.model
+        order = order_of(info.config) if info is not None else "pre"
+        keys = [n.key for n in block_nodes(order) if n.kind != Kind.PATTERN]
+        if keys != [self.node_box.itemText(i) for i in range(self.node_box.count())]:
+            self.node_box.blockSignals(True)
+            self.node_box.clear()
+            self.node_box.addItems(keys)
+            self.node_box.setCurrentText(FEED_FORWARD)
+            self.node_box.blockSignals(False)
+        self.no_norms.setText("No RMSNorms" if info is not None and info.config.llama
+                              else "No LayerNorms")
+
     def _new_model(self) -> None:
         """The gradients were the model before's: clear them, ignore its late answers."""
+        self._fill_nodes()
         self.jobs.forget()
         self.report = None
         self.summary.setHtml(INTRO)

@@ -19,7 +19,7 @@ from ...plots.plot_axes import plot_widget, position_ticks
 from ....core.run.batch import shown_piece
 from ....core.run.capture import NodeView
 from ....core.gpt.nodes import (ATTENTION, block_hook_name, block_title, layer_of, node_for_hook,
-                               parse_hook, residual_branches)
+                               order_of, parse_hook, residual_branches)
 from ....core.run.analysis import branch_ratio
 from ....core.run.stats import DETAILS
 from ....core.run.vector_stats import vector_stats
@@ -166,7 +166,7 @@ class InspectorView(LazyRefresh, QWidget):
         if view is None:
             why = "Run a prompt (Ctrl+Enter) to see its values"
             if self.session.current is not None and layer_of(name) is not None \
-                    and node_for_hook(name).parent == ATTENTION:
+                    and node_for_hook(name, order_of(self.session.model.config)).parent == ATTENTION:
                 why = ("Attention's steps are computed when attention is opened: tick "
                        "“Attention steps” over the graph (or press A there)")
             self.title.setText(f"<b>{name}</b><br>{why}.")
@@ -310,7 +310,8 @@ class InspectorView(LazyRefresh, QWidget):
     def branch_ratio(self, view: NodeView) -> np.ndarray | None:
         """For a residual add: ||branch|| / ||shortcut|| per position, else None."""
         layer, key = parse_hook(view.name)
-        branch_key = residual_branches().get(key) if layer is not None else None
+        order = order_of(self.session.model.config) if self.session.model is not None else "pre"
+        branch_key = residual_branches(order).get(key) if layer is not None else None
         if branch_key is None or view.array is None:
             return None
         branch = self.session.view(block_hook_name(layer, branch_key))

@@ -182,3 +182,21 @@ def test_the_gradients_view_draws_both_runs_and_forgets_them_with_the_model(qtbo
     assert "blocks' LayerNorms removed" in view.summary.toPlainText()
     ran.session.set_model(ran.session.model)  # a model load: its numbers go
     assert view.report is None and all(not p.listDataItems() for p in view.plots.values())
+
+
+def test_the_gradients_view_offers_a_llama_blocks_own_nodes(qtbot):
+    from explorer.ui.views.learn.gradients_view import GradientsView
+
+    alone = Alone(qtbot, "llama-tiny")
+    alone.run()
+    view = alone.view(GradientsView)
+    keys = [view.node_box.itemText(i) for i in range(view.node_box.count())]
+    assert keys[:2] == ["norm1", "att"] and "ff.silu" in keys and "drop1" not in keys
+    assert view.node_box.currentText() == "ff" and view.no_norms.text() == "No RMSNorms"
+    view.node_box.setCurrentText("ff.silu")
+    view.run_button.click()
+    qtbot.waitUntil(lambda: view.report is not None, timeout=60_000)
+    n = alone.session.model.config.n_layers
+    node = view.plots["node"].listDataItems()[0].getData()[1]
+    assert np.allclose(10 ** node, [view.report.runs[0].norms[f"trf_blocks.{i}.ff.silu"]
+                                    for i in range(n)], rtol=1e-5)
