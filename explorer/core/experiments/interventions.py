@@ -17,6 +17,7 @@ import json
 import math
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Callable
 
@@ -32,15 +33,31 @@ from ..gpt.tokenizer import tokenizer_of
 from ..base.outputs import atomic_output, check_output
 from ..base.validate import read_json
 
+class Change(str, Enum):
+    """What an intervention does to its node (its ``kind``, as written in a JSON file)."""
+
+    ZERO = "zero"
+    MEAN = "mean"
+    SCALE = "scale"
+    STEER = "steer"
+    PATCH = "patch"
+    HEADS = "heads"
+    NO_SHORTCUT = "no-shortcut"
+    ACTIVATION = "activation"
+
+    __str__ = str.__str__  # the word itself wherever it is written or formatted
+    __format__ = str.__format__
+
+
 KINDS = {
-    "zero": "set the node's output to 0",
-    "mean": "replace it by its mean over the prompt's tokens (mean-ablation)",
-    "scale": "multiply it by k",
-    "steer": "add k × (mean activation on prompt A − on prompt B) at every position",
-    "patch": "replace it by its value on another prompt, at the chosen positions",
-    "heads": "knock out attention heads (their share of the output before out_proj)",
-    "no-shortcut": "remove this add's shortcut: the add returns only its branch",
-    "activation": "swap the GELU (or SiLU) for relu or identity",
+    Change.ZERO: "set the node's output to 0",
+    Change.MEAN: "replace it by its mean over the prompt's tokens (mean-ablation)",
+    Change.SCALE: "multiply it by k",
+    Change.STEER: "add k × (mean activation on prompt A − on prompt B) at every position",
+    Change.PATCH: "replace it by its value on another prompt, at the chosen positions",
+    Change.HEADS: "knock out attention heads (their share of the output before out_proj)",
+    Change.NO_SHORTCUT: "remove this add's shortcut: the add returns only its branch",
+    Change.ACTIVATION: "swap the GELU (or SiLU) for relu or identity",
 }
 FUNCTIONS = ("relu", "identity")
 MAX_FILE_BYTES = 1 << 20
@@ -58,15 +75,20 @@ class Intervention:
     function: str | None = None  # "activation": relu | identity
     vector: tuple[float, ...] | None = None  # "steer": a vector given as it is
 
+    def __post_init__(self) -> None:
+        if isinstance(self.kind, str) and self.kind in KINDS:  # an unknown one: check() names it
+            object.__setattr__(self, "kind", Change(self.kind))
+
     def describe(self) -> str:
         at = "" if self.positions is None else f" at positions {list(self.positions)}"
-        what = {"zero": "zero", "mean": "mean-ablate", "scale": f"scale ×{self.k:g}",
-                "steer": (f"steer {self.k:g} × ({self.prompt!r} − {self.prompt_b!r})"
+        what = {Change.ZERO: "zero", Change.MEAN: "mean-ablate",
+                Change.SCALE: f"scale ×{self.k:g}",
+                Change.STEER: (f"steer {self.k:g} × ({self.prompt!r} − {self.prompt_b!r})"
                           if self.vector is None else f"steer {self.k:g} × a given vector"),
-                "patch": f"patch from {self.prompt!r}",
-                "heads": f"knock out heads {list(self.heads)}",
-                "no-shortcut": "remove the shortcut",
-                "activation": f"{activation_label(parse_hook(self.node)[1])} → {self.function}"}[self.kind]
+                Change.PATCH: f"patch from {self.prompt!r}",
+                Change.HEADS: f"knock out heads {list(self.heads)}",
+                Change.NO_SHORTCUT: "remove the shortcut",
+                Change.ACTIVATION: f"{activation_label(parse_hook(self.node)[1])} → {self.function}"}[self.kind]
         return f"{self.node}: {what}{at}"
 
     def to_dict(self) -> dict:
@@ -87,17 +109,17 @@ class Intervention:
         node = node_for_hook(self.node, order)
         if not isinstance(self.k, (int, float)) or isinstance(self.k, bool) or not math.isfinite(self.k):
             raise ValueError(f"{where}: k must be a finite number, got {self.k!r}")
-        if node.kind == Kind.PATTERN and self.kind not in ("zero", "scale"):
+        if node.kind == Kind.PATTERN and self.kind not in (Change.ZERO, Change.SCALE):
             raise ValueError(f"{where}: the attention pattern can be zeroed or scaled only")
-        if self.kind == "heads":
+        if self.kind == Change.HEADS:
             if parse_hook(self.node)[1] != ATTENTION:
                 raise ValueError(f"{where}: heads are knocked out at an attention node (….att)")
             if not self.heads or any(not isinstance(h, int) or isinstance(h, bool)  # true is not 1
                                      or not 0 <= h < cfg.n_heads for h in self.heads):
                 raise ValueError(f"{where}: heads must be numbers 0..{cfg.n_heads - 1}, got {list(self.heads)}")
-        if self.kind == "no-shortcut" and parse_hook(self.node)[1] not in residual_branches(order):
+        if self.kind == Change.NO_SHORTCUT and parse_hook(self.node)[1] not in residual_branches(order):
             raise ValueError(f"{where}: a shortcut is removed at a block's add (add1 or add2)")
-        if self.kind == "activation":
+        if self.kind == Change.ACTIVATION:
             at = role(order, "activation")
             if parse_hook(self.node)[1] != at:
                 raise ValueError(f"{where}: the activation is swapped at the "
@@ -108,27 +130,27 @@ class Intervention:
                 not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < cfg.context_length
                 for p in self.positions):
             raise ValueError(f"{where}: positions must be whole numbers 0..{cfg.context_length - 1}")
-        if self.kind == "patch" and not self.prompt:
+        if self.kind == Change.PATCH and not self.prompt:
             raise ValueError(f"{where}: a patch needs the prompt to patch from")
-        if self.kind == "steer" and self.vector is None and not (self.prompt and self.prompt_b):
+        if self.kind == Change.STEER and self.vector is None and not (self.prompt and self.prompt_b):
             raise ValueError(f"{where}: a steering vector needs two prompts (A and B) or a vector")
         if self.vector is not None and len(self.vector) != (width := node.shape(cfg, 1, 1)[-1]):
             raise ValueError(f"{where}: the steering vector has {len(self.vector)} values; "
                              f"this node has {width}")
 
 
-def allowed_kinds(node: str, order="pre") -> list[str]:
+def allowed_kinds(node: str, order="pre") -> list[Change]:
     """The kinds of intervention that fit a node of a block of this order."""
     key, kind = parse_hook(node)[1], node_for_hook(node, order).kind
-    if kind == "pattern":
-        return ["zero", "scale"]
-    kinds = ["zero", "mean", "scale", "steer", "patch"]
+    if kind == Kind.PATTERN:
+        return [Change.ZERO, Change.SCALE]
+    kinds = [Change.ZERO, Change.MEAN, Change.SCALE, Change.STEER, Change.PATCH]
     if key == ATTENTION:
-        kinds.append("heads")
+        kinds.append(Change.HEADS)
     if key in residual_branches(order) and parse_hook(node)[0] is not None:
-        kinds.append("no-shortcut")
+        kinds.append(Change.NO_SHORTCUT)
     if key == role(order, "activation"):
-        kinds.append("activation")
+        kinds.append(Change.ACTIVATION)
     return kinds
 
 
@@ -234,9 +256,9 @@ def resolve(model: GPTModel, interventions: list[Intervention], prompt_ids: list
     for spec in interventions:
         spec.check(model.cfg)
         r = Resolved(spec)
-        if spec.kind == "mean":
+        if spec.kind == Change.MEAN:
             r.tensor = _mean(activations(model, prompt_ids, [spec.node])[spec.node])
-        elif spec.kind == "steer":
+        elif spec.kind == Change.STEER:
             if spec.vector is not None:
                 r.tensor = torch.tensor(spec.vector, dtype=next(model.parameters()).dtype)
             else:
@@ -246,7 +268,7 @@ def resolve(model: GPTModel, interventions: list[Intervention], prompt_ids: list
             if r.tensor.numel() != width:
                 raise ValueError(f"intervention on {spec.node!r}: the steering vector has "
                                  f"{r.tensor.numel()} values; this node has {width}")
-        elif spec.kind == "patch":
+        elif spec.kind == Change.PATCH:
             r.tensor = activations(model, spec.prompt, [spec.node])[spec.node]
         out.append(r)
     return out
@@ -267,7 +289,7 @@ def _edit(r: Resolved, offset: _Offset):
             local = list(range(t))
         else:
             local = [p - start for p in spec.positions if start <= p < start + t]
-        if spec.kind == "activation":
+        if spec.kind == Change.ACTIVATION:
             x = inputs[0]
             return F.relu(x) if spec.function == "relu" else x
         if not local:
@@ -275,15 +297,15 @@ def _edit(r: Resolved, offset: _Offset):
         new = out.clone()
         index = torch.tensor(local, device=out.device)
         sel = new.index_select(-2, index)
-        if spec.kind == "zero":
+        if spec.kind == Change.ZERO:
             sel = torch.zeros_like(sel)
-        elif spec.kind == "scale":
+        elif spec.kind == Change.SCALE:
             sel = sel * spec.k
-        elif spec.kind == "mean":
+        elif spec.kind == Change.MEAN:
             sel = r.tensor.to(sel.dtype).expand_as(sel).clone()
-        elif spec.kind == "steer":
+        elif spec.kind == Change.STEER:
             sel = sel + spec.k * r.tensor.to(sel.device, sel.dtype)
-        elif spec.kind == "patch":
+        elif spec.kind == Change.PATCH:
             src = r.tensor.to(sel.device, sel.dtype)
             keep = [i for i, p in enumerate(local) if start + p < src.shape[-2]]
             if not keep:
@@ -331,12 +353,12 @@ def applied(model: GPTModel, resolved: list[Resolved]):
     forward, pre = [], []
     for r in resolved:
         spec = r.spec
-        if spec.kind == "heads":
+        if spec.kind == Change.HEADS:
             pre.append((f"{spec.node}.out_proj", _knock_heads(model.get_submodule(spec.node), spec.heads)))
-        elif spec.kind == "no-shortcut":
+        elif spec.kind == Change.NO_SHORTCUT:
             forward += shortcut_hooks(spec.node, order_of(model.cfg))
         else:
-            name = spec.node if spec.kind == "activation" else _where(model, spec.node)
+            name = spec.node if spec.kind == Change.ACTIVATION else _where(model, spec.node)
             forward.append((name, _edit(r, offset)))
     with hooks(model, forward, pre, pre_kwargs=[("", track)] if resolved else []):
         yield

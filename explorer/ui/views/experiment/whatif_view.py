@@ -14,16 +14,17 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDoubleS
                                QListWidget, QPushButton, QSpinBox, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from ....core.experiments.interventions import (FUNCTIONS, KINDS, Intervention, allowed_kinds,
+from ....core.experiments.interventions import (FUNCTIONS, KINDS, Change, Intervention, allowed_kinds,
                                                load_file, resolve, save_file)
 from ....core.experiments.whatif import Comparison, compare
+from ....core.gpt.nodes import order_of
 from ...widgets.job_controls import JobControls
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
 from ...base.view import ViewHooks
 
-FIELDS = {"scale": ("k",), "steer": ("k", "prompt", "prompt_b"), "patch": ("prompt",),
-          "heads": ("heads",), "activation": ("function",)}
+FIELDS = {Change.SCALE: ("k",), Change.STEER: ("k", "prompt", "prompt_b"),
+          Change.PATCH: ("prompt",), Change.HEADS: ("heads",), Change.ACTIVATION: ("function",)}
 COLUMNS = ("clean", "changed", "KL", "candidates: clean → changed probability")
 
 
@@ -142,8 +143,9 @@ class WhatIfView(ViewHooks, QWidget):
         current = self.kind.currentText()
         self.kind.blockSignals(True)
         self.kind.clear()
-        for kind in allowed_kinds(name):
-            self.kind.addItem(kind)
+        info = self.session.model
+        for kind in allowed_kinds(name, order_of(info.config) if info is not None else "pre"):
+            self.kind.addItem(kind.value)
             self.kind.setItemData(self.kind.count() - 1, KINDS[kind], Qt.ToolTipRole)
         self.kind.setCurrentText(current)
         self.kind.blockSignals(False)
@@ -154,17 +156,18 @@ class WhatIfView(ViewHooks, QWidget):
         for name, widget in (("k", self.k), ("heads", self.heads), ("prompt", self.prompt_a),
                              ("prompt_b", self.prompt_b), ("function", self.function)):
             widget.setVisible(name in shown)
-        self.positions.setVisible(self.kind.currentText() not in ("heads", "no-shortcut", "activation"))
+        self.positions.setVisible(self.kind.currentText() not in (Change.HEADS, Change.NO_SHORTCUT,
+                                                                  Change.ACTIVATION))
 
     def build(self) -> Intervention:
         kind = self.kind.currentText()
         return Intervention(
-            kind, self.session.node, k=self.k.value() if kind in ("scale", "steer") else 1.0,
-            heads=numbers(self.heads.text(), "heads") or () if kind == "heads" else (),
+            kind, self.session.node, k=self.k.value() if kind in (Change.SCALE, Change.STEER) else 1.0,
+            heads=numbers(self.heads.text(), "heads") or () if kind == Change.HEADS else (),
             positions=numbers(self.positions.text(), "positions") if self.positions.isVisible() else None,
-            prompt=self.prompt_a.text() or None if kind in ("patch", "steer") else None,
-            prompt_b=self.prompt_b.text() or None if kind == "steer" else None,
-            function=self.function.currentText() if kind == "activation" else None)
+            prompt=self.prompt_a.text() or None if kind in (Change.PATCH, Change.STEER) else None,
+            prompt_b=self.prompt_b.text() or None if kind == Change.STEER else None,
+            function=self.function.currentText() if kind == Change.ACTIVATION else None)
 
     def add(self) -> bool:
         info = self.session.model

@@ -151,3 +151,31 @@ def test_interventions_that_do_not_fit_a_new_model_are_dropped_with_a_word(qtbot
     words = window.view("whatif").message.text()
     assert "trf_blocks.1.att: zero" in words and "knock out heads [3]" in words
     assert "steer 2 × a given vector" in words  # 32 values for a 16-wide model: dropped too
+
+
+def test_a_llama_blocks_nodes_offer_their_own_interventions(qtbot):
+    """On a Llama block the activation is SiLU (ff.silu), the adds have shortcuts and
+    attention has heads; the list asks the model's own block, and an intervention added
+    there runs."""
+    from explorer.ui.views.experiment.whatif_view import WhatIfView
+    from tests.ui.alone import Alone
+
+    alone = Alone(qtbot, "llama-tiny")
+    alone.run()
+    view = alone.view(WhatIfView)
+
+    def offered(node):
+        alone.session.set_node(node)
+        alone.settle()
+        return [view.kind.itemText(i) for i in range(view.kind.count())]
+
+    assert offered("trf_blocks.0.ff.silu") == ["zero", "mean", "scale", "steer", "patch", "activation"]
+    assert "no-shortcut" in offered("trf_blocks.1.add2")
+    assert offered("trf_blocks.0.att") == ["zero", "mean", "scale", "steer", "patch", "heads"]
+    alone.session.set_node("trf_blocks.0.ff.silu")
+    alone.settle()
+    view.kind.setCurrentText("activation")
+    view.function.setCurrentText("identity")
+    spec = view.build()
+    assert (spec.kind, spec.node, spec.function) == ("activation", "trf_blocks.0.ff.silu", "identity")
+    assert spec.describe() == "trf_blocks.0.ff.silu: SiLU → identity"
