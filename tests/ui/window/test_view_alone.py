@@ -45,3 +45,28 @@ def test_the_command_renders_one_view(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         main(["view", "nope", "--preset", "tiny"])
     assert refused.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("key", [v.key for v in VIEWS])
+def test_every_view_follows_every_node_of_a_qwen3_block(qtbot, key):
+    """Each view alone on the Qwen3 block (RMSNorm, RoPE, q/k norms, GQA, SwiGLU), every
+    node of its first block (attention's steps too) and the model's own selected in turn:
+    no error, no warning."""
+    from explorer.core.gpt.nodes import all_hook_names, layer_of
+
+    window = ViewWindow(key, ModelSpec(preset="qwen3-tiny"), "Every effort moves", max_new_tokens=1)
+    said = []
+    window.warn = lambda parent, title, text: said.append(text)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.prompt is not None and not window.running,
+                    timeout=60_000)
+    names = [n for n in all_hook_names(window.session.model.config, inside=True)
+             if layer_of(n) in (None, 0)]
+    assert {"trf_blocks.0.ff.silu", "trf_blocks.0.norm2", "trf_blocks.0.att.k_norm",
+            "trf_blocks.0.att.keys_rope", "trf_blocks.0.att.values_repeated"} <= set(names)
+    for name in names:
+        window.session.set_node(name)
+        settle(qtbot, window)
+        assert window.session.node == name
+    assert said == []
