@@ -273,6 +273,29 @@ def test_gradients_on_a_llama_block_takes_its_own_nodes(capsys):
     assert code == 2 and "--node takes a node of this model's block" in err and "ff.silu" in err
 
 
+def test_the_commands_run_a_qwen3_block(capsys):
+    """info, generate, inspect, attribute, heads (with the battery) and diff on a Qwen3
+    block, whose heads are 16 wide though its width is 32."""
+    code, out, _ = run(capsys, "info", "--preset", "qwen3-tiny")
+    assert code == 0 and "4 heads (2 key/value)" in out and "Llama block" in out
+    code, out, err = run(capsys, "generate", "Every effort", "--max-new-tokens", "3",
+                         "--preset", "qwen3-tiny")
+    assert code == 0 and out.startswith("Every effort") and "3 tokens in" in err
+    code, out, _ = run(capsys, "inspect", "Every effort", "--layer", "0", "--preset", "qwen3-tiny")
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith("trf_blocks.0.")]
+    assert code == 0 and rows[:2] == ["trf_blocks.0.norm1", "trf_blocks.0.att"]
+    assert rows[-4:] == ["trf_blocks.0.ff.product", "trf_blocks.0.ff.fc3", "trf_blocks.0.ff",
+                         "trf_blocks.0.add2"]
+    code, out, _ = run(capsys, "attribute", "Every effort moves you", "--preset", "qwen3-tiny")
+    assert code == 0 and "RMSNorm takes no mean out" in out
+    code, out, _ = run(capsys, "heads", "The cat sat on the mat. The cat", "--induction",
+                       "--preset", "qwen3-tiny")
+    assert code == 0 and "strongest induction: block" in out
+    code, out, _ = run(capsys, "diff", "Every effort", "--a", "preset:qwen3-tiny",
+                       "--b", "mutation:no-shortcut")
+    assert code == 0 and "first divergence: trf_blocks.0.add1" in out
+
+
 def test_diff_runs_the_seeds_batch_and_names_a_shape_mismatch(capsys):
     code, out, _ = run(capsys, "diff", "Every effort moves", "Every day holds", "--a", "preset:tiny",
                        "--b", "mutation:ff-1024")

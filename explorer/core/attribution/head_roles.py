@@ -162,7 +162,7 @@ def copying_scores(model: GPTModel, ids: np.ndarray, contexts: dict, final_input
     induction head should attend to, above the vocabulary's mean, averaged over the
     second copy's positions."""
     cfg = model.cfg
-    heads, head_dim = cfg.n_heads, cfg.emb_dim // cfg.n_heads
+    heads, head_dim = cfg.n_heads, cfg.head_dim
     norm = model.get_submodule(FINAL_NORM)
     gamma = norm.scale.detach().double().cpu().numpy()
     unembed = model.get_parameter(f"{LOGITS}.weight").detach()
@@ -170,14 +170,18 @@ def copying_scores(model: GPTModel, ids: np.ndarray, contexts: dict, final_input
     positions = np.arange(length, 2 * length - 1)
     targets = ids[:, positions - length + 1]  # (B, P): the tokens that followed
     rows = unembed[torch.as_tensor(targets).to(unembed.device)].double().cpu().numpy()
-    sigma = np.sqrt(final_input[:, positions].var(-1) + norm.eps)  # (B, P)
+    x = final_input[:, positions]
     directions = (rows - mean) * gamma  # (B, P, C)
-    directions -= directions.mean(-1, keepdims=True)
+    if cfg.llama:  # RMSNorm: divided by the root mean square, nothing taken out
+        sigma = np.sqrt((x ** 2).mean(-1) + norm.eps)  # (B, P)
+    else:  # LayerNorm: the mean taken out (of the direction, as of the input), σ
+        sigma = np.sqrt(x.var(-1) + norm.eps)
+        directions -= directions.mean(-1, keepdims=True)
     directions /= sigma[..., None]
     out = np.zeros((cfg.n_layers, heads))
     for layer in range(cfg.n_layers):
         w_o = model.get_parameter(f"{block_hook_name(layer, HEADS_MIX)}.weight").detach()
-        w_o = w_o.double().cpu().numpy().reshape(cfg.emb_dim, heads, head_dim)
+        w_o = w_o.double().cpu().numpy().reshape(w_o.shape[0], heads, head_dim)
         ctx = contexts[layer][:, positions].reshape(*targets.shape, heads, head_dim)
         per_head = np.einsum("bphd,chd->bphc", ctx, w_o)  # each head's output
         out[layer] = np.einsum("bphc,bpc->h", per_head, directions) / targets.size

@@ -212,3 +212,40 @@ def test_the_contribution_graph_finds_the_hand_built_heads_edges():
     assert ("head", 0, 0, 4, 5) in {e[:5] for e in edges}
     assert all(e[5] > 0.2 for e in edges)
     assert graph.ff[0].max() < 1e-9 and graph.ff[1].max() > 0.01  # block 2 has its neuron
+
+
+@pytest.mark.parametrize("name", ["llama-tiny", "qwen3-tiny"])
+def test_copying_scores_on_a_llama_block_go_through_rmsnorm(name):
+    """Each head's direct part of the next copy's logit above the vocabulary's mean,
+    through the final RMSNorm held fixed (no mean taken out); Qwen3's heads are 16 wide
+    though 4 × 16 is not its width of 32. Computed here head by head with torch."""
+    from explorer.core.attribution.head_roles import copying_scores
+    from explorer.core.gpt.hooks import hooks
+
+    model = build_model(preset(name), seed=2).eval()
+    cfg, length, hd = model.cfg, 6, model.cfg.head_dim
+    first = torch.randint(0, cfg.vocab_size, (1, length), generator=torch.Generator().manual_seed(0))
+    ids = torch.cat([first, first], 1)
+    contexts, finals = {}, []
+    pre = [(f"trf_blocks.{i}.att.out_proj",
+            lambda m, a, i=i: contexts.__setitem__(i, a[0].detach().double().numpy()))
+           for i in range(cfg.n_layers)]
+    pre.append(("final_norm", lambda m, a: finals.append(a[0].detach().double())))
+    with torch.no_grad(), hooks(model, pre=pre):
+        model(ids)
+    got = copying_scores(model, ids.numpy(), contexts, finals[0].numpy(), length)
+    assert got.shape == (cfg.n_layers, cfg.n_heads) and np.isfinite(got).all()
+    unembed = model.out_head.weight.detach().double()
+    gamma = model.final_norm.scale.detach().double()
+    x = finals[0][0]  # (T, C)
+    rms = torch.sqrt((x ** 2).mean(-1) + model.final_norm.eps)
+    for layer in range(cfg.n_layers):
+        w_o = model.trf_blocks[layer].att.out_proj.weight.detach().double()
+        for h in range(cfg.n_heads):
+            total = 0.0
+            for p in range(length, 2 * length - 1):
+                target = int(ids[0, p - length + 1])
+                out = torch.from_numpy(contexts[layer][0, p, h * hd:(h + 1) * hd]) @ w_o[:, h * hd:(h + 1) * hd].T
+                direction = (unembed[target] - unembed.mean(0)) * gamma / rms[p]
+                total += float(direction @ out)
+            assert got[layer, h] == pytest.approx(total / (length - 1), rel=1e-9, abs=1e-12)
