@@ -85,15 +85,30 @@ def sizes(cfg: GPTConfig) -> Sizes:
     head = count_parameters(untied_cfg).head
     per_block = {"attention": counts.attention // cfg.n_layers,
                  "feed_forward": counts.feed_forward // cfg.n_layers,
-                 "norms": 4 * cfg.emb_dim}
+                 "norms": (counts.norms - counts.norms // (2 * cfg.n_layers + 1)) // cfg.n_layers}
+    head_row = Row("output head (out_head)" + (": tied, counted in tok_emb" if cfg.tie_weights
+                                               else ""), counts.head if not cfg.tie_weights else 0,
+                   None)
+    if cfg.llama:  # no position embedding: RoPE rotates queries and keys inside attention
+        rows = (
+            Row("token embedding (tok_emb)", counts.embeddings, None),
+            Row("attention (W_query, W_key, W_value, out_proj"
+                + (", q_norm, k_norm)" if cfg.qk_norm else ")"), counts.attention,
+                per_block["attention"]),
+            Row("feed-forward (ff.fc1, ff.fc2, ff.fc3)", counts.feed_forward,
+                per_block["feed_forward"]),
+            Row("RMSNorms (norm1, norm2, final_norm)", counts.norms, per_block["norms"]),
+            head_row,
+        )
+        tied = count_parameters(cfg.replace(tie_weights=True)).total
+        return Sizes(cfg, rows, tied, tied + head, None)
     rows = (
         Row("token embedding (tok_emb)", cfg.vocab_size * cfg.emb_dim, None),
         Row("position embedding (pos_emb)", cfg.context_length * cfg.emb_dim, None),
         Row("attention (W_query, W_key, W_value, out_proj)", counts.attention, per_block["attention"]),
         Row("feed-forward (ff.layers.0, ff.layers.2)", counts.feed_forward, per_block["feed_forward"]),
         Row("layer norms (norm1, norm2, final_norm)", counts.norms, per_block["norms"]),
-        Row("output head (out_head)" + (": tied, counted in tok_emb" if cfg.tie_weights else ""),
-            counts.head if not cfg.tie_weights else 0, None),
+        head_row,
     )
     # the sizes that set the count: a Post-LN gpt2-small has gpt2-small's parameters
     shape = {k: v for k, v in cfg.to_dict().items()
@@ -108,18 +123,20 @@ def sizes(cfg: GPTConfig) -> Sizes:
 class FeedForwardCost:
     factor: int  # hidden width = factor × emb_dim
     hidden: int
-    parameters: int  # per block: both Linears' weights and biases
-    multiply_adds: int  # per token and block: emb × hidden twice
+    parameters: int  # per block: the Linears' weights (and GPT-2's biases)
+    multiply_adds: int  # per token and block: emb × hidden for each matrix
     model_parameters: int  # the whole model (tied head) with this width
 
 
 def feed_forward_cost(cfg: GPTConfig, factor: int) -> FeedForwardCost:
     """What the feed-forward's width costs (the book's 4 * emb_dim is a choice: capacity
-    against parameters and compute): per block and token, and the whole model's count."""
+    against parameters and compute): per block and token, and the whole model's count.
+    A Llama block's SwiGLU has three matrices (fc1, fc2, fc3) and no biases."""
     if factor < 1:
         raise ValueError("the width factor must be at least 1")
     hidden = factor * cfg.emb_dim
-    per_block = 2 * cfg.emb_dim * hidden + hidden + cfg.emb_dim
+    matrices = 3 if cfg.llama else 2
+    per_block = matrices * cfg.emb_dim * hidden + (0 if cfg.llama else hidden + cfg.emb_dim)
     now = count_parameters(cfg.replace(tie_weights=True))
     total = now.total - now.feed_forward + per_block * cfg.n_layers
-    return FeedForwardCost(factor, hidden, per_block, 2 * cfg.emb_dim * hidden, total)
+    return FeedForwardCost(factor, hidden, per_block, matrices * cfg.emb_dim * hidden, total)

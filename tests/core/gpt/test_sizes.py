@@ -8,9 +8,10 @@ from explorer.core.gpt.model import build_model
 from explorer.core.gpt.sizes import sizes
 
 
+@pytest.mark.parametrize("name", ["tiny", "llama-tiny", "qwen3-tiny"])
 @pytest.mark.parametrize("tie", [True, False])
-def test_the_counts_are_the_built_models(tie):
-    cfg = preset("tiny", tie_weights=tie)
+def test_the_counts_are_the_built_models(tie, name):
+    cfg = preset(name, tie_weights=tie)
     model = build_model(cfg)
     unique = sum(p.numel() for p in model.parameters())  # a shared weight counted once
     s = sizes(cfg)
@@ -20,8 +21,12 @@ def test_the_counts_are_the_built_models(tie):
     assert tok["token embedding"] == model.tok_emb.weight.numel()
     att = sum(p.numel() for n, p in model.named_parameters() if ".att." in n)
     ff = sum(p.numel() for n, p in model.named_parameters() if ".ff." in n)
-    assert s.rows[2].count == att and s.rows[3].count == ff
-    assert s.rows[2].per_block * cfg.n_layers == att
+    rows = {r.component.split(" (")[0]: r for r in s.rows}
+    assert rows["attention"].count == att and rows["feed-forward"].count == ff
+    assert rows["attention"].per_block * cfg.n_layers == att
+    assert ("position embedding" in rows) != cfg.llama  # RoPE: no table of positions
+    norms = sum(p.numel() for n, p in model.named_parameters() if n.startswith("trf_blocks.0.norm"))
+    assert rows["RMSNorms" if cfg.llama else "layer norms"].per_block == norms
 
 
 def test_gpt2_sizes_and_the_books_figures():
@@ -70,6 +75,11 @@ def test_the_feed_forward_width_is_a_choice_with_a_cost():
     built = build_model(preset("tiny"))
     assert feed_forward_cost(built.cfg, 4).parameters == sum(
         p.numel() for n, p in built.named_parameters() if n.startswith("trf_blocks.0.ff."))
+    llama = build_model(preset("llama-tiny", ff_dim=2 * 32))  # SwiGLU: three matrices, no bias
+    two = feed_forward_cost(llama.cfg, 2)
+    assert two.parameters == 3 * 32 * 64 == sum(
+        p.numel() for n, p in llama.named_parameters() if n.startswith("trf_blocks.0.ff."))
+    assert two.model_parameters == sizes(llama.cfg).tied
 
 
 def test_the_head_note_says_which_head_this_model_has():
