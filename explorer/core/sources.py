@@ -201,12 +201,14 @@ class ModelInfo:
                    notices=tuple(loaded.notices), spec=spec, tokenizer=loaded.tokenizer)
 
     @classmethod
-    def of_record(cls, label: str, config: GPTConfig, spec: ModelSpec) -> "ModelInfo":
+    def of_record(cls, label: str, config: GPTConfig, spec: ModelSpec,
+                  tokenizer: Tokenizer | None = None) -> "ModelInfo":
         """The model of a saved run opened read-only: drawn with its own blocks and
-        widths, computed by nothing (its weights are not here)."""
+        widths, computed by nothing (its weights are not here); ``tokenizer`` shows the
+        run's tokens (a vocabulary of its own, as saved)."""
         return cls(label=f"{label} (saved run, read-only)", size=describe_size(config),
                    config=config, trained=True, device="not loaded", dtype="saved statistics",
-                   notices=(), spec=spec, record=True)
+                   notices=(), spec=spec, record=True, tokenizer=tokenizer or gpt2_tokenizer())
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from ..base.validate import parse_json, regular_file
 from ..experiments.interventions import MAX_INTERVENTIONS
 from ..experiments.interventions import from_dict as intervention_from_dict
 from ..gpt.config import GPT2_VOCAB, LIMITS, GPTConfig
-from ..gpt.nodes import all_hook_names, layer_of, node_for_hook
-from ..gpt.tokenizer import token_piece
+from ..gpt.nodes import all_hook_names, layer_of, node_for_hook, order_of
+from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
 from ..run.capture import NodeView
 from ..run.generation import RUN_STEPS, GenerationSettings
 from ..run.passes import Pass
@@ -55,6 +55,8 @@ class SavedRun:
     interventions_on: bool = True
     config: GPTConfig | None = None  # the saved model's, read back (None when not saved)
     notice: str = ""  # what the reader could not check (an older file without a checksum)
+    # the model's tokenizer when written; read back, the pieces of the ids the run holds
+    tokenizer: Tokenizer = field(default_factory=gpt2_tokenizer, repr=False)
 
     @property
     def tokens(self) -> list[int]:
@@ -98,6 +100,8 @@ def save_run(path: str | os.PathLike, run: SavedRun, tensor_bytes: int = 0) -> P
             "model": run.model, "settings": asdict(run.settings),
             "interventions": run.interventions, "interventions_on": run.interventions_on,
             "passes": passes}
+    if run.tokenizer is not gpt2_tokenizer():  # a vocabulary of its own: its pieces kept
+        meta["token_bytes"] = _token_bytes(run)
     from safetensors.torch import save_file
 
     with atomic_output(path) as tmp:
@@ -106,6 +110,56 @@ def save_run(path: str | os.PathLike, run: SavedRun, tensor_bytes: int = 0) -> P
                             CHECKSUM: PLACEHOLDER})
         seal(Path(tmp))
     return Path(path)
+
+
+def _token_bytes(run: SavedRun) -> dict[str, str]:
+    """What each token id the run holds stands for (hex of its bytes), by the model's own
+    tokenizer: read back without that tokenizer, the run still shows its text."""
+    ids = set(run.prompt_ids)
+    for p in run.passes:
+        ids.update(p.ids)
+        ids.update(p.top_ids)
+        if p.token_id is not None:
+            ids.add(p.token_id)
+    return {str(i): run.tokenizer.token_bytes(i).hex() for i in sorted(ids)}
+
+
+class RecordedTokenizer(Tokenizer):
+    """A saved run's tokenizer, for showing it: the bytes of the ids the run holds (its
+    model's own vocabulary was saved with it); it reads no text."""
+
+    name = "the saved run's"
+    eot_id = None
+
+    def __init__(self, pieces: dict[int, bytes], vocab_size: int) -> None:
+        self.pieces, self.vocab_size = pieces, vocab_size
+
+    def encode(self, text: str, allow_special: bool = True) -> list[int]:
+        raise ValueError("a saved run's model is not loaded: its tokenizer reads no text")
+
+    def decode(self, ids: list[int]) -> str:
+        return b"".join(self.pieces.get(int(i), b"") for i in ids).decode("utf-8", "replace")
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self.pieces[int(token_id)]
+
+    def ready(self) -> bool:
+        return True
+
+    def load(self) -> None:
+        pass
+
+
+def _recorded(value, vocab: int) -> RecordedTokenizer:
+    """``token_bytes`` of a run file: {"id": "hex of its bytes"}, ids below ``vocab``."""
+    if not isinstance(value, dict) or len(value) > MAX_IDS:
+        raise TypeError("token_bytes must be an object of token ids and their bytes in hex")
+    pieces = {}
+    for key, text in value.items():
+        if not key.isdigit() or not int(key) < vocab or not isinstance(text, str) or len(text) > 256:
+            raise TypeError("token_bytes must map token ids below the vocabulary to hex bytes")
+        pieces[int(key)] = bytes.fromhex(text)
+    return RecordedTokenizer(pieces, vocab)
 
 
 # ---------------------------------------------------------------------- reading
@@ -154,12 +208,14 @@ def _ids(value, what: str, limit: int = MAX_IDS, below: int = 2**31) -> list[int
     return value
 
 
-def _vocabulary(model: dict) -> int:
+def _vocabulary(model: dict, own: bool = False) -> int:
     """The saved model's vocabulary size: GPT-2's 50,257 when the file does not say; a
-    padded one may be larger (its logits are that long, its token ids GPT-2's)."""
+    padded one may be larger (its logits are that long, its token ids GPT-2's). A model
+    with a tokenizer of its own (``own``) may have fewer."""
     size, most = (model.get("config") or {}).get("vocab_size", GPT2_VOCAB), LIMITS["vocab_size"]
-    if not isinstance(size, int) or isinstance(size, bool) or not GPT2_VOCAB <= size <= most:
-        raise TypeError(f"the model's vocab_size must be {GPT2_VOCAB:,} to {most:,}")
+    least = 1 if own else GPT2_VOCAB
+    if not isinstance(size, int) or isinstance(size, bool) or not least <= size <= most:
+        raise TypeError(f"the model's vocab_size must be {least:,} to {most:,}")
     return size
 
 
@@ -186,13 +242,19 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
     norm = (model.get("config") or {}).get("norm_position", "pre")
     if norm not in ("pre", "post"):
         raise TypeError("the model's norm position must be pre or post")
-    vocab = _vocabulary(model)
+    own = "token_bytes" in run  # a vocabulary of its own, not GPT-2's
+    vocab = _vocabulary(model, own)
     cfg = _config(path, model)
+    if cfg is not None:
+        norm = order_of(cfg)  # its own block's nodes (a Llama block's, say)
+    tokenizer = _recorded(run["token_bytes"], vocab) if own else gpt2_tokenizer()
+    below = vocab if own else GPT2_VOCAB  # the ids the tokenizer has
     steps = [d.get("step", "") if isinstance(d, dict) else "" for d in run["passes"]]
     if steps != [None, *range(len(steps) - 1)]:  # the prompt's pass, then steps 0, 1, …
         raise RunFileError(path, "its passes are not the prompt's then steps 0, 1, 2, … in "
                                  "order")
-    passes = [_pass(path, i, d, tensors, norm, vocab, cfg) for i, d in enumerate(run["passes"])]
+    passes = [_pass(path, i, d, tensors, norm, vocab, cfg, tokenizer, below)
+              for i, d in enumerate(run["passes"])]
     if cfg is not None:  # every node one of this model's (block 40 of a 2-block model: no)
         known = set(all_hook_names(cfg, inside=True))  # opened attention is saved too
         for i, p in enumerate(passes):
@@ -203,8 +265,9 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
     interventions, on = _interventions(path, run, cfg)
     if not isinstance(run["prompt"], str):
         raise TypeError("the prompt must be text")
-    prompt_ids = _ids(run["prompt_ids"], "prompt_ids", below=GPT2_VOCAB)
-    return SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on, cfg)
+    prompt_ids = _ids(run["prompt_ids"], "prompt_ids", below=below)
+    return SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on, cfg,
+                    tokenizer=tokenizer)
 
 
 def _config(path: Path, model: dict) -> GPTConfig | None:
@@ -239,17 +302,19 @@ def _interventions(path: Path, run: dict, cfg: GPTConfig | None) -> tuple[list[d
 
 
 def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
-          cfg: GPTConfig | None = None) -> Pass:
+          cfg: GPTConfig | None = None, tokenizer: Tokenizer | None = None,
+          below: int = GPT2_VOCAB) -> Pass:
+    tokenizer = tokenizer or gpt2_tokenizer()
     if not isinstance(d, dict) or not isinstance(d.get("nodes"), list) or len(d["nodes"]) > MAX_NODES:
         raise TypeError(f"pass {i} must be an object with at most {MAX_NODES:,} nodes")
     step = d["step"]
     if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
         raise TypeError(f"pass {i}'s step must be a whole number or null")
-    ids = _ids(d["ids"], "ids", below=GPT2_VOCAB)
+    ids = _ids(d["ids"], "ids", below=below)
     if step is None and cfg is not None and len(ids) > cfg.context_length:
         raise RunFileError(path, f"its prompt pass has {len(ids):,} tokens; the saved model "
                                  f"reads at most {cfg.context_length:,}")
-    top_ids = _ids(d["top_ids"], "top_ids", 1000, below=GPT2_VOCAB)
+    top_ids = _ids(d["top_ids"], "top_ids", 1000, below=below)
     top_probs = d["top_probs"]
     if not isinstance(top_probs, list) or len(top_probs) != len(top_ids) or not all(
             isinstance(x, float) and 0.0 <= x <= 1.0 for x in top_probs) or sum(top_probs) > 1.001:
@@ -286,16 +351,16 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
         raise RunFileError(path, f"p{i}.logits must be a float32 vector of {vocab:,} logits")
     token = d["token_id"]
     if token is not None and (not isinstance(token, int) or isinstance(token, bool)
-                              or not 0 <= token < GPT2_VOCAB):
-        raise TypeError(f"pass {i}'s token must be a token id below {GPT2_VOCAB:,}")
+                              or not 0 <= token < below):
+        raise TypeError(f"pass {i}'s token must be a token id below {below:,}")
     prob = d["prob"]
     if prob is not None and (not isinstance(prob, float) or not 0.0 <= prob <= 1.0):
         raise TypeError(f"pass {i}'s prob must be a probability or null")
-    return Pass(ids=ids, pieces=[token_piece(t) for t in ids] if step is None else [],
+    return Pass(ids=ids, pieces=[tokenizer.token_piece(t) for t in ids] if step is None else [],
                 views=views, step=step, token_id=token,
                 prob=float(prob) if isinstance(prob, (int, float)) else None,
                 top_ids=tuple(top_ids), top_probs=tuple(top_probs),
-                top_pieces=tuple(token_piece(t) for t in top_ids),
+                top_pieces=tuple(tokenizer.token_piece(t) for t in top_ids),
                 next_logits=None if logits is None else logits.numpy())
 
 
@@ -314,7 +379,7 @@ def replay_difference(saved: SavedRun, replayed: list) -> str | None:
             return f"step {was.step}: token {now.token_id} replayed, {was.token_id} saved"
         if was.prob is not None and now.prob is not None and \
                 abs(was.prob - now.prob) > REPLAY_TOLERANCE * max(was.prob, now.prob, 1e-12):
-            return (f"step {was.step}: the token {token_piece(was.token_id)!r} had probability "
+            return (f"step {was.step}: the token {saved.tokenizer.token_piece(was.token_id)!r} had probability "
                     f"{was.prob:.4g} in the run, {now.prob:.4g} now — not the same model, "
                     "settings or interventions")
     return None

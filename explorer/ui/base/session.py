@@ -118,6 +118,12 @@ class Session(QObject):
         """The shown model's tokenizer (GPT-2's before a model is loaded)."""
         return self.model.tokenizer if self.model is not None else gpt2_tokenizer()
 
+    @property
+    def input_tokenizer(self):
+        """The tokenizer of the model a typed prompt runs on: the loaded one's, also while
+        a saved run of another model is shown read-only."""
+        return self.loaded.tokenizer if self.loaded is not None else self.tokenizer
+
     def caught_up(self) -> bool:
         """Every view has redrawn the latest pass and the engine has been told so."""
         return self._turns.pending() == 0 and not self._probe.isActive()

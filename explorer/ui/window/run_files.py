@@ -69,14 +69,14 @@ class RunFiles:
         settings = dataclasses.replace(w.prompt.settings(),
                                        max_new_tokens=max(1, len(session.steps)))
         interventions = [i.to_dict() for i in session.interventions]
-        prompt = w.prompt.text()
+        prompt, tokenizer = w.prompt.text(), session.tokenizer
 
         def job(ctx):
             model = {"label": info.label, "source": dataclasses.asdict(info.spec),
                      "sha256": weights_sha256(ctx.model),
                      "config": dataclasses.asdict(info.config)}
             run = SavedRun(prompt, list(session.prompt.ids), model, settings, passes,
-                           interventions, session.interventions_on)
+                           interventions, session.interventions_on, tokenizer=tokenizer)
             return save_run(path, run, budget)
 
         w.engine.submit(job, "save run",
@@ -129,7 +129,7 @@ class RunFiles:
             except ValueError:  # a file from another machine: where it came from is unknown
                 spec = ModelSpec()
             label = str(saved.model.get("label") or "a saved model")[:80]
-            session.set_model(ModelInfo.of_record(label, config, spec))
+            session.set_model(ModelInfo.of_record(label, config, spec, saved.tokenizer))
         session.show_record(saved.passes)
 
     def _run_ended(self, busy: bool) -> None:

@@ -73,7 +73,7 @@ class ViewWindow(QMainWindow):
     def run_prompt(self, prompt: str = "") -> None:
         """The prompt (this window's unless one is given), its pass and its steps."""
         self.prompt = prompt or self.prompt
-        self.runs.start(self.session.tokenizer.encode(self.prompt), self.settings)
+        self.runs.start(self.session.input_tokenizer.encode(self.prompt), self.settings)
 
     def closeEvent(self, event) -> None:  # noqa: N802
         wait = self.close_wait_s

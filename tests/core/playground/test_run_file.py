@@ -132,6 +132,9 @@ def rewrite(path, change):
     (lambda r, h: r["passes"][1]["nodes"][0].__setitem__(1, [1, 4, 32]), "the saved model gives (1, 1, 32)"),
     (lambda r, h: r["model"]["config"].update(context_length=3), "the saved model reads at most 3"),
     (lambda r, h: h["__metadata__"].update(extra="1"), "its header names 'extra'"),
+    (lambda r, h: r.update(token_bytes={"70000": "41"}), "token ids below the vocabulary"),
+    (lambda r, h: r.update(token_bytes={"5": "zz"}), "damaged: ValueError"),
+    (lambda r, h: r.update(token_bytes=[1]), "token_bytes must be an object"),
 ])
 def test_a_tampered_run_file_is_refused_in_one_line(model, tmp_path, change, words):
     path = save_run(tmp_path / "run.gbx", make_run(model, 1))
@@ -322,3 +325,42 @@ def test_a_genuine_run_reopens_token_for_token(model, tmp_path, greedy, tensor_b
     prompt_then_generate(model, ids, back.settings, again.append, keep=EVERYTHING,
                          forced=back.tokens)
     assert replay_difference(back, [p for p in again if hasattr(p, "views")]) is None
+
+
+def test_a_qwen3_run_with_its_own_vocabulary_reads_back_with_its_block_and_its_pieces(tmp_path):
+    """A Qwen3 block with a tokenizer of its own (320 tokens): the file keeps the bytes of
+    the ids it holds, so it reads back with the block's own nodes and its own pieces,
+    without the tokenizer; an id beyond its vocabulary is refused."""
+    from explorer.core.weights.tokenizers_files import tokenizer_for
+    from tests.llama_folder import write_tokenizer
+
+    write_tokenizer(tmp_path, 320)
+    cfg = preset("qwen3-tiny", vocab_size=320)
+    model = build_model(cfg, seed=1)
+    model.tokenizer = tok = tokenizer_for(tmp_path, cfg)
+    ids = tok.encode("Every effort moves you, and the picture")
+    assert max(ids) < 320 and ids != encode("Every effort moves you, and the picture")
+    s = GenerationSettings(max_new_tokens=3, stop_at_eot=False)
+    passes = []
+    prompt_then_generate(model, ids, s, passes.append, keep=EVERYTHING)
+    passes = [p for p in passes if hasattr(p, "views")]
+    run = SavedRun("Every effort moves you, and the picture", ids,
+                   {"label": "qwen3", "source": {"preset": "qwen3-tiny"},
+                    "sha256": weights_sha256(model), "config": dataclasses.asdict(cfg)},
+                   s, passes, tokenizer=tok)
+    back = read_run(save_run(tmp_path / "run.gbrun", run))
+    assert back.config.family == "llama" and back.config.qk_norm
+    assert "trf_blocks.0.ff.silu" in back.passes[0].views
+    assert back.passes[0].pieces == [tok.token_piece(i) for i in ids]
+    assert back.passes[1].top_pieces == tuple(tok.token_piece(i) for i in passes[1].top_ids)
+    assert back.tokenizer.decode(back.tokens) == tok.decode(back.tokens)
+    with pytest.raises(ValueError, match="reads no text"):
+        back.tokenizer.encode("anything")
+    gpt2 = read_run(save_run(tmp_path / "gpt2.gbrun", make_run(build_model(preset("tiny")), 1)))
+    assert gpt2.tokenizer.encode(PROMPT) == encode(PROMPT)  # GPT-2's: no bytes kept
+
+    path = tmp_path / "beyond.gbrun"
+    save_run(path, run)
+    rewrite(path, lambda r, h: r["passes"][0]["ids"].__setitem__(0, 320))
+    with pytest.raises(RunFileError, match="token ids below 320"):
+        read_run(path)

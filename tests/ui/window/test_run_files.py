@@ -191,3 +191,51 @@ def test_a_run_past_the_context_reopens_with_its_own_cropping(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "between 1 and 1,024, got 1,025" in err and not (tmp_path / "big.gbrun").exists()
 
+
+
+def test_a_qwen3_run_with_its_own_vocabulary_opens_read_only_with_its_block_and_pieces(
+        qtbot, make_window, tmp_path, capsys):
+    """A Qwen3 folder's run (its own 320-token tokenizer) opened under GPT-2 tiny: the
+    graph draws the Qwen3 block, the chips and the title read the run's own pieces, every
+    view draws over it, and Ctrl+Enter goes back to the loaded GPT-2."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    from explorer.core.gpt.config import preset
+    from explorer.core.weights.tokenizers_files import tokenizer_for
+    from tests.llama_folder import write_tokenizer
+
+    torch.manual_seed(0)
+    folder = tmp_path / "qwen3"
+    transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
+        vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
+        tie_word_embeddings=True)).save_pretrained(folder)
+    write_tokenizer(folder, 320)
+    tok = tokenizer_for(folder, preset("qwen3-tiny", vocab_size=320))
+    path = tmp_path / "qwen3.gbrun"
+    assert main(["generate", "Every effort moves you", "--checkpoint", str(folder),
+                 "--max-new-tokens", "2", "--no-stop", "--save-run", str(path)]) == 0
+    capsys.readouterr()
+    window = make_window(preset="tiny")
+    session = window.session
+    window.run_files.open(str(path))
+    qtbot.waitUntil(lambda: session.prompt is not None and session.record, timeout=60_000)
+    assert session.model.config.family == "llama" and session.model.config.qk_norm
+    ids = tok.encode("Every effort moves you")
+    assert session.prompt.ids == ids
+    assert session.prompt.pieces == [tok.token_piece(i) for i in ids]
+    assert session.tokenizer.token_piece(session.steps[0].token_id) == tok.token_piece(
+        session.steps[0].token_id)
+    graph = window.view("graph")
+    assert graph.texts["title"].text().endswith("Llama / Qwen")
+    assert "trf_blocks.0.ff.silu" in graph.edge_labels and "trf_blocks.0.drop1" not in graph.edge_labels
+    from explorer.ui.views.registry import VIEWS
+    for spec in VIEWS:  # every view drawn over the Qwen3 run
+        window.show_view(spec.key)
+        settle(qtbot, window)
+    window.prompt.max_tokens.setValue(1)
+    window.prompt.request_run()  # back to the loaded model, GPT-2's tokenizer again
+    qtbot.waitUntil(lambda: not window.running and bool(session.steps) and not session.record,
+                    timeout=60_000)
+    assert session.model.config.family == "gpt2" and session.prompt.ids == [6109, 3626, 6100, 345]

@@ -183,7 +183,7 @@ class PromptPanel(ViewHooks, QWidget):
                                      "some text first.</span>")
             return False
         self.save_settings()  # what the user typed survives whatever happens next
-        return self.runs.start(self.session.tokenizer.encode(text), self.settings()) is not None
+        return self.runs.start(self.session.input_tokenizer.encode(text), self.settings()) is not None
 
     def run_prompt(self, text: str = "") -> None:
         """Run ``text`` (another view's request), or the prompt as it is when empty."""
@@ -280,23 +280,25 @@ class PromptPanel(ViewHooks, QWidget):
             self._chips_pending = True
             return
         self._chips_pending = False
-        if not self.session.tokenizer.ready() and preload.busy():  # read on a thread: chips a bit later
+        # what is typed runs on the loaded model (also while a saved run is shown)
+        tok, runs_on = self.session.input_tokenizer, self.session.loaded or self.session.model
+        if not tok.ready() and preload.busy():  # read on a thread: chips a bit later
             self.token_count.setText("Reading GPT-2's vocabulary…")
             self._retokenize.start()
             return
-        ctx = self.session.model.config.context_length if self.session.model else None
+        ctx = runs_on.config.context_length if runs_on else None
         if self.batch.isChecked():
             self._batch_chips(ctx)
             return
-        ids = self.session.tokenizer.encode(self.prompt.toPlainText())
+        ids = tok.encode(self.prompt.toPlainText())
         self.token_ids = ids
-        self.chips.setHtml(chips_html(ids, self.session.tokenizer))
+        self.chips.setHtml(chips_html(ids, tok))
         note, notices = "", []
         if ctx and ids:  # short here (a narrow column); the whole notice in the tooltip
             new = self.max_tokens.value()
             kept, notices = prepare_prompt(ids, ctx, new_tokens=new,
                                            leave_room=self.leave_room.isChecked(),
-                                           tokenizer=self.session.tokenizer)
+                                           tokenizer=tok)
             parts = [f"the last {len(kept)} run"] if len(kept) < len(ids) else []
             if not self.leave_room.isChecked() and new > ctx - len(kept):
                 parts.append(f"slow after {ctx - len(kept)} new")
@@ -309,12 +311,13 @@ class PromptPanel(ViewHooks, QWidget):
     def _batch_chips(self, ctx: int | None) -> None:
         """One row of chips per prompt, padded to the longest with grey [pad] chips."""
         prompts = self.prompts()
-        rows = [self.session.tokenizer.encode(p) for p in prompts[:MAX_BATCH]]
+        tok = self.session.input_tokenizer
+        rows = [tok.encode(p) for p in prompts[:MAX_BATCH]]
         if ctx:
             rows = [r[-ctx:] for r in rows]
         self.token_ids = rows[0] if rows else []
         width = max((len(r) for r in rows), default=0)
-        self.chips.setHtml(batch_chips_html(rows, self.session.tokenizer))
+        self.chips.setHtml(batch_chips_html(rows, tok))
         if not rows:
             self.token_count.setText("Batch: no prompts yet (one per line)")
             return
