@@ -411,3 +411,44 @@ def test_train_keeps_snapshots_that_info_lists_and_checkpoint_opens(capsys, tmp_
     assert code == 2 and "has no snapshot of step 5; it has @step0, @step2, @step6" in err
     code, _, err = run(capsys, "info", str(tmp_path))
     assert code == 2 and "is not a training run's folder" in err
+
+
+def test_the_commands_read_text_with_a_llama_folders_own_tokenizer(capsys, tmp_path):
+    """A Qwen3 folder as the Hub has it (config, weights, a tokenizer.json of 320 tokens):
+    every command encodes and shows text with that tokenizer, never GPT-2's."""
+    transformers = pytest.importorskip("transformers")
+    from explorer.core.weights.tokenizers_files import tokenizer_for
+    from explorer.core.gpt.config import preset
+    from tests.llama_folder import write_tokenizer
+
+    torch.manual_seed(0)
+    config = transformers.Qwen3Config(vocab_size=320, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, head_dim=8,
+                                      max_position_embeddings=64, tie_word_embeddings=True)
+    transformers.Qwen3ForCausalLM(config).save_pretrained(tmp_path)
+    write_tokenizer(tmp_path, 320)
+    tok = tokenizer_for(tmp_path, preset("qwen3-tiny", vocab_size=320))
+    prompt = "Every effort moves you"
+    ids = tok.encode(prompt)
+    folder = str(tmp_path)
+    code, out, err = run(capsys, "generate", prompt, "--max-new-tokens", "4", "--no-stop",
+                         "--show-top", "2", "--checkpoint", folder)
+    assert code == 0 and out.startswith(prompt)
+    code, out, _ = run(capsys, "inspect", prompt, "--layer", "0", "--checkpoint", folder)
+    assert code == 0 and f"prompt: {len(ids)} tokens" in out
+    target = tok.token_piece(ids[1])
+    code, out, _ = run(capsys, "attribute", prompt, "--target", target, "--checkpoint", folder)
+    assert code == 0 and f"{target!r}" in out
+    code, out, _ = run(capsys, "heads", prompt, "--checkpoint", folder)
+    assert code == 0 and f"{len(ids)} prompt tokens" in out
+    code, out, _ = run(capsys, "diff", prompt, "--a", folder, "--b", "mutation:no-shortcut")
+    assert code == 0 and f"prompt: {len(ids)} tokens" in out
+    saved = tmp_path / "run.gbrun"
+    code, out, err = run(capsys, "generate", prompt, "--max-new-tokens", "3", "--no-stop",
+                         "--save-run", str(saved), "--checkpoint", folder)
+    assert code == 0 and saved.exists()
+    from explorer.core.playground.run_file import read_run
+    back = read_run(saved)
+    assert back.prompt_ids == ids and back.passes[0].pieces == [tok.token_piece(i) for i in ids]
+    assert out.strip() == prompt + tok.decode(back.tokens)

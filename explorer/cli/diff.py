@@ -41,11 +41,12 @@ def diff(args: argparse.Namespace) -> int:
     a_source = ModelSpec.parse(args.a, device=args.device)
     b_source = parse_source(args.b, layer=args.layer, device=args.device)  # both checked first
     a = open_model(a_source)
+    ids = a.tokenizer.encode(texts[0])  # A's own tokenizer (B reads the same ids)
     b_model = model_for(b_source, a)
     b_label = (f"A with {describe(b_source.name)} (block {b_source.layer})"
                if isinstance(b_source, Mutation) else b_source.describe())
     if len(texts) > 1:
-        prompt = make_batch(texts, a.config.context_length)
+        prompt = make_batch(texts, a.config.context_length, tokenizer=a.tokenizer)
         what = f"a batch of {prompt.describe()}"
     else:
         prompt, _ = prepare_prompt(ids, a.config.context_length)

@@ -112,7 +112,7 @@ def inspect(args: argparse.Namespace) -> int:
         raise ValueError("the prompt is empty: type some text")
     make_batch(prompts, 2**31)  # an empty prompt fails before the model loads
     loaded = load(args)
-    batch = make_batch(prompts, loaded.config.context_length)
+    batch = make_batch(prompts, loaded.config.context_length, tokenizer=loaded.tokenizer)
     for notice in batch.notices:
         print(f"note: {notice if batch.size > 1 else notice.split(': ', 1)[1]}", file=sys.stderr)
     keep = Keep(nodes=tuple(args.node) if args.node else None, layer=args.layer,

@@ -84,11 +84,11 @@ def generate(args: argparse.Namespace) -> int:
         top_k=args.top_k, top_p=args.top_p, seed=args.sample_seed,
         stop_at_eot=not args.no_stop, show_top_k=max(1, args.show_top or 1),
         leave_room=args.leave_room, recompute=args.recompute)
-    prompt_ids = encode(args.prompt)
-    prepare_prompt(prompt_ids, 2**31, args.start_with_eot)  # reject an empty prompt early
+    prepare_prompt(encode(args.prompt), 2**31, args.start_with_eot)  # an empty prompt: early
     settings.validate(50257)  # the GPT-2 vocabulary; checked before the model loads
     loaded = load(args)
     settings.validate(loaded.config.vocab_size)
+    prompt_ids = loaded.tokenizer.encode(args.prompt)  # the model's own tokenizer
     stream = generate_stream(loaded.model, prompt_ids, settings, args.start_with_eot)
     specs, enabled = [], True
     with contextlib.ExitStack() as stack:
@@ -112,7 +112,6 @@ def _save_run(args, loaded, prompt_ids, settings, specs, enabled) -> int:
     """Generate with every node's statistics captured, print the text, save the run."""
     import dataclasses
 
-    from ..core.gpt.tokenizer import decode
     from ..core.playground.run_file import SavedRun, save_run, weights_sha256
     from ..core.base.validate import whole
     from ..core.run.passes import EVERYTHING, STATISTICS, Pass, prompt_then_generate
@@ -123,19 +122,18 @@ def _save_run(args, loaded, prompt_ids, settings, specs, enabled) -> int:
     prompt_then_generate(loaded.model, prompt_ids, settings,
                          lambda p: isinstance(p, Pass) and passes.append(p),
                          keep=EVERYTHING if mb else STATISTICS)
-    print(args.prompt + decode([p.token_id for p in passes[1:]]))
+    print(args.prompt + loaded.tokenizer.decode([p.token_id for p in passes[1:]]))
     model = {"label": loaded.label, "source": dataclasses.asdict(spec_of(args)),
              "sha256": weights_sha256(loaded.model), "config": dataclasses.asdict(loaded.config)}
     run = SavedRun(args.prompt, list(prompt_ids), model, settings, passes,
-                   [s.to_dict() for s in specs], enabled)
+                   [s.to_dict() for s in specs], enabled, tokenizer=loaded.tokenizer)
     print(f"saved {shown(save_run(args.save_run, run, mb * 2**20))}: {len(passes) - 1} tokens",
           file=sys.stderr)
     return 0
 
 
 def _write(args, stream, loaded) -> int:
-    from ..core.gpt.tokenizer import token_piece
-
+    token_piece = loaded.tokenizer.token_piece
     for notice in stream.notices:
         print(f"note: {notice}", file=sys.stderr)
     sys.stdout.write(args.prompt)

@@ -38,9 +38,8 @@ def register(sub) -> None:
 
 def _prompt(args, loaded, new_tokens: int = 0) -> list[int]:
     from ..core.run.generation import prepare_prompt
-    from ..core.gpt.tokenizer import encode
 
-    ids, notices = prepare_prompt(encode(args.prompt), loaded.config.context_length,
+    ids, notices = prepare_prompt(loaded.tokenizer.encode(args.prompt), loaded.config.context_length,
                                   new_tokens=new_tokens, leave_room=new_tokens > 0)
     for notice in notices:
         print(f"note: {notice}", file=sys.stderr)
@@ -60,9 +59,9 @@ def attribute(args: argparse.Namespace) -> int:
         raise ValueError("--step is 0..1000 and --top 1..1000")
     if not encode(args.prompt):
         raise ValueError("the prompt is empty: type some text")
-    target = one_token(args.target) if args.target is not None else None
-    versus = one_token(args.vs, "--vs") if args.vs is not None else None
     loaded = load(args)
+    target = one_token(args.target, tokenizer=loaded.tokenizer) if args.target is not None else None
+    versus = one_token(args.vs, "--vs", loaded.tokenizer) if args.vs is not None else None
     context = loaded.config.context_length
     if args.step >= context:  # said before any token is generated
         raise ValueError(f"--step {args.step}: this model's context holds {context} tokens, "
