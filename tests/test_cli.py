@@ -418,7 +418,6 @@ def test_the_commands_read_text_with_a_llama_folders_own_tokenizer(capsys, tmp_p
     every command encodes and shows text with that tokenizer, never GPT-2's."""
     transformers = pytest.importorskip("transformers")
     from explorer.core.weights.tokenizers_files import tokenizer_for
-    from explorer.core.gpt.config import preset
     from tests.llama_folder import write_tokenizer
 
     torch.manual_seed(0)
@@ -428,7 +427,7 @@ def test_the_commands_read_text_with_a_llama_folders_own_tokenizer(capsys, tmp_p
                                       max_position_embeddings=64, tie_word_embeddings=True)
     transformers.Qwen3ForCausalLM(config).save_pretrained(tmp_path)
     write_tokenizer(tmp_path, 320)
-    tok = tokenizer_for(tmp_path, preset("qwen3-tiny", vocab_size=320))
+    tok = tokenizer_for(tmp_path)
     prompt = "Every effort moves you"
     ids = tok.encode(prompt)
     folder = str(tmp_path)
@@ -440,6 +439,9 @@ def test_the_commands_read_text_with_a_llama_folders_own_tokenizer(capsys, tmp_p
     target = tok.token_piece(ids[1])
     code, out, _ = run(capsys, "attribute", prompt, "--target", target, "--checkpoint", folder)
     assert code == 0 and f"{target!r}" in out
+    code, out, err = run(capsys, "attribute", prompt, "--target", prompt, "--checkpoint", folder)
+    assert code == 2 and f"is {len(ids)} tokens" in err  # its own pieces, before the model loads
+    assert len(err.strip().splitlines()) == 1 and "model:" not in err
     code, out, _ = run(capsys, "heads", prompt, "--checkpoint", folder)
     assert code == 0 and f"{len(ids)} prompt tokens" in out
     code, out, _ = run(capsys, "diff", prompt, "--a", folder, "--b", "mutation:no-shortcut")

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ..core.base.outputs import atomic_output, check_output, shown
-from .common import add_model_args, load
+from .common import add_model_args, load, spec_of
 
 
 def register(sub) -> None:
@@ -59,6 +59,10 @@ def attribute(args: argparse.Namespace) -> int:
         raise ValueError("--step is 0..1000 and --top 1..1000")
     if not encode(args.prompt):
         raise ValueError("the prompt is empty: type some text")
+    early = spec_of(args).known_tokenizer()  # a wrong --target is said before the model loads
+    for text, what in ((args.target, "--target"), (args.vs, "--vs")):
+        if early is not None and text is not None:
+            one_token(text, what, early)
     loaded = load(args)
     target = one_token(args.target, tokenizer=loaded.tokenizer) if args.target is not None else None
     versus = one_token(args.vs, "--vs", loaded.tokenizer) if args.vs is not None else None

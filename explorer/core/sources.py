@@ -28,6 +28,7 @@ from .base import state
 from .base.cancel import check
 from .weights.checkpoints import CheckpointError, LoadedModel, load_checkpoint
 from .weights.keymaps import all_finite
+from .weights.tokenizers_files import tokenizer_for
 from .base.devices import check_memory
 from .gpt.config import GPTConfig, preset
 from .base.devices import resolve_device, resolve_dtype
@@ -154,6 +155,16 @@ class ModelSpec:
         if self.preset:
             return f"preset:{self.preset}"
         return self.checkpoint or "default"
+
+    def known_tokenizer(self) -> Tokenizer | None:
+        """The tokenizer the model will read text with, when known before it loads:
+        GPT-2's for a preset or the default, the tokenizer.json beside a local checkpoint
+        (GPT-2's without one); None for a Hub name."""
+        if not self.checkpoint:
+            return gpt2_tokenizer()
+        if self.checkpoint.startswith("hf:"):
+            return None
+        return tokenizer_for(self.checkpoint)
 
     def describe(self) -> str:
         return self.checkpoint or (f"{self.preset} (random init)" if self.preset else "default model")

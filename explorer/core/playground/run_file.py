@@ -301,6 +301,35 @@ def _interventions(path: Path, run: dict, cfg: GPTConfig | None) -> tuple[list[d
     return interventions, on
 
 
+def _saved_node(path: Path, where: tuple[int, int], node, norm: str, cfg: GPTConfig | None,
+                tokens: int, step: bool, tensors, seen) -> NodeView:
+    """Node ``j`` of pass ``i`` (``where``): its name known to the block and not among
+    ``seen``, its shape the block's, its kept tensor and statistics read."""
+    i, j = where
+    name, shape, dtype, kept = node
+    if not isinstance(name, str) or not isinstance(dtype, str) or len(dtype) > 40:
+        raise TypeError(f"pass {i} node {j} must be [name, shape, dtype, kept shape]")
+    shape = tuple(_ids(shape, "a shape", 8))
+    kept = None if kept is None else tuple(_ids(kept, "a shape", 8))
+    try:
+        info = node_for_hook(name, norm)
+    except KeyError:
+        raise RunFileError(path, f"pass {i} names an unknown node {name[:60]!r}") from None
+    if name in seen:
+        raise RunFileError(path, f"pass {i} names {name[:60]!r} twice")
+    if cfg is not None and (layer_of(name) or 0) >= cfg.n_layers:
+        raise RunFileError(path, f"pass {i} names {name[:60]!r}, a node the saved "
+                                 f"{cfg.n_layers}-block model does not have")
+    check_shape(path, f"pass {i}'s {name[:60]}", info, shape, cfg, tokens, step=step)
+    if kept is not None and (kept[-1:] != shape[-1:] or
+                             np.prod(kept, dtype=np.int64) != np.prod(shape, dtype=np.int64)):
+        raise RunFileError(path, f"pass {i}'s {name[:60]} keeps a tensor of shape {kept}; "
+                                 f"its node's is {shape}")
+    array = kept_tensor(path, tensors, f"p{i}.n{j}.tensor", kept)
+    return NodeView(name, info, shape, dtype, "saved",
+                    node_stats(path, tensors, f"p{i}.n{j}", shape), array)
+
+
 def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
           cfg: GPTConfig | None = None, tokenizer: Tokenizer | None = None,
           below: int = GPT2_VOCAB) -> Pass:
@@ -322,29 +351,9 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
                         "adding up to at most 1")
     views = {}
     for j, node in enumerate(d["nodes"]):
-        name, shape, dtype, kept = node
-        if not isinstance(name, str) or not isinstance(dtype, str) or len(dtype) > 40:
-            raise TypeError(f"pass {i} node {j} must be [name, shape, dtype, kept shape]")
-        shape = tuple(_ids(shape, "a shape", 8))
-        kept = None if kept is None else tuple(_ids(kept, "a shape", 8))
-        try:
-            info = node_for_hook(name, norm)
-        except KeyError:
-            raise RunFileError(path, f"pass {i} names an unknown node {name[:60]!r}") from None
-        if name in views:
-            raise RunFileError(path, f"pass {i} names {name[:60]!r} twice")
-        if cfg is not None and (layer_of(name) or 0) >= cfg.n_layers:
-            raise RunFileError(path, f"pass {i} names {name[:60]!r}, a node the saved "
-                                     f"{cfg.n_layers}-block model does not have")
-        check_shape(path, f"pass {i}'s {name[:60]}", info, shape, cfg,
-                     len(ids) if step is None else 1, step=step is not None)
-        if kept is not None and (kept[-1:] != shape[-1:] or
-                                 np.prod(kept, dtype=np.int64) != np.prod(shape, dtype=np.int64)):
-            raise RunFileError(path, f"pass {i}'s {name[:60]} keeps a tensor of shape {kept}; "
-                                     f"its node's is {shape}")
-        array = kept_tensor(path, tensors, f"p{i}.n{j}.tensor", kept)
-        views[name] = NodeView(name, info, shape, dtype, "saved",
-                               node_stats(path, tensors, f"p{i}.n{j}", shape), array)
+        view = _saved_node(path, (i, j), node, norm, cfg, len(ids) if step is None else 1,
+                           step is not None, tensors, views)
+        views[view.name] = view
     logits = tensors.get(f"p{i}.logits")
     if logits is not None and (logits.dim() != 1 or logits.dtype != torch.float32
                                or len(logits) not in (GPT2_VOCAB, vocab)):

@@ -292,7 +292,7 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
         check_tensor(p, key, tensor)
     notices: list[str] = list(info.get("notices", []))
     sd, cfg, family = converted(p, sd, info, config, notices)
-    tokenizer = tokenizer_for(p, cfg)
+    tokenizer = tokenizer_for(p)
     check_vocabulary_size(p, cfg, tokenizer)
     validate_state_dict(p, sd, cfg)
     check(should_stop)

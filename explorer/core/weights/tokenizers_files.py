@@ -10,7 +10,6 @@ from pathlib import Path
 
 from ..base.errors import CheckpointError
 from ..base.validate import file_kind, parse_json, read_json, regular_file
-from ..gpt.config import GPTConfig
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -104,7 +103,7 @@ def _eos(folder: Path) -> int | None:
     return None
 
 
-def tokenizer_for(path: str | Path, cfg: GPTConfig) -> Tokenizer:
+def tokenizer_for(path: str | Path) -> Tokenizer:
     """The tokenizer of a checkpoint: the tokenizer.json in its folder (or beside its
     file), else GPT-2's."""
     p = Path(path)

@@ -337,7 +337,7 @@ def test_a_qwen3_run_with_its_own_vocabulary_reads_back_with_its_block_and_its_p
     write_tokenizer(tmp_path, 320)
     cfg = preset("qwen3-tiny", vocab_size=320)
     model = build_model(cfg, seed=1)
-    model.tokenizer = tok = tokenizer_for(tmp_path, cfg)
+    model.tokenizer = tok = tokenizer_for(tmp_path)
     ids = tok.encode("Every effort moves you, and the picture")
     assert max(ids) < 320 and ids != encode("Every effort moves you, and the picture")
     s = GenerationSettings(max_new_tokens=3, stop_at_eot=False)

@@ -201,7 +201,6 @@ def test_a_qwen3_run_with_its_own_vocabulary_opens_read_only_with_its_block_and_
     transformers = pytest.importorskip("transformers")
     import torch
 
-    from explorer.core.gpt.config import preset
     from explorer.core.weights.tokenizers_files import tokenizer_for
     from tests.llama_folder import write_tokenizer
 
@@ -212,7 +211,7 @@ def test_a_qwen3_run_with_its_own_vocabulary_opens_read_only_with_its_block_and_
         num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
         tie_word_embeddings=True)).save_pretrained(folder)
     write_tokenizer(folder, 320)
-    tok = tokenizer_for(folder, preset("qwen3-tiny", vocab_size=320))
+    tok = tokenizer_for(folder)
     path = tmp_path / "qwen3.gbrun"
     assert main(["generate", "Every effort moves you", "--checkpoint", str(folder),
                  "--max-new-tokens", "2", "--no-stop", "--save-run", str(path)]) == 0
