@@ -79,10 +79,13 @@ def test_training_files_that_are_not_what_they_should_be(capsys, tmp_path):
                             ({"step": 1}, "lacks history, settings"),
                             (dict(state, step=-5), "its step must be between 0"),
                             (dict(state, step="3"), "its step must be a whole number"),
-                            (dict(state, settings=dict(state["settings"], nope=1)), "unknown training settings")):
+                            (dict(state, settings=dict(state["settings"], nope=1)), "unknown training settings ('nope')"),
+                            (dict(state, settings=dict(state["settings"], **{"\n": 1})),
+                             "unknown training settings ('\\n')")):
         (run_dir / "trainer.json").write_text(json.dumps(broken))
         code, _, err = run(capsys, "train", "--resume", "--out", str(run_dir), "--steps", "2")
-        assert code == 2 and message in err, err
+        assert code == 2 and message in err and err.count("error:") == 1, err
+        assert "\n" not in err.split("error:")[1].strip(), err
     (run_dir / "trainer.json").write_text(json.dumps(state))
     (run_dir / "optimizer.pt").write_bytes(b"PK\x03\x04 not a zip")
     code, _, err = run(capsys, "train", "--resume", "--out", str(run_dir), "--steps", "2")
