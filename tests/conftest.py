@@ -22,6 +22,13 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+
+# The suite's property tests draw the same examples on every run, so a run's result does
+# not depend on chance; HYPOTHESIS_PROFILE=explore draws new ones each run (to hunt).
+hypothesis_settings.register_profile("suite", derandomize=True, database=None, deadline=None)
+hypothesis_settings.register_profile("explore", derandomize=False, deadline=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # tests in parallel: the cores shared, not oversold
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
