@@ -25,7 +25,7 @@ def test_tokenize_prints_ids_and_pieces(capsys):
     assert code == 0
     rows = [line.split() for line in out.splitlines()[1:]]
     assert [int(r[1]) for r in rows] == [6109, 3626, 6100, 345]
-    assert "' effort'" in out and out.startswith("4 tokens")
+    assert "' effort'" in out and out.startswith("4 tokens (GPT-2)")
 
 
 def test_info_prints_config_and_the_book_counts(capsys):
@@ -89,11 +89,11 @@ def test_python_dash_m_runs_the_cli():
 
 
 @pytest.mark.slow  # a fresh process
-def test_commands_that_need_no_model_start_without_torch_or_qt():
-    """Building the parser (every command does) imports neither torch nor Qt: tokenize,
-    download and --help answer at once."""
+def test_commands_that_need_no_model_start_without_torch_or_qt(tmp_path):
+    """Building the parser (every command does) imports neither torch nor Qt: tokenize
+    (with a checkpoint folder's tokenizer too), download and --help answer at once."""
     code = ("import sys\nfrom explorer.cli import main\n"
-            "code = main(['tokenize', 'Hello world'])\n"
+            f"code = main(['tokenize', 'Hello world']) + main(['tokenize', 'Hi', '--checkpoint', {str(tmp_path)!r}])\n"
             "print(code, 'torch' in sys.modules, 'PySide6' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
@@ -431,6 +431,10 @@ def test_the_commands_read_text_with_a_llama_folders_own_tokenizer(capsys, tmp_p
     prompt = "Every effort moves you"
     ids = tok.encode(prompt)
     folder = str(tmp_path)
+    code, out, err = run(capsys, "tokenize", prompt, "--checkpoint", folder)
+    assert code == 0 and out.startswith(f"{len(ids)} tokens (Qwen3 (tokenizer.json))")
+    assert "model:" not in err  # its weights were not loaded
+    assert [int(line.split()[1]) for line in out.splitlines()[1:]] == ids
     code, out, err = run(capsys, "generate", prompt, "--max-new-tokens", "4", "--no-stop",
                          "--show-top", "2", "--checkpoint", folder)
     assert code == 0 and out.startswith(prompt)

@@ -7,12 +7,16 @@ import contextlib
 import sys
 
 from ..core.base.outputs import shown
-from .common import add_model_args, load, seed_number
+from .common import add_model_args, load, seed_number, source_path
 
 
 def register(sub) -> None:
-    t = sub.add_parser("tokenize", help="print GPT-2 token ids and pieces of a text")
+    t = sub.add_parser("tokenize", help="print the token ids and pieces of a text (GPT-2's, "
+                                        "or a checkpoint's own tokenizer)")
     t.add_argument("text")
+    t.add_argument("--checkpoint", metavar="PATH", type=source_path,
+                   help="read the text with this checkpoint's tokenizer (the tokenizer.json in "
+                        "its folder; GPT-2's without one); its weights are not loaded")
     t.set_defaults(func=tokenize)
 
     g = sub.add_parser("generate", help="generate text token by token",
@@ -55,12 +59,19 @@ def register(sub) -> None:
 
 
 def tokenize(args: argparse.Namespace) -> int:
-    from ..core.gpt.tokenizer import encode, token_piece
-
-    ids = encode(args.text)
-    print(f"{len(ids)} tokens")
+    if args.checkpoint is None:
+        from ..core.gpt.tokenizer import gpt2_tokenizer
+        tokenizer = gpt2_tokenizer()
+    elif not args.checkpoint.startswith("hf:"):  # a path: torch never imported
+        from ..core.weights.tokenizers_files import tokenizer_for
+        tokenizer = tokenizer_for(args.checkpoint)
+    else:  # a Hub name: its cached folder's
+        from ..core.sources import ModelSpec, open_model
+        tokenizer = open_model(ModelSpec(checkpoint=args.checkpoint)).tokenizer
+    ids = tokenizer.encode(args.text)
+    print(f"{len(ids)} tokens ({tokenizer.name})")
     for pos, tid in enumerate(ids):
-        print(f"{pos:5d} {tid:6d}  {token_piece(tid)!r}")
+        print(f"{pos:5d} {tid:6d}  {tokenizer.token_piece(tid)!r}")
     return 0
 
 
