@@ -206,7 +206,7 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     top_ids, top_probs = ((), ()) if logits is None else _top(logits[0, batch.lengths[0] - 1])
     views = cap.views()
     shares, shares_later = {}, []
-    if keep.gelu_shares:  # the GELU tab's shares: 3 million inputs a layer at T=1024
+    if keep.gelu_shares:  # the Activation tab's shares: 3 million inputs a layer at T=1024
         for n, v in views.items():
             if parse_hook(n)[1] == GELU_INPUT and v.array is not None:
                 if n in cap.later:  # left for later with the node's other details

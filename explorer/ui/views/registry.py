@@ -27,7 +27,7 @@ class Workspace:
 
 WORKSPACES = (
     Workspace("look", "Look", "Ctrl+1", "See the real values at every node: the selected "
-              "tensor, every node's distribution, GELU, attention and the logit lens."),
+              "tensor, every node's distribution, the activation, attention and the logit lens."),
     Workspace("learn", "Learn", "Ctrl+2", "Predict before you see, read what each node does "
               "and its formula, step through the book's code, and see why the norms sit where "
               "they do."),
@@ -90,9 +90,9 @@ VIEWS = (
     ViewSpec("distributions", "Distributions", "look", "look.distributions_view:DistributionsView",
              "Every node's values side by side, and a statistic per node and block.",
              "Ctrl+Shift+D", shows=_NUMBERS),
-    ViewSpec("gelu", "GELU", "look", "look.gelu_view:GeluView",
-             "GELU's curve with the real distribution of its inputs in this block (SiLU's, "
-             "with the gate's inputs, on a Llama block).",
+    ViewSpec("gelu", "Activation", "look", "look.gelu_view:GeluView",
+             "The feed-forward's activation, GELU (SiLU on a Llama block), with the real "
+             "distribution of its inputs in this block.",
              "Ctrl+Shift+U", shows=frozenset({VALUES})),
     ViewSpec("attention", "Attention", "look", "look.attention_view:AttentionView",
              "Every head's weights, scores or masked scores, one head large, and one "

@@ -11,7 +11,7 @@ from tests.ui.conftest import run_and_wait, settle, show
 
 
 def test_gelu_view_overlays_the_real_inputs(qtbot, ran):
-    view = show(qtbot, ran, "GELU")
+    view = show(qtbot, ran, "Activation")
     inputs = ran.session.prompt.views["trf_blocks.0.ff.layers.0"]
     shares = gelu_input_shares(inputs.array)
     assert f"{100 * shares.negative:.1f}% are negative" in view.info.text()
