@@ -224,6 +224,14 @@ def test_ctrl_c_during_training_saves_and_says_how_to_resume(capsys, tmp_path, m
     assert code == 130 and "--resume" in err
     import json
     assert json.loads((out / "trainer.json").read_text())["step"] == 3
+    # training again into the same folder without --resume is refused, the run untouched
+    monkeypatch.undo()
+    kept = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    code, _, err = run(capsys, "train", "--preset", "tiny", "--steps", "2", "--out", str(out))
+    assert code == 2 and err.count("error:") == 1 and "Traceback" not in err
+    assert f"{out} already holds a training run: continue it with --resume" in err
+    assert f"--out {tmp_path / 'run-2'}" in err and not (tmp_path / "run-2").exists()
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == kept
 
 
 def test_diff_points_at_the_first_diverging_node(capsys, tmp_path):

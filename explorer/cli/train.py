@@ -40,11 +40,16 @@ def train(args: argparse.Namespace) -> int:
         check_output(args.plot)  # before the training: a FIFO or a folder is refused now
     from pathlib import Path
 
+    from ..core.experiments.train_files import RunExists
     from ..core.experiments.training import (Trainer, TrainSettings, check_out_dir, default_text,
                                              read_text)
 
     text = read_text(args.text) if args.text else default_text()
-    check_out_dir(args.out)
+    try:
+        check_out_dir(args.out, fresh=not args.resume)
+    except RunExists as exc:  # a new run never replaces one
+        raise ValueError(f"{args.out} already holds a training run: continue it with --resume, "
+                         f"or start a new one elsewhere (--out {exc.free})") from None
     changes = {k: v for k, v in {"max_steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
                                   "eval_every": args.eval_every, "seed": args.seed,
                                   "precision": args.precision,

@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-SNAPSHOT_DIR = "snapshots"
+from .train_files import MODEL_FILE, SNAPSHOT_DIR, STATE_FILE, resume_state
+
 DEFAULT_SNAPSHOTS = 12
 MAX_SNAPSHOTS = 1_000
 AT_STEP = re.compile(r"^(?P<folder>.+)@step(?P<step>\d{1,9})$")
@@ -126,7 +127,6 @@ def run_history(folder: str | Path) -> list[dict]:
     """A run folder's evaluations (step, train_loss, val_loss, sample), checked as a
     resume checks them; none when the folder has no readable trainer.json."""
     from ..base.validate import read_json
-    from .train_files import STATE_FILE, resume_state
     path = Path(folder) / STATE_FILE
     try:
         return resume_state(path, read_json(path))[1] if path.is_file() else []
@@ -138,7 +138,6 @@ def trained_label(path: str | Path) -> str | None:
     """'trained here: mini, 200 steps, validation loss 5.83 (runs/train)' for the model of
     a training run's folder (its trainer.json beside it), else None."""
     from ..base.validate import read_json
-    from .train_files import MODEL_FILE, STATE_FILE
     p = Path(path)
     if p.name != MODEL_FILE or not (p.parent / STATE_FILE).is_file():
         return None

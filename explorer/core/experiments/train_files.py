@@ -5,15 +5,85 @@ that names the file; training.py resumes from what passes."""
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 
 import torch
 
 from ..gpt.config import GPTConfig, preset
 from ..gpt.model import GPTModel
-from ..base.validate import regular_file, whole
+from ..base.validate import file_kind, regular_file, whole
 
 MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.pt", "trainer.json"
+SNAPSHOT_DIR = "snapshots"  # beside them: snapshots.py's copies of the weights
+
+
+class RunExists(ValueError):
+    """A folder already holds a training run; ``free`` is the first sibling that does not."""
+
+    def __init__(self, folder: Path, free: Path) -> None:
+        super().__init__(f"{folder}: already holds a training run; resume it, or train into "
+                         f"another folder ({free} is free)")
+        self.folder, self.free = folder, free
+
+
+def holds_run(folder: str | Path) -> bool:
+    """Whether a folder holds any part of a training run (model, optimizer, state or
+    snapshots), whole or not."""
+    folder = Path(folder)
+    return any(file_kind(folder / name) != "missing"
+               for name in (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, SNAPSHOT_DIR))
+
+
+def free_run_dir(folder: str | Path) -> Path:
+    """``folder`` when it holds no run, else the first of ``folder-2``, ``folder-3``, …
+    that holds none: a new run beside the old ones, never over them."""
+    folder = Path(folder)
+    n = 1
+    candidate = folder
+    while holds_run(candidate) or file_kind(candidate) not in ("missing", "folder"):
+        n += 1
+        candidate = folder.with_name(f"{folder.name}-{n}")
+    return candidate
+
+
+def latest_run_dir(folder: str | Path) -> Path:
+    """Of ``folder`` and its siblings ``folder-2``, ``folder-3``, … the one whose run was
+    saved last (its trainer.json the newest); ``folder`` when none holds a run."""
+    folder = Path(folder)
+    runs = [p for p in [folder, *folder.parent.glob(f"{glob.escape(folder.name)}-*")]
+            if (p == folder or p.name[len(folder.name) + 1:].isdigit())
+            and file_kind(p / STATE_FILE) == "file"]
+
+    def saved(p: Path) -> int:
+        try:
+            return (p / STATE_FILE).stat().st_mtime_ns
+        except OSError:  # gone since: last
+            return -1
+    return max(runs, key=saved, default=folder)
+
+
+def check_out_dir(out_dir: str | Path, fresh: bool = False) -> Path:
+    """Where checkpoints go: a folder the user may write in, made now if missing, so a
+    place that cannot hold them (under /proc, read-only) is refused before training;
+    ``fresh``: a folder that already holds a run is refused (RunExists), as a new run
+    would replace it."""
+    folder = Path(out_dir)
+    kind = file_kind(folder)
+    if kind not in ("missing", "folder"):
+        what = "a file" if kind == "file" else kind
+        raise ValueError(f"{folder}: {what}, not a folder for checkpoints")
+    if fresh and holds_run(folder):
+        raise RunExists(folder, free_run_dir(folder))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test.part"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"{folder}: checkpoints cannot be written there "
+                         f"({exc.strerror or exc})") from None
+    return folder
 
 
 _HISTORY_TYPES = {"step": int, "train_loss": float, "val_loss": float, "sample": str}

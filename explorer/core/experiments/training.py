@@ -29,8 +29,8 @@ from ..run.generation import GenerationSettings, generate
 from ..weights.checkpoints import load_checkpoint, save_checkpoint
 from . import head_loss as head_losses
 from .head_loss import loss_of
-from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_preset, read_optimizer,
-                          resume_state)
+from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_out_dir, check_preset,
+                          read_optimizer, resume_state)
 from .train_text import default_text, read_text, tokens_of
 from .snapshots import (DEFAULT_SNAPSHOTS, MAX_SNAPSHOTS, SnapshotSchedule, clear_snapshots,
                         write_snapshot)
@@ -362,31 +362,12 @@ class Trainer:
         return self.state.step >= self.settings.max_steps
 
 
-def check_out_dir(out_dir: str | Path) -> Path:
-    """Where checkpoints go: a folder the user may write in, made now if missing, so a
-    place that cannot hold them (under /proc, read-only) is refused before training."""
-    folder = Path(out_dir)
-    kind = file_kind(folder)
-    if kind not in ("missing", "folder"):
-        what = "a file" if kind == "file" else kind
-        raise ValueError(f"{folder}: {what}, not a folder for checkpoints")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".write-test.part"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise ValueError(f"{folder}: checkpoints cannot be written there "
-                         f"({exc.strerror or exc})") from None
-    return folder
-
-
 def train(text_path: str | None, settings: TrainSettings, out_dir: str | Path, report,
           should_stop=None) -> str:
     """Train on a text file (default: "The Verdict"), reporting every event; a stop
     saves a checkpoint at the current step. Returns the last checkpoint's path."""
     text = read_text(text_path) if text_path else default_text()
-    check_out_dir(out_dir)
+    check_out_dir(out_dir, fresh=True)  # a run already there is never replaced
     trainer = Trainer(text, settings, out_dir)
     last = ""
     for event in trainer.run():

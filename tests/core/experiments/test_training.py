@@ -166,3 +166,38 @@ def test_bfloat16_learns_what_float32_learns_at_every_evaluation():
 def test_an_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="precision 'half' is not one of auto, float32, bfloat16"):
         Trainer(TEXT, fast(precision="half"))
+
+
+def test_a_new_run_goes_beside_an_existing_one_never_over_it(tmp_path):
+    """A folder holding any part of a run (state, model, optimizer or snapshots) is refused
+    for a new run, with the first free sibling named; train() never replaces one."""
+    from explorer.core.experiments.train_files import (RunExists, check_out_dir, free_run_dir,
+                                                       latest_run_dir)
+    from explorer.core.experiments.training import train
+
+    run = tmp_path / "run"
+    assert free_run_dir(run) == run and check_out_dir(run, fresh=True) == run  # empty: fine
+    for part in ("trainer.json", "model.safetensors", "optimizer.pt", "snapshots"):
+        run.mkdir(exist_ok=True)
+        (run / part).mkdir() if part == "snapshots" else (run / part).write_bytes(b"x")
+        assert free_run_dir(run) == tmp_path / "run-2"
+        with pytest.raises(RunExists) as caught:
+            check_out_dir(run, fresh=True)
+        assert caught.value.free == tmp_path / "run-2" and "already holds a training run" in str(caught.value)
+        assert check_out_dir(run) == run  # resuming reads it
+        for p in run.iterdir():
+            p.rmdir() if p.is_dir() else p.unlink()
+    (run / "trainer.json").write_bytes(b"{}")
+    (tmp_path / "run-2").mkdir()
+    (tmp_path / "run-2" / "optimizer.pt").write_bytes(b"x")
+    (tmp_path / "run-3").write_bytes(b"a file, not a folder")
+    assert free_run_dir(run) == tmp_path / "run-4"
+    assert latest_run_dir(run) == run  # run-2 has no trainer.json; run-3 is a file
+    (tmp_path / "run-2" / "trainer.json").write_bytes(b"{}")
+    import os
+    os.utime(run / "trainer.json", ns=(1_000_000_000, 1_000_000_000))
+    assert latest_run_dir(run) == tmp_path / "run-2"  # the one saved last
+    assert latest_run_dir(tmp_path / "other") == tmp_path / "other"
+    with pytest.raises(RunExists):
+        train(None, fast(max_steps=1), run, lambda event: None)
+    assert (run / "trainer.json").read_bytes() == b"{}" and not (run / "model.safetensors").exists()

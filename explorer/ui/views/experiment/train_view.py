@@ -23,6 +23,7 @@ from ....core.sources import ModelSpec
 from ....core.base.state import data_dir
 from ....core.experiments.train_estimate import MEASURING, Estimate, result_words
 from ....core.experiments.snapshots import Snapshot, SnapshotEvent, list_snapshots, run_history
+from ....core.experiments.train_files import free_run_dir, latest_run_dir
 from ....core.experiments.train_process import train_in_process
 from ....core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings
 from ...base.jobs import JobRunner
@@ -101,9 +102,10 @@ class TrainPanel(ViewHooks, QWidget):
         self.snapshots.setToolTip("Copies of the weights kept while training, most of them "
                                   "early, for the timeline below (0: none)")
         # the platform's data folder, whatever folder the app was started from
-        self.out_dir = QLineEdit(default_out or str(data_dir() / "runs" / "train"))
+        self.out_dir = QLineEdit(default_out or str(latest_run_dir(data_dir() / "runs" / "train")))
         self.out_dir.setToolTip("Checkpoints go here (the full path); a run kept here "
-                                "brings its snapshots back to the timeline")
+                                "brings its snapshots back to the timeline, and a new run "
+                                "goes beside it (…-2, …-3), never over it")
         self.out_dir.editingFinished.connect(lambda: self.job is None and self._timeline_from_disk())
         self.minutes.setSuffix(" min")
         form = QGridLayout()
@@ -246,8 +248,11 @@ class TrainPanel(ViewHooks, QWidget):
         self.progress.setValue(0)
         path = self.text_path.text().strip() or None
         settings = self.settings()
-        out = self.out_dir.text().strip() or str(data_dir() / "runs" / "train")
-        self.session.set_status(f"Training {settings.preset}…")
+        asked = self.out_dir.text().strip() or str(data_dir() / "runs" / "train")
+        out = str(free_run_dir(asked))  # a run already there is kept: this one goes beside it
+        self.out_dir.setText(out)
+        kept = f" ({asked} holds an earlier run, kept; this one goes to {out})" if out != asked else ""
+        self.session.set_status(f"Training {settings.preset}…{kept}")
         self.estimate = Estimate(None if settings.max_minutes else settings.max_steps,
                                  settings.eval_every, settings.snapshots)
         self.status.setText(f"Training {settings.preset}: {MEASURING}")

@@ -76,6 +76,14 @@ def test_stopping_training_saves_a_checkpoint(qtbot, make_window, tmp_path, how)
     assert window.session.status.startswith("Training stopped: saved")
     from explorer.core.base import state
     assert state.trained_models() == []
+    if how == "Stop":  # Start again with the same folder: the new run goes beside the first
+        first = (tmp_path / "run" / "trainer.json").read_bytes()
+        start_training(window, 2, tmp_path / "run")
+        assert panel.out_dir.text() == str(tmp_path / "run-2")
+        assert f"{tmp_path / 'run'} holds an earlier run, kept" in window.session.status
+        qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
+        assert (tmp_path / "run" / "trainer.json").read_bytes() == first
+        assert json.loads((tmp_path / "run-2" / "trainer.json").read_text())["step"] == 2
 
 
 def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
@@ -144,7 +152,10 @@ def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_wi
     steps = [s.step for s in panel.timeline.snapshots]
     assert steps[0] == 0 and set(steps) <= set(snapshot_plan(3000, 4))
     # a run to its end: snapshots at the planned steps, the slider picks one
+    # (Start again with the same folder: the new run goes beside the stopped one, kept)
     panel = start_training(window, 12, out, snapshots=4, follow=False)
+    out = out.parent / "train-2"
+    assert panel.out_dir.text() == str(out)
     qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
     assert [s.step for s in panel.timeline.snapshots] == snapshot_plan(12, 4) == [0, 1, 5, 12]
     qtbot.waitUntil(lambda: session.model.spec.checkpoint == str(out / "model.safetensors")
@@ -176,6 +187,7 @@ def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_wi
     window.close()
     again = make_window()  # the same data folder: the run's timeline comes back
     restored = again.view("train")
+    assert restored.out_dir.text() == str(out)  # the latest run of the data folder's
     assert [s.step for s in restored.timeline.snapshots] == [0, 1, 5, 12]
     assert set(restored.timeline.losses) == {0, 12}  # the evaluations' validation losses
     assert restored.timeline.label.text().startswith("step 12 (4 of 4 kept) · validation loss")
