@@ -222,7 +222,8 @@ def _break(rule: str, run: dict, tensors: dict, i: int, j: int, x: int) -> str:
     if rule == "shape":
         _, _, node = _node(run, i, j)
         node[1][-1] += 1 + x
-        return "the saved model gives"
+        # a node that keeps its tensor: the kept tensor no longer fits the shape it names
+        return "the saved model gives" if node[3] is None else "keeps a tensor of shape"
     if rule == "kept shape":
         _, _, node = _node(run, i, j)
         node[3] = [*node[1][:-1], node[1][-1] + 1 + x]
@@ -260,19 +261,12 @@ def test_each_rule_broken_alone_is_refused_naming_it(tmp_path_factory, saved_run
                                                       rule, i, j, x):
     """One rule of docs/RUN_FORMAT.md broken at a time, anywhere in a genuine run, its
     checksum written again: refused in one line that names the file and the field."""
-    import struct
-
-    from safetensors.torch import load, save_file
-
-    from explorer.core.playground.run_file import RunFileError, read_run, seal
-    raw = saved_run_with_tensors.read_bytes()  # a path: a failing example prints short
-    (n,) = struct.unpack("<Q", raw[:8])
-    meta = json.loads(raw[8:8 + n])["__metadata__"]
-    run, tensors = json.loads(meta["run"]), load(raw)
+    from explorer.core.playground.run_file import RunFileError, read_run
+    from tests.core.playground.run_edit import opened, written
+    meta, run, tensors = opened(saved_run_with_tensors.read_bytes())  # a path: prints short
     words = _break(rule, run, tensors, i, j, x)
     path = tmp_path_factory.mktemp("run") / "run.gbrun"
-    save_file(tensors, str(path), metadata={**meta, "run": json.dumps(run)})
-    seal(path)
+    written(path, meta, run, tensors)
     with pytest.raises(RunFileError) as caught:
         read_run(path)
     said = str(caught.value)

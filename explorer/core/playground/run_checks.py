@@ -66,15 +66,6 @@ def seal(path: Path) -> None:
         fh.seek(at)
         fh.write(raw[at:at + 64])
 
-def put_stats(tensors: dict, key: str, s: NodeStats) -> None:
-    values = [float(getattr(s, n)) for n in SCALARS[:-2]] + [s.hist_range.lo, s.hist_range.hi]
-    tensors[f"{key}.scalars"] = torch.tensor(values, dtype=torch.float64)
-    # copies: nodes that output the same tensor in eval share their statistics' arrays
-    tensors[f"{key}.hist"] = torch.tensor(np.array(s.hist, np.int64))
-    tensors[f"{key}.top_dims"] = torch.tensor(np.array(s.top_dims, np.int64))
-    tensors[f"{key}.top_values"] = torch.tensor(np.array(s.top_values, np.float32))
-    tensors[f"{key}.token_l2"] = torch.tensor(np.array(s.token_l2, np.float32))
-
 def check_sum(path: Path, meta: dict) -> str:
     """Refuse a file whose bytes changed since it was saved; an older file without a
     checksum is read with a notice."""

@@ -35,10 +35,13 @@ from ..run.capture import NodeView
 from ..run.generation import RUN_STEPS, GenerationSettings
 from ..run.passes import Pass
 from ..weights.hf_files import read_safetensors
+from .run_tokens import recorded_tokenizer
+from .run_pack import check_header, pack_pass, unknown_tensors, unpack_pass
 from .run_checks import (CHECKSUM, PLACEHOLDER, RunFileError, check_shape, check_sum,
-                         kept_tensor, node_stats, put_stats, seal)
+                         kept_tensor, node_stats, seal)
 
-FORMAT, VERSION = "gpt-block-explorer run", "1"
+FORMAT, VERSION = "gpt-block-explorer run", "2"
+READS = ("1", VERSION)  # version 1: five tensors a node (docs/RUN_FORMAT.md)
 MAX_PASSES = RUN_STEPS + 1  # the prompt's pass and every generated step's
 MAX_NODES, MAX_IDS = 10_000, 1_000_000
 MAX_FILE_BYTES = 16 * 2**30
@@ -76,40 +79,42 @@ def weights_sha256(model: torch.nn.Module) -> str:
 # ---------------------------------------------------------------------- writing
 
 def save_run(path: str | os.PathLike, run: SavedRun, tensor_bytes: int = 0) -> Path:
-    """Write ``run``; node tensors are kept in float16 while they fit ``tensor_bytes``."""
-    tensors: dict[str, torch.Tensor] = {}
-    passes = []
-    budget = tensor_bytes
-    for i, p in enumerate(run.passes):
-        p.complete()  # statistics left for later are computed now
-        nodes = []
-        for j, (name, view) in enumerate(p.views.items()):
-            put_stats(tensors, f"p{i}.n{j}", view.stats)
-            kept = None
-            if view.array is not None and view.array.size * 2 <= budget:
-                tensors[f"p{i}.n{j}.tensor"] = torch.tensor(view.array.astype(np.float16))
-                budget -= view.array.size * 2
-                kept = list(view.array.shape)  # a step keeps one position: (1, 1, C)
-            nodes.append([name, list(view.shape), view.dtype, kept])
-        if p.next_logits is not None:
-            tensors[f"p{i}.logits"] = torch.tensor(np.array(p.next_logits, np.float32))
-        passes.append({"step": p.step, "ids": list(map(int, p.ids)), "token_id": p.token_id,
-                       "prob": p.prob, "top_ids": list(p.top_ids),
-                       "top_probs": list(p.top_probs), "nodes": nodes})
-    meta = {"prompt": run.prompt, "prompt_ids": list(map(int, run.prompt_ids)),
-            "model": run.model, "settings": asdict(run.settings),
-            "interventions": run.interventions, "interventions_on": run.interventions_on,
-            "passes": passes}
-    if run.tokenizer is not gpt2_tokenizer():  # a vocabulary of its own: its pieces kept
-        meta["token_bytes"] = _token_bytes(run)
+    """Write ``run``; node tensors are kept in float16 while they fit ``tensor_bytes``.
+    A run whose header the reader would refuse is refused before anything is written."""
+    tensors, metadata = run_tensors(run, tensor_bytes)
+    check_header(path, tensors, metadata)
     from safetensors.torch import save_file
 
     with atomic_output(path) as tmp:
-        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp),
-                  metadata={"format": FORMAT, "version": VERSION, "run": json.dumps(meta),
-                            CHECKSUM: PLACEHOLDER})
+        save_file(tensors, str(tmp), metadata=metadata)
         seal(Path(tmp))
     return Path(path)
+
+
+def run_tensors(run: SavedRun, tensor_bytes: int = 0) -> tuple[dict[str, torch.Tensor], dict]:
+    """What a run file of ``run`` holds: its tensors and its header's metadata."""
+    tensors: dict[str, torch.Tensor] = {}
+    passes, names, dtypes = [], {}, {}
+    budget = tensor_bytes
+    for i, p in enumerate(run.passes):
+        p.complete()  # statistics left for later are computed now
+        packed, budget = pack_pass(i, p, names, dtypes, budget)
+        tensors.update(packed)
+        if p.next_logits is not None:
+            tensors[f"p{i}.logits"] = torch.tensor(np.array(p.next_logits, np.float32))
+        d = {"step": p.step, "ids": list(map(int, p.ids)), "token_id": p.token_id,
+             "prob": p.prob, "top_ids": list(p.top_ids), "top_probs": list(p.top_probs)}
+        if i and p.step is not None and d["ids"] == [*run.passes[i - 1].ids, p.token_id]:
+            del d["ids"]  # the pass before's and its own token: the reader makes them again
+        passes.append(d)
+    meta = {"prompt": run.prompt, "prompt_ids": list(map(int, run.prompt_ids)),
+            "model": run.model, "settings": asdict(run.settings),
+            "interventions": run.interventions, "interventions_on": run.interventions_on,
+            "node_names": list(names), "dtypes": list(dtypes), "passes": passes}
+    if run.tokenizer is not gpt2_tokenizer():  # a vocabulary of its own: its pieces kept
+        meta["token_bytes"] = _token_bytes(run)
+    return tensors, {"format": FORMAT, "version": VERSION, "run": json.dumps(meta),
+                     CHECKSUM: PLACEHOLDER}
 
 
 def _token_bytes(run: SavedRun) -> dict[str, str]:
@@ -122,44 +127,6 @@ def _token_bytes(run: SavedRun) -> dict[str, str]:
         if p.token_id is not None:
             ids.add(p.token_id)
     return {str(i): run.tokenizer.token_bytes(i).hex() for i in sorted(ids)}
-
-
-class RecordedTokenizer(Tokenizer):
-    """A saved run's tokenizer, for showing it: the bytes of the ids the run holds (its
-    model's own vocabulary was saved with it); it reads no text."""
-
-    name = "the saved run's"
-    eot_id = None
-
-    def __init__(self, pieces: dict[int, bytes], vocab_size: int) -> None:
-        self.pieces, self.vocab_size = pieces, vocab_size
-
-    def encode(self, text: str, allow_special: bool = True) -> list[int]:
-        raise ValueError("a saved run's model is not loaded: its tokenizer reads no text")
-
-    def decode(self, ids: list[int]) -> str:
-        return b"".join(self.pieces.get(int(i), b"") for i in ids).decode("utf-8", "replace")
-
-    def token_bytes(self, token_id: int) -> bytes:
-        return self.pieces[int(token_id)]
-
-    def ready(self) -> bool:
-        return True
-
-    def load(self) -> None:
-        pass
-
-
-def _recorded(value, vocab: int) -> RecordedTokenizer:
-    """``token_bytes`` of a run file: {"id": "hex of its bytes"}, ids below ``vocab``."""
-    if not isinstance(value, dict) or len(value) > MAX_IDS:
-        raise TypeError("token_bytes must be an object of token ids and their bytes in hex")
-    pieces = {}
-    for key, text in value.items():
-        if not key.isdigit() or not int(key) < vocab or not isinstance(text, str) or len(text) > 256:
-            raise TypeError("token_bytes must map token ids below the vocabulary to hex bytes")
-        pieces[int(key)] = bytes.fromhex(text)
-    return RecordedTokenizer(pieces, vocab)
 
 
 # ---------------------------------------------------------------------- reading
@@ -178,9 +145,9 @@ def read_run(path: str | os.PathLike) -> SavedRun:
         raise RunFileError(p, f"not a run file ({str(exc).split(': ', 1)[-1]})") from None
     if meta.get("format") != FORMAT:
         raise RunFileError(p, "not a run file of GPT Block Explorer (no 'format' that says so)")
-    if meta.get("version") != VERSION:
+    if meta.get("version") not in READS:
         raise RunFileError(p, f"run file version {meta.get('version')!r}; this explorer "
-                              f"reads version {VERSION}")
+                              f"reads versions {' and '.join(READS)}")
     unknown = sorted(set(meta) - {"format", "version", "run", CHECKSUM})
     if unknown:
         raise RunFileError(p, f"damaged: its header names {ascii(unknown[0])[:40]}, which a run "
@@ -188,7 +155,7 @@ def read_run(path: str | os.PathLike) -> SavedRun:
     notice = check_sum(p, meta)
     run = parse_json(meta.get("run", ""), p, "the run's description")
     try:
-        saved = _run(p, run, tensors)
+        saved = _run(p, run, tensors, meta["version"])
     except RunFileError:
         raise
     except (KeyError, TypeError, IndexError, AttributeError, ValueError, OverflowError) as exc:
@@ -219,7 +186,29 @@ def _vocabulary(model: dict, own: bool = False) -> int:
     return size
 
 
-def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
+def _unpacked(path: Path, run: dict, tensors: dict, version: str):
+    """Each pass's description with its nodes, and its tensors under version 1's names."""
+    if version == "1":
+        yield from ((d, tensors) for d in run["passes"])
+        return
+    names, dtypes = run["node_names"], run["dtypes"]
+    if not all(isinstance(x, list) and len(x) <= MAX_NODES and all(isinstance(n, str) for n in x)
+               for x in (names, dtypes)):
+        raise TypeError("node_names and dtypes must be lists of text")
+    stray = unknown_tensors(tensors, len(run["passes"]))
+    if stray:
+        raise RunFileError(path, f"holds a tensor {stray[0][:60]!r}, which the format does not name")
+    ids = []
+    for i, d in enumerate(run["passes"]):
+        if not isinstance(d, dict):
+            raise TypeError(f"pass {i} must be an object")
+        # a step's ids left out: the pass before's and its own token
+        ids = [*ids, d["token_id"]] if i and "ids" not in d else d["ids"]
+        nodes, own = unpack_pass(path, i, tensors, names, dtypes)
+        yield {**d, "ids": ids, "nodes": nodes}, own
+
+
+def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSION) -> SavedRun:
     if not isinstance(run, dict) or not isinstance(run.get("passes"), list):
         raise TypeError("the description has no list of passes")
     if not 1 <= len(run["passes"]) <= MAX_PASSES:
@@ -247,14 +236,14 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor]) -> SavedRun:
     cfg = _config(path, model)
     if cfg is not None:
         norm = order_of(cfg)  # its own block's nodes (a Llama block's, say)
-    tokenizer = _recorded(run["token_bytes"], vocab) if own else gpt2_tokenizer()
+    tokenizer = recorded_tokenizer(run["token_bytes"], vocab, MAX_IDS) if own else gpt2_tokenizer()
     below = vocab if own else GPT2_VOCAB  # the ids the tokenizer has
     steps = [d.get("step", "") if isinstance(d, dict) else "" for d in run["passes"]]
     if steps != [None, *range(len(steps) - 1)]:  # the prompt's pass, then steps 0, 1, …
         raise RunFileError(path, "its passes are not the prompt's then steps 0, 1, 2, … in "
                                  "order")
-    passes = [_pass(path, i, d, tensors, norm, vocab, cfg, tokenizer, below)
-              for i, d in enumerate(run["passes"])]
+    passes = [_pass(path, i, d, own, norm, vocab, cfg, tokenizer, below)
+              for i, (d, own) in enumerate(_unpacked(path, run, tensors, version))]
     if cfg is not None:  # every node one of this model's (block 40 of a 2-block model: no)
         known = set(all_hook_names(cfg, inside=True))  # opened attention is saved too
         for i, p in enumerate(passes):

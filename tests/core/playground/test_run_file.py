@@ -2,7 +2,6 @@
 or foreign file is refused with one line."""
 
 import dataclasses
-import json
 import struct
 
 import numpy as np
@@ -13,9 +12,10 @@ from explorer.core.gpt.config import preset
 from explorer.core.gpt.model import build_model
 from explorer.core.gpt.tokenizer import encode
 from explorer.core.playground.run_file import (RunFileError, SavedRun, read_run, save_run,
-                                               seal, weights_sha256)
+                                               weights_sha256)
 from explorer.core.run.generation import GenerationSettings
 from explorer.core.run.passes import EVERYTHING, prompt_then_generate
+from tests.core.playground.run_edit import opened, written
 
 PROMPT = "Every effort moves you"
 
@@ -73,20 +73,13 @@ def test_the_sha256_names_the_weights(model):
 
 
 def rewrite(path, change):
-    """The file with its run description changed by ``change(run)``, its checksum written
-    again (as anyone can: it finds damage, it is not a signature), so that the reader's
-    other rules are what refuses it."""
-    raw = path.read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    run = json.loads(header["__metadata__"]["run"])
-    change(run, header)
-    header["__metadata__"]["run"] = json.dumps(run)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
-    if "checksum" in header["__metadata__"]:
-        seal(path)
+    """The file with its run description changed by ``change(run, header)`` (each pass's
+    nodes listed in it, as version 1 did), packed again with its checksum written again
+    (as anyone can: it finds damage, it is not a signature), so that the reader's other
+    rules are what refuses it."""
+    meta, run, tensors = opened(path.read_bytes())
+    change(run, {"__metadata__": meta})
+    written(path, meta, run, tensors)
 
 
 @pytest.mark.parametrize("change, words", [
@@ -102,7 +95,6 @@ def rewrite(path, change):
     (lambda r, h: r["passes"][1].update(token_id=50257), "token id below 50,257"),
     (lambda r, h: r["passes"][0].update(step=0), "not the prompt's then steps 0, 1, 2"),
     (lambda r, h: r["model"].update(config=[1, 2]), "damaged: AttributeError"),
-    (lambda r, h: r["passes"][0]["nodes"][0].pop(), "damaged: ValueError"),
     (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(0, "trf_blocks.40.att"),
      "'trf_blocks.40.att', a node the saved 2-block model does not have"),
     (lambda r, h: r["passes"][0]["nodes"][1].__setitem__(0, r["passes"][0]["nodes"][0][0]),
@@ -125,7 +117,7 @@ def rewrite(path, change):
     (lambda r, h: r.update(passes=r["passes"] * 2501), "5,002 passes; a run has 1 to 1,025"),
     (lambda r, h: h["__metadata__"].update(version="9"), "version '9'"),
     (lambda r, h: h["__metadata__"].update(format="other"), "not a run file"),
-    (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(1, [1, 2, 3, 4, 5, 6, 7, 8, 9]), "shape"),
+    (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(1, [1, 2, 3, 4, 5, 6, 7, 8, 9]), "p0.nodes row 0 is not a node's row"),
     # what a pass keeps and the shapes it names are the saved model's
     (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(3, [4, 32, 1]), "keeps a tensor of shape (4, 32, 1)"),
     (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(1, [1, 4, 64]), "the saved model gives (1, 4, 32)"),
@@ -146,16 +138,11 @@ def test_a_tampered_run_file_is_refused_in_one_line(model, tmp_path, change, wor
 
 
 def retensor(path, change):
-    """The file with its tensors changed by ``change(tensors)``, its description kept and
-    its checksum written again."""
-    from safetensors.torch import load, save_file
-    raw = path.read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    meta = json.loads(raw[8:8 + n])["__metadata__"]
-    tensors = load(raw)
+    """The file with its tensors (under version 1's names) changed by
+    ``change(tensors)``, its description kept, packed again with its checksum."""
+    meta, run, tensors = opened(path.read_bytes())
     change(tensors)
-    save_file(tensors, str(path), metadata=meta)
-    seal(path)
+    written(path, meta, run, tensors)
 
 
 def scalar(name, value):
@@ -173,10 +160,9 @@ def put(key, value):
 @pytest.mark.parametrize("change, words", [
     (put("p0.n0.top_dims", torch.tensor([-1, 2, 3, 4, 5])), "top_dims must be distinct positions below 32"),
     (put("p0.n0.top_dims", torch.tensor([10**12, 2, 3, 4, 5])), "top_dims must be distinct positions below 32"),
-    (put("p0.n0.top_dims", torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])), "top_dims must be distinct positions"),
-    (put("p0.n0.top_dims", torch.tensor([[1, 2], [3, 4]])), "top_dims must be distinct positions"),
+    (put("p0.n0.top_dims", torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])), "p0.top_dims is missing or not int64"),
     (put("p0.n0.top_dims", torch.tensor([1, 1, 3, 4, 5])), "top_dims must be distinct positions"),
-    (put("p0.n0.top_values", torch.tensor([1.0, 2.0])), "top_values must be float32, one per top dimension"),
+    (put("p0.n0.top_values", torch.tensor([1.0, 2.0])), "p0.top_values holds fewer values than its nodes' rows say"),
     (scalar("count", float("nan")), "count is nan; a count from 0 to 128"),
     (scalar("count", float("inf")), "count is inf"),
     (scalar("count", 127.0), "counts 127 values; its node has 128"),
@@ -185,7 +171,7 @@ def put(key, value):
     (scalar("under", 2.5), "under is 2.5"),
     (scalar("over", 100.0), "add up to more than its 128 values"),
     (put("p0.n0.hist", torch.zeros(20_000, dtype=torch.int64)), "20,000 bins; at most 10,000"),
-    (put("p0.n0.tensor", torch.zeros(1, 4, 31, dtype=torch.float16)), "must be float16 of shape (1, 4, 32)"),
+    (put("p0.n0.tensor", torch.zeros(1, 4, 31, dtype=torch.float16)), "p0.tensors holds fewer values"),
     (put("p1.logits", torch.zeros(3)), "must be a float32 vector of 50,257 logits"),
 ])
 def test_a_run_whose_numbers_lie_is_refused_in_one_line(model, tmp_path, change, words):
@@ -364,3 +350,17 @@ def test_a_qwen3_run_with_its_own_vocabulary_reads_back_with_its_block_and_its_p
     rewrite(path, lambda r, h: r["passes"][0]["ids"].__setitem__(0, 320))
     with pytest.raises(RunFileError, match="token ids below 320"):
         read_run(path)
+
+
+def test_the_header_grows_by_a_few_entries_a_pass_not_by_its_nodes(model, tmp_path):
+    """A generated step adds eight tensors to the header, however many nodes it has
+    (every node of the tiny block, 50 with attention's steps): a long run's header stays
+    far under the reader's limit."""
+    def header(tokens):
+        path = save_run(tmp_path / f"{tokens}.gbrun", make_run(model, tokens), 10**6)
+        n, = struct.unpack("<Q", path.read_bytes()[:8])
+        return n, len(read_run(path).passes[-1].views)
+
+    (short, nodes), (long, _) = header(2), header(6)
+    per_pass = (long - short) / 4
+    assert nodes >= 28 and per_pass < 1_500, per_pass  # ~63 bytes a node before: 5 entries each
