@@ -60,6 +60,8 @@ def train(args: argparse.Namespace) -> int:
         changes.update(max_minutes=args.minutes, max_steps=10**9)
     if args.resume:
         trainer = Trainer.resume(args.out, text, **changes)
+        if trainer.recovered:
+            print(f"{shown(args.out)}: {trainer.recovered}", file=sys.stderr)
         if trainer.finished:
             print(f"the run in {args.out} is finished at step {trainer.state.step:,} of "
                   f"{trainer.settings.max_steps:,}: nothing to do; ask for more with --steps "

@@ -101,9 +101,10 @@ def write_snapshot(model, folder: str | Path, step: int) -> SnapshotEvent:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         save_checkpoint(model, path, trained=step > 0, metadata={"train_step": str(step)})
-    except OSError as exc:
+    except Exception as exc:  # a full disk: OSError, or the safetensors library's own error
+        from .train_checkpoint import disk_problem
         raise ValueError(f"{path}: the snapshot of step {step} could not be written "
-                         f"({exc.strerror or exc})") from None
+                         f"({disk_problem(exc)})") from None
     return SnapshotEvent(step, str(path), time.perf_counter() - t0)
 
 

@@ -10,7 +10,6 @@ exactly as an uninterrupted one would. Owns no UI.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -26,9 +25,10 @@ from ..gpt.config import GPTConfig, preset
 from ..gpt.model import GPTModel, build_model
 from ..gpt.tokenizer import decode, encode
 from ..run.generation import GenerationSettings, generate
-from ..weights.checkpoints import load_checkpoint, save_checkpoint
+from ..weights.checkpoints import load_checkpoint
 from . import head_loss as head_losses
 from .head_loss import loss_of
+from .train_checkpoint import check_one_step, model_step, recover, write_checkpoint
 from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_out_dir, check_preset,
                           read_optimizer, resume_state)
 from .train_text import default_text, read_text, tokens_of
@@ -184,6 +184,7 @@ class Trainer:
         self.settings = settings
         self.text = text
         self.out_dir = Path(out_dir) if out_dir else None
+        self.recovered: str | None = None  # what resume found to repair in the folder
         if model is not None:
             cfg = model.cfg
         else:  # a Llama-family block has no dropout to set
@@ -303,26 +304,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, out_dir: str | Path | None = None) -> Path:
-        """Model (project format), optimizer and trainer state, written atomically; a
-        failed write (a full disk) is one line, and the previous checkpoint stays."""
-        try:
-            return self._save(Path(out_dir or self.out_dir))
-        except OSError as exc:
-            raise ValueError(f"{out_dir or self.out_dir}: the checkpoint of step "
-                             f"{self.state.step} could not be written "
-                             f"({exc.strerror or exc})") from None
-
-    def _save(self, folder: Path) -> Path:
-        folder.mkdir(parents=True, exist_ok=True)
-        path = save_checkpoint(self.model, folder / MODEL_FILE, trained=self.state.step > 0,
-                               metadata={"train_step": str(self.state.step)})
-        tmp = folder / (OPTIMIZER_FILE + ".part")
-        torch.save(self.optimizer.state_dict(), tmp)
-        tmp.replace(folder / OPTIMIZER_FILE)
-        state = {"step": self.state.step, "history": self.state.history, "settings": asdict(self.settings)}
-        (folder / (STATE_FILE + ".part")).write_text(json.dumps(state, indent=1))
-        (folder / (STATE_FILE + ".part")).replace(folder / STATE_FILE)
-        return path
+        """Model (project format), optimizer and trainer state, written whole or not at
+        all (train_checkpoint.py); a failed write (a full disk) is one line, and the
+        previous checkpoint stays."""
+        state = {"step": self.state.step, "history": self.state.history,
+                 "settings": asdict(self.settings)}
+        return write_checkpoint(Path(out_dir or self.out_dir), self.model,
+                                self.optimizer.state_dict(), state)
 
     @classmethod
     def resume(cls, folder: str | Path, text: str, **changes) -> "Trainer":
@@ -331,6 +319,7 @@ class Trainer:
         step, the history, the settings, the model's size and the optimizer's state."""
         folder = Path(folder)
         state_path = folder / STATE_FILE
+        recovered = recover(folder)  # a checkpoint cut short by a kill: finished or dropped
         if file_kind(state_path) == "missing":
             raise ValueError(f"{folder}: no resumable training run here (no {STATE_FILE})")
         state = read_json(state_path, "a training state")
@@ -350,8 +339,11 @@ class Trainer:
         for p in model.parameters():
             p.requires_grad_(True)
         optimizer_state = read_optimizer(folder / OPTIMIZER_FILE, model)
+        check_one_step(folder, step, model_step(folder / MODEL_FILE), optimizer_state)
         try:
-            return cls(text, settings, folder, model, TrainState(step, history), optimizer_state)
+            trainer = cls(text, settings, folder, model, TrainState(step, history), optimizer_state)
+            trainer.recovered = recovered
+            return trainer
         except (ValueError, KeyError, TypeError, RuntimeError) as exc:  # the optimizer's state
             if isinstance(exc, ValueError) and "invalid training settings" in str(exc):
                 raise

@@ -370,6 +370,10 @@ def save_checkpoint(model: GPTModel, path: str | os.PathLike, trained: bool = Tr
     meta.update(metadata or {})
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".part")
-    save_file(sd, str(tmp), metadata=meta)
+    try:
+        save_file(sd, str(tmp), metadata=meta)
+    except BaseException:  # a full disk: nothing half-written is left behind
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, p)
     return p
