@@ -1,3 +1,4 @@
+import json
 import re
 import subprocess
 import sys
@@ -419,6 +420,11 @@ def test_train_keeps_snapshots_that_info_lists_and_checkpoint_opens(capsys, tmp_
     assert code == 2 and "has no snapshot of step 5; it has @step0, @step2, @step6" in err
     code, _, err = run(capsys, "info", str(tmp_path))
     assert code == 2 and "is not a training run's folder" in err
+    state = json.loads((out / "trainer.json").read_text())
+    (out / "trainer.json").write_text(json.dumps({**state, "step": 10**9}))  # of 6
+    code, stdout, _ = run(capsys, "info", str(out))
+    assert code == 0 and "step ? of ? (" in stdout and "past the run's own end at 6 steps" in stdout
+    assert "snapshots: 3" in stdout  # what the folder holds is still listed
 
 
 def test_the_commands_read_text_with_a_llama_folders_own_tokenizer(capsys, tmp_path):

@@ -37,20 +37,22 @@ def _run_folder(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..core.experiments.snapshots import list_snapshots
-    from ..core.experiments.train_files import MODEL_FILE, STATE_FILE
-    from ..core.base.validate import read_json
+    from ..core.experiments.train_files import MODEL_FILE, STATE_FILE, read_state
 
     folder = Path(args.run)
     if args.checkpoint or args.preset:
         raise ValueError("give a run folder or --checkpoint / --preset, not both")
     if not folder.is_dir() or not (folder / MODEL_FILE).is_file():
         raise ValueError(f"{shown(folder)} is not a training run's folder (no {MODEL_FILE} in it)")
-    state = read_json(folder / STATE_FILE) if (folder / STATE_FILE).is_file() else {}
-    state = state if isinstance(state, dict) else {}
-    history = {h.get("step"): h for h in state.get("history", []) if isinstance(h, dict)}
-    settings = state.get("settings", {}) if isinstance(state.get("settings"), dict) else {}
-    print(f"run: {shown(folder)} · {settings.get('preset', '?')} · step {state.get('step', '?')} "
-          f"of {settings.get('max_steps', '?')}")
+    step, history, settings, problem = "?", [], {}, ""
+    if (folder / STATE_FILE).is_file():
+        try:
+            step, history, settings = read_state(folder / STATE_FILE)
+        except ValueError as exc:  # said, and the model and snapshots listed all the same
+            problem = f" ({shown(str(exc))})"
+    history = {h["step"]: h for h in history}
+    print(f"run: {shown(folder)} · {shown(str(settings.get('preset', '?')))} · step {step} "
+          f"of {settings.get('max_steps', '?')}{problem}")
     print(f"model: {shown(folder / MODEL_FILE)}")
     snapshots = list_snapshots(folder)
     print(f"snapshots: {len(snapshots)}" + ("" if snapshots else " (train with --snapshots N)"))

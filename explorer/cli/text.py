@@ -7,7 +7,7 @@ import contextlib
 import sys
 
 from ..core.base.outputs import shown
-from .common import add_model_args, load, seed_number, source_path
+from .common import add_model_args, load, source_path
 
 
 def register(sub) -> None:
@@ -33,7 +33,8 @@ def register(sub) -> None:
     g.add_argument("--top-k", type=int, default=None, help="sample from the k most likely")
     g.add_argument("--top-p", type=float, default=None,
                    help="nucleus sampling threshold, applied after the temperature and top-k")
-    g.add_argument("--sample-seed", type=seed_number, default=123, help="seed for sampling")
+    g.add_argument("--sample-seed", type=int, default=123,
+                   help="seed for sampling (0 to 2,147,483,647, as the window's box)")
     g.add_argument("--show-top", type=int, default=0, metavar="K",
                    help="after each token, print the K most likely candidates")
     g.add_argument("--no-stop", action="store_true", help="do not stop at <|endoftext|>")

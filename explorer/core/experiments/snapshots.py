@@ -10,12 +10,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .train_files import MODEL_FILE, SNAPSHOT_DIR, STATE_FILE, resume_state
+from .train_files import MODEL_FILE, SNAPSHOT_DIR, STATE_FILE, read_state, resume_state
 
 DEFAULT_SNAPSHOTS = 12
 MAX_SNAPSHOTS = 1_000
-AT_STEP = re.compile(r"^(?P<folder>.+)@step(?P<step>\d{1,9})$")
-NAME = re.compile(r"^step(\d{6,9})\.safetensors$")
+AT_STEP = re.compile(r"^(?P<folder>.+)@step(?P<step>[0-9]{1,9})$")  # ASCII digits only
+NAME = re.compile(r"^step([0-9]{6,9})\.safetensors$")
 
 
 @dataclass(frozen=True)
@@ -138,16 +138,14 @@ def run_history(folder: str | Path) -> list[dict]:
 def trained_label(path: str | Path) -> str | None:
     """'trained here: mini, 200 steps, validation loss 5.83 (runs/train)' for the model of
     a training run's folder (its trainer.json beside it), else None."""
-    from ..base.validate import read_json
     p = Path(path)
     if p.name != MODEL_FILE or not (p.parent / STATE_FILE).is_file():
         return None
     try:
-        state = read_json(p.parent / STATE_FILE)
-        history, settings = state["history"], state["settings"]
+        step, history, settings = read_state(p.parent / STATE_FILE)
         loss = history[-1]["val_loss"] if history else None
         said = f", validation loss {loss:.2f}" if isinstance(loss, (int, float)) else ""
-        return f"trained here: {settings['preset']}, {state['step']:,} steps{said} ({p.parent})"
+        return f"trained here: {settings['preset']}, {step:,} steps{said} ({p.parent})"
     except (ValueError, OSError, KeyError, TypeError, IndexError):
         return None  # a damaged trainer.json: the checkpoint's own label stays
 
@@ -165,4 +163,22 @@ def resolve(checkpoint: str) -> str:
         raise ValueError(f"{folder} has no snapshot of step {step:,}; it has "
                          + (", ".join(f"@step{s}" for s in have) if have else "none (train "
                             "with --snapshots N to keep them)"))
+    _check_belongs(Path(folder), step, path)
     return str(path)
+
+
+def _check_belongs(folder: Path, step: int, path: Path) -> None:
+    """A snapshot file is of this run: the step it records is its name's, and its model's
+    configuration that of the run's model beside it."""
+    from ..weights.hf_files import safetensors_header
+
+    def metadata(p: Path) -> dict:
+        return safetensors_header(p)[0].get("__metadata__") or {}
+    own = metadata(path)
+    model = folder / MODEL_FILE
+    if model.is_file() and own.get("config") != metadata(model).get("config"):
+        raise ValueError(f"{path}: a snapshot of another model (its configuration is not that "
+                         f"of {model}): not this run's")
+    if own.get("train_step", str(step)) != str(step):
+        raise ValueError(f"{path}: records step {own['train_step'][:12]!r}, not {step:,}: "
+                         "not the snapshot its name says")

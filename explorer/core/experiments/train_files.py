@@ -52,7 +52,7 @@ def latest_run_dir(folder: str | Path) -> Path:
     saved last (its trainer.json the newest); ``folder`` when none holds a run."""
     folder = Path(folder)
     runs = [p for p in [folder, *folder.parent.glob(f"{glob.escape(folder.name)}-*")]
-            if (p == folder or p.name[len(folder.name) + 1:].isdigit())
+            if (p == folder or p.name[len(folder.name) + 1:].isascii() and p.name[len(folder.name) + 1:].isdigit())
             and file_kind(p / STATE_FILE) == "file"]
 
     def saved(p: Path) -> int:
@@ -118,6 +118,17 @@ def resume_state(path: Path, state) -> tuple[int, list, dict]:
                 and 0 <= entry["step"] <= step):
             raise ValueError(f"{path}: history entry {i + 1} is not an evaluation of this run "
                              "(step, train_loss, val_loss and sample, at most the run's step)")
+    return step, history, saved
+
+
+def read_state(path: Path) -> tuple[int, list, dict]:
+    """trainer.json checked as a resume checks it, its step within its own run's end."""
+    from ..base.validate import read_json
+    step, history, saved = resume_state(path, read_json(path, "a training state"))
+    end = saved.get("max_steps")
+    if isinstance(end, int) and not isinstance(end, bool) and step > end:
+        raise ValueError(f"{path}: says step {step:,}, past the run's own end at {end:,} "
+                         "steps: the file is damaged")
     return step, history, saved
 
 

@@ -100,7 +100,7 @@ class BlockFamily:
             if node.key == hook_name:
                 return node
         parts = hook_name.split(".", 2)
-        if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isdigit():
+        if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isascii() and parts[1].isdigit():
             for node in self.block_nodes(position) + self.attention_inside:
                 if node.key == parts[2]:
                     return node
@@ -108,7 +108,7 @@ class BlockFamily:
 
     def has(self, hook_name: str) -> bool:
         parts = hook_name.split(".", 2)
-        if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isdigit():
+        if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isascii() and parts[1].isdigit():
             return parts[2] in self.block_keys()
         return hook_name in self.model_keys()
 

@@ -154,7 +154,7 @@ def parse_hook(hook_name: str) -> tuple[int | None, str]:
     """(layer, key) of a hook name: ``trf_blocks.3.ff.layers.1`` -> (3, 'ff.layers.1');
     a node outside the blocks -> (None, its name). ``KeyError`` for a name no family has."""
     parts = hook_name.split(".", 2)
-    if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isdigit():
+    if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isascii() and parts[1].isdigit():
         if not any(parts[2] in f.block_keys() for f in FAMILIES.values()):
             raise KeyError(f"unknown node {hook_name!r}")
         return int(parts[1]), parts[2]

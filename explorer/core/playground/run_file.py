@@ -213,18 +213,6 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSI
         raise TypeError("the description has no list of passes")
     if not 1 <= len(run["passes"]) <= MAX_PASSES:
         raise RunFileError(path, f"{len(run['passes']):,} passes; a run has 1 to {MAX_PASSES:,}")
-    settings = run["settings"]
-    if not isinstance(settings, dict):
-        raise TypeError("settings must be an object")
-    unknown = sorted(set(settings) - {f.name for f in fields(GenerationSettings)})
-    if unknown:  # named as Python writes them: a name with a line break stays on one line
-        raise RunFileError(path, f"its generation settings are wrong (unknown: "
-                                 f"{', '.join(ascii(k) for k in unknown[:5])})")
-    try:
-        s = GenerationSettings(**settings)
-        s.validate(2**31)
-    except (TypeError, ValueError) as exc:
-        raise RunFileError(path, f"its generation settings are wrong ({exc})") from None
     model = run["model"]
     if not isinstance(model, dict) or not isinstance(model.get("sha256", ""), str):
         raise TypeError("model must be an object with a sha256")
@@ -233,6 +221,7 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSI
         raise TypeError("the model's norm position must be pre or post")
     own = "token_bytes" in run  # a vocabulary of its own, not GPT-2's
     vocab = _vocabulary(model, own)
+    s = _settings(path, run["settings"], vocab)
     cfg = _config(path, model)
     if cfg is not None:
         norm = order_of(cfg)  # its own block's nodes (a Llama block's, say)
@@ -257,6 +246,23 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSI
     prompt_ids = _ids(run["prompt_ids"], "prompt_ids", below=below)
     return SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on, cfg,
                     tokenizer=tokenizer)
+
+
+def _settings(path: Path, settings, vocab: int) -> GenerationSettings:
+    """The saved generation settings, in the ranges the command line and the window's
+    boxes hold (generation.BOUNDS), top-k within the saved model's vocabulary."""
+    if not isinstance(settings, dict):
+        raise TypeError("settings must be an object")
+    unknown = sorted(set(settings) - {f.name for f in fields(GenerationSettings)})
+    if unknown:  # named as Python writes them: a name with a line break stays on one line
+        raise RunFileError(path, f"its generation settings are wrong (unknown: "
+                                 f"{', '.join(ascii(k) for k in unknown[:5])})")
+    try:
+        s = GenerationSettings(**settings)
+        s.validate(vocab)
+    except (TypeError, ValueError) as exc:
+        raise RunFileError(path, f"its generation settings are wrong ({exc})") from None
+    return s
 
 
 def _config(path: Path, model: dict) -> GPTConfig | None:

@@ -38,7 +38,7 @@ def recorded_tokenizer(value, vocab: int, most: int) -> RecordedTokenizer:
         raise TypeError("token_bytes must be an object of token ids and their bytes in hex")
     pieces = {}
     for key, text in value.items():
-        if not key.isdigit() or not int(key) < vocab or not isinstance(text, str) or len(text) > 256:
+        if not (key.isascii() and key.isdigit()) or not int(key) < vocab or not isinstance(text, str) or len(text) > 256:
             raise TypeError("token_bytes must map token ids below the vocabulary to hex bytes")
         pieces[int(key)] = bytes.fromhex(text)
     return RecordedTokenizer(pieces, vocab)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .steps import StepCapture, StepRecorder
-from ..gpt.config import GPT2_VOCAB
+from ..gpt.config import GPT2_VOCAB, LIMITS
 from ..gpt.model import GPTModel, KVCache
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
 
@@ -28,6 +28,11 @@ from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
 MAX_NEW_TOKENS = 100_000
 RUN_STEPS = 1_024  # the most tokens a run in the window generates, and a saved run holds
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
+# Each sampling setting's range, one table for the command line, the window's boxes and
+# a saved run's reader: whatever one accepts the others hold (a Qt box holds a 32-bit
+# whole number and two decimals). Top-k is bounded by the model's vocabulary too.
+BOUNDS = {"temperature": (MIN_TEMPERATURE, MAX_TEMPERATURE), "top_k": (1, LIMITS["vocab_size"]),
+          "top_p": (0.01, 1.0), "seed": (0, 2**31 - 1), "show_top_k": (1, LIMITS["vocab_size"])}
 
 
 @dataclass(frozen=True)
@@ -55,16 +60,16 @@ class GenerationSettings:
         too when the run is greedy: a setting is kept, shown and saved either way."""
         from ..base.validate import real, whole
 
+        vocab = min(vocab_size, BOUNDS["top_k"][1])
         checks = [lambda: whole(self.max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
-                  lambda: whole(self.show_top_k, "the candidates shown", 1, vocab_size),
-                  lambda: real(self.temperature, "temperature", MIN_TEMPERATURE,
-                               MAX_TEMPERATURE)]
+                  lambda: whole(self.show_top_k, "the candidates shown", 1, vocab),
+                  lambda: real(self.temperature, "temperature", *BOUNDS["temperature"])]
         if self.top_k is not None:
-            checks.append(lambda: whole(self.top_k, "top-k", 1, vocab_size))
+            checks.append(lambda: whole(self.top_k, "top-k", 1, vocab))
         if self.top_p is not None:
-            checks.append(lambda: real(self.top_p, "top-p", 0.0, 1.0, lo_open=True))
+            checks.append(lambda: real(self.top_p, "top-p", *BOUNDS["top_p"]))
         if self.seed is not None:
-            checks.append(lambda: whole(self.seed, "the sampling seed", 0, 2**63 - 1))
+            checks.append(lambda: whole(self.seed, "the sampling seed", *BOUNDS["seed"]))
         for name in ("greedy", "stop_at_eot", "capture_steps", "leave_room", "recompute"):
             checks.append(lambda name=name: _switch(getattr(self, name), name))
         problems = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QGridLayout, QGroupBox, QLabel,
                                QSpinBox)
 
-from ...core.run.generation import RUN_STEPS, GenerationSettings
+from ...core.run.generation import BOUNDS, RUN_STEPS, GenerationSettings
 
 
 def flag(value) -> bool:
@@ -36,19 +36,19 @@ class GenerationBox(QGroupBox):
         self.sample.setToolTip("Sample the next token with the temperature, top-k and top-p "
                                "below; off: greedy (the most likely token)")
         self.temperature = QDoubleSpinBox()
-        self.temperature.setRange(0.05, 5.0)
+        self.temperature.setRange(*BOUNDS["temperature"])
         self.temperature.setSingleStep(0.1)
         self.temperature.setValue(1.0)
         self.top_k = QSpinBox()
-        self.top_k.setRange(0, 50257)
+        self.top_k.setRange(0, BOUNDS["top_k"][1])  # 0: off
         self.top_k.setSpecialValueText("off")
         self.top_k.setValue(40)
         self.top_p = QDoubleSpinBox()
-        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setRange(*BOUNDS["top_p"])
         self.top_p.setSingleStep(0.05)
         self.top_p.setValue(1.0)
         self.seed = QSpinBox()
-        self.seed.setRange(0, 2**31 - 1)
+        self.seed.setRange(*BOUNDS["seed"])
         self.seed.setValue(123)
         self.seed.setMaximumWidth(80)  # its range would make the column wide
         for w in (self.temperature, self.top_k, self.top_p, self.seed):

@@ -103,3 +103,27 @@ def test_the_schedule_takes_planned_steps_and_planned_moments():
              if by_time.due(step, t)]
     assert taken == [0, 2] and by_time.last(4) and not by_time.last(4)
     assert not SnapshotSchedule(10**9, 0, minutes=1.0).last(5)
+
+
+def test_a_snapshot_name_takes_ascii_digits_only_and_must_be_of_this_run(tmp_path):
+    """@step٣ (an Arabic-Indic three) is not a step; a snapshot file named with such
+    digits is not listed; another model's snapshot, or one recording another step, put in
+    the run's folder is refused rather than opened as this run's."""
+    import shutil
+
+    from explorer.core.experiments.snapshots import snapshot_path
+    run, other = tmp_path / "run", tmp_path / "other"
+    for folder, preset in ((run, "tiny"), (other, "mini")):
+        for _ in Trainer(default_text(), fast(preset=preset, max_steps=2, eval_every=2,
+                                              snapshots=2, batch_size=1), folder).run():
+            pass
+    assert resolve(f"{run}@step\u0663") == f"{run}@step\u0663"  # not a run's step: a name
+    (run / "snapshots" / "step00000\u0663.safetensors").write_bytes(b"")
+    assert [s.step for s in list_snapshots(run)] == [0, 2]
+    shutil.copy(snapshot_path(other, 2), snapshot_path(run, 1))  # mini's, in tiny's run
+    with pytest.raises(ValueError, match="a snapshot of another model .* not this run's"):
+        resolve(f"{run}@step1")
+    shutil.copy(snapshot_path(run, 2), snapshot_path(run, 7))  # step 2's, named step 7
+    with pytest.raises(ValueError, match="records step '2', not 7"):
+        resolve(f"{run}@step7")
+    assert resolve(f"{run}@step2") == str(snapshot_path(run, 2))
