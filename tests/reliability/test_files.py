@@ -121,3 +121,49 @@ def test_a_tensor_of_another_rank_is_named_with_the_shape_it_needs(tmp_path, key
         torch.save(sd, path)
         with pytest.raises(CheckpointError, match=says):
             load_checkpoint(path)
+
+
+def _header_file(path, header: bytes, data: bytes = b""):
+    import struct
+    path.write_bytes(struct.pack("<Q", len(header)) + header + data)
+    return path
+
+
+@pytest.mark.parametrize("header, says", [
+    # a zero axis makes the byte count 0, but the shape's product overflows 64 bits first
+    (b'{"a": {"dtype": "F32", "shape": [18446744073709551616, 0], "data_offsets": [0, 0]}}',
+     "has more elements than a tensor can"),
+    (b'{"a": {"dtype": "F32", "shape": [4611686018427387904, 4611686018427387904, 0], '
+     b'"data_offsets": [0, 0]}}', "has more elements than a tensor can"),
+    # a name twice: which entry was meant cannot be told
+    (b'{"a": {"dtype": "F32", "shape": [9], "data_offsets": [0, 4]}, '
+     b'"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}', "the name 'a' twice"),
+])
+def test_a_header_the_safetensors_library_refuses_is_refused_in_one_line(tmp_path, header, says):
+    path = _header_file(tmp_path / "m.safetensors", header, b"\0" * 4 if b"[0, 4]" in header else b"")
+    with pytest.raises(CheckpointError) as caught:
+        load_checkpoint(path)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+    if "more elements" in says:  # the official reader refuses these too
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+        with pytest.raises((SafetensorError, OverflowError, ValueError)):
+            load_file(str(path))
+
+
+def test_two_shards_holding_the_same_tensor_are_refused(tmp_path):
+    import json
+
+    from safetensors.torch import save_file
+    folder = tmp_path / "model"
+    folder.mkdir()
+    sd = {k: v.contiguous() for k, v in build_model(preset("tiny")).state_dict().items()
+          if k != "out_head.weight"}
+    names = sorted(sd)
+    save_file({k: sd[k] for k in names[:5]}, str(folder / "a.safetensors"))
+    save_file({k: sd[k] for k in names[4:]}, str(folder / "b.safetensors"))  # names[4] twice
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        **{k: "a.safetensors" for k in names[:5]}, **{k: "b.safetensors" for k in names[5:]}}}))
+    with pytest.raises(CheckpointError, match=f"holds '{names[4]}', which another shard of the "
+                                              "folder holds too"):
+        load_checkpoint(folder)

@@ -115,7 +115,7 @@ def parse_json(text: str | bytes, where: str | os.PathLike, what: str = "JSON") 
                                      "not a file the explorer writes or reads")
     try:
         return json.loads(text, parse_int=_bounded_int, parse_float=_finite_float,
-                          parse_constant=_no_constant)
+                          parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except _NumberError as exc:
         raise CheckpointError(where, f"{what} holds {exc}") from None
     except (ValueError, RecursionError) as exc:
@@ -134,6 +134,17 @@ def _bounded_int(text: str) -> int:
         raise _NumberError(f"a whole number of {len(text.lstrip('-'))} digits, more than "
                            f"{MAX_INT_DIGITS}")
     return int(text)
+
+
+def _unique_keys(pairs: list) -> dict:
+    """An object whose every name is said once: with a name twice, which value was meant
+    cannot be told (Python would keep the last, other readers the first)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _NumberError(f"the name {ascii(twice)[:60]} twice in one object")
+    return out
 
 
 def _finite_float(text: str) -> float:

@@ -219,6 +219,10 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
                 raise CheckpointError(weights, "shard listed in the index is missing")
             regular_file(weights)
             sub, sub_info = read_state_dict(weights, should_stop)
+            again = sorted(set(sub) & set(tensors))
+            if again:  # which one the index means cannot be told: refused, not the last kept
+                raise CheckpointError(weights, f"holds {again[0][:80]!r}, which another shard "
+                                               "of the folder holds too")
             tensors.update(sub)
             info.setdefault("file_format", sub_info["format"])
         config_json = p / "config.json"

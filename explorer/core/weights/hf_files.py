@@ -22,6 +22,7 @@ TORCH_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16
                 "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
                 "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2}
 MAX_HEADER = 100 * 1024 * 1024
+MAX_ELEMENTS = 2**63 - 1  # torch's sizes are 64-bit signed
 
 
 def hf_folder_weights(folder: Path) -> list[Path]:
@@ -117,8 +118,10 @@ def _entry(path: Path, key: str, info: Any) -> tuple[int, int, int]:
             and offsets[0] <= offsets[1]):
         raise bad(f"data_offsets must be [start, end] byte positions, got {offsets!r}")
     count = 1
-    for d in shape:
+    for d in shape:  # as the safetensors library multiplies: no step past 64 bits, zeros or not
         count *= d
+        if d > MAX_ELEMENTS or count > MAX_ELEMENTS:
+            raise bad(f"shape {shape!r} has more elements than a tensor can (over 2**63)"[:200])
     return offsets[0], offsets[1], count
 
 
