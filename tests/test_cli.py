@@ -472,3 +472,11 @@ def test_the_commands_read_text_with_a_llama_folders_own_tokenizer(capsys, tmp_p
     back = read_run(saved)
     assert back.prompt_ids == ids and back.passes[0].pieces == [tok.token_piece(i) for i in ids]
     assert out.strip() == prompt + tok.decode(back.tokens)
+
+
+def test_a_carriage_return_in_a_name_is_shown_escaped_in_every_line(capsys, tmp_path):
+    """A folder named with a carriage return would overwrite its own line on a terminal:
+    every line that names it shows \\r instead."""
+    out = tmp_path / "run\rx"
+    code, _, err = run(capsys, "train", "--resume", "--out", str(out))
+    assert code == 2 and "run\\rx: no resumable training run here" in err and "\r" not in err

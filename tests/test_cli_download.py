@@ -125,3 +125,10 @@ def test_a_hub_timeout_it_cannot_read_is_named(env, value):
     assert failed.returncode == 2
     assert (f"error: HF_HUB_DOWNLOAD_TIMEOUT='{value}' is not a whole number of seconds"
             in failed.stderr) and "Traceback" not in failed.stderr
+
+
+@pytest.mark.parametrize("value", ["::::", "http://[::1", "http://hub:port", "ftp://hub"])
+def test_a_hub_address_that_is_not_one_is_named_without_a_traceback(env, value):
+    failed = explorer("download", "gpt2", env=dict(env, HF_ENDPOINT=value))
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    assert f"error: HF_ENDPOINT='{value}' is not an http(s) address" in failed.stderr

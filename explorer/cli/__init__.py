@@ -64,7 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = handed_over(parser, argv)
     except ValueError as exc:
-        print(f"gpt-explorer: error: {exc}", file=sys.stderr)
+        from ..core.base.outputs import shown
+        print(f"gpt-explorer: error: {shown(str(exc))}", file=sys.stderr)
         return 2
     command = args.command or "gui"
     from ..core.weights.hub import HubError
@@ -79,8 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except (ValueError, MemoryError, OSError, HubError) as exc:  # what a user can act on
         logging.getLogger("explorer").info("%s failed: %s", command, exc)
-        text = str(exc).strip().splitlines()
-        print(f"gpt-explorer {command}: error: {text[0] if text else type(exc).__name__}",
+        from ..core.base.outputs import shown
+        first = str(exc).strip().split("\n")[0]  # a carriage return in a name: shown as \r
+        print(f"gpt-explorer {command}: error: {shown(first) if first else type(exc).__name__}",
               file=sys.stderr)
         return 2
     except KeyboardInterrupt:

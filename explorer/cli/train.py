@@ -48,7 +48,7 @@ def train(args: argparse.Namespace) -> int:
     try:
         check_out_dir(args.out, fresh=not args.resume)
     except RunExists as exc:  # a new run never replaces one
-        raise ValueError(f"{args.out} already holds a training run: continue it with --resume, "
+        raise ValueError(f"{shown(args.out)} already holds a training run: continue it with --resume, "
                          f"or start a new one elsewhere (--out {exc.free})") from None
     changes = {k: v for k, v in {"max_steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
                                   "eval_every": args.eval_every, "seed": args.seed,
@@ -63,17 +63,17 @@ def train(args: argparse.Namespace) -> int:
         if trainer.recovered:
             print(f"{shown(args.out)}: {trainer.recovered}", file=sys.stderr)
         if trainer.finished:
-            print(f"the run in {args.out} is finished at step {trainer.state.step:,} of "
+            print(f"the run in {shown(args.out)} is finished at step {trainer.state.step:,} of "
                   f"{trainer.settings.max_steps:,}: nothing to do; ask for more with --steps "
                   f"{trainer.state.step + 100}", file=sys.stderr)
             return 0
-        print(f"resuming {args.out} at step {trainer.state.step}", file=sys.stderr)
+        print(f"resuming {shown(args.out)} at step {trainer.state.step}", file=sys.stderr)
     else:
         trainer = Trainer(text, TrainSettings(preset=args.preset, **changes), args.out)
     s = trainer.settings
     print(f"training {s.preset} ({sum(p.numel() for p in trainer.model.parameters()):,} parameters) on "
           f"{len(trainer.train_ids):,} training and {len(trainer.val_ids):,} validation tokens in "
-          f"{'bfloat16' if trainer.bfloat16 else 'float32'}; checkpoints in {args.out}",
+          f"{'bfloat16' if trainer.bfloat16 else 'float32'}; checkpoints in {shown(args.out)}",
           file=sys.stderr)
     report = Progress(None if s.max_minutes else s.max_steps)
     try:

@@ -26,6 +26,12 @@ def test_the_rule_refuses_what_is_not_a_regular_file(tmp_path):
         check_output(tmp_path)
     with pytest.raises(OutputError, match="is a device"):
         check_output("/dev/null")
+    # a suffix the writer would add (numpy's .npz) does not turn a device into a new file
+    with pytest.raises(OutputError, match="/dev/full is a device, not a file"):
+        check_output("/dev/full", ".npz")
+    with pytest.raises(OutputError, match="is a FIFO"):
+        check_output(fifo, ".npz")
+    assert check_output(tmp_path / "arrays", ".npz") == tmp_path / "arrays.npz"
     with pytest.raises(OutputError, match="does not exist"):
         check_output(tmp_path / "no" / "such" / "out.png")
     with pytest.raises(OutputError, match="empty"):

@@ -42,30 +42,35 @@ def check_output(path: str | os.PathLike, suffix: str = "") -> Path:
         raise OutputError(f"the output name {text} has a control character "
                           f"({repr(control)[1:-1]}); choose a name without one")
     target = Path(text).expanduser()
-    if suffix and not target.name.endswith(suffix):
-        target = target.with_name(target.name + suffix)
-    if Path(text).expanduser().is_dir():
+    if target.is_dir():
         raise OutputError(f"{text} is a folder: give a file name, e.g. {Path(text) / ('out' + (suffix or '.png'))}")
-    try:
-        mode = os.stat(target).st_mode  # follows a link to what it names
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise OutputError(f"cannot use {target} as an output: {exc.strerror or exc}") from None
-    if mode is not None:
-        if stat.S_ISDIR(mode):
-            raise OutputError(f"{target} is a folder: give a file name inside it")
-        if not stat.S_ISREG(mode):
-            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-                    else "a device")
-            raise OutputError(f"{target} is {kind}, not a file: the explorer writes only to "
-                              "regular files")
+    if suffix and not target.name.endswith(suffix):
+        _not_special(target)  # /dev/full given: refused, not written beside as /dev/full.npz
+        target = target.with_name(target.name + suffix)
+    _not_special(target)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise OutputError(f"the folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise OutputError(f"the folder {folder} is not writable")
     return target
+
+
+def _not_special(target: Path) -> None:
+    """A folder, FIFO, socket or device at ``target`` is refused in one line."""
+    try:
+        mode = os.stat(target).st_mode  # follows a link to what it names
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise OutputError(f"cannot use {target} as an output: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise OutputError(f"{target} is a folder: give a file name inside it")
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device")
+        raise OutputError(f"{target} is {kind}, not a file: the explorer writes only to "
+                          "regular files")
 
 
 @contextmanager

@@ -121,6 +121,18 @@ def check_environment() -> None:
         if seconds < 0:
             raise HubError(f"{name}={value!r} is not a whole number of seconds (e.g. "
                            f"{name}=30); unset it or give one"[:200])
+    address = os.environ.get("HF_ENDPOINT")
+    if address:
+        from urllib.parse import urlsplit
+        try:
+            parts = urlsplit(address)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and \
+                (parts.port or 1) > 0  # .port raises for a port that is not a number
+        except ValueError:  # a port that is not a number, a bracket left open
+            ok = False
+        if not ok:
+            raise HubError(f"HF_ENDPOINT={address!r} is not an http(s) address (e.g. "
+                           "https://huggingface.co); unset it or give one"[:200])
 
 
 def cache_dir() -> Path:
