@@ -149,7 +149,7 @@ def _tensor(path, tensors: dict, key: str, dtype: torch.dtype) -> torch.Tensor:
     t = tensors.get(key)
     if t is None or t.dtype != dtype or (key.endswith(".nodes") and t.dim() != 2) or \
             (not key.endswith((".nodes", ".scalars")) and t.dim() != 1):
-        raise RunFileError(path, f"{key} is missing or not {str(dtype).split('.')[-1]} "
+        raise RunFileError(path, f"{key} is missing or not {str(dtype).removeprefix('torch.')} "
                                  "of the format's shape")
     return t
 

@@ -30,9 +30,10 @@ RUN_STEPS = 1_024  # the most tokens a run in the window generates, and a saved 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
 # Each sampling setting's range, one table for the command line, the window's boxes and
 # a saved run's reader: whatever one accepts the others hold (a Qt box holds a 32-bit
-# whole number and two decimals). Top-k is bounded by the model's vocabulary too.
-BOUNDS = {"temperature": (MIN_TEMPERATURE, MAX_TEMPERATURE), "top_k": (1, LIMITS["vocab_size"]),
-          "top_p": (0.01, 1.0), "seed": (0, 2**31 - 1), "show_top_k": (1, LIMITS["vocab_size"])}
+# whole number; top-p's box six decimals). Top-k is bounded by the model's vocabulary
+# too, and at GPT-2's: past 50,257 candidates it no longer filters anything one can see.
+BOUNDS = {"temperature": (MIN_TEMPERATURE, MAX_TEMPERATURE), "top_k": (1, GPT2_VOCAB),
+          "top_p": (1e-6, 1.0), "seed": (0, 2**31 - 1), "show_top_k": (1, LIMITS["vocab_size"])}
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class GenerationSettings:
 
         vocab = min(vocab_size, BOUNDS["top_k"][1])
         checks = [lambda: whole(self.max_new_tokens, "max new tokens", 1, MAX_NEW_TOKENS),
-                  lambda: whole(self.show_top_k, "the candidates shown", 1, vocab),
+                  lambda: whole(self.show_top_k, "the candidates shown", 1, vocab_size),
                   lambda: real(self.temperature, "temperature", *BOUNDS["temperature"])]
         if self.top_k is not None:
             checks.append(lambda: whole(self.top_k, "top-k", 1, vocab))

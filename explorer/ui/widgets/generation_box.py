@@ -44,6 +44,7 @@ class GenerationBox(QGroupBox):
         self.top_k.setSpecialValueText("off")
         self.top_k.setValue(40)
         self.top_p = QDoubleSpinBox()
+        self.top_p.setDecimals(6)  # as small as the command line takes
         self.top_p.setRange(*BOUNDS["top_p"])
         self.top_p.setSingleStep(0.05)
         self.top_p.setValue(1.0)

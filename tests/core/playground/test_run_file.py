@@ -92,7 +92,7 @@ def rewrite(path, change):
     # the int32 edge: what the window's boxes cannot hold, the reader refuses
     (lambda r, h: r["settings"].update(top_k=2**31), "top-k must be between 1 and 50,257"),
     (lambda r, h: r["settings"].update(seed=2**31), "the sampling seed must be between 0 and 2,147,483,647"),
-    (lambda r, h: r["settings"].update(top_p=0.001), "top-p must be a finite number in [0.01, 1]"),
+    (lambda r, h: r["settings"].update(top_p=1e-7), "top-p must be a finite number in [1e-06, 1]"),
     (lambda r, h: r["settings"].update(greedy="no"), "greedy must be true or false"),
     (lambda r, h: r["settings"].update({"x\ny": 1}), "unknown: 'x\\ny'"),
     (lambda r, h: r.update(interventions_on="false"), "interventions_on must be true or false"),

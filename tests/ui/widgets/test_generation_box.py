@@ -34,7 +34,7 @@ def test_settings_at_the_edges_come_back_from_the_boxes_unchanged(qtbot, edge):
 
 @pytest.mark.parametrize("change, words", [
     (dict(top_k=2**31), "top-k must be"), (dict(seed=2**31), "the sampling seed must be"),
-    (dict(temperature=101.0), "temperature must be"), (dict(top_p=0.001), "top-p must be")])
+    (dict(temperature=101.0), "temperature must be"), (dict(top_p=1e-7), "top-p must be")])
 def test_one_past_the_edge_is_refused_before_any_box_sees_it(change, words):
     with pytest.raises(ValueError, match=words):
         GenerationSettings(greedy=False, **change).validate(BOUNDS["top_k"][1])
