@@ -124,6 +124,7 @@ def node_stats(path: Path, tensors: dict, key: str, shape: tuple) -> NodeStats:
     if token_l2.dtype != np.float32 or token_l2.size > int(np.prod(shape[:-1], dtype=np.int64)):
         raise RunFileError(path, f"{key}.token_l2 must be float32, one value a vector")
     counts = _counts(path, key, v, hist, int(np.prod(shape, dtype=np.int64)))
+    _moments(path, key, v, counts)
     top_dims, top_values = tensors[f"{key}.top_dims"].numpy(), tensors[f"{key}.top_values"].numpy()
     width = shape[-1] if shape else 0
     if top_dims.ndim != 1 or top_dims.dtype != np.int64 or len(top_dims) > width or \
@@ -136,6 +137,19 @@ def node_stats(path: Path, tensors: dict, key: str, shape: tuple) -> NodeStats:
                                                      "kurtosis", "frac_neg", "frac_zero")},
                      top_dims=top_dims, top_values=top_values, token_l2=token_l2,
                      hist=hist, hist_range=HistRange(v["hist_lo"], v["hist_hi"], len(hist)))
+
+
+def _moments(path: Path, key: str, v: dict, counts: dict[str, int]) -> None:
+    """Numbers that agree with each other: with finite values, min ≤ mean ≤ max, the
+    spread and size never negative, the shares between 0 and 1."""
+    if counts["count"] - counts["n_nan"] - counts["n_inf"] <= 0:
+        return
+    lo, hi, mean = v["min"], v["max"], v["mean"]
+    slack = 1e-6 * max(abs(lo), abs(hi), 1.0)  # float32 sums: the mean a hair outside
+    if not (lo <= hi and lo - slack <= mean <= hi + slack and v["std"] >= 0 and v["rms"] >= 0
+            and v["absmax"] >= 0 and 0 <= v["frac_neg"] <= 1 and 0 <= v["frac_zero"] <= 1):
+        raise RunFileError(path, f"{key}'s statistics contradict each other (min {lo:.4g}, "
+                                 f"mean {mean:.4g}, max {hi:.4g}, std {v['std']:.4g})")
 
 
 def _counts(path: Path, key: str, v: dict, hist: np.ndarray, size: int) -> dict[str, int]:

@@ -35,6 +35,7 @@ from ..run.capture import NodeView
 from ..run.generation import RUN_STEPS, GenerationSettings
 from ..run.passes import Pass
 from ..weights.hf_files import read_safetensors
+from .run_agrees import check_agrees
 from .run_tokens import recorded_tokenizer
 from .run_pack import check_header, pack_pass, unknown_tensors, unpack_pass
 from .run_checks import (CHECKSUM, PLACEHOLDER, RunFileError, check_shape, check_sum,
@@ -104,7 +105,9 @@ def run_tensors(run: SavedRun, tensor_bytes: int = 0) -> tuple[dict[str, torch.T
             tensors[f"p{i}.logits"] = torch.tensor(np.array(p.next_logits, np.float32))
         d = {"step": p.step, "ids": list(map(int, p.ids)), "token_id": p.token_id,
              "prob": p.prob, "top_ids": list(p.top_ids), "top_probs": list(p.top_probs)}
-        if i and p.step is not None and d["ids"] == [*run.passes[i - 1].ids, p.token_id]:
+        if p.whole:  # a step that ran its whole context again (Recompute all)
+            d["whole"] = True
+        elif i and p.step is not None and d["ids"] == [*run.passes[i - 1].ids, p.token_id]:
             del d["ids"]  # the pass before's and its own token: the reader makes them again
         passes.append(d)
     meta = {"prompt": run.prompt, "prompt_ids": list(map(int, run.prompt_ids)),
@@ -166,8 +169,7 @@ def read_run(path: str | os.PathLike) -> SavedRun:
 
 
 def _ids(value, what: str, limit: int = MAX_IDS, below: int = 2**31) -> list[int]:
-    """Whole numbers in [0, below): token ids (``below`` the vocabulary's size) or a
-    shape's lengths."""
+    """Whole numbers in [0, below): token ids (below the vocabulary's size) or lengths."""
     if not isinstance(value, list) or len(value) > limit or not all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < below for i in value):
         raise TypeError(f"{what} must be a list of " + (
@@ -223,6 +225,8 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSI
     vocab = _vocabulary(model, own)
     s = _settings(path, run["settings"], vocab)
     cfg = _config(path, model)
+    if cfg is None and version != "1":  # no node, shape or id could be checked without it
+        raise RunFileError(path, "its model has no config: its nodes cannot be checked")
     if cfg is not None:
         norm = order_of(cfg)  # its own block's nodes (a Llama block's, say)
     tokenizer = recorded_tokenizer(run["token_bytes"], vocab, MAX_IDS) if own else gpt2_tokenizer()
@@ -244,8 +248,10 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSI
     if not isinstance(run["prompt"], str):
         raise TypeError("the prompt must be text")
     prompt_ids = _ids(run["prompt_ids"], "prompt_ids", below=below)
-    return SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on, cfg,
-                    tokenizer=tokenizer)
+    saved = SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on, cfg,
+                     tokenizer=tokenizer)
+    check_agrees(path, saved)  # and its fields with each other
+    return saved
 
 
 def _settings(path: Path, settings, vocab: int) -> GenerationSettings:
@@ -335,9 +341,14 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
     if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
         raise TypeError(f"pass {i}'s step must be a whole number or null")
     ids = _ids(d["ids"], "ids", below=below)
-    if step is None and cfg is not None and len(ids) > cfg.context_length:
-        raise RunFileError(path, f"its prompt pass has {len(ids):,} tokens; the saved model "
-                                 f"reads at most {cfg.context_length:,}")
+    whole = d.get("whole", False)  # a recomputed step: every position of its context
+    if not isinstance(whole, bool) or (whole and step is None):
+        raise TypeError(f"pass {i}'s whole must be true or false, and only on a step")
+    full = step is None or whole  # a pass over every position of its tokens
+    if full and cfg is not None and len(ids) > cfg.context_length:
+        raise RunFileError(path, f"its {'prompt pass' if step is None else f'step {step}'} has "
+                                 f"{len(ids):,} tokens; the saved model reads at most "
+                                 f"{cfg.context_length:,}")
     top_ids = _ids(d["top_ids"], "top_ids", 1000, below=below)
     top_probs = d["top_probs"]
     if not isinstance(top_probs, list) or len(top_probs) != len(top_ids) or not all(
@@ -346,8 +357,8 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
                         "adding up to at most 1")
     views = {}
     for j, node in enumerate(d["nodes"]):
-        view = _saved_node(path, (i, j), node, norm, cfg, len(ids) if step is None else 1,
-                           step is not None, tensors, views)
+        view = _saved_node(path, (i, j), node, norm, cfg, len(ids) if full else 1,
+                           not full, tensors, views)
         views[view.name] = view
     logits = tensors.get(f"p{i}.logits")
     if logits is not None and (logits.dim() != 1 or logits.dtype != torch.float32
@@ -360,7 +371,7 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
     prob = d["prob"]
     if prob is not None and (not isinstance(prob, float) or not 0.0 <= prob <= 1.0):
         raise TypeError(f"pass {i}'s prob must be a probability or null")
-    return Pass(ids=ids, pieces=[tokenizer.token_piece(t) for t in ids] if step is None else [],
+    return Pass(ids=ids, pieces=[tokenizer.token_piece(t) for t in ids] if full else [], whole=whole,
                 views=views, step=step, token_id=token,
                 prob=float(prob) if isinstance(prob, (int, float)) else None,
                 top_ids=tuple(top_ids), top_probs=tuple(top_probs),

@@ -298,6 +298,13 @@ def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: Gener
 
 
 STEP_BUDGET = 256 * 2**20  # a recomputed step keeps at most this much of its tensors
+RUN_BUDGET = 2 * 2**30  # and all the steps of a recomputed run together at most this much
+
+
+def recompute_budget(s: GenerationSettings, keep: Keep) -> int:
+    """The tensor bytes each recomputed step may keep: the run's budget shared evenly
+    between its steps, fixed before the run starts (a 1,000-token run: 2 MiB a step)."""
+    return min(keep.budget_bytes, STEP_BUDGET, RUN_BUDGET // max(1, s.max_new_tokens))
 
 
 def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationSettings,
@@ -307,7 +314,11 @@ def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationS
     captured pass — (1, T + k, C) at step k; its last position chose the token."""
     gen, ctx, tok = sampler(s), model.cfg.context_length, tokenizer_of(model)
     ids, current, logits = list(prefill.ids), prompt, prefill.logits
-    keep = dataclasses.replace(keep, later=False, budget_bytes=min(keep.budget_bytes, STEP_BUDGET))
+    budget = recompute_budget(s, keep)
+    keep = dataclasses.replace(keep, later=False, budget_bytes=budget)
+    said = [f"Recompute all: each step keeps at most {budget / 2**20:.1f} MiB of its tensors "
+            f"({RUN_BUDGET / 2**30:.0f} GiB for the run's {s.max_new_tokens:,} steps), the "
+            "rest as statistics"]
     for index in range(s.max_new_tokens):
         if index:  # step 0 is chosen by the prompt pass itself
             check(should_stop)
@@ -321,7 +332,7 @@ def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationS
         report(dataclasses.replace(
             current, step=index, whole=True, token_id=token, prob=float(probs[token]),
             top_ids=top_ids, top_probs=tuple(top.values.tolist()),
-            top_pieces=tuple(tok.token_piece(i) for i in top_ids), notices=[]))
+            top_pieces=tuple(tok.token_piece(i) for i in top_ids), notices=said if not index else []))
         ids.append(token)
         if token == tok.eot_id and s.stop_at_eot:
             return "eot"

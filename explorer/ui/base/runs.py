@@ -158,7 +158,8 @@ class Runs(QObject):
             return None
         base = s.steps[min(at, len(s.steps) - 1)]
         before = list(base.ids[:-1])  # what chose the step's token
-        forced = replace(base, token_id=token, prob=probability(base.next_logits, token))
+        forced = replace(base, token_id=token, ids=before + [token],  # the step as chosen
+                         prob=probability(base.next_logits, token))
         piece = s.tokenizer.token_piece(token)
         s.start_branch(f"{piece!r} at step {base.step}", s.steps[:base.step] + [forced])
         index, specs, first = s.branch, s.active_interventions(), base.step + 1

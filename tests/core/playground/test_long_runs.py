@@ -30,7 +30,7 @@ def _stats(shape, rng) -> NodeStats:
     size, width = int(np.prod(shape)), shape[-1]
     bins = int(rng.integers(1, 90))
     k = min(5, width)
-    return NodeStats(count=size, mean=float(rng.normal()), std=float(rng.random()),
+    return NodeStats(count=size, mean=float(rng.uniform(-1, 1)), std=float(rng.random()),
                      min=-1.0, max=1.0, absmax=1.0, rms=float(rng.random()),
                      kurtosis=float(rng.random() * 9), frac_neg=0.5, frac_zero=0.0, n_nan=0,
                      n_inf=0, top_dims=rng.choice(width, k, replace=False).astype(np.int64),
@@ -51,6 +51,8 @@ def _views(cfg, tokens: int, keys: int, rng, kept: bool) -> dict[str, NodeView]:
             shape = shape[:3] + (keys,)
         array = rng.standard_normal(shape).astype(np.float32) if kept and \
             np.prod(shape) <= 4096 else None
+        if array is not None and len(shape) == 4:  # causal: no query sees a later key
+            array *= np.tril(np.ones(shape[-2:], np.float32), k=shape[-1] - shape[-2])
         views[name] = NodeView(name, node, shape, "float32", "cpu", _stats(shape, rng), array)
     return views
 
@@ -68,7 +70,9 @@ def long_run(name: str, passes: int, kept: bool, seed: int = 0) -> SavedRun:
         keys = min(len(ids), cfg.context_length)
         made.append(Pass(ids=ids, pieces=[], views=_views(cfg, 1, keys, rng, kept), step=step,
                          token_id=token, prob=0.5, top_ids=(token,), top_probs=(0.5,)))
-    return SavedRun("three", prompt, {"label": name, "sha256": "", "config": dataclasses.asdict(cfg)},
+    from explorer.core.gpt.tokenizer import gpt2_tokenizer
+    text = b"".join(gpt2_tokenizer().token_bytes(i) for i in prompt).decode("utf-8", "replace")
+    return SavedRun(text, prompt, {"label": name, "sha256": "", "config": dataclasses.asdict(cfg)},
                     GenerationSettings(max_new_tokens=max(1, passes - 1)), made)
 
 

@@ -131,6 +131,11 @@ def rewrite(path, change):
     (lambda r, h: r.update(token_bytes={"70000": "41"}), "token ids below the vocabulary"),
     (lambda r, h: r.update(token_bytes={"5": "zz"}), "damaged: ValueError"),
     (lambda r, h: r.update(token_bytes=[1]), "token_bytes must be an object"),
+    # fields that contradict each other
+    (lambda r, h: r.update(prompt="Something else entirely"), "its prompt_ids are not its prompt's text"),
+    (lambda r, h: r.update(prompt_ids=[6109, 3626, 6100, 100]), "its prompt pass reads other tokens"),
+    (lambda r, h: r["passes"][1].update(ids=[1, 2, 3, 4, 5]), "step 0 reads ids that are not the prompt"),
+    (lambda r, h: r["model"].pop("config"), "its model has no config"),
 ])
 def test_a_tampered_run_file_is_refused_in_one_line(model, tmp_path, change, words):
     path = save_run(tmp_path / "run.gbx", make_run(model, 1))
@@ -177,6 +182,9 @@ def put(key, value):
     (put("p0.n0.hist", torch.zeros(20_000, dtype=torch.int64)), "20,000 bins; at most 10,000"),
     (put("p0.n0.tensor", torch.zeros(1, 4, 31, dtype=torch.float16)), "p0.tensors holds fewer values"),
     (put("p1.logits", torch.zeros(3)), "must be a float32 vector of 50,257 logits"),
+    (put("p1.logits", torch.full((50257,), float("nan"))), "pass 1's logits hold NaN"),
+    (scalar("min", 1e9), "statistics contradict each other (min 1e+09"),
+    (scalar("std", -1.0), "statistics contradict each other"),
 ])
 def test_a_run_whose_numbers_lie_is_refused_in_one_line(model, tmp_path, change, words):
     """Each rule on the tensors, one at a time, from a genuine run (its checksum written
@@ -368,3 +376,35 @@ def test_the_header_grows_by_a_few_entries_a_pass_not_by_its_nodes(model, tmp_pa
     (short, nodes), (long, _) = header(2), header(6)
     per_pass = (long - short) / 4
     assert nodes >= 28 and per_pass < 1_500, per_pass  # ~63 bytes a node before: 5 entries each
+
+
+def test_a_recomputed_run_reopens_with_each_step_whole_and_replays(model, tmp_path):
+    """Recompute all: each step is the whole pass over its context, (1, T + k, C); saved
+    and read back, every step keeps its whole shape and the run replays token for token."""
+    from explorer.core.playground.run_file import replay_difference
+    s = GenerationSettings(max_new_tokens=3, recompute=True)
+    made = []
+    prompt_then_generate(model, encode(PROMPT), s, made.append, keep=EVERYTHING)
+    made = [p for p in made if hasattr(p, "views")]
+    saved = SavedRun(PROMPT, encode(PROMPT), {"label": "tiny", "sha256": weights_sha256(model),
+                                             "config": dataclasses.asdict(model.cfg)}, s, made)
+    back = read_run(save_run(tmp_path / "whole.gbrun", saved, 10**6))
+    t = len(encode(PROMPT))
+    assert [p.whole for p in back.passes] == [False, True, True, True]
+    assert [p.views["trf_blocks.1.att.attn_weights"].shape for p in back.passes[1:]] == \
+        [(1, 4, t + k, t + k) for k in range(3)]
+    again = []
+    prompt_then_generate(model, encode(PROMPT), back.settings, again.append, keep=EVERYTHING,
+                         forced=back.tokens)
+    assert replay_difference(back, [p for p in again if hasattr(p, "views")]) is None
+
+
+def test_a_kept_attention_pattern_that_looks_ahead_is_refused(model, tmp_path):
+    path = save_run(tmp_path / "run.gbrun", make_run(model, 1), tensor_bytes=10**6)
+    meta, run, tensors = opened(path.read_bytes())
+    j = [n[0] for n in run["passes"][0]["nodes"]].index("trf_blocks.0.att.attn_weights")
+    tensors[f"p0.n{j}.tensor"][0, 0, 0, 3] = 0.5  # the first token attends to the fourth
+    written(path, meta, run, tensors)
+    with pytest.raises(RunFileError, match="trf_blocks.0.att.attn_weights gives weight to "
+                                           "later tokens: not a causal attention pattern"):
+        read_run(path)

@@ -53,3 +53,28 @@ def test_recompute_in_the_stream_gives_the_same_tokens():
     again = generate(model, IDS, GenerationSettings(**{**s.__dict__, "recompute": True})).new_ids
     assert sampled == again  # the same draws from the same seed
     assert torch.is_grad_enabled()
+
+
+def test_a_recomputed_run_keeps_tensors_within_one_budget_fixed_before_it_starts():
+    """The run's tensor budget is shared evenly between its steps before the first one
+    runs (1,000 steps: 2.1 MB each, 2 GiB for the run), and each step keeps no more."""
+    import dataclasses
+
+    from explorer.core.run.passes import EVERYTHING, RUN_BUDGET, recompute_budget
+    assert RUN_BUDGET == 2 * 2**30
+    assert recompute_budget(GenerationSettings(max_new_tokens=1000), EVERYTHING) == 2_147_483
+    model = build_model(preset("mini"), seed=1)
+    settings = GenerationSettings(max_new_tokens=4, recompute=True)
+    budget = 40_000  # a few of mini's nodes a step: the budget, not the nodes, decides
+    passes = []
+    keep = dataclasses.replace(EVERYTHING, budget_bytes=budget * 4)
+    prompt_then_generate(model, IDS, settings, passes.append, keep=keep)
+    steps = [p for p in passes if isinstance(p, Pass)][2:]  # step 0 is the prompt pass itself
+    assert recompute_budget(settings, keep) == budget * 4
+    for step in steps:
+        arrays = {v.array.__array_interface__["data"][0]: v.array.nbytes  # a tensor two
+                  for v in step.views.values() if v.array is not None}  # nodes share, once
+        kept = sum(arrays.values())
+        assert 0 < kept <= budget * 4 and any(v.array is None for v in step.views.values())
+    first = [p for p in passes if isinstance(p, Pass)][1]
+    assert first.notices and "each step keeps at most" in first.notices[0]
