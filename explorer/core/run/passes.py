@@ -221,8 +221,9 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
                   top_pieces=tuple(tok.token_piece(i) for i in top_ids), notices=notices,
                   seconds=seconds, batch=None if batch.size == 1 else batch, gelu_shares=shares,
                   dropped=tuple(cap.dropped), error=error, shares_later=tuple(shares_later),
-                  next_logits=None if logits is None else tokenizer_logits(
-                      logits[0, batch.lengths[0] - 1]).float().cpu().numpy())
+                  next_logits=None if logits is None else tokenizer_logits(  # a copy of
+                      logits[0, batch.lengths[0] - 1]).float().cpu().clone().numpy())  # one row
+    # (a view would keep the whole (T, vocab) logits alive: 200 MB a pass at T = 1,024)
     if not prefill or logits is None:
         return result, None
     return result, Prefill(ids=ids, cache=cache, logits=logits[0, -1], step=step, seconds=seconds)

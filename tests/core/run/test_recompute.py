@@ -78,3 +78,16 @@ def test_a_recomputed_run_keeps_tensors_within_one_budget_fixed_before_it_starts
         assert 0 < kept <= budget * 4 and any(v.array is None for v in step.views.values())
     first = [p for p in passes if isinstance(p, Pass)][1]
     assert first.notices and "each step keeps at most" in first.notices[0]
+
+
+def test_each_pass_keeps_its_logits_row_not_the_whole_passes_logits():
+    """A pass keeps the logits its next token is drawn from — one row of the vocabulary;
+    a view into the pass's (T, vocab) logits would keep all of them alive (200 MB a
+    recomputed step of gpt2-small at T = 1,024)."""
+    import torch as _torch
+    model = build_model(preset("tiny"), seed=6)
+    _, passes = run(model, recompute=True)
+    for p in passes:
+        base = p.next_logits.base
+        held = base.untyped_storage().nbytes() if isinstance(base, _torch.Tensor) else p.next_logits.nbytes
+        assert p.next_logits.shape == (50257,) and held == p.next_logits.nbytes
