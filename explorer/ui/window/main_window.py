@@ -31,6 +31,7 @@ from .actions import all_actions
 from .models import Models
 from .placement import first_size, fit_to_screen
 from .run_files import RunFiles
+from .settings_file import open_settings
 from .workspaces import PROMPT, Workspaces
 
 CLOSE_WAIT_S = 5.0  # the longest closing the window waits for a job to stop
@@ -40,7 +41,10 @@ class MainWindow(QMainWindow):
     def __init__(self, spec: ModelSpec | None = None, settings: QSettings | None = None) -> None:
         super().__init__()
         self.setWindowTitle("GPT Block Explorer")
-        self.settings = settings or QSettings("GPT Block Explorer", "gpt-block-explorer")
+        notice = None
+        if settings is None:  # the user's own: a FIFO there would block Qt's reader
+            settings, notice = open_settings()
+        self.settings = settings
         self.warn = QMessageBox.warning  # replaced where no one can click a dialog away
         self.stuck = False  # a job that did not stop when the window closed
         self.close_wait_s = CLOSE_WAIT_S  # how long closing waits for each job to stop
@@ -52,6 +56,8 @@ class MainWindow(QMainWindow):
         sys.setswitchinterval(0.001)
         self.engine = Engine(self)
         self.jobs = JobRunner("downloads", self)  # work that needs no model: downloads
+        if notice:  # said once the window shows
+            QTimer.singleShot(0, lambda: self.warn(self, "Settings", notice))
         try:
             self._assemble(spec)
         except BaseException:  # a view that cannot be built: no thread may outlive us

@@ -13,7 +13,7 @@ import math
 
 from PySide6.QtCore import QSize, QTimer
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPushButton,
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from ....core.run.batch import MAX_BATCH, split_prompts
@@ -21,6 +21,7 @@ from ....core.run.generation import GenerationSettings, prepare_prompt
 from ....core.gpt.tokenizer import visible
 from ...widgets.branch_box import BranchBox
 from ...widgets.generation_box import GenerationBox, flag
+from ...widgets.prompt_edit import PromptEdit
 from ...widgets.token_chips import CHIP_COLOURS, batch_chips_html, chips_html
 from ...base import preload
 from ...base.runs import Runs
@@ -56,7 +57,7 @@ class PromptPanel(ViewHooks, QWidget):
 
     def _prompt_widgets(self) -> None:
         """The prompt, its token chips and count, the batch switch, the output."""
-        self.prompt = QPlainTextEdit(DEFAULT_PROMPT)
+        self.prompt = PromptEdit(DEFAULT_PROMPT)  # a long word wrapped in linear time
         self.prompt.setPlaceholderText("Type a prompt, then Ctrl+Enter")
         self.prompt.setMaximumHeight(90)
         self.chips = QTextBrowser()  # rich text lays out hundreds of chips in a few ms
