@@ -117,3 +117,23 @@ def check_memory(need_bytes: int, device: torch.device, what: str) -> None:
         raise MemoryError(f"{what} needs about {need_bytes / GIB:.1f} GiB on {device}, but only "
                           f"{free / GIB:.1f} GiB is available; choose a smaller model, "
                           "bfloat16, or another device")
+
+
+_TRIM: list = []  # glibc's malloc_trim, found once (None elsewhere)
+
+
+def give_back_freed_memory() -> None:
+    """Return the C heap's freed pages to the system (glibc's ``malloc_trim``; nothing
+    elsewhere). Passes whose temporaries grow step by step (Recompute all: T + k
+    positions at step k) leave each freed buffer too small for the next, and without
+    this the process keeps them resident: 1.3 GB where 1.0 GB is in use after 40 steps
+    of gpt2-small."""
+    if not _TRIM:
+        import ctypes
+        import ctypes.util
+        try:
+            _TRIM.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim)
+        except (OSError, AttributeError):  # not glibc: its allocator gives pages back itself
+            _TRIM.append(None)
+    if _TRIM[0] is not None:
+        _TRIM[0](0)

@@ -24,7 +24,7 @@ from .batch import PAD_ID, Batch
 from ..base.cancel import check
 from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StopCheck, named_blocks
 from .steps import StepRecorder
-from ..base.devices import check_memory
+from ..base.devices import check_memory, give_back_freed_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
                          pick, prepare_prompt, sampler, tokenizer_logits)
 from ..gpt.model import GPTModel
@@ -335,6 +335,7 @@ def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationS
             top_ids=top_ids, top_probs=tuple(top.values.tolist()),
             top_pieces=tuple(tok.token_piece(i) for i in top_ids), notices=said if not index else []))
         ids.append(token)
+        give_back_freed_memory()  # the step's temporaries, larger each step
         if token == tok.eot_id and s.stop_at_eot:
             return "eot"
         if should_stop is not None and should_stop():

@@ -151,12 +151,37 @@ def _hf_agrees(path: Path, hf: dict, weights: dict[str, int], notices: list[str]
         if stated is not None and read(whole, stated, f"{key} in config.json") != have:
             raise CheckpointError(path, f"config.json says {key} {stated:,} but the weights have "
                                         f"{have:,}: the folder's files do not belong together")
+    _hf_computes(path, hf, weights["n_embd"])
     if hf.get("layer_norm_epsilon") is not None:
         eps = read(real, hf["layer_norm_epsilon"], "layer_norm_epsilon in config.json", 0.0, 0.1,
                    True)
         if abs(eps - 1e-5) > 1e-12:
             notices.append(f"config.json gives layer_norm_epsilon {eps:g}; the explorer's "
                            "LayerNorm uses GPT-2's 1e-05")
+
+
+# what GPT-2's block computes, as config.json may say it otherwise: the explorer builds
+# this block, so a folder whose config asks for another would be shown computing the wrong thing
+GPT2_ACTIVATIONS = ("gelu_new", "gelu_pytorch_tanh")  # GELU's tanh approximation
+GPT2_FLAGS = {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False}
+
+
+def _hf_computes(path: Path, hf: dict, emb: int) -> None:
+    inner = hf.get("n_inner")
+    if inner is not None and inner != 4 * emb:
+        raise CheckpointError(path, f"config.json says n_inner {inner!r}; GPT-2's feed-forward "
+                                    f"(the block the explorer builds) is 4 × {emb} = {4 * emb} "
+                                    "wide inside"[:300])
+    act = hf.get("activation_function", GPT2_ACTIVATIONS[0])
+    if act not in GPT2_ACTIVATIONS:
+        raise CheckpointError(path, f"config.json says activation_function {act!r}; GPT-2's "
+                                    "block (the one the explorer builds) uses GELU's tanh "
+                                    "approximation (gelu_new)"[:300])
+    for flag, gpt2 in GPT2_FLAGS.items():
+        if hf.get(flag, gpt2) != gpt2:
+            raise CheckpointError(path, f"config.json says {flag} {hf[flag]!r}; GPT-2's "
+                                        f"attention (the one the explorer builds) has it "
+                                        f"{gpt2}"[:300])
 
 
 _BLOCK_KEY = re.compile(r"^trf_blocks\.(\d+)\.")

@@ -381,3 +381,33 @@ def test_all_finite_is_exact_for_float32_and_narrower():
     assert all_finite(torch.zeros(0))
     huge = torch.full((4,), 1e308, dtype=torch.float64)  # overflows: said not finite, counted
     assert not all_finite(huge) and int((~torch.isfinite(huge)).sum()) == 0
+
+
+@pytest.mark.parametrize("change, says", [
+    (dict(n_inner=100), "config.json says n_inner 100; GPT-2's feed-forward (the block the explorer builds) is 4 × 64 = 256"),
+    (dict(activation_function="relu"), "config.json says activation_function 'relu'"),
+    (dict(activation_function="gelu"), "uses GELU's tanh approximation (gelu_new)"),
+    (dict(scale_attn_weights=False), "config.json says scale_attn_weights False"),
+    (dict(scale_attn_by_inverse_layer_idx=True), "config.json says scale_attn_by_inverse_layer_idx True"),
+])
+def test_a_config_that_asks_for_another_block_is_refused(tmp_path, change, says):
+    """transformers computes what config.json says; the explorer builds GPT-2's block. A
+    config whose feed-forward width, activation or attention scaling differs would be
+    shown computing something else: refused, naming the field."""
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(**HF_CONFIGS["small4"], **change)
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError) as caught:
+        load_checkpoint(tmp_path)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_config_with_gpt2s_own_values_spelled_out_opens(tmp_path):
+    cfg = transformers.GPT2Config(**HF_CONFIGS["small4"], n_inner=256,
+                                  activation_function="gelu_pytorch_tanh",
+                                  scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    model.save_pretrained(tmp_path)
+    ids = _ids(model)
+    torch.testing.assert_close(our_logits(load_checkpoint(tmp_path), ids), hf_logits(model, ids),
+                               atol=1e-4, rtol=1e-4)
