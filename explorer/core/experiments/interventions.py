@@ -60,6 +60,11 @@ KINDS = {
     Change.ACTIVATION: "swap the GELU (or SiLU) for relu or identity",
 }
 FUNCTIONS = ("relu", "identity")
+# the fields each kind reads besides its node and positions: any other is refused, not ignored
+FIELDS = {Change.ZERO: (), Change.MEAN: (), Change.SCALE: ("k",),
+          Change.STEER: ("k", "prompt", "prompt_b", "vector"), Change.PATCH: ("prompt",),
+          Change.HEADS: ("heads",), Change.NO_SHORTCUT: (), Change.ACTIVATION: ("function",)}
+K_MOST = 1e6  # |k|: a scale or steer past this overflows float32 downstream (NaN output)
 MAX_FILE_BYTES = 1 << 20
 
 
@@ -107,8 +112,10 @@ class Intervention:
             raise ValueError(f"{where}: no such node in this model (e.g. trf_blocks.0.att)")
         order = order_of(cfg)
         node = node_for_hook(self.node, order)
-        if not isinstance(self.k, (int, float)) or isinstance(self.k, bool) or not math.isfinite(self.k):
-            raise ValueError(f"{where}: k must be a finite number, got {self.k!r}")
+        if not isinstance(self.k, (int, float)) or isinstance(self.k, bool) or not math.isfinite(self.k) \
+                or abs(self.k) > K_MOST:
+            raise ValueError(f"{where}: k must be a finite number from −{K_MOST:,.0f} to {K_MOST:,.0f} "
+                             f"(beyond, the output overflows to NaN), got {self.k!r}"[:200])
         if node.kind == Kind.PATTERN and self.kind not in (Change.ZERO, Change.SCALE):
             raise ValueError(f"{where}: the attention pattern can be zeroed or scaled only")
         if self.kind == Change.HEADS:
@@ -162,6 +169,15 @@ def from_dict(data: dict) -> Intervention:
         raise ValueError(f"unknown intervention field(s): {', '.join(sorted(unknown))}")
     if not isinstance(data.get("kind"), str) or not isinstance(data.get("node"), str):
         raise ValueError("an intervention needs a kind and a node (text)")
+    if data["kind"] in KINDS:
+        defaults = {k: f.default for k, f in Intervention.__dataclass_fields__.items()}
+        foreign = sorted(k for k, v in data.items() if k not in ("kind", "node", "positions",
+                                                                 *FIELDS[Change(data["kind"])])
+                         and v not in (None, [], ()) and v != defaults.get(k))  # k 1.0 is written
+        if foreign:
+            raise ValueError(f"a {data['kind']} intervention takes no {', '.join(foreign)} "
+                             f"(it reads {', '.join(FIELDS[Change(data['kind'])]) or 'only its node'}"
+                             " and positions)")
     args = dict(data)
     for key in ("heads", "positions", "vector"):
         if args.get(key) is not None:
@@ -231,12 +247,15 @@ def activations(model: GPTModel, prompt: str | list[int], nodes) -> dict[str, to
     ids = tokenizer_of(model).encode(prompt) if isinstance(prompt, str) else list(prompt)
     if not ids:
         raise ValueError("an intervention's prompt is empty")
+    if len(ids) > model.cfg.context_length:  # cut, it would be another prompt than the one given
+        raise ValueError(f"an intervention's prompt has {len(ids):,} tokens; the model reads "
+                         f"at most {model.cfg.context_length:,}")
     got = {}
     keep = [(_where(model, name), lambda m, i, out, n=name: got.__setitem__(n, out.detach().clone()))
             for name in set(nodes)]
     device = next(model.parameters()).device
     with hooks(model, keep), torch.inference_mode():
-        model(torch.tensor([ids[-model.cfg.context_length:]], device=device))
+        model(torch.tensor([ids], device=device))
     return got
 
 

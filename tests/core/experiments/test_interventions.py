@@ -156,7 +156,14 @@ def test_bad_interventions_and_files_say_what_is_wrong_and_apply_nothing(model, 
            ({"kind": "no-shortcut", "node": "trf_blocks.0.att"}, "at a block's add"),
            ({"kind": "patch", "node": "trf_blocks.0.att"}, "needs the prompt"),
            ({"kind": "zero", "node": "trf_blocks.0.att", "colour": "red"}, "unknown intervention field"),
-           ({"kind": "zero", "node": "trf_blocks.0.att", "positions": "all"}, "must be a list")]
+           ({"kind": "zero", "node": "trf_blocks.0.att", "positions": "all"}, "must be a list"),
+           # a field the kind does not read is refused, not ignored
+           ({"kind": "zero", "node": "trf_blocks.0.att", "heads": [1]}, "a zero intervention takes no heads"),
+           ({"kind": "scale", "node": "trf_blocks.0.att", "k": 2, "function": "relu"},
+            r"a scale intervention takes no function \(it reads k and positions\)"),
+           # a strength that overflows float32 downstream: refused, not NaN output
+           ({"kind": "steer", "node": "trf_blocks.0.att", "k": 1e308, "vector": [1.0] * 32},
+            "k must be a finite number from −1,000,000 to 1,000,000")]
     for item, words in bad:
         path = tmp_path / "bad.json"
         path.write_text(json.dumps({"interventions": [{"kind": "zero", "node": "trf_blocks.0.att"}, item]}))
@@ -201,3 +208,12 @@ def test_clean_against_changed_step_by_step(model):
     top = diff.steps[0].top[0]
     assert top.delta_logp == pytest.approx(__import__("math").log(top.changed / top.clean), rel=1e-3)
     assert no_hooks(model)
+
+
+def test_an_intervention_prompt_longer_than_the_context_is_refused_not_cut(model):
+    """The tiny model reads 64 tokens: a patch from a 200-token prompt would silently be
+    a patch from its last 64."""
+    long = from_dict({"kind": "patch", "node": "trf_blocks.0.att", "prompt": " word" * 200})
+    with pytest.raises(ValueError, match="an intervention's prompt has 200 tokens; the model "
+                                         "reads at most 64"):
+        resolve(model, [long], IDS)
