@@ -13,7 +13,7 @@ import time
 import traceback
 
 from ...core.base.outputs import OutputError, atomic_output, shown
-from ...core.gpt.nodes import inside_attention, layer_of
+from ...core.gpt.nodes import all_hook_names, layer_of
 from ...core.sources import ModelSpec
 
 
@@ -239,9 +239,6 @@ def _run_and_select(window, wait, errors: list[str], prompt: str | None, node: s
 def _opens(window, node: str) -> bool:
     """Whether ``node`` is a step inside attention of one of this model's blocks (the
     pass computes those when attention is opened)."""
-    try:
-        layer = layer_of(node)
-        return layer is not None and layer < window.session.model.config.n_layers \
-            and inside_attention(node)
-    except KeyError:
-        return False
+    cfg = window.session.model.config  # the pattern too: kept for the block shown only
+    return node in all_hook_names(cfg, include_pattern=True, inside=True) and \
+        layer_of(node) is not None

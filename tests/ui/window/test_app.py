@@ -39,6 +39,11 @@ def test_screenshot_command_renders_the_window(tmp_path, monkeypatch):
     image = QImage(str(out))
     assert image.width() == 1600 and image.height() == 1000
     assert app.screenshot(str(tmp_path / "x.png"), ModelSpec(preset="tiny"), node="nope") == 2
+    # the pattern of a block not shown first: a real node, opened as the graph would
+    assert app.screenshot(str(tmp_path / "p.png"), ModelSpec(preset="tiny"),
+                          node="trf_blocks.1.att.attn_weights", max_new_tokens=1) == 0
+    assert app.screenshot(str(tmp_path / "q.png"), ModelSpec(preset="tiny"),
+                          node="trf_blocks.7.att.attn_weights", max_new_tokens=1) == 2
 
 
 def test_model_dialog_returns_the_chosen_spec(qtbot, tmp_path, monkeypatch):
