@@ -130,9 +130,8 @@ def give_back_freed_memory() -> None:
     of gpt2-small."""
     if not _TRIM:
         import ctypes
-        import ctypes.util
-        try:
-            _TRIM.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim)
+        try:  # the process's own symbols: libc's, without looking for it (a subprocess)
+            _TRIM.append(ctypes.CDLL(None).malloc_trim)
         except (OSError, AttributeError):  # not glibc: its allocator gives pages back itself
             _TRIM.append(None)
     if _TRIM[0] is not None:

@@ -66,6 +66,22 @@ def seal(path: Path) -> None:
         fh.seek(at)
         fh.write(raw[at:at + 64])
 
+PYTHON_WORDS = re.compile(r"'\w+' object|subscriptable|iterable|unhashable|positional|keyword"
+                          r"|argument|fromhex|invalid literal")
+
+
+def in_words(exc: Exception) -> str:
+    """What a failure met while reading a run's description means for the file, in the
+    file's words rather than Python's ('list' object has no attribute 'get')."""
+    if isinstance(exc, KeyError):
+        return f"its description lacks the field {shown(str(exc.args[0] if exc.args else ''))[:60]!r}"
+    text = str(exc)
+    if isinstance(exc, (AttributeError, IndexError)) or PYTHON_WORDS.search(text):
+        return ("a field of its description is of the wrong kind (a list where an object "
+                "belongs, text where a number does)")
+    return text[:160]
+
+
 def check_sum(path: Path, meta: dict) -> str:
     """Refuse a file whose bytes changed since it was saved; an older file without a
     checksum is read with a notice."""

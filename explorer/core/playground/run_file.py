@@ -38,7 +38,7 @@ from ..weights.hf_files import read_safetensors
 from .run_agrees import check_agrees
 from .run_tokens import recorded_tokenizer
 from .run_pack import check_header, pack_pass, unknown_tensors, unpack_pass
-from .run_checks import (CHECKSUM, PLACEHOLDER, RunFileError, check_shape, check_sum,
+from .run_checks import (CHECKSUM, PLACEHOLDER, RunFileError, check_shape, check_sum, in_words,
                          kept_tensor, node_stats, seal)
 
 FORMAT, VERSION = "gpt-block-explorer run", "2"
@@ -163,7 +163,7 @@ def read_run(path: str | os.PathLike) -> SavedRun:
         raise
     except (KeyError, TypeError, IndexError, AttributeError, ValueError, OverflowError) as exc:
         # a field of the wrong kind met on the way (a list as config, a node of 3 fields)
-        raise RunFileError(p, f"damaged: {type(exc).__name__} {str(exc)[:80]}") from None
+        raise RunFileError(p, f"damaged: {in_words(exc)}") from None
     saved.notice = notice
     return saved
 

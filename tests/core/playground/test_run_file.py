@@ -98,7 +98,8 @@ def rewrite(path, change):
     (lambda r, h: r.update(interventions_on="false"), "interventions_on must be true or false"),
     (lambda r, h: r["passes"][1].update(token_id=50257), "token id below 50,257"),
     (lambda r, h: r["passes"][0].update(step=0), "not the prompt's then steps 0, 1, 2"),
-    (lambda r, h: r["model"].update(config=[1, 2]), "damaged: AttributeError"),
+    (lambda r, h: r["model"].update(config=[1, 2]), "damaged: a field of its description is of the wrong kind"),
+    (lambda r, h: r["passes"][0].pop("top_ids"), "damaged: its description lacks the field 'top_ids'"),
     (lambda r, h: r["passes"][0]["nodes"][0].__setitem__(0, "trf_blocks.40.att"),
      "'trf_blocks.40.att', a node the saved 2-block model does not have"),
     (lambda r, h: r["passes"][0]["nodes"][1].__setitem__(0, r["passes"][0]["nodes"][0][0]),
@@ -129,7 +130,7 @@ def rewrite(path, change):
     (lambda r, h: r["model"]["config"].update(context_length=3), "the saved model reads at most 3"),
     (lambda r, h: h["__metadata__"].update(extra="1"), "its header names 'extra'"),
     (lambda r, h: r.update(token_bytes={"70000": "41"}), "token ids below the vocabulary"),
-    (lambda r, h: r.update(token_bytes={"5": "zz"}), "damaged: ValueError"),
+    (lambda r, h: r.update(token_bytes={"5": "zz"}), "damaged: a field of its description is of the wrong kind"),
     (lambda r, h: r.update(token_bytes=[1]), "token_bytes must be an object"),
     # fields that contradict each other
     (lambda r, h: r.update(prompt="Something else entirely"), "its prompt_ids are not its prompt's text"),
