@@ -1,8 +1,10 @@
-"""A saved run checked across its fields, not only field by field: a file whose parts
-contradict each other (its prompt's text against its ids, a step's ids against the
-prompt and the tokens before, a kept attention pattern that looks ahead, logits that are
-not numbers) is refused in one line, as a damaged file is. run_file.py calls it on a run
-every field of which already passed."""
+"""A saved run checked across its fields, and against a replay of it.
+
+Across its fields: a file whose parts contradict each other (its prompt's text against
+its ids, a step's ids against the prompt and the tokens before, a kept attention pattern
+that looks ahead, logits that are not numbers) is refused in one line, as a damaged file
+is; run_file.py calls it on a run every field of which already passed. Against a replay:
+the first step whose token or probability departs from the record is named."""
 
 from __future__ import annotations
 
@@ -66,3 +68,24 @@ def _causal(path: Path, i: int, p) -> None:
         if np.any(view.array[..., ahead] != 0):
             raise RunFileError(path, f"pass {i}'s {name[:60]} gives weight to later tokens: "
                                      "not a causal attention pattern")
+
+
+REPLAY_TOLERANCE = 1e-3  # relative: a replayed step's probability of its token against the saved
+
+
+def replay_difference(saved, replayed: list) -> str | None:
+    """Where a replay of ``saved`` (its prompt pass, then one pass per saved token, each
+    token forced) departs from the record: None when every step's token and its
+    probability agree, else one line naming the first step that does not."""
+    steps = [p for p in replayed if p.step is not None]
+    if len(steps) != len(saved.tokens):
+        return f"the replay made {len(steps)} steps, the run has {len(saved.tokens)}"
+    for was, now in zip(saved.passes[1:], steps):
+        if was.token_id != now.token_id:
+            return f"step {was.step}: token {now.token_id} replayed, {was.token_id} saved"
+        if was.prob is not None and now.prob is not None and \
+                abs(was.prob - now.prob) > REPLAY_TOLERANCE * max(was.prob, now.prob, 1e-12):
+            return (f"step {was.step}: the token {saved.tokenizer.token_piece(was.token_id)!r} had probability "
+                    f"{was.prob:.4g} in the run, {now.prob:.4g} now — not the same model, "
+                    "settings or interventions")
+    return None

@@ -32,7 +32,7 @@ from ..gpt.config import GPT2_VOCAB, LIMITS, GPTConfig
 from ..gpt.nodes import all_hook_names, layer_of, node_for_hook, order_of
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
 from ..run.capture import NodeView
-from ..run.generation import RUN_STEPS, GenerationSettings
+from ..run.generation import MAX_PROMPT_CHARS, RUN_STEPS, GenerationSettings
 from ..run.passes import Pass
 from ..weights.hf_files import read_safetensors
 from .run_agrees import check_agrees
@@ -82,6 +82,9 @@ def weights_sha256(model: torch.nn.Module) -> str:
 def save_run(path: str | os.PathLike, run: SavedRun, tensor_bytes: int = 0) -> Path:
     """Write ``run``; node tensors are kept in float16 while they fit ``tensor_bytes``.
     A run whose header the reader would refuse is refused before anything is written."""
+    if len(run.prompt) > MAX_PROMPT_CHARS:  # the reader would refuse it
+        raise RunFileError(path, f"not saved: the prompt has {len(run.prompt):,} characters; "
+                                 f"a run keeps at most {MAX_PROMPT_CHARS:,}")
     tensors, metadata = run_tensors(run, tensor_bytes)
     check_header(path, tensors, metadata)
     from safetensors.torch import save_file
@@ -245,8 +248,8 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSI
                 raise RunFileError(path, f"pass {i} names {stray[0][:60]!r}, a node the "
                                          f"saved {cfg.n_layers}-block model does not have")
     interventions, on = _interventions(path, run, cfg)
-    if not isinstance(run["prompt"], str):
-        raise TypeError("the prompt must be text")
+    if not isinstance(run["prompt"], str) or len(run["prompt"]) > MAX_PROMPT_CHARS:
+        raise TypeError(f"the prompt must be text of at most {MAX_PROMPT_CHARS:,} characters")
     prompt_ids = _ids(run["prompt_ids"], "prompt_ids", below=below)
     saved = SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on, cfg,
                      tokenizer=tokenizer)
@@ -377,24 +380,3 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
                 top_ids=tuple(top_ids), top_probs=tuple(top_probs),
                 top_pieces=tuple(tokenizer.token_piece(t) for t in top_ids),
                 next_logits=None if logits is None else logits.numpy())
-
-
-REPLAY_TOLERANCE = 1e-3  # relative: a replayed step's probability of its token against the saved
-
-
-def replay_difference(saved: SavedRun, replayed: list) -> str | None:
-    """Where a replay of ``saved`` (its prompt pass, then one pass per saved token, each
-    token forced) departs from the record: None when every step's token and its
-    probability agree, else one line naming the first step that does not."""
-    steps = [p for p in replayed if p.step is not None]
-    if len(steps) != len(saved.tokens):
-        return f"the replay made {len(steps)} steps, the run has {len(saved.tokens)}"
-    for was, now in zip(saved.passes[1:], steps):
-        if was.token_id != now.token_id:
-            return f"step {was.step}: token {now.token_id} replayed, {was.token_id} saved"
-        if was.prob is not None and now.prob is not None and \
-                abs(was.prob - now.prob) > REPLAY_TOLERANCE * max(was.prob, now.prob, 1e-12):
-            return (f"step {was.step}: the token {saved.tokenizer.token_piece(was.token_id)!r} had probability "
-                    f"{was.prob:.4g} in the run, {now.prob:.4g} now — not the same model, "
-                    "settings or interventions")
-    return None

@@ -28,6 +28,7 @@ from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
 MAX_NEW_TOKENS = 100_000
 RUN_STEPS = 1_024  # the most tokens a run in the window generates, and a saved run holds
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
+MAX_PROMPT_CHARS = 1_000_000  # a prompt's text, kept, remembered or saved (the box shows it whole)
 # Each sampling setting's range, one table for the command line, the window's boxes and
 # a saved run's reader: whatever one accepts the others hold (a Qt box holds a 32-bit
 # whole number; top-p's box six decimals). Top-k is bounded by the model's vocabulary

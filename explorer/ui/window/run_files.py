@@ -17,8 +17,8 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog
 
 from ...core.base.outputs import OutputError, check_output
 from ...core.experiments.interventions import from_dict
-from ...core.playground.run_file import (SavedRun, read_run, replay_difference, save_run,
-                                         weights_sha256)
+from ...core.playground.run_agrees import replay_difference
+from ...core.playground.run_file import SavedRun, read_run, save_run, weights_sha256
 from ...core.sources import ModelInfo, ModelSpec
 
 RUN_FILTER = "Explorer runs (*.gbrun);;All files (*)"

@@ -133,12 +133,16 @@ def test_the_longest_run_the_window_makes_fits_the_header_the_reader_reads(name)
     assert nodes_a_pass(name) >= 28
 
 
-def test_a_header_the_reader_would_refuse_is_not_written(tmp_path):
-    run = long_run("tiny", 1, kept=False)
-    run.prompt = "word " * (MAX_HEADER_BYTES // 4)
+def test_a_header_the_reader_would_refuse_is_refused_by_the_writer(tmp_path):
+    """The writer's own check, on a run's real tensors with a description past the limit
+    (a prompt is capped at 1,000,000 characters, so no run the window makes gets there)."""
+    from explorer.core.playground.run_pack import check_header
+    tensors, metadata = run_tensors(long_run("tiny", 1, kept=False))
+    check_header(tmp_path / "ok.gbrun", tensors, metadata)  # a real run's: far under
+    metadata["run"] += " " * MAX_HEADER_BYTES
     with pytest.raises(RunFileError, match="not saved: this run's description takes") as caught:
-        save_run(tmp_path / "big.gbrun", run)
-    assert "\n" not in str(caught.value) and list(tmp_path.iterdir()) == []
+        check_header(tmp_path / "big.gbrun", tensors, metadata)
+    assert "\n" not in str(caught.value)
 
 
 def test_a_version_1_run_file_still_opens_with_its_numbers():

@@ -137,6 +137,8 @@ def rewrite(path, change):
     (lambda r, h: r.update(prompt_ids=[6109, 3626, 6100, 100]), "its prompt pass reads other tokens"),
     (lambda r, h: r["passes"][1].update(ids=[1, 2, 3, 4, 5]), "step 0 reads ids that are not the prompt"),
     (lambda r, h: r["model"].pop("config"), "its model has no config"),
+    # a prompt the box could not show whole (a re-sealed 15 MB one)
+    (lambda r, h: r.update(prompt="x" * 1_000_001), "at most 1,000,000 characters"),
 ])
 def test_a_tampered_run_file_is_refused_in_one_line(model, tmp_path, change, words):
     path = save_run(tmp_path / "run.gbx", make_run(model, 1))
@@ -272,7 +274,7 @@ def test_a_saved_run_replays_token_for_token_with_its_interventions(model, tmp_p
     again; without the interventions, or with another model, the first step that departs
     is named."""
     from explorer.core.experiments.interventions import applied, from_dict, resolve
-    from explorer.core.playground.run_file import replay_difference
+    from explorer.core.playground.run_agrees import replay_difference
     s = GenerationSettings(max_new_tokens=4, greedy=False, temperature=0.9, top_k=40, seed=4)
     ids = encode(PROMPT)
     specs = [from_dict({"node": "trf_blocks.0.att", "kind": "zero"})]
@@ -309,7 +311,7 @@ def _nothing():
 def test_a_genuine_run_reopens_token_for_token(model, tmp_path, greedy, tensor_bytes):
     """Greedy or sampled, with or without its tensors: read back whole (its checksum
     good, no notice) and replayed with its tokens forced, every step agrees."""
-    from explorer.core.playground.run_file import replay_difference
+    from explorer.core.playground.run_agrees import replay_difference
     s = GenerationSettings(max_new_tokens=5, greedy=greedy, temperature=0.8, top_k=20, seed=11)
     ids = encode(PROMPT)
     made = []
@@ -382,7 +384,7 @@ def test_the_header_grows_by_a_few_entries_a_pass_not_by_its_nodes(model, tmp_pa
 def test_a_recomputed_run_reopens_with_each_step_whole_and_replays(model, tmp_path):
     """Recompute all: each step is the whole pass over its context, (1, T + k, C); saved
     and read back, every step keeps its whole shape and the run replays token for token."""
-    from explorer.core.playground.run_file import replay_difference
+    from explorer.core.playground.run_agrees import replay_difference
     s = GenerationSettings(max_new_tokens=3, recompute=True)
     made = []
     prompt_then_generate(model, encode(PROMPT), s, made.append, keep=EVERYTHING)
@@ -409,3 +411,11 @@ def test_a_kept_attention_pattern_that_looks_ahead_is_refused(model, tmp_path):
     with pytest.raises(RunFileError, match="trf_blocks.0.att.attn_weights gives weight to "
                                            "later tokens: not a causal attention pattern"):
         read_run(path)
+
+
+def test_a_prompt_longer_than_a_run_keeps_is_not_saved(model, tmp_path):
+    run = make_run(model, 1)
+    run.prompt = "x" * 1_000_001
+    with pytest.raises(RunFileError, match="not saved: the prompt has 1,000,001 characters"):
+        save_run(tmp_path / "long.gbrun", run)
+    assert not (tmp_path / "long.gbrun").exists()

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QPushButton,
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from ....core.run.batch import MAX_BATCH, split_prompts
-from ....core.run.generation import GenerationSettings, prepare_prompt
+from ....core.run.generation import MAX_PROMPT_CHARS, GenerationSettings, prepare_prompt
 from ....core.gpt.tokenizer import visible
 from ...widgets.branch_box import BranchBox
 from ...widgets.generation_box import GenerationBox, flag
@@ -31,7 +31,6 @@ from ...base.view import ViewHooks
 from ...widgets.scrolling import lines_high
 
 DEFAULT_PROMPT = "Every effort moves you"
-MAX_PROMPT_CHARS = 1_000_000  # a remembered prompt beyond this is cut (a damaged settings file)
 
 
 class PromptPanel(ViewHooks, QWidget):
