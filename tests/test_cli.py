@@ -480,3 +480,36 @@ def test_a_carriage_return_in_a_name_is_shown_escaped_in_every_line(capsys, tmp_
     out = tmp_path / "run\rx"
     code, _, err = run(capsys, "train", "--resume", "--out", str(out))
     assert code == 2 and "run\\rx: no resumable training run here" in err and "\r" not in err
+
+
+def test_inspect_reaches_every_step_of_attention_the_graph_shows(capsys, tmp_path):
+    """--attention saves every one of attention's steps (11 nodes inside a GPT-2 block's
+    attention, the pattern among them); a step named alone needs no flag."""
+    import numpy as np
+    out = tmp_path / "att.npz"
+    code, _, err = run(capsys, "inspect", "Every effort", "--preset", "tiny", "--node",
+                       "trf_blocks.0.att*", "--attention", "--save", str(out))
+    saved = np.load(out)
+    assert code == 0 and "saved 13 tensors" in err
+    assert saved["trf_blocks.0.att.keys"].shape == (1, 4, 2, 8)
+    assert saved["trf_blocks.0.att.attn_weights"].shape == (1, 4, 2, 2)
+    np.testing.assert_allclose(saved["trf_blocks.0.att.attn_weights"].sum(-1), 1.0, rtol=1e-6)
+    code, stdout, _ = run(capsys, "inspect", "Every effort", "--preset", "tiny", "--node",
+                          "trf_blocks.1.att.keys")
+    rows = [line.split()[0] for line in stdout.splitlines() if line.startswith("trf_blocks")]
+    assert code == 0 and rows == ["trf_blocks.1.att.keys"]
+
+
+def test_a_run_saved_with_its_tensors_keeps_attentions_steps(capsys, tmp_path):
+    """generate --save-run --save-tensors keeps what the graph can show: the prompt
+    pass's queries, keys, values, scores and pattern of every block."""
+    from explorer.core.playground.run_file import read_run
+    path = tmp_path / "run.gbrun"
+    code, _, _ = run(capsys, "generate", "Every effort", "--preset", "tiny", "--max-new-tokens",
+                     "1", "--save-run", str(path), "--save-tensors", "5")
+    views = read_run(path).passes[0].views
+    assert code == 0
+    for block in (0, 1):
+        for step in ("queries", "keys", "values", "attn_scores", "masked_scores", "attn_weights"):
+            assert views[f"trf_blocks.{block}.att.{step}"].array is not None, (block, step)
+    assert views["trf_blocks.1.att.keys"].array.shape == (1, 4, 2, 8)

@@ -23,7 +23,10 @@ def register(sub) -> None:
     n.add_argument("--layer", type=int, default=None, help="only this block (0-based)")
     n.add_argument("--node", action="append", default=None, metavar="NAME",
                    help="a hook name or glob, e.g. 'trf_blocks.*.add2' (repeatable)")
-    n.add_argument("--attention", action="store_true", help="include the attention patterns")
+    n.add_argument("--attention", action="store_true",
+                   help="include attention's steps: queries, keys, values, scores, masked "
+                        "scores and the pattern of every block (a step named with --node is "
+                        "included without it)")
     n.add_argument("--save", metavar="OUT.npz",
                    help="also write the captured tensors, keyed by hook name")
     n.add_argument("--float16", action="store_true", help="save tensors as float16")
@@ -117,8 +120,9 @@ def inspect(args: argparse.Namespace) -> int:
     batch = make_batch(prompts, loaded.config.context_length, tokenizer=loaded.tokenizer)
     for notice in batch.notices:
         print(f"note: {notice if batch.size > 1 else notice.split(': ', 1)[1]}", file=sys.stderr)
+    opened = args.attention or _names_a_step(args.node or [])  # the graph's every node
     keep = Keep(nodes=tuple(args.node) if args.node else None, layer=args.layer,
-                tensors=bool(args.save), float16=args.float16, attention=args.attention)
+                tensors=bool(args.save), float16=args.float16, attention=opened, inside=opened)
     try:
         run = run_prompt(loaded.model, batch, keep)
     except KeyError as exc:
@@ -149,3 +153,17 @@ def inspect(args: argparse.Namespace) -> int:
             print(f"note: over the memory budget, not saved: {', '.join(run.dropped)}",
                   file=sys.stderr)
     return 0
+
+
+def _names_a_step(names: list[str]) -> bool:
+    """Whether a name given with --node (not a glob) is one of attention's steps."""
+    from ..core.gpt.nodes import inside_attention, is_pattern
+    for name in names:
+        if any(c in name for c in "*?["):
+            continue
+        try:
+            if inside_attention(name) or is_pattern(name):
+                return True
+        except KeyError:  # not a node: the capture names it
+            continue
+    return False

@@ -133,7 +133,7 @@ def _save_run(args, loaded, prompt_ids, settings, specs, enabled) -> int:
     passes: list = []
     prompt_then_generate(loaded.model, prompt_ids, settings,
                          lambda p: isinstance(p, Pass) and passes.append(p),
-                         keep=EVERYTHING if mb else STATISTICS)
+                         keep=dataclasses.replace(EVERYTHING, inside=True) if mb else STATISTICS)
     print(args.prompt + loaded.tokenizer.decode([p.token_id for p in passes[1:]]))
     model = {"label": loaded.label, "source": dataclasses.asdict(spec_of(args)),
              "sha256": weights_sha256(loaded.model), "config": dataclasses.asdict(loaded.config)}
