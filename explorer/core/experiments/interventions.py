@@ -108,7 +108,7 @@ class Intervention:
         where = f"intervention on {self.node!r}"
         if self.kind not in KINDS:
             raise ValueError(f"unknown intervention {self.kind!r}; choose one of {', '.join(KINDS)}")
-        if self.node not in all_hook_names(cfg):
+        if self.node not in all_hook_names(cfg, inside=True):  # attention's steps too
             raise ValueError(f"{where}: no such node in this model (e.g. trf_blocks.0.att)")
         order = order_of(cfg)
         node = node_for_hook(self.node, order)
@@ -116,8 +116,10 @@ class Intervention:
                 or abs(self.k) > K_MOST:
             raise ValueError(f"{where}: k must be a finite number from −{K_MOST:,.0f} to {K_MOST:,.0f} "
                              f"(beyond, the output overflows to NaN), got {self.k!r}"[:200])
-        if node.kind == Kind.PATTERN and self.kind not in (Change.ZERO, Change.SCALE):
-            raise ValueError(f"{where}: the attention pattern can be zeroed or scaled only")
+        if node.width == "ctx" and self.kind not in (Change.ZERO, Change.SCALE):  # T × T
+            what = "the attention pattern" if node.kind == Kind.PATTERN else "a score matrix"
+            raise ValueError(f"{where}: {what} (a row per query, a column per key) can be "
+                             "zeroed or scaled only")
         if self.kind == Change.HEADS:
             if parse_hook(self.node)[1] != ATTENTION:
                 raise ValueError(f"{where}: heads are knocked out at an attention node (….att)")
@@ -148,8 +150,8 @@ class Intervention:
 
 def allowed_kinds(node: str, order="pre") -> list[Change]:
     """The kinds of intervention that fit a node of a block of this order."""
-    key, kind = parse_hook(node)[1], node_for_hook(node, order).kind
-    if kind == Kind.PATTERN:
+    key, found = parse_hook(node)[1], node_for_hook(node, order)
+    if found.width == "ctx":  # the scores, the masked scores, the pattern: T × T
         return [Change.ZERO, Change.SCALE]
     kinds = [Change.ZERO, Change.MEAN, Change.SCALE, Change.STEER, Change.PATCH]
     if key == ATTENTION:

@@ -5,6 +5,7 @@ continuations side by side, and a click on the patching heatmap applies that pat
 import json
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QPointF
 
 from explorer.core.experiments.interventions import Intervention
@@ -179,3 +180,41 @@ def test_a_llama_blocks_nodes_offer_their_own_interventions(qtbot):
     spec = view.build()
     assert (spec.kind, spec.node, spec.function) == ("activation", "trf_blocks.0.ff.silu", "identity")
     assert spec.describe() == "trf_blocks.0.ff.silu: SiLU → identity"
+
+
+def test_attentions_steps_take_the_interventions_they_are_offered(qtbot):
+    """What if offers zero and scale on a score matrix, every kind of a vector node on
+    queries, keys and values — and each one offered applies (it was refused as "no such
+    node in this model")."""
+    from explorer.core.experiments.interventions import applied, from_dict, resolve
+    from explorer.ui.views.experiment.whatif_view import WhatIfView
+    from tests.ui.alone import Alone
+
+    alone = Alone(qtbot)
+    alone.run()
+    view = alone.view(WhatIfView)
+
+    def offered(node):
+        alone.session.set_node(node)
+        alone.settle()
+        return [view.kind.itemText(i) for i in range(view.kind.count())]
+
+    assert offered("trf_blocks.0.att.attn_scores") == ["zero", "scale"]
+    assert offered("trf_blocks.1.att.queries") == ["zero", "mean", "scale", "steer", "patch"]
+    model, ids = alone.loaded.model, encode("Every effort moves you")
+    import torch
+    with torch.no_grad():
+        clean = model(torch.tensor([ids]))
+    for node in ("trf_blocks.0.att.queries", "trf_blocks.0.att.values", "trf_blocks.0.att.attn_scores"):
+        view.kind.setCurrentText("zero")
+        alone.session.set_node(node)
+        alone.settle()
+        spec = view.build()
+        assert (spec.kind, spec.node) == ("zero", node)
+        with applied(model, resolve(model, [spec], ids)), torch.no_grad():
+            changed = model(torch.tensor([ids]))
+        assert not torch.allclose(changed, clean), node  # it did something
+    steer = from_dict({"kind": "steer", "node": "trf_blocks.0.att.masked_scores", "vector": [1.0] * 4})
+    with pytest.raises(ValueError, match=r"a score matrix \(a row per query, a column per "
+                                         r"key\) can be zeroed or scaled only"):
+        steer.check(model.cfg)
