@@ -254,7 +254,8 @@ class InspectorView(LazyRefresh, QWidget):
         rows = [(label, getattr(stats, key) if stats.ready or key not in DETAILS else "computing…")
                 for label, key in STAT_ROWS]
         rows += [("NaN / Inf", f"{stats.n_nan} / {stats.n_inf}"),
-                 ("values", f"{stats.count:,}" + ("" if row is None else f" (token row {row})")),
+                 ("values", f"{stats.count:,}" + ("" if row is None else f" (token row {row})")
+                  + _over_finite(stats)),
                  ("top dims by |value|", "computing…" if not stats.ready else ", ".join(
                      f"{int(d)} ({v:.3g})" for d, v in zip(stats.top_dims, stats.top_values)))]
         for i, (label, value) in enumerate(rows):
@@ -376,3 +377,10 @@ def write_stats_csv(path: str, view: NodeView) -> None:
         writer.writerow([view.name, "NaN", s.n_nan])
         writer.writerow([view.name, "Inf", s.n_inf])
         writer.writerow([view.name, "top dims", " ".join(str(int(d)) for d in s.top_dims)])
+
+
+def _over_finite(stats) -> str:
+    """Said when some values are NaN or ±inf (the masked scores' −inf above the diagonal):
+    the statistics above are over the finite ones."""
+    finite = stats.count - stats.n_nan - stats.n_inf
+    return f"; the statistics are over its {finite:,} finite" if finite < stats.count else ""

@@ -156,3 +156,28 @@ def test_a_step_inside_attention_shows_per_head_rows_and_masked_scores_as_masked
     assert inspector.heatmap.image.image.shape == (heads * t, 8)  # head_dim features per head
     assert not inspector.heatmap.masked.isVisible()
     assert inspector.heat_plot.getPlotItem().getAxis("bottom").labelText == "feature (of head_dim)"
+
+
+def test_the_masked_scores_say_their_statistics_are_over_the_kept_entries(alone):
+    """A causal mask sets T(T−1)/2 scores of each head to −inf: the table's mean, std …
+    are over the finite ones, and the values row says how many those are."""
+    from explorer.core.gpt.tokenizer import encode
+    from explorer.core.run.passes import EVERYTHING, run_prompt
+    import dataclasses
+    ids = encode("Every effort moves you")
+    alone.session.set_prompt(run_prompt(alone.loaded.model, ids,
+                                        dataclasses.replace(EVERYTHING, inside=True)))
+    inspector = alone.view(InspectorView)
+    alone.session.set_node("trf_blocks.0.att.masked_scores")
+    alone.settle()
+    shown = inspector.statistics()
+    t, heads = len(ids), alone.loaded.config.n_heads
+    finite = heads * t * (t + 1) // 2
+    assert shown["NaN / Inf"] == f"0 / {heads * t * (t - 1) // 2}"
+    assert shown["values"] == f"{heads * t * t}; the statistics are over its {finite} finite"
+    view = alone.session.prompt.views["trf_blocks.0.att.masked_scores"]
+    kept = view.array[np.isfinite(view.array)]
+    assert float(shown["mean"]) == pytest.approx(float(kept.mean()), rel=1e-4, abs=1e-6)
+    alone.session.set_node("trf_blocks.0.att")  # nothing masked: the count alone
+    alone.settle()
+    assert inspector.statistics()["values"] == f"{t * 32:,}"
