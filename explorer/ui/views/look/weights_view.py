@@ -14,8 +14,8 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import (QComboBox, QGraphicsRectItem, QHBoxLayout, QLabel, QTabWidget,
                                QVBoxLayout, QWidget)
 
-from ....core.gpt.nodes import (order_of, LOGITS, TOKEN_EMBEDDING, block_hook_name, layer_of, node_for_hook,
-                               same_node_in_layer)
+from ....core.gpt.nodes import (order_of, LOGITS, TOKEN_EMBEDDING, block_hook_name,
+                               inside_attention, layer_of, node_for_hook, same_node_in_layer)
 from ....core.lessons.matrices import block_matrices, describe, has_matrix, model_matrices
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
@@ -182,7 +182,11 @@ class WeightsView(LazyRefresh, QWidget):
             self.x_curve.setData([], [])
             self.y_curve.setData([], [])
             set_empty(plot, "Run a prompt (Ctrl+Enter): what the matrix did to the last token "
-                            "comes here")
+                            "comes here" if self.session.prompt is None else
+                      f"{m.node} is one of attention's steps, not kept in this pass: tick "
+                      "Attention steps above the graph to see what it did to the last token"
+                      if inside_attention(m.node) else
+                      f"{m.node} was not kept in this pass: run the prompt again to see it")
             return
         set_empty(plot, None)
         self.y_curve.setData(np.arange(m.y.size), m.y)

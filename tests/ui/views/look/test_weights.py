@@ -38,3 +38,19 @@ def test_the_selected_linear_shows_its_matrix_to_scale_and_what_it_did(qtbot):
     alone.session.set_node("tok_emb")
     qtbot.waitUntil(lambda: view.matrix.node == "tok_emb", timeout=60_000)
     assert view.image.image.shape[0] <= 256 and "(tied)" in view.note.text()
+
+
+def test_a_step_of_attention_not_kept_says_how_to_see_it(qtbot):
+    """W_query after a prompt ran without attention's steps: not "Run a prompt" (one
+    ran) but the box that keeps them."""
+    from explorer.ui.plots.plot_text import empty_message
+    alone = Alone(qtbot)
+    alone.run("Every effort moves you", max_tokens=1)
+    alone.session.show_step(None)
+    view = alone.view(WeightsView, height=520)
+    alone.session.set_node("trf_blocks.0.att.W_query")
+    qtbot.waitUntil(lambda: view.matrix is not None and view.matrix.node == "trf_blocks.0.att.W_query",
+                    timeout=60_000)
+    said = empty_message(view.token_plot.getPlotItem())
+    assert said.startswith("trf_blocks.0.att.W_query is one of attention's steps, not kept in "
+                           "this pass: tick Attention steps")
