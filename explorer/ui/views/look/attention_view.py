@@ -16,7 +16,8 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSizePolicy, QTab
                                QVBoxLayout, QWidget)
 
 from ...plots.plot_axes import plot_widget
-from ....core.gpt.nodes import MASKED_SCORES, PATTERN, SCORES, block_hook_name, block_title
+from ....core.gpt.nodes import (MASKED_SCORES, PATTERN, SCORES, block_hook_name, block_title,
+                                 parse_hook)
 from ...graph.attention_opener import opener_for
 from ...base.lazy import LazyRefresh
 from ...plots.plot_text import set_empty, set_label, set_ticks, set_title
@@ -122,6 +123,7 @@ class AttentionView(LazyRefresh, QWidget):
         layout.addWidget(self.tabs, 1)
         session.on_pass(self.request_refresh)
         session.layerChanged.connect(self.request_refresh)
+        session.nodeChanged.connect(self._follow)
         session.modelChanged.connect(self._heads)
         self._heads()  # a view made after the model loaded starts from it
 
@@ -148,6 +150,13 @@ class AttentionView(LazyRefresh, QWidget):
         bar.addWidget(self.sample_box)
         bar.addWidget(self.hover, 1)
         return bar
+
+    def _follow(self, name: str) -> None:
+        """A click on the scores, the masked scores or the pattern shows that matrix."""
+        key = parse_hook(name)[1]
+        for text, matrix in MATRICES.items():
+            if matrix == key and self.matrix_box.currentText() != text:
+                self.matrix_box.setCurrentText(text)  # and redraws
 
     def _heads(self) -> None:
         self.head_box.blockSignals(True)

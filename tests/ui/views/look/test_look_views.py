@@ -280,3 +280,18 @@ def test_attention_view_draws_the_scores_and_the_masked_scores_as_well(qtbot, ra
     assert len(view.row_bars.opts["x"]) == 2  # a masked key has no bar
     view.matrix_box.setCurrentIndex(1)  # the scores before the mask: every key has a colour
     assert not np.isnan(view.image.image).any() and view.row_plot.titleLabel.text.endswith("q·k per key")
+
+
+def test_the_attention_view_follows_the_clicked_step(qtbot, ran):
+    """A click on the scores, the masked scores or the pattern in the graph shows that
+    matrix (it stayed on the weights); another node leaves the choice as it is."""
+    view = show(qtbot, ran, "Attention")
+    for node, shown in (("trf_blocks.0.att.attn_scores", "scores Q·Kᵀ"),
+                        ("trf_blocks.0.att.masked_scores", "masked scores"),
+                        ("trf_blocks.0.att.attn_weights", "weights (softmax)")):
+        ran.session.set_node(node)
+        assert view.matrix_box.currentText() == shown
+        key = node.removeprefix("trf_blocks.0.")
+        qtbot.waitUntil(lambda: view.key == key, timeout=60_000)
+    ran.session.set_node("trf_blocks.0.ff")
+    assert view.matrix_box.currentText() == "weights (softmax)"
