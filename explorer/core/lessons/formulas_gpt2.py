@@ -138,15 +138,18 @@ def attention(ask: Ask) -> Worked:
     heads = []
     for h in range(att.num_heads):
         s = slice(h * hd, (h + 1) * hd)
-        attn_scores = keys[:, s] @ queries[pos, s] / math.sqrt(hd)  # (pos+1,) keys ≤ pos
-        weights = np.exp(attn_scores - attn_scores.max())
+        attn_scores = keys[:, s] @ queries[pos, s]  # (pos+1,) keys ≤ pos: the Scores node's
+        scaled = attn_scores / math.sqrt(hd)
+        weights = np.exp(scaled - scaled.max())
         weights /= weights.sum()
         heads.append((attn_scores, weights, weights @ values[:, s]))
     scores, weights, _ = heads[head]
     context_vec = np.concatenate([c for _, _, c in heads])
-    lines = [f"{where}, head {head} (head_dim {hd}): attn_scores = queries·keysᵀ / √{hd} for the "
+    # attn_scores is the book's name for q·k before the scaling, as on the Scores node
+    lines = [f"{where}, head {head} (head_dim {hd}): attn_scores = queries·keysᵀ for the "
              f"{pos + 1} keys up to it (later keys masked to −inf): " + key_row(scores),
-             "attn_weights = softmax(attn_scores): " + key_row(weights)
+             f"attn_scores / √{hd}: " + key_row(scores / math.sqrt(hd)),
+             f"attn_weights = softmax(attn_scores / √{hd}): " + key_row(weights)
              + f" (sum over all {pos + 1} keys {_f(weights.sum())})"]
     if ask.node.kind == Kind.PATTERN:
         full = np.zeros(np.asarray(views[name].array).shape[-1])

@@ -71,20 +71,28 @@ def test_a_row_of_attention_is_shown_whole_or_with_an_ellipsis(words):
     views = run_prompt(model, ids).views
     pos = len(ids) - 1
     att = worked(model, "trf_blocks.1.att", views, ids, pos, head=1)
-    scores, weights = shown_keys(att.lines[0]), shown_keys(att.lines[1])
+    scores, weights = shown_keys(att.lines[0]), shown_keys(att.lines[2])
     row = np.asarray(views["trf_blocks.1.att.attn_weights"].array)[0, 1, pos, :pos + 1]
-    assert f"sum over all {pos + 1} keys 1" in att.lines[1]
+    assert f"sum over all {pos + 1} keys 1" in att.lines[2]
     if pos + 1 <= 8:
         assert sorted(weights) == list(range(pos + 1)) == sorted(scores)
-        assert "…" not in att.lines[1]
+        assert "…" not in att.lines[2]
         assert sum(weights.values()) == pytest.approx(1, abs=1e-3)
     else:
         keys = sorted({0, int(np.argmax(row)), pos})
-        assert sorted(weights) == keys and "…" in att.lines[1]
-        assert re.search(rf"key {int(np.argmax(row))} \S+ \(largest\)", att.lines[1])
-        assert att.lines[1].count("…") == sum(b > a + 1 for a, b in zip([-1] + keys, keys))
+        assert sorted(weights) == keys and "…" in att.lines[2]
+        assert re.search(rf"key {int(np.argmax(row))} \S+ \(largest\)", att.lines[2])
+        assert att.lines[2].count("…") == sum(b > a + 1 for a, b in zip([-1] + keys, keys))
     for k, w in weights.items():
         assert w == pytest.approx(row[k], rel=1e-3, abs=1e-6)
+    # attn_scores: the one quantity the Scores node holds, q·k before the scaling
+    import dataclasses
+
+    from explorer.core.run.passes import EVERYTHING
+    opened = run_prompt(model, ids, dataclasses.replace(EVERYTHING, inside=True)).views
+    node = np.asarray(opened["trf_blocks.1.att.attn_scores"].array)[0, 1, pos]
+    for k, score in scores.items():
+        assert score == pytest.approx(node[k], rel=1e-3, abs=1e-5)
 
 
 def test_the_steps_inside_attention_show_their_rows_whole():
