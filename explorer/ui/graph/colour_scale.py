@@ -40,6 +40,7 @@ class ColourScale(QHBoxLayout):
         for w in (self.legend, self.lo, self.bar, self.hi, self.zero_note, self.per_block):
             self.addWidget(w)
         self.show_ends(False)
+        self._pass, self._key, self._ends, self._said = None, None, None, ""  # _changed's
 
     def show_ends(self, shown: bool) -> None:
         if shown and self.bar.pixmap().isNull():
@@ -61,11 +62,11 @@ class ColourScale(QHBoxLayout):
                     values[name] = v
         zeros = [n for n, v in values.items() if v == 0]  # no place on a log scale
         logs = {n: math.log10(abs(v)) for n, v in values.items() if v != 0}
-        # one scale for every block: its ends are the whole model's, so a colour means the
-        # same value whichever block is drawn
-        scope = {n: v for n, v in values.items() if v != 0}
-        if not self.per_block.isChecked():
-            scope |= self._whole_model(current, stat)
+        # one scale for every block: its ends are the whole model's nodes (attention's
+        # steps, opened on one block, not among them), so a colour means the same value
+        # whichever block is drawn and whatever is opened; a step beyond takes the end's
+        scope = {n: v for n, v in values.items() if v != 0} if self.per_block.isChecked() \
+            else self._whole_model(current, stat)
         ends = (min(scope, key=lambda n: abs(scope[n])), max(scope, key=lambda n: abs(scope[n]))) \
             if scope else None
         lo, hi = (math.log10(abs(scope[ends[0]])), math.log10(abs(scope[ends[1]]))) if ends else (0.0, 0.0)
@@ -84,10 +85,24 @@ class ColourScale(QHBoxLayout):
                                     else f"{label}:")
             return
         vmin, vmax = scope[ends[0]], scope[ends[1]]
-        self.legend.setText(f"{label} (log scale):")
+        self.legend.setText(f"{label} (log scale{self._changed(current, label, vmin, vmax)}):")
         self.lo.setText(f"{vmin:.3g}")
         self.hi.setText(f"{vmax:.3g}")
         self.show_ends(True)
+
+    def _changed(self, current, label: str, vmin: float, vmax: float) -> str:
+        """"; was a–b" when a new pass (the next snapshot of a training run, another
+        prompt) moved the scale's ends: the colours changed with the scale, not only with
+        the values. Said until the pass after."""
+        key = (label, self.per_block.isChecked())
+        if current is not self._pass:
+            before = self._ends if self._key == key else None
+            moved = before is not None and any(abs(a - b) > 1e-3 * max(abs(a), abs(b))
+                                               for a, b in zip(before, (vmin, vmax)))
+            self._said = f"; was {before[0]:.3g}–{before[1]:.3g}" if moved else ""
+            self._pass = current
+        self._key, self._ends = key, (vmin, vmax)
+        return self._said
 
     def _whole_model(self, current, stat: str) -> dict[str, float]:
         """The statistic of every node of every block in the pass, zeros left out (the

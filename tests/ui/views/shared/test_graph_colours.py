@@ -54,3 +54,50 @@ def test_a_colour_scale_per_block_is_an_option(qtbot):
     assert own == (f"{min(stds):.3g}", f"{max(stds):.3g}") and own != whole
     graph.scale.per_block.setChecked(False)
     assert (graph.scale.lo.text(), graph.scale.hi.text()) == whole
+
+
+def test_opening_attentions_steps_moves_neither_the_scale_nor_a_colour(qtbot):
+    """The scale's ends are the whole model's nodes: attention's steps opened on one block
+    (scores far wider than any node) take the end's colour, and every other node keeps its
+    colour and the legend its numbers."""
+    import torch
+    alone = Alone(qtbot)
+    with torch.no_grad():  # queries 1,000 times larger: the scores far past any node
+        alone.loaded.model.trf_blocks[0].att.W_query.weight.mul_(1000)
+    graph = alone.graph
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    alone.settle()
+    ends = (graph.scale.lo.text(), graph.scale.hi.text())
+    fills = {name: item.fill for name, item in graph.items.items()}
+    graph.open_att.setChecked(True)
+    qtbot.waitUntil(lambda: "trf_blocks.0.att.attn_scores" in alone.session.prompt.views,
+                    timeout=60_000)
+    alone.settle()
+    graph.recolour()
+    scores = alone.session.prompt.views["trf_blocks.0.att.attn_scores"].stats.std
+    assert scores > 10 * float(ends[1])  # beyond the scale: drawn at its top
+    assert (graph.scale.lo.text(), graph.scale.hi.text()) == ends
+    for name, fill in fills.items():
+        if name in graph.items:
+            assert graph.items[name].fill == fill, name
+    assert graph.scale.legend.text() == "std (log scale):"  # the same pass: nothing moved
+
+
+def test_a_new_pass_that_moves_the_scale_says_so(qtbot):
+    """The next pass (another prompt, the next snapshot of a training run) with other ends:
+    the legend says what they were, so a colour that changed is read as the scale's."""
+    alone = Alone(qtbot)
+    graph = alone.graph
+    alone.run("Every effort moves you", max_tokens=1)
+    alone.session.show_step(None)
+    alone.settle()
+    before = (graph.scale.lo.text(), graph.scale.hi.text())
+    alone.run("I had always thought Jack Gisburn rather a cheap genius", max_tokens=1)
+    alone.session.show_step(None)
+    alone.settle()
+    after = (graph.scale.lo.text(), graph.scale.hi.text())
+    assert after != before
+    assert graph.scale.legend.text() == f"std (log scale; was {before[0]}–{before[1]}):"
+    graph.recolour()  # the same pass drawn again: still said
+    assert "was" in graph.scale.legend.text()
