@@ -151,6 +151,7 @@ class TrainPanel(ViewHooks, QWidget):
         """The snapshots on a slider; Follow training; back to the model before."""
         self.timeline = SnapshotTimeline()
         self.timeline.picked.connect(self.show_snapshot)
+        self.timeline.slider.actionTriggered.connect(self._picked_by_hand)
         self.follow = QCheckBox("Follow training")
         self.follow.setChecked(True)
         self.follow.setToolTip("Show each new snapshot in the explorer as it is taken (the "
@@ -166,6 +167,14 @@ class TrainPanel(ViewHooks, QWidget):
         column.addWidget(self.timeline)
         column.addLayout(row)
         return column
+
+    def _picked_by_hand(self, _action) -> None:
+        """A snapshot picked on the slider stays shown: Follow training, which would
+        replace it with the next one taken, is unticked, and the window says so."""
+        if self.follow.isChecked():
+            self.follow.setChecked(False)
+            self.session.set_status("Follow training unticked: the snapshot you picked stays "
+                                    "shown; tick it again to see each new one as it is taken")
 
     def _prompt_ids(self) -> list[int] | None:
         """The prompt last run (a batch's first), which snapshots are compared on."""

@@ -191,3 +191,26 @@ def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_wi
     assert [s.step for s in restored.timeline.snapshots] == [0, 1, 5, 12]
     assert set(restored.timeline.losses) == {0, 12}  # the evaluations' validation losses
     assert restored.timeline.label.text().startswith("step 12 (4 of 4 kept) · validation loss")
+
+
+def test_a_snapshot_picked_by_hand_unticks_follow_and_says_so(qtbot):
+    """Follow training would replace a snapshot picked on the slider with the next one
+    taken: the pick unticks it, and the status line says why; a snapshot added by the
+    run itself (the slider moved by the panel) leaves Follow as it is."""
+    from pathlib import Path
+
+    from PySide6.QtWidgets import QAbstractSlider
+
+    from explorer.core.experiments.snapshots import Snapshot
+    from explorer.ui.views.experiment.train_view import TrainPanel
+    from tests.ui.alone import Alone
+    alone = Alone(qtbot)
+    panel = alone.view(TrainPanel)
+    panel.follow.setChecked(True)
+    panel.timeline.add(Snapshot(0, Path("step000000.safetensors")), show=False)
+    panel.timeline.add(Snapshot(5, Path("step000005.safetensors")), show=True)  # the run's
+    assert panel.follow.isChecked()
+    panel.timeline.slider.triggerAction(QAbstractSlider.SliderAction.SliderSingleStepSub)
+    assert not panel.follow.isChecked() and panel.timeline.slider.value() == 0
+    assert alone.session.status.startswith("Follow training unticked: the snapshot you picked")
+    panel.timeline._rest.stop()  # no model to load these made-up snapshots into
