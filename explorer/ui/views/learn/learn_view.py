@@ -93,8 +93,16 @@ class LearnView(ViewHooks, QWidget):
         self.session.set_covered()
 
     def _model_changed(self) -> None:
-        self._close()  # its numbers were the old model's
+        """The question's numbers were the old model's: it is asked again on the new one's
+        pass (the next snapshot with Follow training), covered until then."""
+        was_open = self.question is not None
+        self._close()
         self.feedback.clear()
+        if was_open and self.enabled.isChecked():
+            self._waiting = self.session.node
+            self.prompt.setText("The model changed (a new snapshot?): the question comes again "
+                                "on its numbers once the prompt has run on it.")
+            self.session.set_covered(Facts(frozenset(KINDS), (), "learn"))
 
     def ask(self, name: str) -> None:
         if not self.enabled.isChecked():

@@ -147,3 +147,32 @@ def test_an_order_question_hides_the_order_from_the_title_and_the_model_line(qtb
     assert "Post-LN" not in window.windowTitle() and "Post-LN" not in window.model_label.text()
     window.view("learn").answer(q.answer)
     assert "Post-LN" in window.windowTitle() and "Post-LN" in window.model_label.text()
+
+
+def test_a_new_model_asks_the_open_question_again_with_its_options_and_covers_held(qtbot):
+    """A new snapshot (Follow training) loaded while a question is open: the options are
+    not wiped with the question left standing; it is covered until the prompt has run on
+    the new model, then asked again on its numbers with every option."""
+    from explorer.core.sources import ModelInfo, ModelSpec, random_model
+    from explorer.ui.views.learn.learn_view import LearnView
+    from tests.ui.alone import Alone
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    learn = alone.view(LearnView)
+    learn.enabled.setChecked(True)
+    name = block_hook_name(1, "norm2")
+    alone.session.set_node(name)
+    assert learn.question is not None
+    options = len(learn.question.options)
+    other = random_model("tiny", seed=5)  # the next snapshot, say
+    alone.session.set_model(ModelInfo.of(other, ModelSpec(preset="tiny", seed=5)))
+    assert learn.question is None and alone.session.covered  # still covered
+    assert "the question comes again" in learn.prompt.text()
+    alone.loaded = alone.engine.loaded = other
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    alone.settle()
+    assert learn.question is not None and alone.session.node == name
+    shown = [b for b in learn.buttons if b.isVisible()]
+    assert len(shown) == len(learn.question.options) == options and alone.session.covered
