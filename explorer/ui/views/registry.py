@@ -89,7 +89,7 @@ VIEWS = (
              "and the raw numbers.", "Ctrl+Shift+I", "Inspector", _ALL),
     ViewSpec("distributions", "Distributions", "look", "look.distributions_view:DistributionsView",
              "Every node's values side by side, and a statistic per node and block.",
-             "Ctrl+Shift+D", shows=_NUMBERS),
+             "Ctrl+Shift+D", shows=_ALL),  # its plots and rows in the block's order
     ViewSpec("gelu", "Activation", "look", "look.gelu_view:GeluView",
              "The feed-forward's activation, GELU (SiLU on a Llama block), with the real "
              "distribution of its inputs in this block.",
@@ -123,7 +123,7 @@ VIEWS = (
     ViewSpec("gradients", "Gradients through the shortcuts", "learn",
              "learn.gradients_view:GradientsView",
              "The gradient at every node, with and without the shortcuts.", "Ctrl+Shift+B",
-             "Gradients", frozenset({VALUES})),
+             "Gradients", frozenset({VALUES, ORDER})),  # its nodes listed in the block's order
     # Why
     ViewSpec("why", "Why this token?", "why", "why.why_view:WhyView",
              "Each block's, head's and neuron's part of the token's logit, as a waterfall from "
@@ -155,7 +155,7 @@ VIEWS = (
              shows=frozenset({VALUES})),
     ViewSpec("train", "Train", "experiment", "experiment.train_view:TrainPanel",
              "Train a small GPT on a text here, with the loss curve and samples.",
-             "Ctrl+Shift+M"),
+             "Ctrl+Shift+M", shows=frozenset({PREDICTION, ORDER})),  # samples; nodes in order
     # Play
     ViewSpec("next_token", "Next token", "play", "play.next_token_view:NextTokenView",
              "The shown step's most likely next tokens; right-click one to ask why or to "

@@ -166,3 +166,26 @@ def test_a_game_round_hides_the_token_everywhere_and_the_answer_brings_it_back(q
     assert not any(f.covered for f in window.findChildren(ViewFrame))
     window.workspaces.show("look")
     assert any(leaks(window, "game", forms)), "the answer shows again"
+
+
+def test_the_views_that_list_nodes_in_block_order_are_covered_by_an_order_question(qtbot, make_window):
+    """The Train tab (its samples, its snapshot table's rows in block order), the
+    Gradients list and the Distributions plots name the nodes in the block's order: an
+    order question covers them; a shape question leaves the Train tab open."""
+    window = make_window(preset="tiny")
+    run_and_wait(qtbot, window, max_tokens=1)
+    window.session.show_step(None)
+    for key in ("train", "gradients", "distributions"):
+        window.view(key)  # built, so framed
+    learn = window.view("learn")
+    learn.enabled.setChecked(True)
+    frames = {f.key: f for f in window.findChildren(ViewFrame)}
+    question, _ = ask(learn, window, "Is this model Pre-LN", "norm2")
+    assert ORDER in question.hides
+    window.covers.look()
+    assert all(frames[k].covered for k in ("train", "gradients", "distributions"))
+    learn.answer(question.answer)
+    question, _ = ask(learn, window, "What shape comes out of", "ff.layers.0")
+    window.covers.look()
+    assert not frames["train"].covered
+    learn.answer(question.answer)
