@@ -169,6 +169,8 @@ def _what_it_did(name: str, node, view, views: dict, pieces: list[str], pos: int
         return [f"{100 * float((x < 0).mean()):.0f}% of its inputs ({x.size:,} values) were "
                 "negative and came out between -0.28 and 0: those gates are nearly shut."]
     if node.kind == Kind.LINEAR and seen is not None:
+        if seen.shape[-1] == width:  # a square projection (W_query, out_proj…)
+            return [f"It kept each token at {width} values, each a new mix of all {width}."]
         verb = "widened" if seen.shape[-1] < width else "narrowed"
         return [f"It {verb} each token from {seen.shape[-1]} to {width} values."]
     if node.kind == Kind.GELU and seen is not None and seen.array is not None:

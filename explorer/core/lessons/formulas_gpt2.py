@@ -67,13 +67,20 @@ def linear(ask: Ask) -> Worked:
         ask.model, ask.name, ask.views, ask.pos, ask.where, ask.captured, ask.order)
     module = model.get_submodule(name)
     x = _row(views, input_node(name, order), pos)
-    w, b = _p(module.weight), _p(module.bias) if module.bias is not None else 0.0
+    w = _p(module.weight)
+    if module.bias is None:  # qkv_bias off, say: no "+ b" that is not there
+        value = x @ w.T
+        return Worked(name, f"y = x·Wᵀ (no bias)   x ({w.shape[1]}) · Wᵀ ({w.shape[1]}, "
+                      f"{w.shape[0]}) → y ({w.shape[0]})",
+                      [f"{where}, output {i}: Σ over {w.shape[1]} inputs of x·W[{i}] = "
+                       f"{_f(value[i])}" for i in range(SHOWN)], value, captured)
+    b = _p(module.bias)
     value = x @ w.T + b
     return Worked(name, f"y = x·Wᵀ + b   x ({w.shape[1]}) · Wᵀ ({w.shape[1]}, {w.shape[0]}) → y "
                   f"({w.shape[0]})",
                   [f"{where}, output {i}: Σ over {w.shape[1]} inputs of x·W[{i}] = "
-                   f"{_f(float(x @ w[i]))}, + b[{i}] {_f(float(np.atleast_1d(b)[i] if np.ndim(b) else b))} "
-                   f"= {_f(value[i])}" for i in range(SHOWN)], value, captured)
+                   f"{_f(float(x @ w[i]))}, + b[{i}] {_f(float(b[i]))} = {_f(value[i])}"
+                   for i in range(SHOWN)], value, captured)
 
 
 def logits(ask: Ask) -> Worked:
@@ -100,7 +107,9 @@ def layer_norm(ask: Ask) -> Worked:
     lines = [f"{where}: mean {_f(mean)}, biased variance {_f(var)} (over its {x.size} values), "
              f"eps {eps:g}, √(var + eps) {_f(math.sqrt(var + eps))}. eps keeps the division "
              f"finite for a token whose values are all equal (variance 0), and makes the "
-             f"normalised values' std √(var / (var + eps)) = {spread:.4g}, not quite 1"
+             f"normalised values' std √(var / (var + eps)) = "
+             + (f"1 − {1 - spread:.2g}, a hair under 1" if f"{spread:.4g}" == "1"
+                else f"{spread:.4g}, not quite 1")
              + (" — here eps is larger than the variance, so far below 1" if eps > var else "")]
     lines += [f"feature {i}: ({_f(x[i])} − {_f(mean)}) / {_f(math.sqrt(var + eps))} × {_f(scale[i])} "
               f"+ {_f(shift[i])} = {_f(value[i])}" for i in range(3)]

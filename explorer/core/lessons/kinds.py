@@ -109,7 +109,8 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
         formula=gpt2.add),
     Kind.LINEAR: KindLesson(
         what="A learned matrix multiplication applied to every token separately: each output "
-             "value is a weighted score of all the token's input values (plus a bias), one "
+             "value is a weighted score of all the token's input values (plus a bias where the "
+             "layer has one), one "
              "set of weights per output value.",
         mistake="The weight is stored as (out, in) and applied as x @ W.T.",
         questions=(width_question, shape_question),

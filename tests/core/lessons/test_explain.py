@@ -142,3 +142,15 @@ def test_attentions_matrices_say_how_many_queries_meet_how_many_keys():
     said = explain("trf_blocks.0.att.attn_weights", step, pieces, cfg=model.cfg).here
     assert "one query row — its own token — against the 5 keys so far" in said
     assert "attends most to" in said
+
+
+def test_a_square_projection_keeps_the_width_and_says_so():
+    """W_query maps 32 values to 32: it neither widens nor narrows ("narrowed from 32
+    to 32" was said)."""
+    model = build_model(preset("tiny"), seed=5)
+    ids = encode("Every effort moves you")
+    with torch.inference_mode(), Capture(model, tensors=True, attention=True, inside=True) as cap:
+        model(torch.tensor([ids]))
+    here = explain("trf_blocks.0.att.W_query", cap.views(), [token_piece(i) for i in ids]).here
+    assert "kept each token at 32 values, each a new mix of all 32" in here
+    assert "narrowed" not in here and "widened" not in here

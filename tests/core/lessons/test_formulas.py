@@ -2,6 +2,8 @@
 the model's parameters, equals what the node captured — for every node of a Pre-LN and
 a Post-LN model, at every position."""
 
+import re
+
 import pytest
 
 from explorer.core.gpt.config import preset
@@ -112,3 +114,29 @@ def test_the_steps_inside_attention_show_their_rows_whole():
     assert sum(weights.values()) == pytest.approx(1, abs=2e-3) and "sum over all 4 keys 1" in context.lines[0]
     split = worked(model, "trf_blocks.0.att.queries", views, ids, 2, head=1)
     assert "head 1 (head_dim 8 = 32 / 4 heads)" in split.lines[0] and "values 8…15" in split.lines[0]
+
+
+def test_a_linear_without_a_bias_writes_no_bias_and_layer_norm_says_how_far_under_1():
+    """qkv_bias off: W_query's formula has no "+ b" (it showed "+ b[0] 0"), and its
+    values are still the captured ones; LayerNorm's std of the normalised values, which
+    prints as 1 to four digits, is said as how far under 1 it is."""
+    import dataclasses
+
+    import numpy as np
+    from explorer.core.run.passes import EVERYTHING
+    model = build_model(preset("tiny", qkv_bias=False), seed=3).eval()
+    ids = encode("Every effort moves you")
+    views = run_prompt(model, ids, dataclasses.replace(EVERYTHING, inside=True)).views
+    pos = len(ids) - 1
+    att = worked(model, "trf_blocks.0.att.W_query", views, ids, pos)
+    assert att.formula.startswith("y = x·Wᵀ (no bias)") and not any("+ b[" in line for line in att.lines)
+    np.testing.assert_allclose(att.value, views["trf_blocks.0.att.W_query"].array[0, pos], atol=1e-5)
+    said = worked(model, "trf_blocks.0.norm1", views, ids, pos).lines[0]
+    assert "0.99" in said and "not quite 1" in said  # a small variance: visibly under 1
+    import torch
+    with torch.no_grad():  # embeddings 100 times larger: a variance far above eps
+        model.tok_emb.weight.mul_(100)
+        model.pos_emb.weight.mul_(100)
+    views = run_prompt(model, ids).views
+    said = worked(model, "trf_blocks.0.norm1", views, ids, pos).lines[0]
+    assert re.search(r"= 1 − [0-9.]+e-0\d, a hair under 1", said) and "= 1, not quite 1" not in said
