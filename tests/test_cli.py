@@ -513,3 +513,9 @@ def test_a_run_saved_with_its_tensors_keeps_attentions_steps(capsys, tmp_path):
         for step in ("queries", "keys", "values", "attn_scores", "masked_scores", "attn_weights"):
             assert views[f"trf_blocks.{block}.att.{step}"].array is not None, (block, step)
     assert views["trf_blocks.1.att.keys"].array.shape == (1, 4, 2, 8)
+
+
+def test_train_says_its_losses_are_estimates(capsys, tmp_path):
+    code, out, _ = run(capsys, "train", "--preset", "tiny", "--steps", "1", "--eval-every", "1",
+                       "--batch-size", "1", "--snapshots", "0", "--out", str(tmp_path / "r"))
+    assert code == 0 and "(estimates on 4 batches each)" in out

@@ -126,8 +126,10 @@ class Progress:
                 self.last_line = time.monotonic()
             sys.stderr.flush()
         elif isinstance(event, EvalEvent):
+            from ..core.experiments.training import TrainSettings
             print(f"\nstep {event.step}: train loss {event.train_loss:.3f}, validation loss "
-                  f"{event.val_loss:.3f}\n  sample: {event.sample!r}")
+                  f"{event.val_loss:.3f} (estimates on {TrainSettings().eval_batches} batches "
+                  f"each)\n  sample: {event.sample!r}")
         elif isinstance(event, CheckpointEvent):
             print(f"  saved {shown(event.path)}", file=sys.stderr)
         elif isinstance(event, SnapshotEvent):

@@ -53,7 +53,7 @@ class TrainSettings:
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     eval_every: int = 25
-    eval_batches: int = 4
+    eval_batches: int = 4  # the losses are estimates over this many batches of each split
     val_fraction: float = 0.1
     seed: int = 123
     sample_prompt: str = "Every effort moves you"

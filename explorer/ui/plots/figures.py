@@ -11,6 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 
 from ...core.experiments.ln_compare import GradientResult, RunSummary
+from ...core.experiments.training import TrainSettings
 from ...core.gpt.nodes import short_label
 from .plot_axes import add_plot, count_axis, log_axis
 from .plot_text import legend_row, pen_sample, set_empty, set_title
@@ -150,7 +151,8 @@ class LossCurves:
         self.train = plot.plot([], [], pen=pg.mkPen("#1f4e8c", width=2), symbol="o",
                                symbolSize=6, symbolBrush="#1f4e8c", name="train (evaluation)")
         self.val = plot.plot([], [], pen=pg.mkPen("#d2691e", width=2), symbol="s",
-                             symbolSize=6, symbolBrush="#d2691e", name="validation")
+                             symbolSize=6, symbolBrush="#d2691e",
+                             name=f"validation (estimated on {TrainSettings().eval_batches} batches)")
         legend_row(canvas.ci, [(c, c.name()) for c in (self.steps, self.train, self.val)],
                    columns=1)  # one per line: the Train tab's plot is narrow on a laptop
         set_empty(plot, "Start a training run: its loss appears here, step by step")

@@ -313,7 +313,8 @@ class TrainPanel(ViewHooks, QWidget):
             self.evals.append(event)
             self.curves.set_evals([e.step for e in self.evals], [e.train_loss for e in self.evals],
                                   [e.val_loss for e in self.evals])
-            self.samples.appendPlainText(f"step {event.step} (validation loss {event.val_loss:.2f}): "
+            self.samples.appendPlainText(f"step {event.step} (validation loss {event.val_loss:.2f}, "
+                                         f"estimated on {TrainSettings().eval_batches} batches): "
                                          f"{shown_sample(event.sample)}\n")
         elif isinstance(event, CheckpointEvent):
             self.checkpoint = event.path

@@ -29,6 +29,8 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
     assert [s for s, _ in panel.steps_seen] == list(range(1, 7))
     assert [e.step for e in panel.evals] == [0, 6]
     assert "step 6 (validation loss" in panel.samples.toPlainText()
+    assert "estimated on 4 batches" in panel.samples.toPlainText()  # an estimate, and said
+    assert panel.curves.val.name() == "validation (estimated on 4 batches)"
     # the end hands over: the trained model is loaded, named with its validation loss
     path = str(tmp_path / "run" / "model.safetensors")
     qtbot.waitUntil(lambda: window.session.model.spec.checkpoint == path, timeout=60_000)
@@ -41,10 +43,10 @@ def test_train_panel_trains_shows_the_curve_and_loads_the_result(qtbot, make_win
     # its step's line: many line breaks are not a column of marks without their step
     from explorer.core.experiments.training import EvalEvent
     panel.on_event(EvalEvent(step=7, train_loss=1.0, val_loss=2.0, sample="\n\nHello"))
-    assert panel.samples.toPlainText().endswith("step 7 (validation loss 2.00): ⏎ ⏎ Hello\n")
+    assert panel.samples.toPlainText().endswith("step 7 (validation loss 2.00, estimated on 4 batches): ⏎ ⏎ Hello\n")
     panel.on_event(EvalEvent(step=8, train_loss=1.0, val_loss=2.0, sample="\n" * 40 + "end"))
     last = [line for line in panel.samples.toPlainText().splitlines() if line][-1]
-    assert last.startswith("step 8 (validation loss 2.00): ⏎ ⏎") and last.endswith("end")
+    assert last.startswith("step 8 (validation loss 2.00, estimated on 4 batches): ⏎ ⏎") and last.endswith("end")
     assert panel.load_button.isEnabled() and panel.checkpoint == path
     # the model before is one click away
     assert panel.back_button.isEnabled()
