@@ -24,7 +24,7 @@ from .ln_compare import post_ln_twin
 from ..gpt.hooks import attach, hooks
 from ..gpt.model import GPTModel
 from ..gpt.nodes import (FEED_FORWARD, all_hook_names, block_hook_name, block_module_name,
-                         order_of, residual_branches)
+                         order_of, residual_branches, shortcut_sources)
 from ..run.batch import Batch
 from ..run.passes import Keep, run_prompt
 
@@ -277,9 +277,7 @@ def lesson(mutation: str, b: GPTModel, layer: int, prompt: list[int] | Batch) ->
                 "the first node that differs is where LayerNorm 2 was, and every later one "
                 "follows from it."]
     if mutation == "wrong-shortcut2":
-        return ["B's second add adds the block's input instead of the first half's output: "
-                "every node before the second add is the same; the add itself is the first "
-                "to differ, by exactly the attention half's contribution."]
+        return _wrong_shortcut_words(b, layer, prompt)
     if FF_WIDTH.match(mutation):
         width = int(FF_WIDTH.match(mutation)[1])
         if width == b.cfg.emb_dim:
@@ -289,3 +287,26 @@ def lesson(mutation: str, b: GPTModel, layer: int, prompt: list[int] | Batch) ->
         return [f"B's second feed-forward Linear gives {width} values per token instead of "
                 f"{b.cfg.emb_dim}: its output no longer fits the shortcut it is added to."]
     return []
+
+
+def _wrong_shortcut_words(b: GPTModel, layer: int, prompt: list[int] | Batch) -> list[str]:
+    """How far the second add moves, measured: by the first half's output minus the
+    block's input — the attention half's contribution in Pre-LN, but not in Post-LN,
+    whose first half ends in LayerNorm 1 (it rescales the whole sum)."""
+    order = order_of(b.cfg)
+    source = shortcut_sources(order)[list(residual_branches(order))[1]]  # add1, or norm1
+    seen = {}
+    watch = [(block_hook_name(layer, source), lambda m, i, o: seen.__setitem__("half", o.detach())),
+             (block_module_name(layer), lambda m, args: seen.__setitem__("input", args[0].detach()))]
+    batch = prompt if isinstance(prompt, Batch) else Batch((tuple(prompt),), (len(prompt),))
+    with hooks(b, watch[:1], watch[1:]), torch.no_grad():
+        b(torch.tensor(batch.ids, device=next(b.parameters()).device))
+    gap = float((seen["half"] - seen["input"]).abs().max())
+    said = ("B's second add adds the block's input instead of the first half's output: every "
+            "node before the second add is the same; the add itself is the first to differ, by ")
+    if order.position == "post":
+        return [said + f"LayerNorm 1's output minus the block's input — up to {gap:.3g} here. "
+                "Not the attention's contribution: in Post-LN the first half ends in LayerNorm "
+                "1, which rescales the whole sum."]
+    return [said + f"exactly the attention half's contribution (add1 − input) — up to "
+            f"{gap:.3g} here."]

@@ -139,3 +139,31 @@ def test_the_second_half_exercises_teach_where_to_look(model):
     post = build_model(preset("tiny", n_layers=2, norm_position="post"), seed=2)
     assert find_divergence(post, mutate(post, "no-norm2", layer=0), IDS).first == "trf_blocks.0.norm2"
     assert "LayerNorm 2 comes last" in lesson("no-norm2", mutate(post, "no-norm2"), 0, IDS)[0]
+
+
+@pytest.mark.parametrize("order", ["pre", "post"])
+def test_the_wrong_second_shortcut_is_said_with_what_it_measures(order):
+    """The second add moves by the first half's output minus the block's input: the
+    attention half's contribution in Pre-LN, measured equal; in Post-LN LayerNorm 1's
+    output minus the input, far from the attention's (the text said 'exactly the
+    attention half's contribution' for both)."""
+    import re
+
+    import numpy as np
+
+    from explorer.core.run.passes import EVERYTHING, run_prompt
+    model = build_model(preset("tiny", norm_position=order), seed=2)
+    views = run_prompt(model, IDS, EVERYTHING).views
+    x = views["drop_emb"]  # block 0's input
+    half = views["trf_blocks.0.add1" if order == "pre" else "trf_blocks.0.norm1"].array
+    gap = float(np.abs(half - x.array).max())
+    attention = float(np.abs(views["trf_blocks.0.drop1"].array).max())
+    words = lesson("wrong-shortcut2", mutate(model, "wrong-shortcut2", layer=0), 0, IDS)[0]
+    shown = float(re.search(r"up to ([0-9.e+-]+) here", words)[1])
+    assert shown == pytest.approx(gap, rel=1e-2)
+    if order == "pre":
+        assert "exactly the attention half's contribution" in words
+        assert gap == pytest.approx(attention, rel=1e-5)
+    else:
+        assert "Not the attention's contribution" in words and "attention half" not in words
+        assert gap > 2 * attention
