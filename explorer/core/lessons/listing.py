@@ -113,7 +113,7 @@ def _own_class(name: str, key: str, cls: type, layer: int | None, norm_position:
     """LayerNorm's or GELU's class: how it is built and its forward, the line that
     computes its output highlighted; the note says which line of which forward calls it."""
     init = _source(cls, "__init__") if cls is LayerNorm else _source(FeedForward, "__init__")
-    forward = _source(cls, "forward")
+    forward = _source(cls, "book_forward")  # the book's lines; forward runs them fused
     if layer is None:
         caller, method = "GPTModel.forward", _source(GPTModel, "forward")
     elif cls is GELU:
@@ -124,9 +124,12 @@ def _own_class(name: str, key: str, cls: type, layer: int | None, norm_position:
     call = next((line.strip() for line in method if f"self.{key}(" in line), "")
     built = _find(init, r"self\.scale = ") if cls is LayerNorm else \
         next((i for i, line in enumerate(init) if "GELU()" in line), None)
-    return Listing(cls.__name__, init, forward, "forward", built, _find(forward, r"return "),
+    runs = "F.layer_norm" if cls is LayerNorm else "F.gelu(x, approximate=\"tanh\")"
+    return Listing(cls.__name__, init, forward, "forward (the book's, as written)", built,
+                   _find(forward, r"return "),
                    f"{key} is a {cls.__name__}; {caller} calls it" + (f": {call}" if call else "")
-                   + ". " + " ".join((cls.__doc__ or "").replace("``", "").split()))
+                   + f". What runs is {runs}: the same numbers in one fused call (held equal to "
+                   "these lines by the tests). " + " ".join((cls.__doc__ or "").replace("``", "").split()))
 
 
 def llama_listing(name: str, key: str, layer: int | None, node) -> Listing:

@@ -20,7 +20,11 @@ def test_every_node_points_at_the_line_that_built_it_and_the_line_that_made_it(p
         built, ran = found.init[found.init_line], found.forward[found.forward_line]
         if node_for_hook(name, position).kind in ("norm", "gelu"):  # its own class
             assert found.title == ("LayerNorm" if "norm" in key else "GELU")
-            assert "return F." in ran and ("self.scale = " in built or "GELU()" in built)
+            # the book's lines as written, and a word on the fused call that runs them
+            assert ran.strip() in ("return self.scale * norm_x + self.shift",
+                                   "return 0.5 * x * (1 + torch.tanh(")
+            assert "self.scale = " in built or "GELU()" in built
+            assert "What runs is F." in found.note and "the same numbers" in found.note
             assert "calls it" in found.note and (f"self.{key}(x)" in found.note or "Sequential" in found.note)
         elif key.startswith("ff.layers."):
             assert "Linear" in built
@@ -100,3 +104,18 @@ def test_the_blocks_forward_is_the_books_lines_in_the_books_order():
                for line in book), (book, ours)
     extra = [line for line in ours if line not in book and "kv, pos" not in line]
     assert extra and all(line.startswith("x = self.") and line.endswith("(x)") for line in extra)
+
+
+def test_the_book_forward_shown_computes_what_runs():
+    """The lines the Code view shows for LayerNorm and GELU (the book's) give the numbers
+    the fused calls that run give."""
+    import torch
+    from explorer.core.gpt.layers import GELU, LayerNorm
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 16) * 3
+    norm = LayerNorm(16)
+    with torch.no_grad():
+        norm.scale.uniform_(0.5, 1.5)
+        norm.shift.normal_()
+    torch.testing.assert_close(norm.book_forward(x), norm(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(GELU().book_forward(x), GELU()(x), atol=1e-6, rtol=1e-5)
