@@ -58,6 +58,7 @@ class Runs(QObject):
         super().__init__()
         self.session, self.engine = session, engine
         self.job: Job | None = None
+        self.next_note = ""  # a word for the next run's prompt pass (branches left behind)
         self._step_times: list[float] = []
         self._status = ""  # the run's own last word (Stop's "Stopping…" aside)
         self._prompt_done = False
@@ -204,6 +205,9 @@ class Runs(QObject):
             return
         if result.step is None:
             self._prompt_done = True
+            if self.next_note:  # said once, with the run it is about
+                result.notices.append(self.next_note)
+                self.next_note = ""
             self.session.set_prompt(result)
             self._notes = "; ".join(result.notices)  # also said when the run ends
             self._say(f"Prompt pass: {len(result.ids)} tokens in {result.seconds:.2f} s"

@@ -243,6 +243,10 @@ class PromptPanel(ViewHooks, QWidget):
 
     def _rerun_now(self) -> None:
         if self.session.prompt is not None and not self.runs.running:
+            left = len(self.session.branches) - 1  # the run's own line is the first
+            if left:  # the new run replaces them: said, not silent
+                self.runs.next_note = (f"the earlier run's {left} branch{'es' * (left > 1)} "
+                                       "left behind: they ran before this change")
             self.request_run()
 
     # ------------------------------------------------------------------ remembered

@@ -218,3 +218,19 @@ def test_attentions_steps_take_the_interventions_they_are_offered(qtbot):
     with pytest.raises(ValueError, match=r"a score matrix \(a row per query, a column per "
                                          r"key\) can be zeroed or scaled only"):
         steer.check(model.cfg)
+
+
+def test_an_intervention_that_replaces_a_branched_run_says_so(qtbot, make_window):
+    """The run again with a new intervention is a new run: the branches of the one before
+    are not carried over, and the status line says they were left behind."""
+    window = make_window()
+    session = window.session
+    run_and_wait(qtbot, window, max_tokens=3)
+    session.show_step(0)
+    window.services.branch(13)
+    qtbot.waitUntil(lambda: len(session.branches) == 2 and not window.running, timeout=60_000)
+    session.add_intervention(Intervention("scale", "trf_blocks.1.add2", k=0.5))
+    wait_run(qtbot, window)
+    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
+    assert len(session.branches) == 1
+    assert "the earlier run's 1 branch left behind: they ran before this change" in session.status
