@@ -26,6 +26,7 @@ from ...plots.plot_text import empty_message, fitted_names, set_empty
 EMPTY = "Run a prompt (Ctrl+Enter): its next-token distribution, reshaped as you move the settings."
 SHOWN = 20  # candidates drawn
 DRAWS = 200
+NAMED = 3  # the tallest bars named over them (the axis names every k-th when narrow)
 ORDER = "temperature → top-k → top-p"  # the order generation applies them (generation.py)
 KEPT, CUT, MODEL, DRAWN = "#3c78c8", "#cfcfcf", "#222222", "#e07b00"
 
@@ -62,6 +63,21 @@ class SamplingView(LazyRefresh, QWidget):
         layout.addWidget(self.plot_widget, 1)
         session.on_pass(self.request_refresh)
         session.modelChanged.connect(self.request_refresh)
+        self.plot_widget.scene().sigMouseMoved.connect(self._hovered)
+
+    def _hovered(self, where) -> None:
+        """The bar under the mouse, said in full as its tooltip: token, id, the model's
+        probability and the one these settings give."""
+        r, ids = self.shaped, self._ids
+        if r is None or not ids or not self.plot.sceneBoundingRect().contains(where):
+            self.plot_widget.setToolTip("")
+            return
+        i = int(round(self.plot.vb.mapSceneToView(where).x()))
+        if 0 <= i < len(ids):
+            t = ids[i]
+            self.plot_widget.setToolTip(f"{self.session.tokenizer.token_piece(int(t))!r} (id {t}): "
+                                        f"model p {r.before[t]:.4g}, with these settings "
+                                        f"{r.after[t]:.4g}")
 
     def _controls(self) -> None:
         self.temperature = QSlider(Qt.Horizontal)
@@ -156,6 +172,9 @@ class SamplingView(LazyRefresh, QWidget):
         self.uniform = pg.InfiniteLine(angle=0, pen=pg.mkPen("#888888", style=Qt.DashLine))
         for item in (self.bars, self.outline, self.draws, self.uniform):
             self.plot.addItem(item)  # the line is named in the note: a label would cover bars
+        self.tallest = [pg.TextItem(color="#1f1f1f", anchor=(0.5, 1.0)) for _ in range(NAMED)]
+        for label in self.tallest:  # the most likely tokens named over their bars
+            self.plot.addItem(label)
 
     def draw(self) -> None:
         r = self.shaped
@@ -183,8 +202,12 @@ class SamplingView(LazyRefresh, QWidget):
         if tuple(ids) != self._ids:
             self._ids = tuple(ids)
             fitted_names(self.plot, [repr(self.session.tokenizer.token_piece(int(i))) for i in ids])
-        top = 1.0 if self.fixed.isChecked() else max(float(before.max()), float(after.max())) * 1.1
+        top = 1.0 if self.fixed.isChecked() else max(float(before.max()), float(after.max())) * 1.2
         self.plot.setRange(xRange=(-0.6, len(ids) - 0.4), yRange=(0, top), padding=0)
+        heights = np.maximum(before, after)
+        for label, i in zip(self.tallest, np.argsort(-heights, kind="stable")[:NAMED]):
+            label.setText(f"{self.session.tokenizer.token_piece(int(ids[i]))!r} {heights[i]:.2g}")
+            label.setPos(float(x[i]), float(heights[i]))  # whichever the axis names
         self.note.setText(self._words(r))
 
     def _words(self, r: Reshaped) -> str:
