@@ -172,9 +172,7 @@ class SamplingView(LazyRefresh, QWidget):
         self.uniform = pg.InfiniteLine(angle=0, pen=pg.mkPen("#888888", style=Qt.DashLine))
         for item in (self.bars, self.outline, self.draws, self.uniform):
             self.plot.addItem(item)  # the line is named in the note: a label would cover bars
-        self.tallest = [pg.TextItem(color="#1f1f1f", anchor=(0.5, 1.0)) for _ in range(NAMED)]
-        for label in self.tallest:  # the most likely tokens named over their bars
-            self.plot.addItem(label)
+
 
     def draw(self) -> None:
         r = self.shaped
@@ -202,17 +200,22 @@ class SamplingView(LazyRefresh, QWidget):
         if tuple(ids) != self._ids:
             self._ids = tuple(ids)
             fitted_names(self.plot, [repr(self.session.tokenizer.token_piece(int(i))) for i in ids])
-        top = 1.0 if self.fixed.isChecked() else max(float(before.max()), float(after.max())) * 1.2
+        top = 1.0 if self.fixed.isChecked() else max(float(before.max()), float(after.max())) * 1.1
         self.plot.setRange(xRange=(-0.6, len(ids) - 0.4), yRange=(0, top), padding=0)
-        heights = np.maximum(before, after)
-        for label, i in zip(self.tallest, np.argsort(-heights, kind="stable")[:NAMED]):
-            label.setText(f"{self.session.tokenizer.token_piece(int(ids[i]))!r} {heights[i]:.2g}")
-            label.setPos(float(x[i]), float(heights[i]))  # whichever the axis names
+
         self.note.setText(self._words(r))
 
+    def tallest(self, r: Reshaped) -> str:
+        """The NAMED most likely tokens with these settings (the model's where every one is
+        cut), named in words: on a narrow plot the axis names only every k-th bar."""
+        p = r.after if r.after.max() > 0 else r.before
+        top = np.argsort(-p, kind="stable")[:NAMED]
+        return "most likely " + ", ".join(
+            f"{self.session.tokenizer.token_piece(int(t))!r} {p[t]:.2g}" for t in top)
+
     def _words(self, r: Reshaped) -> str:
-        words = (f"{r.kept:,} of {r.vocab:,} tokens can be drawn; entropy {r.entropy_before:.2f} "
-                 f"→ {r.entropy_after:.2f} bits; dashed: 1 / vocabulary")
+        words = (f"{self.tallest(r)}; {r.kept:,} of {r.vocab:,} tokens can be drawn; entropy "
+                 f"{r.entropy_before:.2f} → {r.entropy_after:.2f} bits; dashed: 1 / vocabulary")
         if r.chosen is not None:
             rank = r.rank(r.chosen)
             now = f"rank {rank}, p {r.after[r.chosen]:.3g}" if rank else "cut by these settings"
