@@ -111,7 +111,7 @@ class Score:
     @property
     def words(self) -> str:
         if not self.rounds:
-            return "No rounds yet"
+            return "No round answered yet"  # said during round 1 too: true then
         return (f"{self.rounds} round{'s' * (self.rounds != 1)}: {self.bits / self.rounds:+.2f} "
                 f"bits a round on average; the model's favourite {self.model_first} times")
 

@@ -86,7 +86,7 @@ class Tour(QDialog):
         layout.addWidget(self.title)
         layout.addWidget(self.text, 1)
         layout.addLayout(row)
-        self.resize(420, 220)
+        self.setMinimumWidth(420)
         self.show_step(0)
 
     def _next(self) -> None:
@@ -113,6 +113,7 @@ class Tour(QDialog):
         widget.installEventFilter(self)
         self._place(widget)
         self.outline.show()
+        self.adjustSize()  # the card as tall as this step's text: none of it cut
 
     def _place(self, widget: QWidget) -> None:
         top_left = widget.mapTo(self.parentWidget(), widget.rect().topLeft())

@@ -51,6 +51,7 @@ class MainWindow(QMainWindow):
         self._placed = False  # fitted to its screen once its frame is known
         self._painted = False  # the first paint: the docks' views are built after it
         self._unbuilt: list[str] = []  # docks shown before it
+        self._tour = None  # Help ▸ Tour, while open: Esc closes it
         # a core left to the window, the GIL handed over after 1 ms: keys stay prompt
         torch.set_num_threads(max(1, usable_cores() - 1))
         sys.setswitchinterval(0.001)
@@ -261,10 +262,13 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ actions
     @Slot()
     def stop(self) -> None:
-        """Esc: the engine's work stops at its next safe point (downloads: Cancel)."""
+        """Esc: the engine's work stops at its next safe point (downloads: Cancel); with
+        nothing to stop, an open tour closes (a click in the window took Esc from it)."""
         if self.session.busy or self.models.loading or self.engine.busy():
             self.engine.cancel_all()
             self.session.set_status("Stopping…")
+        elif self._tour is not None and self._tour.isVisible():
+            self._tour.close()
 
     def front_dock(self) -> QDockWidget | None:
         """The shown workspace's tab in front (or its first one)."""
@@ -287,7 +291,7 @@ class MainWindow(QMainWindow):
 
     def tour(self):
         from .help import Tour, tour_steps
-        tour = Tour(self, tour_steps(self))
+        tour = self._tour = Tour(self, tour_steps(self))
         tour.show()
         return tour
 

@@ -48,3 +48,10 @@ def test_five_choices_hold_the_top_three_and_two_plausible_others():
 def test_the_layer_is_the_first_read_that_ranks_the_answer_first():
     assert first_layer([5, 7, 9, 9, 9], 9) == 2
     assert first_layer([5, 7], 9) is None
+
+
+def test_the_score_line_is_true_during_the_first_round():
+    """Before any answer the line says no round has been answered (it said "No rounds
+    yet" while round 1 was open)."""
+    from explorer.core.lessons.game import Score
+    assert Score().words == "No round answered yet"

@@ -206,3 +206,19 @@ def test_the_inspector_draws_only_while_its_tab_is_in_front(qtbot, make_window):
     shape = str(window.session.view().shape)
     qtbot.waitUntil(lambda: f"shape <b>{shape}</b>" in inspector.title.text(), timeout=60_000)
     assert not inspector._stale
+
+
+def test_every_tour_card_shows_its_whole_text_and_esc_closes_it_from_the_window(qtbot, make_window):
+    """Each card is as tall as its step's words (the Learn and Experiment cards cut
+    theirs at a fixed 220 px); Esc pressed in the window — where a click took the
+    keyboard — closes the tour."""
+    window = make_window()
+    tour = window.tour()
+    qtbot.addWidget(tour)
+    for step in range(len(tour.steps)):
+        tour.show_step(step)
+        text = tour.text
+        needed = text.heightForWidth(text.width())
+        assert text.height() >= needed, (step, text.height(), needed)
+    window.actions_by_id["stop"].trigger()  # Esc in the window: nothing runs, so the tour
+    assert not tour.isVisible()
