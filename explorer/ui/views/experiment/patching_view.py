@@ -38,6 +38,8 @@ class PatchingView(ViewHooks, QWidget):
         self.answer, self.wrong = QLineEdit(" Mary"), QLineEdit(" John")
         for w in (self.answer, self.wrong):
             w.setMaximumWidth(110)
+        for w in (self.clean, self.corrupt, self.answer, self.wrong):
+            w.setCursorPosition(0)  # a narrow box shows a prompt's start, not its middle
         self.positions = QComboBox()
         self.positions.addItems(["last", "all"])
         self.positions.setToolTip("Patch the last position only, or each position in turn")

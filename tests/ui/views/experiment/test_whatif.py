@@ -234,3 +234,16 @@ def test_an_intervention_that_replaces_a_branched_run_says_so(qtbot, make_window
     qtbot.waitUntil(lambda: not window.running, timeout=60_000)
     assert len(session.branches) == 1
     assert "the earlier run's 1 branch left behind: they ran before this change" in session.status
+
+
+def test_the_patching_prompts_show_their_start_in_a_narrow_box(qtbot):
+    """A prompt longer than its box shows its beginning (it opened scrolled to the end,
+    seen from the middle)."""
+    from explorer.ui.views.experiment.patching_view import PatchingView
+    from tests.ui.alone import Alone
+    alone = Alone(qtbot)
+    view = alone.view(PatchingView, width=420)
+    for box in (view.clean, view.corrupt):
+        assert len(box.text()) > 40 and box.cursorPosition() == 0
+        shown = box.cursorRect()
+        assert shown.left() < box.width() // 4  # the text's start is in view
