@@ -19,6 +19,15 @@ def wait_run(qtbot, window):
     wait_rerun(qtbot, window)
 
 
+def kinds_offered(alone, view):
+    """``offered(node)``: the kinds of intervention the What if form lists for a node."""
+    def offered(node):
+        alone.session.set_node(node)
+        alone.settle()
+        return [view.kind.itemText(i) for i in range(view.kind.count())]
+    return offered
+
+
 def test_an_intervention_from_the_tab_changes_every_view_and_the_switch_undoes_it(qtbot, make_window, tmp_path):
     window = make_window()
     run_and_wait(qtbot, window, max_tokens=2)
@@ -164,12 +173,7 @@ def test_a_llama_blocks_nodes_offer_their_own_interventions(qtbot):
     alone = Alone(qtbot, "llama-tiny")
     alone.run()
     view = alone.view(WhatIfView)
-
-    def offered(node):
-        alone.session.set_node(node)
-        alone.settle()
-        return [view.kind.itemText(i) for i in range(view.kind.count())]
-
+    offered = kinds_offered(alone, view)
     assert offered("trf_blocks.0.ff.silu") == ["zero", "mean", "scale", "steer", "patch", "activation"]
     assert "no-shortcut" in offered("trf_blocks.1.add2")
     assert offered("trf_blocks.0.att") == ["zero", "mean", "scale", "steer", "patch", "heads"]
@@ -193,12 +197,7 @@ def test_attentions_steps_take_the_interventions_they_are_offered(qtbot):
     alone = Alone(qtbot)
     alone.run()
     view = alone.view(WhatIfView)
-
-    def offered(node):
-        alone.session.set_node(node)
-        alone.settle()
-        return [view.kind.itemText(i) for i in range(view.kind.count())]
-
+    offered = kinds_offered(alone, view)
     assert offered("trf_blocks.0.att.attn_scores") == ["zero", "scale"]
     assert offered("trf_blocks.1.att.queries") == ["zero", "mean", "scale", "steer", "patch"]
     model, ids = alone.loaded.model, encode("Every effort moves you")
