@@ -110,13 +110,14 @@ def check_one_step(folder: Path, step: int, model_step: int | None, optimizer: d
     """The model's, the optimizer's and trainer.json's steps are one: else the files are
     of different checkpoints (mixed by hand or by an earlier explorer's interrupted
     write), and training on would mix them."""
-    counts = {float(entry["step"]) for entry in optimizer.get("state", {}).values()
-              if isinstance(entry, dict) and "step" in entry}
-    optimizer_step = int(counts.pop()) if len(counts) == 1 else None if not counts else -1
-    found = {MODEL_FILE: model_step, OPTIMIZER_FILE: optimizer_step, STATE_FILE: step}
-    if any(v is not None and v != step for v in found.values()):
-        said = ", ".join(f"{name} step {v:,}" if v is not None and v >= 0 else
-                         f"{name} of mixed steps" for name, v in found.items() if v is not None)
+    counts = sorted({int(entry["step"]) for entry in optimizer.get("state", {}).values()
+                     if isinstance(entry, dict) and "step" in entry})  # none before a step
+    found = {MODEL_FILE: model_step, OPTIMIZER_FILE: counts[0] if len(counts) == 1 else None,
+             STATE_FILE: step}
+    if len(counts) > 1 or any(v is not None and v != step for v in found.values()):
+        said = ", ".join(f"{name} step {v:,}" if v is not None else f"{name} of mixed steps"
+                         for name, v in found.items()
+                         if v is not None or (name == OPTIMIZER_FILE and len(counts) > 1))
         raise ValueError(f"{folder}: its files are of different steps ({said}): they are not "
                          "one checkpoint, and resuming would mix them; train a new run "
                          "(another --out) or put back the files of one step")

@@ -275,6 +275,10 @@ def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: Gener
                                   tokenizer=tokenizer_of(model))
     prompt, prefill = prompt_and_prefill(model, ids, keep, should_stop)
     prompt.notices[:0] = notices
+    if settings.recompute:  # the bound, said with the pass the status line reports
+        prompt.notices.append(f"each step keeps at most "
+                              f"{recompute_budget(settings, keep) / 2**20:.1f} MiB of its tensors "
+                              f"({RUN_BUDGET / 2**30:.0f} GiB for the run), the rest as statistics")
     report(prompt)
     if after_prompt is not None:
         after_prompt()
@@ -315,11 +319,7 @@ def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationS
     captured pass — (1, T + k, C) at step k; its last position chose the token."""
     gen, ctx, tok = sampler(s), model.cfg.context_length, tokenizer_of(model)
     ids, current, logits = list(prefill.ids), prompt, prefill.logits
-    budget = recompute_budget(s, keep)
-    keep = dataclasses.replace(keep, later=False, budget_bytes=budget)
-    said = [f"Recompute all: each step keeps at most {budget / 2**20:.1f} MiB of its tensors "
-            f"({RUN_BUDGET / 2**30:.0f} GiB for the run's {s.max_new_tokens:,} steps), the "
-            "rest as statistics"]
+    keep = dataclasses.replace(keep, later=False, budget_bytes=recompute_budget(s, keep))
     for index in range(s.max_new_tokens):
         if index:  # step 0 is chosen by the prompt pass itself
             check(should_stop)
@@ -333,7 +333,7 @@ def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationS
         report(dataclasses.replace(
             current, step=index, whole=True, token_id=token, prob=float(probs[token]),
             top_ids=top_ids, top_probs=tuple(top.values.tolist()),
-            top_pieces=tuple(tok.token_piece(i) for i in top_ids), notices=said if not index else []))
+            top_pieces=tuple(tok.token_piece(i) for i in top_ids), notices=[]))
         ids.append(token)
         give_back_freed_memory()  # the step's temporaries, larger each step
         if token == tok.eot_id and s.stop_at_eot:

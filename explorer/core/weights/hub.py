@@ -126,8 +126,8 @@ def check_environment() -> None:
         from urllib.parse import urlsplit
         try:
             parts = urlsplit(address)
-            ok = parts.scheme in ("http", "https") and bool(parts.hostname) and \
-                (parts.port or 1) > 0  # .port raises for a port that is not a number
+            parts.port  # noqa: B018 — raises ValueError for a port that is not a number
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
         except ValueError:  # a port that is not a number, a bracket left open
             ok = False
         if not ok:

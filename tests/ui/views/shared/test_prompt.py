@@ -140,6 +140,7 @@ def test_recompute_the_whole_context_shows_the_growing_t(qtbot, make_window):
                     timeout=60_000)
     window.prompt.settings_box.recompute.setChecked(True)
     run_and_wait(qtbot, window, max_tokens=3)
+    assert "each step keeps at most" in session.status  # the run's memory bound, said
     session.show_step(2)  # the book's generate_text_simple: (1, 4 + 2, C)
     qtbot.waitUntil(lambda: window.graph.edge_labels["trf_blocks.0.ff.layers.2"].text() == "(1, 6, 32)",
                     timeout=60_000)
