@@ -30,7 +30,7 @@ def test_attribute_prints_the_parts_and_writes_the_table_and_figure(capsys, tmp_
     assert "Why ' know' rather than ' say' at position 2" in out
     assert out.count("block ") >= 6  # three heads and three neurons
     rows = list(csv.DictReader(table.open()))
-    assert [int(r["block"]) for r in rows] == [1, 2]
+    assert [int(r["block"]) for r in rows] == [0, 1]
     assert float(rows[1]["contribution"]) == pytest.approx(why.layers[1].contribution, rel=1e-4)
     assert QImage(str(figure)).width() == 1400
 

@@ -96,6 +96,7 @@ def heads(args: argparse.Namespace) -> int:
         if out:
             check_output(out)
     from ..core.attribution.head_roles import ROLES, head_roles, write_csv
+    from ..core.gpt.nodes import head_label
     from ..core.gpt.tokenizer import encode
 
     if not encode(args.prompt):
@@ -110,10 +111,10 @@ def heads(args: argparse.Namespace) -> int:
     for layer in range(cfg.n_layers):
         for head in range(cfg.n_heads):
             values = "".join(f"{roles.scores[r][layer, head]:16.3f}" for r in ROLES)
-            print(f"{f'B{layer + 1} H{head + 1}':10s}{values}  {roles.role(layer, head) or '-'}")
+            print(f"{head_label(layer, head):10s}{values}  {roles.role(layer, head) or '-'}")
     for role in ROLES if args.induction else ROLES[:-1]:
         layer, head, value = roles.best(role)
-        print(f"strongest {role}: block {layer + 1} head {head + 1} ({value:.3f})")
+        print(f"strongest {role}: block {layer} head {head} ({value:.3f})")
     for note in roles.notes:
         print(note)
     _write(args, lambda path: write_csv(roles, path), "save_heads_figure", roles)

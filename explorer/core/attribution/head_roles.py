@@ -238,6 +238,6 @@ def write_csv(roles: HeadRoles, path) -> None:
             for head in range(heads):
                 copying = ([f"{roles.copying[layer, head]:.6g}"]
                            if roles.copying is not None else [])
-                writer.writerow([layer + 1, head + 1,
+                writer.writerow([layer, head,
                                  *(f"{roles.scores[r][layer, head]:.6g}" for r in measured),
                                  *copying, roles.role(layer, head)])

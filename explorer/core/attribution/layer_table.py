@@ -21,7 +21,7 @@ from .reading import Reading
 
 @dataclass(frozen=True)
 class LayerRow:
-    block: int  # counted from 1, as the window names blocks
+    block: int  # counted from 0, as the window names blocks
     residual_after_attention: float  # |stream| after the first half
     residual_after_ff: float  # after the second: the block's output
     attention_norm: float  # |attention branch|
@@ -64,7 +64,7 @@ def layer_rows(model: GPTModel, reading: Reading, attribution: Attribution) -> l
         a, f = np.linalg.norm(block.attention), np.linalg.norm(block.feed_forward)
         first, second = (float(np.linalg.norm(x)) for x in block.residual)
         rows.append(LayerRow(
-            layer + 1, first, second, float(a), float(f),
+            layer, first, second, float(a), float(f),
             float(a / max(np.linalg.norm(block.block_input), 1e-12)),
             float(f / max(np.linalg.norm(block.residual[0]), 1e-12)),
             attention_entropy(block.query, block.keys), tok.token_piece(int(tops[layer])),

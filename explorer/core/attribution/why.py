@@ -82,8 +82,8 @@ def summary_lines(why: Why, top: int = 5) -> list[str]:
     biggest = sorted(a.parts, key=lambda p: -abs(p.value))[:top]
     lines.append("Largest parts: " + "; ".join(f"{p.label} {p.value:+.3f}" for p in biggest))
     if a.exact:
-        lines.append("Top heads: " + "; ".join(f"block {layer + 1} head {head + 1} {v:+.3f}"
+        lines.append("Top heads: " + "; ".join(f"block {layer} head {head} {v:+.3f}"
                                               for layer, head, v in a.top_heads(top)))
-        lines.append("Top neurons: " + "; ".join(f"block {layer + 1} neuron {n} {v:+.3f}"
+        lines.append("Top neurons: " + "; ".join(f"block {layer} neuron {n} {v:+.3f}"
                                                 for layer, n, v in a.top_neurons(top)))
     return lines

@@ -140,9 +140,20 @@ def residual_branches(norm_position: str | BlockOrder = "pre") -> dict[str, str]
 
 
 def block_title(layer: int, n_layers: int) -> str:
-    """The one name of a block on screen: 'Block 3 of 4' for ``layer`` 2 (its module is
-    ``trf_blocks.2``)."""
-    return f"Block {layer + 1} of {n_layers}"
+    """The one name of a block on screen: 'Block 2 of 0–3' for ``layer`` 2 of four. Blocks
+    and heads are numbered from 0 everywhere, as in their modules (``trf_blocks.2``), the
+    tensors' indices and the command line."""
+    return f"Block {layer} of {block_range(n_layers)}"
+
+
+def block_range(n_layers: int) -> str:
+    """The blocks' numbers: '0–11' for twelve."""
+    return f"0–{n_layers - 1}"
+
+
+def head_label(layer: int, head: int) -> str:
+    """A compact name of one head: 'B2 H5' is head 5 of ``trf_blocks.2``."""
+    return f"B{layer} H{head}"
 
 
 def block_module_name(layer: int) -> str:
@@ -215,10 +226,10 @@ def drawn_beside(norm_position: str | BlockOrder = "pre") -> dict[str, Node]:
 
 
 def short_label(hook_name: str) -> str:
-    """A compact label: 'B4 add2' for a block node (block 4 of the window's count from
-    1, ``trf_blocks.3``), the name itself otherwise."""
+    """A compact label: 'B3 add2' for a block node (``trf_blocks.3``), the name itself
+    otherwise."""
     layer, key = parse_hook(hook_name)
-    return key if layer is None else f"B{layer + 1} {key}"
+    return key if layer is None else f"B{layer} {key}"
 
 
 def is_pattern(hook_name: str) -> bool:

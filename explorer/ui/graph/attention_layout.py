@@ -267,8 +267,8 @@ def _feed(out: Layout, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name
     ``beside``: the first norm sits beside the input, which then carries its own shape."""
     position = order_of(cfg)
     input_name = block_input(layer, position)
-    node = node_for_hook(input_name, position)  # block 1's: the embeddings' one name
-    label = node.label if layer == 0 else f"Block {layer} output"
+    node = node_for_hook(input_name, position)  # block 0's: the embeddings' one name
+    label = node.label if layer == 0 else f"Block {layer - 1} output"
     feeder = out.boxes[name(above[-1].key)] if above else None
     top_row = rows[0] - ih / 2
     bus = top_row - 7

@@ -14,7 +14,7 @@ def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh:
     the embeddings (and a note on the blocks between). Returns its top."""
     fh = m.line
     before, _ = model_nodes(order_of(cfg))
-    between = "" if layer == 0 else ("block 1" if layer == 1 else f"blocks 1–{layer}")
+    between = "" if layer == 0 else ("block 0" if layer == 1 else f"blocks 0–{layer - 1}")
     if len(before) == 1:  # the token embedding alone (RoPE puts positions in attention)
         return _before_token_only(out, cfg, layer, inp, open_, m, nh, gap, nw, before[0], between)
     tok, pos, emb_add, drop = before
@@ -57,7 +57,7 @@ def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh:
 def _before_token_only(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics,
                        nh: float, gap: float, nw: float, tok: Node, between: str) -> float:
     """The cap of a block whose stream starts at the token embedding (a Llama block):
-    block 1's input is that embedding, read from the token ids; a later block's cap
+    block 0's input is that embedding, read from the token ids; a later block's cap
     unfolds to it and the blocks between. Returns its top."""
     fh = m.line
     if layer == 0:  # no arrow: what comes in is token ids, not a node's tensor
@@ -91,7 +91,7 @@ def _after(out: Layout, cfg, layer: int, last: Box, open_: bool, m: Metrics, nh:
     fh = m.line
     n = cfg.n_layers
     final, head = model_nodes(order_of(cfg))[1]
-    rest = ("" if layer == n - 1 else f"block {n}" if layer == n - 2 else f"blocks {layer + 2}–{n}")
+    rest = ("" if layer == n - 1 else f"block {n - 1}" if layer == n - 2 else f"blocks {layer + 1}–{n - 1}")
     label_y = frame_top - 2 - fh  # the output's label just above the frame, below the cap
     if not open_:
         text = "▸ " + (f"{rest}, " if rest else "") + "final norm, output head"

@@ -129,7 +129,7 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
         p.input_label = p.input_node.label
     else:
         p.input_node = node_for_hook(p.input_name, position)
-        p.input_label = f"Block {layer} output"
+        p.input_label = f"Block {layer - 1} output"
     p.labels = {nd.key: nd.label for nd in steps}
     before, after = model_nodes(position)
     texts = [p.input_label, *p.labels.values(), *(nd.label for nd in before + after)]

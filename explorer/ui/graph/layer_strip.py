@@ -63,7 +63,7 @@ class LayerStrip(QWidget):
             painter.fillRect(QRectF(i * w, 0, w - 1, self.height()), fill)
             if w >= painter.fontMetrics().horizontalAdvance(str(len(values))) + 4:
                 painter.setPen(text_colour(fill))
-                painter.drawText(QRectF(i * w, 0, w - 1, self.height()), Qt.AlignCenter, str(i + 1))
+                painter.drawText(QRectF(i * w, 0, w - 1, self.height()), Qt.AlignCenter, str(i))
             if i == self.session.layer:
                 painter.setPen(QPen(QColor("#ff8c00"), 3))
                 painter.drawRect(QRectF(i * w + 1, 1, w - 3, self.height() - 3))

@@ -56,8 +56,8 @@ def comparison_plots(layout: pg.GraphicsLayoutWidget, columns: int = 2) -> dict[
         plot.setTitle(titles[key], size=TITLE_SIZE)
         plot.showGrid(x=True, y=True, alpha=0.2)
         plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
-    for key in ("residual", "grad"):  # blocks, counted from 1 as in the graph
-        count_axis(plots[key], "bottom", first=1)
+    for key in ("residual", "grad"):  # blocks, counted from 0 as in the graph
+        count_axis(plots[key], "bottom")
     plots["residual"].setLabel("bottom", "block")
     plots["residual"].setLabel("left", "mean norm")
     plots["grad"].setLabel("bottom", "block")

@@ -48,7 +48,7 @@ def nice_step(least: float) -> int:
 class CountAxis(pg.AxisItem):
     """Whole-number ticks. ``centred``: each count is drawn as a cell from i to i + 1
     (a heatmap's rows and columns), so its tick stands at i + 0.5; ``first`` is the
-    label of count 0 (1 for blocks, which the window counts from 1)."""
+    label of count 0 (blocks, heads and positions are counted from 0)."""
 
     def __init__(self, orientation: str, centred: bool = False, first: int = 0, **kwargs) -> None:
         super().__init__(orientation, **kwargs)

@@ -78,7 +78,7 @@ def pen_sample(pen, **opts) -> pg.PlotDataItem:
 
 def fit_names(plot: pg.PlotItem, names: list[str]) -> None:
     """A name under every k-th bar (bar i at x = i), k as small as lets the names stand
-    apart, the last always named: B1 attn, B2 attn… on a wide plot, every other one on a
+    apart, the last always named: B0 attn, B1 attn… on a wide plot, every other one on a
     laptop's."""
     plot._names = names
     if not names:

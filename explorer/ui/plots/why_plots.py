@@ -77,7 +77,7 @@ def draw_waterfall(plot: pg.PlotItem, attribution: Attribution | None,
 def _short(part: Part) -> str:
     """A part's name beside the waterfall: 'B3 attention', 'B3 feed-forward', 'tok'."""
     if part.layer is not None:
-        return f"B{part.layer + 1} {'attention' if part.kind == 'attention' else 'feed-forward'}"
+        return f"B{part.layer} {'attention' if part.kind == 'attention' else 'feed-forward'}"
     return SHORT.get(part.node, part.kind)
 
 
@@ -89,7 +89,7 @@ def bar_at(attribution: Attribution, y: float) -> int | None:
 
 def draw_grid(plot: pg.PlotItem, values: np.ndarray | None, diverging: bool,
               message: str) -> pg.ImageItem | None:
-    """A layers x heads grid (rows: blocks from 1, top first; columns: heads from 1)."""
+    """A layers x heads grid (rows: blocks from 0, top first; columns: heads from 0)."""
     plot.clear()
     if values is None:
         set_empty(plot, message)
@@ -105,8 +105,8 @@ def draw_grid(plot: pg.PlotItem, values: np.ndarray | None, diverging: bool,
         image.setImage(values.astype(np.float32), levels=(0.0, 1.0))
     plot.addItem(image)
     plot.invertY(True)
-    count_axis(plot, "left", centred=True, first=1)
-    count_axis(plot, "bottom", centred=True, first=1)
+    count_axis(plot, "left", centred=True)
+    count_axis(plot, "bottom", centred=True)
     plot.setLabel("left", "block")
     plot.setLabel("bottom", "head")
     plot.setRange(xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0)

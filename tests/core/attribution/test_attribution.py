@@ -154,7 +154,7 @@ def test_the_layer_table_reads_the_same_pass():
     reading = read_position(model, PROMPT, 14)
     a = attribute(model, reading, 42)
     rows = layer_rows(model, reading, a)
-    assert [r.block for r in rows] == [1, 2]
+    assert [r.block for r in rows] == [0, 1]
     assert rows[-1].lens_top_id == int(np.argmax(reading.logits))
     assert rows[-1].residual_after_ff == pytest.approx(np.linalg.norm(reading.final_input))
     assert sum(r.contribution for r in rows) == pytest.approx(a.block_totals().sum())

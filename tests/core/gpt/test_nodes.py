@@ -5,8 +5,9 @@ import pytest
 from explorer.core.gpt import nodes
 from explorer.core.run.analysis import lens_nodes
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.nodes import (all_hook_names, block_output, drawn_beside, layer_of,
-                                     parse_hook, residual_nodes, same_node_in_layer, short_label)
+from explorer.core.gpt.nodes import (all_hook_names, block_module_name, block_output, block_title,
+                                     drawn_beside, head_label, layer_of, parse_hook,
+                                     residual_nodes, same_node_in_layer, short_label)
 
 
 def test_parse_hook_splits_every_node_of_both_orders():
@@ -32,7 +33,10 @@ def test_roles_and_positions():
     assert same_node_in_layer("trf_blocks.0.ff.layers.1", 5) == "trf_blocks.5.ff.layers.1"
     assert same_node_in_layer("final_norm", 5) == "final_norm"
     assert layer_of("trf_blocks.7.add1") == 7 and layer_of("tok_emb") is None
-    assert short_label("trf_blocks.3.add2") == "B4 add2"
+    assert short_label("trf_blocks.3.add2") == "B3 add2"
+    # one numbering: blocks and heads from 0, the number in the module's name
+    assert block_title(3, 12) == "Block 3 of 0–11" and block_module_name(3) == "trf_blocks.3"
+    assert head_label(3, 0) == "B3 H0" and head_label(0, 11) == "B0 H11"
     assert lens_nodes(2, "post") == ["trf_blocks.0.norm1", "trf_blocks.0.norm2",
                                      "trf_blocks.1.norm1", "trf_blocks.1.norm2"]
     with pytest.raises(ValueError):

@@ -22,5 +22,5 @@ def test_the_heads_grid_counts_every_block_and_head_after_a_redraw(qtbot):
         qtbot.waitUntil(lambda: len(tick_texts(grid.getAxis("bottom"))) == 6, timeout=60_000)
         heads = [t for t, _ in tick_texts(grid.getAxis("bottom"))]
         blocks = [t for t, _ in tick_texts(grid.getAxis("left"))]
-        assert heads == ["1", "2", "3", "4", "5", "6"], heads
-        assert blocks == ["1", "2", "3", "4"], blocks
+        assert heads == ["0", "1", "2", "3", "4", "5"], heads
+        assert blocks == ["0", "1", "2", "3"], blocks

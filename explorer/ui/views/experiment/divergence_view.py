@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayo
 from ....core.experiments.divergence import (Divergence, describe, ff_mutation, find_divergence,
                                             lesson)
 from ....core.experiments.mutations import FF_WIDTH, MUTATIONS, SECOND_HALF
+from ....core.gpt.nodes import block_range
 from ....core.sources import Mutation, model_for, parse_source
 from ...widgets.job_controls import JobControls
 from ...base.session import Session
@@ -86,8 +87,8 @@ class DivergenceView(ViewHooks, QWidget):
         """A result belongs to the model it was found with: a new model clears it."""
         if self.session.model is not None:
             cfg = self.session.model.config
-            self.layer.setRange(1, cfg.n_layers)  # blocks counted from 1, as in the graph
-            self.layer.setSuffix(f" of {cfg.n_layers}")
+            self.layer.setRange(0, cfg.n_layers - 1)  # blocks counted from 0, as in the graph
+            self.layer.setSuffix(f" of {block_range(cfg.n_layers)}")
             ff = next(i for i in range(self.kind.count()) if FF_WIDTH.match(str(self.kind.itemData(i))))
             self.kind.setItemData(ff, ff_mutation(cfg))  # a width that does not fit this model
             self.kind.setItemText(ff, ff_mutation(cfg))
@@ -126,7 +127,7 @@ class DivergenceView(ViewHooks, QWidget):
         else:
             if FF_WIDTH.match(kind):  # the width as typed
                 kind = f"ff-{self.ff_width.value()}"
-            source = parse_source(f"mutation:{kind}", layer=self.layer.value() - 1)
+            source = parse_source(f"mutation:{kind}", layer=self.layer.value())
         prompt = self.session.prompt  # a batch runs as the batch: (2, 3, 1024) in ff-1024
         self._searched = prompt
         ids = prompt.batch if prompt.batch is not None else list(prompt.ids)

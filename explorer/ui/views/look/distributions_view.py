@@ -94,7 +94,7 @@ class DistributionsView(LazyRefresh, QWidget):
     def _table_plot(self) -> None:
         """The nodes × blocks heatmap of a statistic, with its colour bar."""
         self.table_plot = plot_widget()
-        count_axis(self.table_plot.getPlotItem(), "bottom", centred=True, first=1)
+        count_axis(self.table_plot.getPlotItem(), "bottom", centred=True)
         self.table_plot.setLabel("bottom", "block")
         self.table_image = pg.ImageItem(axisOrder="row-major")
         self.table_image.setColorMap(pg.colormap.get("viridis"))
@@ -118,7 +118,7 @@ class DistributionsView(LazyRefresh, QWidget):
     def _residual_plot(self) -> None:
         """The residual stream's std after each add, block by block."""
         self.resid_plot = plot_widget()
-        count_axis(self.resid_plot.getPlotItem(), "bottom", first=1)
+        count_axis(self.resid_plot.getPlotItem(), "bottom")
         self.resid_plot.setLabel("bottom", "block (after each of its adds)")
         self.resid_plot.setToolTip("The residual stream's std after each of the block's two adds")
         self.resid_plot.setLabel("left", "std")
@@ -202,9 +202,9 @@ class DistributionsView(LazyRefresh, QWidget):
     def refresh_small(self) -> None:
         current = self.session.current
         for key, plot in self.small_plots.items():
-            # the node's name and its block, small (as the header, from 1): three titles
+            # the node's name and its block, small (as the header, from 0): three titles
             # side by side then fit the narrow column of a laptop
-            set_title(plot, f"B{self.session.layer + 1} {self._labels[key]}", size=SMALL_TITLE)
+            set_title(plot, f"B{self.session.layer} {self._labels[key]}", size=SMALL_TITLE)
             self.small_hists[key].show(self.histogram(key) if current is not None else None,
                                        empty=EMPTY if current is None else "not captured")
 

@@ -150,7 +150,7 @@ class GameView(ViewHooks, QWidget):
         arrays = {n: current.views[n].array for n in names
                   if n in current.views and current.views[n].array is not None}
         position = len(current.ids) - 1
-        self.layer_box.setRange(1, info.config.n_layers)
+        self.layer_box.setRange(0, info.config.n_layers - 1)
         self.context.setPlainText(self.session.tokenizer.decode(current.ids[-200:]))
         self.result.setText("Reading the lens…")
         self.jobs.run(lambda ctx: logit_lens(ctx.model, arrays, position, k=1), "game lens",
@@ -161,7 +161,7 @@ class GameView(ViewHooks, QWidget):
             self.result.setText("This pass kept no residual tensors to read.")
             return
         first = first_layer([r.top_ids[0] for r in rows], rows[-1].top_ids[0])
-        self.lens_answer = first // 2 + 1  # two reads a block: after each half
+        self.lens_answer = first // 2  # two reads a block: after each half
         self.session.set_covered(layer_facts())
         self._enable(True)
         self.result.setText(f"The model will say {rows[-1].top_pieces[0]!r} next. At which "

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsScene, QGraphicsSi
                                QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from ....core.gpt.nodes import (ATTENTION, FEED_FORWARD, embeddings, inside_attention, layer_of,
-                               model_nodes, order_of, parse_hook)
+                               block_range, model_nodes, order_of, parse_hook)
 from ....core.lessons.facts import SHAPES
 from ...graph.colour_scale import STATISTICS, ColourScale
 from ...graph.contribution_colours import CONTRIBUTION
@@ -94,7 +94,7 @@ class BlockGraphView(ViewHooks, QWidget):
         return bar
 
     def _connect(self, session: Session) -> None:
-        self.layer_box.valueChanged.connect(lambda v: session.set_layer(v - 1))
+        self.layer_box.valueChanged.connect(session.set_layer)
         self.stat_box.currentTextChanged.connect(lambda _: self.recolour())
         self.scale.per_block.toggled.connect(lambda _: self.recolour())
         self.expand_ff.toggled.connect(lambda on: self._one_open(self.open_att, on))
@@ -149,9 +149,9 @@ class BlockGraphView(ViewHooks, QWidget):
         cfg = info.config
         layer = self.session.layer
         self.layer_box.blockSignals(True)
-        self.layer_box.setRange(1, cfg.n_layers)
-        self.layer_box.setSuffix(f" of {cfg.n_layers}")
-        self.layer_box.setValue(layer + 1)
+        self.layer_box.setRange(0, cfg.n_layers - 1)
+        self.layer_box.setSuffix(f" of {block_range(cfg.n_layers)}")
+        self.layer_box.setValue(layer)
         self.layer_box.blockSignals(False)
         m = self.metrics()
         self._widths = self._label_widths(m)

@@ -137,7 +137,7 @@ class ContributionsView(LazyRefresh, QWidget):
         kind, layer, head, source, target, value = edge
         self.session.set_node(block_hook_name(layer, ATTENTION if kind == "head" else FEED_FORWARD))
         ids = self.graph.ids
-        what = f"head {head + 1}" if kind == "head" else "the feed-forward block"
+        what = f"head {head}" if kind == "head" else "the feed-forward block"
         piece = self.session.tokenizer.token_piece
-        self.note.setText(f"Block {layer + 1}, {what}: {piece(ids[source])!r} → "
+        self.note.setText(f"Block {layer}, {what}: {piece(ids[source])!r} → "
                           f"{piece(ids[target])!r}, {value:.0%} of the new representation")

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from ....core.attribution.head_roles import (COPYING, KEEP, ROLE_EVIDENCE, ROLES, HeadRoles,
                                             head_roles)
-from ....core.gpt.nodes import ATTENTION, block_hook_name
+from ....core.gpt.nodes import ATTENTION, block_hook_name, head_label
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -129,8 +129,8 @@ class HeadsView(LazyRefresh, QWidget):
             self.note.setText(EMPTY)
         elif values is not None:
             layer, head, score = self.roles.best(role)
-            self.note.setText(f"{role}: {ROLE_EVIDENCE[role]}. Strongest: block {layer + 1} head "
-                              f"{head + 1} ({score:.2f}).")
+            self.note.setText(f"{role}: {ROLE_EVIDENCE[role]}. Strongest: block {layer} head "
+                              f"{head} ({score:.2f}).")
         else:
             self.note.setText(waiting)
         self._draw_patterns()
@@ -154,7 +154,7 @@ class HeadsView(LazyRefresh, QWidget):
             plot.setMouseEnabled(x=False, y=False)
             self._token_ticks(plot, what, pattern.shape[0])
             layer, head = self.cell
-            set_title(plot, f"B{layer + 1} H{head + 1} on the {what}")
+            set_title(plot, f"{head_label(layer, head)} on the {what}")
 
     def _token_ticks(self, plot, what: str, count: int) -> None:
         """The prompt's pattern names its tokens (as many as have room); the battery's

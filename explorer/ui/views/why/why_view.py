@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushB
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ....core.attribution.why import Why, one_token, pass_question, summary_lines, why_token
-from ....core.gpt.nodes import ATTENTION, GELU_OUTPUT, block_hook_name
+from ....core.gpt.nodes import ATTENTION, GELU_OUTPUT, block_hook_name, head_label
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -177,7 +177,7 @@ class WhyView(LazyRefresh, QWidget):
                             (self.neurons, why.attribution.top_neurons(TOP) if why else [])):
             table.setRowCount(len(rows))
             for r, (layer, index, value) in enumerate(rows):
-                name = f"B{layer + 1} H{index + 1}" if table is self.heads else f"B{layer + 1} N{index}"
+                name = head_label(layer, index) if table is self.heads else f"B{layer} N{index}"
                 for c, text in enumerate((name, f"{value:+.3f}")):
                     item = QTableWidgetItem(text)
                     item.setData(Qt.UserRole, (layer, index))

@@ -93,8 +93,8 @@ def test_divergence_tab_finds_and_marks_the_first_diverging_node(qtbot, ran):
     graph = ran.graph  # the block graph outlines what the finder marks in the session
     view.kind.setCurrentIndex(view.kind.findData("relu"))
     assert not view.ff_width.isVisible()
-    assert view.layer.text() == "Block 1 of 2" and "where do you look first?" in view.question.text()
-    view.layer.setValue(2)  # block 2 of 2: trf_blocks.1
+    assert view.layer.text() == "Block 0 of 0–1" and "where do you look first?" in view.question.text()
+    view.layer.setValue(1)  # block 1 of 0–1: trf_blocks.1
     view.request()
     qtbot.waitUntil(lambda: view.result is not None, timeout=60_000)
     assert view.result.first == "trf_blocks.1.ff.layers.1"
@@ -182,7 +182,7 @@ def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_wi
     start = run_prompt(open_model(ModelSpec(checkpoint=f"{out}@step0")).model,
                        encode("Every effort moves you"), EVERYTHING)
     row = next(r for r in range(compare.table.rowCount())
-               if compare.table.item(r, 0).text() == "B2 ff std")
+               if compare.table.item(r, 0).text() == "B1 ff std")
     assert compare.table.item(r := row, 1).text() == f"{start.views['trf_blocks.1.ff'].stats.std:.4f}"
     assert compare.table.item(r, 2).text() == f"{direct_end_std(out):.4f}"
     assert "the largest change:" in compare.note.text()

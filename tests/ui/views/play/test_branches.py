@@ -44,7 +44,7 @@ def test_a_branch_continues_from_a_step_with_another_token(qtbot, make_window):
         assert compare.table.item(0, column).text().startswith(repr(p.top_pieces[0]))
     labels = [compare.table.item(r, 0).text() for r in range(compare.table.rowCount())]
     last = labels.index("out_head std")  # every node of the step, in forward order
-    assert labels[5] == "tok_emb std" and "B2 add2 std" in labels
+    assert labels[5] == "tok_emb std" and "B1 add2 std" in labels
     want = steps[2].views["out_head"].stats.std - main[2].views["out_head"].stats.std
     assert compare.table.item(last, 3).text() == f"{want:+.4f}"
 

@@ -267,12 +267,14 @@ def test_shortcuts_leave_the_right_node_in_every_block(qtbot, order):
         # the input is drawn, named as a block of the same scheme
         assert block_input(layer, order) in graph.items
         title = graph.texts["title"].text()
-        assert title.startswith(f"Block {layer + 1} of 4 · trf_blocks.{layer} · ")
+        assert title.startswith(f"Block {layer} of 0–3 · trf_blocks.{layer} · ")
         assert ("Pre-LN" if order == "pre" else "Post-LN") in title
-        assert graph.layer_box.text() == f"Block {layer + 1} of 4"
+        assert graph.layer_box.text() == f"Block {layer} of 0–3"
         cap, after = graph.texts["cap-before"].text(), graph.texts["cap-after"].text()
-        assert (f"blocks 1–{layer}" in cap or "block 1" in cap) if layer else "block" not in cap
-        assert (f"block {layer + 2}" in after or f"blocks {layer + 2}–4" in after) if layer < 3 \
+        assert (f"blocks 0–{layer - 1}" in cap if layer > 1 else "block 0" in cap) if layer \
+            else "block" not in cap
+        assert (f"block {layer + 1}" in after if layer == 2 else f"blocks {layer + 1}–3" in after) \
+            if layer < 3 \
             else "block" not in after
         assert_nothing_overlaps(graph)
 
@@ -302,7 +304,7 @@ def test_caps_unfold_on_a_click_and_for_a_selected_node(qtbot):
     QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier,
                      view.mapFromScene(cap.sceneBoundingRect().center()))
     assert {"tok_emb", "pos_emb", "emb_add", "drop_emb"} <= set(graph.items)
-    assert any("blocks 1–2 run here" in t for t, _, _ in texts_of(graph))
+    assert any("blocks 0–1 run here" in t for t, _, _ in texts_of(graph))
     graph.session.set_node("out_head")  # e.g. the forward trace reaches the head
     assert {"final_norm", "out_head"} <= set(graph.items)
     assert graph.items["out_head"].pen().width() == 4
@@ -353,7 +355,7 @@ def test_up_and_down_in_the_graph_change_the_block(qtbot, make_window):
     graph.view.setFocus()
     before = graph.view.horizontalScrollBar().value(), graph.view.verticalScrollBar().value()
     QTest.keyClick(graph.view, Qt.Key_Down)
-    assert window.session.layer == 1 and graph.layer_box.text() == "Block 2 of 2"
+    assert window.session.layer == 1 and graph.layer_box.text() == "Block 1 of 0–1"
     QTest.keyClick(graph.view, Qt.Key_Up)
     assert window.session.layer == 0
     assert (graph.view.horizontalScrollBar().value(), graph.view.verticalScrollBar().value()) == before

@@ -72,12 +72,12 @@ def test_the_feed_forward_frames_its_layers_and_the_block_is_one_of_n(qtbot, mak
     assert "trf_blocks.0.ff" not in graph.edge_labels  # no arrow into or out of it as a step
     n = window.session.model.config.n_layers
     assert graph.block_count.text() == f"× {n}"
-    assert graph.texts["title"].text() == f"Block 1 of {n} · trf_blocks.0 · Pre-LN"
-    assert graph.texts["cap-after"].text() == "▸ block 2, final norm, output head"
+    assert graph.texts["title"].text() == f"Block 0 of 0–{n - 1} · trf_blocks.0 · Pre-LN"
+    assert graph.texts["cap-after"].text() == "▸ block 1, final norm, output head"
     assert graph.texts["cap-before"].text() == "▸ Token + position embeddings"
     assert graph.strip.caption.text().startswith(f"All {n} blocks")
     window.session.set_layer(1)
-    assert graph.texts["cap-before"].text() == "▸ Token + position embeddings, block 1"
+    assert graph.texts["cap-before"].text() == "▸ Token + position embeddings, block 0"
     assert graph.texts["cap-after"].text() == "▸ final norm, output head"
     frame = graph.items["trf_blocks.1.ff"]  # a click on its title selects the feed-forward
     QTest.mouseClick(graph.view.viewport(), Qt.LeftButton, Qt.NoModifier,

@@ -38,7 +38,7 @@ def test_the_answer_is_the_cores_and_a_click_selects_the_node(qtbot):
     assert why.heads.rowCount() == 8 and why.neurons.rowCount() == 8
     layer, head, value = answer.attribution.top_heads(1)[0]
     assert why.heads.item(0, 1).text() == f"{value:+.3f}"
-    assert why.heads.item(0, 0).text() == f"B{layer + 1} H{head + 1}"
+    assert why.heads.item(0, 0).text() == f"B{layer} H{head}"
     why.heads.cellClicked.emit(0, 0)
     assert alone.session.node == block_hook_name(layer, ATTENTION)
     why.neurons.cellClicked.emit(0, 1)
@@ -208,7 +208,7 @@ def test_the_contribution_graph_draws_edges_above_the_threshold_and_a_click_name
     assert view.edge_at(-5.0, layer + 0.5) is None
     view.select((kind, layer, head, source, target, value))
     assert alone.session.node == block_hook_name(layer, ATTENTION)
-    assert view.note.text().startswith(f"Block {layer + 1}, head {head + 1}:")
+    assert view.note.text().startswith(f"Block {layer}, head {head}:")
 
 
 def test_every_part_of_the_waterfall_has_a_row_and_a_name(qtbot):
@@ -219,7 +219,7 @@ def test_every_part_of_the_waterfall_has_a_row_and_a_name(qtbot):
     from explorer.ui.plots.plot_axes import plot_widget
     from PySide6.QtGui import QFontMetrics
 
-    parts = tuple(Part(f"Block {i // 2 + 1} of 12 {'attention' if i % 2 == 0 else 'feed-forward'}",
+    parts = tuple(Part(f"Block {i // 2} of 0–11 {'attention' if i % 2 == 0 else 'feed-forward'}",
                        "attention" if i % 2 == 0 else "feed-forward", i // 2, None,
                        (-1) ** i * 0.5) for i in range(24))
     a = Attribution(3, 10, None, 0.0, True, parts)
@@ -235,7 +235,7 @@ def test_every_part_of_the_waterfall_has_a_row_and_a_name(qtbot):
     draw_waterfall(plot, a)
     qtbot.waitUntil(lambda: len(plot.getAxis("left")._tickLevels[0]) == 25, timeout=60_000)
     ticks = plot.getAxis("left")._tickLevels[0]
-    assert [name for _, name in ticks] == [f"B{i // 2 + 1} {k}" for i in range(24)
+    assert [name for _, name in ticks] == [f"B{i // 2} {k}" for i in range(24)
                                            for k in ["attention", "feed-forward"][i % 2:i % 2 + 1]] + ["logit"]
     per_row = plot.vb.height() / 25
     assert per_row >= metrics.height()  # the names stand apart
