@@ -116,17 +116,18 @@ def choices(correct: str, distractors: list[str], rng: random.Random,
     return tuple(options), options.index(correct), tuple(why.get(o, "") for o in options)
 
 
-def numbers_around(answer: int, meaningful: list[int], rng: random.Random) -> list[int]:
-    """Three whole numbers to offer beside ``answer``: the model's own widths where they
-    fit (``meaningful``), else halves, quarters and multiples of the answer. How many lie
-    below the answer is drawn at random (0 to 3), so its rank among the four options says
-    nothing."""
+def numbers_around(answer: int, meaningful: list[int], rng: random.Random,
+                   count: int = 3) -> list[int]:
+    """``count`` whole numbers to offer beside ``answer``: the model's own widths where
+    they fit (``meaningful``), else halves, quarters and multiples of the answer. How many
+    lie below the answer is drawn at random (0 to ``count``), so its rank among the
+    options says nothing."""
     useful = {v for v in meaningful if v and v > 0 and v != answer}
     below = useful | {answer // 2, answer // 4, answer * 3 // 4, answer // 3}
     above = useful | {answer * 2, answer * 3, answer * 4, answer * 3 // 2}
     below = sorted(v for v in below if 0 < v < answer)
     above = sorted(v for v in above if v > answer)
-    n_below = min(max(rng.randrange(4), 3 - len(above)), len(below))
+    n_below = min(max(rng.randrange(count + 1), count - len(above)), len(below))
 
     def pick(pool: list[int], n: int) -> list[int]:
         first = [v for v in pool if v in useful]  # the model's own widths first
@@ -135,7 +136,7 @@ def numbers_around(answer: int, meaningful: list[int], rng: random.Random) -> li
         rng.shuffle(rest)
         return (first + rest)[:n]
 
-    return pick(below, n_below) + pick(above, 3 - n_below)
+    return pick(below, n_below) + pick(above, count - n_below)
 
 
 __all__ = ["ORDER", "SHAPES", "VALUES", "NORM_WORDS", "Question", "Live", "live_layer", "nth",

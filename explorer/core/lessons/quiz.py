@@ -51,23 +51,23 @@ def _width_gives(live: Live, last: int, c: int, hidden: int) -> tuple[str, ...]:
         return ()
     gives = [str(last), f"{last:,}"]
     if last in (c, hidden) and hidden != c:
-        gives += [str(c), str(hidden), f"{hidden:,}", f"× {hidden // c}", f"{hidden // c} ×"]
+        ratio = f"{hidden / c:.3g}"  # as the feed-forward's frame says it: "4× wider inside"
+        gives += [str(c), str(hidden), f"{hidden:,}", f"× {ratio}", f"{ratio} ×", f"{ratio}×"]
     return tuple(gives)
 
 
 # ------------------------------------------------------------------ questions per node
 def shape_question(live: Live, rng: random.Random) -> Question:
-    """Options differ in the last dimension only, at a random rank among the four."""
+    """Options differ in the last dimension only, at a random rank among the four; a
+    token tensor's (B, T, C) and a query × key table's come as a grid instead (see
+    _grid)."""
     shape, node = live.shape, live.node
     c = _emb(live)
     hidden = live.width(GELU_INPUT, live_layer(live)) or 4 * c
     lead, last = shape[:-1], shape[-1]
     if node.width == "ctx":
-        h, t = shape[1], shape[-1]
-        meaningful = [c // h, h, c]
-        what = "weights" if node.kind == Kind.PATTERN else "scores"
-        why = f"one {shape[2]} × {t} table of {what} (query × key) per head, for each of {h} heads"
-    elif node.width == "head":
+        return _table_shape_question(live, rng, c)
+    if node.width == "head":
         h, hd = shape[1], shape[-1]
         meaningful = [h, c, 2 * hd]
         why = f"{c} values per token split among {h} heads: {c} / {h} = {hd} each"
@@ -80,12 +80,54 @@ def shape_question(live: Live, rng: random.Random) -> Question:
         why = (f"its input was {tuple(source.shape)}" if source is not None
                else "one vector per token")
         why += f"; each of the {int(np.prod(lead))} token vectors comes out with {last} values"
+    question = f"What shape comes out of {node.label} ({live.name}) in this pass?"
+    gives = _width_gives(live, last, c, hidden)
+    # the seeds' (6, 768) beside (2, 3, 768), in a third of the draws: the answer always
+    # keeps its dimensions, so a grid of them every time would say the answer's half
+    if len(shape) == 3 and node.width != "head" and rng.random() < 1 / 3:
+        (other,) = numbers_around(last, meaningful, rng, 1)
+        b, t = shape[0], shape[1]
+        flat = f"batch and tokens run together into {b * t} rows; the tensor keeps them apart"
+        return _grid(question, f"{shape}: {why}.", gives, rng, {
+            shape: "", (b, t, other): _shape_reason((b, t, other), shape, c, hidden),
+            (b * t, last): f"{flat}, {shape}",
+            (b * t, other): f"{flat}, and {_shape_reason((b, t, other), shape, c, hidden)}"})
     distractors = [lead + (w,) for w in numbers_around(last, meaningful, rng)]
     why_not = {str(d): _shape_reason(tuple(d), shape, c, hidden) for d in distractors}
     options, answer, reasons = choices(str(shape), [str(d) for d in distractors], rng, why_not)
-    return Question(f"What shape comes out of {node.label} ({live.name}) in this pass?",
-                    options, answer, f"{shape}: {why}.", reasons,
-                    gives=_width_gives(live, last, c, hidden))
+    return Question(question, options, answer, f"{shape}: {why}.", reasons, gives=gives)
+
+
+def _grid(question: str, explanation: str, gives: tuple, rng: random.Random,
+          offered: dict[tuple, str]) -> Question:
+    """Four shapes of a two-by-two grid — two choices, each made right or wrong — the
+    answer first in ``offered``: every option is like two others and unlike one, so
+    neither its form nor its likeness to the rest names it."""
+    shapes = list(offered)
+    options, answer, reasons = choices(str(shapes[0]), [str(d) for d in shapes[1:]], rng,
+                                       {str(d): why for d, why in offered.items()})
+    return Question(question, options, answer, explanation, reasons, gives=gives)
+
+
+def _table_shape_question(live: Live, rng: random.Random, c: int) -> Question:
+    """A query × key table's shape (scores, masked scores, pattern): one table per head
+    or one for all (the mask's broadcast shape), T × T or another size — every option a
+    square table of four dimensions."""
+    shape, node = live.shape, live.node
+    b, h, t = shape[0], shape[1], shape[-1]
+    hd = c // h
+    (w,) = numbers_around(t, [hd], rng, 1)  # head_dim when it falls on the drawn side
+    one = 2 if h == 1 else 1
+    size = (f"{w} × {w} is head_dim × head_dim, a weight's shape; the table is query × key, "
+            f"{t} × {t}" if w == hd else f"{w} queries and keys; the prompt has {t} tokens")
+    heads = (f"{one} table{'s' if one > 1 else ''} for all heads (the mask's broadcast shape); "
+             f"each of the {h} heads scores its own")
+    what = "weights" if node.kind == Kind.PATTERN else "scores"
+    why = f"one {shape[2]} × {t} table of {what} (query × key) per head, for each of {h} heads"
+    return _grid(f"What shape comes out of {node.label} ({live.name}) in this pass?",
+                 f"{shape}: {why}.", (str(shape),), rng,
+                 {shape: "", (b, h, w, w): size, (b, one, t, t): heads,
+                  (b, one, w, w): f"{heads}; and {size}"})
 
 
 def width_question(live: Live, rng: random.Random) -> Question:
@@ -117,8 +159,10 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
     """The seeds' question with the seeds' options: most people guess attention. Its
     numbers are the block's that x enters (at a block's output: the next block's)."""
     order = block_steps(live.norm_position)
+    # the answers (norm1 Pre-LN, att Post-LN) neither the longest nor the shortest
     labels = {FIRST_NORM: f"LayerNorm 1 ({FIRST_NORM})", ATTENTION: f"Multi-head attention ({ATTENTION})",
-              FEED_FORWARD: f"Feed-forward ({FEED_FORWARD})", FIRST_DROPOUT: "Dropout (drop_shortcut)"}
+              FEED_FORWARD: f"Feed-forward ({FEED_FORWARD})",
+              FIRST_DROPOUT: "Dropout on the shortcut (drop_shortcut)"}
     first = order[0].key
     layer = live_layer(live)
     x = live.views.get(block_input(layer, live.norm_position))
@@ -157,7 +201,9 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
 
 def norm_question(live: Live, rng: random.Random) -> Question:
     pre = live.norm_position == "pre"
-    options = ("Pre-LN (norm before attention and feed-forward)", "Post-LN (norm after each add)")
+    # alike in form and length: each says the order of one half
+    options = ("Pre-LN: norm first, then attention or feed-forward, then add",
+               "Post-LN: attention or feed-forward, then add, then norm last")
     layer = live_layer(live)
     fed_name = input_node(block_hook_name(layer, FIRST_NORM), live.norm_position)
     fed = live.views.get(fed_name)
@@ -215,7 +261,8 @@ def dropout_question(live: Live, rng: random.Random) -> Question:
 
 
 def shortcut_question(live: Live, rng: random.Random) -> Question:
-    names = {BLOCK_INPUT: "the block's input x", FIRST_ADD: f"the first add's output ({FIRST_ADD})",
+    # the answers (x, add1, norm1) neither the longest nor the shortest, each with its name
+    names = {BLOCK_INPUT: "the stream into the block (x)", FIRST_ADD: f"the first add's output ({FIRST_ADD})",
              FIRST_NORM: f"LayerNorm 1's output ({FIRST_NORM})"}
     source = shortcut_sources(live.norm_position)[parse_hook(live.name)[1]]
     right = names[source]
@@ -295,13 +342,14 @@ def scaling_question(live: Live, rng: random.Random) -> Question:
 
 
 def mask_question(live: Live, rng: random.Random) -> Question:
+    # the four of one grid (later / earlier × −inf / zero): no option is the one most
+    # like the others
     right = "sets each score of a later key to −inf"
-    wrong = {"sets each score of a later key to zero": "a score of zero still gets a share after "
-                                                     "softmax (e⁰ = 1); only −inf gives 0",
-             "removes the later tokens from the tensor": f"the shape stays {live.shape}: "
-                                                         "every key still has a column",
-             "sets each score of an earlier key to −inf": "earlier keys are what a token may "
-                                                          "read; the mask hides the later ones"}
+    zero = "a score of zero still gets a share after softmax (e⁰ = 1); only −inf gives 0"
+    earlier = "earlier keys are what a token may read; the mask hides the later ones"
+    wrong = {"sets each score of a later key to zero": zero,
+             "sets each score of an earlier key to zero": f"{earlier}; and {zero}",
+             "sets each score of an earlier key to −inf": earlier}
     options, answer, reasons = choices(right, list(wrong), rng, wrong)
     array = live.view.array
     detail = ""

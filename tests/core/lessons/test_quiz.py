@@ -74,7 +74,7 @@ def test_shape_and_width_answers_are_the_live_tensors(passes, key):
 
 def test_the_first_operation_keeps_the_seeds_distractors_and_says_why(passes):
     seeds = {"LayerNorm 1 (norm1)", "Multi-head attention (att)", "Feed-forward (ff)",
-             "Dropout (drop_shortcut)"}
+             "Dropout on the shortcut (drop_shortcut)"}
     for key, first, right in (("pre", "norm1", "LayerNorm 1 (norm1)"),
                               ("post", "att", "Multi-head attention (att)")):
         cfg, views = CONFIGS[key], passes[key]
@@ -126,7 +126,7 @@ def test_answers_follow_the_live_tensors(passes):
     norm = [question_for(block_hook_name(0, "norm2"), v, p, asked)
             for v, p in ((pre, "pre"), (post, "post")) for asked in range(4)]
     kinds = [q.options[q.answer] for q in norm if q.text == "Is this model Pre-LN or Post-LN?"]
-    assert [k.split()[0] for k in kinds] == ["Pre-LN", "Post-LN"]
+    assert [k.split(":")[0] for k in kinds] == ["Pre-LN", "Post-LN"]
     numbers = re.findall(r"std (-?[\d.]+)", question_for(block_hook_name(0, "norm2"), pre, "pre", 0).explanation)
     after = pre[block_hook_name(0, "norm2")].array.reshape(-1, 32)[-1]
     assert numbers[1] == f"{after.std():.3g}"
@@ -178,3 +178,21 @@ def test_attentions_steps_ask_about_heads_the_score_matrix_the_mask_and_the_scal
     assert "the first query keeps 1 of its 3 scores and the last 3" in mask.explanation
     rows = question_for(block_hook_name(0, "att.attn_weights"), views, order, 1)
     assert text(rows) == "1"
+
+
+def test_a_token_tensors_shape_offers_the_seeds_flattened_batch(passes):
+    """The chapter's quiz offers (6, 768) for a (2, 3, 768) tensor: batch and tokens run
+    together. Every (B, T, C) node offers it, wrong for its own reason."""
+    cfg, views = CONFIGS["pre"], passes["pre"]
+    for name in (block_hook_name(0, "norm1"), block_hook_name(1, "ff.layers.0"), "out_head"):
+        offered = 0
+        for seed in range(30):
+            q = shape_question(Live(name, views, cfg.norm_position), random.Random(seed))
+            b, t, c = views[name].shape
+            assert len(q.options) == 4 and q.options[q.answer] == str((b, t, c))
+            if str((b * t, c)) in q.options:
+                offered += 1
+                flat = q.options.index(str((b * t, c)))
+                assert f"run together into {b * t} rows" in q.why[flat]
+        assert 5 <= offered <= 20, (name, offered)  # a third of the draws
+

@@ -38,6 +38,10 @@ def test_an_answer_reveals_the_live_tensor_and_says_why_each_option_is_wrong(qtb
         learn.next_button.click()
     q = learn.question
     assert window.front_dock() is window.docks["learn"]  # the question came to the front
+    # the feed-forward's frame says its widening; under a question about its width it says
+    # it masked
+    title = window.graph.items[block_hook_name(0, "ff")].text.text()
+    assert title.startswith("Feed-forward · ") and "4×" not in title and "▒" in title
     assert learn.answer(q.answer) is True
     window.show_view("inspector")  # the user looks at the revealed tensor
     qtbot.waitUntil(lambda: f"shape <b>{q.options[q.answer]}</b>" in window.view("inspector").title.text(),
