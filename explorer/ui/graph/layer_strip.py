@@ -35,6 +35,7 @@ class LayerStrip(QWidget):
         session.modelChanged.connect(self._caption)
         self._caption()
         session.layerChanged.connect(lambda _: self.update())
+        session.coverChanged.connect(lambda _: self.update())
 
     def _caption(self) -> None:
         info = self.session.model
@@ -43,7 +44,8 @@ class LayerStrip(QWidget):
         self.caption.setToolTip(self.toolTip())
 
     def _values(self) -> list[float | None]:
-        info, current = self.session.model, self.session.current
+        info = self.session.model
+        current = None if self.session.covered else self.session.current  # as the graph's colours
         if info is None:
             return []
         out = []

@@ -8,7 +8,8 @@ output and chart, the lens, sampling, why) are covered, as Learn covers its ques
 from __future__ import annotations
 
 from PySide6.QtWidgets import (QComboBox, QGridLayout, QHBoxLayout, QLabel, QLineEdit,
-                               QPushButton, QSpinBox, QTextBrowser, QVBoxLayout, QWidget)
+                               QPushButton, QSizePolicy, QSpinBox, QTextBrowser, QVBoxLayout,
+                               QWidget)
 
 from ....core.lessons.game import (Answer, Score, answer, choices, first_layer, guess_token,
                                    layer_facts, round_facts)
@@ -28,6 +29,7 @@ class GameView(ViewHooks, QWidget):
         self.session = session
         self.score, self.layer_score = Score(), [0, 0]  # layer game: rounds, exact
         self.round: int | None = None  # the step being guessed
+        self.run = None  # the prompt pass of the run being played
         self.lens_answer: int | None = None
         self.mode = QComboBox()
         self.mode.addItems(["Guess the next token", "Guess the layer"])
@@ -35,6 +37,7 @@ class GameView(ViewHooks, QWidget):
         self.start_button = QPushButton("Start")
         self.start_button.clicked.connect(self.start)
         self.score_label = QLabel(self.score.words)
+        self.score_label.setWordWrap(True)
         self.context = QTextBrowser()
         self.context.setMinimumHeight(50)
         self.guess_edit = QLineEdit()
@@ -45,19 +48,21 @@ class GameView(ViewHooks, QWidget):
         self.guess_button = QPushButton("Guess")
         self.guess_button.clicked.connect(self._guess_clicked)
         self.buttons = [QPushButton() for _ in range(5)]
-        for b in self.buttons:
+        for b in self.buttons:  # a long token is cut, whole in the tooltip: never wider
+            b.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
             b.clicked.connect(lambda _c=False, b=b: self.guess_id(b.property("token")))
         self.result = QLabel(START)
         self.result.setWordWrap(True)
         self.jobs = ViewJobs(engine, lambda m: self.result.setText(f"The lens failed: {m}"))
         self._lay_out()
-        session.modelChanged.connect(self.stop)
+        session.modelChanged.connect(lambda: self.stop("A new model: the game starts again "
+                                                       "on its run (Start)."))
         session.stepsChanged.connect(self._steps_changed)
         self._enable(False)
 
     def _lay_out(self) -> None:
         top = QHBoxLayout()
-        for w in (self.mode, self.start_button, self.score_label):
+        for w in (self.mode, self.start_button):
             top.addWidget(w)
         top.addStretch(1)
         picks = QGridLayout()  # the five choices in two rows, then the typed guess
@@ -69,6 +74,7 @@ class GameView(ViewHooks, QWidget):
         lines_high(self.context)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
+        layout.addWidget(self.score_label)  # its own line, wrapped: it grows as rounds add up
         layout.addWidget(self.context, 1)  # the text so far: the round's question
         layout.addLayout(picks)
         layout.addLayout(guess)
@@ -92,7 +98,7 @@ class GameView(ViewHooks, QWidget):
             self.result.setText(START)
             return
         if self.round is None:  # a new game; else the next round
-            self.round = 0
+            self.round, self.run = 0, self.session.prompt
         self._open_round()
 
     def _open_round(self) -> None:
@@ -107,6 +113,7 @@ class GameView(ViewHooks, QWidget):
         self.context.setPlainText(self.session.tokenizer.decode(ids[-200:]) + " …")
         for b, token in zip(self.buttons, choices(step.next_logits, self.round)):
             b.setText(repr(self.session.tokenizer.token_piece(token)))
+            b.setToolTip(b.text())
             b.setProperty("token", token)
         self.guess_edit.clear()
         self.session.set_covered(round_facts(step.next_logits, step.token_id, self.session.tokenizer))
@@ -151,12 +158,15 @@ class GameView(ViewHooks, QWidget):
                   if n in current.views and current.views[n].array is not None}
         position = len(current.ids) - 1
         self.layer_box.setRange(0, info.config.n_layers - 1)
+        self.run = current
         self.context.setPlainText(self.session.tokenizer.decode(current.ids[-200:]))
         self.result.setText("Reading the lens…")
         self.jobs.run(lambda ctx: logit_lens(ctx.model, arrays, position, k=1), "game lens",
                       finished=self._lens_ready)
 
     def _lens_ready(self, rows) -> None:
+        if self.run is None or self.run is not self.session.prompt:
+            return  # read on a run that is gone
         if not rows:
             self.result.setText("This pass kept no residual tensors to read.")
             return
@@ -190,12 +200,17 @@ class GameView(ViewHooks, QWidget):
 
     # ------------------------------------------------------------------ ending
     def _steps_changed(self) -> None:
-        if self.round is not None and not self.session.steps:
-            self.stop()  # a new run: the rounds were the old one's
+        """The rounds are the run's that was shown when the game started: another run (a
+        new generation, a training snapshot's samples, a reopened run) ends them."""
+        if (self.round is not None or self.lens_answer is not None) and \
+                self.session.prompt is not self.run:
+            self.stop("A new run replaced the one being played: Start plays the new one.")
 
-    def stop(self) -> None:
+    def stop(self, why: str = "") -> None:
         if self.round is not None or self.lens_answer is not None:
             self.session.set_covered()
-        self.round, self.lens_answer = None, None
+            if why:
+                self.result.setText(f"{why} {self.score.words}.")
+        self.round, self.lens_answer, self.run = None, None, None
         self.start_button.setText("Start")
         self._enable(False)

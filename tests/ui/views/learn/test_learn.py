@@ -132,8 +132,11 @@ def test_learn_mode_hides_every_shape_and_a_question_hides_the_colours(qtbot, ma
     assert all(l.text() == "" for l in graph.edge_labels.values())
     assert {i.brush().color().name() for i in graph.items.values()} == {"#e8e8e8"}
     assert graph.scale.legend.text() == "Colours hidden until you answer"
+    strip = graph.scale.strip  # the blocks' strip says nothing either
+    assert strip._values() == [None] * window.session.model.config.n_layers
     window.view("learn").answer(window.view("learn").question.answer)  # answered: colours back, shapes not
     assert len({i.brush().color().name() for i in graph.items.values()}) > 2
+    assert all(v is not None for v in strip._values())
     assert all(l.text() == "" for l in graph.edge_labels.values())
     window.view("learn").enabled.setChecked(False)
     assert all(l.text() for l in graph.edge_labels.values())

@@ -62,3 +62,50 @@ def test_the_layer_round_asks_where_the_lens_first_finds_the_answer(qtbot):
     final = rows[-1].top_ids[0]
     first = next(i for i, r in enumerate(rows) if r.top_ids[0] == final)
     assert first // 2 == right
+
+
+def test_another_run_ends_the_round_and_says_so(qtbot):
+    """The rounds are the run's shown at Start: a new run underneath (a training
+    snapshot's samples, a new generation) ends them instead of counting on in it."""
+    alone = Alone(qtbot)
+    alone.run(max_tokens=3)
+    game = alone.game
+    game.start()
+    game.guess_id(game.buttons[0].property("token"))
+    game.start()
+    assert game.round == 1 and game.result.text() == "Round 2 of 3: what comes next?"
+    alone.run(max_tokens=5)  # another run while round 2 is open
+    assert game.round is None and not alone.session.covered
+    assert game.result.text().startswith("A new run replaced the one being played")
+    assert "1 round:" in game.result.text()  # the score stays
+    game.start()
+    assert game.result.text() == "Round 1 of 5: what comes next?"
+
+
+def test_a_round_fits_a_laptop_window(qtbot, make_window):
+    """Mid-round at 1366×768: every option, the guess box and button, the score and the
+    result inside the Game's column, nothing scrolled sideways."""
+    from tests.ui.conftest import run_and_wait
+    from tests.ui.views.shared.test_graph import laptop
+    from tests.ui.window.test_room import lacking_room, seen
+
+    window = make_window()
+    laptop(window, 1366, 768, banner=False)
+    run_and_wait(qtbot, window, max_tokens=4)
+    window.show_view("game")
+    game = window.view("game")
+    game.start()
+    for b in game.buttons:  # as long as tokens get
+        b.setText(repr(" internationalization") * 2)
+    game.score.rounds, game.score.bits, game.score.model_first = 12, -30.5, 4
+    game.score_label.setText(game.score.words)
+    game.result.setText("Round 1 of 12: what comes next? " * 4)
+    laptop(window, 1366, 768, banner=False)
+    qtbot.waitUntil(lambda: seen(game).width() > 0, timeout=60_000)
+    assert window.width() <= 1366  # no widget's minimum pushed the window past the screen
+    room = seen(game)
+    for w in (*game.buttons, game.guess_edit, game.guess_button, game.score_label, game.result,
+              game.start_button):
+        assert w.isVisible()
+        assert seen(w).width() == w.width() and room.contains(seen(w)), w
+    assert not [f for f in lacking_room(window) if "game" in f]
