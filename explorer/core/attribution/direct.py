@@ -42,7 +42,7 @@ POST_LN_NOTE = ("Post-LN: a norm follows every add, so the logit is not a sum of
 
 @dataclass(frozen=True)
 class Part:
-    label: str  # "Block 2 of 0–11 attention"
+    label: str  # "Block 2 of 12 attention"
     kind: str  # "embedding" | "attention" | "feed-forward" | "shift"
     layer: int | None
     node: str | None  # the node to select for it

@@ -140,15 +140,10 @@ def residual_branches(norm_position: str | BlockOrder = "pre") -> dict[str, str]
 
 
 def block_title(layer: int, n_layers: int) -> str:
-    """The one name of a block on screen: 'Block 2 of 0–3' for ``layer`` 2 of four. Blocks
-    and heads are numbered from 0 everywhere, as in their modules (``trf_blocks.2``), the
-    tensors' indices and the command line."""
-    return f"Block {layer} of {block_range(n_layers)}"
-
-
-def block_range(n_layers: int) -> str:
-    """The blocks' numbers: '0–11' for twelve."""
-    return f"0–{n_layers - 1}"
+    """The one name of a block on screen: 'Block 2 of 4' for ``layer`` 2 of four, the last
+    'Block 3 of 4'. Blocks and heads are numbered from 0 everywhere, as in their modules
+    (``trf_blocks.2``), the tensors' indices and the command line."""
+    return f"Block {layer} of {n_layers}"
 
 
 def head_label(layer: int, head: int) -> str:

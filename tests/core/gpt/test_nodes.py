@@ -35,7 +35,7 @@ def test_roles_and_positions():
     assert layer_of("trf_blocks.7.add1") == 7 and layer_of("tok_emb") is None
     assert short_label("trf_blocks.3.add2") == "B3 add2"
     # one numbering: blocks and heads from 0, the number in the module's name
-    assert block_title(3, 12) == "Block 3 of 0–11" and block_module_name(3) == "trf_blocks.3"
+    assert block_title(3, 12) == "Block 3 of 12" and block_module_name(3) == "trf_blocks.3"
     assert head_label(3, 0) == "B3 H0" and head_label(0, 11) == "B0 H11"
     assert lens_nodes(2, "post") == ["trf_blocks.0.norm1", "trf_blocks.0.norm2",
                                      "trf_blocks.1.norm1", "trf_blocks.1.norm2"]

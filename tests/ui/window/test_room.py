@@ -1,14 +1,14 @@
 """Room on a laptop: in a window of 1366×768 and of 1150×700, in every workspace and for
-every one of its tabs (and the tabs inside a view), no tab strip scrolls and no view
-scrolls sideways, every visible plot is at least 220 px tall and 300 px wide and none is
+every one of its tabs (and the tabs inside a view), no tab strip scrolls and no view or
+table with rows scrolls sideways, every visible plot is at least 220 px tall and 300 px wide and none is
 laid out past its widget, every text pane shows at least 10 lines (or all it holds), and
 the whole block graph still fits."""
 
 import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPoint, QRect
-from PySide6.QtWidgets import (QApplication, QPlainTextEdit, QScrollArea, QTabBar, QTabWidget,
-                               QTextEdit)
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QPlainTextEdit, QScrollArea,
+                               QTabBar, QTabWidget, QTextEdit)
 
 from explorer.ui.views.registry import WORKSPACES
 from tests.ui.conftest import run_and_wait
@@ -46,6 +46,12 @@ def lacking_room(window, checked: list | None = None) -> list[str]:
         bar = area.horizontalScrollBar()
         if area.objectName() == "view" and shown(area) and bar.isVisible():
             found.append(f"{owner(area.widget())} scrolls sideways ({bar.maximum()} px cut)")
+    for table in window.findChildren(QAbstractItemView):
+        bar = table.horizontalScrollBar()
+        if shown(table) and table.model() is not None and table.model().rowCount() and \
+                bar.maximum() > 0 and table.objectName() != "matrix":  # a tensor scrolls
+            found.append(f"a {type(table).__name__} in {owner(table)} scrolls sideways "
+                         f"({bar.maximum()} px cut)")
     for plot in window.findChildren(pg.GraphicsView):
         room = seen(plot)  # the part not scrolled away or cut
         checked += [plot] if shown(plot) else []
@@ -103,6 +109,8 @@ def test_every_workspace_gives_every_plot_and_pane_room(qtbot, make_window, size
     qtbot.waitUntil(lambda: compare.result is not None and bool(compare.runs) and window.view(
         "gradients").report is not None and window.view("patching").sweep is not None,
         timeout=60_000)
+    window.show_view("why")  # its answer fills the layer table
+    qtbot.waitUntil(lambda: window.session.why is not None, timeout=60_000)
     found, checked = [], []
     for ws in WORKSPACES:
         window.workspaces.show(ws.key)

@@ -148,7 +148,7 @@ def test_a_run_of_another_model_is_drawn_with_its_own_blocks_and_computes_nothin
     assert session.loaded.config.n_layers == 12
     assert session.layer == 3  # block 7 of 12 becomes the last of the run's 4
     graph = window.view("graph")
-    assert graph.layer_box.suffix() == " of 4" and graph.layer_box.maximum() == 4
+    assert graph.layer_box.suffix() == " of 4" and graph.layer_box.maximum() == 3  # blocks 0–3
     assert graph.strip.caption.text() == "All 4 blocks:"
     assert len(graph.strip._values()) == 4 and None not in graph.strip._values()
     shapes = {label.text() for label in graph.edge_labels.values() if label.text()}

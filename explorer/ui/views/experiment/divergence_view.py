@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayo
 from ....core.experiments.divergence import (Divergence, describe, ff_mutation, find_divergence,
                                             lesson)
 from ....core.experiments.mutations import FF_WIDTH, MUTATIONS, SECOND_HALF
-from ....core.gpt.nodes import block_range
 from ....core.sources import Mutation, model_for, parse_source
 from ...widgets.job_controls import JobControls
 from ...base.session import Session
@@ -88,7 +87,7 @@ class DivergenceView(ViewHooks, QWidget):
         if self.session.model is not None:
             cfg = self.session.model.config
             self.layer.setRange(0, cfg.n_layers - 1)  # blocks counted from 0, as in the graph
-            self.layer.setSuffix(f" of {block_range(cfg.n_layers)}")
+            self.layer.setSuffix(f" of {cfg.n_layers}")  # the last: "Block 11 of 12"
             ff = next(i for i in range(self.kind.count()) if FF_WIDTH.match(str(self.kind.itemData(i))))
             self.kind.setItemData(ff, ff_mutation(cfg))  # a width that does not fit this model
             self.kind.setItemText(ff, ff_mutation(cfg))

@@ -73,6 +73,9 @@ class WhatIfView(ViewHooks, QWidget):
         self.list = QListWidget()
         self.list.setSelectionMode(QAbstractItemView.SingleSelection)
         self.list.setMaximumHeight(90)
+        self.list.setWordWrap(True)  # a long intervention wraps in the column, never scrolls
+        self.list.setResizeMode(QListWidget.Adjust)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         buttons = QHBoxLayout()
         for text, slot in (("Remove", self.remove), ("Clear", self.clear), ("Load…", self.load),
                            ("Save…", self.save)):
@@ -130,7 +133,11 @@ class WhatIfView(ViewHooks, QWidget):
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.Stretch)
+        header = self.table.horizontalHeader()  # the candidates cut to the view, whole on hover
+        header.setMinimumSectionSize(20)
+        for col in range(len(COLUMNS)):
+            header.setSectionResizeMode(col, QHeaderView.Stretch if col == len(COLUMNS) - 1
+                                        else QHeaderView.ResizeToContents)
         row = QHBoxLayout()
         for w in (self.compare_button, self.tokens, *self.controls.widgets()[1:]):
             row.addWidget(w)
@@ -258,6 +265,7 @@ class WhatIfView(ViewHooks, QWidget):
                      f"{step.kl:.4g}", moved)
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
+                item.setToolTip(text)
                 if step.clean_id != step.changed_id and col < 2:
                     item.setBackground(Qt.yellow)
                 self.table.setItem(r, col, item)

@@ -86,6 +86,7 @@ class InspectorView(LazyRefresh, QWidget):
         self.norm_plot.addItem(self.norm_bars)
         self.values = ValuesModel()
         self.values_view = QTableView()
+        self.values_view.setObjectName("matrix")  # a tensor's values: as wide as the tensor
         self.values_view.setModel(self.values)
         self.ratio_plot = plot_widget()
         self.ratio_plot.setLabel("left", "‖branch‖ / ‖shortcut‖")

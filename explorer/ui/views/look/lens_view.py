@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 
 from PySide6.QtGui import QBrush, QColor
-from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton,
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ....core.run.analysis import lens_nodes, logit_lens
@@ -38,6 +38,11 @@ class LensView(LazyRefresh, QWidget):
         bar.addWidget(export)
         self.table = QTableWidget(0, 5)
         self.table.setHorizontalHeaderLabels([f"#{i + 1}" for i in range(5)])
+        # five equal columns across the view, each token over its probability: a long
+        # piece is cut short ("…"), whole in its tooltip, and nothing scrolls sideways
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.Stretch)
+        self.table.horizontalHeader().setMinimumSectionSize(20)
+        self.table.setWordWrap(False)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(self.note)
@@ -87,11 +92,12 @@ class LensView(LazyRefresh, QWidget):
         final = rows[-1].top_ids[0] if rows else None
         for r, row in enumerate(rows):
             for c, (tid, piece, p) in enumerate(zip(row.top_ids, row.top_pieces, row.top_probs)):
-                item = QTableWidgetItem(f"{piece!r}  {p:.3g}")
+                item = QTableWidgetItem(f"{piece!r}\n{p:.3g}")
+                item.setToolTip(f"{piece!r} (token id {tid}): probability {p:.6g}")
                 if tid == final:  # the model's final choice, wherever it appears
                     item.setBackground(QBrush(QColor("#ffe6a8")))
                 self.table.setItem(r, c, item)
-        self.table.resizeColumnsToContents()
+        self.table.resizeRowsToContents()
         self.note.setText("Rows: the residual stream after each add; highlighted: the model's "
                           "final top token.")
 

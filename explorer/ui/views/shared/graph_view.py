@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsScene, QGraphicsSi
                                QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from ....core.gpt.nodes import (ATTENTION, FEED_FORWARD, embeddings, inside_attention, layer_of,
-                               block_range, model_nodes, order_of, parse_hook)
+                               model_nodes, order_of, parse_hook)
 from ....core.lessons.facts import SHAPES
 from ...graph.colour_scale import STATISTICS, ColourScale
 from ...graph.contribution_colours import CONTRIBUTION
@@ -72,7 +72,7 @@ class BlockGraphView(ViewHooks, QWidget):
         """Block, colour statistic, feed-forward layers, Fit."""
         self.layer_box = QSpinBox()
         self.layer_box.setPrefix("Block ")
-        self.layer_box.setToolTip("Which transformer block is drawn (Up/Down in the graph)")
+        self.layer_box.setToolTip("The block drawn, from 0 as trf_blocks.N (Up/Down in the graph)")
         self.stat_box = QComboBox()
         self.stat_box.addItems([*STATISTICS, CONTRIBUTION])
         self.stat_box.setToolTip("What colours the nodes: a statistic, or a logit's parts (Why)")
@@ -150,7 +150,7 @@ class BlockGraphView(ViewHooks, QWidget):
         layer = self.session.layer
         self.layer_box.blockSignals(True)
         self.layer_box.setRange(0, cfg.n_layers - 1)
-        self.layer_box.setSuffix(f" of {block_range(cfg.n_layers)}")
+        self.layer_box.setSuffix(f" of {cfg.n_layers}")  # the last: "Block 11 of 12"
         self.layer_box.setValue(layer)
         self.layer_box.blockSignals(False)
         m = self.metrics()

@@ -24,7 +24,7 @@ def test_gelu_view_overlays_the_real_inputs(qtbot, ran):
     assert np.sum(heights) == pytest.approx(1 - (inputs.stats.under + inputs.stats.over) / inputs.stats.count)
     ran.session.set_layer(1)
     settle(qtbot, ran)
-    assert "Block 1 of 0–1" in view.info.text()
+    assert "Block 1 of 2" in view.info.text()
 
 
 def test_distributions_small_multiples_and_clickable_table(qtbot, ran):
@@ -41,7 +41,7 @@ def test_distributions_small_multiples_and_clickable_table(qtbot, ran):
     lo, hi = shown.shown.lo, shown.shown.hi
     assert values.min() <= lo and hi <= values.max() * 1.0001 + 1e-6
     assert shown.note.toPlainText() == f"below {shown.shown.below:,} · above {shown.shown.above:,}"
-    assert "range of its own values" in view.header.text and "Block 0 of 0–1" in view.header.text
+    assert "range of its own values" in view.header.text and "Block 0 of 2" in view.header.text
     # the fixed range, one click away: the node kind's bins, as the capture counted them
     view.range_box.setCurrentIndex(1)
     qtbot.waitUntil(lambda: not view.busy(), timeout=60_000)
@@ -83,7 +83,7 @@ def test_redrawing_unchanged_titles_and_ticks_relayouts_nothing(qtbot, ran, monk
     inspector = ran.inspector  # built (and drawn) before the counting starts
     ran.session.set_layer(1)
     qtbot.waitUntil(lambda: not view.busy(), timeout=60_000)
-    assert view.small_plots["add2"].titleLabel.text.startswith("B1 ")  # block 1 of 0–1
+    assert view.small_plots["add2"].titleLabel.text.startswith("B1 ")  # block 1 of 2
     calls = []
     monkeypatch.setattr(pg.PlotItem, "setTitle", lambda self, *a, **k: calls.append(("title", a)))
     monkeypatch.setattr(pg.AxisItem, "setTicks", lambda self, *a, **k: calls.append(("ticks", a)))

@@ -267,9 +267,9 @@ def test_shortcuts_leave_the_right_node_in_every_block(qtbot, order):
         # the input is drawn, named as a block of the same scheme
         assert block_input(layer, order) in graph.items
         title = graph.texts["title"].text()
-        assert title.startswith(f"Block {layer} of 0–3 · trf_blocks.{layer} · ")
+        assert title.startswith(f"Block {layer} of 4 · trf_blocks.{layer} · ")
         assert ("Pre-LN" if order == "pre" else "Post-LN") in title
-        assert graph.layer_box.text() == f"Block {layer} of 0–3"
+        assert graph.layer_box.text() == f"Block {layer} of 4"
         cap, after = graph.texts["cap-before"].text(), graph.texts["cap-after"].text()
         assert (f"blocks 0–{layer - 1}" in cap if layer > 1 else "block 0" in cap) if layer \
             else "block" not in cap
@@ -355,7 +355,7 @@ def test_up_and_down_in_the_graph_change_the_block(qtbot, make_window):
     graph.view.setFocus()
     before = graph.view.horizontalScrollBar().value(), graph.view.verticalScrollBar().value()
     QTest.keyClick(graph.view, Qt.Key_Down)
-    assert window.session.layer == 1 and graph.layer_box.text() == "Block 1 of 0–1"
+    assert window.session.layer == 1 and graph.layer_box.text() == "Block 1 of 2"
     QTest.keyClick(graph.view, Qt.Key_Up)
     assert window.session.layer == 0
     assert (graph.view.horizontalScrollBar().value(), graph.view.verticalScrollBar().value()) == before

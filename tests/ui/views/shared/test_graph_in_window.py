@@ -72,7 +72,7 @@ def test_the_feed_forward_frames_its_layers_and_the_block_is_one_of_n(qtbot, mak
     assert "trf_blocks.0.ff" not in graph.edge_labels  # no arrow into or out of it as a step
     n = window.session.model.config.n_layers
     assert graph.block_count.text() == f"× {n}"
-    assert graph.texts["title"].text() == f"Block 0 of 0–{n - 1} · trf_blocks.0 · Pre-LN"
+    assert graph.texts["title"].text() == f"Block 0 of {n} · trf_blocks.0 · Pre-LN"
     assert graph.texts["cap-after"].text() == "▸ block 1, final norm, output head"
     assert graph.texts["cap-before"].text() == "▸ Token + position embeddings"
     assert graph.strip.caption.text().startswith(f"All {n} blocks")

@@ -47,10 +47,12 @@ def test_the_answer_is_the_cores_and_a_click_selects_the_node(qtbot):
     layers = alone.layers
     assert layers.table.rowCount() == alone.session.model.config.n_layers
     shown = {int(layers.table.item(r, 0).data(Qt.DisplayRole)):
-             float(layers.table.item(r, 9).data(Qt.DisplayRole)) for r in range(2)}
-    assert shown == {row.block: pytest.approx(row.contribution, abs=1e-4) for row in answer.layers}
-    layers.table.sortItems(9, Qt.DescendingOrder)
-    values = [float(layers.table.item(r, 9).data(Qt.DisplayRole)) for r in range(2)]
+             float(layers.table.item(r, 6).data(Qt.DisplayRole)) for r in range(2)}
+    assert shown == {row.block: pytest.approx(row.contribution, rel=1e-3) for row in answer.layers}
+    layers.table.cellClicked.emit(1, 3)  # a row: its block drawn
+    assert alone.session.layer == int(layers.table.item(1, 0).data(Qt.DisplayRole))
+    layers.table.sortItems(6, Qt.DescendingOrder)
+    values = [float(layers.table.item(r, 6).data(Qt.DisplayRole)) for r in range(2)]
     assert values == sorted(values, reverse=True)
 
 
@@ -219,7 +221,7 @@ def test_every_part_of_the_waterfall_has_a_row_and_a_name(qtbot):
     from explorer.ui.plots.plot_axes import plot_widget
     from PySide6.QtGui import QFontMetrics
 
-    parts = tuple(Part(f"Block {i // 2} of 0–11 {'attention' if i % 2 == 0 else 'feed-forward'}",
+    parts = tuple(Part(f"Block {i // 2} of 12 {'attention' if i % 2 == 0 else 'feed-forward'}",
                        "attention" if i % 2 == 0 else "feed-forward", i // 2, None,
                        (-1) ** i * 0.5) for i in range(24))
     a = Attribution(3, 10, None, 0.0, True, parts)
