@@ -20,7 +20,7 @@ from ....core.gpt.nodes import (MASKED_SCORES, PATTERN, SCORES, block_hook_name,
                                  parse_hook)
 from ...graph.attention_opener import opener_for
 from ...base.lazy import LazyRefresh
-from ...plots.plot_text import set_empty, set_label, set_ticks, set_title
+from ...plots.plot_text import fitted_names, set_empty, set_label, set_ticks, set_title
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
 
@@ -263,8 +263,7 @@ class AttentionView(LazyRefresh, QWidget):
         set_label(plot, "bottom", {PATTERN: "key token (weights after softmax)",
                                    SCORES: "key token (q · k, before the mask)"}.get(
                                        self.key, "key token (later keys masked to −inf: no bar)"))
-        set_ticks(plot.getAxis("bottom"), [[(i, self._labels[i]) for i in
-                                            range(0, row.size, max(1, row.size // 8))]])
+        fitted_names(plot, self._labels[:row.size])  # every key whose label has room
         plot.setXRange(-0.6, row.size - 0.4, padding=0)
         plot.enableAutoRange(axis="y")
     def _one_head(self, h: int, T: int) -> None:

@@ -295,3 +295,27 @@ def test_the_attention_view_follows_the_clicked_step(qtbot, ran):
         qtbot.waitUntil(lambda: view.key == key, timeout=60_000)
     ran.session.set_node("trf_blocks.0.ff")
     assert view.matrix_box.currentText() == "weights (softmax)"
+
+
+def test_a_querys_row_names_every_key_that_has_room_and_always_the_last(qtbot):
+    """16 keys: the row's axis names as many as stand apart, evenly, and the last key
+    always (every 16 // 8-th key dropped the last one, and long labels overlapped)."""
+    from PySide6.QtGui import QFontMetrics
+
+    from explorer.ui.views.look.attention_view import token_label
+    from tests.ui.alone import Alone
+
+    alone = Alone(qtbot)
+    text = "One two three four five six seven eight nine ten eleven twelve thirteen fourteen X Y"
+    alone.run(text, max_tokens=1)
+    view = alone.attention
+    pieces = alone.session.prompt.pieces
+    assert len(pieces) == 16
+    view._row(len(pieces) - 1)
+    ticks = view.row_plot.getAxis("bottom")._tickLevels[0]
+    assert ticks[-1] == (len(pieces) - 1, token_label(pieces[-1]))
+    assert all(label == token_label(pieces[i]) for i, label in ticks)
+    room = view.row_plot.vb.width() / len(pieces)  # pixels a key
+    widest = max(QFontMetrics(view.row_plot.getAxis("bottom").font()).horizontalAdvance(label)
+                 for _, label in ticks)
+    assert min(b - a for (a, _), (b, _) in zip(ticks, ticks[1:])) * room >= widest
