@@ -80,6 +80,8 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None,
     window.show()
     from .window_gone import watch
     window.gone = watch(app, window)  # kept with the window: the filter lives as long
+    from .focus_back import install
+    install(app, window)  # a dialog closed: the window's shortcuts work at once
     if open_run:  # an engine job after the model's load: it compares with that model
         window.run_files.open(open_run)
     try:
