@@ -42,7 +42,7 @@ def open_attention(model: GPTModel, x: np.ndarray, layer: int, valid: np.ndarray
         raise ValueError(f"attention's input must be (batch, tokens, {model.cfg.emb_dim}), "
                          f"not {tuple(x.shape)}")
     if not 0 <= layer < model.cfg.n_layers:
-        raise ValueError(f"block {layer} is not in this {model.cfg.n_layers}-block model")
+        raise ValueError(f"block {layer} is not in this model (blocks 0–{model.cfg.n_layers - 1})")
     param = next(model.parameters())
     att = model.trf_blocks[layer].att
     xs = torch.from_numpy(np.ascontiguousarray(x)).to(param.device, param.dtype)

@@ -153,7 +153,7 @@ def test_attention_opened_on_demand_equals_the_pass_that_kept_it(norm_position):
                                whole.views[block_hook_name(1, "att")].array[0, -1], atol=1e-5)
     with pytest.raises(ValueError, match="attention's input must be"):
         open_attention(model, x[0], 1)
-    with pytest.raises(ValueError, match="block 3 is not"):
+    with pytest.raises(ValueError, match=r"block 2 is not in this model \(blocks 0–1\)"):
         open_attention(model, x, 2)
 
 
