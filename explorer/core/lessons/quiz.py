@@ -84,7 +84,7 @@ def shape_question(live: Live, rng: random.Random) -> Question:
     gives = _width_gives(live, last, c, hidden)
     # the seeds' (6, 768) beside (2, 3, 768), in a third of the draws: the answer always
     # keeps its dimensions, so a grid of them every time would say the answer's half
-    if len(shape) == 3 and node.width != "head" and rng.random() < 1 / 3:
+    if len(shape) == 3 and rng.random() < 1 / 3:
         (other,) = numbers_around(last, meaningful, rng, 1)
         b, t = shape[0], shape[1]
         flat = f"batch and tokens run together into {b * t} rows; the tensor keeps them apart"
@@ -117,11 +117,12 @@ def _table_shape_question(live: Live, rng: random.Random, c: int) -> Question:
     b, h, t = shape[0], shape[1], shape[-1]
     hd = c // h
     (w,) = numbers_around(t, [hd], rng, 1)  # head_dim when it falls on the drawn side
-    one = 2 if h == 1 else 1
+    one = 2 if h == 1 else 1  # a one-head model: two heads against its one
     size = (f"{w} × {w} is head_dim × head_dim, a weight's shape; the table is query × key, "
             f"{t} × {t}" if w == hd else f"{w} queries and keys; the prompt has {t} tokens")
-    heads = (f"{one} table{'s' if one > 1 else ''} for all heads (the mask's broadcast shape); "
-             f"each of the {h} heads scores its own")
+    heads = (f"{one} heads; this model has one" if h == 1 else
+             f"one table for all heads (the mask's broadcast shape); each of the {h} heads "
+             "scores its own")
     what = "weights" if node.kind == Kind.PATTERN else "scores"
     why = f"one {shape[2]} × {t} table of {what} (query × key) per head, for each of {h} heads"
     return _grid(f"What shape comes out of {node.label} ({live.name}) in this pass?",

@@ -47,13 +47,12 @@ def nice_step(least: float) -> int:
 
 class CountAxis(pg.AxisItem):
     """Whole-number ticks. ``centred``: each count is drawn as a cell from i to i + 1
-    (a heatmap's rows and columns), so its tick stands at i + 0.5; ``first`` is the
-    label of count 0 (blocks, heads and positions are counted from 0)."""
+    (a heatmap's rows and columns), so its tick stands at i + 0.5. Counts start at 0, as
+    blocks, heads and positions do everywhere."""
 
-    def __init__(self, orientation: str, centred: bool = False, first: int = 0, **kwargs) -> None:
+    def __init__(self, orientation: str, centred: bool = False, **kwargs) -> None:
         super().__init__(orientation, **kwargs)
         self.offset = 0.5 if centred else 0.0
-        self.first = first
         self.enableAutoSIPrefix(False)
 
     def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph's name)
@@ -63,7 +62,7 @@ class CountAxis(pg.AxisItem):
             return []
         fm = QFontMetricsF(self.style.get("tickFont") or self.font())
         if self.orientation in ("bottom", "top"):
-            room = max(fm.horizontalAdvance(str(v + self.first)) for v in (lo, hi)) + 10
+            room = max(fm.horizontalAdvance(str(v)) for v in (lo, hi)) + 10
         else:
             room = fm.height() + 2
         per_unit = size / max(abs(maxVal - minVal), 1e-9)  # pixels per count
@@ -72,18 +71,17 @@ class CountAxis(pg.AxisItem):
         return [(step, [v + self.offset for v in range(start, hi + 1, step)])]
 
     def tickStrings(self, values, scale, spacing):  # noqa: N802 (pyqtgraph's name)
-        return [str(int(round(v - self.offset)) + self.first) for v in values]
+        return [str(int(round(v - self.offset))) for v in values]
 
 
-def count_axis(plot: pg.PlotItem, side: str = "bottom", centred: bool = False,
-               first: int = 0) -> CountAxis:
+def count_axis(plot: pg.PlotItem, side: str = "bottom", centred: bool = False) -> CountAxis:
     """Give ``plot`` a counted axis on ``side`` (its label kept); one it has already is
     kept. A new axis takes the view's range now: it follows the view only from its next
     change, and a redraw over the same range makes none (the axis read '1' alone)."""
     old = plot.getAxis(side)
-    if isinstance(old, CountAxis) and old.offset == (0.5 if centred else 0.0) and old.first == first:
+    if isinstance(old, CountAxis) and old.offset == (0.5 if centred else 0.0):
         return old
-    axis = CountAxis(side, centred=centred, first=first)
+    axis = CountAxis(side, centred=centred)
     plot.setAxisItems({side: axis})
     axis.linkedViewChanged(plot.vb)
     if old.labelText:
