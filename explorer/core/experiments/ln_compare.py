@@ -35,7 +35,7 @@ FINAL_NORM_NOTE = ("The Post-LN twin keeps final_norm: its blocks already end in
 INITS = ("xavier", "gpt2", "pytorch")
 NOT_HERE = ("Pre-LN against Post-LN is GPT-2's comparison (the book's chapter 4): a Llama / "
             "Qwen block puts its RMSNorms before attention and the feed-forward only, so it "
-            "has no Post-LN twin. The gradient experiment below runs on GPT-2 models of its own.")
+            "has no Post-LN twin. The gradient experiment (its own tab) runs on GPT-2 models of its own.")
 
 
 def post_ln_twin(model: GPTModel, norm_position: str = "post") -> GPTModel:

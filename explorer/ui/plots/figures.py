@@ -40,37 +40,40 @@ def save_widget(widget, path: str) -> None:
         raise ValueError(f"could not write {path}")
 
 
-def comparison_plots(layout: pg.GraphicsLayoutWidget, columns: int = 2) -> dict[str, pg.PlotItem]:
-    """The four plots, in a GraphicsLayoutWidget (shared by the view and the CLI figure),
-    ``columns`` side by side: the tab uses one, as two did not fit a laptop's column once
-    the histogram's title named the node and the shares outside its range."""
+def comparison_plots(layout: pg.GraphicsLayoutWidget, columns: int = 2,
+                     keys: tuple[str, ...] = ("residual", "hist", "grad", "depth")
+                     ) -> dict[str, pg.PlotItem]:
+    """The four plots (or those named in ``keys``), in a GraphicsLayoutWidget (shared by
+    the view and the CLI figure), ``columns`` side by side: the view puts two in each
+    of two tabs, one above the other, as two side by side did not fit a laptop's column
+    once the histogram's title named the node and the shares outside its range."""
     # Short titles (the detail is on the axes): a title sets the plot's minimum width.
     titles = {"residual": "Residual stream after each block", "hist": "Selected node, both orders",
               "grad": "Gradient per block",
               "depth": "Last layer's gradient vs depth"}
-    # one legend for all four, above them: the colours mean the same in each plot
+    # one legend for all of them, above them: the colours mean the same in each plot
     legend_row(layout.ci, [(pen_sample(PENS[p]), NAMES[p]) for p in PENS], colspan=columns)
     plots = {key: add_plot(layout, row=1 + i // columns, col=i % columns)
-             for i, key in enumerate(titles)}
+             for i, key in enumerate(keys)}
+    titles = {key: titles[key] for key in keys}
     for key, plot in plots.items():
         plot.setTitle(titles[key], size=TITLE_SIZE)
         plot.showGrid(x=True, y=True, alpha=0.2)
         plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
-    for key in ("residual", "grad"):  # blocks, counted from 0 as in the graph
-        count_axis(plots[key], "bottom")
-    plots["residual"].setLabel("bottom", "block")
-    plots["residual"].setLabel("left", "mean norm")
-    plots["grad"].setLabel("bottom", "block")
-    plots["grad"].setLabel("left", "‖∇ ff.layers.2.weight‖")
-    plots["depth"].setLabel("left", "grad norm")
-    # log axes labelled with plain numbers (0.05, 0.1, 0.2; 2, 5, 10), as many as fit
-    for key, side in (("grad", "left"), ("depth", "left"), ("depth", "bottom")):
-        log_axis(plots[key], side)
-    plots["grad"].setLabel("left", "‖∇ ff.layers.2.weight‖")
-    plots["depth"].setLabel("left", "grad norm")
-    plots["grad"].setLogMode(y=True)
-    plots["depth"].setLabel("bottom", "depth (layers)")
-    plots["depth"].setLogMode(x=True, y=True)
+    labels = {"residual": ("block", "mean norm"), "hist": (None, None),
+              "grad": ("block", "‖∇ ff.layers.2.weight‖"),
+              "depth": ("depth (layers)", "grad norm")}
+    for key, plot in plots.items():
+        if key in ("residual", "grad"):  # blocks, counted from 0 as in the graph
+            count_axis(plot, "bottom")
+        # log axes labelled with plain numbers (0.05, 0.1, 0.2; 2, 5, 10), as many as fit
+        for side in {"grad": ("left",), "depth": ("left", "bottom")}.get(key, ()):
+            log_axis(plot, side)
+        for side, text in zip(("bottom", "left"), labels[key]):
+            if text:
+                plot.setLabel(side, text)
+        if key in ("grad", "depth"):
+            plot.setLogMode(x=key == "depth", y=True)
     clear_plots(plots, list(plots))
     return plots
 

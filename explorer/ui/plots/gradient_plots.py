@@ -20,7 +20,8 @@ EMPTY = "Press “Compute gradients”"
 
 def gradient_plots(layout: pg.GraphicsLayoutWidget, columns: int = 3) -> dict[str, pg.PlotItem]:
     """The three plots in a row (``columns=3``, a wide figure) or one above another
-    (``columns=1``, a tall column)."""
+    (``columns=1``, a column a laptop's dock holds whole): there they share the block axis,
+    labelled once under the last."""
     layout.setBackground("w")
     legend_row(layout.ci, [(pen_sample(PENS[s]), NAMES[s]) for s in PENS], colspan=columns)
     titles = {"residual": "Residual stream", "node": "One node, each block",
@@ -37,6 +38,16 @@ def gradient_plots(layout: pg.GraphicsLayoutWidget, columns: int = 3) -> dict[st
         plot.getAxis("left").enableAutoSIPrefix(False)
     plots["residual"].setLabel("left", "gradient norm")
     plots["residual"].setLabel("bottom", "into block (0: from the embeddings)")
+    if columns == 1:
+        for plot in (plots["residual"], plots["node"]):
+            plot.getAxis("bottom").showLabel(False)
+            plot.getAxis("bottom").setStyle(showValues=False)
+            plot.getAxis("bottom").setHeight(4)
+        for plot in (plots["node"], plots["blocks"]):
+            plot.setXLink(plots["residual"])
+    plots["residual"].base_title = ("Stream into each block (0: the embeddings)" if columns == 1
+                                    else "Residual stream into each block")
+    set_title(plots["residual"], plots["residual"].base_title, size=TITLE_SIZE)
     for plot in plots.values():  # after the labels, which would show the axes again
         set_empty(plot, EMPTY)
     return plots
@@ -51,7 +62,7 @@ def draw_report(plots: dict[str, pg.PlotItem], report: GradientReport | None, ke
         return
     set_title(plots["node"], f"{key}, each block", size=TITLE_SIZE)
     zeros = any(0 in run.residual or 0 in run.blocks for run in report.runs)
-    set_title(plots["residual"], "Residual stream" + (" (0 at 1e-30)" if zeros else ""),
+    set_title(plots["residual"], plots["residual"].base_title + (" (0 at 1e-30)" if zeros else ""),
               size=TITLE_SIZE)
     for run in report.runs:
         name = NAMES[run.shortcut] + ("" if run.norms_kept else ", no LayerNorm")

@@ -59,7 +59,8 @@ def scrolling(content: QWidget) -> QScrollArea:
     area.setFrameShape(QFrame.NoFrame)
     area.setWidget(content)
     wheel = WheelScrollsPanel(area)
-    for view in content.findChildren(QGraphicsView):
+    views = content.findChildren(QGraphicsView)
+    for view in views + ([content] if isinstance(content, QGraphicsView) else []):
         view.viewport().installEventFilter(wheel)
     return area
 

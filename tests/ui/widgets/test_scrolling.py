@@ -55,7 +55,7 @@ def test_the_distributions_tab_scrolls_under_the_wheel(qtbot):
     qtbot.waitUntil(lambda: view.height() == 400, timeout=60_000)
     alone.settle()
     QApplication.processEvents()
-    bar = view.findChild(QScrollArea).verticalScrollBar()
+    bar = view.tabs.currentWidget().findChild(QScrollArea).verticalScrollBar()
     assert bar.maximum() > 0
     plot = view.small_plots["add2"].getViewBox()
     before = plot.viewRange()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QGridLayout, QLabel, QTextBrowser,
-                               QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QCheckBox, QComboBox, QGridLayout, QLabel, QVBoxLayout, QWidget
 import pyqtgraph as pg
 
 from ....core.experiments.gradients import GradientReport, describe, gradient_report
@@ -20,11 +20,29 @@ from ...widgets.job_controls import JobControls
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
 from ...base.view import ViewHooks
-from ...widgets.scrolling import lines_high
 
 INTRO = ("The loss of each prompt token predicting the next one, backpropagated; "
          "the same model and prompt with the shortcuts removed (each add returns only its "
          "branch) in orange.")
+
+
+def summary_html(report: GradientReport) -> str:
+    """The verdict in bold, then each run's figures as a row of a table (the lines the
+    command line prints, laid out to be read in a narrow column)."""
+    lines = describe(report, len(report.runs[0].blocks))[len(report.runs):]
+    verdict = f"<b>{html.escape(lines.pop(), quote=False)}</b><br>" if report.ratio() is not None else ""
+    head = "<tr>" + "".join(f"<th>{h}</th>" for h in (
+        "", "loss", "first block", "last block", "embeddings", "last output")) + "</tr>"
+    names = {True: "with shortcuts", False: "shortcuts removed"}
+    bare = {True: "", False: ", blocks' LayerNorms removed"}
+    rows = "".join(
+        f"<tr><td>{names[r.shortcut]}{bare[r.norms_kept]}</td>"
+        f"<td>{r.loss:.4g}</td><td>{r.blocks[0]:.3g}</td><td>{r.blocks[-1]:.3g}</td>"
+        f"<td>{r.residual[0]:.3g}</td><td>{r.residual[-1]:.3g}</td></tr>" for r in report.runs)
+    return (f"{verdict}Prompt of {report.prompt_tokens} tokens; gradient norms of the block "
+            f"parameters (first, last block) and along the residual stream:"
+            f"<table cellspacing=0 cellpadding=3>{head}{rows}</table>"
+            + "<br>".join(html.escape(line, quote=False) for line in lines))
 
 
 class GradientsView(ViewHooks, QWidget):
@@ -44,8 +62,9 @@ class GradientsView(ViewHooks, QWidget):
         self.node_box.currentTextChanged.connect(lambda _: self.redraw())
         self.no_norms.setToolTip("Both runs without the LayerNorms in the blocks: the book's "
                                  "plain deep network, whose gradient fades without shortcuts")
-        self.summary = QTextBrowser()  # under the plots: the words of the figure
-        self.summary.setHtml(INTRO)
+        self.summary = QLabel(INTRO)  # under the plots: the words of the figure, whole
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
         bar = QGridLayout()  # two rows: the column is narrow
         for i, w in enumerate(self.controls.widgets()):
             bar.addWidget(w, 0, i)
@@ -54,22 +73,21 @@ class GradientsView(ViewHooks, QWidget):
         bar.setColumnStretch(3, 1)
         self.canvas = pg.GraphicsLayoutWidget()
         self.plots = gradient_plots(self.canvas, columns=1)  # one above another: a tall column
-        self.canvas.setMinimumHeight(3 * 200)
-        lines_high(self.summary)
+        self.canvas.setMinimumHeight(3 * 120 + 30)  # the plots share one block axis
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
-        layout.addWidget(self.summary)
         layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.summary)
         session.modelChanged.connect(self._new_model)
 
     def compute(self) -> None:
         prompt = self.session.prompt
         if prompt is None or prompt.batch is not None:
-            self.summary.setHtml("Run a prompt first (Ctrl+Enter; one prompt, not a batch): "
+            self.summary.setText("Run a prompt first (Ctrl+Enter; one prompt, not a batch): "
                                  "its tokens give the loss.")
             return
         ids, norms = list(prompt.ids), not self.no_norms.isChecked()
-        self.summary.setHtml(f"Backpropagating {len(ids)} tokens, with and without shortcuts…")
+        self.summary.setText(f"Backpropagating {len(ids)} tokens, with and without shortcuts…")
 
         def job(ctx):
             return gradient_report(ctx.model, ids, True, ctx.should_stop,
@@ -78,19 +96,15 @@ class GradientsView(ViewHooks, QWidget):
         self.jobs.run(job, "gradients", finished=self.show_report, cancelled=self._stopped)
 
     def _stopped(self) -> None:
-        self.summary.setHtml("Stopped: the gradients were not computed.")
+        self.summary.setText("Stopped: the gradients were not computed.")
 
     def _failed(self, message: str) -> None:
-        self.summary.setHtml(f"The gradients could not be computed: {html.escape(message)}")
+        self.summary.setText(f"The gradients could not be computed: {html.escape(message)}")
 
     def show_report(self, report: GradientReport) -> None:
         self.report = report
         self.redraw()
-        n = len(report.runs[0].blocks)
-        lines = describe(report, n)
-        verdict = f"<b>{lines.pop()}</b><br><br>" if report.ratio() is not None else ""
-        self.summary.setHtml(f"{verdict}{INTRO} Prompt of {report.prompt_tokens} tokens.<br>"
-                             + "<br>".join(lines))
+        self.summary.setText(summary_html(report))
 
     def redraw(self) -> None:
         n = self.session.model.config.n_layers if self.session.model else 0
@@ -115,5 +129,5 @@ class GradientsView(ViewHooks, QWidget):
         self._fill_nodes()
         self.jobs.forget()
         self.report = None
-        self.summary.setHtml(INTRO)
+        self.summary.setText(INTRO)
         self.redraw()

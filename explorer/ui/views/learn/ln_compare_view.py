@@ -30,6 +30,11 @@ from ...base.view import ViewHooks
 
 
 
+EXPERIMENT_INTRO = ("At initialisation, before any training: how large is the gradient "
+                    "that reaches each block of a fresh Pre-LN and Post-LN model, and how "
+                    "does the last block's change with depth? (Xiong et al. 2020)")
+
+
 class OrderGraphs(QGraphicsView):
     """Both blocks side by side, each a column of its nodes in forward order from the
     top, with its shortcut arrows on the left (the order and the shortcut sources come
@@ -114,37 +119,42 @@ class LnCompareView(ViewHooks, QWidget):
         self.session = session
         self.runs: dict[str, RunSummary] = {}
         self.result: GradientResult | None = None
-        bar = self._bar()
-        self.canvas = pg.GraphicsLayoutWidget()
+        prompt_bar, experiment_bar = self._bars()
+        self.canvas = pg.GraphicsLayoutWidget()  # what the prompt does, in both orders
         self.canvas.setBackground("w")
-        self.plots = comparison_plots(self.canvas, columns=1)
+        self.depth_canvas = pg.GraphicsLayoutWidget()  # the gradient experiment
+        self.depth_canvas.setBackground("w")
+        self.plots = {**comparison_plots(self.canvas, columns=1, keys=("residual", "hist")),
+                      **comparison_plots(self.depth_canvas, columns=1, keys=("grad", "depth"))}
         self.top_label = QLabel()
         self.top_label.setWordWrap(True)
         self.orders = QLabel(node_orders_html())
         self.orders.setWordWrap(True)
-        self.claim = QLabel(FINAL_NORM_NOTE)
+        self.claim = QLabel(EXPERIMENT_INTRO)
         self.claim.setWordWrap(True)
         self.claim.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        # two tabs: the orders drawn large, and what they do, measured
+        # three tabs: the orders drawn large; the prompt through both; the experiment
         self.order_graphs = OrderGraphs()
         orders = QWidget()
         column = QVBoxLayout(orders)
         column.addWidget(self.order_graphs, 1)
         column.addWidget(self.orders)
-        measured = QWidget()
-        layout = QVBoxLayout(measured)
-        layout.setContentsMargins(0, 0, 0, 0)
-        self.canvas.setMinimumHeight(4 * 190)  # four plots, one above another; the tab scrolls
-        layout.addWidget(self.canvas, 1)
-        layout.addWidget(self.top_label)
-        layout.addWidget(self.claim)
-        panel = QWidget()
-        inner = QVBoxLayout(panel)
-        inner.addLayout(bar)
-        inner.addWidget(scrolling(measured), 1)
         self.tabs = QTabWidget()
         self.tabs.addTab(orders, "The two orders")
-        self.tabs.addTab(panel, "Measured")
+        for bar, canvas, words, title in (
+                (prompt_bar, self.canvas, self.top_label, "On the prompt"),
+                (experiment_bar, self.depth_canvas, self.claim, "Gradient vs depth")):
+            canvas.setMinimumHeight(2 * 190)  # two plots, one above the other
+            measured = QWidget()
+            layout = QVBoxLayout(measured)
+            layout.setContentsMargins(0, 0, 0, 0)
+            layout.addWidget(canvas, 1)
+            layout.addWidget(words)
+            panel = QWidget()
+            inner = QVBoxLayout(panel)
+            inner.addLayout(bar)
+            inner.addWidget(scrolling(measured), 1)
+            self.tabs.addTab(panel, title)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(self.tabs)
@@ -156,8 +166,8 @@ class LnCompareView(ViewHooks, QWidget):
         self.experiment = ViewJobs(engine, self._gradients_failed, controls=self.controls,
                                    status=session.set_status, title="Gradient experiment")
 
-    def _bar(self) -> QVBoxLayout:
-        """Compare on the prompt; the gradient experiment's depths, init, seed, Run, Stop."""
+    def _bars(self) -> tuple[QHBoxLayout, QVBoxLayout]:
+        """Compare on the prompt; the gradient experiment's Run, Stop, depths, init, seed."""
         self.compare_button = QPushButton("Compare on the prompt")
         self.compare_button.setToolTip("Run the prompt through the model and its twin with the norms moved")
         self.compare_button.clicked.connect(self._compare)
@@ -168,11 +178,16 @@ class LnCompareView(ViewHooks, QWidget):
         self.init_box.addItems(list(INITS))
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
-        self.controls = JobControls("Gradient experiment", self._gradients)
+        self.controls = JobControls("Gradient experiment", self._gradients, "Backpropagate the sample "
+                                    "text's loss through fresh Pre-LN and Post-LN models of "
+                                    "each depth, at initialisation")
         self.run_button, self.stop_button = self.controls.run_button, self.controls.stop_button
+        prompt = QHBoxLayout()
+        prompt.addWidget(self.compare_button)
+        prompt.addStretch(1)
         bar = QVBoxLayout()  # two rows: the tab fits a laptop's narrow right-hand column
         first, second = QHBoxLayout(), QHBoxLayout()
-        for w in (self.compare_button, *self.controls.widgets()):
+        for w in self.controls.widgets():
             first.addWidget(w)
         for w in (QLabel("Depths:"), self.depths, QLabel("Init:"), self.init_box,
                   QLabel("Seed:"), self.seed):
@@ -181,7 +196,7 @@ class LnCompareView(ViewHooks, QWidget):
         second.addStretch(1)
         bar.addLayout(first)
         bar.addLayout(second)
-        return bar
+        return prompt, bar
 
     def _new_model(self) -> None:
         """The comparison belonged to the model before (the gradient experiment, on
@@ -213,7 +228,7 @@ class LnCompareView(ViewHooks, QWidget):
             self.claim.setText("Choose depths between 1 and 96.")
             return
         scheme, seed = self.init_box.currentText(), self.seed.value()
-        self.tabs.setCurrentIndex(1)
+        self.tabs.setCurrentIndex(2)  # the answer's tab
 
         def experiment(ctx):
             text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:4000]
@@ -235,7 +250,7 @@ class LnCompareView(ViewHooks, QWidget):
     def show_runs(self, runs: tuple[RunSummary, RunSummary]) -> None:
         self.runs = {r.norm_position: r for r in runs}
         self._redraw_runs()
-        self.top_label.setText(twin_words(self.runs, self.session.model))
+        self.top_label.setText(twin_words(self.runs, self.session.model) + "<br>" + FINAL_NORM_NOTE)
 
     def _redraw_runs(self) -> None:
         if self.runs:
@@ -248,4 +263,4 @@ class LnCompareView(ViewHooks, QWidget):
         self.result = result
         depth = result.depths[len(result.depths) // 2]
         draw_gradients(self.plots, result, depth)
-        self.claim.setText(result.summary().replace("\n", "<br>") + "<br>" + FINAL_NORM_NOTE)
+        self.claim.setText(result.summary().replace("\n", "<br>"))

@@ -1,4 +1,4 @@
-"""Activation distributions: one histogram per node of the selected layer in forward
+"""Activation distributions, in two tabs: one histogram per node of the selected layer in forward
 order (each on the range of its own values, or on its kind's fixed bins to compare), a
 nodes x layers heatmap of a chosen statistic with its colour bar (click a cell to select
 that node and layer everywhere), and the residual stream's std after each add, layer by
@@ -14,7 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton,
-                               QSplitter, QVBoxLayout, QWidget)
+                               QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from functools import partial
 
@@ -32,7 +32,7 @@ from ...base.turns import Turns
 
 TABLE_STATS = {"std": "std", "abs-max": "absmax", "kurtosis": "kurtosis", "RMS": "rms"}
 COLUMNS = 3
-MIN_SMALL_ROW = 150  # px per row of small multiples: a title and a readable histogram
+MIN_SMALL_ROW = 128  # px per row of small multiples: a title and a readable histogram
 TABLE_HEIGHT = 250  # the heatmap's default and least height: a label for each of its rows
 EMPTY = "Run a prompt (Ctrl+Enter)"
 SMALL_TITLE = "9pt"
@@ -54,7 +54,7 @@ class DistributionsView(LazyRefresh, QWidget):
         self.range_box.currentIndexChanged.connect(lambda _: self.request_refresh())
         export = QPushButton("Table CSV…")
         export.clicked.connect(self.export_csv)
-        bar = QHBoxLayout()  # two rows: a narrow right-hand column leaves the graph room
+        bar = QHBoxLayout()
         bar.addWidget(QLabel("Histograms:"))
         bar.addWidget(self.range_box)
         bar.addStretch(1)
@@ -67,19 +67,26 @@ class DistributionsView(LazyRefresh, QWidget):
         self._table_plot()
         self._residual_plot()
 
-        split = QSplitter(Qt.Vertical)
-        split.addWidget(self.small)
-        split.addWidget(self.table_plot)
-        split.addWidget(self.resid_plot)
-        split.setSizes([4 * MIN_SMALL_ROW + 24, TABLE_HEIGHT, 200])
+        across = QSplitter(Qt.Vertical)  # the table over the residual stream's std
+        across.addWidget(self.table_plot)
+        across.addWidget(self.resid_plot)
+        across.setSizes([TABLE_HEIGHT, 200])
         # below these heights the plots scroll rather than shrink to their titles
         self.small.setMinimumHeight(MIN_SMALL_ROW * 4 + 24)  # and the header line
         self.table_plot.setMinimumHeight(TABLE_HEIGHT)
         self.resid_plot.setMinimumHeight(110)
+        self.tabs = QTabWidget()  # each tab whole in a laptop's dock, none below the fold
+        for rows, content, title in ((bar, self.small, "Histograms"),
+                                     (second, across, "Across blocks")):
+            page = QWidget()
+            column = QVBoxLayout(page)
+            column.setContentsMargins(0, 4, 0, 0)
+            column.addLayout(rows)
+            column.addWidget(scrolling(content), 1)
+            self.tabs.addTab(page, title)
         layout = QVBoxLayout(self)
-        layout.addLayout(bar)
-        layout.addLayout(second)
-        layout.addWidget(scrolling(split), 1)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.tabs)
         self._order: str | None = None  # the norm position the small plots were built for
         self.small_hists: dict[str, HistogramPlot] = {}
         self.header = pg.LabelItem(justify="left")

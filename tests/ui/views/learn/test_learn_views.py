@@ -174,12 +174,13 @@ def test_the_gradients_view_draws_both_runs_and_forgets_them_with_the_model(qtbo
     view.node_box.setCurrentText("norm1")
     node = view.plots["node"].listDataItems()[1].getData()[1]
     assert np.allclose(10 ** node, [without.norms[f"trf_blocks.{i}.norm1"] for i in range(n)], rtol=1e-5)
-    assert f"{report.ratio():.3g}" in view.summary.toPlainText()
+    assert f"{report.ratio():.3g}" in view.summary.text()
+    assert f"<td>{with_.loss:.4g}</td><td>{with_.blocks[0]:.3g}</td>" in view.summary.text()
     view.no_norms.setChecked(True)  # the book's plain network: both runs without LayerNorm
     view.run_button.click()
     qtbot.waitUntil(lambda: view.report is not report, timeout=60_000)
     assert [r.norms_kept for r in view.report.runs] == [False, False]
-    assert "blocks' LayerNorms removed" in view.summary.toPlainText()
+    assert "blocks' LayerNorms removed" in view.summary.text()
     ran.session.set_model(ran.session.model)  # a model load: its numbers go
     assert view.report is None and all(not p.listDataItems() for p in view.plots.values())
 

@@ -104,6 +104,7 @@ def test_distributions_row_labels_never_overlap(qtbot, ran):
     from PySide6.QtGui import QFontMetrics
 
     view = show(qtbot, ran, "Distributions")
+    view.tabs.setCurrentIndex(1)  # Across blocks
     axis = view.table_plot.getAxis("left")
     line = QFontMetrics(axis.font()).height()
     rows = len(view.table_keys)
@@ -140,7 +141,8 @@ def test_the_default_layout_fits_the_screen_and_gives_histograms_room(qtbot, mak
     # its small plots are made a loop turn each, then drawn
     qtbot.waitUntil(lambda: len(view.small_plots) >= 6 and not view.busy(), timeout=60_000)
     settle(qtbot, window)
-    area = view.findChild(QScrollArea)
+    assert view.tabs.tabText(view.tabs.currentIndex()) == "Histograms"
+    area = view.tabs.currentWidget().findChild(QScrollArea)
     assert area.verticalScrollBar().value() == 0
     viewport = area.viewport()
     first_six = list(view.small_plots.values())[:6]
