@@ -21,6 +21,7 @@ from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
 from ...plots.plot_axes import plot_widget
+from ...plots.scale_layout import scale_layout
 from ...plots.plot_text import set_empty, set_label, set_title
 
 CMAP = pg.colormap.get("CET-D1")  # weights: diverging around 0
@@ -51,6 +52,8 @@ class WeightsView(LazyRefresh, QWidget):
         self.scale_plot = plot_widget()
         self.scale_plot.getPlotItem().invertY(True)
         self.scale_plot.getPlotItem().setAspectLocked(True)
+        self._scale_items: list = []  # (box, label) of each matrix drawn to scale
+        self.scale_plot.getPlotItem().getViewBox().sigResized.connect(self._place_to_scale)
         self.token_plot = plot_widget()
         self.token_plot.getPlotItem().addLegend(offset=(-10, 10))  # before the curves it names
         self.x_curve = self.token_plot.plot(pen=pg.mkPen("#3c78c8"), name="input x")
@@ -158,23 +161,34 @@ class WeightsView(LazyRefresh, QWidget):
         set_empty(plot, None)
         for side in ("left", "bottom"):  # the rectangles are the scale
             plot.hideAxis(side)
-        x = 0.0
-        tallest = max(shape[0] for shape in m.others.values())
-        gap = max(max(shape) for shape in m.others.values()) * 0.15
-        for i, (key, (rows, cols)) in enumerate(m.others.items()):
-            mine = m.node.endswith(key)
-            rect = QGraphicsRectItem(x, 0, cols, rows)
+        self._scale_items = []
+        for key, (rows, cols) in m.others.items():
+            rect = QGraphicsRectItem(0, 0, cols, rows)
             rect.setPen(QPen(QColor("#333333"), 0))
-            rect.setBrush(QBrush(QColor("#ff8c00" if mine else "#cfd8e6")))
+            rect.setBrush(QBrush(QColor("#ff8c00" if m.node.endswith(key) else "#cfd8e6")))
             plot.addItem(rect)
             order = self._order()
             node = node_for_hook(key if key in model_matrices(order) else block_hook_name(0, key), order)
             label = pg.TextItem(f"{node.label}\n{rows:,} × {cols:,}", color="#222222", anchor=(0, 0))
-            label.setPos(x, rows + (tallest * 0.3 if i % 2 else 0))  # neighbours' words apart
             plot.addItem(label)
-            x += cols + gap
+            self._scale_items.append((rect, label))
+        self._place_to_scale()
         set_title(plot, "to scale: rows × columns as stored")
-        plot.autoRange()
+
+    def _place_to_scale(self) -> None:
+        """The boxes side by side at the largest scale at which they and their labels fit
+        the plot as it is now (again after each resize: the labels keep their pixels)."""
+        if not self._scale_items:
+            return
+        box = self.scale_plot.getPlotItem().getViewBox()
+        shapes = [(r.rect().height(), r.rect().width()) for r, _ in self._scale_items]
+        sizes = [(t.textItem.boundingRect().width(), t.textItem.boundingRect().height())
+                 for _, t in self._scale_items]
+        drawn = scale_layout(shapes, sizes, max(box.width(), 50.0), max(box.height(), 50.0))
+        for (rect, label), x, y in zip(self._scale_items, drawn.xs, drawn.label_ys):
+            rect.setPos(x, 0)
+            label.setPos(x, y)
+        box.setRange(xRange=(0, drawn.width), yRange=(0, drawn.height), padding=0)
 
     def _token(self, m) -> None:
         plot = self.token_plot.getPlotItem()

@@ -3,7 +3,7 @@ beside the block's other matrices, its numbers, and what it did to the last toke
 
 import numpy as np
 import torch
-from PySide6.QtWidgets import QGraphicsRectItem
+from PySide6.QtWidgets import QApplication, QGraphicsRectItem
 
 from explorer.ui.views.look.weights_view import WeightsView
 from tests.ui.alone import Alone
@@ -38,6 +38,32 @@ def test_the_selected_linear_shows_its_matrix_to_scale_and_what_it_did(qtbot):
     alone.session.set_node("tok_emb")
     qtbot.waitUntil(lambda: view.matrix.node == "tok_emb", timeout=60_000)
     assert view.image.image.shape[0] <= 256 and "(tied)" in view.note.text()
+
+
+def test_the_matrices_to_scale_fit_their_tab_with_no_label_on_a_box(qtbot):
+    """In a laptop's dock and a wide one, every box and label lies inside the plot, and
+    no label touches a box or another label (as drawn, in the scene's pixels)."""
+    alone = Alone(qtbot)
+    alone.run("Every effort moves you", max_tokens=1)
+    view = alone.view(WeightsView, width=470, height=560)
+    view.tabs.setCurrentIndex(1)
+    alone.session.set_node("trf_blocks.0.ff.layers.0")
+    qtbot.waitUntil(lambda: view.matrix is not None and view.matrix.node == "trf_blocks.0.ff.layers.0",
+                    timeout=60_000)
+    for width, height in ((470, 560), (900, 700), (360, 420)):
+        view.resize(width, height)
+        qtbot.waitUntil(lambda: view.width() == width, timeout=60_000)
+        QApplication.processEvents()
+        box = view.scale_plot.getPlotItem().getViewBox()
+        inside = box.sceneBoundingRect().adjusted(-1, -1, 1, 1)
+        rects = [r.sceneBoundingRect() for r, _ in view._scale_items]
+        words = [t.sceneBoundingRect() for _, t in view._scale_items]
+        assert len(rects) == 6
+        for i, word in enumerate(words):
+            assert inside.contains(word) and not any(word.intersects(r) for r in rects), \
+                (width, i, word, rects)
+            assert not any(word.intersects(w) for j, w in enumerate(words) if j != i)
+        assert all(inside.contains(r) for r in rects)
 
 
 def test_a_step_of_attention_not_kept_says_how_to_see_it(qtbot):
