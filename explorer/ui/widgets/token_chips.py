@@ -16,7 +16,7 @@ PAD = "<span style='background:#d0d0d0; color:#606060'>&nbsp;[pad]&nbsp;</span>"
 def chip_row(ids: list[int], tokenizer=None) -> str:
     token_piece = (tokenizer or gpt2_tokenizer()).token_piece
     return " ".join(f"<span style='background:{CHIP_COLOURS[i % 2]}'>&nbsp;"
-                    f"{html.escape(visible(token_piece(tid)))}<sub> {tid}</sub>&nbsp;</span>"
+                    f"{html.escape(visible(token_piece(tid)))}<sub>&nbsp;{tid}</sub>&nbsp;</span>"
                     for i, tid in enumerate(ids))
 
 

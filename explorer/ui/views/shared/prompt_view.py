@@ -355,7 +355,7 @@ class PromptPanel(ViewHooks, QWidget):
         colour = "#ffd27f" if self.selected == step.step else CHIP_COLOURS[step.step % 2]
         return (f"<a href='{step.step}' style='text-decoration:none; color:black'>"
                 f"<span style='background:{colour}'>&nbsp;{html.escape(visible(self.session.tokenizer.token_piece(step.token_id)))}"
-                f"<sub> {step.prob:.2g}</sub>&nbsp;</span></a> ")
+                f"<sub>&nbsp;{step.prob:.2g}</sub>&nbsp;</span></a> ")
 
     def _redraw_output(self) -> None:
         session = self.session
@@ -367,7 +367,7 @@ class PromptPanel(ViewHooks, QWidget):
         what = (f"batch ({batch.size} prompts × {batch.width} tokens)" if batch is not None
                 else f"prompt ({len(session.prompt.ids)} tokens)")
         prompt = (f"<a href='prompt' style='text-decoration:none; color:black'><span style='background:{colour}'>"
-                  f"&nbsp;{what}&nbsp;</span></a> ")
+                  f"&nbsp;{what.replace(' ', '&nbsp;')}&nbsp;</span></a> ")  # one piece
         self.output.setHtml(prompt + "".join(self._token_html(s) for s in session.steps))
         self._shown_steps = len(session.steps)
 
