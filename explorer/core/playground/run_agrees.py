@@ -18,8 +18,10 @@ from .run_checks import RunFileError
 
 def check_agrees(path: Path, saved) -> None:
     _prompt(path, saved)
-    _steps(path, saved)
-    for i, p in enumerate(saved.passes):
+    _steps(path, saved, saved.passes[1:])
+    for b in saved.branches:  # the shown line's steps before it parts, then its own
+        _steps(path, saved, [*saved.passes[1:1 + b.at], *b.passes], f"branch {b.label!r:.60}'s ")
+    for i, p in enumerate(saved.every_pass()):
         if p.next_logits is not None and np.isnan(p.next_logits).any():
             raise RunFileError(path, f"pass {i}'s logits hold NaN: not logits a token was "
                                      "drawn from")
@@ -45,17 +47,17 @@ def _prompt(path: Path, saved) -> None:
                                  f"{b''.join(pieces)[:40]!r}…)")
 
 
-def _steps(path: Path, saved) -> None:
+def _steps(path: Path, saved, steps: list, whose: str = "") -> None:
     """Each step reads what came before it: a step from the cache the ids so far and its
     own token; a recomputed step its context (the prompt and the tokens before it, the
     last context_length of them)."""
     so_far = list(saved.prompt_ids)
     ctx = saved.config.context_length if saved.config is not None else None
-    for p in saved.passes[1:]:
+    for p in steps:
         want = so_far[-ctx:] if p.whole and ctx else so_far if p.whole else [*so_far, p.token_id]
         if p.ids != want:
-            raise RunFileError(path, f"step {p.step} reads ids that are not the prompt and the "
-                                     "tokens before it")
+            raise RunFileError(path, f"{whose}step {p.step} reads ids that are not the prompt "
+                                     "and the tokens before it")
         so_far.append(p.token_id)
 
 

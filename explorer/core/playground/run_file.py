@@ -36,13 +36,15 @@ from ..run.generation import MAX_PROMPT_CHARS, RUN_STEPS, GenerationSettings
 from ..run.passes import Pass
 from ..weights.hf_files import read_safetensors
 from .run_agrees import check_agrees
+from .run_branches import SavedBranch, branch_entries, saved_branches, shown_line, split_steps
 from .run_tokens import recorded_tokenizer
 from .run_pack import check_header, pack_pass, unknown_tensors, unpack_pass
 from .run_checks import (CHECKSUM, PLACEHOLDER, RunFileError, check_shape, check_sum, in_words,
                          kept_tensor, node_stats, seal)
 
 FORMAT, VERSION = "gpt-block-explorer run", "2"
-READS = ("1", VERSION)  # version 1: five tensors a node (docs/RUN_FORMAT.md)
+BRANCHED = "3"  # version 2 and the lines besides the one shown (run_branches.py)
+READS = ("1", VERSION, BRANCHED)  # version 1: five tensors a node (docs/RUN_FORMAT.md)
 MAX_PASSES = RUN_STEPS + 1  # the prompt's pass and every generated step's
 MAX_NODES, MAX_IDS = 10_000, 1_000_000
 MAX_FILE_BYTES = 16 * 2**30
@@ -61,6 +63,12 @@ class SavedRun:
     notice: str = ""  # what the reader could not check (an older file without a checksum)
     # the model's tokenizer when written; read back, the pieces of the ids the run holds
     tokenizer: Tokenizer = field(default_factory=gpt2_tokenizer, repr=False)
+    branches: list[SavedBranch] = field(default_factory=list)  # the other lines
+    label: str = "the run"  # the shown line's name, and its place among them all
+    shown: int = 0
+
+    def every_pass(self) -> list[Pass]:
+        return [*self.passes, *(p for b in self.branches for p in b.passes)]
 
     @property
     def tokens(self) -> list[int]:
@@ -100,7 +108,10 @@ def run_tensors(run: SavedRun, tensor_bytes: int = 0) -> tuple[dict[str, torch.T
     tensors: dict[str, torch.Tensor] = {}
     passes, names, dtypes = [], {}, {}
     budget = tensor_bytes
-    for i, p in enumerate(run.passes):
+    firsts = {len(run.passes) + sum(len(b.passes) for b in run.branches[:n])
+              for n in range(len(run.branches))}  # each branch's first pass keeps its ids
+    every = run.every_pass()
+    for i, p in enumerate(every):
         p.complete()  # statistics left for later are computed now
         packed, budget = pack_pass(i, p, names, dtypes, budget)
         tensors.update(packed)
@@ -110,16 +121,21 @@ def run_tensors(run: SavedRun, tensor_bytes: int = 0) -> tuple[dict[str, torch.T
              "prob": p.prob, "top_ids": list(p.top_ids), "top_probs": list(p.top_probs)}
         if p.whole:  # a step that ran its whole context again (Recompute all)
             d["whole"] = True
-        elif i and p.step is not None and d["ids"] == [*run.passes[i - 1].ids, p.token_id]:
+        elif i and i not in firsts and p.step is not None and \
+                d["ids"] == [*every[i - 1].ids, p.token_id]:
             del d["ids"]  # the pass before's and its own token: the reader makes them again
         passes.append(d)
     meta = {"prompt": run.prompt, "prompt_ids": list(map(int, run.prompt_ids)),
             "model": run.model, "settings": asdict(run.settings),
             "interventions": run.interventions, "interventions_on": run.interventions_on,
             "node_names": list(names), "dtypes": list(dtypes), "passes": passes}
+    if run.branches:
+        meta.update(label=run.label, shown=run.shown, branches=[
+            {"label": b.label, "at": b.at, "passes": len(b.passes)} for b in run.branches])
     if run.tokenizer is not gpt2_tokenizer():  # a vocabulary of its own: its pieces kept
         meta["token_bytes"] = _token_bytes(run)
-    return tensors, {"format": FORMAT, "version": VERSION, "run": json.dumps(meta),
+    return tensors, {"format": FORMAT, "version": BRANCHED if run.branches else VERSION,
+                     "run": json.dumps(meta),
                      CHECKSUM: PLACEHOLDER}
 
 
@@ -127,7 +143,7 @@ def _token_bytes(run: SavedRun) -> dict[str, str]:
     """What each token id the run holds stands for (hex of its bytes), by the model's own
     tokenizer: read back without that tokenizer, the run still shows its text."""
     ids = set(run.prompt_ids)
-    for p in run.passes:
+    for p in run.every_pass():
         ids.update(p.ids)
         ids.update(p.top_ids)
         if p.token_id is not None:
@@ -216,8 +232,10 @@ def _unpacked(path: Path, run: dict, tensors: dict, version: str):
 def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSION) -> SavedRun:
     if not isinstance(run, dict) or not isinstance(run.get("passes"), list):
         raise TypeError("the description has no list of passes")
-    if not 1 <= len(run["passes"]) <= MAX_PASSES:
-        raise RunFileError(path, f"{len(run['passes']):,} passes; a run has 1 to {MAX_PASSES:,}")
+    entries = branch_entries(run) if version == BRANCHED else []
+    if not 1 <= len(run["passes"]) <= MAX_PASSES * (1 + len(entries)):
+        raise RunFileError(path, f"{len(run['passes']):,} passes; a run has 1 to {MAX_PASSES:,}"
+                                 + (" a line" if entries else ""))
     model = run["model"]
     if not isinstance(model, dict) or not isinstance(model.get("sha256", ""), str):
         raise TypeError("model must be an object with a sha256")
@@ -235,9 +253,7 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSI
     tokenizer = recorded_tokenizer(run["token_bytes"], vocab, MAX_IDS) if own else gpt2_tokenizer()
     below = vocab if own else GPT2_VOCAB  # the ids the tokenizer has
     steps = [d.get("step", "") if isinstance(d, dict) else "" for d in run["passes"]]
-    if steps != [None, *range(len(steps) - 1)]:  # the prompt's pass, then steps 0, 1, …
-        raise RunFileError(path, "its passes are not the prompt's then steps 0, 1, 2, … in "
-                                 "order")
+    own = split_steps(path, entries, steps, MAX_PASSES)
     passes = [_pass(path, i, d, own, norm, vocab, cfg, tokenizer, below)
               for i, (d, own) in enumerate(_unpacked(path, run, tensors, version))]
     if cfg is not None:  # every node one of this model's (block 40 of a 2-block model: no)
@@ -251,8 +267,10 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSI
     if not isinstance(run["prompt"], str) or len(run["prompt"]) > MAX_PROMPT_CHARS:
         raise TypeError(f"the prompt must be text of at most {MAX_PROMPT_CHARS:,} characters")
     prompt_ids = _ids(run["prompt_ids"], "prompt_ids", below=below)
-    saved = SavedRun(run["prompt"], prompt_ids, model, s, passes, interventions, on, cfg,
-                     tokenizer=tokenizer)
+    saved = SavedRun(run["prompt"], prompt_ids, model, s, passes[:own], interventions, on, cfg,
+                     tokenizer=tokenizer, branches=saved_branches(run, entries, passes[own:]))
+    if entries:
+        saved.label, saved.shown = shown_line(run, len(entries))
     check_agrees(path, saved)  # and its fields with each other
     return saved
 

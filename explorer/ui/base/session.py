@@ -220,6 +220,14 @@ class Session(QObject):
         self.branches.append((label, steps))
         self.select_branch(len(self.branches) - 1)
 
+    def restore_branches(self, lines: list[tuple[str, list[Pass]]], shown: int) -> None:
+        """A reopened run's lines, in their saved order; ``lines[shown]``'s steps are the
+        ones shown now (the run replayed, or as saved)."""
+        if not 0 <= shown < len(lines) or lines[shown][1] is not self.steps:
+            raise ValueError("the shown line must be the steps shown")
+        self.branches, self.branch = lines, shown
+        self.branchesChanged.emit()
+
     def select_branch(self, index: int) -> None:
         """Show a branch: its steps become the session's, at the step where it parts
         from the run (the run itself: its last step)."""

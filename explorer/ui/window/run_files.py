@@ -18,7 +18,9 @@ from PySide6.QtWidgets import QFileDialog, QInputDialog
 from ...core.base.outputs import OutputError, check_output
 from ...core.experiments.interventions import from_dict
 from ...core.playground.run_agrees import replay_difference
+from ...core.playground.run_branches import lines_of
 from ...core.playground.run_file import SavedRun, read_run, save_run, weights_sha256
+from ..base.session import parting
 from ...core.sources import ModelInfo, ModelSpec
 
 RUN_FILTER = "Explorer runs (*.gbrun);;All files (*)"
@@ -70,13 +72,16 @@ class RunFiles:
                                        max_new_tokens=max(1, len(session.steps)))
         interventions = [i.to_dict() for i in session.interventions]
         prompt, tokenizer = w.prompt.text(), session.tokenizer
+        others = lines_of(session.branches, session.branch, parting)  # every branch kept
+        label = session.branches[session.branch][0]
 
         def job(ctx):
             model = {"label": info.label, "source": dataclasses.asdict(info.spec),
                      "sha256": weights_sha256(ctx.model),
                      "config": dataclasses.asdict(info.config)}
             run = SavedRun(prompt, list(session.prompt.ids), model, settings, passes,
-                           interventions, session.interventions_on, tokenizer=tokenizer)
+                           interventions, session.interventions_on, tokenizer=tokenizer,
+                           branches=others, label=label, shown=session.branch)
             return save_run(path, run, budget)
 
         w.engine.submit(job, "save run",
@@ -131,6 +136,20 @@ class RunFiles:
             label = str(saved.model.get("label") or "a saved model")[:80]
             session.set_model(ModelInfo.of_record(label, config, spec, saved.tokenizer))
         session.show_record(saved.passes)
+        self._branches(saved)
+
+    def _branches(self, saved: SavedRun) -> None:
+        """The saved run's other lines beside the one shown, each from where it parts, in
+        their saved order: Branches compares them, the prompt panel's box picks one."""
+        session = self.window.session
+        if not saved.branches:
+            return
+        others = [(b.label, session.steps[:b.at] + b.passes) for b in saved.branches]
+        lines = others[:saved.shown] + [(saved.label, session.steps)] + others[saved.shown:]
+        streams = self.window.prompt.runs.streams  # the replayed line's cache goes with it
+        if 0 in streams and not session.record:
+            streams[saved.shown] = streams.pop(0)
+        session.restore_branches(lines, saved.shown)
 
     def _run_ended(self, busy: bool) -> None:
         if busy or self.expected is None:
@@ -139,6 +158,7 @@ class RunFiles:
         session = self.window.session
         differs = replay_difference(self.opened, [session.prompt, *session.steps])
         if differs is None:  # after the run's own last word on the status bar
+            self._branches(self.opened)
             words = (f"Opened the run: its {len(self.opened.tokens)} tokens replayed, each with "
                      "the probability it had" + (f"; {self.opened.notice}" if self.opened.notice
                                                  else ""))

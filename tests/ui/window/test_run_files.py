@@ -94,6 +94,7 @@ def test_a_branched_run_with_interventions_reopens_token_for_token(qtbot, make_w
     window.prompt.sample.setChecked(True)
     window.prompt.seed.setValue(3)
     run_and_wait(qtbot, window, max_tokens=3)
+    run_tokens = [p.token_id for p in session.steps]
     session.show_step(0)
     window.services.branch(13)  # continue from step 0 with '.' instead
     qtbot.waitUntil(lambda: len(session.branches) == 2 and not window.running, timeout=60_000)
@@ -112,6 +113,43 @@ def test_a_branched_run_with_interventions_reopens_token_for_token(qtbot, make_w
     assert not said
     assert [p.token_id for p in session.steps] == tokens
     assert [i.to_dict() for i in session.interventions][0]["kind"] == "scale"
+    # both lines back, the branch shown as it was, parting from the run at step 0
+    qtbot.waitUntil(lambda: len(session.branches) == 2, timeout=60_000)
+    assert [label for label, _ in session.branches] == ["the run", "'.' at step 0"]
+    assert session.branch == 1 and session.branches[1][1] is session.steps
+    assert [p.token_id for p in session.branches[0][1]] == run_tokens
+    from explorer.ui.widgets.branch_box import BranchBox
+    box = window.prompt.findChild(BranchBox)
+    assert box.isVisibleTo(window) and box.currentText() == "'.' at step 0"
+    branches = window.view("branches")
+    assert branches.note.text().startswith("They part at step 0: ")
+    assert branches.table.rowCount() > 5  # candidates, then every node's std, both ways
+    # the replayed line keeps its cache: it continues as a branch of its own
+    assert 1 in window.prompt.runs.streams and 0 not in window.prompt.runs.streams
+
+
+def test_a_branched_run_opened_under_another_model_shows_both_lines_read_only(
+        qtbot, make_window, tmp_path):
+    window = make_window()
+    run_and_wait(qtbot, window, max_tokens=3)
+    session = window.session
+    session.show_step(1)
+    window.services.branch(13)
+    qtbot.waitUntil(lambda: len(session.branches) == 2 and not window.running, timeout=60_000)
+    session.select_branch(0)  # the run shown when saved; its branch beside it
+    lines = [[p.token_id for p in steps] for _, steps in session.branches]
+    path = tmp_path / "branched.gbrun"
+    window.run_files.save(str(path), tensor_mb=0)
+    qtbot.waitUntil(lambda: "Saved the run" in window.status_text.text(), timeout=60_000)
+    other = make_window(seed=9)
+    other.run_files.open(str(path))
+    qtbot.waitUntil(lambda: other.session.record and len(other.session.branches) == 2,
+                    timeout=60_000)
+    shown = other.session
+    assert [label for label, _ in shown.branches] == ["the run", "'.' at step 1"]
+    assert shown.branch == 0 and [[p.token_id for p in s] for _, s in shown.branches] == lines
+    assert shown.branches[1][1][0] is shown.steps[0]  # one pass, shared before they part
+    assert other.view("branches").note.text().startswith("They part at step 1: ")
 
 
 @pytest.mark.slow
