@@ -100,6 +100,7 @@ class LearnView(ViewHooks, QWidget):
         self.feedback.clear()
         if was_open and self.enabled.isChecked():
             self._waiting = self.session.node
+            self.asked[self._waiting] -= 1  # the same question again, not the node's next
             self.prompt.setText("The model changed (a new snapshot?): the question comes again "
                                 "on its numbers once the prompt has run on it.")
             self.session.set_covered(Facts(frozenset(KINDS), (), "learn"))

@@ -159,7 +159,8 @@ def test_an_order_question_hides_the_order_from_the_title_and_the_model_line(qtb
 def test_a_new_model_asks_the_open_question_again_with_its_options_and_covers_held(qtbot):
     """A new snapshot (Follow training) loaded while a question is open: the options are
     not wiped with the question left standing; it is covered until the prompt has run on
-    the new model, then asked again on its numbers with every option."""
+    the new model, then the same question is asked again on its numbers with every
+    option (not the node's next question)."""
     from explorer.core.sources import ModelInfo, ModelSpec, random_model
     from explorer.ui.views.learn.learn_view import LearnView
     from tests.ui.alone import Alone
@@ -171,7 +172,7 @@ def test_a_new_model_asks_the_open_question_again_with_its_options_and_covers_he
     name = block_hook_name(1, "norm2")
     alone.session.set_node(name)
     assert learn.question is not None
-    options = len(learn.question.options)
+    options, text = len(learn.question.options), learn.question.text
     other = random_model("tiny", seed=5)  # the next snapshot, say
     alone.session.set_model(ModelInfo.of(other, ModelSpec(preset="tiny", seed=5)))
     assert learn.question is None and alone.session.covered  # still covered
@@ -183,3 +184,6 @@ def test_a_new_model_asks_the_open_question_again_with_its_options_and_covers_he
     assert learn.question is not None and alone.session.node == name
     shown = [b for b in learn.buttons if b.isVisible()]
     assert len(shown) == len(learn.question.options) == options and alone.session.covered
+    assert learn.question.text == text  # the same question, not the node's next one
+    learn.next_button.click()  # the next one is asked for
+    assert learn.question.text != text
