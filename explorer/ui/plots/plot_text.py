@@ -90,7 +90,16 @@ def fit_names(plot: pg.PlotItem, names: list[str]) -> None:
     last = len(names) - 1
     ticks = [(i, n) for i, n in enumerate(names)
              if (i % step == 0 and last - i >= step) or i == last]
-    set_ticks(plot.getAxis("bottom"), [ticks])
+    axis = plot.getAxis("bottom")
+    # the first and last bars' names may reach past the axis's ends (the axis would drop
+    # them: the tallest bar of a sorted chart unnamed): under the left axis, and into a
+    # right margin as wide
+    overhang = int(widest / 2)
+    if axis.style.get("hideOverlappingLabels") != overhang:
+        axis.setStyle(hideOverlappingLabels=overhang)
+        left, top, right, bottom = plot.layout.getContentsMargins()
+        plot.layout.setContentsMargins(left, top, max(right, overhang), bottom)
+    set_ticks(axis, [ticks])
 
 
 def fitted_names(plot: pg.PlotItem, names: list[str]) -> None:

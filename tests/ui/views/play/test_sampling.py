@@ -86,6 +86,7 @@ def test_the_three_most_likely_are_named_and_any_bar_on_hover(qtbot):
     the line above the plot whatever k is, and the bar under the mouse says its token and
     both probabilities."""
     from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QImage, QPainter
     alone = Alone(qtbot)
     alone.run(max_tokens=1)
     alone.session.show_step(0)
@@ -96,6 +97,19 @@ def test_the_three_most_likely_are_named_and_any_bar_on_hover(qtbot):
     top = np.argsort(-r.after, kind="stable")[:3]
     assert ("most likely " + ", ".join(f"{token_piece(int(t))!r} {r.after[t]:.2g}" for t in top)
             + ";") in view.note.text()
+    # the axis draws the first (tallest) bar's name and the last's, inside the widget
+    axis = view.plot.getAxis("bottom")
+    image = QImage(10, 10, QImage.Format_ARGB32)
+    painter = QPainter(image)
+    texts = [(rect, text) for rect, _flags, text in axis.generateDrawSpecs(painter)[2]]
+    painter.end()
+    names = [text for _, text in texts]
+    assert names[0] == repr(token_piece(int(ids[0]))) and names[-1] == repr(token_piece(int(ids[-1])))
+    assert len(names) >= 4
+    widget = view.plot_widget.rect()
+    for rect, _ in texts:
+        on_screen = view.plot_widget.mapFromScene(axis.mapRectToScene(rect)).boundingRect()
+        assert widget.contains(on_screen), (rect, widget)
     where = view.plot.vb.mapViewToScene(QPointF(1, float(r.before[ids[1]]) / 2))
     view._hovered(where)
     assert view.plot_widget.toolTip() == (f"{token_piece(int(ids[1]))!r} (id {ids[1]}): model p "
