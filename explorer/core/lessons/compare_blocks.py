@@ -1,0 +1,172 @@
+"""GPT-2's block beside the Llama / Qwen block (the book's bonus chapters, one change at a
+time): the role each part plays in both, said with each model's own numbers; the
+parameters each spends per part; and the keys and values each keeps per token in its
+KV cache, which is what grouped-query attention saves. Every figure is read from the two
+models themselves — their parameters and the shapes of their key and value projections
+— not from a table. Qt-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..gpt.nodes import (ATTENTION, FEED_FORWARD, FINAL_NORM, FIRST_NORM, HEADS_MIX, KEYS, LOGITS,
+                         POSITION_EMBEDDING, QUERIES, TOKEN_EMBEDDING, VALUES, Kind,
+                         block_hook_name, node_for_hook, order_of, role)
+
+PARTS = ("token embedding", "position embedding", "attention matrices", "attention biases",
+         "query and key norms", "feed-forward matrices", "feed-forward biases", "norms",
+         "output head")
+PROJECTIONS = (QUERIES, KEYS, VALUES, HEADS_MIX)
+
+
+def _part(name: str, order) -> str:
+    """The part a parameter (``trf_blocks.0.att.W_query.weight``) belongs to."""
+    module, _, leaf = name.rpartition(".")
+    whole = {TOKEN_EMBEDDING: "token embedding", POSITION_EMBEDDING: "position embedding",
+             LOGITS: "output head", FINAL_NORM: "norms"}
+    if module in whole:
+        return whole[module]
+    node = node_for_hook(module, order)
+    bias = leaf == "bias"
+    if node.key in PROJECTIONS:
+        return "attention biases" if bias else "attention matrices"
+    if node.kind in (Kind.NORM, Kind.RMSNORM):
+        return "query and key norms" if node.parent == ATTENTION else "norms"
+    if node.parent == FEED_FORWARD:
+        return "feed-forward biases" if bias else "feed-forward matrices"
+    raise KeyError(f"no part for the parameter {name!r}")
+
+
+def parameter_parts(model: torch.nn.Module) -> dict[str, int]:
+    """The model's parameters counted per part (PARTS), each counted once: a head tied
+    to the token embedding is that matrix, so its own count is 0."""
+    order = order_of(model.cfg)
+    counts = dict.fromkeys(PARTS, 0)
+    for name, parameter in model.named_parameters():  # a shared tensor is listed once
+        counts[_part(name, order)] += parameter.numel()
+    return counts
+
+
+def tied(model: torch.nn.Module) -> bool:
+    return model.get_submodule(LOGITS).weight is model.get_submodule(TOKEN_EMBEDDING).weight
+
+
+@dataclass(frozen=True)
+class CacheCost:
+    """What a model's KV cache keeps per token, read from its key and value projections."""
+
+    layers: int
+    query_heads: int
+    kv_heads: int
+    head_dim: int
+    values_per_layer: int  # keys and values: 2 × kv_heads × head_dim
+    bytes_per_value: int
+
+    @property
+    def per_token(self) -> int:
+        """Bytes a token adds to the cache, every layer."""
+        return self.layers * self.values_per_layer * self.bytes_per_value
+
+    @property
+    def as_multi_head(self) -> int:
+        """Bytes a token would add with a key and a value head for every query head."""
+        return self.layers * 2 * self.query_heads * self.head_dim * self.bytes_per_value
+
+    @property
+    def saved(self) -> float:
+        """How many times less than multi-head attention it keeps (1: none saved)."""
+        return self.as_multi_head / self.per_token
+
+
+def cache_cost(model: torch.nn.Module, dtype: torch.dtype | None = None) -> CacheCost:
+    """The KV cache per token of ``model`` (in ``dtype``, else its own weights' dtype):
+    each layer keeps what its W_key and W_value make of the token."""
+    cfg = model.cfg
+    keys = model.get_submodule(block_hook_name(0, KEYS))
+    values = model.get_submodule(block_hook_name(0, VALUES))
+    head_dim = cfg.head_dim
+    width = keys.out_features + values.out_features
+    size = torch.tensor([], dtype=dtype or keys.weight.dtype).element_size()
+    return CacheCost(cfg.n_layers, cfg.n_heads, keys.out_features // head_dim, head_dim,
+                     width, size)
+
+
+@dataclass(frozen=True)
+class Role:
+    """One job of the block, done each model's way."""
+
+    name: str
+    ways: tuple[str, str]  # the first model's, the second's
+    nodes: tuple[str | None, str | None]  # a node of each block that does it (block 0)
+
+
+def _norm_way(cfg) -> str:
+    if cfg.llama:
+        return (f"RMSNorm: x / √(mean(x²) + {cfg.norm_eps:g}) × scale ({cfg.emb_dim:,} "
+                "weights); no mean subtracted, no shift")
+    return (f"LayerNorm: (x − mean) / √(var + 1e-5) × scale + shift (2 × {cfg.emb_dim:,} "
+            f"weights), {'before' if cfg.norm_position == 'pre' else 'after'} each branch")
+
+
+def _position_way(cfg) -> str:
+    if cfg.llama:
+        return (f"RoPE: queries and keys rotated by position × θᵢ, θᵢ = {cfg.rope_base:g}"
+                f"^(−2i/{cfg.head_dim}); no weights, a score depends on the distance only")
+    return (f"learned position embedding pos_emb ({cfg.context_length:,} × {cfg.emb_dim:,}), "
+            "added to the token embedding once, before block 0")
+
+
+def _attention_way(cfg) -> str:
+    if cfg.kv_heads == cfg.n_heads:
+        words = f"multi-head: {cfg.n_heads} query heads, each with its own key and value head"
+    else:
+        words = (f"grouped-query: {cfg.n_heads} query heads share {cfg.kv_heads} key/value "
+                 f"heads ({cfg.n_heads // cfg.kv_heads} each)")
+    words += f", {cfg.head_dim} values a head"
+    return words + ("; RMSNorm on each query and key head (Qwen3)" if cfg.qk_norm else "")
+
+
+def _ff_way(cfg) -> str:
+    if cfg.llama:
+        return (f"SwiGLU: fc3(SiLU(fc1·x) ⊙ fc2·x), {cfg.emb_dim:,} → {cfg.hidden_dim:,} → "
+                f"{cfg.emb_dim:,}, three matrices")
+    return (f"GELU MLP: layers.2(GELU(layers.0·x)), {cfg.emb_dim:,} → {4 * cfg.emb_dim:,} → "
+            f"{cfg.emb_dim:,}, two matrices")
+
+
+def roles(first: torch.nn.Module, second: torch.nn.Module) -> list[Role]:
+    """The block's jobs, each done by both models their way, with the node that does it
+    in block 0 of each (None: this block has no node for it)."""
+    pair = (first.cfg, second.cfg)
+
+    def nodes(key_of) -> tuple[str | None, str | None]:
+        keys = [key_of(cfg) for cfg in pair]
+        return tuple(None if k is None else (k if k in (TOKEN_EMBEDDING, POSITION_EMBEDDING)
+                                             else block_hook_name(0, k)) for k in keys)
+
+    out = [
+        Role("normalisation", tuple(_norm_way(c) for c in pair), nodes(lambda c: FIRST_NORM)),
+        Role("positions", tuple(_position_way(c) for c in pair),
+             nodes(lambda c: role(c, "keys_rope") or role(c, "position_embedding"))),
+        Role("attention", tuple(_attention_way(c) for c in pair), nodes(lambda c: ATTENTION)),
+        Role("feed-forward", tuple(_ff_way(c) for c in pair), nodes(lambda c: FEED_FORWARD)),
+        Role("non-linearity", tuple("SiLU(x) = x·σ(x), as a gate" if c.llama else
+                                    "GELU(x) ≈ x·Φ(x)" for c in pair),
+             nodes(lambda c: role(c, "activation"))),
+        Role("dropout", tuple("none" if c.llama else f"rate {c.drop_rate:g} after attention, "
+                              "the feed-forward and the embeddings (off when not training)"
+                              for c in pair), nodes(lambda c: role(c, "first_dropout"))),
+        Role("biases", tuple(_bias_way(m) for m in (first, second)), (None, None)),
+    ]
+    return out
+
+
+def _bias_way(model: torch.nn.Module) -> str:
+    parts = parameter_parts(model)
+    count = parts["attention biases"] + parts["feed-forward biases"]
+    if not count:
+        return "none: every Linear is a plain matrix"
+    where = {"attention biases": "attention's", "feed-forward biases": "the feed-forward's"}
+    return f"{count:,}, in {' and '.join(w for p, w in where.items() if parts[p])} Linears"
