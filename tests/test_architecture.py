@@ -106,7 +106,7 @@ def test_every_view_lives_in_its_workspaces_folder_and_is_listed_once():
     assert on_disk == set(listed)  # every view module is listed, none twice
     assert not list(views.glob("*_view.py"))  # none outside a workspace's folder
     for ws in groups:  # every workspace has views of its own, few enough for one strip
-        assert 3 <= sum(v.group == ws for v in VIEWS) <= 6, ws
+        assert 3 <= sum(v.group == ws for v in VIEWS) <= 7, ws  # (test_room measures it)
     assert [v.key for v in VIEWS if v.group == SHARED] == ["graph", "prompt"]
     for path in views.rglob("*_view.py"):  # no view knows another
         assert not {m for m in ours(path) if m in set(listed)}, MODULES[path]

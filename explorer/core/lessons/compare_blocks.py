@@ -11,9 +11,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ..gpt.config import preset
+from ..gpt.model import build_model
 from ..gpt.nodes import (ATTENTION, FEED_FORWARD, FINAL_NORM, FIRST_NORM, HEADS_MIX, KEYS, LOGITS,
                          POSITION_EMBEDDING, QUERIES, TOKEN_EMBEDDING, VALUES, Kind,
-                         block_hook_name, node_for_hook, order_of, role)
+                         block_hook_name, inside_attention, node_for_hook, order_of, role)
+from ..run.capture import Capture
 
 PARTS = ("token embedding", "position embedding", "attention matrices", "attention biases",
          "query and key norms", "feed-forward matrices", "feed-forward biases", "norms",
@@ -170,3 +173,58 @@ def _bias_way(model: torch.nn.Module) -> str:
         return "none: every Linear is a plain matrix"
     where = {"attention biases": "attention's", "feed-forward biases": "the feed-forward's"}
     return f"{count:,}, in {' and '.join(w for p, w in where.items() if parts[p])} Linears"
+
+
+# ---------------------------------------------------------------------- for the view
+
+FIRST_CHOICES = {"gpt2": (  # beside a GPT-2 model: Llama-family presets, and the reverse
+                          "llama-tiny", "qwen3-tiny", "smollm2-135m", "qwen3-0.6b",
+                          "llama3.2-1b"),
+                 "llama": ("tiny", "mini", "gpt2-small", "gpt2-medium")}
+
+
+def others_for(cfg) -> tuple[str, ...]:
+    """The presets of the other family to set beside a model, the one closest in width
+    first."""
+    names = FIRST_CHOICES["llama" if cfg.llama else "gpt2"]
+    return tuple(sorted(names, key=lambda n: abs(preset(n).emb_dim - cfg.emb_dim)))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything the view shows of two blocks but their values on a prompt."""
+
+    labels: tuple[str, str]
+    families: tuple[str, str]  # "GPT-2", "Llama"
+    roles: list[Role]
+    parts: tuple[dict[str, int], dict[str, int]]
+    blocks: tuple[int, int]  # blocks of each
+    caches: tuple[CacheCost, CacheCost]
+
+
+def compare(first: torch.nn.Module, second: torch.nn.Module,
+            labels: tuple[str, str]) -> Comparison:
+    pair = (first, second)
+    return Comparison(labels, tuple(family_name(m.cfg) for m in pair), roles(first, second),
+                      tuple(parameter_parts(m) for m in pair),
+                      tuple(m.cfg.n_layers for m in pair),
+                      tuple(cache_cost(m, torch.bfloat16) for m in pair))
+
+
+def family_name(cfg) -> str:
+    return "Qwen3" if cfg.qk_norm else "Llama" if cfg.llama else "GPT-2"
+
+
+def shape_only(name: str) -> torch.nn.Module:
+    """A preset's model on the meta device: its shapes, no memory, no values."""
+    return build_model(preset(name), device="meta", seed=None)
+
+
+def prompt_values(model: torch.nn.Module, ids: list[int], nodes: list[str]) -> dict:
+    """The nodes' values (NodeViews, numpy) on the prompt, attention's steps of block 0
+    opened when one is asked for."""
+    inside = 0 if any(inside_attention(n) for n in nodes) else False
+    device = next(model.parameters()).device
+    with torch.no_grad(), Capture(model, nodes=nodes, tensors=True, inside=inside) as cap:
+        model(torch.tensor([ids], device=device))
+    return cap.views()

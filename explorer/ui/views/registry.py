@@ -120,6 +120,10 @@ VIEWS = (
     ViewSpec("ln_compare", "Pre-LN vs Post-LN", "learn", "learn.ln_compare_view:LnCompareView",
              "The model and its twin with the norms moved, and the gradient experiment.",
              "Ctrl+Shift+F", "Pre/Post-LN", frozenset({ORDER, VALUES})),
+    ViewSpec("blocks", "GPT-2 beside Llama", "learn", "learn.blocks_view:BlocksView",
+             "GPT-2's block beside the Llama / Qwen block: the parts that do the same job "
+             "joined, their parameters and KV cache, their values on the prompt, and RoPE.",
+             "Ctrl+Alt+B", "Blocks", _ALL),
     ViewSpec("gradients", "Gradients through the shortcuts", "learn",
              "learn.gradients_view:GradientsView",
              "The gradient at every node, with and without the shortcuts.", "Ctrl+Shift+B",
