@@ -19,6 +19,8 @@ from .formulas_common import Ask, Worked
 from .quiz import (dropout_question, gelu_question, head_dim_question, mask_question,
                    norm_axis_question, pattern_rows_question, scaling_question, shape_question,
                    shortcut_question, width_question)
+from .quiz_llama import (gate_share_question, rms_mean_question, rms_size_question,
+                         rope_angle_question, rope_shift_question, swiglu_weights_question)
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
              "of the vector is kept.",
         mistake="RMSNorm is not LayerNorm without eps: it never subtracts the mean, so a "
                 "vector whose values are all 5 stays all 1 × weight, not 0; and it has no shift.",
-        questions=(shape_question, width_question),
+        questions=(rms_mean_question, rms_size_question, shape_question),
         formula=llama.rms_norm,
         own_class=RMSNorm),
     Kind.ROPE: KindLesson(
@@ -154,7 +156,7 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
              "apart they are, not on where they stand; nothing is added to the embeddings.",
         mistake="RoPE does not add a position vector: it rotates queries and keys (never the "
                 "values), and only their dot products see the positions.",
-        questions=(shape_question, head_dim_question),
+        questions=(rope_angle_question, rope_shift_question, shape_question),
         formula=llama.attention_step),
     Kind.SILU: KindLesson(
         what="SiLU (also called swish): x · σ(x). Like GELU it passes positive values almost "
@@ -162,7 +164,7 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
              "here it turns fc1's values into a gate.",
         mistake="SiLU is not a 0/1 gate: negative inputs give small negative outputs, and large "
                 "ones pass almost unchanged.",
-        questions=(shape_question, width_question),
+        questions=(gate_share_question, shape_question),
         formula=llama.gate),
     Kind.PRODUCT: KindLesson(
         what="The gate at work: SiLU(fc1·x) times fc2·x, value by value ({hidden} of them). "
@@ -170,6 +172,6 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
              "passes; fc3 then brings the {hidden} values back to {c}.",
         mistake="The product is value by value (⊙), not a matrix product: fc1 and fc2 each "
                 "widen to {hidden}, and the width stays {hidden} until fc3.",
-        questions=(width_question, shape_question),
+        questions=(swiglu_weights_question, width_question, shape_question),
         formula=llama.gate),
 }

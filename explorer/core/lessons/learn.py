@@ -8,15 +8,16 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from ..gpt.nodes import EMBEDDINGS, EMBEDDING_SUM, Kind, block_output, layer_of, node_for_hook
+from ..gpt.nodes import (EMBEDDING_SUM, KEYS, KEYS_SHARED, VALUES, VALUES_SHARED, Kind,
+                         as_order, block_output, embeddings, layer_of, node_for_hook)
 from .kinds import KIND_LESSONS
 from .question import Live, Question
 from .quiz import first_node_question, norm_question, shape_question, width_question
+from .quiz_llama import cache_question, group_question, swiglu_weights_question
 
-QUIZ_FAMILIES = ("gpt2",)  # the blocks whose every question is written and checked
-LLAMA_LESSONS = ("Learn's questions are the book's chapter-4 questions about GPT-2's block; "
-                 "on this Llama-family block use Explain, the worked formulas and the Code "
-                 "view.")
+QUIZ_FAMILIES = ("gpt2", "llama")  # the blocks whose every question is written and checked
+LLAMA_LESSONS = ("Learn's questions are written for GPT-2's block and the Llama / Qwen block; "
+                 "on this block use Explain, the worked formulas and the Code view.")
 
 
 def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
@@ -24,12 +25,19 @@ def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
     if node.key == EMBEDDING_SUM:
         return (shape_question, width_question)
     makers = KIND_LESSONS[node.kind].questions
-    if name == EMBEDDINGS or node.key == block_output(norm_position):
+    if name == embeddings(norm_position) or node.key == block_output(norm_position):
         # asked from a block's input (the embeddings, or the block before's output), not
         # from its first node, whose selection would give the answer away
         makers = (first_node_question,) + makers
     if layer_of(name) is not None and node.kind == Kind.NORM:
         makers = makers + (norm_question,)
+    if as_order(norm_position).family.name == "llama":  # what grouped-query attention
+        if node.key in (KEYS_SHARED, VALUES_SHARED):  # and the SwiGLU change
+            makers = (group_question,) + makers
+        elif node.key in (KEYS, VALUES):
+            makers = (cache_question,) + makers
+        elif node.kind == Kind.FFN:
+            makers = (swiglu_weights_question,) + makers
     return makers
 
 

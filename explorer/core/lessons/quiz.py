@@ -16,10 +16,10 @@ import random
 
 import numpy as np
 
-from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, EMBEDDINGS, FEED_FORWARD, FIRST_ADD,
-                         FIRST_DROPOUT, FIRST_NORM, GELU_INPUT, HEAD_QUERIES, PATTERN, Kind,
-                         block_hook_name, block_input, block_steps, eval_source, input_node,
-                         parse_hook, residual_branches, shortcut_sources)
+from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, FIRST_ADD, FIRST_DROPOUT,
+                         FIRST_NORM, GELU_INPUT, HEAD_QUERIES, PATTERN, SECOND_NORM, Kind, as_order,
+                         block_hook_name, block_input, block_steps, embeddings, eval_source,
+                         input_node, node_for_hook, parse_hook, residual_branches, shortcut_sources)
 from .facts import ORDER, SHAPES, VALUES
 from .question import (NORM_WORDS, Live, Question, choices, live_layer, nth, numbers_around)
 
@@ -40,7 +40,8 @@ def _shape_reason(d: tuple, shape: tuple, c: int, hidden: int) -> str:
 
 
 def _emb(live: Live) -> int:
-    return int(live.views[EMBEDDINGS].shape[-1]) if EMBEDDINGS in live.views else int(live.shape[-1])
+    stream = embeddings(live.norm_position)  # what enters block 0: emb_dim values a token
+    return int(live.views[stream].shape[-1]) if stream in live.views else int(live.shape[-1])
 
 
 def _width_gives(live: Live, last: int, c: int, hidden: int) -> tuple[str, ...]:
@@ -160,10 +161,13 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
     """The seeds' question with the seeds' options: most people guess attention. Its
     numbers are the block's that x enters (at a block's output: the next block's)."""
     order = block_steps(live.norm_position)
-    # the answers (norm1 Pre-LN, att Post-LN) neither the longest nor the shortest
-    labels = {FIRST_NORM: f"LayerNorm 1 ({FIRST_NORM})", ATTENTION: f"Multi-head attention ({ATTENTION})",
-              FEED_FORWARD: f"Feed-forward ({FEED_FORWARD})",
-              FIRST_DROPOUT: "Dropout on the shortcut (drop_shortcut)"}
+    # the answers (norm1 Pre-LN, att Post-LN) neither the longest nor the shortest; a
+    # block without dropout (Llama's) offers its second norm instead
+    named = {n.key: f"{n.label} ({n.key})" for n in order}
+    fourth = FIRST_DROPOUT if FIRST_DROPOUT in named else SECOND_NORM
+    labels = {k: named[k] for k in (FIRST_NORM, ATTENTION, FEED_FORWARD, fourth)}
+    if fourth == FIRST_DROPOUT:
+        labels[FIRST_DROPOUT] = "Dropout on the shortcut (drop_shortcut)"
     first = order[0].key
     layer = live_layer(live)
     x = live.views.get(block_input(layer, live.norm_position))
@@ -191,9 +195,11 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
         elif key == FIRST_NORM and first != FIRST_NORM:
             why[label] = (f"in this Post-LN block LayerNorm 1 comes {nth(n)}, after the first "
                           "add, not before attention.")
+        elif key == SECOND_NORM:
+            why[label] = f"{label} comes {nth(n)}, after the first add, before the feed-forward."
     options, answer, why_t = choices(labels[first], [v for k, v in labels.items() if k != first],
                                      rng, why)
-    kind = "Pre-LN" if live.norm_position == "pre" else "Post-LN"
+    kind = "Pre-LN" if as_order(live.norm_position).position == "pre" else "Post-LN"
     sequence = " → ".join(n.key for n in order)
     return Question(f"Which operation touches the block's input x {x_shape} first?", options,
                     answer, f"In this {kind} block the order is {sequence}.", why_t,
@@ -263,8 +269,9 @@ def dropout_question(live: Live, rng: random.Random) -> Question:
 
 def shortcut_question(live: Live, rng: random.Random) -> Question:
     # the answers (x, add1, norm1) neither the longest nor the shortest, each with its name
+    norm = node_for_hook(block_hook_name(0, FIRST_NORM), live.norm_position).label
     names = {BLOCK_INPUT: "the stream into the block (x)", FIRST_ADD: f"the first add's output ({FIRST_ADD})",
-             FIRST_NORM: f"LayerNorm 1's output ({FIRST_NORM})"}
+             FIRST_NORM: f"{norm}'s output ({FIRST_NORM})"}
     source = shortcut_sources(live.norm_position)[parse_hook(live.name)[1]]
     right = names[source]
     distractors = [v for k, v in names.items() if k != source] + ["the attention's output (att)"]
@@ -273,7 +280,7 @@ def shortcut_question(live: Live, rng: random.Random) -> Question:
                   f"{right}; {v} is {'the branch being added' if ATTENTION in v else 'another point of the stream'}"
                for v in distractors}
     options, answer, reasons = choices(right, distractors, rng, why_not)
-    branch = live.near(residual_branches()[parse_hook(live.name)[1]])
+    branch = live.near(residual_branches(live.norm_position)[parse_hook(live.name)[1]])
     detail = ""
     if branch is not None and branch.array is not None and live.view.array is not None:
         total = live.view.array.reshape(-1, live.shape[-1])[-1]
@@ -307,10 +314,11 @@ def pattern_rows_question(live: Live, rng: random.Random) -> Question:
 
 def _heads(live: Live) -> tuple[int, int, int]:
     """(n_heads, head_dim, emb_dim) of the node's block, from the pass's shapes."""
-    heads = live.near(HEAD_QUERIES) or live.near(PATTERN)
+    queries = live.near(HEAD_QUERIES)
+    heads = queries or live.near(PATTERN)
     h = int(heads.shape[1]) if heads is not None else 1
     c = _emb(live)
-    return h, c // h, c
+    return h, int(queries.shape[-1]) if queries is not None else c // h, c  # Qwen3: its own
 
 
 def head_dim_question(live: Live, rng: random.Random) -> Question:
@@ -318,13 +326,14 @@ def head_dim_question(live: Live, rng: random.Random) -> Question:
     roles = {h: "the number of heads", c: "the whole token's width (emb_dim)",
              2 * hd: "twice a head's width", c * h: "emb_dim times the heads: heads do not copy the token"}
     offered = numbers_around(hd, list(roles), rng)
-    why_not = {str(v): f"{v} is {roles[v]}; each head gets {c} / {h} = {hd}" if v in roles
-               else f"each head gets {c} / {h} = {hd} values, not {v}" for v in offered}
+    why_not = {str(v): f"{v} is {roles[v]}; each head gets {hd}" if v in roles
+               else f"each head gets {hd} values, not {v}" for v in offered}
     options, answer, reasons = choices(str(hd), [str(v) for v in offered], rng, why_not)
+    split = (f"head_dim = emb_dim / n_heads = {c} / {h} = {hd}: the token's {c} values are "
+             f"divided among the {h} heads." if h * hd == c else f"head_dim is the model's own "
+             f"{hd} (Qwen3 sets it): {h} heads × {hd} = {h * hd} values, against emb_dim {c}.")
     return Question(f"How many values per token does each head work on in {live.node.label} "
-                    f"({live.name})?", options, answer,
-                    f"head_dim = emb_dim / n_heads = {c} / {h} = {hd}: the token's {c} values "
-                    f"are divided among the {h} heads.", reasons, frozenset({SHAPES}),
+                    f"({live.name})?", options, answer, split, reasons, frozenset({SHAPES}),
                     gives=(str(hd), f"{hd} each", f"= {hd}"))
 
 

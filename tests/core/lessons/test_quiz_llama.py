@@ -1,0 +1,121 @@
+"""Learn's questions on the Llama / Qwen block: every node gets questions of its own,
+well formed; the new ones (RMSNorm, RoPE, the SwiGLU gate, grouped-query attention) are
+answered by the live tensors — RoPE's angle and its shifted score against the model's
+own scores — and no form rule finds their answers above chance."""
+
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.core.gpt.config import preset
+from explorer.core.gpt.model import build_model
+from explorer.core.gpt.nodes import (KEYS, KEYS_ROPE, KEYS_SHARED, QUERIES_ROPE, SCORES, all_hook_names,
+                                     block_hook_name, node_for_hook, order_of)
+from explorer.core.lessons.learn import QUIZ_FAMILIES, question_for, questions_for
+from explorer.core.lessons.question import Live
+from explorer.core.lessons.quiz_llama import (cache_question, gate_share_question, group_question,
+                                              rms_mean_question, rms_size_question,
+                                              rope_angle_question, rope_shift_question,
+                                              swiglu_weights_question)
+from explorer.core.run.capture import Capture
+
+from .test_option_forms import DRAWS, tells
+
+CONFIGS = {"llama": preset("llama-tiny"), "qwen3": preset("qwen3-tiny")}
+
+
+@pytest.fixture(scope="module")
+def passes():
+    out = {}
+    for key, cfg in CONFIGS.items():
+        model = build_model(cfg, seed=3)
+        ids = torch.tensor([[464, 1049, 11, 290], [40, 716, 257, 3797]])[:, :3]
+        with torch.no_grad(), Capture(model, tensors=True, inside=True) as cap:
+            model(ids)
+        out[key] = cap.views()
+    return out
+
+
+def live(views, cfg, key, layer=1):
+    return Live(block_hook_name(layer, key), views, order_of(cfg))
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_every_node_gets_well_formed_questions_of_its_own(passes, key):
+    cfg, views = CONFIGS[key], passes[key]
+    order = order_of(cfg)
+    assert order.family.name in QUIZ_FAMILIES
+    for name in all_hook_names(cfg, inside=True):
+        makers = questions_for(name, order)
+        assert len(makers) >= 2, name
+        for asked in range(len(makers)):
+            q = question_for(name, views, order, asked, seed=asked)
+            assert 2 <= len(q.options) <= 4 and len(set(q.options)) == len(q.options), (name, q)
+            assert "LayerNorm" not in q.text + "".join(q.options), (name, q)  # its own words
+            for choice in range(len(q.options)):
+                assert q.feedback(choice).startswith("Right." if choice == q.answer else "Not quite")
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_no_form_rule_finds_a_new_answer_above_chance(passes, key):
+    cfg, views = CONFIGS[key], passes[key]
+    order = order_of(cfg)
+    found, asked = Counter(), Counter()
+    for name in all_hook_names(cfg, inside=True):
+        for n, maker in enumerate(questions_for(name, order)):
+            group = (maker.__name__, str(node_for_hook(name, order).kind))
+            for seed in range(DRAWS):
+                q = question_for(name, views, order, n, seed=seed)
+                asked[group] += 1
+                found.update((group, rule) for rule, i in tells(q.options).items()
+                             if i == q.answer)
+    over = {f"{g} {rule}": f"{n}/{asked[g]}" for (g, rule), n in found.items()
+            if n / asked[g] > 1 / 4 + 0.2}
+    assert not over, over
+
+
+def test_rmsnorm_questions_are_answered_by_the_tensors(passes):
+    cfg, views = CONFIGS["llama"], passes["llama"]
+    q = rms_mean_question(live(views, cfg, "norm1"), random.Random(0))
+    assert q.options[q.answer] == "leaves the mean in, divides by its root mean square"
+    x = views[block_hook_name(1, "add1")].array.reshape(-1, 32)[-1]  # norm2's input
+    q = rms_mean_question(live(views, cfg, "norm2"), random.Random(0))
+    rms = float(np.sqrt(np.mean(x.astype(np.float64) ** 2)))
+    assert f"mean {x.mean():.3g} and root mean square {rms:.3g}" in q.explanation
+    q = rms_size_question(live(views, cfg, "norm2"), random.Random(1))
+    assert q.options[q.answer] == "1" and f"{rms / np.sqrt(rms ** 2 + 1e-5):.6f}" in q.explanation
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_ropes_angle_and_shifted_score_are_the_models(passes, key):
+    cfg, views = CONFIGS[key], passes[key]
+    q = rope_angle_question(live(views, cfg, QUERIES_ROPE), random.Random(0))
+    assert q.options[q.answer] == "2"  # the last of 3 tokens at position 2, θ₀ = 1
+    for seed in range(4):
+        q = rope_shift_question(live(views, cfg, KEYS_ROPE), random.Random(seed))
+        assert q.options[q.answer] == "it stays the same as it was"
+        here, moved = (float(v) for v in
+                       q.explanation.split("scores ")[1].split(" with both")[0].split(
+                           " where they stand and "))
+        score = float(views[block_hook_name(1, SCORES)].array[0, 0, 2, 0])  # the model's own
+        assert here == pytest.approx(score, rel=1e-5, abs=1e-6)
+        assert moved == pytest.approx(here, rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("key, weights, group, cache", [("llama", 6144, 2, 32),
+                                                         ("qwen3", 6144, 2, 64)])
+def test_swiglu_and_gqa_answers_equal_hand_counts(passes, key, weights, group, cache):
+    cfg, views = CONFIGS[key], passes[key]
+    q = swiglu_weights_question(live(views, cfg, "ff.product"), random.Random(0))
+    assert q.options[q.answer] == f"{weights:,}" == f"{3 * 32 * cfg.hidden_dim:,}"
+    assert group_question(live(views, cfg, KEYS_SHARED), random.Random(0)).options[
+        group_question(live(views, cfg, KEYS_SHARED), random.Random(0)).answer] == str(group)
+    q = cache_question(live(views, cfg, KEYS), random.Random(0))
+    assert q.options[q.answer] == str(cache) == str(2 * cfg.kv_heads * cfg.head_dim)
+    silu = views[block_hook_name(1, "ff.silu")].array
+    share = float((np.abs(silu) <= 0.1).mean())
+    q = gate_share_question(live(views, cfg, "ff.silu"), random.Random(0))
+    assert f"{100 * share:.1f}%" in q.explanation
