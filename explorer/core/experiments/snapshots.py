@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .train_files import MODEL_FILE, SNAPSHOT_DIR, STATE_FILE, read_state, resume_state
+from .train_files import (MODEL_FILE, SNAPSHOT_DIR, STATE_FILE, read_state, resume_state,
+                          sibling_runs)
 
 DEFAULT_SNAPSHOTS = 12
 MAX_SNAPSHOTS = 1_000
@@ -133,6 +134,39 @@ def run_history(folder: str | Path) -> list[dict]:
         return resume_state(path, read_json(path))[1] if path.is_file() else []
     except (ValueError, OSError):
         return []  # a damaged or foreign file: the timeline shows its snapshots only
+
+
+@dataclass(frozen=True)
+class KeptRun:
+    """A training run kept on disk, to draw beside another: its folder, the model it
+    trained and its evaluations."""
+
+    folder: Path
+    preset: str
+    step: int
+    history: list[dict]
+
+    @property
+    def label(self) -> str:
+        loss = f", validation {self.history[-1]['val_loss']:.2f}" if self.history else ""
+        return f"{self.preset}, {self.step:,} steps{loss} ({self.folder.name})"
+
+
+def kept_runs(folder: str | Path) -> list[KeptRun]:
+    """The runs kept in ``folder`` and its numbered siblings (runs/train, runs/train-2,
+    …; any of them names them all), each whose trainer.json reads; in the order of their
+    folders' names."""
+    folder = Path(folder)
+    root = folder.with_name(re.sub(r"-\d+$", "", folder.name))
+    out = []
+    for path in sorted(sibling_runs(root), key=lambda p: (len(p.name), p.name)):
+        try:
+            step, history, settings = read_state(path / STATE_FILE)
+        except (ValueError, OSError):
+            continue  # a damaged or foreign file: not offered
+        preset = settings.get("preset") if isinstance(settings.get("preset"), str) else "a model"
+        out.append(KeptRun(path, preset[:40], step, history))
+    return out
 
 
 def trained_label(path: str | Path) -> str | None:

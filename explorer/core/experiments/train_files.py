@@ -47,13 +47,19 @@ def free_run_dir(folder: str | Path) -> Path:
     return candidate
 
 
+def sibling_runs(folder: str | Path) -> list[Path]:
+    """``folder`` and its siblings ``folder-2``, ``folder-3``, … that hold a run."""
+    folder = Path(folder)
+    return [p for p in [folder, *folder.parent.glob(f"{glob.escape(folder.name)}-*")]
+            if (p == folder or p.name[len(folder.name) + 1:].isascii() and p.name[len(folder.name) + 1:].isdigit())
+            and file_kind(p / STATE_FILE) == "file"]
+
+
 def latest_run_dir(folder: str | Path) -> Path:
     """Of ``folder`` and its siblings ``folder-2``, ``folder-3``, … the one whose run was
     saved last (its trainer.json the newest); ``folder`` when none holds a run."""
     folder = Path(folder)
-    runs = [p for p in [folder, *folder.parent.glob(f"{glob.escape(folder.name)}-*")]
-            if (p == folder or p.name[len(folder.name) + 1:].isascii() and p.name[len(folder.name) + 1:].isdigit())
-            and file_kind(p / STATE_FILE) == "file"]
+    runs = sibling_runs(folder)
 
     def saved(p: Path) -> int:
         try:

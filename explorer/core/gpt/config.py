@@ -230,6 +230,10 @@ PRESETS: dict[str, GPTConfig] = {
     # uses GPT-2's tokenizer, so its vocabulary has at least GPT-2's 50,257 rows.
     "llama-tiny": _llama(context_length=64, emb_dim=32, n_heads=4, n_kv_groups=2, n_layers=2,
                          ff_dim=64),
+    # mini's Llama-family twin, to train here on the same text: the same width, blocks and
+    # heads (6 query heads sharing 2 key/value heads), SwiGLU at 8/3 × emb_dim
+    "llama-mini": _llama(context_length=128, emb_dim=192, n_heads=6, n_kv_groups=2, n_layers=4,
+                         ff_dim=512),
     "qwen3-tiny": _llama(context_length=64, emb_dim=32, n_heads=4, n_kv_groups=2, n_layers=2,
                          ff_dim=64, head_size=16, qk_norm=True, norm_eps=1e-6, rope_base=1e6),
     # SmolLM2-135M's shape (its own vocabulary has 49,152 tokens)

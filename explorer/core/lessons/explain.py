@@ -39,8 +39,10 @@ WHAT_BY_FAMILY = {
     ("llama", "attention"): "Lets each token look at the tokens before it: queries meet keys "
                             "(both rotated by their positions) to give weights, and each token "
                             "receives a weighted mix of the values; {heads} query heads of "
-                            "{head_dim} values share {kv_heads} key/value heads. out_proj then "
-                            "combines the heads.",
+                            "{head_dim} values share {kv_heads} key/value heads ({groups}). "
+                            "Each token so keeps {kv_values} values a block in the KV cache, "
+                            "against {mha_values} with a key and value head per query head. "
+                            "out_proj then combines the heads.",
     ("llama", "linear"): "A learned matrix multiplication applied to every token separately "
                          "(no bias here): each output value is a weighted score of all the "
                          "token's input values, one set of weights per output value.",
@@ -67,12 +69,28 @@ def numbers(cfg=None) -> dict[str, str]:
     if cfg is None:
         return {"c": "emb_dim", "hidden": "hidden_dim", "vocab": "vocab_size",
                 "ctx": "context_length", "heads": "n_heads", "head_dim": "head_dim",
-                "drop": "drop_rate", "kv_heads": "n_kv_groups", "half": "head_dim / 2"}
+                "drop": "drop_rate", "kv_heads": "n_kv_groups", "half": "head_dim / 2",
+                "groups": "each key/value head read by n_heads / n_kv_groups query heads",
+                "kv_values": "2 × n_kv_groups × head_dim", "mha_values": "2 × n_heads × head_dim"}
+    g = cfg.n_heads // cfg.kv_heads
     return {"c": f"{cfg.emb_dim:,}", "hidden": f"{cfg.hidden_dim:,}",
             "vocab": f"{cfg.vocab_size:,}", "ctx": f"{cfg.context_length:,}",
             "heads": str(cfg.n_heads), "head_dim": str(cfg.head_dim),
             "drop": f"{cfg.drop_rate:g}", "kv_heads": str(cfg.kv_heads),
-            "half": str(cfg.head_dim // 2)}
+            "half": str(cfg.head_dim // 2), "groups": _groups(cfg.kv_heads, g),
+            "kv_values": f"{2 * cfg.kv_heads * cfg.head_dim:,}",
+            "mha_values": f"{2 * cfg.n_heads * cfg.head_dim:,}"}
+
+
+def _groups(kv: int, g: int) -> str:
+    """Which query heads read which key/value head: 'query heads 0–2 read key/value head
+    0, 3–5 head 1, …'."""
+    if g == 1:
+        return "each query head with a key/value head of its own"
+    spans = [f"{k * g}–{k * g + g - 1}" for k in range(kv)]
+    shown = spans[:3] + (["…"] if kv > 3 else [])
+    return f"query heads {shown[0]} read key/value head 0" + "".join(
+        f", {s} head {k + 1}" if s != "…" else ", …" for k, s in enumerate(shown[1:]))
 
 
 @dataclass(frozen=True)

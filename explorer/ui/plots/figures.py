@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 
 from ...core.experiments.ln_compare import GradientResult, RunSummary
 from ...core.experiments.training import TrainSettings
@@ -156,9 +157,30 @@ class LossCurves:
         self.val = plot.plot([], [], pen=pg.mkPen("#d2691e", width=2), symbol="s",
                              symbolSize=6, symbolBrush="#d2691e",
                              name=f"validation (estimated on {TrainSettings().eval_batches} batches)")
-        legend_row(canvas.ci, [(c, c.name()) for c in (self.steps, self.train, self.val)],
-                   columns=1)  # one per line: the Train tab's plot is narrow on a laptop
+        self.legend = legend_row(canvas.ci, [(c, c.name()) for c in (self.steps, self.train,
+                                                                     self.val)],
+                                 columns=1)  # one per line: the Train tab's plot is narrow
+        self.beside: list = []  # another run's evaluations, dashed
         set_empty(plot, "Start a training run: its loss appears here, step by step")
+
+    def set_beside(self, name: str | None, steps: list[int] = (), train: list[float] = (),
+                   val: list[float] = ()) -> None:
+        """Another run's train and validation evaluations, dashed, named in the legend
+        (None: none)."""
+        for curve in self.beside:
+            self.plot.removeItem(curve)
+            self.legend.removeItem(curve)
+        self.beside = []
+        if name is None:
+            return
+        for values, colour, what in ((train, "#1f4e8c", "train"), (val, "#d2691e", "validation")):
+            curve = self.plot.plot(list(steps), list(values), symbol="t", symbolSize=6,
+                                   symbolBrush=colour,
+                                   pen=pg.mkPen(colour, width=1.5, style=Qt.DashLine))
+            self.legend.addItem(curve, f"{name}: {what}")
+            self.beside.append(curve)
+        if len(steps):
+            set_empty(self.plot, None)
 
     def set_steps(self, steps: list[tuple[int, float]]) -> None:
         arr = np.asarray(steps, dtype=float).reshape(-1, 2)

@@ -22,7 +22,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
 from ....core.sources import ModelSpec
 from ....core.base.state import data_dir
 from ....core.experiments.train_estimate import MEASURING, Estimate, result_words
-from ....core.experiments.snapshots import Snapshot, SnapshotEvent, list_snapshots, run_history
+from ....core.experiments.snapshots import (Snapshot, SnapshotEvent, kept_runs, list_snapshots,
+                                           run_history)
 from ....core.experiments.train_files import free_run_dir, latest_run_dir
 from ....core.experiments.train_process import train_in_process
 from ....core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings
@@ -56,7 +57,7 @@ class TrainPanel(ViewHooks, QWidget):
         self.samples.setReadOnly(True)
         self.samples.setPlaceholderText("Sample generations appear here at each evaluation.")
         self.results = QTabWidget()  # the curve and the samples, each the column's room
-        self.results.addTab(self.plot, "Loss curve")
+        self.results.addTab(self._loss_page(), "Loss curve")
         self.results.addTab(self.samples, "Samples")
         # two snapshots side by side on the prompt, an engine job (the views' thread)
         self.compare = SnapshotCompare(engine, self._prompt_ids, status=session.set_status)
@@ -71,6 +72,46 @@ class TrainPanel(ViewHooks, QWidget):
         self._reset()
         self._timeline_from_disk()
 
+    def _loss_page(self) -> QWidget:
+        """The loss curve, and another run kept beside this one to draw with it."""
+        self.beside = QComboBox()
+        self.beside.setToolTip("Another run kept beside this one (runs/train, runs/train-2, "
+                               "…), its evaluations dashed on the same axes: mini beside "
+                               "llama-mini, say, trained on the same text")
+        self.beside.activated.connect(lambda _i: self._draw_beside())
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Beside:"))
+        row.addWidget(self.beside, 1)
+        page = QWidget()
+        column = QVBoxLayout(page)
+        column.setContentsMargins(0, 4, 0, 0)
+        column.addLayout(row)
+        column.addWidget(self.plot, 1)
+        return page
+
+    def _fill_beside(self) -> None:
+        """The other runs kept beside the checkpoint folder, the one drawn kept."""
+        here = Path(self.out_dir.text().strip() or ".")
+        drawn = self.beside.currentData()
+        self.beside.clear()
+        self.beside.addItem("no other run", None)
+        for run in kept_runs(here):
+            if run.folder.resolve() != here.resolve():
+                self.beside.addItem(run.label, run)
+        at = next((i for i in range(self.beside.count()) if self.beside.itemData(i) is not None
+                   and drawn is not None and self.beside.itemData(i).folder == drawn.folder), 0)
+        self.beside.setCurrentIndex(at)
+        self._draw_beside()
+
+    def _draw_beside(self) -> None:
+        run = self.beside.currentData()
+        if run is None:
+            self.curves.set_beside(None)
+            return
+        h = run.history
+        self.curves.set_beside(run.preset, [e["step"] for e in h], [e["train_loss"] for e in h],
+                               [e["val_loss"] for e in h])
+
     def _form(self, default_out: str | None) -> QGridLayout:
         """The text, the model, steps, time limit, learning rate, batch, where to save:
         two settings a row."""
@@ -80,7 +121,7 @@ class TrainPanel(ViewHooks, QWidget):
         browse = QPushButton("Text file…")
         browse.clicked.connect(self._browse)
         self.preset = QComboBox()
-        self.preset.addItems(["mini", "tiny"])
+        self.preset.addItems(["mini", "llama-mini", "tiny"])
         self.steps = QSpinBox()
         self.steps.setRange(1, 100_000)
         self.steps.setValue(defaults.max_steps)
@@ -192,6 +233,7 @@ class TrainPanel(ViewHooks, QWidget):
             self.timeline.set_loss(h["step"], h["val_loss"])
         self.curves.set_evals([h["step"] for h in history], [h["train_loss"] for h in history],
                               [h["val_loss"] for h in history])
+        self._fill_beside()
 
     def show_snapshot(self, snap: Snapshot) -> None:
         """Load the snapshot into the explorer; the prompt runs on it once it is loaded."""
@@ -260,6 +302,7 @@ class TrainPanel(ViewHooks, QWidget):
         asked = self.out_dir.text().strip() or str(data_dir() / "runs" / "train")
         out = str(free_run_dir(asked))  # a run already there is kept: this one goes beside it
         self.out_dir.setText(out)
+        self._fill_beside()  # the run kept there is one to draw beside this one
         kept = f" ({asked} holds an earlier run, kept; this one goes to {out})" if out != asked else ""
         self.session.set_status(f"Training {settings.preset}…{kept}")
         self.estimate = Estimate(None if settings.max_minutes else settings.max_steps,

@@ -6,9 +6,10 @@ import pytest
 from tests.ui.conftest import TRAINING, show
 
 
-def start_training(window, steps, out, snapshots=0, follow=False):
+def start_training(window, steps, out, snapshots=0, follow=False, preset="tiny"):
     panel = window.view("train")
-    panel.preset.setCurrentText("tiny")
+    panel.preset.setCurrentText(preset)
+    assert panel.preset.currentText() == preset
     panel.batch.setValue(2)  # a small batch: the steps, not their size, are tested
     panel.steps.setValue(steps)
     panel.snapshots.setValue(snapshots)
@@ -193,6 +194,39 @@ def test_watching_it_learn_snapshots_followed_picked_and_restored(qtbot, make_wi
     assert [s.step for s in restored.timeline.snapshots] == [0, 1, 5, 12]
     assert set(restored.timeline.losses) == {0, 12}  # the evaluations' validation losses
     assert restored.timeline.label.text().startswith("step 12 (4 of 4 kept) · validation loss")
+
+
+@pytest.mark.slow
+def test_llama_mini_trains_beside_a_gpt2_run_and_its_snapshots_are_followed(
+        qtbot, make_window, tmp_path):
+    """The Llama-family preset trains here on the same text, its snapshots followed into
+    the explorer (its own block); the GPT-2 run kept beside it is drawn on the same axes,
+    dashed, named in the legend, its evaluations the ones on disk."""
+    from explorer.core.experiments.snapshots import run_history
+    window = make_window()
+    out = tmp_path / "runs" / "train"
+    panel = start_training(window, 4, out)  # the GPT-2 run first
+    qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
+    panel = start_training(window, 4, out, snapshots=2, follow=True, preset="llama-mini")
+    assert panel.out_dir.text() == str(out.parent / "train-2")
+    qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
+    qtbot.waitUntil(lambda: window.session.model.config.llama and "llama-mini, 4 steps" in
+                    window.session.model.label, timeout=TRAINING)
+    assert [s.step for s in panel.timeline.snapshots] == [0, 4]
+    items = [panel.beside.itemText(i) for i in range(panel.beside.count())]
+    assert items[0] == "no other run" and items[1].startswith("tiny, 4 steps, validation ")
+    panel.beside.setCurrentIndex(1)
+    panel._draw_beside()
+    gpt2 = run_history(out)
+    dashed = panel.curves.beside
+    assert len(dashed) == 2 and list(dashed[1].getData()[1]) == [e["val_loss"] for e in gpt2]
+    names = [label.text for _sample, label in panel.curves.legend.items]
+    assert "tiny: validation" in names and "tiny: train" in names
+    assert list(panel.curves.val.getData()[1]) == [e.val_loss for e in panel.evals]
+    panel.beside.setCurrentIndex(0)
+    panel._draw_beside()
+    assert panel.curves.beside == [] and "tiny: validation" not in \
+        [label.text for _sample, label in panel.curves.legend.items]
 
 
 def test_a_snapshot_picked_by_hand_unticks_follow_and_says_so(qtbot):
