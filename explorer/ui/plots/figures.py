@@ -163,6 +163,14 @@ class LossCurves:
         self.beside: list = []  # another run's evaluations, dashed
         set_empty(plot, "Start a training run: its loss appears here, step by step")
 
+    def name_own(self, who: str | None) -> None:
+        """The shown run's evaluations named after its model in the legend (while another
+        run is drawn beside it), or plainly (None)."""
+        for sample, label in self.legend.items:
+            for curve in (self.train, self.val):
+                if sample.item is curve:
+                    label.setText(f"{who}: {curve.name()}" if who else curve.name())
+
     def set_beside(self, name: str | None, steps: list[int] = (), train: list[float] = (),
                    val: list[float] = ()) -> None:
         """Another run's train and validation evaluations, dashed, named in the legend

@@ -48,6 +48,7 @@ class TrainPanel(ViewHooks, QWidget):
         super().__init__()
         self.session = session
         self.runner: JobRunner | None = None  # training's own thread, while it trains
+        self._own: str | None = None  # the shown run's model (kept_runs' preset)
         self.job = None  # the running training job (asked on its end whether it was stopped)
         self.checkpoint = ""
         self.before: ModelSpec | None = None  # the model loaded when training started
@@ -95,9 +96,12 @@ class TrainPanel(ViewHooks, QWidget):
         drawn = self.beside.currentData()
         self.beside.clear()
         self.beside.addItem("no other run", None)
+        self._own = None  # the shown run's model, to name its curves beside another's
         for run in kept_runs(here):
             if run.folder.resolve() != here.resolve():
                 self.beside.addItem(run.label, run)
+            else:
+                self._own = run.preset
         at = next((i for i in range(self.beside.count()) if self.beside.itemData(i) is not None
                    and drawn is not None and self.beside.itemData(i).folder == drawn.folder), 0)
         self.beside.setCurrentIndex(at)
@@ -105,6 +109,8 @@ class TrainPanel(ViewHooks, QWidget):
 
     def _draw_beside(self) -> None:
         run = self.beside.currentData()
+        own = self.preset.currentText() if self.job is not None else self._own
+        self.curves.name_own(own if run is not None else None)
         if run is None:
             self.curves.set_beside(None)
             return
@@ -377,6 +383,7 @@ class TrainPanel(ViewHooks, QWidget):
         last = f"; last checkpoint {Path(self.checkpoint).name}" if new else ""
         self.session.set_status(f"Training {'stopped' if stopped else 'finished'}: saved "
                                 f"{Path(path).name}" if path else f"Training stopped{last}")
+        self._fill_beside()  # this run is on disk now: its own model names its curves
         if path:
             self.checkpoint = path
             self.load_button.setEnabled(True)

@@ -222,6 +222,7 @@ def test_llama_mini_trains_beside_a_gpt2_run_and_its_snapshots_are_followed(
     assert len(dashed) == 2 and list(dashed[1].getData()[1]) == [e["val_loss"] for e in gpt2]
     names = [label.text for _sample, label in panel.curves.legend.items]
     assert "tiny: validation" in names and "tiny: train" in names
+    assert "llama-mini: train (evaluation)" in names  # the shown run named after its model
     assert list(panel.curves.val.getData()[1]) == [e.val_loss for e in panel.evals]
     panel.beside.setCurrentIndex(0)
     panel._draw_beside()
