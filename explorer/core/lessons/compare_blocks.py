@@ -200,6 +200,20 @@ class Comparison:
     parts: tuple[dict[str, int], dict[str, int]]
     blocks: tuple[int, int]  # blocks of each
     caches: tuple[CacheCost, CacheCost]
+    heads: tuple[tuple[bool, int], tuple[bool, int]]  # tied?, a head of its own's weights
+    widths: tuple[tuple[int, int, int], tuple[int, int, int]]  # emb, hidden, matrices
+
+    def notes(self) -> list[str]:
+        """The head tied or untied, and the feed-forward's matrices at each width."""
+        lines = []
+        for label, (is_tied, own), (c, hidden, n) in zip(self.labels, self.heads, self.widths):
+            head = (f"the output head is tok_emb's matrix (tied): untied, it would add "
+                    f"{own:,}" if is_tied else f"the output head is a matrix of its own "
+                    f"({own:,}): tied, the model would have that many fewer")
+            lines.append(f"{label}: {head}; its feed-forward holds {n} matrices of {c:,} × "
+                         f"{hidden:,} = {n * c * hidden:,} weights a block — with "
+                         f"{5 - n} it would hold {(5 - n) * c * hidden:,} at the same width")
+        return lines
 
 
 def compare(first: torch.nn.Module, second: torch.nn.Module,
@@ -208,7 +222,17 @@ def compare(first: torch.nn.Module, second: torch.nn.Module,
     return Comparison(labels, tuple(family_name(m.cfg) for m in pair), roles(first, second),
                       tuple(parameter_parts(m) for m in pair),
                       tuple(m.cfg.n_layers for m in pair),
-                      tuple(cache_cost(m, torch.bfloat16) for m in pair))
+                      tuple(cache_cost(m, torch.bfloat16) for m in pair),
+                      tuple((tied(m), m.get_submodule(LOGITS).weight.numel()) for m in pair),
+                      tuple(_ff_width(m) for m in pair))
+
+
+def _ff_width(model: torch.nn.Module) -> tuple[int, int, int]:
+    """(emb_dim, hidden width, matrices) of block 0's feed-forward, from its Linears."""
+    order = order_of(model.cfg)
+    up = model.get_submodule(block_hook_name(0, role(order, "activation_input")))
+    matrices = 3 if role(order, "up") else 2
+    return up.in_features, up.out_features, matrices
 
 
 def family_name(cfg) -> str:

@@ -107,3 +107,17 @@ def test_roles_say_each_blocks_way_with_its_numbers():
     for model, i in ((gpt2, 0), (smol, 1)):  # every node named is one of its model's
         known = set(all_hook_names(model.cfg, inside=True))
         assert all(r.nodes[i] in known for r in found.values() if r.nodes[i] is not None)
+
+
+def test_the_notes_say_the_head_and_the_feed_forwards_matrices_by_hand():
+    from explorer.core.lessons.compare_blocks import compare
+    c = compare(shaped("gpt2-small"), shaped("SmolLM2-135M"), ("gpt2", "smol"))
+    gpt2, smol = c.notes()
+    assert f"untied, it would add {50257 * 768:,}" in gpt2
+    assert f"2 matrices of 768 × 3,072 = {2 * 768 * 3072:,} weights a block — with 3 it " \
+           f"would hold {3 * 768 * 3072:,}" in gpt2
+    assert f"untied, it would add {49152 * 576:,}" in smol
+    assert f"3 matrices of 576 × 1,536 = {3 * 576 * 1536:,}" in smol
+    untied = build_model(SHAPES["gpt2-small"].replace(tie_weights=False), device="meta", seed=None)
+    assert "a matrix of its own (38,597,376)" in compare(untied, shaped("SmolLM2-135M"),
+                                                          ("a", "b")).notes()[0]

@@ -154,7 +154,7 @@ def parameters_html(c: Comparison) -> str:
                  if n else "—" for n, b in zip(counts, c.blocks)]
         rows.append([part, *cells])
     rows.append(["in all", *(f"{sum(p.values()):,}" for p in c.parts)])
-    words = [_table(["", *c.labels], rows)]
+    words = [_table(["", *c.labels], rows), *(html.escape(n) + "." for n in c.notes())]
     for label, cache in zip(c.labels, c.caches):
         saved = (f"; with a key and value head for each of its {cache.query_heads} query heads "
                  f"it would keep {cache.as_multi_head:,} (grouped-query attention keeps "
