@@ -187,12 +187,15 @@ def test_train_saves_and_resumes(capsys, tmp_path):
     out = tmp_path / "run"
     code, stdout, err = run(capsys, "train", "--preset", "tiny", "--steps", "4", "--eval-every", "2", "--batch-size", "2",
                             "--out", str(out), "--precision", "float32")
-    assert "validation tokens in float32;" in err
+    assert "validation tokens in float32 on cpu;" in err
     assert code == 0 and "step 4: train loss" in stdout and "sample: 'Every effort moves you" in stdout
     assert (out / "model.safetensors").is_file() and (out / "optimizer.pt").is_file()
     code, stdout, err = run(capsys, "train", "--resume", "--steps", "6", "--out", str(out),
                             "--plot", str(tmp_path / "loss.png"))
     assert code == 0 and "resuming" in err and "step 6: train loss" in stdout
+    code, _stdout, err = run(capsys, "train", "--preset", "tiny", "--steps", "1", "--out",
+                             str(tmp_path / "elsewhere"), "--device", "nowhere")
+    assert code == 2 and "nowhere" in err and err.count("\n") == 1  # one line, the devices
     from PySide6.QtGui import QImage
     assert QImage(str(tmp_path / "loss.png")).width() == 900
     import json

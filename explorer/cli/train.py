@@ -26,7 +26,9 @@ def register(sub) -> None:
     t.add_argument("--seed", type=seed_number, default=None)
     t.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default=None,
                    help="matrix products in bfloat16 or float32; auto (default): bfloat16 "
-                        "where the CPU computes it natively, float32 elsewhere")
+                        "where the device computes it natively, float32 elsewhere")
+    t.add_argument("--device", default=None, help="where to train: cpu (default), cuda, "
+                                                  "cuda:1, mps or auto")
     t.add_argument("--snapshots", type=int, default=None, metavar="N",
                    help="keep N copies of the weights while training, most of them early, in "
                         "OUT/snapshots (default 12; 0: none); open one with --checkpoint "
@@ -53,7 +55,8 @@ def train(args: argparse.Namespace) -> int:
     changes = {k: v for k, v in {"max_steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
                                   "eval_every": args.eval_every, "seed": args.seed,
                                   "precision": args.precision,
-                                  "snapshots": args.snapshots}.items() if v is not None}
+                                  "snapshots": args.snapshots,
+                                  "device": args.device}.items() if v is not None}
     if args.lr is not None:  # the schedule decays towards 1e-4, or to the rate if lower
         changes["min_lr"] = min(args.lr, TrainSettings().min_lr) if args.lr > 0 else args.lr
     if args.minutes is not None:
@@ -73,7 +76,8 @@ def train(args: argparse.Namespace) -> int:
     s = trainer.settings
     print(f"training {s.preset} ({sum(p.numel() for p in trainer.model.parameters()):,} parameters) on "
           f"{len(trainer.train_ids):,} training and {len(trainer.val_ids):,} validation tokens in "
-          f"{'bfloat16' if trainer.bfloat16 else 'float32'}; checkpoints in {shown(args.out)}",
+          f"{'bfloat16' if trainer.bfloat16 else 'float32'} on {trainer.device}; checkpoints in "
+          f"{shown(args.out)}",
           file=sys.stderr)
     report = Progress(None if s.max_minutes else s.max_steps)
     try:

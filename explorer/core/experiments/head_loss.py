@@ -23,7 +23,8 @@ CHUNK_ROWS = 128  # a chunk's logits: 128 × 50,257 floats, 26 MB
 _kept = threading.local()
 
 
-def _buffer(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+def _buffer(name: str, shape: tuple[int, ...], dtype: torch.dtype,
+            device: torch.device = torch.device("cpu")) -> torch.Tensor:
     """The buffer ``name`` of the previous call when it fits, else a new one: a new
     tensor of tens of MB is fresh memory from the system, whose first writes fault in
     every page (~80 ms a step for mini's 206 MB of logits in float32)."""
@@ -31,9 +32,9 @@ def _buffer(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tens
     if kept is None:
         _kept.buffers = kept = {}
     buf = kept.get(name)
-    if buf is None or buf.shape != shape or buf.dtype != dtype:
+    if buf is None or buf.shape != shape or buf.dtype != dtype or buf.device != device:
         kept[name] = buf = None  # the old one freed before the new one is made
-        kept[name] = buf = torch.empty(shape, dtype=dtype)
+        kept[name] = buf = torch.empty(shape, dtype=dtype, device=device)
     return buf
 
 
@@ -48,19 +49,21 @@ class _HeadLoss(torch.autograd.Function):
         n = hidden.shape[0]
         dtype = torch.bfloat16 if bfloat16 else hidden.dtype
         vocab = weight.shape[0]
-        w = weight if weight.dtype == dtype else _buffer("weight", weight.shape, dtype).copy_(weight)
+        device = hidden.device  # the buffers live where the model does
+        w = weight if weight.dtype == dtype else \
+            _buffer("weight", weight.shape, dtype, device).copy_(weight)
         h_all = hidden.to(dtype)
         whole = dtype == torch.float32
         # the logits' gradients, for one product with the hidden states at the end; in
         # float32 the logits are made there whole (one product is faster than a chunk's)
-        g_all = _buffer("logits", (n, vocab), dtype) if need_grad or whole else None
+        g_all = _buffer("logits", (n, vocab), dtype, device) if need_grad or whole else None
         if not whole:  # a chunk's logits in bfloat16, then in float32
-            low = _buffer("chunk", (min(chunk, n), vocab), dtype)
-            high = _buffer("chunk32", (min(chunk, n), vocab), torch.float32)
+            low = _buffer("chunk", (min(chunk, n), vocab), dtype, device)
+            high = _buffer("chunk32", (min(chunk, n), vocab), torch.float32, device)
         if whole:
             torch.mm(h_all, w.t(), out=g_all)
-        total = torch.zeros((), dtype=torch.float64)
-        rows = torch.arange(chunk)
+        total = torch.zeros((), dtype=torch.float64, device=device)
+        rows = torch.arange(chunk, device=device)
         for start in range(0, n, chunk):
             h = h_all[start:start + chunk]
             y = targets[start:start + chunk]
@@ -84,7 +87,8 @@ class _HeadLoss(torch.autograd.Function):
         if need_grad:
             grad_h = (g_all @ w).to(hidden.dtype)
             grad_w = (g_all.t() @ h_all if dtype == weight.dtype else  # (vocab, C)
-                      torch.mm(g_all.t(), h_all, out=_buffer("grad", weight.shape, dtype)).to(weight.dtype))
+                      torch.mm(g_all.t(), h_all, out=_buffer("grad", weight.shape, dtype,
+                                                             device)).to(weight.dtype))
             ctx.save_for_backward(grad_h, grad_w)
         return (total / n).to(hidden.dtype)
 

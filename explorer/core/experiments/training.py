@@ -18,7 +18,7 @@ from typing import Iterator
 
 import torch
 
-from ..base.devices import check_memory, native_bfloat16
+from ..base.devices import check_memory, native_bfloat16, resolve_device
 from ..base.state import remember_trained
 from ..base.validate import file_kind, read_json, real, whole
 from ..gpt.config import GPTConfig, preset
@@ -64,6 +64,7 @@ class TrainSettings:
     precision: str = "auto"
     # copies of the weights kept in the run folder at planned steps (snapshots.py)
     snapshots: int = DEFAULT_SNAPSHOTS
+    device: str = "cpu"  # where the model trains: cpu, cuda, cuda:1, mps or auto
 
     def validate(self) -> None:
         """Every setting of the right type and in range; the message names the setting,
@@ -100,6 +101,9 @@ class TrainSettings:
             problems.append(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if not isinstance(self.sample_prompt, str) or not isinstance(self.preset, str):
             problems.append("preset and sample prompt must be text")
+        if not isinstance(self.device, str) or not 0 < len(self.device) <= 20:
+            problems.append(f"device must be a device's name (cpu, cuda, mps, auto), not "
+                            f"{self.device!r:.40}")
         if problems:
             raise ValueError("invalid training settings: " + "; ".join(problems))
 
@@ -171,9 +175,8 @@ def batch(tokens: torch.Tensor, size: int, context: int, gen: torch.Generator) -
     return x, y
 
 
-def uses_bfloat16(precision: str) -> bool:
-    return precision == "bfloat16" or (precision == "auto"
-                                       and native_bfloat16(torch.device("cpu")))
+def uses_bfloat16(precision: str, device: torch.device = torch.device("cpu")) -> bool:
+    return precision == "bfloat16" or (precision == "auto" and native_bfloat16(device))
 
 
 class Trainer:
@@ -185,16 +188,18 @@ class Trainer:
         self.text = text
         self.out_dir = Path(out_dir) if out_dir else None
         self.recovered: str | None = None  # what resume found to repair in the folder
+        self.device = resolve_device(settings.device)  # ValueError: what is available
         if model is not None:
             cfg = model.cfg
         else:  # a Llama-family block has no dropout to set
             base = preset(settings.preset)
             cfg = base.replace(tie_weights=True) if base.llama else \
                 base.replace(drop_rate=settings.drop_rate, tie_weights=True)
-        check_memory(training_bytes(cfg, settings.batch_size), torch.device("cpu"),
+        check_memory(training_bytes(cfg, settings.batch_size), self.device,
                      f"training {settings.preset} with batch size {settings.batch_size}")
-        if model is None:  # built only once it is known to fit
-            model = build_model(cfg, seed=settings.seed)
+        if model is None:  # built only once it is known to fit, drawn on the CPU: one seed
+            model = build_model(cfg, seed=settings.seed)  # gives one start on every device
+        model = model.to(self.device)  # (a module moved keeps its shared head shared)
         self.model = model
         self.cfg: GPTConfig = model.cfg
         self.train_ids, self.val_ids = split_tokens(text, settings.val_fraction, self.cfg.context_length)
@@ -211,7 +216,7 @@ class Trainer:
             for group in self.optimizer.param_groups:  # a state saved by another version
                 group["fused"], group["foreach"] = True, None
         self.state = state or TrainState()
-        self.bfloat16 = uses_bfloat16(settings.precision)
+        self.bfloat16 = uses_bfloat16(settings.precision, self.device)
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
@@ -220,13 +225,16 @@ class Trainer:
         out = []
         for tokens, offset in ((self.train_ids, 0), (self.val_ids, 1)):
             gen = torch.Generator().manual_seed(self.settings.seed + offset)  # the same batches each time
-            losses = [loss_of(self.model, *batch(tokens, self.settings.batch_size,
-                                                 self.cfg.context_length, gen),
-                              self.bfloat16).item()
+            losses = [loss_of(self.model, *self._batch(tokens, gen), self.bfloat16).item()
                       for _ in range(self.settings.eval_batches)]
             out.append(sum(losses) / len(losses))
         self.model.train()
         return out[0], out[1]
+
+    def _batch(self, tokens: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch drawn on the CPU (the same on every device), on the model's device."""
+        x, y = batch(tokens, self.settings.batch_size, self.cfg.context_length, gen)
+        return x.to(self.device), y.to(self.device)
 
     def sample(self) -> str:
         self.model.eval()
@@ -263,7 +271,7 @@ class Trainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             gen = torch.Generator().manual_seed(s.seed * 1_000_003 + self.state.step)
-            x, y = batch(self.train_ids, s.batch_size, self.cfg.context_length, gen)
+            x, y = self._batch(self.train_ids, gen)
             torch.manual_seed(s.seed * 1_000_003 + self.state.step)  # dropout masks, per step
             loss = loss_of(self.model, x, y, self.bfloat16)
             if not torch.isfinite(loss):

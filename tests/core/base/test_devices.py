@@ -75,3 +75,43 @@ def test_the_chunked_pattern_is_causal_there():
     pattern = layers.causal_softmax(q, k)
     assert torch.all(pattern.triu(1) == 0)
     torch.testing.assert_close(pattern.sum(-1), torch.ones(1, 2, 150, device=device))
+
+
+def test_training_on_the_device_starts_as_on_the_cpu_and_its_checkpoint_opens_anywhere(tmp_path):
+    """The same seed gives the same start on every device (the weights drawn on the CPU);
+    a few steps there follow the CPU's losses; the checkpoint reads back on the CPU and a
+    resumed run trains on the device again."""
+    from explorer.core.experiments.train_text import default_text
+    from explorer.core.experiments.training import Trainer, TrainSettings
+    from explorer.core.weights.checkpoints import load_checkpoint
+
+    def run(device, out):
+        settings = TrainSettings(preset="tiny", max_steps=4, batch_size=2, eval_every=4,
+                                 eval_batches=1, sample_tokens=2, seed=5, snapshots=0,
+                                 precision="float32", drop_rate=0.0, warmup_steps=1,
+                                 device=device)
+        trainer = Trainer(default_text(), settings, out)
+        steps = [e.loss for e in trainer.run() if type(e).__name__ == "StepEvent"]
+        return trainer, steps
+
+    cpu, cpu_steps = run("cpu", tmp_path / "cpu")
+    there, steps = run(DEVICE, tmp_path / "there")
+    assert str(next(there.model.parameters()).device).startswith(DEVICE)
+    assert there.model.out_head.weight is there.model.tok_emb.weight  # still tied
+    first = (cpu.state.history[0], there.state.history[0])
+    assert first[1]["val_loss"] == pytest.approx(first[0]["val_loss"], abs=1e-4)
+    assert steps == pytest.approx(cpu_steps, abs=1e-3) and steps[-1] < steps[0]
+    opened = load_checkpoint(tmp_path / "there" / "model.safetensors").model  # on the CPU
+    for (name, a), b in zip(opened.state_dict().items(), there.model.state_dict().values()):
+        assert torch.equal(a, b.cpu()), name
+    again = Trainer.resume(tmp_path / "there", default_text(), max_steps=6)
+    assert str(next(again.model.parameters()).device).startswith(DEVICE)
+    assert [type(e).__name__ for e in again.run()].count("StepEvent") == 2
+
+
+def test_a_device_the_machine_has_not_is_refused_with_what_it_has():
+    from explorer.core.experiments.training import Trainer, TrainSettings
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    with pytest.raises(ValueError, match="cpu"):
+        Trainer("x " * 2000, TrainSettings(preset="tiny", device="cuda"))
