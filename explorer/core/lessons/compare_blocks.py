@@ -15,7 +15,8 @@ from ..gpt.config import preset
 from ..gpt.model import build_model
 from ..gpt.nodes import (ATTENTION, FEED_FORWARD, FINAL_NORM, FIRST_NORM, HEADS_MIX, KEYS, LOGITS,
                          POSITION_EMBEDDING, QUERIES, TOKEN_EMBEDDING, VALUES, Kind,
-                         block_hook_name, inside_attention, node_for_hook, order_of, role)
+                         block_hook_name, block_steps, inside_attention, node_for_hook, order_of,
+                         role)
 from ..run.capture import Capture
 
 PARTS = ("token embedding", "position embedding", "attention matrices", "attention biases",
@@ -110,7 +111,8 @@ def _norm_way(cfg) -> str:
         return (f"RMSNorm: x / √(mean(x²) + {cfg.norm_eps:g}) × scale ({cfg.emb_dim:,} "
                 "weights); no mean subtracted, no shift")
     return (f"LayerNorm: (x − mean) / √(var + 1e-5) × scale + shift (2 × {cfg.emb_dim:,} "
-            f"weights), {'before' if cfg.norm_position == 'pre' else 'after'} each branch")
+            f"weights), {'before' if block_steps(order_of(cfg))[0].key == FIRST_NORM else 'after'}"
+            " each branch")
 
 
 def _position_way(cfg) -> str:

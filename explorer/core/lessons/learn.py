@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..gpt.nodes import (EMBEDDING_SUM, KEYS, KEYS_SHARED, VALUES, VALUES_SHARED, Kind,
-                         as_order, block_output, embeddings, layer_of, node_for_hook)
+                         LLAMA, as_order, block_output, embeddings, layer_of, node_for_hook)
 from .kinds import KIND_LESSONS
 from .question import Live, Question
 from .quiz import first_node_question, norm_question, shape_question, width_question
@@ -31,7 +31,7 @@ def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
         makers = (first_node_question,) + makers
     if layer_of(name) is not None and node.kind == Kind.NORM:
         makers = makers + (norm_question,)
-    if as_order(norm_position).family.name == "llama":  # what grouped-query attention
+    if as_order(norm_position).family is LLAMA:  # what grouped-query attention
         if node.key in (KEYS_SHARED, VALUES_SHARED):  # and the SwiGLU change
             makers = (group_question,) + makers
         elif node.key in (KEYS, VALUES):

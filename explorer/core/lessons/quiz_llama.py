@@ -15,6 +15,7 @@ from ..gpt.nodes import (KEYS, KEYS_ROPE, QUERIES_ROPE, SECOND_NORM, VALUES, blo
                          input_node, role)
 from .facts import SHAPES, VALUES as VALUE_FACTS
 from .question import Live, Question, choices, live_layer, numbers_around
+from .rope_shift import turn
 
 BUCKETS = ["under 25%", "25–50%", "50–75%", "over 75%"]
 NEAR = 0.1  # a gate "near zero": |SiLU(fc1·x)| at most this
@@ -66,7 +67,6 @@ def rms_size_question(live: Live, rng: random.Random) -> Question:
                f"{math.sqrt(c):.3g}": f"√{c}: the length of a vector of {c} ones, not the "
                                        "root mean square of its values",
                f"{rms_in:.3g}": "that is the input's root mean square, before the division"}
-    offered.pop("1", None)
     return _grid(f"Before its weight, what is the root mean square of each vector "
                  f"{live.node.label} ({live.name}) makes?", "1", offered,
                  f"About 1 ({normed:.6f} for the last vector: a little under, because of eps): "
@@ -143,7 +143,7 @@ def rope_shift_question(live: Live, rng: random.Random) -> Question:
         q0, k0 = q_in.array[0, 0].astype(np.float64), k_in.array[0, 0].astype(np.float64)
         theta = _pair_angles(k0, k_rot.array[0, 0].astype(np.float64))[1]  # at position 1
         p = q0.shape[0] - 1
-        scores = [_turn(q0[p], (p + s) * theta) @ _turn(k0[0], s * theta) for s in (0, shift)]
+        scores = [turn(q0[p], (p + s) * theta) @ turn(k0[0], s * theta) for s in (0, shift)]
         detail = (f" Worked with this block's head 0: the last token's query against the first "
                   f"token's key scores {scores[0]:.6g} where they stand and {scores[1]:.6g} "
                   f"with both moved on by {shift}.")
@@ -153,13 +153,6 @@ def rope_shift_question(live: Live, rng: random.Random) -> Question:
                  "the dot product of two turned vectors depends only on the difference of the "
                  f"angles — how far apart the tokens are.{detail}", rng,
                  frozenset({VALUE_FACTS}), gives=("how far apart", "distance only"))
-
-
-def _turn(x: np.ndarray, angles: np.ndarray) -> np.ndarray:
-    half = x.size // 2
-    a, b = x[:half], x[half:]
-    return np.concatenate([a * np.cos(angles) - b * np.sin(angles),
-                           b * np.cos(angles) + a * np.sin(angles)])
 
 
 # ------------------------------------------------------------------ SwiGLU

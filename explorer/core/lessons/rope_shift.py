@@ -37,14 +37,17 @@ class RopeShift:
         return float(max(scores) - min(scores))
 
 
-def _rotate(x: np.ndarray, position: float, inv_freq: np.ndarray) -> np.ndarray:
+def turn(x: np.ndarray, angles: np.ndarray) -> np.ndarray:
     """The book's apply_rope on one head's vector, in float64: value i of the first half
-    paired with i + head_dim/2, the pair turned by position · θᵢ."""
+    paired with i + head_dim/2, the pair turned by ``angles[i]`` (position · θᵢ)."""
     half = x.size // 2
-    angle = position * inv_freq
     x1, x2 = x[:half], x[half:]
-    return np.concatenate([x1 * np.cos(angle) - x2 * np.sin(angle),
-                           x2 * np.cos(angle) + x1 * np.sin(angle)])
+    return np.concatenate([x1 * np.cos(angles) - x2 * np.sin(angles),
+                           x2 * np.cos(angles) + x1 * np.sin(angles)])
+
+
+def _rotate(x: np.ndarray, position: float, inv_freq: np.ndarray) -> np.ndarray:
+    return turn(x, position * inv_freq)
 
 
 def rope_shift(model: torch.nn.Module, ids: list[int], block: int = 0, head: int = 0,

@@ -288,7 +288,7 @@ class BlocksView(ViewHooks, QWidget):
             return
         ids = list(prompt.ids)
         nodes = [[r.nodes[i] for r in c.roles if all(r.nodes)] for i in (0, 1)]
-        llama = [i for i, family in enumerate(c.families) if family != "GPT-2"]
+        llama = [i for i, cfg in enumerate((self.session.model.config, preset(name))) if cfg.llama]
 
         def job(ctx):
             other = random_model(name, seed=0, should_stop=ctx.should_stop).model
