@@ -122,23 +122,18 @@ def inspect(args: argparse.Namespace) -> int:
         print(f"note: {notice if batch.size > 1 else notice.split(': ', 1)[1]}", file=sys.stderr)
     opened = args.attention or _names_a_step(args.node or [])  # the graph's every node
     keep = Keep(nodes=tuple(args.node) if args.node else None, layer=args.layer,
-                tensors=bool(args.save), float16=args.float16, attention=opened, inside=opened)
+                tensors=bool(args.save), float16=args.float16, attention=opened, inside=opened,
+                on_read=True, groups=PRINTED)
     try:
         run = run_prompt(loaded.model, batch, keep)
     except KeyError as exc:
         raise ValueError(exc.args[0]) from None
     print(f"model: {loaded.label}")
     print(f"prompt: {batch.width} tokens" if batch.size == 1 else f"batch: {batch.describe()}")
-    head = (f"{'node':34s} {'shape':>20s} {'mean':>9s} {'std':>9s} {'min':>9s} {'max':>9s} "
-            f"{'rms':>9s} {'kurt':>8s} {'neg%':>6s} {'top dims':>16s}")
-    print(head)
-    print("-" * len(head))
+    print(HEAD)
+    print("-" * len(HEAD))
     for view in run.views.values():
-        st = view.stats
-        dims = ",".join(str(int(d)) for d in st.top_dims[:3])
-        print(f"{view.name:34s} {str(view.shape):>20s} {st.mean:9.4f} {st.std:9.4f} {st.min:9.3f} "
-              f"{st.max:9.3f} {st.rms:9.4f} {st.kurtosis:8.2f} {100 * st.frac_neg:6.1f} {dims:>16s}"
-              + (f"  NaN={st.n_nan} Inf={st.n_inf}" if st.n_nan or st.n_inf else ""))
+        print(line(view))
     if args.save:
         dtype = np.float16 if args.float16 else np.float32  # float16 -> float32 -> float16 is exact
         arrays = {n: v.array.astype(dtype, copy=False) for n, v in run.views.items()
@@ -153,6 +148,22 @@ def inspect(args: argparse.Namespace) -> int:
             print(f"note: over the memory budget, not saved: {', '.join(run.dropped)}",
                   file=sys.stderr)
     return 0
+
+
+# What a line says of a node: the moments, the share of negatives, the top dimensions.
+# Nothing else is computed (the histogram and the vectors' norms are not printed).
+PRINTED = ("moments", "signs", "top")
+HEAD = (f"{'node':34s} {'shape':>20s} {'mean':>9s} {'std':>9s} {'min':>9s} {'max':>9s} "
+        f"{'rms':>9s} {'kurt':>8s} {'neg%':>6s} {'top dims':>16s}")
+
+
+def line(view) -> str:
+    """A node's line of ``inspect``: only the groups in PRINTED are read."""
+    st = view.stats
+    dims = ",".join(str(int(d)) for d in st.top_dims[:3])
+    return (f"{view.name:34s} {str(view.shape):>20s} {st.mean:9.4f} {st.std:9.4f} {st.min:9.3f} "
+            f"{st.max:9.3f} {st.rms:9.4f} {st.kurtosis:8.2f} {100 * st.frac_neg:6.1f} {dims:>16s}"
+            + (f"  NaN={st.n_nan} Inf={st.n_inf}" if st.n_nan or st.n_inf else ""))
 
 
 def _names_a_step(names: list[str]) -> bool:

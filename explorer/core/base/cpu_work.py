@@ -43,6 +43,15 @@ CHUNK = 1 << 18
 _LOCAL = threading.local()
 
 
+def scratch() -> torch.Tensor:
+    """This thread's scratch buffer: CHUNK float32 values."""
+    buf = getattr(_LOCAL, "scratch", None)
+    if buf is None:
+        with torch.inference_mode(False):  # a normal tensor: usable in and out of it
+            buf = _LOCAL.scratch = torch.empty(CHUNK)
+    return buf
+
+
 def chunks(values: torch.Tensor, one_thread: bool = False):
     """(part, scratch) pairs over a 1-D tensor; on a GPU one part and no scratch.
     one_thread: the loop runs on one torch thread. A chunk is too small for a parallel
@@ -51,10 +60,7 @@ def chunks(values: torch.Tensor, one_thread: bool = False):
     if values.device.type != "cpu":
         yield values, None
         return
-    buf = getattr(_LOCAL, "scratch", None)
-    if buf is None:
-        with torch.inference_mode(False):  # a normal tensor: usable in and out of it
-            buf = _LOCAL.scratch = torch.empty(CHUNK)
+    buf = scratch()
     with one_torch_thread(one_thread):
         for part in values.split(CHUNK):
             yield part, buf[:part.numel()]

@@ -26,7 +26,7 @@ from ..gpt.hooks import HookSet
 from ..gpt.model import GPTModel
 from ..gpt.nodes import (Node, block_module_name, eval_source, inside_attention, is_pattern,
                          layer_of, node_for_hook, order_of, select_hook_names)
-from .stats import NodeStats, ahead_stats, tensor_stats
+from .stats import ALL_GROUPS, NodeStats, Source, ahead_stats, tensor_stats
 
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
 
@@ -89,6 +89,10 @@ class Capture(HookSet):
         the moments in the pass and leave the details (histogram, top dimensions, token
         norms) to ``complete()`` or their first read; ``now`` names nodes (hook names or
         globs) whose details are computed in the pass all the same.
+    on_read: the nodes that keep their full float32 tensor on the CPU compute no
+        statistic in the pass; each group of them (``stats.GROUPS``) when first read.
+    groups: the groups computed in the pass for the other nodes (default every one);
+        reading a field of another group is an error that says what was computed.
     ahead: the statistics of the nodes that keep their full float32 tensor on the CPU
         are computed on a side thread (``cpu_work.AHEAD``) while the forward goes on, the
         moments first, for a core torch leaves free (``cpu_work.spare_core()``); what it
@@ -103,9 +107,15 @@ class Capture(HookSet):
                  attention: bool | int = False, topk: int = 5,
                  mask: torch.Tensor | np.ndarray | None = None, later: bool = False,
                  now: Iterable[str] = (), inside: bool | int = False,
-                 ahead: bool = False) -> None:
+                 ahead: bool = False, on_read: bool = False,
+                 groups: Iterable[str] = ALL_GROUPS) -> None:
         super().__init__(model)
-        self.ahead = ahead
+        self.ahead, self.on_read = ahead, on_read
+        self.groups = tuple(groups)
+        unknown = set(self.groups) - set(ALL_GROUPS)
+        if unknown:
+            raise ValueError(f"no statistics named {', '.join(sorted(unknown))}: "
+                             f"choose from {', '.join(ALL_GROUPS)}")
         if inside is True:
             attention = True
         patterns = named_blocks(attention, inside)
@@ -258,12 +268,15 @@ class Capture(HookSet):
                     self.dropped.append(name)
         if twin is not None and twin.node.hist == node.hist:
             stats = twin.stats
+        elif self.on_read and _deferrable(kept, out):
+            stats = NodeStats.of(Source(kept, node.hist, self.topk, self._valid_for(kept)), ())
         elif self.ahead and self.mask is None and _deferrable(kept, out):
             stats = ahead_stats(kept, node.hist, self.topk)
         elif name in self.later and _deferrable(kept, out):
             stats = tensor_stats(kept, node.hist, self.topk, self._valid_for(kept), later=True)
         else:
-            stats = tensor_stats(out, node.hist, self.topk, self._valid_for(out))
+            stats = NodeStats.of(Source(out, node.hist, self.topk, self._valid_for(out)),
+                                 self.groups, keep=False)
         self.records[name] = NodeCapture(
             name=name, node=node, shape=tuple(out.shape),
             dtype=str(out.dtype).replace("torch.", ""), device=str(out.device),

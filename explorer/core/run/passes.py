@@ -23,6 +23,7 @@ from .analysis import gelu_input_shares
 from .batch import PAD_ID, Batch
 from ..base.cancel import check
 from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StopCheck, named_blocks
+from .stats import ALL_GROUPS
 from .steps import StepRecorder
 from ..base.devices import check_memory, give_back_freed_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
@@ -49,7 +50,9 @@ class Keep:
     token norms, GELU shares) only of the nodes in ``now`` (hook names or globs); the
     rest when read or when ``Pass.complete()`` runs (the same numbers).
     ahead: the statistics are computed on a side thread while the forward goes on, the
-    moments first (``Capture``'s ``ahead``): for a core torch leaves free."""
+    moments first (``Capture``'s ``ahead``): for a core torch leaves free.
+    on_read: no statistic of a kept tensor in the pass, each group when read; groups:
+    the groups computed of the nodes that keep no tensor (``Capture``'s)."""
 
     nodes: str | tuple[str, ...] | None = None
     layer: int | None = None
@@ -62,6 +65,8 @@ class Keep:
     now: tuple[str, ...] = ()
     inside: bool | int = False  # also attention's own steps: every block's, or one block's
     ahead: bool = False
+    on_read: bool = False
+    groups: tuple[str, ...] = ALL_GROUPS
 
 
 # The app and the CLI: every node in full, patterns, GELU shares; the details later.
@@ -184,7 +189,8 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     cap = Capture(model, None if keep.nodes is None else keep.nodes, layer=keep.layer,
                   tensors=keep.tensors, float16=keep.float16, budget_bytes=keep.budget_bytes,
                   attention=keep.attention, mask=batch.mask if batch.size > 1 else None,
-                  later=keep.later, now=keep.now, inside=keep.inside, ahead=keep.ahead)
+                  later=keep.later, now=keep.now, inside=keep.inside, ahead=keep.ahead,
+                  on_read=keep.on_read, groups=keep.groups)
     recorder = StepRecorder(model) if prefill and cached else contextlib.nullcontext()
     cache = model.new_cache() if prefill and cached else None
     error, logits, step = None, None, None
@@ -209,7 +215,7 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     if keep.gelu_shares:  # the Activation tab's shares: 3 million inputs a layer at T=1024
         for n, v in views.items():
             if parse_hook(n)[1] == GELU_INPUT and v.array is not None:
-                if n in cap.later:  # left for later with the node's other details
+                if n in cap.later or keep.on_read:  # later, as the node's details
                     shares_later.append(n)
                 else:
                     shares[n] = gelu_input_shares(v.real_rows())

@@ -69,8 +69,12 @@ def test_reading_a_detail_computes_it_and_complete_stops_between_nodes():
     eager = run_prompt(model, IDS, dataclasses.replace(EVERYTHING, later=False))
     lazy = run_prompt(model, IDS, EVERYTHING)
     stats = lazy.views["trf_blocks.0.ff.layers.1"].stats
-    assert not stats.ready
+    assert not stats.ready and stats.has("moments") and not stats.has("hist")
     assert np.array_equal(stats.hist, eager.views["trf_blocks.0.ff.layers.1"].stats.hist)
+    assert stats.has("hist") and not stats.has("norms") and not stats.ready  # its group only
+    assert np.array_equal(stats.token_l2, eager.views["trf_blocks.0.ff.layers.1"].stats.token_l2)
+    assert stats.has("norms") and not stats.has("top")
+    stats.complete()
     assert stats.ready
     asked = []
     with pytest.raises(Cancelled):

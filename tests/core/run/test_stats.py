@@ -257,3 +257,26 @@ def test_one_vectors_numpy_statistics_are_tensor_stats(seed):
     np.testing.assert_array_equal(ours.top_dims, theirs.top_dims)
     np.testing.assert_allclose(ours.top_values, theirs.top_values, rtol=1e-6)
     np.testing.assert_allclose(ours.token_l2, theirs.token_l2, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fill", [-math.inf, math.inf])
+@pytest.mark.parametrize("rows", [7, 1200])  # one chunk, and a causal 12-head block's worth
+def test_one_kind_of_infinity_is_left_out_without_a_copy_as_numpy_does(fill, rows):
+    """A masked score holds -inf above the diagonal: its moments, shares, histogram and top
+    dimensions are those of its finite values (numpy's), the infinities counted as below
+    (or above) the range; a tensor of infinities only has NaN moments."""
+    g = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 300, generator=g) * 3 + 0.5
+    x[:5, :7] = 0.0
+    x[0, 0] = 99.0  # above the range
+    x = x.masked_fill(torch.ones(rows, 300, dtype=torch.bool).triu(1), fill)
+    s = tensor_stats(x, H, topk=4)
+    ref = numpy_reference(x.numpy(), H, topk=4)
+    check(s, ref, rtol=1e-4)  # float32 sums of fourth powers: the kurtosis to 1e-4
+    np.testing.assert_array_equal(s.top_dims, ref["top_dims"])
+    np.testing.assert_allclose(s.token_l2, ref["token_l2"], rtol=1e-5)
+    assert s.n_inf == int(np.isinf(x.numpy()).sum()) > 0 and s.n_nan == 0
+    only = tensor_stats(torch.full((3, 4), fill), H)
+    assert math.isnan(only.mean) and math.isnan(only.frac_neg) and only.n_inf == 12
+    assert (only.under, only.over) == ((12, 0) if fill < 0 else (0, 12))
+    assert only.hist.sum() == 0

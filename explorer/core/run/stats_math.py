@@ -1,0 +1,127 @@
+"""The arithmetic of a tensor's statistics on a CPU or a GPU (``stats.py`` says what each
+statistic is): a chunk at a time through a reused scratch on a CPU (``cpu_work.chunks``),
+exact counts from float32 sums, and one infinity left out without copying the rest (a
+masked score's -inf: half of a causal T × T tensor)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..base.cpu_work import CHUNK, chunks, one_torch_thread, scratch
+from ..gpt.nodes import HistRange
+
+
+def _filled(part: torch.Tensor, skip: float, value: float, scratch) -> torch.Tensor:
+    """``part`` with every value equal to ``skip`` (an infinity) replaced by ``value``."""
+    kw = {"posinf": value} if skip > 0 else {"neginf": value}
+    return torch.nan_to_num(part, out=scratch, **kw) if scratch is not None else \
+        torch.nan_to_num(part, **kw)
+
+
+def sums_without(values: torch.Tensor, skip: float) -> tuple[int, float, float, float]:
+    """(how many values equal ``skip``, the sum, min and max of the others) for values
+    with no NaN and one kind of infinity, ``skip``; min and max are NaN when none is left."""
+    big = torch.finfo(torch.float32).max
+    skipped, total, lo, hi = 0, 0.0, math.inf, -math.inf
+    for part, b in chunks(values, one_thread=True):
+        skipped += int(torch.count_nonzero(part == skip))
+        if skip < 0:  # -inf never the max; as +big never the min
+            mx, mn = part.amax(), _filled(part, skip, big, b).amin()
+        else:
+            mn, mx = part.amin(), _filled(part, skip, -big, b).amax()
+        lo, hi = min(lo, float(mn)), max(hi, float(mx))
+        total += float(_filled(part, skip, 0.0, b).double().sum())
+    if skipped == values.numel():
+        return skipped, total, math.nan, math.nan
+    return skipped, total, lo, hi
+
+
+def absmax_without(rows: torch.Tensor, skip: float) -> torch.Tensor:
+    """Per feature (column), the largest |value| of ``rows`` (no NaN), the values equal
+    to ``skip`` (an infinity) counted as 0; on a CPU a few rows at a time, in cache."""
+    if rows.device.type != "cpu" or rows.shape[1] > CHUNK:
+        return torch.nan_to_num(rows.abs(), posinf=0.0).amax(dim=0)
+    buf, top = scratch(), torch.zeros(rows.shape[1])
+    with one_torch_thread():
+        for block in rows.split(max(1, CHUNK // rows.shape[1])):
+            b = _filled(block, skip, 0.0, buf[:block.numel()].view_as(block))
+            lo, hi = torch.aminmax(b, dim=0)
+            torch.maximum(top, torch.maximum(hi, lo.neg_()), out=top)
+    return top
+
+
+def histogram(values: torch.Tensor, hist: HistRange, mx: float) -> tuple[np.ndarray, int, int]:
+    """Counts of ``values`` (1-D, no NaN) on ``hist``'s fixed bins, exactly as
+    ``torch.histc`` bins them (the top edge belongs to the last bin), with the values
+    below and above the range counted apart (an infinity among them); ``mx`` is the
+    values' maximum (+inf when there is one).
+
+    About twice as fast as histc on a CPU: each value's bin is computed with histc's own
+    float32 arithmetic, floor((x - lo) * bins / (hi - lo)), clamped into [-1, bins] and
+    stored as one byte (+1), and the bytes are counted with bincount. Bucket 0 holds
+    exactly the values below lo (x - lo < 0). The top bucket holds the values above hi
+    and any at or just below hi that the division rounded up; those above are counted
+    by comparison (only when ``mx`` says there are any), the rest join the last bin.
+    On a CPU it goes a chunk at a time through a reused scratch (see ``chunks``)."""
+    bins, lo, hi = hist.bins, hist.lo, hist.hi
+    cpu = values.device.type == "cpu"
+    code_type = torch.int8 if bins < 127 and cpu else torch.int64
+    counts = np.zeros(bins + 2, dtype=np.int64)
+    signs = []
+    for part, b in chunks(values, one_thread=True):
+        b = torch.sub(part, lo, out=b) if b is not None else part - lo
+        b.mul_(bins).div_(hi - lo).floor_().clamp_(-1, bins).add_(1)
+        counts += torch.bincount(b.to(code_type), minlength=bins + 2).cpu().numpy()
+        if mx > hi:  # x > hi exactly when x - hi > 0: count the positive signs
+            signs.append(torch.stack(exact_counts(torch.sub(part, hi, out=b).sign_())))
+    over = 0
+    if signs:
+        balance, nonzero = torch.stack(signs).double().sum(0).tolist()
+        over = round((nonzero + balance) / 2)
+    under = int(counts[0])
+    counts[bins] += counts[bins + 1] - over  # hi itself belongs to the last bin
+    return counts[1:bins + 1], under, over
+
+
+def deviation_sums(values: torch.Tensor, mean: torch.Tensor | float,
+                   skip: float | None = None) -> list[float]:
+    """sum (x - mean)^2 and sum (x - mean)^4 of ``values``; ``skip`` (+inf or -inf):
+    values equal to it count as the mean (they add nothing)."""
+    parts = []
+    for part, b in chunks(values, one_thread=True):
+        if skip is not None:
+            part = _filled(part, skip, float(mean), b)
+        b = torch.sub(part, mean, out=b) if b is not None else part - mean
+        s2 = torch.dot(b, b)
+        b.square_()
+        parts.append(torch.stack([s2.double(), torch.dot(b, b).double()]))
+    return torch.stack(parts).sum(0).tolist()
+
+
+def sign_counts(values: torch.Tensor) -> tuple[float, float]:
+    """(negatives, exact zeros) of ``values``, from one pass of signs (sign(-0.0) is 0:
+    not negative, like numpy); exact (float32 sums of at most 2**24 signs)."""
+    parts = []
+    for part, b in chunks(values, one_thread=True):
+        b = torch.sign(part, out=b) if b is not None else torch.sign(part)
+        parts.append(torch.stack([t.double() for t in exact_counts(b)]))
+    balance, nonzero = torch.stack(parts).sum(0).tolist()
+    return (nonzero - balance) / 2, values.numel() - nonzero
+
+
+def exact_counts(signs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """From a tensor of signs (-1, 0, +1): (positives - negatives, nonzeros), summed in
+    float32 chunks small enough (2**24) that every partial sum is an exact integer."""
+    chunk = 1 << 24
+    if signs.numel() <= chunk:
+        return signs.sum(), torch.dot(signs, signs)
+    parts = signs.split(chunk)
+    return (torch.stack([p.sum() for p in parts]).double().sum(),
+            torch.stack([torch.dot(p, p) for p in parts]).double().sum())
+
+
+def kurtosis(var: float, m4: float) -> float:
+    return m4 / (var * var) - 3.0 if var > 0 else float("nan")
