@@ -84,22 +84,21 @@ def peer(rounds: int, tokens: int = 1024) -> int:
     # the app's pass, with room for every node's tensor (the app keeps 1 GiB by default,
     # and the statistics alone of what does not fit)
     everything = replace(EVERYTHING, budget_bytes=8 * GIB)
-    eager = replace(everything, later=False)
     missing = [n for n, v in run_prompt(model, lst, everything).views.items() if v.array is None]
     assert not missing, missing
 
-    def ours_lazy():
-        run_prompt(model, lst, everything).complete()
-
-    def one_capture(inside: bool) -> float:
-        """The second harness: one Capture keeping every node's full tensor (attention
-        patterns included; ``inside``: every block's attention steps too, as TransformerLens
-        keeps q, k, v, scores, pattern and z), every statistic computed in the pass."""
+    def one_capture(inside: bool, read: bool, on_read: bool = True) -> float:
+        """One Capture keeping every node's full tensor and the attention patterns
+        (``inside``: every block's attention steps too, as TransformerLens keeps q, k, v,
+        scores, pattern and z); statistics when read (``read``: every one read as the
+        pass ends), or (``on_read=False``) every statistic computed in the hooks."""
+        start = time.perf_counter()
         with torch.inference_mode(), Capture(model, tensors=True, attention=True, inside=inside,
-                                             budget_bytes=8 * GIB) as cap:
-            start = time.perf_counter()
+                                             budget_bytes=8 * GIB, on_read=on_read) as cap:
             model(ids)
-            seconds = time.perf_counter() - start
+        if read:
+            cap.complete()
+        seconds = time.perf_counter() - start
         assert not cap.dropped, cap.dropped  # every node kept in full
         return seconds
 
@@ -108,9 +107,15 @@ def peer(rounds: int, tokens: int = 1024) -> int:
         with torch.inference_mode():
             plain = timed(lambda: model(ids))
         first = timed(lambda: run_prompt(model, lst, everything))
-        return (plain, first, timed(ours_lazy), timed(lambda: run_prompt(model, lst, eager)),
-                one_capture(False), one_capture(True))
+        return (plain, first, one_capture(False, False), one_capture(False, True),
+                one_capture(False, True, on_read=False), one_capture(True, False),
+                one_capture(True, True))
 
+    names = ("our plain forward", "the app's pass (moments; details later)",
+             "every tensor, statistics when read", "every tensor and every statistic",
+             "the same, statistics in the hooks", "with attention's steps, tensors",
+             "with attention's steps, every statistic",
+             "TransformerLens plain forward", "TransformerLens run_with_cache")
     for r in range(rounds + 1):  # round 0 warms both up; then alternating who goes first
         if r % 2:
             peer = ask("plain"), ask("cache")
@@ -119,21 +124,15 @@ def peer(rounds: int, tokens: int = 1024) -> int:
             row = ours() + (ask("plain"), ask("cache"))
         if r:
             rows.append(row)
-            print(f"round {r}: ours plain {row[0]:.2f} s, pass {row[1]:.2f} s, pass + the rest "
-                  f"{row[2]:.2f} s, all at once {row[3]:.2f} s, one Capture {row[4]:.2f} s, "
-                  f"with attention's steps {row[5]:.2f} s · TransformerLens plain "
-                  f"{row[6]:.2f} s, run_with_cache {row[7]:.2f} s")
+            print(f"round {r}: " + ", ".join(f"{name} {t:.2f} s" for name, t in zip(names, row)),
+                  flush=True)
     tl.stdin.close()
     tl.wait()
     print(f"T={tokens}, {threads} torch thread(s), every node kept in full, median / worst of "
           f"{rounds} rounds (ratio to TransformerLens's run_with_cache in the same round):")
-    names = ("our plain forward", "our pass (moments; details later)",
-             "our pass + the details after it", "our pass, every statistic at once",
-             "one Capture, every tensor and statistic", "the same with attention's steps",
-             "TransformerLens plain forward", "TransformerLens run_with_cache")
     for k, name in enumerate(names):
-        ratios = [row[k] / row[7] for row in rows]
-        print(f"  {name:40s} {statistics.median(row[k] for row in rows):6.2f} s   "
+        ratios = [row[k] / row[-1] for row in rows]
+        print(f"  {name:42s} {statistics.median(row[k] for row in rows):6.2f} s   "
               f"{statistics.median(ratios):.2f}x / {max(ratios):.2f}x")
     return 0
 
@@ -156,20 +155,33 @@ def main() -> int:
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     for t in (128, 1024):
         ids = torch.randint(0, 50257, (1, t), generator=torch.Generator().manual_seed(t)).to(args.device)
+        def captured(**kw):  # the whole with-block: a GPU's capture ends with its copy
+            with Capture(model, **kw):
+                model(ids)
+            sync()
+
         with torch.inference_mode():
             model(ids)  # warm-up
-            plain, captured = [], []
+            captured()
+            plain, stats_only, kept = [], [], []
             for _ in range(args.repeats):
                 plain.append(timed(lambda: (model(ids), sync())))
-                with Capture(model):
-                    captured.append(timed(lambda: (model(ids), sync())))
-        p, c = statistics.median(plain), statistics.median(captured)
-        # each round's two passes ran back to back: the median of their ratios is the
+                stats_only.append(timed(captured))
+                if args.device != "cpu":
+                    kept.append(timed(lambda: captured(tensors=True, attention=True,
+                                                       budget_bytes=8 * GIB)))
+        p, c = statistics.median(plain), statistics.median(stats_only)
+        # each round's passes ran back to back: the median of their ratios is the
         # figure least moved by the machine's load changing between rounds
-        ratio = statistics.median(b / a for a, b in zip(plain, captured))
+        ratio = statistics.median(b / a for a, b in zip(plain, stats_only))
         print(f"T={t:5d} {args.device} {args.dtype}: plain forward {p:6.3f} s, every node's statistics {c:6.3f} s, "
-              f"ratio {ratio:.2f}x (budget {'1.5x on a CPU' if args.device == 'cpu' else '1.15x on a GPU'}; "
-              f"median of {len(plain)} rounds)")
+              f"ratio {ratio:.2f}x (worst {max(b / a for a, b in zip(plain, stats_only)):.2f}x; budget "
+              f"{'1.5x on a CPU' if args.device == 'cpu' else '1.15x on a GPU'}; median of {len(plain)} rounds)")
+        if kept:
+            ratios = [b / a for a, b in zip(plain, kept)]
+            print(f"T={t:5d} {args.device} {args.dtype}: every node and pattern kept in full and copied "
+                  f"to the host {statistics.median(kept):6.3f} s, ratio {statistics.median(ratios):.2f}x "
+                  f"(worst {max(ratios):.2f}x)")
     if args.device != "cpu" or args.dtype != "float32":
         return 0  # the memory comparison is of CPU float32 copies
     ids = torch.randint(0, 50257, (1, 1024), generator=torch.Generator().manual_seed(0))

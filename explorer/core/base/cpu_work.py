@@ -66,6 +66,41 @@ def chunks(values: torch.Tensor, one_thread: bool = False):
             yield part, buf[:part.numel()]
 
 
+def on_threads(jobs: list, workers: int, should_stop=None) -> None:
+    """Run ``jobs`` (callables, the longest first) on ``workers`` threads at once, each on
+    one torch thread: work too small for torch's own threads (a node's statistics, a
+    chunk at a time) still uses every core. ``should_stop()`` is asked before each job;
+    the first error (``Cancelled`` among them) stops the rest and is raised here."""
+    from .cancel import check
+
+    pending = deque(jobs)
+    lock, errors = threading.Lock(), []
+
+    def work() -> None:
+        with one_torch_thread():
+            while True:
+                with lock:
+                    if errors or not pending:
+                        return
+                    job = pending.popleft()
+                try:
+                    check(should_stop)
+                    job()
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    with lock:
+                        errors.append(exc)
+                    return
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(max(1, workers) - 1)]
+    for t in threads:
+        t.start()
+    work()  # the calling thread is one of the workers
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def spare_core() -> bool:
     """Whether torch leaves a core free: the app gives it every core but one."""
     return torch.get_num_threads() < usable_cores()

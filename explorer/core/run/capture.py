@@ -22,10 +22,12 @@ import numpy as np
 import torch
 
 from ..base.cancel import check
+from ..base.cpu_work import on_threads
 from ..gpt.hooks import HookSet
 from ..gpt.model import GPTModel
 from ..gpt.nodes import (Node, block_module_name, eval_source, inside_attention, is_pattern,
                          layer_of, node_for_hook, order_of, select_hook_names)
+from .resident import Batches, gather
 from .stats import ALL_GROUPS, NodeStats, Source, ahead_stats, tensor_stats
 
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
@@ -93,6 +95,11 @@ class Capture(HookSet):
         statistic in the pass; each group of them (``stats.GROUPS``) when first read.
     groups: the groups computed in the pass for the other nodes (default every one);
         reading a field of another group is an error that says what was computed.
+    resident: on a GPU (the default where the model's weights are not on the CPU), each
+        node's statistics are computed on the device inside its hook with nothing read
+        back, kept tensors stay there, and the pass ends with one copy of them into one
+        pinned buffer and one of the numbers: one wait a pass, not one a node
+        (``resident.py``); ``later``, ``on_read`` and ``ahead`` are a CPU's.
     ahead: the statistics of the nodes that keep their full float32 tensor on the CPU
         are computed on a side thread (``cpu_work.AHEAD``) while the forward goes on, the
         moments first, for a core torch leaves free (``cpu_work.spare_core()``); what it
@@ -108,14 +115,12 @@ class Capture(HookSet):
                  mask: torch.Tensor | np.ndarray | None = None, later: bool = False,
                  now: Iterable[str] = (), inside: bool | int = False,
                  ahead: bool = False, on_read: bool = False,
-                 groups: Iterable[str] = ALL_GROUPS) -> None:
+                 groups: Iterable[str] = ALL_GROUPS, resident: bool | None = None) -> None:
         super().__init__(model)
-        self.ahead, self.on_read = ahead, on_read
-        self.groups = tuple(groups)
-        unknown = set(self.groups) - set(ALL_GROUPS)
-        if unknown:
-            raise ValueError(f"no statistics named {', '.join(sorted(unknown))}: "
-                             f"choose from {', '.join(ALL_GROUPS)}")
+        self.resident = (next(model.parameters()).device.type != "cpu" if resident is None
+                         else resident)
+        self._batches = Batches(topk, int(budget_bytes))  # resident: what is left to compute
+        self.ahead, self.on_read, self.groups = ahead, on_read, known_groups(groups)
         if inside is True:
             attention = True
         patterns = named_blocks(attention, inside)
@@ -169,6 +174,13 @@ class Capture(HookSet):
 
     def __exit__(self, *exc) -> None:
         super().__exit__(*exc)
+        if self.resident:
+            gather(self.records, self._batches.all_numbers(), self.topk)
+            self._batches = Batches(self.topk, self.budget_bytes)
+            self._refs = {}
+            for record in self.records.values():
+                if record.tensor is not None:
+                    self._refs[id(record.tensor)] = self._refs.get(id(record.tensor), 0) + 1
         if self.ahead and exc[0] is None:  # the side thread goes forward: meet it
             for name, record in reversed(list(self.records.items())):
                 if name in self.later:
@@ -186,13 +198,14 @@ class Capture(HookSet):
     def __iter__(self):
         return iter(self.records.values())
 
-    def complete(self, should_stop=None) -> None:
-        """Compute every node's pending details now (``later``), in forward order;
-        ``should_stop()`` is asked between nodes (``Cancelled``)."""
-        for record in list(self.records.values()):
-            if not record.stats.ready:
-                check(should_stop)
-                record.stats.complete()
+    def complete(self, should_stop=None, workers: int | None = None) -> None:
+        """Compute every statistic still to compute (``later``, ``on_read``) now, the
+        largest tensors first, a node at a time on each of ``workers`` threads (default:
+        torch's thread count); ``should_stop()`` is asked between nodes (``Cancelled``)."""
+        todo = sorted((r for r in self.records.values() if not r.stats.ready),
+                      key=lambda r: -r.stats.count)
+        workers = torch.get_num_threads() if workers is None else workers
+        on_threads([r.stats.complete for r in todo], min(workers, len(todo)), should_stop)
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return {n: r.tensor for n, r in self.records.items() if r.tensor is not None}
@@ -261,12 +274,19 @@ class Capture(HookSet):
                 dtype = torch.float16 if self.float16 else torch.float32
                 nbytes = out.numel() * torch.tensor([], dtype=dtype).element_size()
                 if self.kept_bytes + nbytes <= self.budget_bytes:
-                    kept = out if _keep_as_is(out, dtype) else out.to("cpu", dtype, copy=True)
+                    kept = out if _keep_as_is(out, dtype, self.resident) else \
+                        out.to(out.device if self.resident else "cpu", dtype, copy=True)
                     self.kept_bytes += nbytes
                     self._refs[id(kept)] = 1
                 elif name not in self.dropped:
                     self.dropped.append(name)
-        if twin is not None and twin.node.hist == node.hist:
+        if self.resident:  # computed there a shape at a time, read back with the others
+            if twin is not None and twin.node.hist == node.hist:
+                self._batches.twins[name] = twin.name
+            else:
+                self._batches.add(name, out, node.hist, self._valid_for(out), kept is not None)
+            stats = None  # set by gather() as the pass ends
+        elif twin is not None and twin.node.hist == node.hist:
             stats = twin.stats
         elif self.on_read and _deferrable(kept, out):
             stats = NodeStats.of(Source(kept, node.hist, self.topk, self._valid_for(kept)), ())
@@ -292,6 +312,16 @@ class Capture(HookSet):
             self.kept_bytes -= record.tensor.numel() * record.tensor.element_size()
 
 
+def known_groups(groups: Iterable[str]) -> tuple[str, ...]:
+    """The groups of statistics named (``stats.GROUPS``); an unknown name is an error."""
+    groups = tuple(groups)
+    unknown = set(groups) - set(ALL_GROUPS)
+    if unknown:
+        raise ValueError(f"no statistics named {', '.join(sorted(unknown))}: "
+                         f"choose from {', '.join(ALL_GROUPS)}")
+    return groups
+
+
 def named_blocks(attention: bool | int, inside: bool | int) -> set[int]:
     """The blocks named by index in ``attention`` and ``inside`` (True or False name none)."""
     return {b for b in (attention, inside) if not isinstance(b, bool)}
@@ -303,12 +333,12 @@ def _deferrable(kept: torch.Tensor | None, out: torch.Tensor) -> bool:
     return kept is not None and kept.dtype == torch.float32 and out.device.type == "cpu"
 
 
-def _keep_as_is(out: torch.Tensor, dtype: torch.dtype) -> bool:
-    """Whether a module's output can be kept without a copy: a CPU tensor of the kept
-    dtype that owns all of its memory. The model never changes a module's output in
+def _keep_as_is(out: torch.Tensor, dtype: torch.dtype, resident: bool = False) -> bool:
+    """Whether a module's output can be kept without a copy: a CPU tensor (resident: one
+    on any device) of the kept dtype that owns all of its memory. The model never changes a module's output in
     place (a test checks every node against copies), so holding the output itself costs
     nothing, as TransformerLens's cache does; a copy took ~0.5 s of a 1024-token pass."""
-    return (out.device.type == "cpu" and out.dtype == dtype and out.is_contiguous()
+    return ((resident or out.device.type == "cpu") and out.dtype == dtype and out.is_contiguous()
             and out.untyped_storage().nbytes() == out.numel() * out.element_size())
 
 

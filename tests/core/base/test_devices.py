@@ -14,6 +14,7 @@ from explorer.core.gpt.config import preset
 from explorer.core.base.devices import resolve_device
 from explorer.core.run.generation import GenerationSettings, generate_stream
 from explorer.core.gpt.model import build_model
+from explorer.core.run.capture import Capture
 from explorer.core.run.passes import EVERYTHING, run_prompt
 
 DEVICE = os.environ.get("GPT_EXPLORER_TEST_DEVICE", "cpu")
@@ -44,6 +45,30 @@ def test_logits_and_every_node_match_the_cpu():
                                                                rel=1e-3, abs=1e-5), (name, stat)
         np.testing.assert_allclose(other.stats.token_l2, view.stats.token_l2, rtol=1e-3)
     assert ours.top_ids[:3] == theirs.top_ids[:3]
+
+
+def test_the_capture_there_keeps_on_the_device_and_copies_once_giving_the_cpus_numbers():
+    """On a GPU a capture is resident: statistics computed there in each hook, the kept
+    tensors copied into one pinned buffer as the pass ends (the CPU runs the same code)."""
+    cpu, there = models()
+    ids = torch.tensor([IDS])
+    with torch.inference_mode(), Capture(cpu, tensors=True, inside=True) as ours:
+        cpu(ids)
+    with torch.inference_mode(), Capture(there, tensors=True, inside=True,
+                                         resident=True if DEVICE == "cpu" else None) as theirs:
+        there(ids.to(resolve_device(DEVICE)))
+    assert theirs.resident and list(theirs.records) == list(ours.records)
+    for name, record in theirs.records.items():
+        mine = ours[name]
+        assert record.tensor.device.type == "cpu", name
+        if DEVICE == "cuda":
+            assert record.tensor.is_pinned(), name
+        np.testing.assert_allclose(record.tensor, mine.tensor, atol=2e-4, rtol=1e-4, err_msg=name)
+        assert (record.stats.count, record.stats.n_inf) == (mine.stats.count, mine.stats.n_inf)
+        for stat in ("mean", "std", "absmax", "rms"):
+            assert getattr(record.stats, stat) == pytest.approx(
+                getattr(mine.stats, stat), rel=1e-3, abs=1e-5), (name, stat)
+        assert abs(int(record.stats.hist.sum()) - int(mine.stats.hist.sum())) <= 2, name
 
 
 def test_generation_with_capture_gives_the_cpu_tokens():

@@ -107,3 +107,27 @@ def test_inspect_computes_only_what_its_lines_print(save):
         assert line(view) == line(eager.views[n])
         assert all(view.stats.has(g) for g in PRINTED), n
         assert not view.stats.has("hist") and not view.stats.has("norms"), n
+
+
+def test_completing_on_two_threads_gives_the_eager_numbers_and_stops_when_asked():
+    from explorer.core.base.cancel import Cancelled
+
+    model = model_of("post")
+    ids = torch.tensor([IDS])
+    with torch.inference_mode(), Capture(model, tensors=True, inside=True) as eager:
+        model(ids)
+    with torch.inference_mode(), Capture(model, tensors=True, inside=True, on_read=True) as cap:
+        model(ids)
+    asked = []
+    with pytest.raises(Cancelled):
+        cap.complete(should_stop=lambda: asked.append(1) or len(asked) > 8, workers=2)
+    left = sum(not r.stats.ready for r in cap)
+    assert 0 < left < len(cap.records) - 4  # stopped part way, between nodes
+    threads = torch.get_num_threads()
+    cap.complete(workers=2)
+    assert torch.get_num_threads() == threads  # the caller's torch threads are as they were
+    for record in cap:
+        assert record.stats.ready
+        for field in FIELDS:
+            assert same(getattr(record.stats, field), getattr(eager[record.name].stats, field)), \
+                (record.name, field)
