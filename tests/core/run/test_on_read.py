@@ -29,12 +29,13 @@ def same(a, b) -> bool:
     return a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
 
 
-def model_of(name: str):
+def model_of(name: str, seed: int = 4):
+    """A small random model: "pre" (GPT-2's order), "post" (Post-LN) or "llama"."""
     cfg = dataclasses.replace(preset("llama-tiny" if name == "llama" else "tiny"),
                               context_length=128)
     if name == "post":
         cfg = dataclasses.replace(cfg, norm_position="post")
-    return build_model(cfg, seed=4)
+    return build_model(cfg, seed=seed)
 
 
 def every_group_untouched(stats) -> bool:

@@ -5,19 +5,17 @@ gives: the same tensors, the same counts, histograms and top dimensions, moments
 float32 rounding, for every node of both orders and the Llama block, attention's steps,
 a padded batch, half precision, NaN and infinities."""
 
-import dataclasses
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
 from explorer.core.gpt.nodes import HistRange
 from explorer.core.run.capture import Capture
 from explorer.core.run.resident import device_numbers, unpack
 from explorer.core.run.stats import tensor_stats
+from tests.core.run.test_on_read import model_of
 
 IDS = list(range(500, 500 + 40))
 EXACT = ("count", "n_nan", "n_inf", "under", "over", "frac_neg", "frac_zero")
@@ -39,14 +37,6 @@ def assert_same(got, want, where=""):
     np.testing.assert_allclose(got.token_l2, want.token_l2, rtol=1e-6, err_msg=where)
 
 
-def model_of(name: str):
-    cfg = dataclasses.replace(preset("llama-tiny" if name == "llama" else "tiny"),
-                              context_length=64)
-    if name == "post":
-        cfg = dataclasses.replace(cfg, norm_position="post")
-    return build_model(cfg, seed=6)
-
-
 def both(model, ids, **kw):
     caps = []
     for resident in (False, True):
@@ -58,7 +48,7 @@ def both(model, ids, **kw):
 
 @pytest.mark.parametrize("name", ["pre", "post", "llama"])
 def test_the_device_path_on_the_cpu_equals_the_cpu_capture_node_for_node(name):
-    model = model_of(name)
+    model = model_of(name, seed=6)
     cpu, resident = both(model, [IDS], tensors=True, inside=True)
     assert list(cpu.records) == list(resident.records)
     assert any(".att.masked_scores" in n for n in resident.records)
@@ -70,7 +60,7 @@ def test_the_device_path_on_the_cpu_equals_the_cpu_capture_node_for_node(name):
 
 
 def test_a_padded_batch_half_precision_and_a_budget_go_the_same_way():
-    model = model_of("pre")
+    model = model_of("pre", seed=6)
     mask = torch.tensor([[True] * 40, [True] * 9 + [False] * 31])
     ids = [IDS, IDS[:9] + [0] * 31]
     cpu, resident = both(model, ids, tensors=True, attention=True, mask=mask, float16=True,
