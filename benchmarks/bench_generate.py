@@ -46,7 +46,24 @@ def ours_tok_s(model, prompt, n, capture=False, shown=False):
         if shown:
             step_pass(step, stream.ids)
     decode_s = steps[-1].elapsed - stream.prompt_seconds
+    STEP_TIMES[capture, shown].append([b.elapsed - a.elapsed for a, b in zip(steps, steps[1:])])
     return (n - 1) / decode_s, [s.token_id for s in steps]
+
+
+STEP_TIMES = {(c, s): [] for c in (False, True) for s in (False, True)}  # each run's step times
+
+
+def step_lines(runs: list[list[float]], bounds: list[float]) -> list[str]:
+    """Where a round's time went: each round's median step, its slowest tenth and its
+    slowest step, against that round's matrix-vector pass; a round slow all through
+    (the machine) reads differently from one slowed by a few steps (a stall)."""
+    lines = []
+    for r, (times, bound) in enumerate(zip(runs, bounds), 1):
+        ms = sorted(1000 * t for t in times)
+        lines.append(f"    round {r}: {1000 / bound:5.1f} ms bound pass; steps median "
+                     f"{statistics.median(ms):5.1f} ms, 90th percentile {ms[int(0.9 * len(ms))]:5.1f} ms, "
+                     f"slowest {ms[-1]:5.1f} ms; {len(ms) / sum(ms) * 1000 / bound:.2f} of the bound")
+    return lines
 
 
 def hf_tok_s(model, prompt, n):
@@ -188,6 +205,8 @@ def main() -> int:
                               ("with each step's statistics / bound", shown_runs, "")):
         ratios = [a / b for a, b in zip(runs, bounds)]  # each against its own round's bound
         print(f"  ratio {label:36s}{statistics.median(ratios):.2f}  worst {min(ratios):.2f}{note}")
+    print("  per-token capture, round by round:")
+    print("\n".join(step_lines(STEP_TIMES[True, False][-args.repeats:], bounds)))
     print(f"  same greedy tokens as transformers: {same}")
     print(f"bfloat16 weights: {bf16_rate:.1f} tok/s ({bf16_ratio:.2f}x fp32, median of the "
           f"rounds' ratios), max |logit - fp32 logit| = {diff:.3f}")
