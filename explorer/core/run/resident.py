@@ -24,11 +24,19 @@ HEAD = ("count", "mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac
 INTS = ("count", "n_nan", "n_inf", "under", "over")
 
 
+def to_device(values: list[float], device: torch.device) -> torch.Tensor:
+    """A few numbers on the device without waiting: a copy from pinned memory that does
+    not block (an ordinary copy to a GPU waits for everything queued before it)."""
+    if device.type != "cuda":
+        return torch.tensor(values, device=device)
+    return torch.tensor(values, pin_memory=True).to(device, non_blocking=True)
+
+
 def device_numbers(x: torch.Tensor, hist: HistRange, topk: int,
                    valid: torch.Tensor | None = None) -> torch.Tensor:
     """One node's statistics as one float64 vector on x's device (``unpack`` reads it)."""
     rows = x.detach().reshape(1, -1, x.shape[-1] if x.dim() else 1)
-    lo, hi = (torch.tensor([v], device=x.device) for v in (hist.lo, hist.hi))
+    lo, hi = (to_device([v], x.device) for v in (hist.lo, hist.hi))
     real = None if valid is None else valid.reshape(-1)
     return batch_numbers(rows, lo, hi, hist.bins, topk, real)[0]
 
@@ -40,7 +48,7 @@ def batch_numbers(X: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int
     (R, numbers) float64, each row as ``device_numbers``'. Tensor operations only, nothing
     read back: a few dozen kernels for the lot. ``real``: (P,) bool, False at padding.
     The histogram bins each value with torch.histc's float32 arithmetic, as
-    ``stats_math.histogram`` does; a row's buckets are offset so one bincount counts all."""
+    ``stats_math.histogram`` does, and counts them without reading anything back."""
     R, P, C = X.shape
     X = X.float()
     finite = torch.isfinite(X)
@@ -59,7 +67,7 @@ def batch_numbers(X: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int
     dev = torch.where(counted, X - mean.float().view(R, 1, 1), 0.0).square_()
     var = dev.sum(per_row, dtype=f64) / m
     m4 = dev.square_().sum(per_row, dtype=f64) / m
-    nan = torch.tensor(math.nan, device=X.device, dtype=torch.float64)
+    nan = torch.full((), math.nan, device=X.device, dtype=torch.float64)  # no copy there
     none = m == 0
     mn = torch.where(none, nan, torch.where(counted, X, math.inf).amin(per_row).double())
     mx = torch.where(none, nan, torch.where(counted, X, -math.inf).amax(per_row).double())
@@ -69,8 +77,7 @@ def batch_numbers(X: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int
     lo_, hi_ = lo.float().view(R, 1, 1), hi.float().view(R, 1, 1)
     code = (X - lo_).mul_(bins).div_(hi_ - lo_).floor_().clamp_(-1, bins).add_(1)
     code = torch.where(counted, code, float(bins + 2))  # the rest in a bucket of their own
-    code = code.long() + torch.arange(R, device=X.device).view(R, 1, 1) * (bins + 3)
-    buckets = torch.bincount(code.reshape(-1), minlength=R * (bins + 3)).view(R, bins + 3)
+    buckets = _bucket_counts(code, bins + 3)
     above = (counted & (X > hi_)).sum(per_row)
     counts = buckets[:, 1:bins + 1].clone()
     counts[:, -1] += buckets[:, bins + 1] - above  # hi itself belongs to the last bin
@@ -122,7 +129,7 @@ class Batches:
                 part = items[at:at + per]
                 x, valid = part[0][1], part[0][3]
                 X = torch.stack([i[1].reshape(-1, x.shape[-1] if x.dim() else 1) for i in part])
-                lo, hi = (torch.tensor([getattr(i[2], e) for i in part], device=x.device)
+                lo, hi = (to_device([getattr(i[2], e) for i in part], x.device)
                           for e in ("lo", "hi"))
                 rows = batch_numbers(X, lo, hi, part[0][2].bins, self.topk,
                                      None if valid is None else valid.reshape(-1))
@@ -136,6 +143,26 @@ class Batches:
         for name, twin in self.twins.items():
             self.numbers[name] = self.numbers[twin]
         return self.numbers
+
+
+LANES = 32  # copies of a histogram, one per lane of a warp: no two threads add to one count
+
+
+def _bucket_counts(code: torch.Tensor, width: int) -> torch.Tensor:
+    """(R, width) counts of the integer codes 0 .. width - 1 of each of R rows (R, P, C),
+    read nothing back: histc with its range given (bincount asks for the largest code),
+    float64 counts (exact far beyond any tensor's size), a row at a time into ``LANES``
+    copies by feature index, so that neighbouring values (most fall in one bucket, e.g.
+    an attention pattern's near-zero weights) do not wait on one another's count."""
+    R, _, C = code.shape
+    lanes = min(LANES, C)
+    offset = (torch.arange(C, device=code.device, dtype=torch.float64) % lanes) * width
+    rows = []
+    for r in range(R):
+        spread = code[r].double() + offset
+        counts = torch.histc(spread.reshape(-1), bins=width * lanes, min=0, max=width * lanes)
+        rows.append(counts.view(lanes, width).sum(0))
+    return torch.stack(rows)
 
 
 def unpack(numbers: np.ndarray, hist: HistRange, topk: int, shape: tuple[int, ...]) -> NodeStats:
