@@ -9,11 +9,17 @@ import tempfile
 
 import torch
 
+from explorer.core.base.heap import reuse_freed_memory
+
 
 def machine_line() -> str:
+    """The machine, said as every benchmark starts; and the process set up as
+    ``gpt-explorer`` sets up its own first (the C heap keeps freed blocks for reuse:
+    ``heap.reuse_freed_memory``), so that what is measured is what the app runs."""
+    reused = reuse_freed_memory()
     return (f"{platform.node()} · {platform.processor() or platform.machine()} · "
             f"{os.cpu_count()} cores · torch {torch.__version__} · "
-            f"{torch.get_num_threads()} threads")
+            f"{torch.get_num_threads()} threads" + (" · freed memory reused" if reused else ""))
 
 
 def twin_models(seed: int = 0, preset_name: str = "gpt2-small"):

@@ -11,6 +11,7 @@ import sys
 from typing import Sequence
 
 from .. import __version__
+from ..core.base.heap import reuse_freed_memory
 from . import app, compare, diff, download, gradients, inspect, patch, text, train, why
 
 DESCRIPTION = ("GPT Block Explorer: see inside a GPT-2 or Llama / Qwen model. Without a "
@@ -59,6 +60,7 @@ def handed_over(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Na
 
 def main(argv: Sequence[str] | None = None) -> int:
     _streams_that_exist()
+    reuse_freed_memory()  # before any tensor: a long prompt's temporaries reused, not re-faulted
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

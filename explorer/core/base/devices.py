@@ -119,20 +119,3 @@ def check_memory(need_bytes: int, device: torch.device, what: str) -> None:
                           "bfloat16, or another device")
 
 
-_TRIM: list = []  # glibc's malloc_trim, found once (None elsewhere)
-
-
-def give_back_freed_memory() -> None:
-    """Return the C heap's freed pages to the system (glibc's ``malloc_trim``; nothing
-    elsewhere). Passes whose temporaries grow step by step (Recompute all: T + k
-    positions at step k) leave each freed buffer too small for the next, and without
-    this the process keeps them resident: 1.3 GB where 1.0 GB is in use after 40 steps
-    of gpt2-small."""
-    if not _TRIM:
-        import ctypes
-        try:  # the process's own symbols: libc's, without looking for it (a subprocess)
-            _TRIM.append(ctypes.CDLL(None).malloc_trim)
-        except (OSError, AttributeError):  # not glibc: its allocator gives pages back itself
-            _TRIM.append(None)
-    if _TRIM[0] is not None:
-        _TRIM[0](0)

@@ -25,7 +25,8 @@ from ..base.cancel import check
 from .capture import DEFAULT_BUDGET_BYTES, Capture, NodeView, StopCheck, named_blocks
 from .stats import ALL_GROUPS
 from .steps import StepRecorder
-from ..base.devices import check_memory, give_back_freed_memory
+from ..base.devices import check_memory
+from ..base.heap import give_back_freed_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
                          pick, prepare_prompt, sampler, tokenizer_logits)
 from ..gpt.model import GPTModel

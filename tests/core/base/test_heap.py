@@ -1,0 +1,38 @@
+"""The C heap keeps freed blocks for reuse (``heap.reuse_freed_memory``, which the command
+line and the app set first): a long prompt's next 48 MiB score matrix is written into a
+freed one's pages instead of fresh pages faulted in one by one (without it, glibc maps
+every block over 32 MiB apart and unmaps it when freed)."""
+
+import ctypes
+import resource
+import sys
+
+import pytest
+
+from explorer.core.base.heap import give_back_freed_memory, reuse_freed_memory
+
+BLOCK = 48 * 2**20  # a 12 × 1024 × 1024 float32 score matrix
+
+
+def faults_writing_a_block(libc) -> int:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    block = libc.malloc(ctypes.c_size_t(BLOCK))
+    assert block
+    ctypes.memset(block, 1, BLOCK)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    libc.free(ctypes.c_void_p(block))
+    return faults
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")
+def test_a_freed_large_block_is_written_again_without_faulting_its_pages_in():
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    pages = BLOCK // resource.getpagesize()
+    try:
+        assert reuse_freed_memory()
+        faults_writing_a_block(libc)  # the first one is fresh memory
+        again = [faults_writing_a_block(libc) for _ in range(3)]
+        assert max(again) < pages // 20, (again, pages)  # reused: not 12,288 faults each
+    finally:
+        give_back_freed_memory()
