@@ -82,8 +82,9 @@ class NodeStats:
         stats = cls.__new__(cls)
         stats.__dict__.update(count=source.count, hist_range=source.hist, _source=source,
                               _todo=[g for g in ALL_GROUPS], _lock=threading.RLock())
-        for group in now:
-            stats.compute(group)
+        with one_torch_thread(source.small and bool(now)):  # once for them all
+            for group in now:
+                stats.compute(group)
         if not keep:
             stats.__dict__["_source"] = None
         return stats

@@ -115,7 +115,7 @@ class StepRecorder(HookSet):
 
         def hook_for(name: str):
             def hook(module, inputs, output) -> None:
-                latest[name] = output  # its last position is taken in snapshot()
+                latest[name] = output.detach().select(-2, -1)  # the last position: (..., C)
             return hook
 
         return {name: hook_for(name) for name in sorted(set(self._source.values()))}
@@ -129,24 +129,14 @@ class StepRecorder(HookSet):
         pending: dict[str, torch.Tensor] = {}
         for names in self._groups:
             if names == [LOGITS]:  # statistics when asked; keep 50,257 values only if asked
-                row = _last(latest[source[LOGITS]]).reshape(1, -1)
+                row = latest[source[LOGITS]].reshape(1, -1)
                 if row.untyped_storage().nbytes() > row.numel() * row.element_size():
                     row = row.clone()  # a prompt's last row: not the whole (T, vocab) logits
                 pending[LOGITS] = row
                 vectors.append(row.float().cpu().numpy() if self.keep_logits else None)
                 continue
-            outs = [latest[source[n]] for n in names]
-            shapes = {o.shape for o in outs}
-            if len(shapes) == 1 and outs[0].shape[-2] == 1:  # a decoding step: one position
-                X = torch.stack(outs).detach().reshape(len(outs), -1).float()  # (R, C)
-            else:  # a prompt's last position
-                X = torch.stack([_last(o).reshape(-1) for o in outs]).float()
+            X = torch.stack([latest[source[n]].reshape(-1) for n in names]).float()  # (R, C)
             vectors.append(X.cpu().numpy())
         latest.clear()
         return StepCapture(position, self._where, vectors, pending, self._hist, self.topk,
                            self._nodes, self._shown)
-
-
-def _last(output: torch.Tensor) -> torch.Tensor:
-    """A node's output at the last position: (..., C)."""
-    return output.detach().select(-2, -1)
