@@ -96,10 +96,11 @@ class Capture(HookSet):
     groups: the groups computed in the pass for the other nodes (default every one);
         reading a field of another group is an error that says what was computed.
     resident: on a GPU (the default where the model's weights are not on the CPU), each
-        node's statistics are computed on the device inside its hook with nothing read
-        back, kept tensors stay there, and the pass ends with one copy of them into one
-        pinned buffer and one of the numbers: one wait a pass, not one a node
-        (``resident.py``); ``later``, ``on_read`` and ``ahead`` are a CPU's.
+        hook holds its node's output; the statistics are computed on the device a
+        shape's nodes at a time with nothing read back, kept tensors stay there, and the
+        pass ends with one copy of them into one pinned buffer and one of the numbers:
+        one wait a pass, not one a node (``resident.py``); ``later``, ``on_read`` and
+        ``ahead`` are a CPU's.
     ahead: the statistics of the nodes that keep their full float32 tensor on the CPU
         are computed on a side thread (``cpu_work.AHEAD``) while the forward goes on, the
         moments first, for a core torch leaves free (``cpu_work.spare_core()``); what it

@@ -1,9 +1,10 @@
-"""Capture on a GPU without a host sync per node: statistics computed on the device inside
-each hook with tensor operations only (nothing is read back), kept tensors held on the
-device, and at the end of the pass one copy of each into one pinned host buffer and one
-copy of every node's numbers, then one wait (``Resident.gather``). On a CPU the capture
-works in ``capture.py``'s own way; the same code runs here with the CPU as the device in
-the tests, equal to it field by field.
+"""Capture on a GPU without a host sync per node: each hook holds its node's output
+(``Batches``), the statistics are computed on the device a shape's nodes at a time with
+tensor operations only (nothing is read back) as the pass ends, kept tensors stay on the
+device, and then one copy of them goes into one pinned host buffer and one copy of every
+node's numbers follows, the one wait (``gather``). On a CPU the capture works in
+``capture.py``'s own way; the same code runs here with the CPU as the device in the
+tests, equal to it field by field.
 
 The numbers of one node travel as one float64 vector: ``HEAD`` scalars, the histogram,
 the top dimensions and their values, and every vector's norm (counts and indices are
