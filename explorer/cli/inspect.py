@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..core.base.outputs import atomic_output, check_output, shown
+from ..core.run.groups import Group
 from .common import add_model_args, load
 
 
@@ -152,7 +153,7 @@ def inspect(args: argparse.Namespace) -> int:
 
 # What a line says of a node: the moments, the share of negatives, the top dimensions.
 # Nothing else is computed (the histogram and the vectors' norms are not printed).
-PRINTED = ("moments", "signs", "top")
+PRINTED = (Group.MOMENTS, Group.SIGNS, Group.TOP)
 HEAD = (f"{'node':34s} {'shape':>20s} {'mean':>9s} {'std':>9s} {'min':>9s} {'max':>9s} "
         f"{'rms':>9s} {'kurt':>8s} {'neg%':>6s} {'top dims':>16s}")
 

@@ -28,7 +28,7 @@ from ..gpt.model import GPTModel
 from ..gpt.nodes import (Node, block_module_name, eval_source, inside_attention, is_pattern,
                          layer_of, node_for_hook, order_of, select_hook_names)
 from .resident import Batches, gather
-from .stats import ALL_GROUPS, NodeStats, Source, ahead_stats, tensor_stats
+from .stats import ALL_GROUPS, Group, NodeStats, Source, ahead_stats, tensor_stats
 
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB of kept tensors
 
@@ -320,7 +320,7 @@ def known_groups(groups: Iterable[str]) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"no statistics named {', '.join(sorted(unknown))}: "
                          f"choose from {', '.join(ALL_GROUPS)}")
-    return groups
+    return tuple(Group(g) for g in groups)
 
 
 def named_blocks(attention: bool | int, inside: bool | int) -> set[int]:

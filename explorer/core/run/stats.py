@@ -30,19 +30,10 @@ import torch
 
 from ..base.cpu_work import AHEAD, one_torch_thread
 from ..gpt.nodes import HistRange
+from .groups import ALL_GROUPS, DETAILS, GROUP_OF, GROUPS, MOMENTS, Group  # noqa: F401 (theirs)
 from .stats_math import (absmax_without, deviation_sums, histogram, kurtosis,
                          sign_counts, sums_without)
 
-GROUPS = {"moments": ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "n_nan",
-                      "n_inf"),
-          "signs": ("frac_neg", "frac_zero"),
-          "hist": ("hist", "under", "over"),
-          "top": ("top_dims", "top_values"),
-          "norms": ("token_l2",)}
-ALL_GROUPS = tuple(GROUPS)
-GROUP_OF = {name: group for group, names in GROUPS.items() for name in names}
-MOMENTS = GROUPS["moments"]
-DETAILS = ("top_dims", "top_values", "token_l2", "hist", "under", "over", "frac_neg", "frac_zero")
 SCALAR_NAMES = ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
                 "frac_zero")
 
@@ -81,7 +72,7 @@ class NodeStats:
     def of(cls, source: "Source", now=ALL_GROUPS, keep: bool = True) -> "NodeStats":
         stats = cls.__new__(cls)
         stats.__dict__.update(count=source.count, hist_range=source.hist, _source=source,
-                              _todo=[g for g in ALL_GROUPS], _lock=threading.RLock())
+                              _todo=list(ALL_GROUPS), _lock=threading.RLock())
         with one_torch_thread(source.small and bool(now)):  # once for them all
             for group in now:
                 stats.compute(group)
@@ -106,14 +97,15 @@ class NodeStats:
     @property
     def moments_ready(self) -> bool:
         """True when the moments are computed (the details may still be pending)."""
-        return "moments" not in self.__dict__.get("_todo", ())
+        return Group.MOMENTS not in self.__dict__.get("_todo", ())
 
     def has(self, group: str) -> bool:
         """Whether a group (``GROUPS``) is computed."""
         return group not in (self.__dict__.get("_todo") or ())
 
-    def compute(self, group: str) -> None:
+    def compute(self, group: Group | str) -> None:
         """Compute one group now if it is still to compute (thread-safe, once)."""
+        group = Group(group)
         todo = self.__dict__.get("_todo")
         if not todo or group not in todo:
             return
@@ -124,8 +116,8 @@ class NodeStats:
             if source is None:
                 raise AttributeError(f"the {group} of this capture were not computed (it "
                                      f"computed only the {', '.join(self._done())})")
-            if group != "moments":
-                self.compute("moments")
+            if group is not Group.MOMENTS:
+                self.compute(Group.MOMENTS)
             self.__dict__.update(source.group(group))
             self._todo.remove(group)
             if not self._todo:
@@ -135,7 +127,7 @@ class NodeStats:
         return [g for g in ALL_GROUPS if g not in self._todo]
 
     def complete_moments(self) -> None:
-        self.compute("moments")
+        self.compute(Group.MOMENTS)
 
     def complete(self) -> None:
         """Compute every group still to compute."""
@@ -169,7 +161,7 @@ def tensor_stats(x: torch.Tensor, hist: HistRange, topk: int = 5,
     zeros, top dimensions, token norms) are computed from ``x`` when first read or
     ``complete()``d, so ``x`` must not change meanwhile (the same numbers as at once).
     now: the groups computed at once (``GROUPS``); the others when read, from ``x``."""
-    return NodeStats.of(Source(x, hist, topk, valid), ("moments",) if later else now)
+    return NodeStats.of(Source(x, hist, topk, valid), (Group.MOMENTS,) if later else now)
 
 
 def ahead_stats(x: torch.Tensor, hist: HistRange, topk: int = 5) -> NodeStats:
