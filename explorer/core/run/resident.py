@@ -33,20 +33,11 @@ def to_device(values: list[float], device: torch.device) -> torch.Tensor:
     return torch.tensor(values, pin_memory=True).to(device, non_blocking=True)
 
 
-def device_numbers(x: torch.Tensor, hist: HistRange, topk: int,
-                   valid: torch.Tensor | None = None) -> torch.Tensor:
-    """One node's statistics as one float64 vector on x's device (``unpack`` reads it)."""
-    rows = x.detach().reshape(1, -1, x.shape[-1] if x.dim() else 1)
-    lo, hi = (to_device([v], x.device) for v in (hist.lo, hist.hi))
-    real = None if valid is None else valid.reshape(-1)
-    return batch_numbers(rows, lo, hi, hist.bins, topk, real)[0]
-
-
 def batch_numbers(X: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int, topk: int,
                   real: torch.Tensor | None = None) -> torch.Tensor:
     """The statistics of R tensors of one shape at once, (R, P, C) as R nodes' P vectors
     of C features, each with its own histogram range ``lo``, ``hi`` (R,) of ``bins`` bins:
-    (R, numbers) float64, each row as ``device_numbers``'. Tensor operations only, nothing
+    (R, numbers) float64, a node's row as ``unpack`` reads it. Tensor operations only, nothing
     read back: a few dozen kernels for the lot. ``real``: (P,) bool, False at padding.
     The histogram bins each value with torch.histc's float32 arithmetic, as
     ``stats_math.histogram`` does, and counts them without reading anything back."""
@@ -167,7 +158,7 @@ def _bucket_counts(code: torch.Tensor, width: int) -> torch.Tensor:
 
 
 def unpack(numbers: np.ndarray, hist: HistRange, topk: int, shape: tuple[int, ...]) -> NodeStats:
-    """The NodeStats of a node from ``device_numbers``' vector (on the host)."""
+    """The NodeStats of a node from its row of ``batch_numbers`` (on the host)."""
     head = dict(zip(HEAD, numbers[:len(HEAD)].tolist()))
     for name in INTS:
         head[name] = int(head[name])

@@ -13,7 +13,7 @@ import torch
 
 from explorer.core.gpt.nodes import HistRange
 from explorer.core.run.capture import Capture
-from explorer.core.run.resident import device_numbers, unpack
+from explorer.core.run.resident import batch_numbers, unpack
 from explorer.core.run.stats import tensor_stats
 from tests.core.run.test_on_read import model_of
 
@@ -79,7 +79,7 @@ def test_a_padded_batch_half_precision_and_a_budget_go_the_same_way():
 
 
 @pytest.mark.parametrize("case", ["nan", "neg-inf", "both-inf", "all-inf", "zeros", "one-vector"])
-def test_device_numbers_of_awkward_tensors_are_tensor_stats(case):
+def test_the_device_numbers_of_awkward_tensors_are_tensor_stats(case):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(6, 9, 12, generator=g) * 2
     if case == "nan":
@@ -96,5 +96,7 @@ def test_device_numbers_of_awkward_tensors_are_tensor_stats(case):
     else:
         x = x[0, 0].reshape(1, 12)
     hist = HistRange(-3.0, 3.0, 30)
-    got = unpack(device_numbers(x, hist, 5).numpy(), hist, 5, tuple(x.shape))
+    rows = x.reshape(1, -1, x.shape[-1])  # one node, its vectors, their features
+    numbers = batch_numbers(rows, torch.tensor([hist.lo]), torch.tensor([hist.hi]), hist.bins, 5)
+    got = unpack(numbers[0].numpy(), hist, 5, tuple(x.shape))
     assert_same(got, tensor_stats(x, hist, 5), case)
