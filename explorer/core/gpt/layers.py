@@ -163,6 +163,22 @@ def causal_matmul(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, dim=2)
 
 
+def scored_softmax(q: torch.Tensor, k: torch.Tensor, scores_point: HookPoint,
+                   masked_point: HookPoint) -> torch.Tensor:
+    """The book's attention steps, whole, (B, H, T, T_k) for the last T of T_k positions
+    querying: the scores q kᵀ through ``scores_point``, the causal mask through
+    ``masked_point``, then softmax of the masked scores / √head_dim. The book's numbers,
+    made faster: the product of dense copies of q and k (a head's rows of a projection's
+    output lie 3 × C apart, which halves the batched product's speed), and the mask put
+    in by ``where`` (twice ``masked_fill``'s speed with a broadcast mask, the same values,
+    NaN and infinities included)."""
+    t, t_k = q.shape[2], k.shape[2]
+    scores = scores_point(q.contiguous() @ k.contiguous().transpose(2, 3))  # (B, H, T, T_k)
+    mask = torch.ones(t, t_k, dtype=torch.bool, device=q.device).triu(t_k - t + 1)
+    scores = masked_point(torch.where(mask, -torch.inf, scores))
+    return torch.softmax(scores / k.shape[-1] ** 0.5, dim=-1)
+
+
 class MultiHeadAttention(nn.Module):
     """Causal multi-head self-attention with the book's names.
 
@@ -337,7 +353,8 @@ class MultiHeadAttention(nn.Module):
         t_k = k.shape[2]
         drop_p = self.dropout.p if self.training else 0.0
         if self._watched(self.attn_scores, self.masked_scores):
-            ctx = self.attn_weights(self.dropout(self._scored(q, k))) @ v  # (B, H, T, hd)
+            weights = scored_softmax(q, k, self.attn_scores, self.masked_scores)
+            ctx = causal_matmul(self.attn_weights(self.dropout(weights)), v)  # (B, H, T, hd)
         elif self._wants_pattern():
             weights = self.dropout(causal_softmax(q, k))  # (B, H, T, T_k)
             weights = self.attn_weights(weights)
@@ -351,15 +368,6 @@ class MultiHeadAttention(nn.Module):
             ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=drop_p)
         ctx = self.context(ctx).transpose(1, 2).reshape(b, t, self.d_out)  # (B, T, C)
         return self.out_proj(self.context_vec(ctx))
-
-    def _scored(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """softmax of the whole score matrix, (B, H, T, T_k), the last T of T_k positions
-        querying, with the scores and the masked scores through their hook points."""
-        t, t_k = q.shape[2], k.shape[2]
-        scores = self.attn_scores(q @ k.transpose(2, 3))  # (B, H, T, T_k)
-        mask_bool = torch.ones(t, t_k, dtype=torch.bool, device=q.device).triu(t_k - t + 1)
-        scores = self.masked_scores(scores.masked_fill(mask_bool, -torch.inf))
-        return torch.softmax(scores / k.shape[-1] ** 0.5, dim=-1)
 
     def _cached(self, kv: LayerKV, k: torch.Tensor, v: torch.Tensor, pos: int):
         """Write the new keys and values at ``pos``; all of them so far, (B, H, pos+T, hd)."""

@@ -99,6 +99,39 @@ def test_the_books_attention_steps_and_the_fast_paths_give_the_same_numbers():
         torch.testing.assert_close(torch.cat(parts, dim=1), book, atol=1e-5, rtol=1e-5)
 
 
+def test_watched_scores_give_the_books_steps_on_the_fast_path():
+    """With the scores watched, fast_forward computes every step whole (dense copies of
+    q and k, the mask put in by ``where``, the pattern times the values a chunk of rows
+    at a time): scores, masked scores, pattern and output equal the book's, for a prompt
+    of three chunks of rows and for a chunk after cached tokens."""
+    from explorer.core.gpt.hooks import hooks
+    torch.manual_seed(2)
+    att = layers.MultiHeadAttention(32, 32, 200, 0.0, 4, qkv_bias=True).eval()
+    names = ("attn_scores", "masked_scores", "attn_weights")
+    x = torch.randn(2, 150, 32)
+
+    def steps(run):
+        seen = {}
+        with hooks(att, [(n, lambda m, i, o, n=n: seen.setdefault(n, o)) for n in names]):
+            return run(), seen
+
+    book, want = steps(lambda: att.book_forward(x))
+    fast, got = steps(lambda: att.fast_forward(x))
+    torch.testing.assert_close(fast, book, atol=1e-5, rtol=1e-5)
+    for n in names:
+        assert got[n].shape == (2, 4, 150, 150), n
+        torch.testing.assert_close(got[n], want[n], atol=1e-5, rtol=1e-5)
+    assert int(torch.isneginf(got["masked_scores"]).sum()) == 2 * 4 * 150 * 149 // 2
+    assert int(torch.isneginf(got["attn_scores"]).sum()) == 0
+    kv = layers.LayerKV()
+    att.fast_forward(x[:, :100], kv, 0)  # the first 100 tokens cached, nothing watched
+    tail, got = steps(lambda: att.fast_forward(x[:, 100:], kv, 100))
+    torch.testing.assert_close(tail, book[:, 100:], atol=1e-5, rtol=1e-5)
+    for n in names:
+        assert got[n].shape == (2, 4, 50, 150), n
+        torch.testing.assert_close(got[n], want[n][:, :, 100:], atol=1e-5, rtol=1e-5)
+
+
 def test_the_code_view_shows_the_books_attention():
     from explorer.core.lessons.listing import listing
     shown = listing("trf_blocks.0.att.attn_weights")
