@@ -7,6 +7,10 @@ Two things it does for the window's latency: after a job reports a prompt pass, 
 (briefly, ``catch_up``) for the views to draw it before its next long stretch of Python
 work, which would compete with the drawing for the GIL; and it frees the passes the
 window replaced (``retire``), a tensor at a time, instead of the GUI thread.
+
+And one for the machine: the C heap keeps what a pass freed for the next pass
+(``heap.reuse_freed_memory``); once no job has run for ``IDLE_GIVE_BACK_S`` it gives
+that memory back to the system (``heap.give_back_freed_memory``), on its own thread.
 """
 
 from __future__ import annotations
@@ -16,21 +20,29 @@ import logging
 import threading
 from typing import Any
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QTimer
 
 from ...core.run.passes import Pass
 from ...core.sources import ModelInfo, ModelSpec, open_model
 from ...core.base.cancel import Cancelled
+from ...core.base.heap import give_back_freed_memory
 from .jobs import EXPECTED, Job, JobContext, JobRunner
 
 log = logging.getLogger("explorer.ui.base.engine")
 
 GUI_CATCH_UP_S = 0.5  # the longest the engine waits for the GUI to draw a pass
+IDLE_GIVE_BACK_S = 20.0  # no job for this long: the heap's freed memory goes back
+GIVE_BACK = "give back freed memory"  # that job's name
 
 
 class Engine(JobRunner):
-    def __init__(self, parent: QObject | None = None) -> None:
+    def __init__(self, parent: QObject | None = None,
+                 idle_give_back_s: float = IDLE_GIVE_BACK_S) -> None:
         super().__init__("engine", parent)
+        self._idle = QTimer(self)  # started as each job ends, stopped as one is queued
+        self._idle.setSingleShot(True)
+        self._idle.setInterval(round(idle_give_back_s * 1000))
+        self._idle.timeout.connect(self._give_back_when_idle)
         self.loaded = None  # LoadedModel, set and used on the engine's thread only
         self.record: str | None = None  # the saved run the window shows read-only, if any
         # Cleared when a job reports a prompt pass; set by the window once every view has
@@ -42,6 +54,21 @@ class Engine(JobRunner):
     # ---------------------------------------------------------------------- jobs
     def context(self, job: Job) -> JobContext:
         return JobContext(job, self, self.loaded, self.record)
+
+    def submit(self, fn, name: str = "job", **handlers) -> Job:
+        """``JobRunner.submit``; the idle clock starts again when this job ends."""
+        self._idle.stop()
+        job = super().submit(fn, name, **handlers)
+        for end in (job.finished, job.failed, job.cancelled):
+            end.connect(self._job_ended)  # a method of the engine: run on the GUI thread
+        return job
+
+    def _job_ended(self, *_) -> None:
+        self._idle.start()
+
+    def _give_back_when_idle(self) -> None:
+        if not self.busy():  # a job of its own, not counted as one: no clock after it
+            super().submit(lambda ctx: give_back_freed_memory(), GIVE_BACK)
 
     def before_report(self, value: Any) -> None:
         if isinstance(value, Pass) and not value.one_position and value.views:
