@@ -24,6 +24,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import settings as hypothesis_settings  # noqa: E402
 
+from explorer.core.base.heap import give_back_freed_memory  # noqa: E402
+
 # The suite's property tests draw the same examples on every run, so a run's result does
 # not depend on chance; HYPOTHESIS_PROFILE=explore draws new ones each run (to hunt).
 hypothesis_settings.register_profile("suite", derandomize=True, database=None, deadline=None)
@@ -41,6 +43,10 @@ def _deterministic(tmp_path, monkeypatch):
     torch.manual_seed(1234)
     monkeypatch.setenv("GPT_EXPLORER_STATE_DIR", str(tmp_path / "explorer-state"))
     yield
+    # A test that ran the command line in this process left the heap keeping what it
+    # frees (heap.reuse_freed_memory): given back here, as the window's engine does when
+    # idle, so that a worker does not hold its largest test's memory for the rest.
+    give_back_freed_memory()
 
 
 @pytest.fixture(autouse=True)
