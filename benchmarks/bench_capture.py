@@ -23,6 +23,11 @@ from pathlib import Path
 
 import torch
 
+try:
+    import resource
+except ImportError:  # not on Windows: no fault counts there
+    resource = None
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line  # noqa: E402
@@ -39,6 +44,22 @@ def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def faults() -> int:
+    """Page faults this process has taken so far (minor and major): what writing into
+    memory the C heap did not have ready costs (0 where the system does not say)."""
+    if resource is None:
+        return 0
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_minflt + use.ru_majflt
+
+
+def counted(fn) -> tuple[float, int]:
+    """(seconds, page faults) of ``fn()``."""
+    before = faults()
+    seconds = timed(fn)
+    return seconds, faults() - before
 
 
 def tl_style_bytes(model, ids) -> int:
@@ -73,10 +94,11 @@ def peer(rounds: int, tokens: int = 1024) -> int:
                           stdout=subprocess.PIPE, text=True)
     print(tl.stdout.readline().strip())
 
-    def ask(what: str) -> float:
+    def ask(what: str) -> tuple[float, int]:  # (seconds, page faults) of the peer's pass
         tl.stdin.write(what + "\n")
         tl.stdin.flush()
-        return float(tl.stdout.readline())
+        seconds, faulted = tl.stdout.readline().split()
+        return float(seconds), int(faulted)
 
     model = build_model(preset("gpt2-small"), seed=0)
     ids = torch.randint(0, 50257, (1, tokens), generator=torch.Generator().manual_seed(0))
@@ -102,14 +124,16 @@ def peer(rounds: int, tokens: int = 1024) -> int:
         assert not cap.dropped, cap.dropped  # every node kept in full
         return seconds
 
-    rows = []
-    def ours() -> tuple[float, ...]:
-        with torch.inference_mode():
-            plain = timed(lambda: model(ids))
-        first = timed(lambda: run_prompt(model, lst, everything))
-        return (plain, first, one_capture(False, False), one_capture(False, True),
-                one_capture(False, True, on_read=False), one_capture(True, False),
-                one_capture(True, True))
+    rows = []  # per round: (seconds, page faults) of each row
+    def ours() -> tuple[tuple[float, int], ...]:
+        def plain():
+            with torch.inference_mode():
+                model(ids)
+        return (counted(plain), counted(lambda: run_prompt(model, lst, everything)),
+                counted(lambda: one_capture(False, False)),
+                counted(lambda: one_capture(False, True)),
+                counted(lambda: one_capture(False, True, on_read=False)),
+                counted(lambda: one_capture(True, False)), counted(lambda: one_capture(True, True)))
 
     names = ("our plain forward", "the app's pass (moments; details later)",
              "every tensor, statistics when read", "every tensor and every statistic",
@@ -124,16 +148,19 @@ def peer(rounds: int, tokens: int = 1024) -> int:
             row = ours() + (ask("plain"), ask("cache"))
         if r:
             rows.append(row)
-            print(f"round {r}: " + ", ".join(f"{name} {t:.2f} s" for name, t in zip(names, row)),
-                  flush=True)
+            print(f"round {r}: " + ", ".join(f"{name} {t:.2f} s ({n:,} faults)"
+                                             for name, (t, n) in zip(names, row)), flush=True)
     tl.stdin.close()
     tl.wait()
     print(f"T={tokens}, {threads} torch thread(s), every node kept in full, median / worst of "
           f"{rounds} rounds (ratio to TransformerLens's run_with_cache in the same round):")
+    print(f"  {'':42s} {'median':>8s}   ratio median / worst   page faults median / most")
     for k, name in enumerate(names):
-        ratios = [row[k] / row[-1] for row in rows]
-        print(f"  {name:42s} {statistics.median(row[k] for row in rows):6.2f} s   "
-              f"{statistics.median(ratios):.2f}x / {max(ratios):.2f}x")
+        ratios = [row[k][0] / row[-1][0] for row in rows]
+        counts = [row[k][1] for row in rows]
+        print(f"  {name:42s} {statistics.median(row[k][0] for row in rows):6.2f} s   "
+              f"{statistics.median(ratios):.2f}x / {max(ratios):.2f}x"
+              f"{statistics.median(counts):16,.0f} / {max(counts):,}")
     return 0
 
 

@@ -3,8 +3,9 @@ environment (TransformerLens 2.x needs other versions of transformers and datase
 the explorer's tests): ``benchmarks/setup_transformerlens.sh`` makes ``.venv-tl``.
 
 Reads one command per line on stdin — ``plain`` or ``cache`` — and answers each with the
-seconds it took (a plain forward, or ``run_with_cache`` keeping every hook's tensor), on
-random gpt2-small-shaped weights, the same tokens as the explorer's side.
+seconds and the page faults it took (a plain forward, or ``run_with_cache`` keeping every
+hook's tensor), on random gpt2-small-shaped weights, the same tokens as the explorer's
+side.
 
     .venv-tl/bin/python benchmarks/tl_peer.py THREADS TOKENS
 """
@@ -15,6 +16,16 @@ from importlib.metadata import version
 
 import torch
 from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+
+def faults() -> int:
+    """Page faults this process has taken so far (0 where the system does not say)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_minflt + use.ru_majflt
 
 
 def main() -> int:
@@ -34,11 +45,13 @@ def main() -> int:
           f"tensors, {size / 2**20:,.0f} MiB", flush=True)
     for line in sys.stdin:
         with torch.inference_mode():
+            before = faults()
             start = time.perf_counter()
             out = model.run_with_cache(ids) if line.strip() == "cache" else model(ids)
             seconds = time.perf_counter() - start
+            faulted = faults() - before
             del out  # the cache is freed between rounds, not while timing
-        print(f"{seconds:.6f}", flush=True)
+        print(f"{seconds:.6f} {faulted}", flush=True)
     return 0
 
 
