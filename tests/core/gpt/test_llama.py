@@ -6,6 +6,7 @@ pass, KV-cached steps, a padded batch, tied and untied heads, with and without L
 rotary scaling, and the logits."""
 
 import importlib
+import inspect
 
 import pytest
 import torch
@@ -174,11 +175,15 @@ def test_kv_cached_steps_equal_transformers_cache(pair):
         first = ours.model(ids[:, :6], cache=cache)
         out = theirs(ids[:, :6], use_cache=True)
         assert (first - out.logits).abs().max() <= TOL
-        past = out.past_key_values
+        # transformers 5 names its cache argument and output ``cache``; earlier ones
+        # ``past_key_values``
+        word = ("cache" if "cache" in inspect.signature(type(theirs).forward).parameters
+                else "past_key_values")
+        past = getattr(out, word)
         for t in range(6, 9):  # one token at a time, from both caches
             step = ours.model(ids[:, t:t + 1], cache=cache)
-            out = theirs(ids[:, t:t + 1], past_key_values=past, use_cache=True)
-            past = out.past_key_values
+            out = theirs(ids[:, t:t + 1], use_cache=True, **{word: past})
+            past = getattr(out, word)
             assert (step - out.logits).abs().max() <= TOL
         assert cache.length == 9
         # the cache holds the key/value heads only (what grouped-query attention saves)
