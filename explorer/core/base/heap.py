@@ -36,8 +36,8 @@ def reuse_freed_memory() -> bool:
     until ``give_back_freed_memory``; True where the C library took it. The price is
     resident memory: between passes the process holds what its largest pass used, as it
     did during that pass. (gpt2-small, 1024 tokens, every tensor and attention's steps
-    of every block kept: with the top given back as glibc does, 420,000-520,000 page
-    faults and 2.2-2.4 s a pass; kept, none after the first pass and 1.9 s.)"""
+    of every block kept: giving the top back once 256 MiB of it was free, 420,000-520,000
+    page faults and 2.2-2.4 s a pass; keeping it, none after the first pass and 1.9 s.)"""
     libc = _libc()
     if libc is None:
         return False
