@@ -67,8 +67,11 @@ class Engine(JobRunner):
         self._idle.start()
 
     def _give_back_when_idle(self) -> None:
-        if not self.busy():  # a job of its own, not counted as one: no clock after it
-            super().submit(lambda ctx: give_back_freed_memory(), GIVE_BACK)
+        if self.busy():  # a job still ending (its end signalled, not yet marked done)
+            self._idle.start()  # or queued meanwhile: ask again later, never during it
+            return
+        # a job of its own, not counted as one: no clock after it
+        super().submit(lambda ctx: give_back_freed_memory(), GIVE_BACK)
 
     def before_report(self, value: Any) -> None:
         if isinstance(value, Pass) and not value.one_position and value.views:
