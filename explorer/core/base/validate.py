@@ -8,6 +8,7 @@ import json
 import math
 import os
 import stat
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +47,28 @@ def real(value: Any, name: str, lo: float | None = None, hi: float | None = None
     return value
 
 
-def file_kind(path: Path) -> str:
-    """'file', 'folder', 'missing' or what else it is (a FIFO, a socket, a device…),
-    without opening it: opening a FIFO would wait for a writer forever."""
+class FileKind(StrEnum):
+    """What a path names, for the kinds a reader acts on; anything else is said in words
+    by ``file_kind`` (a FIFO, a socket, a device, unreadable)."""
+
+    FILE = "file"
+    FOLDER = "folder"
+    MISSING = "missing"
+
+
+def file_kind(path: Path) -> FileKind | str:
+    """A ``FileKind``, or in words what else it is (a FIFO, a socket, a device…), without
+    opening it: opening a FIFO would wait for a writer forever."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        return "missing"
+        return FileKind.MISSING
     except OSError as exc:  # a symlink loop, a name too long, no permission on a folder
         return f"unreadable ({exc.strerror or exc})"
     if stat.S_ISREG(mode):
-        return "file"
+        return FileKind.FILE
     if stat.S_ISDIR(mode):
-        return "folder"
+        return FileKind.FOLDER
     for test, what in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
         if test(mode):
@@ -70,11 +80,11 @@ def regular_file(path: str | os.PathLike) -> Path:
     """The path, if it is a regular file; else a CheckpointError saying what it is."""
     p = Path(path)
     kind = file_kind(p)
-    if kind == "missing":
+    if kind == FileKind.MISSING:
         raise CheckpointError(p, "no such file")
-    if kind == "folder":
+    if kind == FileKind.FOLDER:
         raise CheckpointError(p, "a folder, not a file")
-    if kind != "file":
+    if kind != FileKind.FILE:
         raise CheckpointError(p, f"{kind}, not a regular file: it is not read")
     return p
 

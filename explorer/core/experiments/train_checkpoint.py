@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ..base.validate import file_kind
+from ..base.validate import FileKind, file_kind
 from .train_files import MODEL_FILE, OPTIMIZER_FILE, STATE_FILE
 
 PART = ".part"
@@ -71,7 +71,7 @@ def _synced(path: Path) -> None:
 def commit(folder: Path) -> None:
     """Rename the parts over the checkpoint, trainer.json last."""
     for name in ORDER:
-        if file_kind(_part(folder, name)) == "file":
+        if file_kind(_part(folder, name)) == FileKind.FILE:
             os.replace(_part(folder, name), folder / name)
     try:  # the renames themselves on the disk (not every system lets a folder be synced)
         fd = os.open(folder, os.O_RDONLY)
@@ -88,7 +88,7 @@ def discard_parts(folder: Path) -> None:
     trainer.json's first: a removal cut short never leaves the sign of a finished write."""
     for name in reversed(ORDER):
         for leftover in (_part(folder, name), folder / (name + PART + PART)):
-            if file_kind(leftover) == "file":
+            if file_kind(leftover) == FileKind.FILE:
                 leftover.unlink()
 
 
@@ -97,10 +97,10 @@ def recover(folder: Path) -> str | None:
     part still there); remove the parts of a write that never finished. What was done, in
     words, or None."""
     model_part, state_part = _part(folder, MODEL_FILE), _part(folder, STATE_FILE)
-    if file_kind(state_part) == "file" and file_kind(model_part) == "missing":
+    if file_kind(state_part) == FileKind.FILE and file_kind(model_part) == FileKind.MISSING:
         commit(folder)
         return "a checkpoint cut short while its files were renamed was completed"
-    if any(file_kind(_part(folder, n)) == "file" for n in ORDER):
+    if any(file_kind(_part(folder, n)) == FileKind.FILE for n in ORDER):
         discard_parts(folder)
         return "the parts of a checkpoint that was never finished were removed"
     return None

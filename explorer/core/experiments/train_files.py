@@ -12,7 +12,7 @@ import torch
 
 from ..gpt.config import GPTConfig, preset
 from ..gpt.model import GPTModel
-from ..base.validate import file_kind, regular_file, whole
+from ..base.validate import FileKind, file_kind, regular_file, whole
 
 MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.pt", "trainer.json"
 SNAPSHOT_DIR = "snapshots"  # beside them: snapshots.py's copies of the weights
@@ -31,7 +31,7 @@ def holds_run(folder: str | Path) -> bool:
     """Whether a folder holds any part of a training run (model, optimizer, state or
     snapshots), whole or not."""
     folder = Path(folder)
-    return any(file_kind(folder / name) != "missing"
+    return any(file_kind(folder / name) != FileKind.MISSING
                for name in (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, SNAPSHOT_DIR))
 
 
@@ -41,7 +41,7 @@ def free_run_dir(folder: str | Path) -> Path:
     folder = Path(folder)
     n = 1
     candidate = folder
-    while holds_run(candidate) or file_kind(candidate) not in ("missing", "folder"):
+    while holds_run(candidate) or file_kind(candidate) not in (FileKind.MISSING, FileKind.FOLDER):
         n += 1
         candidate = folder.with_name(f"{folder.name}-{n}")
     return candidate
@@ -52,7 +52,7 @@ def sibling_runs(folder: str | Path) -> list[Path]:
     folder = Path(folder)
     return [p for p in [folder, *folder.parent.glob(f"{glob.escape(folder.name)}-*")]
             if (p == folder or p.name[len(folder.name) + 1:].isascii() and p.name[len(folder.name) + 1:].isdigit())
-            and file_kind(p / STATE_FILE) == "file"]
+            and file_kind(p / STATE_FILE) == FileKind.FILE]
 
 
 def latest_run_dir(folder: str | Path) -> Path:
@@ -76,8 +76,8 @@ def check_out_dir(out_dir: str | Path, fresh: bool = False) -> Path:
     would replace it."""
     folder = Path(out_dir)
     kind = file_kind(folder)
-    if kind not in ("missing", "folder"):
-        what = "a file" if kind == "file" else kind
+    if kind not in (FileKind.MISSING, FileKind.FOLDER):
+        what = "a file" if kind == FileKind.FILE else kind
         raise ValueError(f"{folder}: {what}, not a folder for checkpoints")
     if fresh and holds_run(folder):
         raise RunExists(folder, free_run_dir(folder))

@@ -20,7 +20,7 @@ import torch
 
 from ..base.devices import check_memory, native_bfloat16, resolve_device
 from ..base.state import remember_trained
-from ..base.validate import file_kind, read_json, real, whole
+from ..base.validate import FileKind, file_kind, read_json, real, whole
 from ..gpt.config import GPTConfig, preset
 from ..gpt.model import GPTModel, build_model
 from ..gpt.tokenizer import decode, encode
@@ -328,7 +328,7 @@ class Trainer:
         folder = Path(folder)
         state_path = folder / STATE_FILE
         recovered = recover(folder)  # a checkpoint cut short by a kill: finished or dropped
-        if file_kind(state_path) == "missing":
+        if file_kind(state_path) == FileKind.MISSING:
             raise ValueError(f"{folder}: no resumable training run here (no {STATE_FILE})")
         state = read_json(state_path, "a training state")
         step, history, saved = resume_state(state_path, state)

@@ -35,7 +35,7 @@ from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
 from .tokenizers_files import tokenizer_for
 from .tf_bundle import BundleError, open_bundle
 from .tf_checkpoint import is_tf_checkpoint, read_tf_checkpoint, tf_files
-from ..base.validate import file_kind, parse_json, read_json, regular_file
+from ..base.validate import FileKind, file_kind, parse_json, read_json, regular_file
 
 PROJECT_FORMAT_VERSION = "1"
 
@@ -80,13 +80,13 @@ def detect_format(path: str | os.PathLike) -> str:
     bytes; a CheckpointError says what the file is when it is none of those."""
     p = Path(path)
     kind = file_kind(p)
-    if kind == "missing":
+    if kind == FileKind.MISSING:
         if is_tf_checkpoint(p):  # a checkpoint prefix such as gpt2/124M/model.ckpt
             return "openai-tf"
         raise CheckpointError(p, "no such file or folder")
-    if kind not in ("file", "folder"):  # opening a FIFO would wait forever
+    if kind not in (FileKind.FILE, FileKind.FOLDER):  # opening a FIFO would wait forever
         raise CheckpointError(p, f"{kind}, not a checkpoint file or folder")
-    if kind == "folder":
+    if kind == FileKind.FOLDER:
         if hf_folder_weights(p):
             return "hf-folder"
         if is_tf_checkpoint(p):
@@ -215,7 +215,7 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
     if fmt == "hf-folder":
         tensors: dict[str, torch.Tensor] = {}
         for weights in hf_folder_weights(p):
-            if file_kind(weights) == "missing":
+            if file_kind(weights) == FileKind.MISSING:
                 raise CheckpointError(weights, "shard listed in the index is missing")
             regular_file(weights)
             sub, sub_info = read_state_dict(weights, should_stop)
@@ -240,7 +240,7 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
         else:
             tensors = _read_torch(p, fmt)
         config_json = p.parent / "config.json"
-    if file_kind(config_json) != "missing" and "config" not in info:
+    if file_kind(config_json) != FileKind.MISSING and "config" not in info:
         try:
             beside = read_json(config_json, "a config")
         except CheckpointError as exc:

@@ -28,7 +28,7 @@ import torch
 
 from ..base.cancel import check
 from .crc32c import crc32c, unmask
-from ..base.validate import file_kind
+from ..base.validate import FileKind, file_kind
 
 TABLE_MAGIC = 0xDB4775248B80FB57  # LevelDB's table magic, as TensorFlow writes it
 FOOTER_BYTES = 48
@@ -237,7 +237,7 @@ class TensorBundle:
             if e.shard not in sizes:
                 data = self.data_path(e.shard)
                 kind = file_kind(data)
-                if kind not in ("file", "missing"):
+                if kind not in (FileKind.FILE, FileKind.MISSING):
                     raise BundleError(data, f"{kind}, not a regular file: it is not read")
                 try:
                     sizes[e.shard] = data.stat().st_size
@@ -311,9 +311,9 @@ _PARSED: dict[tuple[str, str], TensorBundle] = {}  # the last index parsed: path
 
 def _index_bytes(index: Path) -> bytes:
     kind = file_kind(index)
-    if kind == "missing":
+    if kind == FileKind.MISSING:
         raise BundleError(index, "no such file")
-    if kind != "file":  # opening a FIFO would wait for a writer forever
+    if kind != FileKind.FILE:  # opening a FIFO would wait for a writer forever
         raise BundleError(index, f"{kind}, not a regular file: it is not read")
     try:
         st = index.stat()

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..base.errors import CheckpointError
-from ..base.validate import file_kind, parse_json, read_json, regular_file
+from ..base.validate import FileKind, file_kind, parse_json, read_json, regular_file
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -89,7 +89,7 @@ def _eos(folder: Path) -> int | None:
     """The end-of-text id the folder's generation_config.json or config.json names."""
     for name in ("generation_config.json", "config.json"):
         f = folder / name
-        if file_kind(f) != "file":
+        if file_kind(f) != FileKind.FILE:
             continue
         try:
             data = read_json(f, "a config")
@@ -107,13 +107,13 @@ def tokenizer_for(path: str | Path) -> Tokenizer:
     """The tokenizer of a checkpoint: the tokenizer.json in its folder (or beside its
     file), else GPT-2's."""
     p = Path(path)
-    folder = p if file_kind(p) == "folder" else p.parent
+    folder = p if file_kind(p) == FileKind.FOLDER else p.parent
     found = folder / TOKENIZER_FILE
-    if file_kind(found) != "file":
+    if file_kind(found) != FileKind.FILE:
         return gpt2_tokenizer()
     name = folder.name
     config = folder / "config.json"
-    if file_kind(config) == "file":
+    if file_kind(config) == FileKind.FILE:
         try:
             data = read_json(config, "a config")
             name = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings, QStandardPaths
 
-from ...core.base.validate import file_kind
+from ...core.base.validate import FileKind, file_kind
 
 ORGANISATION, NAME = "GPT Block Explorer", "gpt-block-explorer"
 _KEPT: list[tempfile.TemporaryDirectory] = []  # the stand-in's folder, for the session
@@ -26,11 +26,11 @@ def open_settings() -> tuple[QSettings, str | None]:
     """The window's settings, and a notice when its file could not be used."""
     path = settings_path()
     kind = file_kind(path)
-    if kind in ("missing", "file"):
+    if kind in (FileKind.MISSING, FileKind.FILE):
         return QSettings(str(path), QSettings.Format.IniFormat), None
     stand_in = tempfile.TemporaryDirectory(prefix="explorer-settings-")
     _KEPT.append(stand_in)
-    what = "a folder" if kind == "folder" else kind
+    what = "a folder" if kind == FileKind.FOLDER else kind
     notice = (f"{path} is {what}, not a settings file: the window's settings are not "
               "remembered this time")
     logging.getLogger("explorer").warning(notice)
