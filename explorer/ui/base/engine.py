@@ -55,23 +55,25 @@ class Engine(JobRunner):
     def context(self, job: Job) -> JobContext:
         return JobContext(job, self, self.loaded, self.record)
 
-    def submit(self, fn, name: str = "job", **handlers) -> Job:
-        """``JobRunner.submit``; the idle clock starts again when this job ends."""
+    def queued(self, job: Job) -> None:
+        """Each job stops the idle clock, which starts again when the job ends; the
+        give-back is not counted as a job: no clock after it."""
+        if job.name == GIVE_BACK:
+            return
         self._idle.stop()
-        job = super().submit(fn, name, **handlers)
         for end in (job.finished, job.failed, job.cancelled):
             end.connect(self._job_ended)  # a method of the engine: run on the GUI thread
-        return job
 
     def _job_ended(self, *_) -> None:
         self._idle.start()
 
     def _give_back_when_idle(self) -> None:
+        if not self.thread.isRunning():  # shut down: nothing runs there any more
+            return
         if self.busy():  # a job still ending (its end signalled, not yet marked done)
             self._idle.start()  # or queued meanwhile: ask again later, never during it
             return
-        # a job of its own, not counted as one: no clock after it
-        super().submit(lambda ctx: give_back_freed_memory(), GIVE_BACK)
+        self.submit(lambda ctx: give_back_freed_memory(), GIVE_BACK)
 
     def before_report(self, value: Any) -> None:
         if isinstance(value, Pass) and not value.one_position and value.views:

@@ -186,8 +186,12 @@ class JobRunner(QObject):
         """Queue ``fn(ctx)``; the handlers are connected before it can start."""
         job = connect(Job(fn, name), progress, finished, failed, cancelled)
         self.jobs = [j for j in self.jobs if not j.done] + [job]  # keep live ones referenced
-        self._submit.emit(job)
+        self.queued(job)
+        self._submit.emit(job)  # from here the job may run, and end, at any moment
         return job
+
+    def queued(self, job: Job) -> None:
+        """Called on the GUI thread as each job is submitted, before it can start."""
 
     def context(self, job: Job) -> JobContext:
         """Called on the runner's thread when the job starts."""

@@ -6,10 +6,12 @@ by the app before any tensor)."""
 import threading
 
 import pytest
+from PySide6.QtCore import QThread
 
 from explorer.core.base import heap
 from explorer.ui.base import engine as engine_module
 from explorer.ui.base.engine import Engine
+from explorer.ui.base.jobs import JobRunner
 
 
 def spin(stop: threading.Event) -> None:
@@ -17,20 +19,41 @@ def spin(stop: threading.Event) -> None:
         sum(range(10_000))  # Python work: holds the interpreter's lock in turns
 
 
-@pytest.mark.parametrize("spinning", [0, 3])
+def ended_before_submit_returns(monkeypatch, engine: Engine) -> None:
+    """The GUI thread held up right after a job is queued, as any busy or preempted GUI
+    thread can be: the engine's thread runs the job to its end before ``submit`` returns."""
+    queue = JobRunner.submit
+
+    def submit(runner, *args, **kwargs):
+        job = queue(runner, *args, **kwargs)
+        while runner is engine and not job.done:
+            threading.Event().wait(0.01)
+        return job
+
+    monkeypatch.setattr(JobRunner, "submit", submit)
+
+
+@pytest.mark.parametrize("spinning, ended_first", [(0, False), (3, False), (0, True)])
 def test_freed_memory_goes_back_once_the_engine_is_idle_and_never_during_a_job(
-        qtbot, monkeypatch, spinning):
+        qtbot, monkeypatch, spinning, ended_first):
     """``spinning``: threads of Python work beside it, as a window's side threads can be;
     a job's end then reaches the GUI well before the engine's thread marks the job done,
-    and the idle clock, finding it not done yet, must ask again rather than give up."""
+    and the idle clock, finding it not done yet, must ask again rather than give up.
+    ``ended_first``: the job ends before ``submit`` returns; its end still starts the clock."""
     stop = threading.Event()
     for _ in range(spinning):
         threading.Thread(target=spin, args=(stop,), daemon=True).start()
-    given = []  # the thread of each give-back, counted once it is done
-    monkeypatch.setattr(engine_module, "give_back_freed_memory",
-                        lambda: (heap.give_back_freed_memory(),
-                                 given.append(threading.get_ident())))
+    given = []  # the thread of each give-back of this engine, counted once it is done
+
+    def give_back() -> None:
+        heap.give_back_freed_memory()
+        if QThread.currentThread() == engine.thread:  # not another test's window's engine
+            given.append(threading.get_ident())
+
+    monkeypatch.setattr(engine_module, "give_back_freed_memory", give_back)
     engine = Engine(idle_give_back_s=0.3)
+    if ended_first:
+        ended_before_submit_returns(monkeypatch, engine)
     done, threads = [], []
 
     def quick(ctx):
