@@ -68,13 +68,23 @@ def histogram(values: torch.Tensor, hist: HistRange, mx: float) -> tuple[np.ndar
     On a CPU it goes a chunk at a time through a reused scratch (see ``chunks``)."""
     bins, lo, hi = hist.bins, hist.lo, hist.hi
     cpu = values.device.type == "cpu"
-    code_type = torch.int8 if bins < 127 and cpu else torch.int64
+    small = bins < 127 and cpu  # the codes, 0 to bins + 1, fit a signed byte
     counts = np.zeros(bins + 2, dtype=np.int64)
     signs = []
     for part, b in chunks(values, one_thread=True):
-        b = torch.sub(part, lo, out=b) if b is not None else part - lo
-        b.mul_(bins).div_(hi - lo).floor_().clamp_(-1, bins).add_(1)
-        counts += torch.bincount(b.to(code_type), minlength=bins + 2).cpu().numpy()
+        if lo:
+            b = torch.sub(part, lo, out=b) if b is not None else part - lo
+            b.mul_(bins)
+        else:  # x - 0 is x: one pass fewer (attention's weights, on [0, 1])
+            b = torch.mul(part, bins, out=b) if b is not None else part * bins
+        if hi - lo != 1:  # a division by 1 changes nothing
+            b.div_(hi - lo)
+        b.floor_().clamp_(-1, bins)
+        # codes in [0, 127]: +1 added to bytes, a quarter of the floats' width, and the
+        # signed bytes read as unsigned (the same bits), which bincount counts a third
+        # faster; a float converts to a signed byte far faster than to an unsigned one
+        codes = b.to(torch.int8).add_(1).view(torch.uint8) if small else b.add_(1).long()
+        counts += torch.bincount(codes, minlength=bins + 2).cpu().numpy()
         if mx > hi:  # x > hi exactly when x - hi > 0: count the positive signs
             signs.append(torch.stack(exact_counts(torch.sub(part, hi, out=b).sign_())))
     over = 0
