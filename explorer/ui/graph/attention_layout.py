@@ -38,7 +38,7 @@ from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, 
                                node_for_hook, order_of, residual_branches, shortcut_sources)
 from .caps_layout import _after, _before
 from .graph_layout import order_title
-from .layout_types import Arrow, Layout, Metrics, Shortcut, Text, _box
+from .layout_types import Arrow, Layout, Metrics, Shortcut, Text, TextKind, _box
 
 GRID = ((QUERIES, KEYS, VALUES),
         (HEAD_QUERIES, HEAD_KEYS, HEAD_VALUES),
@@ -151,7 +151,7 @@ def _frame(out: Layout, position, name, grid, lanes, ftop: float, fh: float, ih:
     out.att_name = name(ATTENTION)
     title = node_for_hook(name(ATTENTION), position).label
     # right of the query lane when the first norm feeds it from above (its arrow runs there)
-    out.texts.append(Text(title, lanes[0] + 6 if beside else 6.0 + 6, ftop + 3, "att-title"))
+    out.texts.append(Text(title, lanes[0] + 6 if beside else 6.0 + 6, ftop + 3, TextKind.ATT_TITLE))
     for r, row in enumerate(grid):
         for cx, key in zip(lanes, row):
             if key is not None:
@@ -174,11 +174,11 @@ def _caps_and_title(out: Layout, cfg, layer: int, inp, top, opened: tuple[bool, 
     before_top = _before(out, cfg, layer, inp, opened[0], m, nh, gap, nw)
     after_top = _after(out, cfg, layer, top, opened[1], m, nh, gap, nw, 0.0)
     for text in out.texts:
-        if text.kind == "cap-after":
+        if text.kind == TextKind.CAP_AFTER:
             text.x = min(text.x, edge - m.width(text.text) - 4)
     title = f"{block_title(layer, cfg.n_layers)} · {order_title(cfg)}"
     out.texts.append(Text(title, edge - m.bold_width(title) - 4, min(after_top - fh - 4, before_top),
-                          "title"))
+                          TextKind.TITLE))
 
 
 def _two_line(out: Layout, name: str, node, cx: float, cy: float, w: float, h: float):

@@ -5,7 +5,7 @@ folded to one line or open (pure geometry, no widgets)."""
 from __future__ import annotations
 
 from ...core.gpt.nodes import Node, block_input, model_nodes, order_of
-from .layout_types import Arrow, Box, Layout, Metrics, Text, _box
+from .layout_types import Arrow, Box, Layout, Metrics, Text, TextKind, _box
 
 
 def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh: float,
@@ -21,7 +21,7 @@ def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh:
     if not open_:
         text = "▸ Token + position embeddings" + (f", {between}" if between else "")
         y = inp.top - gap - fh
-        out.texts.append(Text(text, inp.left, y, "cap-before"))
+        out.texts.append(Text(text, inp.left, y, TextKind.CAP_BEFORE))
         out.arrows.append(Arrow(emb_add.key if layer == 0 else block_input(layer - 1, order_of(cfg)),
                                 inp.name, [(inp.cx, y + fh + 1), (inp.cx, inp.top)], (inp.cx + 5, y + fh + 2)))
         return y
@@ -34,7 +34,7 @@ def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh:
         out.arrows.append(Arrow(d.name, inp.name, [(cx, d.bottom), (cx, inp.top)],
                                 (cx + 5, inp.top - 2 - fh)))
         out.texts.append(Text(f"⋮ {between} run here", cx - 6 - m.width(f"⋮ {between} run here"),
-                              d.bottom + 3, "note"))
+                              d.bottom + 3, TextKind.NOTE))
         below = d
     y = below.top - gap - nh
     e = _box(out, emb_add.key, emb_add, emb_add.label, cx, y + nh / 2, nw, nh)
@@ -50,7 +50,7 @@ def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh:
     out.arrows.append(Arrow(p.name, e.name, [(p.cx, p.bottom), (p.cx, bend), (e.cx + 12, bend),
                                              (e.cx + 12, e.top)], (p.cx + 5, p.bottom + 2)))
     y = t.top - gap + 2
-    out.texts.append(Text("▾ Embeddings (click to fold)", t.left, y - fh + 2, "cap-before"))
+    out.texts.append(Text("▾ Embeddings (click to fold)", t.left, y - fh + 2, TextKind.CAP_BEFORE))
     return y - fh + 2
 
 
@@ -63,12 +63,12 @@ def _before_token_only(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: M
     if layer == 0:  # no arrow: what comes in is token ids, not a node's tensor
         text = "from the token ids"
         y = inp.top - 4 - fh
-        out.texts.append(Text(text, inp.left, y, "note"))
+        out.texts.append(Text(text, inp.left, y, TextKind.NOTE))
         return y
     if not open_:
         text = f"▸ Token embedding, {between}"
         y = inp.top - gap - fh
-        out.texts.append(Text(text, inp.left, y, "cap-before"))
+        out.texts.append(Text(text, inp.left, y, TextKind.CAP_BEFORE))
         out.arrows.append(Arrow(block_input(layer - 1, order_of(cfg)), inp.name,
                                 [(inp.cx, y + fh + 1), (inp.cx, inp.top)], (inp.cx + 5, y + fh + 2)))
         return y
@@ -78,9 +78,9 @@ def _before_token_only(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: M
     out.arrows.append(Arrow(t.name, inp.name, [(cx, t.bottom), (cx, inp.top)],
                             (cx + 5, inp.top - 2 - fh)))
     note = f"⋮ {between} run here"
-    out.texts.append(Text(note, cx - 6 - m.width(note), t.bottom + 3, "note"))
+    out.texts.append(Text(note, cx - 6 - m.width(note), t.bottom + 3, TextKind.NOTE))
     y = t.top - gap + 2
-    out.texts.append(Text("▾ Embedding (click to fold)", t.left, y - fh + 2, "cap-before"))
+    out.texts.append(Text("▾ Embedding (click to fold)", t.left, y - fh + 2, TextKind.CAP_BEFORE))
     return y - fh + 2
 
 
@@ -96,7 +96,7 @@ def _after(out: Layout, cfg, layer: int, last: Box, open_: bool, m: Metrics, nh:
     if not open_:
         text = "▸ " + (f"{rest}, " if rest else "") + "final norm, output head"
         y = frame_top - gap - fh
-        out.texts.append(Text(text, last.left, y, "cap-after"))
+        out.texts.append(Text(text, last.left, y, TextKind.CAP_AFTER))
         out.arrows.append(Arrow(last.name, "", [(last.cx, last.top), (last.cx, y + fh + 1)],
                                 (last.cx + 5, label_y)))
         return y
@@ -106,11 +106,11 @@ def _after(out: Layout, cfg, layer: int, last: Box, open_: bool, m: Metrics, nh:
     out.arrows.append(Arrow(last.name, f.name, [(cx, last.top), (cx, f.bottom)], (cx + 5, label_y)))
     if rest:
         note = f"⋮ {rest} run here"
-        out.texts.append(Text(note, cx - 6 - m.width(note), f.bottom + 3, "note"))
+        out.texts.append(Text(note, cx - 6 - m.width(note), f.bottom + 3, TextKind.NOTE))
     y = f.top - gap - nh
     h = _box(out, head.key, head, head.label, cx, y + nh / 2, nw, nh)
     out.arrows.append(Arrow(f.name, h.name, [(cx, f.top), (cx, h.bottom)], (cx + 5, (f.top + h.bottom) / 2 - fh / 2)))
     y = h.top - gap - fh
     out.arrows.append(Arrow(h.name, "", [(cx, h.top), (cx, y + fh + 1)], (cx + 5, (y + fh + h.top) / 2 - fh / 2)))
-    out.texts.append(Text("▾ Final norm, head (click to fold)", h.left, y, "cap-after"))
+    out.texts.append(Text("▾ Final norm, head (click to fold)", h.left, y, TextKind.CAP_AFTER))
     return y

@@ -16,6 +16,7 @@ from ...core.gpt.nodes import Node
 from ...core.gpt.nodes import node_for_hook as graph_node
 from ...core.gpt.nodes import order_of
 from .graph_colours import text_colour
+from .layout_types import CAP_SIDE, TextKind
 
 SELECTED, MARKED, EDGE, EDGE_HOT = "#ff8c00", "#d40000", "#444444", "#ff8c00"
 
@@ -129,7 +130,8 @@ class FrameItem(NodeItem):
         self.setZValue(0.5)  # always under the layers it contains
 
 
-def frame_item(graph, name: str, rect, kind: str, title: str, title_at, cfg, font: QFont) -> FrameItem:
+def frame_item(graph, name: str, rect, kind: TextKind, title: str, title_at, cfg,
+               font: QFont) -> FrameItem:
     """The feed-forward's or attention's frame at ``rect`` (x, y, w, h), its title at
     ``title_at`` in the scene, its tooltip the numbers that size what it holds."""
     fx, fy, fw, fh = rect
@@ -141,7 +143,7 @@ def frame_item(graph, name: str, rect, kind: str, title: str, title_at, cfg, fon
         f" = {cfg.emb_dim} / {cfg.n_heads}" if cfg.head_dim * cfg.n_heads == cfg.emb_dim else "")
     if cfg.kv_heads != cfg.n_heads:
         att += f"; {cfg.kv_heads} key/value heads, each shared by {cfg.n_heads // cfg.kv_heads}"
-    item.setToolTip(f"{name}: {ff if kind == 'ff-title' else att}")
+    item.setToolTip(f"{name}: {ff if kind == TextKind.FF_TITLE else att}")
     return item
 
 
@@ -173,14 +175,15 @@ class CapItem(QGraphicsSimpleTextItem):
     """The embeddings (before) or the final norm and head (after): a line of text that
     unfolds them on a click, and folds them again."""
 
-    def __init__(self, text: str, which: str, graph: "object", font: QFont) -> None:
+    def __init__(self, text: str, kind: TextKind, graph: "object", font: QFont) -> None:
         super().__init__(text)
-        self.which, self.graph = which, graph
+        self.which, self.graph = CAP_SIDE[kind], graph
         self.setFont(font)
         self.setBrush(QBrush(QColor("#2a5a8a")))
         self.setCursor(Qt.PointingHandCursor)
         self.setToolTip("Click to unfold or fold: " + (
-            "the token and position embeddings, their sum and dropout" if which == "before"
+            "the token and position embeddings, their sum and dropout"
+            if kind == TextKind.CAP_BEFORE
             else "the final LayerNorm and the output head"))
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)

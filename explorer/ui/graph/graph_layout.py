@@ -20,7 +20,7 @@ from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, PARENT_INPU
                                node_for_hook, order_of, residual_branches, residual_nodes,
                                shortcut_sources)
 from .caps_layout import _after, _before
-from .layout_types import Arrow, Box, Layout, Metrics, Shortcut, Text, _box
+from .layout_types import Arrow, Box, Layout, Metrics, Shortcut, Text, TextKind, _box
 
 FLOOR_TOKENS = 8192  # a prompt longer than this lays the graph out again
 
@@ -75,12 +75,12 @@ def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,
     title = f"{block_title(layer, cfg.n_layers)} · {block_module_name(layer)} · {order_title(cfg)}"
     # on the line about the blocks before, or just above the line about those after
     title_y = before_top if before_top + fh + 6 <= after_top else after_top - fh - 4
-    out.texts.append(Text(title, p.cxb - nw / 2, title_y, "title"))
+    out.texts.append(Text(title, p.cxb - nw / 2, title_y, TextKind.TITLE))
     _shortcuts(out, p, inp, m)
     # the frame, and '× N' beside the block's output (the top of column B)
     out.times = f"× {cfg.n_layers}"
     times_left = max(last_b.right + 12, p.cxb + 5 + lw + 8)
-    out.texts.append(Text(out.times, times_left, last_b.cy - m.big_line / 2, "times"))
+    out.texts.append(Text(out.times, times_left, last_b.cy - m.big_line / 2, TextKind.TIMES))
     frame_right = max(p.cxb + 5 + lw, p.ff_right, times_left + m.big_width(out.times)) + 8
     out.frame = (0.0, 0.0, frame_right, frame_bottom)
     return out
@@ -215,7 +215,7 @@ def _ff_frame_and_pattern(out: Layout, p: _Plan) -> None:
             fbottom = max(b.bottom for b in inside) + 5
             out.ff_frame = (p.cxb - nw / 2 - 8, ftop, p.ff_right - (p.cxb - nw / 2 - 8), fbottom - ftop)
             out.ff_name = p.name(p.ff_parent)
-            out.texts.append(Text(ff_title(p.cfg), p.cxb + 6, ftop + 3, "ff-title"))
+            out.texts.append(Text(ff_title(p.cfg), p.cxb + 6, ftop + 3, TextKind.FF_TITLE))
     if p.pattern and ATTENTION in p.keys_a:  # its shape under it
         att = p.box(out, ATTENTION)
         chip = _box(out, p.name(p.pattern.key), p.pattern, PATTERN_LABEL,

@@ -4,6 +4,7 @@ shortcuts, texts and the layout that holds them (pure geometry, no widgets)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Callable
 
 from ...core.gpt.nodes import Node
@@ -64,12 +65,27 @@ class Shortcut:
     label: tuple[float, float]  # the rotated word's anchor (bottom-left before rotation)
 
 
+class TextKind(StrEnum):
+    """What a text of the graph is, which sets its font, colour and behaviour."""
+    TITLE = "title"  # the block's title
+    FF_TITLE = "ff-title"  # a frame's title: the feed-forward's
+    ATT_TITLE = "att-title"  # or attention's
+    TIMES = "times"  # the large "× N"
+    CAP_BEFORE = "cap-before"  # the fold line of the part before the block
+    CAP_AFTER = "cap-after"  # and of the part after it
+    NOTE = "note"
+
+
+# a fold line's side of the block, as the graph's open_caps and toggle_cap name it
+CAP_SIDE = {TextKind.CAP_BEFORE: "before", TextKind.CAP_AFTER: "after"}
+
+
 @dataclass
 class Text:
     text: str
     x: float
     y: float
-    kind: str  # "title" | "ff-title" | "att-title" | "times" | "cap-before" | "cap-after" | "note"
+    kind: TextKind
 
 
 @dataclass

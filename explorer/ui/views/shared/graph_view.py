@@ -7,8 +7,7 @@ labels, shapes and the shortcut sources all come from there. The whole block fit
 view (graph_canvas.py); nodes are coloured by a chosen statistic of the shown pass or by
 their part of a token's logit (the Why view's answer), and the interventions that apply
 are drawn on the nodes and shortcuts they change. A strip of all blocks below jumps
-between them.
-"""
+between them."""
 
 from __future__ import annotations
 
@@ -28,6 +27,7 @@ from ...graph.graph_items import (CapItem, EdgeItem, NodeItem, arrow_head, frame
 from ...graph.attention_layout import layout_open
 from ...graph.attention_opener import opener_for
 from ...graph.graph_layout import Metrics, label_floors, layout_block
+from ...graph.layout_types import CAP_SIDE, TextKind
 from ...graph.node_menu import node_menu
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
@@ -176,8 +176,8 @@ class BlockGraphView(ViewHooks, QWidget):
             if two:  # its own shape on its second line
                 self.edge_labels[box.name] = item.shape_text
                 self._anchors[box.name] = (0.0, box.h / 2 - m.line - 1, None)
-        for name, rect, kind in ((lay.ff_name, lay.ff_frame, "ff-title"),
-                                 (lay.att_name, lay.att_frame, "att-title")):
+        for name, rect, kind in ((lay.ff_name, lay.ff_frame, TextKind.FF_TITLE),
+                                 (lay.att_name, lay.att_frame, TextKind.ATT_TITLE)):
             if rect is not None:  # a node drawn as the frame around its steps
                 title = next(t for t in lay.texts if t.kind == kind)
                 item = frame_item(self, name, rect, title.kind, self._say(title.text),
@@ -236,28 +236,28 @@ class BlockGraphView(ViewHooks, QWidget):
                         (" — removed by a What if intervention" if removed else ""))
 
     def _text(self, text, cfg) -> None:
-        if text.kind in ("ff-title", "att-title"):
+        kind = text.kind
+        if kind in (TextKind.FF_TITLE, TextKind.ATT_TITLE):
             return  # a frame's own title
-        if text.kind.startswith("cap-"):
-            item = CapItem(self._say(text.text), text.kind[4:], self, self.font_)
+        if kind in CAP_SIDE:
+            item = CapItem(self._say(text.text), kind, self, self.font_)
             self.scene.addItem(item)
         else:
             item = self.scene.addSimpleText(self._say(text.text))
-            font = self.big_font if text.kind == "times" else QFont(self.font_)
-            font.setBold(text.kind in ("title", "times"))
+            font = self.big_font if kind == TextKind.TIMES else QFont(self.font_)
+            font.setBold(kind in (TextKind.TITLE, TextKind.TIMES))
             item.setFont(font)
-            item.setBrush(QBrush(QColor("#5a6b85" if text.kind in ("times", "note") else "#333333")))
-        if text.kind == "times":
+            item.setBrush(QBrush(QColor("#5a6b85" if kind in (TextKind.TIMES, TextKind.NOTE) else "#333333")))
+        if kind == TextKind.TIMES:
             item.setToolTip(self._say(f"The model stacks {cfg.n_layers} blocks like this one, each "
                                       "with weights of its own; the strip below the graph picks "
                                       "which one is drawn."))
             self.block_count = item
         item.setPos(text.x, text.y)
-        self.texts[text.kind if text.kind != "note" else f"note{len(self.texts)}"] = item
+        self.texts[kind if kind != TextKind.NOTE else f"note{len(self.texts)}"] = item
 
     def _say(self, text: str) -> str:
-        """A text as the graph may show it now: what an open question would be answered
-        by masked."""
+        """A text as the graph may show it now: an open question's answer masked."""
         return self.session.covered.mask(text)
 
     def _label_widths(self, m: Metrics) -> tuple[float, float]:
