@@ -26,6 +26,7 @@ from ..gpt.model import GPTModel
 from ..gpt.nodes import (order_of, role, FIRST_ADD, HEADS_MIX, PATTERN, SECOND_ADD, VALUES, block_hook_name,
                          residual_branches)
 from ..run.capture import StopCheck
+from .direct import Branch
 
 MAX_TOKENS = 48
 
@@ -39,15 +40,15 @@ class ContributionGraph:
     ff_stream: np.ndarray  # (layers, T): the stream's share across the feed-forward
     cut: bool  # the prompt was longer than MAX_TOKENS
 
-    def edges(self, threshold: float) -> list[tuple[str, int, int, int, int, float]]:
+    def edges(self, threshold: float) -> list[tuple[Branch, int, int, int, int, float]]:
         """(kind, layer, head or -1, source token, target token, share) above the
-        threshold: "head" edges from an earlier token, "feed-forward" edges within a token."""
+        threshold: a head's edges from an earlier token, the feed-forward's within one."""
         out = []
         for layer, head, target, source in zip(*np.nonzero(self.heads > threshold)):
-            out.append(("head", int(layer), int(head), int(source), int(target),
+            out.append((Branch.HEAD, int(layer), int(head), int(source), int(target),
                         float(self.heads[layer, head, target, source])))
         for layer, target in zip(*np.nonzero(self.ff > threshold)):
-            out.append(("feed-forward", int(layer), -1, int(target), int(target),
+            out.append((Branch.FEED_FORWARD, int(layer), -1, int(target), int(target),
                         float(self.ff[layer, target])))
         return out
 

@@ -18,6 +18,7 @@ no head or neuron split is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -40,10 +41,20 @@ POST_LN_NOTE = ("Post-LN: a norm follows every add, so the logit is not a sum of
                 "not contributions, and no head or neuron split is given.")
 
 
+class Branch(StrEnum):
+    """What part of the model a share of a logit comes from (a ``Part`` of an attribution,
+    an edge of the contribution graph); the word is what labels say."""
+    EMBEDDING = "embedding"
+    ATTENTION = "attention"
+    HEAD = "head"  # one attention head (the contribution graph's edges)
+    FEED_FORWARD = "feed-forward"
+    SHIFT = "shift"  # the final LayerNorm's shift
+
+
 @dataclass(frozen=True)
 class Part:
     label: str  # "Block 2 of 12 attention"
-    kind: str  # "embedding" | "attention" | "feed-forward" | "shift"
+    kind: Branch
     layer: int | None
     node: str | None  # the node to select for it
     value: float
@@ -67,7 +78,7 @@ class Attribution:
     def note(self) -> str:
         if not self.exact:
             return POST_LN_NOTE
-        return EXACT_NOTE if any(p.kind == "shift" for p in self.parts) else RMS_NOTE
+        return EXACT_NOTE if any(p.kind == Branch.SHIFT for p in self.parts) else RMS_NOTE
 
     @property
     def total(self) -> float:
@@ -133,10 +144,10 @@ def attribute(model: GPTModel, reading: Reading, target: int,
     w = gamma * u / sigma
     if not rms:
         w = w - w.mean()  # the norm's centring, moved onto the direction
-    parts = [Part("Token embedding", "embedding", None, TOKEN_EMBEDDING,
+    parts = [Part("Token embedding", Branch.EMBEDDING, None, TOKEN_EMBEDDING,
                   float(w @ reading.token_embedding))]
     if not rms:  # a learned position embedding (RoPE adds none to the stream)
-        parts.append(Part("Position embedding", "embedding", None, POSITION_EMBEDDING,
+        parts.append(Part("Position embedding", Branch.EMBEDDING, None, POSITION_EMBEDDING,
                           float(w @ reading.position_embedding)))
     heads, att_bias, neurons, ff_bias = [], [], [], []
     order = order_of(model.cfg)
@@ -151,12 +162,12 @@ def attribute(model: GPTModel, reading: Reading, target: int,
         linear2 = block_hook_name(layer, role(order, "last_linear"))
         neurons.append(block.gelu * (_weights(model, f"{linear2}.weight").T @ w))
         ff_bias.append(_bias_part(model, linear2, w))
-        parts += [Part(f"{title} attention", "attention", layer,
+        parts += [Part(f"{title} attention", Branch.ATTENTION, layer,
                        block_hook_name(layer, branches[FIRST_ADD]), float(w @ block.attention)),
-                  Part(f"{title} feed-forward", "feed-forward", layer,
+                  Part(f"{title} feed-forward", Branch.FEED_FORWARD, layer,
                        block_hook_name(layer, branches[SECOND_ADD]), float(w @ block.feed_forward))]
     if not rms:
-        parts.append(Part("Final norm's shift", "shift", None, FINAL_NORM, float(u @ beta)))
+        parts.append(Part("Final norm's shift", Branch.SHIFT, None, FINAL_NORM, float(u @ beta)))
     return Attribution(reading.position, target, versus, logit, True, tuple(parts),
                        np.array(heads), np.array(att_bias), np.array(neurons),
                        np.array(ff_bias), sigma)
@@ -174,11 +185,11 @@ def _lens_changes(reading: Reading, target: int, versus: int | None, logit: floa
         return float(u @ norm_rows(final_norm, x))
 
     before = lens(reading.embeddings)
-    parts = [Part("Embeddings (read by the lens)", "embedding", None, EMBEDDINGS, before)]
+    parts = [Part("Embeddings (read by the lens)", Branch.EMBEDDING, None, EMBEDDINGS, before)]
     n = len(reading.blocks)
     names = residual_nodes(reading.norm_position)
     for layer, block in enumerate(reading.blocks):
-        for half, kind, name in zip(block.residual, ("attention", "feed-forward"), names):
+        for half, kind, name in zip(block.residual, (Branch.ATTENTION, Branch.FEED_FORWARD), names):
             now = lens(half)
             parts.append(Part(f"{block_title(layer, n)} {kind} half (lens change)", kind, layer,
                               block_hook_name(layer, name), now - before))

@@ -8,7 +8,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
 
-from ...core.attribution.direct import Attribution, Part
+from ...core.attribution.direct import Attribution, Branch, Part
 from ...core.gpt.nodes import EMBEDDINGS, FINAL_NORM, POSITION_EMBEDDING, TOKEN_EMBEDDING
 from ...core.attribution.head_roles import ROLE_EVIDENCE, ROLES, HeadRoles
 from ...core.attribution.why import Why
@@ -77,7 +77,7 @@ def draw_waterfall(plot: pg.PlotItem, attribution: Attribution | None,
 def _short(part: Part) -> str:
     """A part's name beside the waterfall: 'B3 attention', 'B3 feed-forward', 'tok'."""
     if part.layer is not None:
-        return f"B{part.layer} {'attention' if part.kind == 'attention' else 'feed-forward'}"
+        return f"B{part.layer} {Branch.ATTENTION if part.kind == Branch.ATTENTION else Branch.FEED_FORWARD}"
     return SHORT.get(part.node, part.kind)
 
 

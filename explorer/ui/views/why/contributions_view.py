@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
 
 from ....core.attribution.contributions import MAX_TOKENS, ContributionGraph, contribution_graph
+from ....core.attribution.direct import Branch
 from ....core.gpt.nodes import ATTENTION, FEED_FORWARD, block_hook_name
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
@@ -97,9 +98,9 @@ class ContributionsView(LazyRefresh, QWidget):
         t, layers = len(graph.ids), graph.heads.shape[0]
         self.shown_edges = graph.edges(share)
         for kind, layer, head, source, target, value in self.shown_edges:
-            x = [source, target] if kind == "head" else [target + 0.12, target + 0.12]
+            x = [source, target] if kind == Branch.HEAD else [target + 0.12, target + 0.12]
             self.plot.addItem(pg.PlotCurveItem(x, [layer, layer + 1], pen=pg.mkPen(
-                HEAD if kind == "head" else FF, width=1 + 6 * value)))
+                HEAD if kind == Branch.HEAD else FF, width=1 + 6 * value)))
         xs, ys = np.meshgrid(np.arange(t), np.arange(layers + 1))
         self.plot.addItem(pg.ScatterPlotItem(xs.ravel(), ys.ravel(), size=7,
                                              brush=pg.mkBrush("#555555"), pen=None))
@@ -119,7 +120,7 @@ class ContributionsView(LazyRefresh, QWidget):
             if not layer <= y <= layer + 1:
                 continue
             along = y - layer
-            ex = source + (target - source) * along if kind == "head" else target + 0.12
+            ex = source + (target - source) * along if kind == Branch.HEAD else target + 0.12
             if abs(x - ex) < where:
                 best, where = edge, abs(x - ex)
         return best
@@ -135,9 +136,9 @@ class ContributionsView(LazyRefresh, QWidget):
     def select(self, edge) -> None:
         """An edge clicked: its head's attention (or the feed-forward) selected, named."""
         kind, layer, head, source, target, value = edge
-        self.session.set_node(block_hook_name(layer, ATTENTION if kind == "head" else FEED_FORWARD))
+        self.session.set_node(block_hook_name(layer, ATTENTION if kind == Branch.HEAD else FEED_FORWARD))
         ids = self.graph.ids
-        what = f"head {head}" if kind == "head" else "the feed-forward block"
+        what = f"head {head}" if kind == Branch.HEAD else "the feed-forward block"
         piece = self.session.tokenizer.token_piece
         self.note.setText(f"Block {layer}, {what}: {piece(ids[source])!r} → "
                           f"{piece(ids[target])!r}, {value:.0%} of the new representation")
