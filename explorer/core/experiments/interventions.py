@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from ..gpt.config import GPTConfig
 from ..gpt.hooks import Hook, hooks, shortcut_removed
 from ..gpt.model import GPTModel
-from ..gpt.nodes import (ATTENTION, Kind, activation_label, all_hook_names, block_hook_name,
+from ..gpt.nodes import (Width, ATTENTION, Kind, activation_label, all_hook_names, block_hook_name,
                          eval_source, node_for_hook, order_of, parse_hook, residual_branches, role)
 from ..gpt.tokenizer import tokenizer_of
 from ..base.outputs import atomic_output, check_output
@@ -116,7 +116,7 @@ class Intervention:
                 or abs(self.k) > K_MOST:
             raise ValueError(f"{where}: k must be a finite number from −{K_MOST:,.0f} to {K_MOST:,.0f} "
                              f"(beyond, the output overflows to NaN), got {self.k!r}"[:200])
-        if node.width == "ctx" and self.kind not in (Change.ZERO, Change.SCALE):  # T × T
+        if node.width == Width.CTX and self.kind not in (Change.ZERO, Change.SCALE):  # T × T
             what = "the attention pattern" if node.kind == Kind.PATTERN else "a score matrix"
             raise ValueError(f"{where}: {what} (a row per query, a column per key) can be "
                              "zeroed or scaled only")
@@ -151,7 +151,7 @@ class Intervention:
 def allowed_kinds(node: str, order="pre") -> list[Change]:
     """The kinds of intervention that fit a node of a block of this order."""
     key, found = parse_hook(node)[1], node_for_hook(node, order)
-    if found.width == "ctx":  # the scores, the masked scores, the pattern: T × T
+    if found.width == Width.CTX:  # the scores, the masked scores, the pattern: T × T
         return [Change.ZERO, Change.SCALE]
     kinds = [Change.ZERO, Change.MEAN, Change.SCALE, Change.STEER, Change.PATCH]
     if key == ATTENTION:

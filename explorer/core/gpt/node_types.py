@@ -75,8 +75,23 @@ _HIST_BY_KIND = {
     Kind.PRODUCT: HistRange(-10.0, 10.0, 100),
 }
 
-# The last dimension of each width (see ``Node.shape``).
-WIDTHS = ("emb", "hidden", "vocab", "ctx", "head", "q", "kv", "kv_head")
+class Width(str, Enum):
+    """A node's last dimension (see ``Node.shape``)."""
+
+    EMB = "emb"
+    HIDDEN = "hidden"  # the feed-forward's inside
+    VOCAB = "vocab"
+    CTX = "ctx"  # one per key: (B, H, T, T)
+    HEAD = "head"  # head_dim values per head: (B, H, T, head_dim)
+    Q = "q"  # every query head's values side by side: (B, T, H·head_dim)
+    KV = "kv"  # every key/value head's: (B, T, KV·head_dim)
+    KV_HEAD = "kv_head"  # per key/value head: (B, KV, T, head_dim)
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+PER_HEAD = (Width.CTX, Width.HEAD, Width.KV_HEAD)  # the widths with a heads axis
 
 
 @dataclass(frozen=True)
@@ -85,12 +100,7 @@ class Node:
     label: str  # short text on the graph
     description: str  # one line for tooltips and the inspector
     kind: Kind  # given as its word ("norm"); compares equal to it
-    # last dimension: "emb", "hidden" (the feed-forward's inside), "vocab", "ctx" (one
-    # per key: (B, H, T, T)), "head" (head_dim values per head: (B, H, T, head_dim)),
-    # "q" (every query head's values side by side: (B, T, H·head_dim)), "kv" (every
-    # key/value head's: (B, T, KV·head_dim)), "kv_head" (per key/value head: (B, KV, T,
-    # head_dim))
-    width: str
+    width: Width  # given as its word ("emb") too
     parent: str | None = None  # the node it is inside (expandable in the graph), if any
     # In eval mode this node outputs the very tensor of another node (dropout is the
     # identity; ff returns its last Linear's output), so capture can reuse that one.
@@ -102,8 +112,10 @@ class Node:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))  # an unknown kind fails here
-        if self.width not in WIDTHS:
-            raise ValueError(f"unknown width {self.width!r}")
+        try:
+            object.__setattr__(self, "width", Width(self.width))
+        except ValueError:
+            raise ValueError(f"unknown width {self.width!r}") from None
 
     @property
     def hist(self) -> HistRange:
@@ -114,20 +126,21 @@ class Node:
     @property
     def per_head(self) -> bool:
         """Whether its tensor has a heads axis: (B, H, T, head_dim) or (B, H, T, T)."""
-        return self.width in ("ctx", "head", "kv_head")
+        return self.width in PER_HEAD
 
     def heads(self, cfg: GPTConfig) -> int:
         """How many heads its heads axis has: the query heads, or the key/value heads."""
-        return cfg.kv_heads if self.width == "kv_head" else cfg.n_heads
+        return cfg.kv_heads if self.width == Width.KV_HEAD else cfg.n_heads
 
     def shape(self, cfg: GPTConfig, batch: int, tokens: int) -> tuple[int, ...]:
         """The tensor shape this node produces for a (batch, tokens) input."""
-        if self.width == "ctx":
+        if self.width == Width.CTX:
             return (batch, cfg.n_heads, tokens, tokens)
-        if self.width in ("head", "kv_head"):
+        if self.width in (Width.HEAD, Width.KV_HEAD):
             return (batch, self.heads(cfg), tokens, cfg.head_dim)
         if not self.batched:
             return (tokens, cfg.emb_dim)
-        last = {"emb": cfg.emb_dim, "hidden": cfg.hidden_dim, "vocab": cfg.vocab_size,
-                "q": cfg.n_heads * cfg.head_dim, "kv": cfg.kv_heads * cfg.head_dim}[self.width]
+        last = {Width.EMB: cfg.emb_dim, Width.HIDDEN: cfg.hidden_dim, Width.VOCAB: cfg.vocab_size,
+                Width.Q: cfg.n_heads * cfg.head_dim,
+                Width.KV: cfg.kv_heads * cfg.head_dim}[self.width]
         return (batch, tokens, last)

@@ -18,7 +18,7 @@ from .family import (ATTENTION, BLOCK_INPUT, BLOCKS, PARENT_INPUT, BlockFamily, 
                      BlockOrder, block_hook_name, switches_of)
 from .gpt2_nodes import ATTENTION_INSIDE, GPT2, MODEL_NODES_AFTER, MODEL_NODES_BEFORE  # noqa: F401
 from .llama_nodes import LLAMA
-from .node_types import _HIST_BY_KIND, HistRange, Kind, Node  # noqa: F401 (the table's types)
+from .node_types import _HIST_BY_KIND, HistRange, Kind, Node, Width  # noqa: F401 (the table's types)
 
 FAMILIES: dict[str, BlockFamily] = {f.name: f for f in (GPT2, LLAMA)}
 

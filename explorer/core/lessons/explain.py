@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpt.nodes import (CONTEXT_JOINED, EMBEDDING_SUM, Kind, input_node, node_for_hook,
+from ..gpt.nodes import (Width, CONTEXT_JOINED, EMBEDDING_SUM, Kind, input_node, node_for_hook,
                          residual_branches)
 from ..gpt.tokenizer import gpt2_tokenizer
 from .kinds import KIND_LESSONS
@@ -208,7 +208,7 @@ def _what_it_did(name: str, node, view, views: dict, pieces: list[str], pos: int
     if node.kind == Kind.LOGITS:
         top = int(np.argmax(np.asarray(array).reshape(-1, width)[pos]))
         return [f"At token {token} the highest score is for {tokenizer.token_piece(top)!r} (id {top})."]
-    if node.width == "ctx":  # scores, masked scores, weights: (B, H, queries, keys)
+    if node.width == Width.CTX:  # scores, masked scores, weights: (B, H, queries, keys)
         return _rows_sentence(node, np.asarray(array), pieces, token, pos)
     return []
 

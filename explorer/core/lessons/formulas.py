@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..gpt.model import GPTModel
-from ..gpt.nodes import ATTENTION, EMBEDDING_SUM, HEADS_MIX, order_of, node_for_hook, parse_hook
+from ..gpt.nodes import (ATTENTION, EMBEDDING_SUM, HEADS_MIX, Width, order_of, node_for_hook,
+                         parse_hook)
 from ..gpt.tokenizer import token_piece
 from .formulas_common import Ask, Worked, _row
 from .formulas_gpt2 import embedding
@@ -32,7 +33,7 @@ def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
     if views.get(name) is None or views[name].array is None:
         raise ValueError(f"{name} was not kept in full in this pass")
     layer, key = parse_hook(name)
-    index = head // (cfg.n_heads // cfg.kv_heads) if node.width == "kv_head" else head
+    index = head // (cfg.n_heads // cfg.kv_heads) if node.width == Width.KV_HEAD else head
     captured = _row(views, name, pos) if not node.per_head else \
         np.asarray(views[name].array, dtype=np.float64)[0, index, pos]
     ask = Ask(model, name, key, layer, node, views, ids, pos, head, index,

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 
-from ..gpt.nodes import (ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, HEAD_KEYS,
+from ..gpt.nodes import (Width, ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, HEAD_KEYS,
                          HEAD_QUERIES, HEAD_VALUES, HEADS_MIX, K_NORM, KEYS, KEYS_ROPE, KEYS_SHARED,
                          MASKED_SCORES, PATTERN, Q_NORM, QUERIES, QUERIES_ROPE, SCORES, VALUES,
                          VALUES_SHARED, Kind, block_hook_name, input_node, role)
@@ -123,7 +123,7 @@ def attention_step(ask: Ask) -> Worked:
             lines.append(f"pair ({i}, {i + hd // 2}) at angle {_f(a)}: ({_f(source[i])}, "
                          f"{_f(source[i + hd // 2])}) → ({_f(value[i])}, {_f(value[i + hd // 2])})")
         return Worked(name, "x·cos(pθ) + rotate_half(x)·sin(pθ)", lines, value, captured)
-    if node.width == "ctx":
+    if node.width == Width.CTX:
         said = {Kind.SCORES: "attn_scores = queries_rope @ keys_repeated.transpose(2, 3)",
                 Kind.MASK: "attn_scores.masked_fill(mask, -inf)",
                 Kind.PATTERN: "attn_weights = softmax(masked scores / √head_dim)"}[node.kind]

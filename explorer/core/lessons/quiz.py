@@ -16,7 +16,7 @@ import random
 
 import numpy as np
 
-from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, FIRST_ADD, FIRST_DROPOUT,
+from ..gpt.nodes import (Width, ATTENTION, BLOCK_INPUT, FEED_FORWARD, FIRST_ADD, FIRST_DROPOUT,
                          FIRST_NORM, GELU_INPUT, HEAD_QUERIES, PATTERN, SECOND_NORM, Kind, as_order,
                          block_hook_name, block_input, block_steps, embeddings, eval_source,
                          input_node, node_for_hook, parse_hook, residual_branches, shortcut_sources)
@@ -48,7 +48,7 @@ def _width_gives(live: Live, last: int, c: int, hidden: int) -> tuple[str, ...]:
     """Texts that would give a width away: the width itself (not when it is the prompt's
     length, which the prompt shows by design) and, for the model's own widths, the other
     width and the factor between them (192 wide and × 4 make 768)."""
-    if live.node.width == "ctx":  # one column per key: the prompt's length
+    if live.node.width == Width.CTX:  # one column per key: the prompt's length
         return ()
     gives = [str(last), f"{last:,}"]
     if last in (c, hidden) and hidden != c:
@@ -66,9 +66,9 @@ def shape_question(live: Live, rng: random.Random) -> Question:
     c = _emb(live)
     hidden = live.width(GELU_INPUT, live_layer(live)) or 4 * c
     lead, last = shape[:-1], shape[-1]
-    if node.width == "ctx":
+    if node.width == Width.CTX:
         return _table_shape_question(live, rng, c)
-    if node.width == "head":
+    if node.width == Width.HEAD:
         h, hd = shape[1], shape[-1]
         meaningful = [h, c, 2 * hd]
         why = f"{c} values per token split among {h} heads: {c} / {h} = {hd} each"

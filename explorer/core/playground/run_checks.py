@@ -14,7 +14,7 @@ import torch
 
 from ..base.outputs import shown
 from ..gpt.config import GPTConfig
-from ..gpt.nodes import HistRange
+from ..gpt.nodes import HistRange, Width
 from ..run.stats import NodeStats
 
 SCALARS = ("count", "mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
@@ -108,7 +108,7 @@ def check_shape(path: Path, what: str, node, shape: tuple, cfg: GPTConfig | None
             raise RunFileError(path, f"{what} has the shape {shape}, which no node has")
         return
     want = node.shape(cfg, 1, tokens)
-    if node.width == "ctx" and len(shape) == 4 and step:  # the keys: all so far
+    if node.width == Width.CTX and len(shape) == 4 and step:  # the keys: all so far
         want = want[:3] + (shape[3] if tokens <= shape[3] <= cfg.context_length else -1,)
     if shape != want:
         raise RunFileError(path, f"{what} has the shape {shape}; the saved model gives "

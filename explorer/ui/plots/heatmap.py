@@ -12,12 +12,13 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
-from ...core.gpt.node_types import Kind
+from ...core.gpt.node_types import Kind, Width
 from .plot_axes import plot_widget, position_ticks
 from .plot_text import set_empty, set_label, set_ticks
 
-AXES = {"emb": "feature", "hidden": "feature (of 4 × emb)", "vocab": "vocabulary id",
-        "ctx": "key token", "head": "feature (of head_dim)"}
+AXES = {Width.EMB: "feature", Width.HIDDEN: "feature (of the feed-forward's hidden_dim)",
+        Width.VOCAB: "vocabulary id", Width.CTX: "key token", Width.HEAD: "feature (of head_dim)",
+        Width.KV_HEAD: "feature (of head_dim)"}
 MASKED = "#b0b0b0"  # a masked score (−inf): drawn as masked, not as a colour of the scale
 
 
@@ -67,7 +68,7 @@ class Heatmap:
                             autoDownsample=True)
         self.bar.setLevels(levels)
         set_ticks(self.plot.getAxis("bottom"), position_ticks(matrix.shape[1])
-                  if view.node.width == "ctx" else None)
+                  if view.node.width == Width.CTX else None)
         self.labels = labels
         self._fit_labels()
         self.plot.autoRange()
