@@ -12,6 +12,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QPainterPath, QPainterPathStrok
 from PySide6.QtWidgets import (QGraphicsItem, QGraphicsPathItem, QGraphicsRectItem,
                                QGraphicsSimpleTextItem)
 
+from ...core.experiments.changes import Change
 from ...core.gpt.nodes import Node
 from ...core.gpt.nodes import node_for_hook as graph_node
 from ...core.gpt.nodes import order_of
@@ -195,9 +196,11 @@ class CapItem(QGraphicsSimpleTextItem):
 def marks(one) -> tuple[str, str]:
     """(the node it is drawn on, the words) for one intervention (a removed shortcut on
     its add, whose shortcut the graph also draws dashed)."""
-    return one.node, {"zero": "× 0", "scale": f"× {one.k:g}", "mean": "mean", "steer": "steered",
-                      "patch": "patched", "heads": "heads " + ",".join(map(str, one.heads)) + " off",
-                      "activation": f"→ {one.function}", "no-shortcut": "no shortcut"}[one.kind]
+    return one.node, {Change.ZERO: "× 0", Change.SCALE: f"× {one.k:g}", Change.MEAN: "mean",
+                      Change.STEER: "steered", Change.PATCH: "patched",
+                      Change.HEADS: "heads " + ",".join(map(str, one.heads)) + " off",
+                      Change.ACTIVATION: f"→ {one.function}",
+                      Change.NO_SHORTCUT: "no shortcut"}[one.kind]
 
 
 def arrow_head(path: QPainterPath, p0, p1) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QMenu, QWidget
 
-from ...core.experiments.interventions import Intervention, allowed_kinds
+from ...core.experiments.interventions import FUNCTIONS, Change, Intervention, allowed_kinds
 from ...core.gpt.nodes import activation_label, order_of, parse_hook
 from ..base.session import Session
 
@@ -23,23 +23,23 @@ def node_menu(session: Session, name: str, parent: QWidget, services=None) -> QM
         return lambda: (session.set_node(name), session.add_intervention(Intervention(*args, **kwargs)))
 
     menu.addSection(f"What if… ({name})")
-    menu.addAction("Zero it", add("zero", name))
-    if "mean" in kinds:
-        menu.addAction("Mean-ablate it (its mean over the prompt)", add("mean", name))
+    menu.addAction("Zero it", add(Change.ZERO, name))
+    if Change.MEAN in kinds:
+        menu.addAction("Mean-ablate it (its mean over the prompt)", add(Change.MEAN, name))
     scale = menu.addMenu("Scale it")
     for k in (0.5, 2.0, 5.0, -1.0):
-        scale.addAction(f"× {k:g}", add("scale", name, k=k))
+        scale.addAction(f"× {k:g}", add(Change.SCALE, name, k=k))
     info = session.model
-    if "heads" in kinds and info is not None:
+    if Change.HEADS in kinds and info is not None:
         heads = menu.addMenu("Knock out a head")
         for h in range(info.config.n_heads):
-            heads.addAction(f"head {h}", add("heads", name, heads=(h,)))
-    if "no-shortcut" in kinds:
-        menu.addAction("Remove its shortcut", add("no-shortcut", name))
-    if "activation" in kinds:
-        for function in ("relu", "identity"):
+            heads.addAction(f"head {h}", add(Change.HEADS, name, heads=(h,)))
+    if Change.NO_SHORTCUT in kinds:
+        menu.addAction("Remove its shortcut", add(Change.NO_SHORTCUT, name))
+    if Change.ACTIVATION in kinds:
+        for function in FUNCTIONS:
             menu.addAction(f"{activation_label(parse_hook(name)[1])} → {function}",
-                           add("activation", name, function=function))
+                           add(Change.ACTIVATION, name, function=function))
     menu.addSeparator()
     menu.addAction("Steer, patch, or more… (What if tab)",
                    lambda: (session.set_node(name), services and services.show_view("whatif")))
