@@ -30,7 +30,7 @@ def download(args: argparse.Namespace) -> int:
     last = {"share": -1, "width": 0}
 
     def show(p) -> None:
-        if p.phase == "done":
+        if p.phase == fetching.Phase.DONE:
             return
         text = p.line()
         if tty:
@@ -39,7 +39,7 @@ def download(args: argparse.Namespace) -> int:
             last["width"] = len(text)
         else:  # a log file: a line per tenth, and each check
             share = int(10 * p.done_bytes / p.total_bytes) if p.total_bytes else 0
-            if share == last["share"] and p.phase == "download":
+            if share == last["share"] and p.phase == fetching.Phase.DOWNLOAD:
                 return
             last["share"] = share
             sys.stderr.write(text + "\n")

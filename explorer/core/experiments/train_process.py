@@ -7,11 +7,20 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+from enum import StrEnum
 
 from .training import train
 
 POLL_S = 0.1  # how often the parent looks for an event or a stop
 NICE = 10  # the trainer's lower scheduling priority (Unix nice increment)
+
+
+class Message(StrEnum):
+    """What the child sends, with its value: an event, the last one at the end, or why
+    it failed."""
+    EVENT = "event"
+    DONE = "done"
+    FAILED = "failed"
 
 
 def lower_priority(pid: int) -> None:
@@ -26,12 +35,12 @@ def lower_priority(pid: int) -> None:
 
 def _child(text_path, settings, out_dir: str, conn, stop) -> None:
     try:
-        last = train(text_path, settings, out_dir, lambda e: conn.send(("event", e)), stop.is_set)
-        conn.send(("done", last))
+        last = train(text_path, settings, out_dir, lambda e: conn.send((Message.EVENT, e)), stop.is_set)
+        conn.send((Message.DONE, last))
     except (ValueError, OSError, MemoryError) as exc:  # bad input, said in its own words
-        conn.send(("failed", str(exc) or type(exc).__name__))
+        conn.send((Message.FAILED, str(exc) or type(exc).__name__))
     except BaseException as exc:  # anything else: named, never a silent end
-        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        conn.send((Message.FAILED, f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
 
@@ -61,9 +70,9 @@ def train_in_process(text_path: str | None, settings, out_dir, report, should_st
             except EOFError:
                 raise ValueError(f"training ended without a word (exit code "
                                  f"{child.exitcode})") from None
-            if kind == "event":
+            if kind == Message.EVENT:
                 report(value)
-            elif kind == "done":
+            elif kind == Message.DONE:
                 return value
             else:
                 raise ValueError(value)

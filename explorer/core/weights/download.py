@@ -27,6 +27,7 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -43,11 +44,18 @@ from .repo_files import tokenizer_files as _tokenizer_files
 
 
 
+class Phase(StrEnum):
+    """Where a download is: fetching bytes, checking a file, or finished."""
+    DOWNLOAD = "download"
+    VERIFY = "verify"  # the file's checksum
+    DONE = "done"
+
+
 @dataclass
 class DownloadProgress:
     """Where a download is: bytes of all files, speed over the last seconds, time left."""
 
-    phase: str  # "download" | "verify" | "done"
+    phase: Phase
     filename: str
     done_bytes: int
     total_bytes: int
@@ -59,7 +67,7 @@ class DownloadProgress:
         share = f" ({100 * self.done_bytes / self.total_bytes:.0f}%)" if self.total_bytes else ""
         text = (f"{self.filename}: {self.done_bytes / mb:,.1f} of {self.total_bytes / mb:,.1f} MB"
                 f"{share}")
-        if self.phase == "verify":
+        if self.phase == Phase.VERIFY:
             return f"{self.filename}: checking its sha256…"
         if self.bytes_per_second:
             text += f", {self.bytes_per_second / mb:,.1f} MB/s"
@@ -88,9 +96,9 @@ class _Meter:
         while len(self.samples) > 2 and now - self.samples[0][0] > 5.0:
             self.samples.popleft()
         if now - self.last_call >= 0.1:
-            self.report("download")
+            self.report(Phase.DOWNLOAD)
 
-    def report(self, phase: str) -> None:
+    def report(self, phase: Phase) -> None:
         self.last_call = time.monotonic()
         if self.callback is None:
             return
@@ -227,7 +235,7 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
                 meter.filename = filename
                 fetched += _fetch(repo_id, filename, url, meta, storage, revision, root, hub,
                                   headers, meter, notices)
-            meter.report("done")
+            meter.report(Phase.DONE)
             _found_again(repo_id, root, files)
     except HubUnreachable as exc:
         # offline, but a complete, checked copy is already here: nothing to do
@@ -284,7 +292,7 @@ def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision:
     blob = storage / "blobs" / sha
     pointer = storage / "snapshots" / meta.commit_hash / filename
     if blob.is_file():
-        meter.report("verify")
+        meter.report(Phase.VERIFY)
         problem = verify(pointer if pointer.exists() else blob, meter.should_stop)
         if problem is None:
             meter.done += size
@@ -319,7 +327,7 @@ def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision:
         except TooLong:
             partial.unlink(missing_ok=True)  # not the announced file: nothing of it is kept
             raise
-        meter.report("download")  # the file's last bytes, whatever the throttle said
+        meter.report(Phase.DOWNLOAD)  # the file's last bytes, whatever the throttle said
         _checked_into_place(partial, blob, sha, f"{filename} of {repo_id}", meter)
         state.mark_verified(blob, f"sha256:{sha}")
     # the library links the blob into the snapshot and records the revision's commit
@@ -330,7 +338,7 @@ def _fetch(repo_id: str, filename: str, url: str, meta, storage: Path, revision:
 def _checked_into_place(partial: Path, blob: Path, sha: str, what: str, meter: _Meter) -> None:
     """The finished bytes become the blob only if their sha256 is the Hub's; otherwise
     they are removed."""
-    meter.report("verify")
+    meter.report(Phase.VERIFY)
     actual = sha256_of(partial, meter.should_stop)
     if actual != sha:
         partial.unlink()

@@ -35,7 +35,7 @@ class DivergenceView(ViewHooks, QWidget):
         for name, words in MUTATIONS.items():
             self.kind.addItem(name, name)
             self.kind.setItemData(self.kind.count() - 1, words, Qt.ToolTipRole)
-        self.kind.addItem(CHECKPOINT, "file")
+        self.kind.addItem(CHECKPOINT, CHECKPOINT)  # its data: not a mutation's name
         self.ff_width = QSpinBox()  # ff-N: the width the user types
         self.ff_width.setRange(1, 100_000)
         self.ff_width.setPrefix("width ")
@@ -118,7 +118,7 @@ class DivergenceView(ViewHooks, QWidget):
             self.summary.setText("Run a prompt first (Ctrl+Enter): both models get the same prompt.")
             return
         kind = self.kind.currentData()
-        if kind == "file":
+        if kind == CHECKPOINT:
             path, _ = QFileDialog.getOpenFileName(self, "Model B checkpoint")
             if not path:
                 return
