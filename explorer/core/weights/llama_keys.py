@@ -6,6 +6,7 @@ config.json describes, checked against the weights' shapes. Reads no file
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,20 @@ from ..base.validate import real, whole
 from ..gpt.config import PRESETS, GPTConfig, RopeScaling
 from .keymaps import block_layers
 
-MODEL_TYPES = ("llama", "qwen2", "qwen3")  # config.json's model_type the explorer opens
+class ModelType(StrEnum):
+    """config.json's model_type, of the models the explorer opens as Llama-family blocks."""
+    LLAMA = "llama"
+    QWEN2 = "qwen2"
+    QWEN3 = "qwen3"
+
+
+class RopeType(StrEnum):
+    """config.json's rotary scaling (``rope_type``, or ``type``) the explorer computes."""
+    DEFAULT = "default"  # none
+    LLAMA3 = "llama3"
+
+
+MODEL_TYPES = tuple(ModelType)  # config.json's model_type the explorer opens
 
 _LAYER_RE = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
 _BLOCK_MAP = {"input_layernorm.weight": "norm1.scale",
@@ -90,15 +104,16 @@ def _rope(path: Path, hf: dict) -> tuple[float, RopeScaling | None]:
     """θ and Llama 3's scaling, from either layout of config.json (``rope_theta`` and
     ``rope_scaling``, or transformers 5's ``rope_parameters``)."""
     params = hf.get("rope_parameters") or {}
-    scaling = hf.get("rope_scaling") or (params if params.get("rope_type") not in (None, "default") else None)
+    scaling = hf.get("rope_scaling") or (
+        params if params.get("rope_type") not in (None, RopeType.DEFAULT) else None)
     base = hf.get("rope_theta", params.get("rope_theta", 10000.0))
     base = _read(path, real, base, "rope_theta in config.json", 1.0, 1e12)
     if not scaling:
         return base, None
     kind = scaling.get("rope_type", scaling.get("type"))
-    if kind == "default":
+    if kind == RopeType.DEFAULT:
         return base, None
-    if kind != "llama3":
+    if kind != RopeType.LLAMA3:
         raise CheckpointError(path, f"config.json asks for {kind!r} rotary scaling; the explorer "
                                     "computes RoPE without scaling or with Llama 3's")
     try:
@@ -120,7 +135,7 @@ def _refuse_what_differs(path: Path, hf: dict[str, Any]) -> None:
     if act != "silu":
         raise CheckpointError(path, f"config.json's hidden_act is {act!r}; the SwiGLU block "
                                     "uses silu")
-    if hf.get("mlp_bias") or (kind == "llama" and hf.get("attention_bias")):
+    if hf.get("mlp_bias") or (kind == ModelType.LLAMA and hf.get("attention_bias")):
         raise CheckpointError(path, "config.json asks for biases in the feed-forward or in "
                                     "out_proj, which this block does not have")
     if hf.get("use_sliding_window"):
