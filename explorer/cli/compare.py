@@ -8,6 +8,7 @@ import sys
 
 from ..core.base.outputs import atomic_output, check_output, shown
 from .common import add_model_args, load
+from ..core.gpt.config import NormPosition
 
 
 MAX_DEPTH = 96  # as in the app; each depth is a model built and run forward and backward
@@ -61,7 +62,7 @@ def compare_ln(args: argparse.Namespace) -> int:
               f"{post.residual_norm[layer]:13.4g} {post.residual_std[layer]:12.4g}")
     for run in (pre, post):
         cands = ", ".join(f"{p!r} {v:.3g}" for p, v in zip(run.top_pieces, run.top_probs))
-        print(f"{'Pre-LN' if run.norm_position == 'pre' else 'Post-LN'} next tokens: {cands}")
+        print(f"{'Pre-LN' if run.norm_position == NormPosition.PRE else 'Post-LN'} next tokens: {cands}")
     text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:4000]
     print(f"\ngradient experiment: {args.init} initialisation, seed {args.init_seed}, "
           f"emb_dim {EXPERIMENT_CONFIG.emb_dim}, depths {depths}, LM loss on 'The Verdict'…",

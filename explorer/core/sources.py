@@ -34,6 +34,7 @@ from .gpt.config import GPTConfig, preset
 from .base.devices import resolve_device, resolve_dtype
 from .gpt.model import build_model, count_parameters, describe_size
 from .gpt.tokenizer import Tokenizer, gpt2_tokenizer
+from .gpt.config import NormPosition
 
 NO_TRAINED_MODEL = ("no trained GPT-2 found in the Hugging Face cache ({cache}); using a "
                     "random initialisation. Get one with `gpt-explorer download gpt2`, "
@@ -51,7 +52,7 @@ def random_model(preset_name: str = "gpt2-small", seed: int = 0, device: str = "
     check(should_stop)
     model = build_model(cfg, device=dev, dtype=dt, seed=seed, should_stop=should_stop)
     check(should_stop)
-    post = " · Post-LN" if cfg.norm_position == "post" else ""
+    post = " · Post-LN" if cfg.norm_position == NormPosition.POST else ""
     label = f"{preset_name}{post} · random init (seed {seed}) · UNTRAINED: output is noise"
     return LoadedModel(model, cfg, "preset", label, trained=False)
 

@@ -28,6 +28,7 @@ from ..gpt.nodes import (EMBEDDINGS, FINAL_NORM, FIRST_ADD, HEADS_MIX, LOGITS,
                          POSITION_EMBEDDING, SECOND_ADD, TOKEN_EMBEDDING, block_hook_name,
                          block_title, order_of, residual_branches, residual_nodes, role)
 from .reading import Reading
+from ..gpt.config import NormPosition
 
 EXACT_NOTE = ("Direct attribution: the final norm's scale at this position held fixed (the "
               "standard linearisation), each part is its branch's share of the logit; the "
@@ -137,7 +138,7 @@ def attribute(model: GPTModel, reading: Reading, target: int,
     gamma = _weights(model, f"{FINAL_NORM}.scale")
     beta = np.zeros_like(gamma) if rms else _weights(model, f"{FINAL_NORM}.shift")
     eps = model.get_submodule(FINAL_NORM).eps
-    if reading.norm_position != "pre":
+    if reading.norm_position != NormPosition.PRE:
         return _lens_changes(reading, target, versus, logit, u, model.get_submodule(FINAL_NORM))
     r = reading.final_input
     sigma = float(np.sqrt((r ** 2).mean() + eps)) if rms else float(np.sqrt(r.var() + eps))

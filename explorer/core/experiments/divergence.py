@@ -27,6 +27,7 @@ from ..gpt.nodes import (FEED_FORWARD, all_hook_names, block_hook_name, block_mo
                          order_of, residual_branches, shortcut_sources)
 from ..run.batch import Batch
 from ..run.passes import Keep, run_prompt
+from ..gpt.config import NormPosition
 
 def describe(name: str) -> str:
     m = FF_WIDTH.match(name)
@@ -270,7 +271,7 @@ def lesson(mutation: str, b: GPTModel, layer: int, prompt: list[int] | Batch) ->
                 f"(emb {c.emb_dim} → hidden → emb), so B stops at Linear 2. Look first where "
                 "the second half starts and follow its shapes."]
     if mutation == "no-norm2":
-        if b.cfg.norm_position == "post":
+        if b.cfg.norm_position == NormPosition.POST:
             return ["B's block ends at the second add's sum, not normalised (in Post-LN "
                     "LayerNorm 2 comes last): the block's output is the first node to differ."]
         return ["B's feed-forward half reads the first add's output as it is, not normalised: "
@@ -304,7 +305,7 @@ def _wrong_shortcut_words(b: GPTModel, layer: int, prompt: list[int] | Batch) ->
     gap = float((seen["half"] - seen["input"]).abs().max())
     said = ("B's second add adds the block's input instead of the first half's output: every "
             "node before the second add is the same; the add itself is the first to differ, by ")
-    if order.position == "post":
+    if order.position == NormPosition.POST:
         return [said + f"LayerNorm 1's output minus the block's input — up to {gap:.3g} here. "
                 "Not the attention's contribution: in Post-LN the first half ends in LayerNorm "
                 "1, which rescales the whole sum."]

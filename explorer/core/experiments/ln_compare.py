@@ -28,6 +28,7 @@ from ..gpt.layers import LayerNorm
 from ..gpt.model import GPTModel, build_model, init_weights
 from ..gpt.nodes import order_of, block_hook_name, block_output, select_hook_names
 from ..run.passes import STATISTICS, run_prompt
+from ..gpt.config import NormPosition
 
 FINAL_NORM_NOTE = ("The Post-LN twin keeps final_norm: its blocks already end in a "
                    "LayerNorm, but the output head was trained on final_norm's scale and "
@@ -103,11 +104,11 @@ def summarise_run(model: GPTModel, ids: list[int], k: int = 5, should_stop=None)
 def compare_prompt(model: GPTModel, ids: list[int], should_stop=None
                    ) -> tuple[RunSummary, RunSummary]:
     """The prompt through the model and through its twin with the other norm order."""
-    other = "post" if order_of(model.cfg) == "pre" else "pre"
+    other = NormPosition.POST if order_of(model.cfg) == NormPosition.PRE else NormPosition.PRE
     twin = post_ln_twin(model, other)
     first, second = summarise_run(model, ids, should_stop=should_stop), summarise_run(
         twin, ids, should_stop=should_stop)
-    return (first, second) if order_of(model.cfg) == "pre" else (second, first)
+    return (first, second) if order_of(model.cfg) == NormPosition.PRE else (second, first)
 
 
 # --------------------------------------------------------------------- gradients
@@ -201,7 +202,7 @@ def gradient_experiment(base: GPTConfig, ids: list[int], depths: list[int], sche
     result = GradientResult(list(depths), scheme, seed, {})
     total, done = 2 * len(depths), 0
     for depth in depths:
-        for position in ("pre", "post"):
+        for position in NormPosition:
             cfg = base.replace(n_layers=depth, norm_position=position)
             result.per_layer[(position, depth)] = ffn_gradient_norms(cfg, tokens, scheme, seed)
             done += 1

@@ -8,9 +8,17 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-NORM_POSITIONS = ("pre", "post")
+class NormPosition(StrEnum):
+    """Where a block's norms sit: before attention and the feed-forward (GPT-2's Pre-LN),
+    or after each add (the 2017 Transformer's Post-LN)."""
+    PRE = "pre"
+    POST = "post"
+
+
+NORM_POSITIONS = tuple(NormPosition)
 FAMILY_NAMES = ("gpt2", "llama")  # GPT-2's block; Llama's and Qwen's (nodes.FAMILIES)
 GPT2_VOCAB = 50257  # the tokenizer's ids: a model needs at least these rows
 # Bounds far above any model the explorer opens (GPT-2 1.5B: 48 layers, 1600 wide; Llama
@@ -109,7 +117,7 @@ class GPTConfig:
 
     def _llama_problems(self) -> list[str]:
         problems = []
-        if self.norm_position != "pre":
+        if self.norm_position != NormPosition.PRE:
             problems.append("a llama-family block puts its norms before attention and the "
                             "feed-forward (norm_position 'pre')")
         for name in ("n_kv_groups", "head_size", "ff_dim"):

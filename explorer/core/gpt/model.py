@@ -18,6 +18,7 @@ from .config import GPTConfig
 from .layers import (FeedForward, HookPoint, LayerKV, LayerNorm, MultiHeadAttention,
                      lay_out_linear, lay_out_weight)
 from .llama import LlamaModel, init_llama_weights
+from .config import NormPosition
 
 
 class TransformerBlock(nn.Module):
@@ -30,7 +31,7 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
-        self.post_ln = cfg.norm_position == "post"
+        self.post_ln = cfg.norm_position == NormPosition.POST
         self.att = MultiHeadAttention(
             d_in=cfg.emb_dim, d_out=cfg.emb_dim, context_length=cfg.context_length,
             dropout=cfg.drop_rate, num_heads=cfg.n_heads, qkv_bias=cfg.qkv_bias,
@@ -216,7 +217,7 @@ def describe_size(cfg: GPTConfig) -> str:
     124.4M parameters' (Post-LN said, since GPT-2 is Pre-LN)."""
     n = count_parameters(cfg).total
     count = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n:,}"
-    post = " · Post-LN" if cfg.norm_position == "post" else ""
+    post = " · Post-LN" if cfg.norm_position == NormPosition.POST else ""
     heads = f"{cfg.n_heads} heads"
     if cfg.llama:
         heads += f" ({cfg.kv_heads} key/value)" if cfg.kv_heads != cfg.n_heads else ""

@@ -19,6 +19,7 @@ from ..gpt.model import GPTModel, TransformerBlock
 from ..gpt.nodes import (ATTENTION, FEED_FORWARD, PATTERN, Kind, block_nodes, block_steps,
                          node_for_hook, parse_hook)
 from .kinds import KIND_LESSONS
+from ..gpt.config import NormPosition
 
 
 @dataclass(frozen=True)
@@ -87,13 +88,13 @@ def listing(name: str, norm_position: str = "pre") -> Listing:
                        None if start is None else start + 1 + index, _find(forward, r"self\.layers\("),
                        f"{key} is element {index} of the nn.Sequential: the "
                        "Sequential runs its layers in the order they are listed.")
-    method = "forward_post_ln" if norm_position == "post" else "forward_pre_ln"
+    method = "forward_post_ln" if norm_position == NormPosition.POST else "forward_pre_ln"
     init, forward = _source(TransformerBlock, "__init__"), _source(TransformerBlock, method)
     kinds = {n.key: n.kind for n in block_nodes(norm_position)}
     module = "drop_shortcut" if kinds[key] == Kind.DROPOUT else key  # the book's one module
     built = [m for m in built_order(init) if kinds.get(m) not in (Kind.DROPOUT, Kind.ADD)]
     runs = [n.key for n in block_steps(norm_position)]
-    kind = "Pre-LN" if norm_position == "pre" else "Post-LN"
+    kind = "Pre-LN" if norm_position == NormPosition.PRE else "Post-LN"
     note = (f"__init__ builds {', '.join(built)} in that order; {method} alone sets the order "
             f"they run: {' → '.join(runs)}.")
     line = _find(forward, rf"self\.{key}\(")
@@ -119,7 +120,7 @@ def _own_class(name: str, key: str, cls: type, layer: int | None, norm_position:
     elif cls is GELU:
         caller, method = "FeedForward.forward, as element 1 of its nn.Sequential", ()
     else:
-        name_ = "forward_post_ln" if norm_position == "post" else "forward_pre_ln"
+        name_ = "forward_post_ln" if norm_position == NormPosition.POST else "forward_pre_ln"
         caller, method = f"TransformerBlock.{name_}", _source(TransformerBlock, name_)
     call = next((line.strip() for line in method if f"self.{key}(" in line), "")
     built = _find(init, r"self\.scale = ") if cls is LayerNorm else \

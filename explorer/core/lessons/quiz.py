@@ -22,6 +22,7 @@ from ..gpt.nodes import (Width, ATTENTION, BLOCK_INPUT, FEED_FORWARD, FIRST_ADD,
                          input_node, node_for_hook, parse_hook, residual_branches, shortcut_sources)
 from .facts import ORDER, SHAPES, VALUES
 from .question import (NORM_WORDS, Live, Question, choices, live_layer, nth, numbers_around)
+from ..gpt.config import NormPosition
 
 __all__ = ["ORDER", "SHAPES", "VALUES", "Live", "Question", "shape_question", "width_question",
            "first_node_question"]
@@ -199,7 +200,7 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
             why[label] = f"{label} comes {nth(n)}, after the first add, before the feed-forward."
     options, answer, why_t = choices(labels[first], [v for k, v in labels.items() if k != first],
                                      rng, why)
-    kind = "Pre-LN" if as_order(live.norm_position).position == "pre" else "Post-LN"
+    kind = "Pre-LN" if as_order(live.norm_position).position == NormPosition.PRE else "Post-LN"
     sequence = " → ".join(n.key for n in order)
     return Question(f"Which operation touches the block's input x {x_shape} first?", options,
                     answer, f"In this {kind} block the order is {sequence}.", why_t,
@@ -207,7 +208,7 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
 
 
 def norm_question(live: Live, rng: random.Random) -> Question:
-    pre = live.norm_position == "pre"
+    pre = live.norm_position == NormPosition.PRE
     # alike in form and length: each says the order of one half
     options = ("Pre-LN: norm first, then attention or feed-forward, then add",
                "Post-LN: attention or feed-forward, then add, then norm last")
@@ -275,7 +276,7 @@ def shortcut_question(live: Live, rng: random.Random) -> Question:
     source = shortcut_sources(live.norm_position)[parse_hook(live.name)[1]]
     right = names[source]
     distractors = [v for k, v in names.items() if k != source] + ["the attention's output (att)"]
-    order = "Pre-LN" if live.norm_position == "pre" else "Post-LN"
+    order = "Pre-LN" if live.norm_position == NormPosition.PRE else "Post-LN"
     why_not = {v: f"in this {order} block the shortcut into {parse_hook(live.name)[1]} carries "
                   f"{right}; {v} is {'the branch being added' if ATTENTION in v else 'another point of the stream'}"
                for v in distractors}

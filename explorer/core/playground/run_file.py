@@ -28,7 +28,7 @@ from ..base.outputs import atomic_output
 from ..base.validate import parse_json, regular_file
 from ..experiments.interventions import MAX_INTERVENTIONS
 from ..experiments.interventions import from_dict as intervention_from_dict
-from ..gpt.config import GPT2_VOCAB, LIMITS, GPTConfig
+from ..gpt.config import GPT2_VOCAB, LIMITS, NORM_POSITIONS, GPTConfig
 from ..gpt.nodes import all_hook_names, layer_of, node_for_hook, order_of
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
 from ..run.capture import NodeView
@@ -240,7 +240,7 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSI
     if not isinstance(model, dict) or not isinstance(model.get("sha256", ""), str):
         raise TypeError("model must be an object with a sha256")
     norm = (model.get("config") or {}).get("norm_position", "pre")
-    if norm not in ("pre", "post"):
+    if norm not in NORM_POSITIONS:
         raise TypeError("the model's norm position must be pre or post")
     own = "token_bytes" in run  # a vocabulary of its own, not GPT-2's
     vocab = _vocabulary(model, own)

@@ -21,6 +21,7 @@ from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, PARENT_INPU
                                shortcut_sources)
 from .caps_layout import _after, _before
 from .layout_types import Arrow, Box, Layout, Metrics, Shortcut, Text, TextKind, _box
+from ...core.gpt.config import NormPosition
 
 FLOOR_TOKENS = 8192  # a prompt longer than this lays the graph out again
 
@@ -50,7 +51,7 @@ def order_title(cfg: GPTConfig) -> str:
     order = order_of(cfg)
     if order.family.name != "gpt2":
         return order.family.title
-    return "Pre-LN" if order == "pre" else "Post-LN"
+    return "Pre-LN" if order == NormPosition.PRE else "Post-LN"
 
 
 def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,

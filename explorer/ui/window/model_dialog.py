@@ -13,6 +13,7 @@ from ...core.weights import hub
 from ...core.gpt.config import PRESETS
 from ...core.base.devices import available_devices
 from ...core.sources import ModelSpec
+from ...core.gpt.config import NormPosition
 
 
 class ModelDialog(QDialog):
@@ -92,7 +93,7 @@ class ModelDialog(QDialog):
         if current.preset:
             self.use_preset.setChecked(True)
             self.preset_box.setCurrentText(current.preset)
-            self.norm_box.setCurrentIndex(1 if current.norm_position == "post" else 0)
+            self.norm_box.setCurrentIndex(1 if current.norm_position == NormPosition.POST else 0)
             self.seed.setValue(current.seed)
         elif current.checkpoint in [run.path for run in self.trained]:
             self.use_trained.setChecked(True)

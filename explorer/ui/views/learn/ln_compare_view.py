@@ -27,6 +27,7 @@ from ...widgets.scrolling import scrolling
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
 from ...base.view import ViewHooks
+from ....core.gpt.config import NormPosition
 
 
 
@@ -107,7 +108,7 @@ def twin_words(runs: dict, info) -> str:
 def node_orders_html() -> str:
     """Both blocks' node order, from the node table, as two lines of text."""
     lines = []
-    for position in ("pre", "post"):
+    for position in NormPosition:
         keys = [n.label for n in block_steps(position)]
         lines.append(f"<b>{NAMES[position]} block:</b> input → " + " → ".join(keys) + " → output")
     return "<br>".join(lines)

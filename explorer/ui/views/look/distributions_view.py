@@ -29,6 +29,7 @@ from ...widgets.scrolling import scrolling
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
 from ...base.turns import Turns
+from ....core.gpt.config import NormPosition
 
 TABLE_STATS = {"std": "std", "abs-max": "absmax", "kurtosis": "kurtosis", "RMS": "rms"}
 COLUMNS = 3
@@ -114,7 +115,7 @@ class DistributionsView(LazyRefresh, QWidget):
         # Fixed axis sizes: new tick labels after each pass then repaint the plot once,
         # instead of relayouting it and repainting again.
         left = self.table_plot.getAxis("left")
-        keys = {n.key for order in ("pre", "post") for n in block_nodes(order)}
+        keys = {n.key for order in NormPosition for n in block_nodes(order)}
         left.setWidth(max(QFontMetrics(left.font()).horizontalAdvance(k) for k in keys) + 20)
         self.table_image.mouseClickEvent = self._table_click
         self.table_keys: list[str] = []
