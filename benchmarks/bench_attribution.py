@@ -27,7 +27,7 @@ from benchmarks.common import machine_line  # noqa: E402
 from explorer.core.attribution.head_roles import battery, head_roles  # noqa: E402
 from explorer.core.attribution.why import why_token  # noqa: E402
 from explorer.core.gpt.config import preset  # noqa: E402
-from explorer.core.gpt.model import build_model  # noqa: E402
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.tokenizer import encode  # noqa: E402
 from explorer.core.experiments.train_text import default_text  # noqa: E402
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import machine_line  # noqa: E402
 from explorer.core.run.capture import Capture  # noqa: E402
 from explorer.core.gpt.config import preset  # noqa: E402
-from explorer.core.gpt.model import build_model  # noqa: E402
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names  # noqa: E402
 from explorer.core.run.passes import EVERYTHING, run_prompt  # noqa: E402
 

@@ -14,13 +14,28 @@ MODULES = {p: ".".join(p.relative_to(ROOT.parent).with_suffix("").parts) for p i
 NAMES = {name.removesuffix(".__init__"): p for p, name in MODULES.items()}
 
 
+def _typing_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes inside ``if TYPE_CHECKING:`` blocks: imports for annotations
+    only, which never run."""
+    inside = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            inside |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return inside
+
+
 def imports(path: Path) -> set[str]:
-    """Every module a file imports, anywhere in it (also inside functions), absolute."""
+    """Every module a file imports, anywhere in it (also inside functions), absolute;
+    not those of annotations only (``if TYPE_CHECKING:``)."""
     package = MODULES[path].removesuffix(".__init__")
     if not path.name == "__init__.py":
         package = package.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    typing_only = _typing_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -160,9 +175,10 @@ def test_no_file_is_over_400_lines():
     assert not long
 
 
-# the node table: the registry and the functions, the block family, each family's nodes
-NODE_TABLE = ("explorer.core.gpt.nodes", "explorer.core.gpt.family", "explorer.core.gpt.gpt2_nodes",
-              "explorer.core.gpt.llama_nodes")
+# the node table: the functions, the record of a family, each family's file (its nodes)
+FAMILY_FILES = tuple(sorted(n for n in MODULES.values() if n.startswith("explorer.core.gpt.families.")
+                            and not n.endswith("__init__")))
+NODE_TABLE = ("explorer.core.gpt.nodes", "explorer.core.gpt.family") + FAMILY_FILES
 # state-dict key maps: parameter names (trf_blocks.0.att.W_query.weight), weights, not nodes
 KEY_MAPS = ("explorer.core.weights.keymaps", "explorer.core.weights.llama_keys")
 

@@ -9,7 +9,7 @@ import torch
 from explorer.cli import main
 from explorer.core.weights.checkpoints import save_checkpoint
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 
 
 def run(capsys, *argv):
@@ -34,7 +34,7 @@ def test_info_prints_config_and_the_book_counts(capsys):
     assert code == 0 and "UNTRAINED" in out
     assert "emb_dim         32" in out
     total = [line for line in out.splitlines() if line.strip().startswith("total")][0]
-    from explorer.core.gpt.model import count_parameters
+    from explorer.core.gpt.sizes import count_parameters
     assert f"{count_parameters(preset('tiny')).total:,}" in total
     assert "Untied (a head of its own)" in out
     code, out, _ = run(capsys, "info", "--preset", "gpt2-small")

@@ -74,3 +74,14 @@ def load(args: argparse.Namespace):
     for notice in loaded.notices:
         print(f"note: {notice}", file=sys.stderr)
     return loaded
+
+
+def empty_prompt_early(texts: list[str], tokenizer=None, start_with_eot: bool = False) -> None:
+    """An empty prompt said before any model loads, in the words the model's own
+    tokenizer would give (``tokenizer``: the one the model will read with, when it is
+    known; any non-empty text is then tokenized once, by the model's own)."""
+    from ..core.run.generation import prepare_prompt
+
+    for text in texts:
+        if not text:
+            prepare_prompt([], 2**31, start_with_eot, tokenizer=tokenizer)

@@ -7,8 +7,7 @@ import argparse
 import sys
 
 from ..core.base.outputs import atomic_output, check_output, shown
-from .common import add_model_args, load
-from ..core.gpt.config import NormPosition
+from .common import add_model_args, empty_prompt_early, load, spec_of
 
 
 MAX_DEPTH = 96  # as in the app; each depth is a model built and run forward and backward
@@ -36,7 +35,7 @@ def compare_ln(args: argparse.Namespace) -> int:
                                                gradient_experiment)
     from ..core.run.generation import prepare_prompt
     from ..core.base.resources import resource_path
-    from ..core.gpt.tokenizer import encode
+    from ..core.gpt.tokenizer import encode  # the experiment's own GPT-2 models read with it
 
     try:
         depths = sorted({int(d) for d in args.depths.split(",") if d.strip()} | {args.depth})
@@ -45,10 +44,9 @@ def compare_ln(args: argparse.Namespace) -> int:
     if min(depths) < 1 or max(depths) > MAX_DEPTH:
         raise ValueError(f"depths must be between 1 and {MAX_DEPTH} (the experiment builds a "
                          "model of each depth)")
-    prompt_ids = encode(args.prompt)
-    prepare_prompt(prompt_ids, 2**31)
+    empty_prompt_early([args.prompt], spec_of(args).known_tokenizer())
     loaded = load(args)
-    ids, notices = prepare_prompt(prompt_ids, loaded.config.context_length)
+    ids, notices = prepare_prompt(loaded.tokenizer.encode(args.prompt), loaded.config.context_length)
     for notice in notices:
         print(f"note: {notice}", file=sys.stderr)
     pre, post = compare_prompt(loaded.model, ids)
@@ -62,7 +60,7 @@ def compare_ln(args: argparse.Namespace) -> int:
               f"{post.residual_norm[layer]:13.4g} {post.residual_std[layer]:12.4g}")
     for run in (pre, post):
         cands = ", ".join(f"{p!r} {v:.3g}" for p, v in zip(run.top_pieces, run.top_probs))
-        print(f"{'Pre-LN' if run.norm_position == NormPosition.PRE else 'Post-LN'} next tokens: {cands}")
+        print(f"{run.norm_position.position.title} next tokens: {cands}")
     text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:4000]
     print(f"\ngradient experiment: {args.init} initialisation, seed {args.init_seed}, "
           f"emb_dim {EXPERIMENT_CONFIG.emb_dim}, depths {depths}, LM loss on 'The Verdict'…",

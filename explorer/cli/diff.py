@@ -23,22 +23,19 @@ def register(sub) -> None:
 
 
 def diff(args: argparse.Namespace) -> int:
-    from ..core.run.batch import make_batch
+    from ..core.run.batch import check_prompts, make_batch
     from ..core.experiments.divergence import describe, find_divergence, lesson
     from ..core.run.generation import prepare_prompt
     from ..core.sources import ModelSpec, Mutation, model_for, open_model, parse_source
-    from ..core.gpt.tokenizer import encode
+    from .common import empty_prompt_early
 
     from ..core.base.validate import real
 
     real(args.tol, "--tol", 0.0)
     texts = args.prompt
-    ids = encode(texts[0])
-    if len(texts) > 1:
-        make_batch(texts, 2**31)  # an empty prompt in the batch: one clear line, first
-    else:
-        prepare_prompt(ids, 2**31)
+    check_prompts(texts)  # too many prompts, or an empty one: one clear line, first
     a_source = ModelSpec.parse(args.a, device=args.device)
+    empty_prompt_early(texts, a_source.known_tokenizer())
     b_source = parse_source(args.b, layer=args.layer, device=args.device)  # both checked first
     a = open_model(a_source)
     ids = a.tokenizer.encode(texts[0])  # A's own tokenizer (B reads the same ids)

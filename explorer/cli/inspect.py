@@ -73,7 +73,7 @@ def info(args: argparse.Namespace) -> int:
 
     from ..core.gpt.config import preset
     from ..core.base.devices import resolve_device, resolve_dtype
-    from ..core.gpt.model import count_parameters, describe_size
+    from ..core.gpt.sizes import count_parameters, describe_size
 
     if args.run:
         return _run_folder(args)

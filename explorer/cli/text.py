@@ -77,12 +77,13 @@ def tokenize(args: argparse.Namespace) -> int:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from ..core.run.generation import GenerationSettings, generate_stream, prepare_prompt
-    from ..core.gpt.tokenizer import encode
+    from ..core.run.generation import GenerationSettings, generate_stream
+    from ..core.gpt.config import LIMITS
+    from .common import empty_prompt_early, spec_of
 
     from ..core.base.validate import whole
 
-    whole(args.show_top, "--show-top", 0, 50257)
+    whole(args.show_top, "--show-top", 0, LIMITS["vocab_size"])  # the model's: once loaded
     if args.save_run:
         from ..core.base.outputs import check_output
         from ..core.run.generation import RUN_STEPS
@@ -96,10 +97,11 @@ def generate(args: argparse.Namespace) -> int:
         top_k=args.top_k, top_p=args.top_p, seed=args.sample_seed,
         stop_at_eot=not args.no_stop, show_top_k=max(1, args.show_top or 1),
         leave_room=args.leave_room, recompute=args.recompute)
-    prepare_prompt(encode(args.prompt), 2**31, args.start_with_eot)  # an empty prompt: early
-    settings.validate(50257)  # the GPT-2 vocabulary; checked before the model loads
+    empty_prompt_early([args.prompt], spec_of(args).known_tokenizer(), args.start_with_eot)
+    settings.validate(LIMITS["vocab_size"])  # what any model allows, before one loads
     loaded = load(args)
-    settings.validate(loaded.config.vocab_size)
+    settings.validate(loaded.config.vocab_size)  # and the model's own vocabulary
+    whole(args.show_top, "--show-top", 0, loaded.config.vocab_size)
     prompt_ids = loaded.tokenizer.encode(args.prompt)  # the model's own tokenizer
     stream = generate_stream(loaded.model, prompt_ids, settings, args.start_with_eot)
     specs, enabled = [], True
@@ -136,7 +138,7 @@ def _save_run(args, loaded, prompt_ids, settings, specs, enabled) -> int:
                          keep=dataclasses.replace(EVERYTHING, inside=True) if mb else STATISTICS)
     print(args.prompt + loaded.tokenizer.decode([p.token_id for p in passes[1:]]))
     model = {"label": loaded.label, "source": dataclasses.asdict(spec_of(args)),
-             "sha256": weights_sha256(loaded.model), "config": dataclasses.asdict(loaded.config)}
+             "sha256": weights_sha256(loaded.model), "config": loaded.config.to_dict()}
     run = SavedRun(args.prompt, list(prompt_ids), model, settings, passes,
                    [s.to_dict() for s in specs], enabled, tokenizer=loaded.tokenizer)
     print(f"saved {shown(save_run(args.save_run, run, mb * 2**20))}: {len(passes) - 1} tokens",

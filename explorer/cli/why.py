@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from ..core.base.outputs import atomic_output, check_output, shown
-from .common import add_model_args, load, spec_of
+from .common import add_model_args, empty_prompt_early, load, spec_of
 
 
 def register(sub) -> None:
@@ -52,14 +52,12 @@ def attribute(args: argparse.Namespace) -> int:
             check_output(out)  # before any work
     from ..core.attribution.layer_table import COLUMNS, write_csv
     from ..core.attribution.why import one_token, summary_lines, why_token
-    from ..core.gpt.tokenizer import encode
     from ..core.run.generation import GenerationSettings, generate
 
     if not 0 <= args.step <= 1000 or not 1 <= args.top <= 1000:
         raise ValueError("--step is 0..1000 and --top 1..1000")
-    if not encode(args.prompt):
-        raise ValueError("the prompt is empty: type some text")
     early = spec_of(args).known_tokenizer()  # a wrong --target is said before the model loads
+    empty_prompt_early([args.prompt], early)
     for text, what in ((args.target, "--target"), (args.vs, "--vs")):
         if early is not None and text is not None:
             one_token(text, what, early)
@@ -97,10 +95,8 @@ def heads(args: argparse.Namespace) -> int:
             check_output(out)
     from ..core.attribution.head_roles import ROLES, head_roles, write_csv
     from ..core.gpt.nodes import head_label
-    from ..core.gpt.tokenizer import encode
 
-    if not encode(args.prompt):
-        raise ValueError("the prompt is empty: type some text")
+    empty_prompt_early([args.prompt], spec_of(args).known_tokenizer())
     loaded = load(args)
     ids = _prompt(args, loaded)
     roles = head_roles(loaded.model, ids, induction=args.induction,

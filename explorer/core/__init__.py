@@ -1,1 +1,3 @@
-"""The explorer's model core: torch, tiktoken and numpy only. Never imports Qt."""
+"""The explorer's model core: torch, numpy, tiktoken, tokenizers, safetensors and
+huggingface_hub — never Qt. The block families (gpt/families/) describe every model it
+opens; the layers above ask them, not which family a model is."""

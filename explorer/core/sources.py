@@ -32,7 +32,8 @@ from .weights.tokenizers_files import tokenizer_for
 from .base.devices import check_memory
 from .gpt.config import GPTConfig, preset
 from .base.devices import resolve_device, resolve_dtype
-from .gpt.model import build_model, count_parameters, describe_size
+from .gpt.build import build_model
+from .gpt.sizes import count_parameters, describe_size
 from .gpt.tokenizer import Tokenizer, gpt2_tokenizer
 from .gpt.config import NormPosition
 
@@ -301,7 +302,7 @@ def _open_model(spec: ModelSpec, should_stop=None) -> LoadedModel:
 
 
 def model_for(source: ModelSpec | Mutation, base: LoadedModel, should_stop=None):
-    """The GPTModel a source names, next to a loaded ``base`` (on its device): a mutation
+    """The BlockModel a source names, next to a loaded ``base`` (on its device): a mutation
     of it, or another model loaded."""
     if isinstance(source, Mutation):
         from .experiments.divergence import mutate

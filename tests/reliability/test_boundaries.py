@@ -12,7 +12,7 @@ import torch
 
 from explorer.core.weights.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 
 pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out
 
@@ -82,7 +82,7 @@ def test_weights_of_an_unusable_dtype_are_refused(tmp_path, dtype):
 
 
 def test_a_config_that_declares_100000_layers_is_refused_at_once(tiny_file, tmp_path, monkeypatch):
-    from explorer.core.weights import checkpoints
+    from explorer.core.weights import checkpoints, keymaps
     from safetensors.torch import load_file, save_file
     tensors = load_file(str(tiny_file))
     for layers, message in ((100_000, "n_layers must be at most 1,024, got 100,000"),
@@ -92,7 +92,8 @@ def test_a_config_that_declares_100000_layers_is_refused_at_once(tiny_file, tmp_
         save_file(tensors, str(path), metadata={"format": "gpt-block-explorer",
                                                 "config": json.dumps(cfg), "trained": "true"})
         built = []
-        monkeypatch.setattr(checkpoints, "GPTModel", lambda cfg: built.append(cfg))
+        monkeypatch.setattr(checkpoints, "new_model", lambda cfg: built.append(cfg))
+        monkeypatch.setattr(keymaps, "new_model", lambda cfg: built.append(cfg))
         with pytest.raises(CheckpointError, match=message):
             load_checkpoint(path)
         assert built == []  # refused before a single block was built

@@ -7,7 +7,7 @@ import torch
 from explorer.core.base.cancel import Cancelled
 from explorer.core.run.capture import StopCheck
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.sources import ModelSpec
 from explorer.ui.base.engine import Engine
 

@@ -57,7 +57,7 @@ def test_an_oversized_config_is_refused_before_it_is_stored(tiny, hf_cache, monk
 def test_a_refused_config_does_not_stay_in_the_cache(tiny, hf_cache, monkeypatch):
     files = dict(tiny[1], **{"config.json": b'{"model_type": "bert", "n_embd": 4}'})
     with serving(REPO, files, monkeypatch):
-        with pytest.raises(hub.HubError, match="is not a GPT-2 model"):
+        with pytest.raises(hub.HubError, match="is not a GPT-2 or Llama / Qwen model"):
             download.download("gpt2")
     assert "config.json" not in cache_files(hf_cache)
     assert not [p for p in hf_cache.rglob("*") if p.is_file() and p.stat().st_size == len(

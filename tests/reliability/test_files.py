@@ -7,7 +7,7 @@ import torch
 
 from explorer.core.weights.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 
 
 def _sd():

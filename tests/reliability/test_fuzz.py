@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from explorer.core.weights.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from explorer.core.gpt.config import GPTConfig, preset
 from explorer.core.run.generation import GenerationSettings, pick
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.experiments.training import Trainer
 
 pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out

@@ -138,7 +138,7 @@ def test_damaged_tensor_bundle_indexes(tmp_path_factory, flips, cut):
 def saved_run(tmp_path_factory):
     """A small saved run: the prompt pass and two steps of the tiny model."""
     from explorer.core.gpt.config import preset
-    from explorer.core.gpt.model import build_model
+    from explorer.core.gpt.build import build_model
     from tests.core.playground.test_run_file import make_run
     from explorer.core.playground.run_file import save_run
 
@@ -186,7 +186,7 @@ def test_damaged_run_files(tmp_path_factory, saved_run, flips, cut, field):
 def saved_run_with_tensors(tmp_path_factory):
     """A genuine saved run of the tiny model: the prompt pass and two steps, tensors kept."""
     from explorer.core.gpt.config import preset
-    from explorer.core.gpt.model import build_model
+    from explorer.core.gpt.build import build_model
     from tests.core.playground.test_run_file import make_run
     from explorer.core.playground.run_file import save_run
 

@@ -13,7 +13,7 @@ from explorer.cli import main
 from explorer.core.run.batch import split_prompts
 from explorer.core.gpt.config import preset
 from explorer.core.experiments.divergence import find_divergence
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.experiments.training import Trainer, TrainSettings
 
 

@@ -135,7 +135,7 @@ def test_weights_that_are_not_finite_in_the_loaded_dtype_are_refused(tmp_path):
     import torch
     from explorer.core.weights.checkpoints import save_checkpoint
     from explorer.core.gpt.config import preset
-    from explorer.core.gpt.model import build_model
+    from explorer.core.gpt.build import build_model
     from explorer.core.sources import ModelSpec, open_model
     model = build_model(preset("tiny"), seed=1)
     with torch.no_grad():

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
 from explorer.core.run.generation import GenerationSettings, generate_stream, prepare_prompt
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.tokenizer import END_OF_TEXT, decode, encode
 
 MODEL = build_model(preset("tiny"), seed=0)

@@ -7,7 +7,7 @@ import gc
 
 from explorer.core.gpt.config import preset
 from explorer.core.run.generation import GenerationSettings
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.run.passes import prompt_then_generate
 
 pytestmark = pytest.mark.slow  # the whole module: ./test.sh -m "not slow" leaves it out

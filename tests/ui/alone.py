@@ -50,9 +50,10 @@ class InlineEngine(QObject):
 class Alone:
     """Views on one session; ``view(cls)`` or ``show(title)`` builds one alone."""
 
-    def __init__(self, qtbot, preset: str = "tiny") -> None:
+    def __init__(self, qtbot, preset: str = "tiny", loaded=None) -> None:
+        """A preset's random model, or ``loaded`` (a LoadedModel made by the test)."""
         self.qtbot = qtbot
-        self.loaded = random_model(preset, seed=0)
+        self.loaded = loaded or random_model(preset, seed=0)
         self.engine = InlineEngine(self.loaded)
         self.session = Session()
         self.session.set_model(ModelInfo.of(self.loaded, ModelSpec(preset=preset)))

@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from ..gpt.hooks import hooks
-from ..gpt.model import GPTModel
-from ..gpt.nodes import (order_of, role, FIRST_ADD, HEADS_MIX, PATTERN, SECOND_ADD, VALUES, block_hook_name,
-                         residual_branches)
+from ..gpt.block_model import BlockModel
+from ..gpt.nodes import (FIRST_ADD, HEADS_MIX, PATTERN, SECOND_ADD, Role, block_hook_name,
+                         node_for_hook, order_of, residual_branches, role)
 from ..run.capture import StopCheck
 from .direct import Branch
 
@@ -60,7 +60,7 @@ def proximity_shares(total: np.ndarray, parts: np.ndarray) -> np.ndarray:
     return raw / np.maximum(raw.sum(-1, keepdims=True), 1e-12)
 
 
-def contribution_graph(model: GPTModel, ids: list[int], should_stop=None) -> ContributionGraph:
+def contribution_graph(model: BlockModel, ids: list[int], should_stop=None) -> ContributionGraph:
     if not ids:
         raise ValueError("an empty prompt has no contributions")
     cut = len(ids) > MAX_TOKENS
@@ -75,9 +75,10 @@ def contribution_graph(model: GPTModel, ids: list[int], should_stop=None) -> Con
 
     order = order_of(cfg)
     branches = residual_branches(order)
-    # the values each query head reads: W_value's (split below), or a Llama block's,
-    # repeated from its key/value heads to every query head
-    value_key = role(order, "head_values") if cfg.llama else VALUES
+    # the values each query head reads: W_value's (split below, GPT-2), or per head
+    # already (a grouped-query block's, repeated from its key/value heads)
+    value_key = role(order, Role.MIXED_VALUES)
+    per_head = node_for_hook(block_hook_name(0, value_key), order).per_head
     names = [block_hook_name(layer, key) for layer in range(cfg.n_layers)
              for key in (PATTERN, value_key, FIRST_ADD, SECOND_ADD, branches[SECOND_ADD])]
     with torch.inference_mode(), StopCheck(model, should_stop), \
@@ -91,8 +92,8 @@ def contribution_graph(model: GPTModel, ids: list[int], should_stop=None) -> Con
             return seen[block_hook_name(layer, key)]
         mix = model.get_submodule(block_hook_name(layer, HEADS_MIX))
         w_o = mix.weight.detach().double().cpu().numpy().reshape(cfg.emb_dim, h, -1)
-        values = at(value_key).transpose(1, 0, 2) if cfg.llama else \
-            at(VALUES).reshape(t, h, -1)  # (T, H, hd)
+        values = at(value_key).transpose(1, 0, 2) if per_head else \
+            at(value_key).reshape(t, h, -1)  # (T, H, hd)
         written = np.einsum("thd,chd->htc", values, w_o)  # (H, T source, C): v_j W_O,h
         bias = np.zeros(cfg.emb_dim) if mix.bias is None else mix.bias.detach().double().cpu().numpy()
         pattern, after = at(PATTERN), at(FIRST_ADD)  # (H, T, T); the stream after attention

@@ -22,11 +22,12 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.norms import norm_rows
-from ..gpt.nodes import (EMBEDDINGS, FINAL_NORM, FIRST_ADD, HEADS_MIX, LOGITS,
-                         POSITION_EMBEDDING, SECOND_ADD, TOKEN_EMBEDDING, block_hook_name,
-                         block_title, order_of, residual_branches, residual_nodes, role)
+from ..gpt.nodes import (FINAL_NORM, FIRST_ADD, HEADS_MIX, LOGITS,
+                         SECOND_ADD, TOKEN_EMBEDDING, block_hook_name,
+                         block_title, embeddings, order_of, residual_branches, residual_nodes,
+                         role, Role)
 from .reading import Reading
 from ..gpt.config import NormPosition
 
@@ -109,11 +110,11 @@ def _top(values: np.ndarray | None, k: int) -> list[tuple[int, int, float]]:
             for i in flat]
 
 
-def _weights(model: GPTModel, name: str) -> np.ndarray:
+def _weights(model: BlockModel, name: str) -> np.ndarray:
     return model.get_parameter(name).detach().double().cpu().numpy()
 
 
-def direction(model: GPTModel, target: int, versus: int | None) -> np.ndarray:
+def direction(model: BlockModel, target: int, versus: int | None) -> np.ndarray:
     """The output head's row of the target, less the row of ``versus``."""
     head = model.get_parameter(f"{LOGITS}.weight")
     u = head[target].detach().double().cpu().numpy()
@@ -122,7 +123,7 @@ def direction(model: GPTModel, target: int, versus: int | None) -> np.ndarray:
     return u
 
 
-def attribute(model: GPTModel, reading: Reading, target: int,
+def attribute(model: BlockModel, reading: Reading, target: int,
               versus: int | None = None) -> Attribution:
     """The attribution of ``target``'s logit (or its difference to ``versus``'s) at the
     reading's position."""
@@ -134,11 +135,11 @@ def attribute(model: GPTModel, reading: Reading, target: int,
         raise ValueError("a token against itself: choose two different tokens")
     u = direction(model, target, versus)
     logit = float(reading.logits[target] - (reading.logits[versus] if versus is not None else 0))
-    rms = model.cfg.llama  # RMSNorm: no centring, no shift
+    rms = not model.cfg.family.centred_norm  # RMSNorm: no centring, no shift
     gamma = _weights(model, f"{FINAL_NORM}.scale")
     beta = np.zeros_like(gamma) if rms else _weights(model, f"{FINAL_NORM}.shift")
     eps = model.get_submodule(FINAL_NORM).eps
-    if reading.norm_position != NormPosition.PRE:
+    if reading.norm_position.position != NormPosition.PRE:
         return _lens_changes(reading, target, versus, logit, u, model.get_submodule(FINAL_NORM))
     r = reading.final_input
     sigma = float(np.sqrt((r ** 2).mean() + eps)) if rms else float(np.sqrt(r.var() + eps))
@@ -147,11 +148,12 @@ def attribute(model: GPTModel, reading: Reading, target: int,
         w = w - w.mean()  # the norm's centring, moved onto the direction
     parts = [Part("Token embedding", Branch.EMBEDDING, None, TOKEN_EMBEDDING,
                   float(w @ reading.token_embedding))]
-    if not rms:  # a learned position embedding (RoPE adds none to the stream)
-        parts.append(Part("Position embedding", Branch.EMBEDDING, None, POSITION_EMBEDDING,
+    order = order_of(model.cfg)
+    position = role(order, Role.POSITION_EMBEDDING)
+    if position is not None:  # a learned position embedding (RoPE adds none to the stream)
+        parts.append(Part("Position embedding", Branch.EMBEDDING, None, position,
                           float(w @ reading.position_embedding)))
     heads, att_bias, neurons, ff_bias = [], [], [], []
-    order = order_of(model.cfg)
     branches = residual_branches(order)
     n = len(reading.blocks)
     for layer, block in enumerate(reading.blocks):
@@ -160,7 +162,7 @@ def attribute(model: GPTModel, reading: Reading, target: int,
         per_dim = _weights(model, f"{mix}.weight").T @ w  # (C,): each context value's share
         heads.append((per_dim * block.context).reshape(model.cfg.n_heads, -1).sum(axis=1))
         att_bias.append(_bias_part(model, mix, w))
-        linear2 = block_hook_name(layer, role(order, "last_linear"))
+        linear2 = block_hook_name(layer, role(order, Role.LAST_LINEAR))
         neurons.append(block.gelu * (_weights(model, f"{linear2}.weight").T @ w))
         ff_bias.append(_bias_part(model, linear2, w))
         parts += [Part(f"{title} attention", Branch.ATTENTION, layer,
@@ -186,7 +188,8 @@ def _lens_changes(reading: Reading, target: int, versus: int | None, logit: floa
         return float(u @ norm_rows(final_norm, x))
 
     before = lens(reading.embeddings)
-    parts = [Part("Embeddings (read by the lens)", Branch.EMBEDDING, None, EMBEDDINGS, before)]
+    parts = [Part("Embeddings (read by the lens)", Branch.EMBEDDING, None,
+                  embeddings(reading.norm_position), before)]
     n = len(reading.blocks)
     names = residual_nodes(reading.norm_position)
     for layer, block in enumerate(reading.blocks):

@@ -26,7 +26,7 @@ import torch
 
 from ..base.cancel import check
 from ..gpt.hooks import hooks
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.nodes import FINAL_NORM, HEADS_MIX, LOGITS, PATTERN, block_hook_name
 from ..run.capture import StopCheck
 
@@ -105,7 +105,7 @@ def pattern_scores(patterns: np.ndarray) -> dict[str, np.ndarray]:
     return scores
 
 
-def read_patterns(model: GPTModel, ids: torch.Tensor, should_stop=None,
+def read_patterns(model: BlockModel, ids: torch.Tensor, should_stop=None,
                   contexts: dict | None = None, final_inputs: list | None = None,
                   keep: bool = True) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """Every head's pattern-role scores for a (1, T) prompt, computed block by block as
@@ -156,7 +156,7 @@ def battery(vocab: int, length: int, sequences: int, seed: int) -> torch.Tensor:
     return torch.stack(rows)
 
 
-def copying_scores(model: GPTModel, ids: np.ndarray, contexts: dict, final_input: np.ndarray,
+def copying_scores(model: BlockModel, ids: np.ndarray, contexts: dict, final_input: np.ndarray,
                    length: int) -> np.ndarray:
     """(layers, heads): each head's direct contribution to the logit of the token an
     induction head should attend to, above the vocabulary's mean, averaged over the
@@ -172,7 +172,7 @@ def copying_scores(model: GPTModel, ids: np.ndarray, contexts: dict, final_input
     rows = unembed[torch.as_tensor(targets).to(unembed.device)].double().cpu().numpy()
     x = final_input[:, positions]
     directions = (rows - mean) * gamma  # (B, P, C)
-    if cfg.llama:  # RMSNorm: divided by the root mean square, nothing taken out
+    if not cfg.family.centred_norm:  # RMSNorm: divided by the root mean square, nothing taken out
         sigma = np.sqrt((x ** 2).mean(-1) + norm.eps)  # (B, P)
     else:  # LayerNorm: the mean taken out (of the direction, as of the input), σ
         sigma = np.sqrt(x.var(-1) + norm.eps)
@@ -188,7 +188,7 @@ def copying_scores(model: GPTModel, ids: np.ndarray, contexts: dict, final_input
     return out
 
 
-def head_roles(model: GPTModel, ids: list[int], induction: bool = False, length: int = 40,
+def head_roles(model: BlockModel, ids: list[int], induction: bool = False, length: int = 40,
                sequences: int = 4, seed: int = 0, should_stop=None, progress=None) -> HeadRoles:
     """The pattern roles on the prompt ``ids``; with ``induction`` also the battery
     (``progress(done, total)`` after each sequence; ``should_stop()`` between blocks)."""

@@ -11,7 +11,7 @@ from dataclasses import astuple, dataclass, fields
 import numpy as np
 import torch
 
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.norms import norm_rows
 from ..gpt.nodes import FINAL_NORM, LOGITS
 from ..gpt.tokenizer import tokenizer_of
@@ -51,7 +51,7 @@ def attention_entropy(query: np.ndarray, keys: np.ndarray) -> float:
     return float(terms.sum(axis=1).mean())
 
 
-def layer_rows(model: GPTModel, reading: Reading, attribution: Attribution) -> list[LayerRow]:
+def layer_rows(model: BlockModel, reading: Reading, attribution: Attribution) -> list[LayerRow]:
     head = model.get_parameter(f"{LOGITS}.weight").detach()
     outputs = np.stack([b.residual[1] for b in reading.blocks])  # (L, C)
     normed = norm_rows(model.get_submodule(FINAL_NORM), outputs)

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..gpt.family import BlockOrder
 from ..gpt.hooks import hooks
-from ..gpt.model import GPTModel
-from ..gpt.nodes import (FINAL_NORM, FIRST_ADD, HEADS_MIX, KEYS, LOGITS, POSITION_EMBEDDING,
-                         QUERIES, SECOND_ADD, TOKEN_EMBEDDING, block_hook_name, order_of,
-                         residual_branches, residual_nodes, role)
+from ..gpt.block_model import BlockModel
+from ..gpt.nodes import (FINAL_NORM, FIRST_ADD, HEADS_MIX, LOGITS, SECOND_ADD, TOKEN_EMBEDDING,
+                         Role, block_hook_name, node_for_hook, order_of, residual_branches,
+                         residual_nodes, role)
 from ..run.capture import StopCheck
 
 
@@ -42,7 +43,7 @@ class BlockReading:
 class Reading:
     ids: tuple[int, ...]  # the tokens up to and including the position
     position: int
-    norm_position: str
+    norm_position: BlockOrder  # the model's block order
     token_embedding: np.ndarray
     position_embedding: np.ndarray  # zeros where the model has none (RoPE)
     blocks: tuple[BlockReading, ...]
@@ -55,7 +56,7 @@ class Reading:
         return self.token_embedding + self.position_embedding
 
 
-def read_position(model: GPTModel, ids: list[int], position: int,
+def read_position(model: BlockModel, ids: list[int], position: int,
                   should_stop=None) -> Reading:
     """The vectors at ``position`` of a forward pass of ``ids``; ``should_stop()`` is asked
     before every block (``Cancelled``)."""
@@ -86,17 +87,20 @@ def read_position(model: GPTModel, ids: list[int], position: int,
 
     order = order_of(cfg)
     forward = [(TOKEN_EMBEDDING, last_row(TOKEN_EMBEDDING)), (LOGITS, last_row(LOGITS))]
-    if not cfg.llama:
-        forward.append((POSITION_EMBEDDING, last_row(POSITION_EMBEDDING)))
+    position = role(order, Role.POSITION_EMBEDDING)  # a learned one (RoPE adds none)
+    if position is not None:
+        forward.append((position, last_row(position)))
     pre = [(FINAL_NORM, input_row(FINAL_NORM))]
     branches = residual_branches(order)
-    query, keys = (role(order, "head_queries"), role(order, "head_keys")) if cfg.llama else (QUERIES, KEYS)
+    # what the scores are made of: per head already (B, H, T, hd), or (B, T, C) to split
+    query, keys = role(order, Role.SCORED_QUERIES), role(order, Role.SCORED_KEYS)
+    per_head = node_for_hook(block_hook_name(0, query), order).per_head
     for layer in range(cfg.n_layers):
-        names = [branches[FIRST_ADD], branches[SECOND_ADD], role(order, "activation_output"),
-                 *residual_nodes(order)] + ([] if cfg.llama else [query])
+        names = [branches[FIRST_ADD], branches[SECOND_ADD], role(order, Role.ACTIVATION_OUTPUT),
+                 *residual_nodes(order)] + ([] if per_head else [query])
         forward += [(block_hook_name(layer, k), last_row(block_hook_name(layer, k)))
                     for k in names]
-        if cfg.llama:  # per head already: (B, H, T, hd)
+        if per_head:
             forward += [(block_hook_name(layer, query), head_row(block_hook_name(layer, query))),
                         (block_hook_name(layer, keys), head_row(block_hook_name(layer, keys), True))]
         else:
@@ -112,21 +116,24 @@ def _reading(cfg, seen: dict[str, np.ndarray], ids: tuple[int, ...], p: int) -> 
     heads, head_dim = cfg.n_heads, cfg.head_dim
     order = order_of(cfg)
     branches = residual_branches(order)
+    query_key, keys_key = role(order, Role.SCORED_QUERIES), role(order, Role.SCORED_KEYS)
+    per_head = node_for_hook(block_hook_name(0, query_key), order).per_head
     blocks = []
-    position = seen.get(POSITION_EMBEDDING, np.zeros_like(seen[TOKEN_EMBEDDING]))
+    position_key = role(order, Role.POSITION_EMBEDDING)
+    position = seen[position_key] if position_key else np.zeros_like(seen[TOKEN_EMBEDDING])
     previous = seen[TOKEN_EMBEDDING] + position
     for layer in range(cfg.n_layers):
         def at(key: str) -> np.ndarray:
             return seen[block_hook_name(layer, key)]
         first, second = residual_nodes(order)
-        if cfg.llama:
-            query, keys = at(role(order, "head_queries")), at(role(order, "head_keys"))
+        if per_head:
+            query, keys = at(query_key), at(keys_key)
         else:
-            query = at(QUERIES).reshape(heads, head_dim)
-            keys = at(KEYS).reshape(p + 1, heads, head_dim).transpose(1, 0, 2)
+            query = at(query_key).reshape(heads, head_dim)
+            keys = at(keys_key).reshape(p + 1, heads, head_dim).transpose(1, 0, 2)
         blocks.append(BlockReading(
             block_input=previous, context=at(HEADS_MIX), attention=at(branches[FIRST_ADD]),
-            feed_forward=at(branches[SECOND_ADD]), gelu=at(role(order, "activation_output")),
+            feed_forward=at(branches[SECOND_ADD]), gelu=at(role(order, Role.ACTIVATION_OUTPUT)),
             residual=(at(first), at(second)), query=query, keys=keys))
         previous = at(second)
     return Reading(ids, p, order, seen[TOKEN_EMBEDDING], position,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
 from .direct import Attribution, attribute
 from .layer_table import LayerRow, layer_rows
@@ -60,7 +60,7 @@ def pass_question(ids: list[int], step: int | None, chosen: int | None,
     return list(ids), last if position is None else max(0, min(position, last)), None
 
 
-def why_token(model: GPTModel, ids: list[int], position: int, target: int | None = None,
+def why_token(model: BlockModel, ids: list[int], position: int, target: int | None = None,
               versus: int | None = None, should_stop=None) -> Why:
     """Attribute ``target`` (default: the model's top token there) at ``position`` of
     ``ids``, and the layer table of that position."""

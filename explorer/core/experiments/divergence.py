@@ -22,7 +22,7 @@ from .interventions import shortcut_hooks
 from .mutations import FF_WIDTH, MUTATIONS, known
 from .ln_compare import post_ln_twin
 from ..gpt.hooks import attach, hooks
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.nodes import (FEED_FORWARD, all_hook_names, block_hook_name, block_module_name,
                          order_of, residual_branches, shortcut_sources)
 from ..run.batch import Batch
@@ -53,33 +53,18 @@ class _UnbiasedLayerNorm(nn.Module):
         return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
 
 
-LLAMA_MUTATIONS = ("no-shortcut", "wrong-shortcut2")  # the exercises a Llama block has too
-
-
-def _missing(mutation: str) -> str:
-    """What a Llama block lacks for a GPT-2 exercise, in words."""
-    if mutation in ("relu", "no-activation"):
-        return "GELU (its SwiGLU gates with SiLU)"
-    if mutation in ("unbiased-ln", "eps", "no-norm2"):
-        return "LayerNorm (its norms are RMSNorms)"
-    if mutation == "post-ln":
-        return "Post-LN twin (its norms come first)"
-    if mutation == "dropout-on":
-        return "dropout"
-    return "Linear 1 / Linear 2 (its feed-forward is fc1, fc2, fc3)"
-
-
-def mutate(model: GPTModel, mutation: str, layer: int = 0, seed: int = 0) -> GPTModel:
+def mutate(model: BlockModel, mutation: str, layer: int = 0, seed: int = 0) -> BlockModel:
     """A deep copy of ``model`` with one change made at block ``layer``."""
     if not known(mutation):
         raise ValueError(f"unknown mutation {mutation!r}; choose one of: {', '.join(MUTATIONS)} "
                          "(ff-N for any width N)")
     if not 0 <= layer < model.cfg.n_layers:
         raise ValueError(f"layer {layer} out of range 0..{model.cfg.n_layers - 1}")
-    if model.cfg.llama and mutation not in LLAMA_MUTATIONS:
+    family = model.cfg.family
+    if family.mutations is not None and mutation not in family.mutations:
         raise ValueError(f"{mutation} is one of the book's GPT-2 exercises (chapter 4): a "
-                         f"{model.cfg.family} block has no {_missing(mutation)}; on this model "
-                         f"try {' or '.join(LLAMA_MUTATIONS)}, or compare two models")
+                         f"{family.title} block has no {family.words.lacks(mutation)}; on this "
+                         f"model try {' or '.join(family.mutations)}, or compare two models")
     if mutation == "post-ln":
         return post_ln_twin(model)
     b = copy.deepcopy(model)
@@ -188,7 +173,7 @@ def _max_difference(ta: np.ndarray, tb: np.ndarray) -> float:
     return float(np.abs(ta[both] - tb[both]).max()) if both.any() else 0.0
 
 
-def find_divergence(a: GPTModel, b: GPTModel, ids: list[int] | Batch, tolerance: float = 1e-4,
+def find_divergence(a: BlockModel, b: BlockModel, ids: list[int] | Batch, tolerance: float = 1e-4,
                     should_stop=None) -> Divergence:
     """Compare every node of A (in A's forward order) with the same-named node of B, on
     one prompt or a batch (the seeds' exercises use a 2 x 3 batch)."""
@@ -235,7 +220,7 @@ def _wrong_second_shortcut(layer: int, order) -> tuple[list, list]:
             [(block_module_name(layer), lambda m, args: seen.__setitem__("input", args[0]))])
 
 
-def lesson(mutation: str, b: GPTModel, layer: int, prompt: list[int] | Batch) -> list[str]:
+def lesson(mutation: str, b: BlockModel, layer: int, prompt: list[int] | Batch) -> list[str]:
     """What a mutation teaches, shown with this model's numbers (for the exercises that
     have a point to make beyond where the models part)."""
     block = b.trf_blocks[layer]
@@ -290,7 +275,7 @@ def lesson(mutation: str, b: GPTModel, layer: int, prompt: list[int] | Batch) ->
     return []
 
 
-def _wrong_shortcut_words(b: GPTModel, layer: int, prompt: list[int] | Batch) -> list[str]:
+def _wrong_shortcut_words(b: BlockModel, layer: int, prompt: list[int] | Batch) -> list[str]:
     """How far the second add moves, measured: by the first half's output minus the
     block's input — the attention half's contribution in Pre-LN, but not in Post-LN,
     whose first half ends in LayerNorm 1 (it rescales the whole sum)."""

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from ..base.cancel import Cancelled, check
 from ..base.devices import check_memory
 from ..gpt.hooks import hooks
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.nodes import (Kind, embeddings, order_of, EMBEDDING_SUM, POSITION_EMBEDDING, TOKEN_EMBEDDING,
                          all_hook_names, block_hook_name, block_module_name, block_nodes,
                          block_output, residual_branches)
@@ -59,7 +59,7 @@ class GradientReport:
         return with_ / without
 
 
-def without_block_norms(model: GPTModel):
+def without_block_norms(model: BlockModel):
     """Every block's LayerNorms return their input unchanged while the context is open
     (the final norm stays): the blocks become a plain deep network."""
     cfg = model.cfg
@@ -68,7 +68,7 @@ def without_block_norms(model: GPTModel):
                          for i in range(cfg.n_layers) for key in norms])
 
 
-def without_shortcuts(model: GPTModel):
+def without_shortcuts(model: BlockModel):
     """Every block's adds return only their branch while the context is open (the
     no-shortcut intervention at every add)."""
     cfg = model.cfg
@@ -80,14 +80,14 @@ def gradient_bytes(cfg, tokens: int) -> int:
     """About what one run holds: the logits with their softmax and gradient, every
     block's activations kept for the backward pass (the attention scores among them),
     and a gradient for each block parameter."""
-    from ..gpt.model import count_parameters
+    from ..gpt.sizes import count_parameters
 
     logits = 3 * tokens * cfg.vocab_size * 4
     activations = tokens * cfg.n_layers * (20 * cfg.emb_dim + 3 * cfg.n_heads * tokens) * 4
     return logits + activations + 2 * count_parameters(cfg).total * 4
 
 
-def _stop_points(model: GPTModel, should_stop):
+def _stop_points(model: BlockModel, should_stop):
     """Stop is asked when each block's forward ends and when the backward pass reaches
     its output (a hook on the output tensor, gone with the graph): one block's work at
     most."""
@@ -105,7 +105,7 @@ def _starts_the_gradient(module, inputs, out):
         out.requires_grad_(True)
 
 
-def _one_run(model: GPTModel, ids: torch.Tensor, names: list[str], shortcut: bool,
+def _one_run(model: BlockModel, ids: torch.Tensor, names: list[str], shortcut: bool,
              norms_kept: bool, should_stop=None) -> GradientRun:
     outputs: dict[str, torch.Tensor] = {}
     with ExitStack() as stack:
@@ -140,7 +140,7 @@ def _norm(g: torch.Tensor | None) -> float:
     return float(g.float().norm()) if g is not None else 0.0
 
 
-def gradient_report(model: GPTModel, ids: list[int], without: bool = True,
+def gradient_report(model: BlockModel, ids: list[int], without: bool = True,
                     should_stop=None, progress=None, norms: bool = True) -> GradientReport:
     """Gradient norms at every node for the prompt ``ids`` (at least 2 tokens), with the
     shortcuts, and (``without``) with every shortcut removed; ``norms=False`` runs both

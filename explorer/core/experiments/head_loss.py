@@ -112,7 +112,7 @@ def head_loss(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
 
 
 def loss_of(model, x: torch.Tensor, y: torch.Tensor, bfloat16: bool = False) -> torch.Tensor:
-    """A GPTModel's mean cross-entropy of the next tokens ``y`` after ``x`` (B, T):
+    """A model's mean cross-entropy of the next tokens ``y`` after ``x`` (B, T):
     ``F.cross_entropy(model(x).flatten(0, 1), y.flatten())``, its head applied with the
     loss. With ``bfloat16`` the matrix products run in bfloat16 (autocast); the residual
     stream, the norms and the loss stay float32."""

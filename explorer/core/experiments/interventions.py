@@ -25,9 +25,9 @@ import torch.nn.functional as F
 
 from ..gpt.config import GPTConfig
 from ..gpt.hooks import Hook, hooks, shortcut_removed
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.nodes import (Width, ATTENTION, Kind, activation_label, all_hook_names, block_hook_name,
-                         eval_source, node_for_hook, order_of, parse_hook, residual_branches, role)
+                         eval_source, node_for_hook, order_of, parse_hook, residual_branches, role, Role)
 from ..gpt.tokenizer import tokenizer_of
 from ..base.outputs import atomic_output, check_output
 from ..base.validate import read_json
@@ -98,7 +98,7 @@ class Intervention:
         if self.kind == Change.NO_SHORTCUT and parse_hook(self.node)[1] not in residual_branches(order):
             raise ValueError(f"{where}: a shortcut is removed at a block's add (add1 or add2)")
         if self.kind == Change.ACTIVATION:
-            at = role(order, "activation")
+            at = role(order, Role.ACTIVATION)
             if parse_hook(self.node)[1] != at:
                 raise ValueError(f"{where}: the activation is swapped at the "
                                  f"{activation_label(at)} ({at})")
@@ -127,7 +127,7 @@ def allowed_kinds(node: str, order="pre") -> list[Change]:
         kinds.append(Change.HEADS)
     if key in residual_branches(order) and parse_hook(node)[0] is not None:
         kinds.append(Change.NO_SHORTCUT)
-    if key == role(order, "activation"):
+    if key == role(order, Role.ACTIVATION):
         kinds.append(Change.ACTIVATION)
     return kinds
 
@@ -212,7 +212,7 @@ class Resolved:
     notes: list[str] = field(default_factory=list)
 
 
-def activations(model: GPTModel, prompt: str | list[int], nodes) -> dict[str, torch.Tensor]:
+def activations(model: BlockModel, prompt: str | list[int], nodes) -> dict[str, torch.Tensor]:
     """Copies of the named nodes' outputs for a prompt (text or ids), in one forward
     without interventions."""
     ids = tokenizer_of(model).encode(prompt) if isinstance(prompt, str) else list(prompt)
@@ -230,7 +230,7 @@ def activations(model: GPTModel, prompt: str | list[int], nodes) -> dict[str, to
     return got
 
 
-def _where(model: GPTModel, name: str) -> str:
+def _where(model: BlockModel, name: str) -> str:
     """The module whose output is this node's tensor (in eval mode, a dropout's is its
     source's)."""
     return name if model.training else eval_source(name, order_of(model.cfg))
@@ -240,7 +240,7 @@ def _mean(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(-1, x.shape[-1]).mean(dim=0)  # (C,) over the prompt's tokens
 
 
-def resolve(model: GPTModel, interventions: list[Intervention], prompt_ids: list[int]) -> list[Resolved]:
+def resolve(model: BlockModel, interventions: list[Intervention], prompt_ids: list[int]) -> list[Resolved]:
     """Compute what the interventions need, from the model without interventions."""
     out = []
     for spec in interventions:
@@ -331,7 +331,7 @@ def _knock_heads(att, heads) -> Callable:
 
 
 @contextmanager
-def applied(model: GPTModel, resolved: list[Resolved]):
+def applied(model: BlockModel, resolved: list[Resolved]):
     """Hook the interventions into the model for the duration of the context; every
     hook is removed on exit, also when the forward raised or was stopped."""
     offset = _Offset()

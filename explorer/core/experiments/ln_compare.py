@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Callable
 
 import numpy as np
@@ -25,7 +26,9 @@ from ..run.analysis import ValueHistogram, data_histogram
 from ..gpt.hooks import HookSet
 from ..gpt.config import GPTConfig
 from ..gpt.layers import LayerNorm
-from ..gpt.model import GPTModel, build_model, init_weights
+from ..gpt.build import build_model
+from ..gpt.model import init_weights
+from ..gpt.block_model import BlockModel
 from ..gpt.nodes import order_of, block_hook_name, block_output, select_hook_names
 from ..run.passes import STATISTICS, run_prompt
 from ..gpt.config import NormPosition
@@ -33,21 +36,32 @@ from ..gpt.config import NormPosition
 FINAL_NORM_NOTE = ("The Post-LN twin keeps final_norm: its blocks already end in a "
                    "LayerNorm, but the output head was trained on final_norm's scale and "
                    "shift, so dropping it would change the logits for a second reason.")
-INITS = ("xavier", "gpt2", "pytorch")
-NOT_HERE = ("Pre-LN against Post-LN is GPT-2's comparison (the book's chapter 4): a Llama / "
-            "Qwen block puts its RMSNorms before attention and the feed-forward only, so it "
-            "has no Post-LN twin. The gradient experiment (its own tab) runs on GPT-2 models of its own.")
+class Init(StrEnum):
+    """The initialisations the gradient experiment compares."""
+    XAVIER = "xavier"
+    GPT2 = "gpt2"  # GPT-2's: N(0, 0.02), the residual projections scaled down
+    PYTORCH = "pytorch"
 
 
-def post_ln_twin(model: GPTModel, norm_position: str = "post") -> GPTModel:
+INITS = tuple(Init)
+
+def no_twin(cfg) -> str:
+    """Why a block without a Post-LN order has no twin here, in its family's words."""
+    return (f"Pre-LN against Post-LN is GPT-2's comparison (the book's chapter 4): a "
+            f"{cfg.family.title} block puts its norms in one place only, so it has no Post-LN "
+            "twin. The gradient experiment (its own tab) runs on GPT-2 models of its own.")
+
+
+def post_ln_twin(model: BlockModel, norm_position: str = "post") -> BlockModel:
     """A model with the same weights and the norms moved (Post-LN by default)."""
-    if model.cfg.llama:
-        raise ValueError(NOT_HERE)
+    if norm_position not in model.cfg.family.orders:
+        raise ValueError(no_twin(model.cfg))
     twin = build_model(model.cfg.replace(norm_position=norm_position), seed=None,
                        device=next(model.parameters()).device,
                        dtype=next(model.parameters()).dtype)
     twin.load_state_dict(model.state_dict())
     twin.tie_weights()
+    twin.tokenizer = getattr(model, "tokenizer", None)  # it reads as the model does
     return twin.eval()
 
 
@@ -69,7 +83,7 @@ class ValueHistograms(HookSet):
     head's logits) on the range of its own values, counted as the forward pass makes each
     tensor (no tensor is kept)."""
 
-    def __init__(self, model: GPTModel) -> None:
+    def __init__(self, model: BlockModel) -> None:
         super().__init__(model)
         self.names = list(select_hook_names(model.cfg))
         self.histograms: dict[str, ValueHistogram] = {}
@@ -84,7 +98,7 @@ class ValueHistograms(HookSet):
         return {name: hook_for(name) for name in self.names}
 
 
-def summarise_run(model: GPTModel, ids: list[int], k: int = 5, should_stop=None) -> RunSummary:
+def summarise_run(model: BlockModel, ids: list[int], k: int = 5, should_stop=None) -> RunSummary:
     """One prompt through one model: each block's output size, each node's histogram,
     and the top-k next tokens."""
     cfg = model.cfg
@@ -101,22 +115,22 @@ def summarise_run(model: GPTModel, ids: list[int], k: int = 5, should_stop=None)
         views=views, histograms=dict(counted.histograms))
 
 
-def compare_prompt(model: GPTModel, ids: list[int], should_stop=None
+def compare_prompt(model: BlockModel, ids: list[int], should_stop=None
                    ) -> tuple[RunSummary, RunSummary]:
     """The prompt through the model and through its twin with the other norm order."""
-    other = NormPosition.POST if order_of(model.cfg) == NormPosition.PRE else NormPosition.PRE
+    other = NormPosition.POST if model.cfg.norm_position == NormPosition.PRE else NormPosition.PRE
     twin = post_ln_twin(model, other)
     first, second = summarise_run(model, ids, should_stop=should_stop), summarise_run(
         twin, ids, should_stop=should_stop)
-    return (first, second) if order_of(model.cfg) == NormPosition.PRE else (second, first)
+    return (first, second) if model.cfg.norm_position == NormPosition.PRE else (second, first)
 
 
 # --------------------------------------------------------------------- gradients
 
-def initialise(model: GPTModel, scheme: str, seed: int) -> GPTModel:
+def initialise(model: BlockModel, scheme: str, seed: int) -> BlockModel:
     """Xavier (as in the paper: uniform, every weight matrix), GPT-2's N(0, 0.02), or
     PyTorch's own defaults; biases zero, norms at scale 1, shift 0."""
-    if scheme == "gpt2":
+    if scheme == Init.GPT2:
         return init_weights(model, seed)
     torch.manual_seed(seed)
     with torch.no_grad():
@@ -125,11 +139,11 @@ def initialise(model: GPTModel, scheme: str, seed: int) -> GPTModel:
                 module.scale.fill_(1.0)
                 module.shift.zero_()
             elif isinstance(module, (nn.Linear, nn.Embedding)):
-                if scheme == "xavier":
+                if scheme == Init.XAVIER:
                     nn.init.xavier_uniform_(module.weight)
                     if getattr(module, "bias", None) is not None:
                         module.bias.zero_()
-                elif scheme == "pytorch":
+                elif scheme == Init.PYTORCH:
                     module.reset_parameters()
                 else:
                     raise ValueError(f"unknown initialisation {scheme!r}; use one of {INITS}")
@@ -137,7 +151,7 @@ def initialise(model: GPTModel, scheme: str, seed: int) -> GPTModel:
     return model
 
 
-def lm_loss(model: GPTModel, ids: torch.Tensor) -> torch.Tensor:
+def lm_loss(model: BlockModel, ids: torch.Tensor) -> torch.Tensor:
     """Next-token cross-entropy of ``ids`` (1, T)."""
     logits = model(ids[:, :-1])
     return F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
@@ -183,7 +197,7 @@ class GradientResult:
                          "gradient stays within 25% across depths while Pre-LN's falls.")
         else:
             lines.append("In this run the depth scaling does not show clearly.")
-            if self.scheme == "gpt2":
+            if self.scheme == Init.GPT2:
                 lines.append("GPT-2's initialisation scales out_proj and the second feed-forward "
                              "Linear by 1/sqrt(2·L), which offsets the depth dependence.")
         lines.append("The per-layer shape of the curves depends on the initialisation; "

@@ -20,7 +20,7 @@ import torch
 
 from ..base.cancel import Cancelled
 from .interventions import Intervention, Resolved, activations, applied
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.nodes import Kind, order_of, block_hook_name, block_nodes
 from ..gpt.tokenizer import gpt2_tokenizer, tokenizer_of
 
@@ -73,14 +73,14 @@ def patch_keys(norm_position: str) -> tuple[str, ...]:
     return tuple(n.key for n in block_nodes(norm_position) if n.kind != Kind.PATTERN)
 
 
-def logit_difference(model: GPTModel, ids: list[int], answer: int, wrong: int) -> float:
+def logit_difference(model: BlockModel, ids: list[int], answer: int, wrong: int) -> float:
     device = next(model.parameters()).device
     with torch.inference_mode():
         last = model(torch.tensor([ids], device=device), last_only=True)[0, -1].float()
     return float(last[answer] - last[wrong])
 
 
-def patch_sweep(model: GPTModel, clean: str, corrupt: str, answer: str, wrong: str,
+def patch_sweep(model: BlockModel, clean: str, corrupt: str, answer: str, wrong: str,
                 positions: str = "last", should_stop=None, progress=None) -> Sweep:
     """Patch every block node of the corrupted run with its clean value; see the module."""
     tok = tokenizer_of(model)

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from ..gpt.config import GPTConfig, preset
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..base.validate import FileKind, file_kind, regular_file, whole
 
 MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.pt", "trainer.json"
@@ -152,7 +152,7 @@ def check_preset(path: Path, name: str, cfg: GPTConfig) -> None:
                          "different runs")
 
 
-def read_optimizer(path: Path, model: GPTModel) -> dict:
+def read_optimizer(path: Path, model: BlockModel) -> dict:
     """AdamW's state, read with weights_only=True and checked against the model: one
     entry per parameter, each moment of the parameter's shape, finite."""
     import pickle
@@ -171,7 +171,7 @@ def read_optimizer(path: Path, model: GPTModel) -> dict:
     return state
 
 
-def _check_moments(path: Path, state: dict, model: GPTModel) -> None:
+def _check_moments(path: Path, state: dict, model: BlockModel) -> None:
     params = [p for _, p in model.named_parameters() if p.dim() >= 2] + [
         p for _, p in model.named_parameters() if p.dim() < 2]  # the order of the groups
     groups, moments = state["param_groups"], state["state"]

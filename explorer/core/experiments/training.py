@@ -22,7 +22,8 @@ from ..base.devices import check_memory, native_bfloat16, resolve_device
 from ..base.state import remember_trained
 from ..base.validate import FileKind, file_kind, read_json, real, whole
 from ..gpt.config import GPTConfig, preset
-from ..gpt.model import GPTModel, build_model
+from ..gpt.build import build_model
+from ..gpt.block_model import BlockModel
 from ..gpt.tokenizer import decode, encode
 from ..run.generation import GenerationSettings, generate
 from ..weights.checkpoints import load_checkpoint
@@ -142,7 +143,7 @@ class TrainState:
 def training_bytes(cfg: GPTConfig, batch_size: int) -> int:
     """About what a training step holds: the logits with their softmax and gradient, the
     activations kept for the backward pass, and the weights with AdamW's two moments."""
-    from ..gpt.model import count_parameters
+    from ..gpt.sizes import count_parameters
 
     tokens = batch_size * cfg.context_length
     logits = 3 * tokens * cfg.vocab_size * 4
@@ -181,7 +182,7 @@ def uses_bfloat16(precision: str, device: torch.device = torch.device("cpu")) ->
 
 class Trainer:
     def __init__(self, text: str, settings: TrainSettings = TrainSettings(),
-                 out_dir: str | Path | None = None, model: GPTModel | None = None,
+                 out_dir: str | Path | None = None, model: BlockModel | None = None,
                  state: TrainState | None = None, optimizer_state: dict | None = None) -> None:
         settings.validate()
         self.settings = settings
@@ -191,10 +192,10 @@ class Trainer:
         self.device = resolve_device(settings.device)  # ValueError: what is available
         if model is not None:
             cfg = model.cfg
-        else:  # a Llama-family block has no dropout to set
+        else:  # a block without dropout (Llama's) has no rate to set
             base = preset(settings.preset)
-            cfg = base.replace(tie_weights=True) if base.llama else \
-                base.replace(drop_rate=settings.drop_rate, tie_weights=True)
+            cfg = base.replace(tie_weights=True, **(
+                {"drop_rate": settings.drop_rate} if base.family.dropout else {}))
         check_memory(training_bytes(cfg, settings.batch_size), self.device,
                      f"training {settings.preset} with batch size {settings.batch_size}")
         if model is None:  # built only once it is known to fit, drawn on the CPU: one seed

@@ -13,7 +13,7 @@ import torch
 from ..base.cancel import check
 from ..run.generation import GenerationSettings, generate, tokenizer_logits
 from .interventions import Resolved, applied
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
 
 
@@ -50,14 +50,14 @@ class Comparison:
         return "".join(self.tokenizer.token_piece(i) for i in ids)
 
 
-def _distributions(model: GPTModel, ids: list[int], first: int) -> torch.Tensor:
+def _distributions(model: BlockModel, ids: list[int], first: int) -> torch.Tensor:
     device = next(model.parameters()).device
     with torch.inference_mode():
         logits = model(torch.tensor([ids], device=device))[0, first:]  # (steps, V)
     return torch.log_softmax(tokenizer_logits(logits).float(), dim=-1)
 
 
-def compare(model: GPTModel, resolved: list[Resolved], prompt_ids: list[int],
+def compare(model: BlockModel, resolved: list[Resolved], prompt_ids: list[int],
             new_tokens: int = 10, should_stop=None, top: int = 3) -> Comparison:
     """Greedy continuations without and with ``resolved`` and the per-step differences."""
     settings = GenerationSettings(max_new_tokens=new_tokens, stop_at_eot=False)

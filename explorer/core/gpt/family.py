@@ -1,19 +1,27 @@
-"""A block family as a value: the node table of one kind of transformer block (GPT-2's,
-Llama's), per norm position, with its roles and residual wiring, and the questions every
-other module asks of it. ``BlockOrder`` is a norm position of one family: the string
-"pre" or "post" that carries its family along, so a model's order answers for its own
-block wherever a norm position went before.
+"""What a block family is: one kind of transformer block (GPT-2's, Llama's …) as a record
+that describes both its graph and its model, so that no other module needs to ask which
+family a model is. The graph: the node table per norm position, attention's steps, the
+roles nodes play, the residual wiring. The model: how it is built and initialised, how
+its parameters are counted, the norm's kind, the files it is read from, the tokenizer it
+expects, its words for the lessons, which lessons and experiments apply, the classes the
+Code view shows.
 
-The families themselves are in gpt2_nodes.py and llama_nodes.py; nodes.py holds the
-registry and the functions the rest of the app calls."""
+The families themselves are files of ``families/`` (one a family) and are registered
+there once; ``BlockOrder`` is a norm position of one family, as a model's config gives
+it. Nothing here imports torch or a family."""
 
 from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Callable
 
-from .config import GPTConfig
 from .node_types import Kind, Node
+
+if TYPE_CHECKING:
+    from .config import GPTConfig
+    from .counts import ParameterCounts, Row
 
 BLOCKS = "trf_blocks"  # the module list of the transformer blocks, in every family
 BLOCK_INPUT = "input"  # the residual stream entering a block (the previous node's output)
@@ -21,37 +29,183 @@ PARENT_INPUT = "<parent input>"  # in ``Node.inputs``: what the node's parent re
 ATTENTION = "att"
 
 
-SWITCHES = ("qk_norm",)  # config switches that some family's nodes need (Node.needs)
+class NormPosition(StrEnum):
+    """Where a block's norms sit: before attention and the feed-forward (GPT-2's Pre-LN),
+    or after each add (the 2017 Transformer's Post-LN)."""
+    PRE = "pre"
+    POST = "post"
+
+    @property
+    def title(self) -> str:
+        """'Pre-LN', 'Post-LN': the placement in the words the literature uses."""
+        return {NormPosition.PRE: "Pre-LN", NormPosition.POST: "Post-LN"}[self]
+
+
+class Role(StrEnum):
+    """What other modules look for in a block, whatever the node that does it is called
+    in a family. ``BlockFamily.role`` answers with the node's key, or None where the
+    family has no such node; a misspelt role is no member, so it fails where written."""
+    ACTIVATION = "activation"  # the non-linearity (GELU, SiLU)
+    ACTIVATION_INPUT = "activation_input"  # what the non-linearity reads
+    ACTIVATION_OUTPUT = "activation_output"  # what the last Linear reads
+    LAST_LINEAR = "last_linear"  # the feed-forward's last Linear
+    UP = "up"  # a gated feed-forward's second Linear: the values the gate lets through
+    POSITION_EMBEDDING = "position_embedding"  # learned positions added to the stream
+    EMBEDDING_SUM = "embedding_sum"  # token + position embedding
+    FIRST_DROPOUT = "first_dropout"  # dropout on attention's output
+    HEAD_QUERIES = "head_queries"  # queries per head as the scores read them
+    HEAD_KEYS = "head_keys"  # keys per head as the scores read them
+    HEAD_VALUES = "head_values"  # values per head as the pattern mixes them
+    QUERIES_ROPE = "queries_rope"  # queries rotated by their positions
+    KEYS_ROPE = "keys_rope"  # keys rotated by their positions
+    KEYS_SHARED = "keys_shared"  # key heads repeated for their groups of query heads
+    VALUES_SHARED = "values_shared"
+    Q_NORM = "q_norm"  # queries normalised per head
+    K_NORM = "k_norm"
+    # what the scores are made of, as the fast path leaves it to hooks: the queries and
+    # keys (split into heads where the node has no heads axis), the values mixed
+    SCORED_QUERIES = "scored_queries"
+    SCORED_KEYS = "scored_keys"
+    MIXED_VALUES = "mixed_values"
+
+
+class Switch(StrEnum):
+    """Config switches that some family's nodes need (``Node.needs``)."""
+    QK_NORM = "qk_norm"
+
+
+SWITCHES = tuple(Switch)
+
+
+class AttentionFormulas(StrEnum):
+    """How Explain works attention's steps out: each by its kind's formula (GPT-2), or
+    all recomputed from attention's input (a rotary block: every step after the
+    projections depends on the rotation)."""
+    BY_KIND = "by kind"
+    FROM_INPUT = "from input"
 
 
 def block_hook_name(layer: int, key: str) -> str:
     return f"{BLOCKS}.{layer}.{key}"
 
 
-def switches_of(cfg: GPTConfig) -> frozenset[str]:
+def switches_of(cfg: "GPTConfig") -> frozenset[str]:
     """The switches of a config that are on."""
     return frozenset(name for name in SWITCHES if getattr(cfg, name, False))
+
+
+@dataclass(frozen=True)
+class ModelCode:
+    """How a family's model is made: ``new(cfg)`` the module (its parameters as the
+    current device makes them), ``initialise(model, seed, should_stop)`` its seeded
+    weights, ``classes()`` the classes the Code view shows (``Classes``). The functions
+    import the model's module when called, so the record itself needs no torch."""
+
+    new: Callable[[Any], Any]
+    initialise: Callable[..., Any]
+    classes: Callable[[], "Classes"]
+
+
+@dataclass(frozen=True)
+class Classes:
+    """The classes a family's forward is written in, and the methods the Code view reads:
+    the block's forward per norm position; the attention's steps (``attention_forward``;
+    the scores, mask and pattern in ``attention_scored`` where that is another method)."""
+
+    model: type
+    block: type
+    attention: type
+    feed_forward: type
+    block_forwards: dict[NormPosition, str]
+    attention_forward: str = "forward"
+    attention_scored: str | None = None
+
+
+@dataclass(frozen=True)
+class Words:
+    """A family's own words: its kinds' texts where they differ from the kind's record
+    (``what`` and ``mistake`` by kind, with the {names} of lessons/explain.numbers), the
+    ways it does each job of a block (``ways``: job -> cfg -> words, for the comparison
+    of two blocks), the feed-forward's formula, the Code view's notes (part -> words),
+    why an experiment of another family does not apply to it, its name for a config,
+    and what the one-line size says after the count."""
+
+    what: dict[Kind, str] = field(default_factory=dict)
+    mistake: dict[Kind, str] = field(default_factory=dict)
+    ways: dict[str, Callable[[Any], str]] = field(default_factory=dict)
+    feed_forward: str = ""
+    code_notes: dict[str, str] = field(default_factory=dict)
+    lacks: Callable[[str], str] = lambda mutation: "it"
+    name: Callable[[Any], str] | None = None  # "Qwen3" for a config with q/k norms …
+    size_note: Callable[[Any], str] = lambda cfg: ""  # after the size line's count
+
+
+@dataclass(frozen=True)
+class Files:
+    """How a family's models are stored: config.json's ``model_type`` values it opens
+    (Hugging Face), the module of the weights layer that maps each format's names onto
+    the family's (``FORMATS`` there: Hugging Face's, the book's ``.pth``), and whether a
+    model folder brings its own tokenizer (GPT-2's is the bundled vocabulary)."""
+
+    model_types: tuple[str, ...]
+    key_maps: str  # a module path, imported by weights/state_dicts.py
+    own_tokenizer: bool
+    hf_name: Callable[[str | None], str] = lambda model_type: "model"  # "Qwen3" for "qwen3"
+    hf_keys: tuple[str, ...] = ()  # what its config.json always holds ("n_head")
+
+
+@dataclass(frozen=True)
+class Counting:
+    """The parameters of a config, counted per component without building a model
+    (``count``), the rows the size table shows (``rows``), and what the feed-forward
+    costs at another width: its matrices, and whether its Linears have biases."""
+
+    count: Callable[[Any], "ParameterCounts"]
+    rows: Callable[[Any, "ParameterCounts"], tuple["Row", ...]]
+    ff_matrices: int
+    ff_biases: bool
 
 
 @dataclass(frozen=True, eq=False)
 class BlockFamily:
     """One kind of block: its nodes in forward order per norm position, attention's own
-    steps, the model's nodes before and after the blocks, and what plays each role."""
+    steps, the model's nodes before and after the blocks, what plays each role, and the
+    record of its model (``model``, ``counting``, ``files``, ``words`` and switches)."""
 
-    name: str  # "gpt2", "llama": a config's ``family``
+    name: str  # the config's ``family`` as written in files
     title: str  # "GPT-2", "Llama / Qwen"
-    orders: dict[str, tuple[Node, ...]]  # norm position -> the block's nodes
+    orders: dict[NormPosition, tuple[Node, ...]]  # norm position -> the block's nodes
     attention_inside: tuple[Node, ...]  # attention opened: its steps, the pattern among them
     before: tuple[Node, ...]  # the model's nodes before block 0
     after: tuple[Node, ...]  # after the last block: final norm, output head
     embeddings: str  # the node whose output enters block 0
     # norm position -> for each residual add, the node whose output its shortcut carries
-    shortcuts: dict[str, dict[str, str]]
+    shortcuts: dict[NormPosition, dict[str, str]]
     branches: dict[str, str]  # residual add -> the node carrying the branch it adds
-    residuals: dict[str, tuple[str, str]]  # norm position -> the stream after each half
-    # what other modules look for by role: "activation_input" (what the non-linearity
-    # reads), "activation_output" (what the last Linear reads), "last_linear", "norm"
-    roles: dict[str, str] = field(default_factory=dict)
+    residuals: dict[NormPosition, tuple[str, str]]  # the stream after each half
+    roles: dict[Role, str]
+    model: ModelCode
+    counting: Counting
+    files: Files
+    words: Words
+    # the rows of attention's steps drawn opened, first that fits the model's steps wins
+    attention_grids: tuple[tuple[tuple[str | None, ...], ...], ...]
+    config_fields: frozenset[str] = frozenset()  # the optional GPTConfig fields it uses
+    config_problems: Callable[[Any], list[str]] = lambda cfg: []
+    centred_norm: bool = True  # LayerNorm (mean out, shift) or RMSNorm (neither)
+    dropout: bool = True  # whether drop_rate means anything in this block
+    quiz: bool = True  # whether every Learn question is written and checked for it
+    mutations: tuple[str, ...] | None = None  # the divergence exercises it has (None: all)
+    beside: tuple[str, ...] = ()  # presets to set beside it in the blocks' comparison
+    presets: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> config fields
+    attention_formulas: AttentionFormulas = AttentionFormulas.BY_KIND
+    block_title: Callable[[NormPosition], str] | None = None  # else the family's title
+
+    def __post_init__(self) -> None:
+        for role in self.roles:
+            Role(role)  # a misspelt role fails here
+        for position in self.orders:
+            NormPosition(position)
 
     def __repr__(self) -> str:
         return f"BlockFamily({self.name})"
@@ -59,10 +213,22 @@ class BlockFamily:
     def order(self, position: str, switches: frozenset[str] = frozenset()) -> "BlockOrder":
         """Its order for a norm position; ``switches``: the config's switches that are on
         and that nodes need (``Node.needs``: Qwen3's "qk_norm")."""
+        return BlockOrder(self, self._position(position), frozenset(switches))
+
+    def _position(self, position: str) -> NormPosition:
         if position not in self.orders:
-            raise ValueError(f"norm_position must be one of {', '.join(map(repr, self.orders))} "
-                             f"for a {self.title} block, got {position!r}")
-        return BlockOrder(position, self, frozenset(switches))
+            known = ", ".join(repr(str(p)) for p in self.orders)
+            raise ValueError(f"norm_position must be one of {known} for a {self.title} block, "
+                             f"got {position!r}")
+        return NormPosition(position)
+
+    def title_of(self, position: str) -> str:
+        """The block's kind in a word or two (its title, or its placement's)."""
+        return self.block_title(NormPosition(position)) if self.block_title else self.title
+
+    def display_name(self, cfg: "GPTConfig") -> str:
+        """'GPT-2', 'Llama', 'Qwen3': the family as a model of this config is known."""
+        return self.words.name(cfg) if self.words.name else self.title
 
     def steps(self, switches: frozenset[str] = frozenset()) -> tuple[Node, ...]:
         """Attention opened for a model with these switches: a node whose switch is off
@@ -79,11 +245,7 @@ class BlockFamily:
 
     # ------------------------------------------------------------------ the table
     def block_nodes(self, position: str) -> tuple[Node, ...]:
-        try:
-            return self.orders[position]
-        except KeyError:
-            raise ValueError(f"norm_position must be one of {', '.join(map(repr, self.orders))} "
-                             f"for a {self.title} block, got {position!r}") from None
+        return self.orders[self._position(position)]
 
     def block_keys(self) -> set[str]:
         """Every key of a block node, in any order, attention's steps included."""
@@ -106,26 +268,18 @@ class BlockFamily:
                     return node
         raise KeyError(f"unknown node {hook_name!r}")
 
-    def has(self, hook_name: str) -> bool:
-        parts = hook_name.split(".", 2)
-        if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isascii() and parts[1].isdigit():
-            return parts[2] in self.block_keys()
-        return hook_name in self.model_keys()
-
-    def role(self, role: str) -> str | None:
+    def role(self, role: Role) -> str | None:
+        """The key of the node that plays ``role`` here, or None (no such node)."""
+        if not isinstance(role, Role):
+            raise TypeError(f"a role is a Role, not {role!r}")
         return self.roles.get(role)
 
     # ------------------------------------------------------------------ wiring
     def shortcut_sources(self, position: str) -> dict[str, str]:
-        self.block_nodes(position)  # validates
-        return dict(self.shortcuts[position])
-
-    def residual_branches(self) -> dict[str, str]:
-        return dict(self.branches)
+        return dict(self.shortcuts[self._position(position)])
 
     def residual_nodes(self, position: str) -> tuple[str, str]:
-        self.block_nodes(position)
-        return self.residuals[position]
+        return self.residuals[self._position(position)]
 
     def block_output(self, position: str) -> str:
         return self.residual_nodes(position)[1]
@@ -157,8 +311,15 @@ class BlockFamily:
     def drawn_beside(self, position: str) -> dict[str, Node]:
         return {n.parent: n for n in self.block_nodes(position) if n.kind == Kind.PATTERN}
 
+    def attention_grid(self, switches: frozenset[str]) -> tuple[tuple[str | None, ...], ...]:
+        """The rows attention's steps are drawn in: the first grid whose every step the
+        model has (Qwen3's with its q/k norms; without them, Llama's)."""
+        have = {n.key for n in self.steps(switches)}
+        return next(g for g in self.attention_grids
+                    if all(k in have for row in g for k in row if k))
+
     # ------------------------------------------------------------------ whole models
-    def hook_names(self, cfg: GPTConfig, include_pattern: bool = True,
+    def hook_names(self, cfg: "GPTConfig", include_pattern: bool = True,
                    inside: bool = False) -> list[str]:
         names = [n.key for n in self.before]
         for layer in range(cfg.n_layers):
@@ -170,7 +331,7 @@ class BlockFamily:
         names += [n.key for n in self.after]
         return names
 
-    def select(self, cfg: GPTConfig, pattern: str | list[str] | None, layer: int | None,
+    def select(self, cfg: "GPTConfig", pattern: str | list[str] | None, layer: int | None,
                include_pattern: bool, inside: bool, layer_of) -> list[str]:
         names = self.hook_names(cfg, include_pattern=True, inside=inside)
         if layer is not None:
@@ -190,20 +351,27 @@ class BlockFamily:
         return sorted(set(chosen), key=order.__getitem__)
 
 
-class BlockOrder(str):
-    """A norm position ("pre" or "post") of one family: equal to the plain string, so it
-    goes wherever a norm position went, and its ``family`` answers for the block."""
+@dataclass(frozen=True)
+class BlockOrder:
+    """A norm position of one family, with the model's switches that nodes need: what a
+    model's config makes of its block (``nodes.order_of``). It is not a string: compare
+    its ``position`` with a ``NormPosition``, or its ``family`` with another order's."""
 
     family: BlockFamily
-    switches: frozenset[str]  # the model's switches that nodes need (Qwen3's "qk_norm")
+    position: NormPosition
+    switches: frozenset[str] = frozenset()  # the model's switches nodes need (Qwen3's "qk_norm")
 
-    def __new__(cls, position: str, family: BlockFamily,
-                switches: frozenset[str] = frozenset()) -> "BlockOrder":
-        order = super().__new__(cls, position)
-        order.family = family
-        order.switches = switches
-        return order
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            raise TypeError(f"an order is not a string: compare its position with {other!r}")
+        if not isinstance(other, BlockOrder):
+            return NotImplemented
+        return (self.family is other.family and self.position == other.position
+                and self.switches == other.switches)
+
+    def __hash__(self) -> int:
+        return hash((id(self.family), self.position, self.switches))
 
     @property
-    def position(self) -> str:
-        return str.__str__(self)
+    def title(self) -> str:
+        return self.family.title_of(self.position)

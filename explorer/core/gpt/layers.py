@@ -9,12 +9,14 @@ These modules compute; they do not capture (see capture.py) and do not load weig
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import GPTConfig
+if TYPE_CHECKING:
+    from .config import GPTConfig
 
 
 class HookPoint(nn.Module):
@@ -127,6 +129,15 @@ class LayerKV:
         self.v: torch.Tensor | None = None
 
 
+class KVCache:
+    """Keys and values of every layer for the tokens seen so far (in every family: a
+    rotary block's keys are kept rotated)."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.layers = [LayerKV() for _ in range(n_layers)]
+        self.length = 0
+
+
 PATTERN_ROWS = 64  # query rows per chunk of a materialised attention pattern
 
 
@@ -201,7 +212,7 @@ class MultiHeadAttention(nn.Module):
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
-        # hook points for the book's intermediates (nodes.ATTENTION_INSIDE)
+        # hook points for the book's intermediates (families/gpt2.py's ATTENTION_INSIDE)
         self.keys, self.queries, self.values = HookPoint(), HookPoint(), HookPoint()
         self.attn_scores, self.masked_scores = HookPoint(), HookPoint()
         self.attn_weights = HookPoint()

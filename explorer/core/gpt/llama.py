@@ -3,7 +3,7 @@ Qwen3): RMSNorm, rotary position embeddings (Llama 3's frequency scaling), a Swi
 feed-forward (fc1, fc2, fc3), grouped-query attention (W_query, W_key, W_value,
 out_proj; Qwen3's q_norm and k_norm; Qwen2.5's query/key/value biases), no dropout.
 
-Every node of llama_nodes.py is a module or a hook point, so forward hooks see it by its
+Every node of families/llama.py is a module or a hook point, so forward hooks see it by its
 path; ``LlamaModel.forward`` has ``GPTModel.forward``'s signature, so capture, passes and
 generation run it unchanged. The book's steps run when a hook watches the scores or the
 pattern; otherwise the same numbers come from the fused kernel (a test checks both
@@ -12,31 +12,19 @@ against ``transformers``). The model owns no capture logic and no loading logic.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..base.cancel import check
-from .config import GPTConfig, RopeScaling
-from .layers import (PATTERN_ROWS, HookPoint, LayerKV, causal_matmul, causal_softmax,
+from .layers import (PATTERN_ROWS, HookPoint, KVCache, LayerKV, causal_matmul, causal_softmax,
                      lay_out_linear, lay_out_weight)
+from .norms import RMSNorm
 
-
-class RMSNorm(nn.Module):
-    """x / √(mean(x²) + eps) · scale, computed in float32 (as Llama and Qwen do): no mean
-    subtracted, no shift. ``scale`` is the book's Qwen3 name (nn.RMSNorm's ``weight``)."""
-
-    def __init__(self, dim: int, eps: float = 1e-5) -> None:
-        super().__init__()
-        self.eps = eps
-        self.scale = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.to(torch.float32)
-        x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
-        return self.scale * x.to(dtype)
+if TYPE_CHECKING:
+    from .config import GPTConfig, RopeScaling
 
 
 def rope_inverse_frequencies(head_dim: int, base: float,
@@ -140,7 +128,7 @@ class GroupedQueryAttention(nn.Module):
             self.k_norm = RMSNorm(self.head_dim, eps=cfg.norm_eps)
         else:
             self.q_norm = self.k_norm = None
-        # hook points for the book's intermediates (llama_nodes.ATTENTION_INSIDE)
+        # hook points for the book's intermediates (families/llama.py's ATTENTION_INSIDE)
         self.queries, self.keys, self.values = HookPoint(), HookPoint(), HookPoint()
         self.queries_rope, self.keys_rope = HookPoint(), HookPoint()
         self.keys_repeated, self.values_repeated = HookPoint(), HookPoint()
@@ -250,14 +238,6 @@ class TransformerBlock(nn.Module):
         x = x + shortcut
         x = self.add2(x)  # hook point: the sum
         return x
-
-
-class KVCache:
-    """Keys (rotated) and values of every layer for the tokens seen so far."""
-
-    def __init__(self, n_layers: int) -> None:
-        self.layers = [LayerKV() for _ in range(n_layers)]
-        self.length = 0
 
 
 class LlamaModel(nn.Module):

@@ -1,24 +1,27 @@
-"""TransformerBlock and GPTModel with the book's module names, Pre-LN or Post-LN.
+"""GPT-2 as the book's chapter 4 writes it: TransformerBlock and GPTModel with the book's
+module names, Pre-LN or Post-LN, and GPT-2's seeded initialisation.
 
 Every node of the block graph is a module, so forward hooks see it by its path:
-``trf_blocks.3.norm1``, ``trf_blocks.3.att``, ``trf_blocks.3.drop1`` ... (see nodes.py).
-The model owns no capture logic and no loading logic.
+``trf_blocks.3.norm1``, ``trf_blocks.3.att``, ``trf_blocks.3.drop1`` ... (families/
+gpt2.py). The model owns no capture logic and no loading logic; build.py makes a model
+of any family.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from ..base.cancel import check
-from .config import GPTConfig
-from .layers import (FeedForward, HookPoint, LayerKV, LayerNorm, MultiHeadAttention,
+from .family import NormPosition
+from .layers import (FeedForward, HookPoint, KVCache, LayerKV, LayerNorm, MultiHeadAttention,
                      lay_out_linear, lay_out_weight)
-from .llama import LlamaModel, init_llama_weights
-from .config import NormPosition
+
+if TYPE_CHECKING:
+    from .config import GPTConfig
 
 
 class TransformerBlock(nn.Module):
@@ -85,14 +88,6 @@ class TransformerBlock(nn.Module):
         x = self.add2(x)  # hook point: the sum
         x = self.norm2(x)
         return x
-
-
-class KVCache:
-    """Keys and values of every layer for the tokens seen so far."""
-
-    def __init__(self, n_layers: int) -> None:
-        self.layers = [LayerKV() for _ in range(n_layers)]
-        self.length = 0
 
 
 def _embedding(num: int, dim: int) -> nn.Embedding:
@@ -181,78 +176,6 @@ class GPTModel(nn.Module):
         return KVCache(self.cfg.n_layers)
 
 
-@dataclass(frozen=True)
-class ParameterCounts:
-    embeddings: int
-    attention: int
-    feed_forward: int
-    norms: int
-    head: int  # 0 when tied to the token embedding
-
-    @property
-    def total(self) -> int:
-        return self.embeddings + self.attention + self.feed_forward + self.norms + self.head
-
-    llama: bool = False  # the Llama family's block: its own names in the rows
-
-    def rows(self) -> list[tuple[str, int]]:
-        if self.llama:
-            names = ("embeddings (tok_emb)", "attention (W_query/W_key/W_value/out_proj)",
-                     "feed-forward (ff.fc1/fc2/fc3)", "RMSNorms (norm1/norm2/final_norm)")
-        else:
-            names = ("embeddings (tok_emb + pos_emb)", "attention (W_query/W_key/W_value/out_proj)",
-                     "feed-forward (ff.layers.0/2)", "layer norms (norm1/norm2/final_norm)")
-        return [
-            (names[0], self.embeddings),
-            (names[1], self.attention),
-            (names[2], self.feed_forward),
-            (names[3], self.norms),
-            ("output head (out_head)" + (", tied" if not self.head else ""), self.head),
-            ("total", self.total),
-        ]
-
-
-def describe_size(cfg: GPTConfig) -> str:
-    """The model's shape in one line, from its config: '12 blocks · 768 wide · 12 heads ·
-    124.4M parameters' (Post-LN said, since GPT-2 is Pre-LN)."""
-    n = count_parameters(cfg).total
-    count = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n:,}"
-    post = " · Post-LN" if cfg.norm_position == NormPosition.POST else ""
-    heads = f"{cfg.n_heads} heads"
-    if cfg.llama:
-        heads += f" ({cfg.kv_heads} key/value)" if cfg.kv_heads != cfg.n_heads else ""
-        post = " · Llama block"
-    return (f"{cfg.n_layers} blocks · {cfg.emb_dim} wide · {heads} · "
-            f"{count} parameters{post}")
-
-
-def count_parameters(cfg: GPTConfig) -> ParameterCounts:
-    """Parameter counts per component, from the config alone (no model is built)."""
-    c, v, L = cfg.emb_dim, cfg.vocab_size, cfg.n_layers
-    if cfg.llama:
-        q, kv = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
-        bias = (q + 2 * kv) if cfg.qkv_bias else 0
-        qk_norms = 2 * cfg.head_dim if cfg.qk_norm else 0
-        return ParameterCounts(
-            embeddings=v * c,
-            attention=L * (c * q + 2 * c * kv + bias + q * c + qk_norms),
-            feed_forward=L * 3 * c * cfg.hidden_dim,
-            norms=(2 * L + 1) * c,
-            head=0 if cfg.tie_weights else v * c,
-            llama=True,
-        )
-    attention = L * (3 * (c * c + (c if cfg.qkv_bias else 0)) + c * c + c)
-    feed_forward = L * (c * 4 * c + 4 * c + 4 * c * c + c)
-    norms = (2 * L + 1) * 2 * c
-    return ParameterCounts(
-        embeddings=v * c + cfg.context_length * c,
-        attention=attention,
-        feed_forward=feed_forward,
-        norms=norms,
-        head=0 if cfg.tie_weights else v * c,
-    )
-
-
 def init_weights(model: GPTModel, seed: int = 0, should_stop=None) -> GPTModel:
     """GPT-2's initialisation, seeded: N(0, 0.02) for weights and embeddings, zero biases,
     residual projections (out_proj, ff.layers.2) scaled by 1/sqrt(2 * n_layers).
@@ -273,29 +196,3 @@ def init_weights(model: GPTModel, seed: int = 0, should_stop=None) -> GPTModel:
                 else:  # same values on every device: draw on the CPU, then copy
                     param.copy_(torch.empty(param.shape).normal_(0.0, std, generator=gen))
     return model
-
-
-def new_model(cfg: GPTConfig) -> nn.Module:
-    """The module of the config's block family, its parameters as the current device
-    (``torch.device("meta")`` for none) makes them: GPTModel or LlamaModel."""
-    return LlamaModel(cfg) if cfg.llama else GPTModel(cfg)
-
-
-def build_model(cfg: GPTConfig, device: str | torch.device = "cpu",
-                dtype: torch.dtype = torch.float32, seed: int | None = 0,
-                should_stop=None) -> GPTModel:
-    """The config's model (GPTModel or LlamaModel) in eval mode; seeded initialisation,
-    or uninitialised memory when
-    ``seed`` is None (for a loader that fills every parameter). ``should_stop`` is asked
-    between parameters while they are drawn (``Cancelled``)."""
-    with torch.device("meta"):
-        model = new_model(cfg)
-    model.to_empty(device=device)
-    if seed is not None:
-        if cfg.llama:
-            init_llama_weights(model, seed, should_stop)
-        else:
-            init_weights(model, seed, should_stop)
-    model = model.to(dtype=dtype)
-    model.tie_weights()  # to_empty gave each use of the shared weight its own tensor
-    return model.eval()

@@ -1,12 +1,15 @@
 """What a node of the block graph is: its kind, its fixed histogram bins and the
-``Node`` record. The table of nodes itself, with every name, is in nodes.py."""
+``Node`` record. The tables of nodes themselves, with every name, are the families'
+(families/), asked through nodes.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from .config import GPTConfig
+if TYPE_CHECKING:
+    from .config import GPTConfig
 
 
 class Kind(str, Enum):

@@ -1,11 +1,11 @@
 """The node table of every block family, and the one way the rest of the app asks it.
 
-A model's block is a value (``family.BlockFamily``): GPT-2's (gpt2_nodes.py, the book's
-chapter 4) or Llama's and Qwen's (llama_nodes.py, the book's bonus chapters). A config
-names its family; ``order_of(cfg)`` gives its block order (a norm position that carries
-its family), which every function here takes where a norm position went: ``block_nodes(
-order_of(cfg))``. A bare "pre" or "post" means GPT-2's block. A node's hook name is its
-module path inside the model (``trf_blocks.{layer}.{key}`` for block nodes).
+A model's block is a value (``family.BlockFamily``), one file of families/ for each
+family, registered there once. A config names its family; ``order_of(cfg)`` gives its
+block order (a norm position of that family, with the switches its nodes need), which
+every function here takes where a norm position went: ``block_nodes(order_of(cfg))``. A
+bare "pre" or "post" means the default family's block (GPT-2's). A node's hook name is
+its module path inside the model (``trf_blocks.{layer}.{key}`` for block nodes).
 
 The graph, the inspector, capture and the tests read this table; nobody else lists node
 names.
@@ -14,41 +14,44 @@ names.
 from __future__ import annotations
 
 from .config import GPTConfig
+from .families import FAMILIES, default
 from .family import (ATTENTION, BLOCK_INPUT, BLOCKS, PARENT_INPUT, BlockFamily,  # noqa: F401
-                     BlockOrder, block_hook_name, switches_of)
-from .gpt2_nodes import ATTENTION_INSIDE, GPT2, MODEL_NODES_AFTER, MODEL_NODES_BEFORE  # noqa: F401
-from .llama_nodes import LLAMA
+                     BlockOrder, NormPosition, Role, block_hook_name, switches_of)
 from .node_types import _HIST_BY_KIND, HistRange, Kind, Node, Width  # noqa: F401 (the table's types)
-
-FAMILIES: dict[str, BlockFamily] = {f.name: f for f in (GPT2, LLAMA)}
 
 
 def family_of(cfg: GPTConfig) -> BlockFamily:
     """The block family a config describes."""
-    try:
-        return FAMILIES[cfg.family]
-    except KeyError:
-        raise ValueError(f"unknown block family {cfg.family!r}; known: {', '.join(FAMILIES)}") from None
+    return cfg.family
 
 
 def order_of(cfg: GPTConfig) -> BlockOrder:
     """The config's block order: its norm position, carrying its family and its switches."""
-    return family_of(cfg).order(cfg.norm_position, switches_of(cfg))
+    return cfg.family.order(cfg.norm_position, switches_of(cfg))
 
 
-def as_order(order: str | BlockOrder | GPTConfig = "pre") -> BlockOrder:
+def as_order(order: str | BlockOrder | GPTConfig = NormPosition.PRE) -> BlockOrder:
     """A block order from what a caller has: a config, an order, or a bare norm
-    position (GPT-2's block)."""
+    position (the default family's block)."""
     if isinstance(order, BlockOrder):
         return order
     if isinstance(order, GPTConfig):
         return order_of(order)
-    return GPT2.order(order)
+    return default().order(order)
+
+
+def _common(role: Role) -> str:
+    """The key that plays ``role`` in every family that has such a node (they agree)."""
+    keys = {f.role(role) for f in FAMILIES.values()} - {None}
+    if len(keys) != 1:
+        raise ValueError(f"the families disagree on {role}: {sorted(keys)}")
+    return keys.pop()
 
 
 # Nodes that other parts of the app look for by their role, named here only (a test
 # checks that no other module writes a node's name). These keys are the same in every
-# family; a role a family plays with a node of its own is asked with ``role(order, …)``.
+# family that has the node; a role whose node differs between families is asked with
+# ``role(order, Role.…)``.
 TOKEN_EMBEDDING = "tok_emb"
 FIRST_NORM, SECOND_NORM = "norm1", "norm2"
 PATTERN = "att.attn_weights"  # inside attention; drawn beside it
@@ -60,29 +63,23 @@ FIRST_BLOCK_NODE = FIRST_NORM
 # Attention's own steps that others name by role: the projections (attribution reads
 # them too), the Linear that mixes the heads, the steps between.
 QUERIES, KEYS, VALUES, HEADS_MIX = "att.W_query", "att.W_key", "att.W_value", "att.out_proj"
+SPLIT_QUERIES, SPLIT_KEYS, SPLIT_VALUES = "att.queries", "att.keys", "att.values"
 SCORES, MASKED_SCORES = "att.attn_scores", "att.masked_scores"
 CONTEXT, CONTEXT_JOINED = "att.context", "att.context_vec"
-# the Llama family's own steps inside attention (llama_nodes.ATTENTION_INSIDE)
-Q_NORM, K_NORM = LLAMA.roles["q_norm"], LLAMA.roles["k_norm"]
-QUERIES_ROPE, KEYS_ROPE = LLAMA.roles["head_queries"], LLAMA.roles["keys_rope"]
-KEYS_SHARED, VALUES_SHARED = LLAMA.roles["head_keys"], LLAMA.roles["head_values"]
-FF_UP = LLAMA.roles["up"]  # fc2: the values the gate lets through
-# GPT-2's own: a Llama block has no position embedding, no dropout, no GELU
-POSITION_EMBEDDING = GPT2.roles["position_embedding"]
-EMBEDDING_SUM = GPT2.roles["embedding_sum"]
-EMBEDDINGS = GPT2.embeddings  # the residual stream entering GPT-2's block 0
-FIRST_DROPOUT = GPT2.roles["first_dropout"]
-GELU_INPUT = GPT2.roles["activation_input"]  # what the GELU receives: Linear 1's output
-GELU_OUTPUT = GPT2.roles["activation_output"]
-LINEAR_2 = GPT2.roles["last_linear"]
-HEAD_QUERIES = GPT2.roles["head_queries"]
-HEAD_KEYS = GPT2.roles["head_keys"]
-HEAD_VALUES = GPT2.roles["head_values"]
+# steps only some families have, the same key wherever they are
+Q_NORM, K_NORM = _common(Role.Q_NORM), _common(Role.K_NORM)
+QUERIES_ROPE, KEYS_ROPE = _common(Role.QUERIES_ROPE), _common(Role.KEYS_ROPE)
+KEYS_SHARED, VALUES_SHARED = _common(Role.KEYS_SHARED), _common(Role.VALUES_SHARED)
+FF_UP = _common(Role.UP)  # a gated feed-forward's: the values the gate lets through
+POSITION_EMBEDDING = _common(Role.POSITION_EMBEDDING)
+EMBEDDING_SUM = _common(Role.EMBEDDING_SUM)
+FIRST_DROPOUT = _common(Role.FIRST_DROPOUT)
 
 
-def role(order: str | BlockOrder | GPTConfig, name: str) -> str | None:
-    """The key that plays ``name`` in this order's family ("activation_input": GPT-2's
-    Linear 1 output, Llama's gate fc1), or None when the family has no such node."""
+def role(order: str | BlockOrder | GPTConfig, name: Role) -> str | None:
+    """The key that plays ``name`` in this order's family (``Role.ACTIVATION_INPUT``:
+    GPT-2's Linear 1 output, Llama's gate fc1), or None when the family has no such
+    node. A role is a ``Role``: anything else raises ``TypeError``."""
     return as_order(order).family.role(name)
 
 
@@ -90,53 +87,54 @@ def activation_label(key: str) -> str:
     """The name of the non-linearity whose node key this is, in whichever family has it
     ("GELU", "SiLU"); "activation" for a key that is none."""
     for family in FAMILIES.values():
-        if family.role("activation") == key:
-            return next(n.label for n in family.orders["pre"] if n.key == key)
+        if family.role(Role.ACTIVATION) == key:
+            return next(n.label for nodes in family.orders.values() for n in nodes if n.key == key)
     return "activation"
 
 
-def embeddings(order: str | BlockOrder | GPTConfig = "pre") -> str:
+def embeddings(order: str | BlockOrder | GPTConfig = NormPosition.PRE) -> str:
     """The node whose output enters block 0 (GPT-2: the embeddings' dropout; Llama: the
     token embedding itself)."""
     return as_order(order).family.embeddings
 
 
-def model_nodes(order: str | BlockOrder | GPTConfig = "pre") -> tuple[tuple[Node, ...], tuple[Node, ...]]:
+def model_nodes(order: str | BlockOrder | GPTConfig = NormPosition.PRE
+                ) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
     """The nodes before block 0 and after the last block."""
     family = as_order(order).family
     return family.before, family.after
 
 
-def attention_inside(order: str | BlockOrder | GPTConfig = "pre") -> tuple[Node, ...]:
+def attention_inside(order: str | BlockOrder | GPTConfig = NormPosition.PRE) -> tuple[Node, ...]:
     """Attention opened, in the order its forward computes it (the model's own steps:
     Qwen3's q_norm and k_norm only with its switch)."""
     order = as_order(order)
     return order.family.steps(order.switches)
 
 
-def block_nodes(norm_position: str | BlockOrder = "pre") -> tuple[Node, ...]:
+def block_nodes(norm_position: str | BlockOrder = NormPosition.PRE) -> tuple[Node, ...]:
     """Nodes of one transformer block in forward order."""
     order = as_order(norm_position)
     return order.family.block_nodes(order.position)
 
 
-def block_steps(norm_position: str | BlockOrder = "pre") -> tuple[Node, ...]:
+def block_steps(norm_position: str | BlockOrder = NormPosition.PRE) -> tuple[Node, ...]:
     """The block's own steps in the order they run (nodes inside another left out):
     norm1, att, drop1, add1, ... in GPT-2's Pre-LN."""
     return tuple(n for n in block_nodes(norm_position) if n.parent is None)
 
 
-def shortcut_sources(norm_position: str | BlockOrder = "pre") -> dict[str, str]:
+def shortcut_sources(norm_position: str | BlockOrder = NormPosition.PRE) -> dict[str, str]:
     """For each residual add of a block, the node whose output the shortcut carries:
     the block input for add1; add1 (Pre-LN) or norm1 (Post-LN) for add2."""
     order = as_order(norm_position)
     return order.family.shortcut_sources(order.position)
 
 
-def residual_branches(norm_position: str | BlockOrder = "pre") -> dict[str, str]:
+def residual_branches(norm_position: str | BlockOrder = NormPosition.PRE) -> dict[str, str]:
     """For each residual add, the node that carries the branch being added: add =
     branch + shortcut (GPT-2: the dropouts; Llama: attention and the feed-forward)."""
-    return as_order(norm_position).family.residual_branches()
+    return dict(as_order(norm_position).family.branches)
 
 
 def block_title(layer: int, n_layers: int) -> str:
@@ -180,20 +178,20 @@ def same_node_in_layer(hook_name: str, layer: int) -> str:
     return hook_name if block is None else block_hook_name(layer, key)
 
 
-def block_output(norm_position: str | BlockOrder = "pre") -> str:
+def block_output(norm_position: str | BlockOrder = NormPosition.PRE) -> str:
     """The node whose output leaves a block: the second add (Pre-LN) or the second
     norm (Post-LN)."""
     return residual_nodes(norm_position)[1]
 
 
-def residual_nodes(norm_position: str | BlockOrder = "pre") -> tuple[str, str]:
+def residual_nodes(norm_position: str | BlockOrder = NormPosition.PRE) -> tuple[str, str]:
     """The residual stream after each half of a block: (add1, add2) in Pre-LN,
     (norm1, norm2) in Post-LN, where the norms come after the adds."""
     order = as_order(norm_position)
     return order.family.residual_nodes(order.position)
 
 
-def input_node(hook_name: str, norm_position: str | BlockOrder = "pre") -> str | None:
+def input_node(hook_name: str, norm_position: str | BlockOrder = NormPosition.PRE) -> str | None:
     """The node whose output feeds this one: the previous node at the same level of the
     block; a step that reads named siblings, the first of them (Llama's fc2 reads what
     the feed-forward reads); for a first child (Linear 1, the attention pattern) what
@@ -206,14 +204,30 @@ def input_node(hook_name: str, norm_position: str | BlockOrder = "pre") -> str |
     return order.family.input_node(hook_name, order.position, layer, order.switches)
 
 
-def block_input(layer: int, norm_position: str | BlockOrder = "pre") -> str:
+def model_input_node(hook_name: str, norm_position: str | BlockOrder, n_layers: int) -> str | None:
+    """What a node outside the blocks reads: None for a table lookup (the embeddings),
+    the node before it otherwise (after lookups, the first of them: the embedding sum
+    reads the token embedding); the final norm reads the last block's output."""
+    order = as_order(norm_position)
+    before, after = order.family.before, order.family.after
+    keys = [n.key for n in before]
+    if hook_name in keys:
+        i = keys.index(hook_name)
+        if before[i].kind == Kind.EMBEDDING:
+            return None
+        return keys[0] if before[i - 1].kind == Kind.EMBEDDING else keys[i - 1]
+    i = [n.key for n in after].index(hook_name)
+    return after[i - 1].key if i else block_input(n_layers, order)
+
+
+def block_input(layer: int, norm_position: str | BlockOrder = NormPosition.PRE) -> str:
     """The node whose output enters block ``layer``: the embeddings, or the previous
     block's output."""
     order = as_order(norm_position)
     return order.family.block_input(layer, order.position)
 
 
-def drawn_beside(norm_position: str | BlockOrder = "pre") -> dict[str, Node]:
+def drawn_beside(norm_position: str | BlockOrder = NormPosition.PRE) -> dict[str, Node]:
     """Nodes the block graph draws beside another instead of in the forward chain: the
     attention pattern beside attention. Key: the node it sits beside."""
     order = as_order(norm_position)
@@ -231,12 +245,12 @@ def is_pattern(hook_name: str) -> bool:
     return parse_hook(hook_name)[1] == PATTERN
 
 
-def eval_source(hook_name: str, norm_position: str | BlockOrder = "pre") -> str:
+def eval_source(hook_name: str, norm_position: str | BlockOrder = NormPosition.PRE) -> str:
     """The node whose tensor this node outputs in eval mode (itself if none)."""
     return eval_chain(hook_name, norm_position)[-1]
 
 
-def eval_chain(hook_name: str, norm_position: str | BlockOrder = "pre") -> list[str]:
+def eval_chain(hook_name: str, norm_position: str | BlockOrder = NormPosition.PRE) -> list[str]:
     """The node and every node whose very tensor it outputs in eval mode, in turn:
     ``drop2`` -> drop2, ff, ff.layers.2 (dropout is the identity; ff returns Linear 2's
     output; Llama's ff returns fc3's)."""
@@ -273,7 +287,7 @@ def select_hook_names(cfg: GPTConfig, pattern: str | list[str] | None = None,
     return family_of(cfg).select(cfg, pattern, layer, include_pattern, inside, layer_of)
 
 
-def node_for_hook(hook_name: str, norm_position: str | BlockOrder = "pre") -> Node:
+def node_for_hook(hook_name: str, norm_position: str | BlockOrder = NormPosition.PRE) -> Node:
     """The table entry of a hook name, with the words of that order (a Post-LN norm1
     comes after the first add, not before attention; a Llama norm1 is an RMSNorm)."""
     order = as_order(norm_position)

@@ -4,14 +4,15 @@ to the token embedding (GPT-2's way) and untied (the book's GPTModel), the memor
 takes, and how the figures in the literature relate to the exact count — the GPT-2
 paper's 117M / 345M / 762M / 1542M, OpenAI's released checkpoints 124M / 355M / 774M /
 1558M, and the book's 163,009,536 (qkv_bias off, head untied) and its 621.83 MB.
-Qt-free; the Model view and ``gpt-explorer info`` print it."""
+Each family counts its own parameters (``BlockFamily.counting``); no model is built, and
+nothing here needs torch. Qt-free; the Model view and ``gpt-explorer info`` print it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .config import BOOK_GPT_CONFIG_124M, PRESETS, GPTConfig
-from .model import count_parameters
+from .counts import ParameterCounts, Row
 
 # (the name of OpenAI's released checkpoint, the GPT-2 paper's table) per preset
 LITERATURE = {"gpt2-small": ("124M", "117M"), "gpt2-medium": ("355M", "345M"),
@@ -19,11 +20,20 @@ LITERATURE = {"gpt2-small": ("124M", "117M"), "gpt2-medium": ("355M", "345M"),
 MB = 2 ** 20  # the book's "MB": 163,009,536 x 4 bytes = 621.83 MB
 
 
-@dataclass(frozen=True)
-class Row:
-    component: str
-    count: int
-    per_block: int | None  # the same component in one block (None outside the blocks)
+def count_parameters(cfg: GPTConfig) -> ParameterCounts:
+    """Parameter counts per component, from the config alone (no model is built)."""
+    return cfg.family.counting.count(cfg)
+
+
+def describe_size(cfg: GPTConfig) -> str:
+    """The model's shape in one line, from its config: '12 blocks · 768 wide · 12 heads ·
+    124.4M parameters', and what the family adds (' · Post-LN', ' · Llama block')."""
+    n = count_parameters(cfg).total
+    count = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n:,}"
+    heads = f"{cfg.n_heads} heads"
+    heads += f" ({cfg.kv_heads} key/value)" if cfg.kv_heads != cfg.n_heads else ""
+    return (f"{cfg.n_layers} blocks · {cfg.emb_dim} wide · {heads} · "
+            f"{count} parameters{cfg.family.words.size_note(cfg)}")
 
 
 @dataclass(frozen=True)
@@ -81,40 +91,16 @@ class Sizes:
 
 def sizes(cfg: GPTConfig) -> Sizes:
     counts = count_parameters(cfg)
-    untied_cfg = cfg.replace(tie_weights=False)
-    head = count_parameters(untied_cfg).head
-    per_block = {"attention": counts.attention // cfg.n_layers,
-                 "feed_forward": counts.feed_forward // cfg.n_layers,
-                 "norms": (counts.norms - counts.norms // (2 * cfg.n_layers + 1)) // cfg.n_layers}
+    head = count_parameters(cfg.replace(tie_weights=False)).head
     head_row = Row("output head (out_head)" + (": tied, counted in tok_emb" if cfg.tie_weights
                                                else ""), counts.head if not cfg.tie_weights else 0,
                    None)
-    if cfg.llama:  # no position embedding: RoPE rotates queries and keys inside attention
-        rows = (
-            Row("token embedding (tok_emb)", counts.embeddings, None),
-            Row("attention (W_query, W_key, W_value, out_proj"
-                + (", q_norm, k_norm)" if cfg.qk_norm else ")"), counts.attention,
-                per_block["attention"]),
-            Row("feed-forward (ff.fc1, ff.fc2, ff.fc3)", counts.feed_forward,
-                per_block["feed_forward"]),
-            Row("RMSNorms (norm1, norm2, final_norm)", counts.norms, per_block["norms"]),
-            head_row,
-        )
-        tied = count_parameters(cfg.replace(tie_weights=True)).total
-        return Sizes(cfg, rows, tied, tied + head, None)
-    rows = (
-        Row("token embedding (tok_emb)", cfg.vocab_size * cfg.emb_dim, None),
-        Row("position embedding (pos_emb)", cfg.context_length * cfg.emb_dim, None),
-        Row("attention (W_query, W_key, W_value, out_proj)", counts.attention, per_block["attention"]),
-        Row("feed-forward (ff.layers.0, ff.layers.2)", counts.feed_forward, per_block["feed_forward"]),
-        Row("layer norms (norm1, norm2, final_norm)", counts.norms, per_block["norms"]),
-        head_row,
-    )
+    rows = cfg.family.counting.rows(cfg, counts) + (head_row,)
     # the sizes that set the count: a Post-LN gpt2-small has gpt2-small's parameters
-    shape = {k: v for k, v in cfg.to_dict().items()
-             if k not in ("qkv_bias", "tie_weights", "drop_rate", "norm_position")}
-    name = next((n for n, p in PRESETS.items()
-                 if {k: v for k, v in p.to_dict().items() if k in shape} == shape), None)
+    ignored = ("qkv_bias", "tie_weights", "drop_rate", "norm_position")
+    shape = {k: v for k, v in cfg.to_dict().items() if k not in ignored}
+    name = next((n for n, p in PRESETS.items() if p.family is cfg.family
+                 and {k: v for k, v in p.to_dict().items() if k not in ignored} == shape), None)
     tied = count_parameters(cfg.replace(tie_weights=True)).total
     return Sizes(cfg, rows, tied, tied + head, name)
 
@@ -131,12 +117,14 @@ class FeedForwardCost:
 def feed_forward_cost(cfg: GPTConfig, factor: int) -> FeedForwardCost:
     """What the feed-forward's width costs (the book's 4 * emb_dim is a choice: capacity
     against parameters and compute): per block and token, and the whole model's count.
-    A Llama block's SwiGLU has three matrices (fc1, fc2, fc3) and no biases."""
+    The family says how many matrices it has (a SwiGLU's three: fc1, fc2, fc3) and
+    whether they have biases."""
     if factor < 1:
         raise ValueError("the width factor must be at least 1")
     hidden = factor * cfg.emb_dim
-    matrices = 3 if cfg.llama else 2
-    per_block = matrices * cfg.emb_dim * hidden + (0 if cfg.llama else hidden + cfg.emb_dim)
+    matrices = cfg.family.counting.ff_matrices
+    biases = hidden + cfg.emb_dim if cfg.family.counting.ff_biases else 0
+    per_block = matrices * cfg.emb_dim * hidden + biases
     now = count_parameters(cfg.replace(tie_weights=True))
     total = now.total - now.feed_forward + per_block * cfg.n_layers
     return FeedForwardCost(factor, hidden, per_block, matrices * cfg.emb_dim * hidden, total)

@@ -6,7 +6,8 @@
 parsed here, so nothing is downloaded and nothing is cached under the temp folder
 (tiktoken's own loader caches every path it reads). A Llama or Qwen folder's
 ``tokenizer.json`` is read by the ``tokenizers`` library (weights/tokenizers_files.py).
-The module functions (``encode``, ``token_piece``…) are GPT-2's. Knows nothing of models.
+The module functions (``encode``, ``token_piece``…) are GPT-2's: whatever shows a model's
+tokens asks the model's own (``tokenizer_of``). Knows nothing of models but that.
 """
 
 from __future__ import annotations
@@ -141,6 +142,9 @@ class Tokenizer:
     def decoder(self) -> "IncrementalDecoder":
         return IncrementalDecoder(self)
 
+    def __deepcopy__(self, memo: dict) -> "Tokenizer":
+        return self  # read-only: a copied model reads with the same tokenizer
+
 
 _GPT2 = Tokenizer()
 
@@ -151,9 +155,15 @@ def gpt2_tokenizer() -> Tokenizer:
 
 
 def tokenizer_of(model) -> Tokenizer:
-    """The tokenizer a model was loaded with (``model.tokenizer``, set by the loaders),
-    GPT-2's for a model without one."""
-    return getattr(model, "tokenizer", None) or _GPT2
+    """The tokenizer a model reads and writes text with (``model.tokenizer``: set by the
+    loaders, and GPT-2's by ``build.build_model`` for a model built from a config). A
+    model without one is refused in words: guessing GPT-2's would name another
+    vocabulary's tokens."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        raise ValueError("this model has no tokenizer: build it with build_model or load it "
+                         "with open_model, which give it one")
+    return tokenizer
 
 
 def _piece(tokenizer: Tokenizer, token_id: int) -> str:

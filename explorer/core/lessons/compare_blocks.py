@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import torch
 
 from ..gpt.config import preset
-from ..gpt.model import build_model
+from ..gpt.build import build_model
 from ..gpt.nodes import (ATTENTION, FEED_FORWARD, FINAL_NORM, FIRST_NORM, HEADS_MIX, KEYS, LOGITS,
                          POSITION_EMBEDDING, QUERIES, TOKEN_EMBEDDING, VALUES, Kind,
-                         block_hook_name, block_steps, inside_attention, node_for_hook, order_of,
-                         role)
+                         block_hook_name, inside_attention, node_for_hook, order_of, role)
+from ..gpt.nodes import Role as NodeRole
 from ..run.capture import Capture
 
 PARTS = ("token embedding", "position embedding", "attention matrices", "attention biases",
@@ -106,23 +106,6 @@ class Role:
     nodes: tuple[str | None, str | None]  # a node of each block that does it (block 0)
 
 
-def _norm_way(cfg) -> str:
-    if cfg.llama:
-        return (f"RMSNorm: x / √(mean(x²) + {cfg.norm_eps:g}) × scale ({cfg.emb_dim:,} "
-                "weights); no mean subtracted, no shift")
-    return (f"LayerNorm: (x − mean) / √(var + 1e-5) × scale + shift (2 × {cfg.emb_dim:,} "
-            f"weights), {'before' if block_steps(order_of(cfg))[0].key == FIRST_NORM else 'after'}"
-            " each branch")
-
-
-def _position_way(cfg) -> str:
-    if cfg.llama:
-        return (f"RoPE: queries and keys rotated by position × θᵢ, θᵢ = {cfg.rope_base:g}"
-                f"^(−2i/{cfg.head_dim}); no weights, a score depends on the distance only")
-    return (f"learned position embedding pos_emb ({cfg.context_length:,} × {cfg.emb_dim:,}), "
-            "added to the token embedding once, before block 0")
-
-
 def _attention_way(cfg) -> str:
     if cfg.kv_heads == cfg.n_heads:
         words = f"multi-head: {cfg.n_heads} query heads, each with its own key and value head"
@@ -133,12 +116,9 @@ def _attention_way(cfg) -> str:
     return words + ("; RMSNorm on each query and key head (Qwen3)" if cfg.qk_norm else "")
 
 
-def _ff_way(cfg) -> str:
-    if cfg.llama:
-        return (f"SwiGLU: fc3(SiLU(fc1·x) ⊙ fc2·x), {cfg.emb_dim:,} → {cfg.hidden_dim:,} → "
-                f"{cfg.emb_dim:,}, three matrices")
-    return (f"GELU MLP: layers.2(GELU(layers.0·x)), {cfg.emb_dim:,} → {4 * cfg.emb_dim:,} → "
-            f"{cfg.emb_dim:,}, two matrices")
+def _way(job: str):
+    """The words for one job, each config's family's own (``Words.ways``)."""
+    return lambda cfg: cfg.family.words.ways[job](cfg)
 
 
 def roles(first: torch.nn.Module, second: torch.nn.Module) -> list[Role]:
@@ -152,17 +132,15 @@ def roles(first: torch.nn.Module, second: torch.nn.Module) -> list[Role]:
                                              else block_hook_name(0, k)) for k in keys)
 
     out = [
-        Role("normalisation", tuple(_norm_way(c) for c in pair), nodes(lambda c: FIRST_NORM)),
-        Role("positions", tuple(_position_way(c) for c in pair),
-             nodes(lambda c: role(c, "keys_rope") or role(c, "position_embedding"))),
+        Role("normalisation", tuple(map(_way("normalisation"), pair)), nodes(lambda c: FIRST_NORM)),
+        Role("positions", tuple(map(_way("positions"), pair)),
+             nodes(lambda c: role(c, NodeRole.KEYS_ROPE) or role(c, NodeRole.POSITION_EMBEDDING))),
         Role("attention", tuple(_attention_way(c) for c in pair), nodes(lambda c: ATTENTION)),
-        Role("feed-forward", tuple(_ff_way(c) for c in pair), nodes(lambda c: FEED_FORWARD)),
-        Role("non-linearity", tuple("SiLU(x) = x·σ(x), as a gate" if c.llama else
-                                    "GELU(x) ≈ x·Φ(x)" for c in pair),
-             nodes(lambda c: role(c, "activation"))),
-        Role("dropout", tuple("none" if c.llama else f"rate {c.drop_rate:g} after attention, "
-                              "the feed-forward and the embeddings (off when not training)"
-                              for c in pair), nodes(lambda c: role(c, "first_dropout"))),
+        Role("feed-forward", tuple(map(_way("feed-forward"), pair)), nodes(lambda c: FEED_FORWARD)),
+        Role("non-linearity", tuple(map(_way("non-linearity"), pair)),
+             nodes(lambda c: role(c, NodeRole.ACTIVATION))),
+        Role("dropout", tuple(map(_way("dropout"), pair)),
+             nodes(lambda c: role(c, NodeRole.FIRST_DROPOUT))),
         Role("biases", tuple(_bias_way(m) for m in (first, second)), (None, None)),
     ]
     return out
@@ -179,17 +157,10 @@ def _bias_way(model: torch.nn.Module) -> str:
 
 # ---------------------------------------------------------------------- for the view
 
-FIRST_CHOICES = {"gpt2": (  # beside a GPT-2 model: Llama-family presets, and the reverse
-                          "llama-tiny", "qwen3-tiny", "smollm2-135m", "qwen3-0.6b",
-                          "llama3.2-1b"),
-                 "llama": ("tiny", "mini", "gpt2-small", "gpt2-medium")}
-
-
 def others_for(cfg) -> tuple[str, ...]:
-    """The presets of the other family to set beside a model, the one closest in width
-    first."""
-    names = FIRST_CHOICES["llama" if cfg.llama else "gpt2"]
-    return tuple(sorted(names, key=lambda n: abs(preset(n).emb_dim - cfg.emb_dim)))
+    """The presets to set beside a model (its family's ``beside``: another family's),
+    the one closest in width first."""
+    return tuple(sorted(cfg.family.beside, key=lambda n: abs(preset(n).emb_dim - cfg.emb_dim)))
 
 
 @dataclass(frozen=True)
@@ -232,13 +203,13 @@ def compare(first: torch.nn.Module, second: torch.nn.Module,
 def _ff_width(model: torch.nn.Module) -> tuple[int, int, int]:
     """(emb_dim, hidden width, matrices) of block 0's feed-forward, from its Linears."""
     order = order_of(model.cfg)
-    up = model.get_submodule(block_hook_name(0, role(order, "activation_input")))
-    matrices = 3 if role(order, "up") else 2
+    up = model.get_submodule(block_hook_name(0, role(order, NodeRole.ACTIVATION_INPUT)))
+    matrices = model.cfg.family.counting.ff_matrices
     return up.in_features, up.out_features, matrices
 
 
 def family_name(cfg) -> str:
-    return "Qwen3" if cfg.qk_norm else "Llama" if cfg.llama else "GPT-2"
+    return cfg.family.display_name(cfg)
 
 
 def shape_only(name: str) -> torch.nn.Module:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpt.nodes import (Width, CONTEXT_JOINED, EMBEDDING_SUM, Kind, input_node, node_for_hook,
-                         residual_branches)
+from ..gpt.nodes import (Width, CONTEXT_JOINED, EMBEDDING_SUM, Kind, as_order, input_node,
+                         node_for_hook, residual_branches)
 from ..gpt.tokenizer import gpt2_tokenizer
 from .kinds import KIND_LESSONS
 
@@ -29,40 +29,6 @@ MISTAKE_BY_KEY = {
     EMBEDDING_SUM: "The two embeddings are added, not concatenated: the width stays {c}; the "
                "position embedding is the same for every prompt at that position.",
 }
-
-# A family's words where its node of a kind differs from GPT-2's (family name, kind).
-WHAT_BY_FAMILY = {
-    ("llama", "ffn"): "The SwiGLU feed-forward: fc1 and fc2 each widen every token from {c} "
-                      "to {hidden} values, SiLU of fc1's values gates fc2's, and fc3 narrows "
-                      "the product back to {c}. Three matrices instead of two, so {hidden} is "
-                      "about two thirds of what 4 × {c} would be for the same parameters.",
-    ("llama", "attention"): "Lets each token look at the tokens before it: queries meet keys "
-                            "(both rotated by their positions) to give weights, and each token "
-                            "receives a weighted mix of the values; {heads} query heads of "
-                            "{head_dim} values share {kv_heads} key/value heads ({groups}). "
-                            "Each token so keeps {kv_values} values a block in the KV cache, "
-                            "against {mha_values} with a key and value head per query head. "
-                            "out_proj then combines the heads.",
-    ("llama", "linear"): "A learned matrix multiplication applied to every token separately "
-                         "(no bias here): each output value is a weighted score of all the "
-                         "token's input values, one set of weights per output value.",
-    ("llama", "embedding"): "Turns each token id into a vector of {c} learned numbers: a "
-                            "table lookup ({vocab} rows). No position is added: RoPE rotates "
-                            "queries and keys inside attention instead.",
-}
-MISTAKE_BY_FAMILY = {
-    ("llama", "ffn"): "The inner width is not 4 × emb_dim: it is the config's hidden_dim "
-                      "({hidden}), and the block has three matrices, not two.",
-    ("llama", "attention"): "Fewer key/value heads ({kv_heads}) than query heads ({heads}) "
-                            "does not mean fewer query heads: each group of query heads "
-                            "shares one key and one value head (grouped-query attention).",
-    ("llama", "embedding"): "There is no position embedding to add here: positions enter "
-                            "only through RoPE, inside attention.",
-    ("llama", "heads"): "Keys and values may have fewer heads than queries: they are "
-                        "repeated (repeat_interleave) to the {heads} query heads, not copied "
-                        "from other tokens.",
-}
-
 
 def numbers(cfg=None) -> dict[str, str]:
     """The values the texts name, from a GPTConfig (symbolic names without one)."""
@@ -127,16 +93,18 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
             norm_position: str = "pre", cfg=None, tokenizer=None) -> Explanation:
     """Explain ``name`` using the captured ``views`` of one pass (prompt pieces given);
     ``cfg`` (the loaded GPTConfig) fills in the texts' numbers, ``tokenizer`` (the
-    model's) names tokens."""
+    model's) names tokens: with a model's config it must be given (GPT-2's would name
+    another vocabulary's tokens); without one, the texts are GPT-2's."""
+    if cfg is not None and tokenizer is None:
+        raise TypeError("explain: a model's config comes with its tokenizer")
     node = node_for_hook(name, norm_position)
     view = views.get(name)
     values = numbers(cfg)
-    family = getattr(norm_position, "family", None)
-    own = (family.name if family is not None else "gpt2", node.kind)
+    words = as_order(norm_position).family.words  # its family's, where its block differs
     lesson = KIND_LESSONS[node.kind]
-    what = WHAT_BY_KEY.get(node.key, WHAT_BY_FAMILY.get(own, lesson.what))
+    what = WHAT_BY_KEY.get(node.key, words.what.get(node.kind, lesson.what))
     what = what.format(**values) + " " + node.description
-    mistake = MISTAKE_BY_KEY.get(node.key, MISTAKE_BY_FAMILY.get(own, lesson.mistake))
+    mistake = MISTAKE_BY_KEY.get(node.key, words.mistake.get(node.kind, lesson.mistake))
     mistake = mistake.format(**values)
     if view is None:
         return Explanation(name, what, "Run a prompt to see what it did here.", mistake)

@@ -11,22 +11,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..gpt.model import GPTModel
-from ..gpt.nodes import (ATTENTION, EMBEDDING_SUM, HEADS_MIX, Width, order_of, node_for_hook,
-                         parse_hook)
-from ..gpt.tokenizer import token_piece
+from ..gpt.block_model import BlockModel
+from ..gpt.family import AttentionFormulas
+from ..gpt.nodes import (ATTENTION, EMBEDDING_SUM, HEADS_MIX, QUERIES, KEYS, VALUES, Width,
+                         order_of, node_for_hook, parse_hook)
+from ..gpt.tokenizer import tokenizer_of
 from .formulas_common import Ask, Worked, _row
 from .formulas_gpt2 import embedding
 from .formulas_llama import attention_step
 from .kinds import KIND_LESSONS
 
 
-def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
+def worked(model: BlockModel, name: str, views: dict, ids: list[int], pos: int,
            head: int = 0) -> Worked:
     """``name``'s formula at position ``pos`` of the pass whose ``views`` and token
     ``ids`` are given (the attention pattern and attention for ``head``): its kind's
-    worker (``KindLesson.formula``); a Llama block's attention steps are all recomputed
-    from attention's input, and the embedding sum is the embeddings' formula."""
+    worker (``KindLesson.formula``); a family whose attention's steps are recomputed from
+    attention's input (a rotary block's: ``AttentionFormulas.FROM_INPUT``) has them so,
+    and the embedding sum is the embeddings' formula."""
     cfg = model.cfg
     order = order_of(cfg)
     node = node_for_hook(name, order)
@@ -36,10 +38,11 @@ def worked(model: GPTModel, name: str, views: dict, ids: list[int], pos: int,
     index = head // (cfg.n_heads // cfg.kv_heads) if node.width == Width.KV_HEAD else head
     captured = _row(views, name, pos) if not node.per_head else \
         np.asarray(views[name].array, dtype=np.float64)[0, index, pos]
+    piece = tokenizer_of(model).token_piece(ids[pos])  # the model's own vocabulary
     ask = Ask(model, name, key, layer, node, views, ids, pos, head, index,
-              f"token {token_piece(ids[pos])!r} at position {pos}", captured, order)
-    if cfg.llama and layer is not None and key.startswith(ATTENTION) and \
-            key != HEADS_MIX and not key.startswith(("att.W_",)):
+              f"token {piece!r} at position {pos}", captured, order)
+    if cfg.family.attention_formulas == AttentionFormulas.FROM_INPUT and layer is not None \
+            and ATTENTION in (key, node.parent) and key not in (HEADS_MIX, QUERIES, KEYS, VALUES):
         return attention_step(ask)
     if key == EMBEDDING_SUM:
         return embedding(ask)

@@ -38,7 +38,7 @@ class Worked:
 class Ask:
     """One node's formula asked for at one token (and head) of a pass: what every
     kind's worker (``KindLesson.formula``) reads."""
-    model: Any  # GPTModel or LlamaModel: its parameters are read, never changed
+    model: Any  # a BlockModel: its parameters are read, never changed
     name: str  # the hook name
     key: str  # its key in the block (or the model)
     layer: int | None

@@ -9,11 +9,11 @@ import math
 import numpy as np
 
 from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, EMBEDDING_SUM,
-                         FINAL_NORM, HEAD_KEYS, HEAD_QUERIES, HEAD_VALUES, Kind, MASKED_SCORES,
+                         FINAL_NORM, SPLIT_KEYS, SPLIT_QUERIES, SPLIT_VALUES, Kind, MASKED_SCORES,
                          POSITION_EMBEDDING, SCORES, TOKEN_EMBEDDING, block_hook_name,
                          block_input, eval_source, input_node, residual_branches,
                          shortcut_sources)
-from ..gpt.tokenizer import token_piece
+from ..gpt.tokenizer import tokenizer_of
 from .formulas_common import SHOWN, Ask, Worked, norm_input, _f, _p, _row, _rows, key_row
 
 
@@ -22,8 +22,7 @@ def eval_copy(ask: Ask) -> Worked:
     name, key, views, pos = ask.name, ask.key, ask.views, ask.pos
     source = eval_source(name, ask.order)
     value = _row(views, source, pos)
-    said = "ff(x) = fc3(silu(fc1(x)) ⊙ fc2(x)): fc3's output" if ask.model.cfg.llama else \
-        "ff(x) = Linear 2(GELU(Linear 1(x))): Linear 2's output"
+    said = ask.model.cfg.family.words.feed_forward  # "ff(x) = …: its last Linear's output"
     return Worked(name, f"{key}(x) = x  (eval mode: dropout does nothing)"
                   if ask.node.kind == Kind.DROPOUT else said,
                   [f"{ask.where}: the output is {source}'s, value for value: "
@@ -92,7 +91,8 @@ def logits(ask: Ask) -> Worked:
     top = int(np.argmax(value))
     tied = model.out_head.weight.data_ptr() == model.tok_emb.weight.data_ptr()
     return Worked(name, "logits = final_norm(x) · W_outᵀ" + (" (W_out is tok_emb: tied)" if tied else ""),
-                  [f"{where}: the top logit is {token_piece(top)!r} (id {top}): final-norm vector · "
+                  [f"{where}: the top logit is {tokenizer_of(model).token_piece(top)!r} (id {top}): "
+                   "final-norm vector · "
                    f"row {top} of W_out = {_f(value[top])}"], value, captured)
 
 
@@ -198,7 +198,7 @@ def inside(ask: Ask) -> Worked:
                       [f"{where}: the {att.num_heads} heads' {hd} values side by side; head 1 "
                        f"starts at value {hd}: " + ", ".join(_f(v) for v in value[hd:hd + SHOWN])
                        + " …"], value, captured)
-    linear = {HEAD_KEYS: att.W_key, HEAD_QUERIES: att.W_query, HEAD_VALUES: att.W_value}
+    linear = {SPLIT_KEYS: att.W_key, SPLIT_QUERIES: att.W_query, SPLIT_VALUES: att.W_value}
     if key in linear:
         value = proj(linear[key])[pos, s]
         return Worked(name, f"{key} = {key}.view(b, T, n_heads, head_dim).transpose(1, 2)",

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import torch
 
-from ..gpt.nodes import (Width, ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, HEAD_KEYS,
-                         HEAD_QUERIES, HEAD_VALUES, HEADS_MIX, K_NORM, KEYS, KEYS_ROPE, KEYS_SHARED,
+from ..gpt.nodes import (Width, ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, SPLIT_KEYS,
+                         SPLIT_QUERIES, SPLIT_VALUES, HEADS_MIX, K_NORM, KEYS, KEYS_ROPE, KEYS_SHARED,
                          MASKED_SCORES, PATTERN, Q_NORM, QUERIES, QUERIES_ROPE, SCORES, VALUES,
-                         VALUES_SHARED, Kind, block_hook_name, input_node, role)
+                         VALUES_SHARED, Kind, Role, block_hook_name, input_node, role)
 from .formulas_common import SHOWN, Ask, Worked, norm_input, _f, _p, _row, key_row
 
 
@@ -35,7 +35,7 @@ def gate(ask: Ask) -> Worked:
     """SiLU of fc1's values, or the gated product SiLU(fc1) ⊙ fc2."""
     name, kind, views, pos, where, captured, order, layer = (
         ask.name, ask.node.kind, ask.views, ask.pos, ask.where, ask.captured, ask.order, ask.layer)
-    gate = _row(views, block_hook_name(layer, role(order, "activation_input")), pos)
+    gate = _row(views, block_hook_name(layer, role(order, Role.ACTIVATION_INPUT)), pos)
     silu = gate / (1 + np.exp(-gate))
     if kind == Kind.SILU:
         return Worked(name, "silu(x) = x · σ(x) = x / (1 + e^(−x))",
@@ -68,9 +68,9 @@ def _llama_steps(model, layer: int, views: dict, order) -> dict[str, torch.Tenso
         return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + module.eps) * module.scale.detach().double()
 
     steps = {QUERIES: lin(att.W_query), KEYS: lin(att.W_key), VALUES: lin(att.W_value)}
-    q = steps[HEAD_QUERIES] = steps[QUERIES].view(b, t, h, hd).transpose(1, 2)
-    k = steps[HEAD_KEYS] = steps[KEYS].view(b, t, kv, hd).transpose(1, 2)
-    v = steps[HEAD_VALUES] = steps[VALUES].view(b, t, kv, hd).transpose(1, 2)
+    q = steps[SPLIT_QUERIES] = steps[QUERIES].view(b, t, h, hd).transpose(1, 2)
+    k = steps[SPLIT_KEYS] = steps[KEYS].view(b, t, kv, hd).transpose(1, 2)
+    v = steps[SPLIT_VALUES] = steps[VALUES].view(b, t, kv, hd).transpose(1, 2)
     if att.q_norm is not None:
         q = steps[Q_NORM] = rms(q, att.q_norm)
         k = steps[K_NORM] = rms(k, att.k_norm)
@@ -113,8 +113,8 @@ def attention_step(ask: Ask) -> Worked:
     if node.kind == Kind.ROPE:
         theta = model.rope.inv_freq.double().numpy()
         keys = key == KEYS_ROPE
-        before = (K_NORM if K_NORM in steps else HEAD_KEYS) if keys else \
-            (Q_NORM if Q_NORM in steps else HEAD_QUERIES)
+        before = (K_NORM if K_NORM in steps else SPLIT_KEYS) if keys else \
+            (Q_NORM if Q_NORM in steps else SPLIT_QUERIES)
         source = steps[before][0, index, pos].numpy()
         lines = [f"{heads}: θ₀ = 1, θ₁ = {_f(theta[1])}, … θᵢ = {model.cfg.rope_base:g}^(−2i/{hd}); "
                  f"at position {pos} the angle of pair i is {pos}·θᵢ"]
@@ -132,9 +132,9 @@ def attention_step(ask: Ask) -> Worked:
                        + (f" (keys after {pos}: " + ("−inf)" if node.kind == Kind.MASK else "0)")
                           if pos + 1 < value.size and node.kind != Kind.SCORES else "")],
                       value, captured)
-    formula = {HEAD_QUERIES: "queries.view(b, T, n_heads, head_dim).transpose(1, 2)",
-               HEAD_KEYS: "keys.view(b, T, n_kv_groups, head_dim).transpose(1, 2)",
-               HEAD_VALUES: "values.view(b, T, n_kv_groups, head_dim).transpose(1, 2)",
+    formula = {SPLIT_QUERIES: "queries.view(b, T, n_heads, head_dim).transpose(1, 2)",
+               SPLIT_KEYS: "keys.view(b, T, n_kv_groups, head_dim).transpose(1, 2)",
+               SPLIT_VALUES: "values.view(b, T, n_kv_groups, head_dim).transpose(1, 2)",
                Q_NORM: "q_norm(queries): x / √(mean(x²) + eps) · weight, per head",
                K_NORM: "k_norm(keys): x / √(mean(x²) + eps) · weight, per head",
                KEYS_SHARED: "keys.repeat_interleave(group_size, dim=1)",

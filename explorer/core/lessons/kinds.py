@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..gpt.layers import GELU, LayerNorm
-from ..gpt.llama import RMSNorm
+from ..gpt.norms import RMSNorm
 from ..gpt.node_types import Kind
 from . import formulas_gpt2 as gpt2
 from . import formulas_llama as llama

@@ -8,16 +8,15 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from ..gpt.nodes import (EMBEDDING_SUM, KEYS, KEYS_SHARED, VALUES, VALUES_SHARED, Kind,
-                         LLAMA, as_order, block_output, embeddings, layer_of, node_for_hook)
+from ..gpt.nodes import (EMBEDDING_SUM, KEYS, VALUES, Kind, Role, as_order, block_output,
+                         embeddings, layer_of, node_for_hook, role)
 from .kinds import KIND_LESSONS
 from .question import Live, Question
 from .quiz import first_node_question, norm_question, shape_question, width_question
 from .quiz_llama import cache_question, group_question, swiglu_weights_question
 
-QUIZ_FAMILIES = ("gpt2", "llama")  # the blocks whose every question is written and checked
-LLAMA_LESSONS = ("Learn's questions are written for GPT-2's block and the Llama / Qwen block; "
-                 "on this block use Explain, the worked formulas and the Code view.")
+NOT_WRITTEN = ("Learn's questions are not written for this block yet (a family's record says "
+               "whether they are); on it use Explain, the worked formulas and the Code view.")
 
 
 def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
@@ -31,13 +30,14 @@ def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
         makers = (first_node_question,) + makers
     if layer_of(name) is not None and node.kind == Kind.NORM:
         makers = makers + (norm_question,)
-    if as_order(norm_position).family is LLAMA:  # what grouped-query attention
-        if node.key in (KEYS_SHARED, VALUES_SHARED):  # and the SwiGLU change
-            makers = (group_question,) + makers
-        elif node.key in (KEYS, VALUES):
-            makers = (cache_question,) + makers
-        elif node.kind == Kind.FFN:
-            makers = (swiglu_weights_question,) + makers
+    order = as_order(norm_position)  # what grouped-query attention and a gated
+    shared = {role(order, Role.KEYS_SHARED), role(order, Role.VALUES_SHARED)} - {None}
+    if node.key in shared:  # feed-forward change, where the block has them
+        makers = (group_question,) + makers
+    elif shared and node.key in (KEYS, VALUES):
+        makers = (cache_question,) + makers
+    elif node.kind == Kind.FFN and role(order, Role.UP) is not None:
+        makers = (swiglu_weights_question,) + makers
     return makers
 
 

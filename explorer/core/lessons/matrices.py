@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..base.cancel import check
 from ..gpt.nodes import (FINAL_NORM, HEADS_MIX, KEYS, LOGITS, QUERIES, TOKEN_EMBEDDING, VALUES,
                          Kind, block_hook_name, block_nodes, input_node, model_nodes,
@@ -63,7 +63,7 @@ class Matrix:
     note: str = ""
 
 
-def _module(model: GPTModel, name: str):
+def _module(model: BlockModel, name: str):
     return model.get_submodule(name)
 
 
@@ -88,7 +88,7 @@ def block_means(w: np.ndarray, side: int = IMAGE_SIDE) -> tuple[np.ndarray, tupl
     return np.nanmean(cells, axis=(1, 3)).astype(np.float32), (fr, fc)
 
 
-def describe(model: GPTModel, name: str, views: dict | None = None, pos: int = -1,
+def describe(model: BlockModel, name: str, views: dict | None = None, pos: int = -1,
              should_stop=None, known: Matrix | None = None) -> Matrix:
     """``name``'s matrix; with a pass's ``views``, also what it did at position ``pos``.
     ``known``: this matrix described before (the same model's): only what it did to the

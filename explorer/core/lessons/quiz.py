@@ -17,9 +17,10 @@ import random
 import numpy as np
 
 from ..gpt.nodes import (Width, ATTENTION, BLOCK_INPUT, FEED_FORWARD, FIRST_ADD, FIRST_DROPOUT,
-                         FIRST_NORM, GELU_INPUT, HEAD_QUERIES, PATTERN, SECOND_NORM, Kind, as_order,
+                         FIRST_NORM, SPLIT_QUERIES, PATTERN, SECOND_NORM, Kind, as_order,
                          block_hook_name, block_input, block_steps, embeddings, eval_source,
-                         input_node, node_for_hook, parse_hook, residual_branches, shortcut_sources)
+                         input_node, node_for_hook, parse_hook, residual_branches, role, Role,
+                         shortcut_sources)
 from .facts import ORDER, SHAPES, VALUES
 from .question import (NORM_WORDS, Live, Question, choices, live_layer, nth, numbers_around)
 from ..gpt.config import NormPosition
@@ -65,7 +66,7 @@ def shape_question(live: Live, rng: random.Random) -> Question:
     _grid)."""
     shape, node = live.shape, live.node
     c = _emb(live)
-    hidden = live.width(GELU_INPUT, live_layer(live)) or 4 * c
+    hidden = live.width(role(live.norm_position, Role.ACTIVATION_INPUT), live_layer(live)) or 4 * c
     lead, last = shape[:-1], shape[-1]
     if node.width == Width.CTX:
         return _table_shape_question(live, rng, c)
@@ -137,7 +138,7 @@ def width_question(live: Live, rng: random.Random) -> Question:
     node, last = live.node, live.shape[-1]
     source = live.input()
     c = _emb(live)
-    hidden = live.width(GELU_INPUT, live_layer(live)) or 4 * c
+    hidden = live.width(role(live.norm_position, Role.ACTIVATION_INPUT), live_layer(live)) or 4 * c
     came_in = int(source.shape[-1]) if source is not None else None
     roles = {came_in: "what went in", c: "the embedding width (emb_dim)",
              hidden: "the feed-forward's hidden width", c // 4: "a quarter of emb_dim",
@@ -186,7 +187,7 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
             why[label] = (f"attention comes {nth(n)}: it receives norm1's output, x rescaled "
                           f"token by token{std}, not x itself.")
         elif key == FEED_FORWARD:
-            hidden = live.width(GELU_INPUT, layer)
+            hidden = live.width(role(live.norm_position, Role.ACTIVATION_INPUT), layer)
             widen = f"it widens each token to {hidden} values and back" if hidden else \
                 "it widens each token and narrows it back"
             why[label] = f"the feed-forward comes {nth(n)}, after the first add; {widen}."
@@ -200,7 +201,7 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
             why[label] = f"{label} comes {nth(n)}, after the first add, before the feed-forward."
     options, answer, why_t = choices(labels[first], [v for k, v in labels.items() if k != first],
                                      rng, why)
-    kind = "Pre-LN" if as_order(live.norm_position).position == NormPosition.PRE else "Post-LN"
+    kind = as_order(live.norm_position).position.title
     sequence = " → ".join(n.key for n in order)
     return Question(f"Which operation touches the block's input x {x_shape} first?", options,
                     answer, f"In this {kind} block the order is {sequence}.", why_t,
@@ -208,7 +209,7 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
 
 
 def norm_question(live: Live, rng: random.Random) -> Question:
-    pre = live.norm_position == NormPosition.PRE
+    pre = as_order(live.norm_position).position == NormPosition.PRE
     # alike in form and length: each says the order of one half
     options = ("Pre-LN: norm first, then attention or feed-forward, then add",
                "Post-LN: attention or feed-forward, then add, then norm last")
@@ -276,7 +277,7 @@ def shortcut_question(live: Live, rng: random.Random) -> Question:
     source = shortcut_sources(live.norm_position)[parse_hook(live.name)[1]]
     right = names[source]
     distractors = [v for k, v in names.items() if k != source] + ["the attention's output (att)"]
-    order = "Pre-LN" if live.norm_position == NormPosition.PRE else "Post-LN"
+    order = as_order(live.norm_position).position.title
     why_not = {v: f"in this {order} block the shortcut into {parse_hook(live.name)[1]} carries "
                   f"{right}; {v} is {'the branch being added' if ATTENTION in v else 'another point of the stream'}"
                for v in distractors}
@@ -315,7 +316,7 @@ def pattern_rows_question(live: Live, rng: random.Random) -> Question:
 
 def _heads(live: Live) -> tuple[int, int, int]:
     """(n_heads, head_dim, emb_dim) of the node's block, from the pass's shapes."""
-    queries = live.near(HEAD_QUERIES)
+    queries = live.near(SPLIT_QUERIES)
     heads = queries or live.near(PATTERN)
     h = int(heads.shape[1]) if heads is not None else 1
     c = _emb(live)

@@ -12,7 +12,7 @@ import random
 import numpy as np
 
 from ..gpt.nodes import (KEYS, KEYS_ROPE, QUERIES_ROPE, SECOND_NORM, VALUES, block_hook_name,
-                         input_node, role)
+                         input_node, role, Role)
 from .facts import SHAPES, VALUES as VALUE_FACTS
 from .question import Live, Question, choices, live_layer, numbers_around
 from .rope_shift import turn
@@ -173,7 +173,7 @@ def swiglu_weights_question(live: Live, rng: random.Random) -> Question:
     """The SwiGLU's weights per block against the GELU MLP's at 4 × emb_dim."""
     layer = live_layer(live)
     c = live.width(SECOND_NORM, layer) or int(live.shape[-1])
-    hidden = live.width(role(live.norm_position, "activation_input"), layer) or 4 * c
+    hidden = live.width(role(live.norm_position, Role.ACTIVATION_INPUT), layer) or 4 * c
     right = 3 * c * hidden
     mlp = 2 * c * 4 * c
     roles = {2 * c * hidden: f"two matrices of {c} × {hidden}: GELU's MLP has two, SwiGLU three",

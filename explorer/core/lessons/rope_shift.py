@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..gpt.nodes import ATTENTION, FIRST_NORM, SCORES, block_hook_name
+from ..gpt.nodes import ATTENTION, FIRST_NORM, SCORES, Role, block_hook_name, order_of, role
 from ..run.capture import Capture
 
 SHIFTS = (0, 1, 7, 100, 1000)
@@ -55,8 +55,8 @@ def rope_shift(model: torch.nn.Module, ids: list[int], block: int = 0, head: int
     """The last token's query against the first token's key in ``block``'s head
     ``head``, with the prompt moved on by each of ``shifts``."""
     cfg = model.cfg
-    if not cfg.llama:
-        raise ValueError("RoPE is the Llama family's: GPT-2 adds a learned position "
+    if role(order_of(cfg), Role.KEYS_ROPE) is None:
+        raise ValueError(f"a {cfg.family.title} block has no RoPE: it adds a learned position "
                          "embedding instead, and its scores change with where tokens stand")
     if len(ids) < 2:
         raise ValueError("the prompt needs two tokens at least: a query and an earlier key")

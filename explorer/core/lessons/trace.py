@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..gpt.config import GPTConfig
-from ..gpt.nodes import (order_of, BLOCK_INPUT, Kind, EMBEDDINGS, EMBEDDING_SUM, FINAL_NORM, LOGITS,
-                         POSITION_EMBEDDING, TOKEN_EMBEDDING, all_hook_names, block_hook_name,
-                         block_input, input_node, layer_of, node_for_hook, shortcut_sources)
+from ..gpt.nodes import (order_of, BLOCK_INPUT, EMBEDDING_SUM, POSITION_EMBEDDING, TOKEN_EMBEDDING, Kind,
+                         all_hook_names, block_hook_name, block_input,
+                         input_node, layer_of, model_input_node, node_for_hook, shortcut_sources)
 
 
 def trace_order(cfg: GPTConfig) -> list[str]:
@@ -19,12 +19,10 @@ def trace_order(cfg: GPTConfig) -> list[str]:
 
 def source_of(name: str, cfg: GPTConfig) -> str | None:
     """The node whose output this one reads (None for the embeddings' lookups)."""
-    last = block_input(cfg.n_layers, order_of(cfg))  # what leaves the last block
-    model_level = {TOKEN_EMBEDDING: None, POSITION_EMBEDDING: None, EMBEDDING_SUM: TOKEN_EMBEDDING,
-                   EMBEDDINGS: EMBEDDING_SUM, FINAL_NORM: last, LOGITS: FINAL_NORM}
-    if name in model_level:
-        return model_level[name]
-    return input_node(name, order_of(cfg))
+    order = order_of(cfg)
+    if layer_of(name) is None:
+        return model_input_node(name, order, cfg.n_layers)
+    return input_node(name, order)
 
 
 AXES = ("batch", "token", "feature")

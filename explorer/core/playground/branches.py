@@ -15,7 +15,8 @@ import time
 
 import torch
 
-from ..gpt.model import GPTModel, KVCache
+from ..gpt.layers import KVCache
+from ..gpt.block_model import BlockModel
 from ..run.generation import GenerationSettings, Prefill, generate_stream
 from ..run.steps import StepRecorder
 
@@ -32,7 +33,7 @@ def fork(cache: KVCache, length: int) -> KVCache:
     return copy
 
 
-def branch_stream(model: GPTModel, ids: list[int], token: int, settings: GenerationSettings,
+def branch_stream(model: BlockModel, ids: list[int], token: int, settings: GenerationSettings,
                   cache: KVCache, capture: bool = False):
     """Generation after ``ids`` + ``token``, from ``cache`` holding ``ids``' keys and
     values (or more: it is forked at ``len(ids)``). Yields the steps after the chosen

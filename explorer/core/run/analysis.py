@@ -13,7 +13,7 @@ import torch
 
 from .generation import tokenizer_logits
 from ..gpt.layers import gelu_tanh_formula
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.nodes import Kind, block_hook_name, block_nodes, residual_nodes
 from ..gpt.tokenizer import tokenizer_of
 
@@ -128,7 +128,7 @@ class LensRow:
     top_probs: tuple[float, ...]
 
 
-def logit_lens(model: GPTModel, residuals: dict[str, torch.Tensor | np.ndarray], position: int,
+def logit_lens(model: BlockModel, residuals: dict[str, torch.Tensor | np.ndarray], position: int,
                k: int = 5) -> list[LensRow]:
     """Apply the final norm and the output head to the residual stream after each add
     (the tensors or a pass's arrays in ``residuals``, shape (1, T, C)) at one position:

@@ -17,7 +17,7 @@ import numpy as np
 from .generation import prepare_prompt
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
 
-PAD_ID = gpt2_tokenizer().eot_id  # GPT-2 has no pad token; padding never counts anyway
+PAD_ID = 0  # an id of every vocabulary: padding is masked out, so what it holds never counts
 PAD_LABEL = "[pad]"
 MAX_BATCH = 16
 
@@ -83,14 +83,23 @@ def split_prompts(text: str) -> list[str]:
     return [line.removesuffix("\r") for line in text.split("\n") if line.strip()]
 
 
-def make_batch(prompts: list[str] | list[list[int]], context_length: int,
-               tokenizer: Tokenizer | None = None) -> Batch:
-    """Tokenize (when given text), crop each prompt to the context, pad on the right.
-    Raises ValueError, naming the prompt, for an empty batch or an empty prompt."""
+def check_prompts(prompts: list) -> None:
+    """A batch's count, and no prompt empty as typed (before any tokenizer reads it):
+    ValueError naming the prompt."""
     if not prompts:
         raise ValueError("the batch is empty: type one prompt per line")
     if len(prompts) > MAX_BATCH:
         raise ValueError(f"the batch has {len(prompts)} prompts; at most {MAX_BATCH} are shown at once")
+    for b, prompt in enumerate(prompts):
+        if len(prompts) > 1 and not prompt:
+            raise ValueError(f"prompt {b + 1} of the batch is empty")
+
+
+def make_batch(prompts: list[str] | list[list[int]], context_length: int,
+               tokenizer: Tokenizer | None = None) -> Batch:
+    """Tokenize (when given text), crop each prompt to the context, pad on the right.
+    Raises ValueError, naming the prompt, for an empty batch or an empty prompt."""
+    check_prompts(prompts)
     rows, notices = [], []
     for b, prompt in enumerate(prompts):
         ids = (tokenizer or gpt2_tokenizer()).encode(prompt) if isinstance(prompt, str) else list(prompt)

@@ -24,7 +24,7 @@ import torch
 from ..base.cancel import check
 from ..base.cpu_work import on_threads
 from ..gpt.hooks import HookSet
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.nodes import (Node, block_module_name, eval_source, inside_attention, is_pattern,
                          layer_of, node_for_hook, order_of, select_hook_names)
 from .resident import Batches, gather
@@ -109,7 +109,7 @@ class Capture(HookSet):
         Not with a batch's ``mask``.
     """
 
-    def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
+    def __init__(self, model: BlockModel, nodes: str | Iterable[str] | None = None,
                  layer: int | None = None, tensors: bool | str | Iterable[str] = False,
                  float16: bool = False, budget_bytes: int = DEFAULT_BUDGET_BYTES,
                  attention: bool | int = False, topk: int = 5,
@@ -350,7 +350,7 @@ class StopCheck(HookSet):
 
     pre = True
 
-    def __init__(self, model: GPTModel, should_stop) -> None:
+    def __init__(self, model: BlockModel, should_stop) -> None:
         super().__init__(model)
         self.should_stop = should_stop
 

@@ -21,7 +21,8 @@ import torch
 
 from .steps import StepCapture, StepRecorder
 from ..gpt.config import GPT2_VOCAB, LIMITS
-from ..gpt.model import GPTModel, KVCache
+from ..gpt.layers import KVCache
+from ..gpt.block_model import BlockModel
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
 
 
@@ -32,8 +33,8 @@ MAX_PROMPT_CHARS = 1_000_000  # a prompt's text, kept, remembered or saved (the 
 # Each sampling setting's range, one table for the command line, the window's boxes and
 # a saved run's reader: whatever one accepts the others hold (a Qt box holds a 32-bit
 # whole number; top-p's box six decimals). Top-k is bounded by the model's vocabulary
-# too, and at GPT-2's: past 50,257 candidates it no longer filters anything one can see.
-BOUNDS = {"temperature": (MIN_TEMPERATURE, MAX_TEMPERATURE), "top_k": (1, GPT2_VOCAB),
+# too (``validate``), as the candidates shown are.
+BOUNDS = {"temperature": (MIN_TEMPERATURE, MAX_TEMPERATURE), "top_k": (1, LIMITS["vocab_size"]),
           "top_p": (1e-6, 1.0), "seed": (0, 2**31 - 1), "show_top_k": (1, LIMITS["vocab_size"])}
 
 
@@ -213,7 +214,7 @@ class GenerationStream:
     """Iterator of ``Step``s. Before the first step, ``prompt_ids`` and ``notices`` tell
     what the model will see; after it, ``prompt_seconds`` is the prompt pass's time."""
 
-    def __init__(self, model: GPTModel, prompt_ids: list[int],
+    def __init__(self, model: BlockModel, prompt_ids: list[int],
                  settings: GenerationSettings = GenerationSettings(),
                  start_with_eot: bool = False, prefill: Prefill | None = None,
                  forced: list[int] | None = None) -> None:
@@ -312,7 +313,7 @@ class GenerationStream:
         self.stopped_by = "max_new_tokens"
 
 
-def generate_stream(model: GPTModel, prompt_ids: list[int],
+def generate_stream(model: BlockModel, prompt_ids: list[int],
                     settings: GenerationSettings = GenerationSettings(),
                     start_with_eot: bool = False,
                     prefill: Prefill | None = None,
@@ -336,7 +337,7 @@ class GenerationResult:
         return [s.token_id for s in self.steps]
 
 
-def generate(model: GPTModel, prompt_ids: list[int],
+def generate(model: BlockModel, prompt_ids: list[int],
              settings: GenerationSettings = GenerationSettings()) -> GenerationResult:
     """Run a stream to the end and collect its steps."""
     stream = generate_stream(model, prompt_ids, settings)

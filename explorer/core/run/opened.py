@@ -17,7 +17,7 @@ import torch
 
 from .capture import Capture, NodeView
 from ..gpt.layers import LayerKV
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.nodes import ATTENTION, PATTERN, attention_inside, block_hook_name, input_node, order_of
 
 
@@ -31,7 +31,7 @@ def inside_names(layer: int, order="pre") -> list[str]:
     return [block_hook_name(layer, n.key) for n in attention_inside(order)]
 
 
-def open_attention(model: GPTModel, x: np.ndarray, layer: int, valid: np.ndarray | None = None,
+def open_attention(model: BlockModel, x: np.ndarray, layer: int, valid: np.ndarray | None = None,
                    last_only: bool = False, steps: bool = True) -> dict[str, NodeView]:
     """Attention's steps in block ``layer`` for its input ``x`` (B, T, C), every position
     the attention saw; ``valid`` marks a batch's real tokens; ``last_only``: the last

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -29,8 +30,8 @@ from ..base.devices import check_memory
 from ..base.heap import give_back_freed_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
                          pick, prepare_prompt, sampler, tokenizer_logits)
-from ..gpt.model import GPTModel
-from ..gpt.nodes import GELU_INPUT, parse_hook
+from ..gpt.block_model import BlockModel
+from ..gpt.nodes import Kind, Role, block_hook_name, block_nodes, node_for_hook, order_of, parse_hook, role
 from ..gpt.tokenizer import gpt2_tokenizer, tokenizer_of
 
 TOP_K = 10  # next-token candidates a pass reports
@@ -158,12 +159,30 @@ def _top(logits_row: torch.Tensor, k: int = TOP_K) -> tuple[tuple[int, ...], tup
     return tuple(top.indices.tolist()), tuple(top.values.tolist())
 
 
+def _gelu_input(cfg) -> str | None:
+    """What the block's GELU reads, if its non-linearity is a GELU."""
+    order = order_of(cfg)
+    activation = role(order, Role.ACTIVATION)
+    if activation is None or node_for_hook(block_hook_name(0, activation), order).kind != Kind.GELU:
+        return None
+    return role(order, Role.ACTIVATION_INPUT)
+
+
+def block_values(cfg) -> int:
+    """Values one token makes in one block, every node of it that is a tensor of its own
+    (the family's node table, at the config's widths: a SwiGLU block's four hidden-wide
+    tensors, GPT-2's two), and attention's query, key and value projections."""
+    own = sum(math.prod(n.shape(cfg, 1, 1)) for n in block_nodes(order_of(cfg))
+              if n.kind != Kind.PATTERN and not n.same_in_eval)
+    return own + (cfg.n_heads + 2 * cfg.kv_heads) * cfg.head_dim
+
+
 def pass_bytes(cfg, batch: int, tokens: int, keep: Keep) -> int:
     """About the most memory a captured pass holds at once: the logits, one layer's
     activations (and attention pattern), and the kept tensors (within their budget)."""
     rows = batch * tokens
     logits = rows * cfg.vocab_size * 4
-    layer = rows * (4 * cfg.emb_dim + 3 * cfg.hidden_dim) * 4
+    layer = rows * block_values(cfg) * 4
     pattern = batch * cfg.n_heads * tokens * tokens * 4  # one block's, one T × T matrix
     if keep.attention is True or keep.inside is True:
         blocks = cfg.n_layers
@@ -171,12 +190,12 @@ def pass_bytes(cfg, batch: int, tokens: int, keep: Keep) -> int:
         blocks = len(named_blocks(keep.attention, keep.inside))
     if keep.inside is not False:  # and the scores and masked scores of the opened blocks
         blocks += 2 * (cfg.n_layers if keep.inside is True else 1)
-    every_node = logits + cfg.n_layers * (layer + rows * 5 * cfg.emb_dim * 4) + blocks * pattern
+    every_node = logits + cfg.n_layers * layer + blocks * pattern
     kept = min(keep.budget_bytes, every_node) if keep.tensors else 0
     return logits + layer + (pattern if blocks else 0) + kept
 
 
-def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_errors: bool,
+def _forward(model: BlockModel, batch: Batch, keep: Keep, should_stop, tolerate_errors: bool,
              prefill: bool, cached: bool = True) -> tuple[Pass, Prefill | None]:
     """The captured pass; with ``prefill`` also the last position's logits, and (when
     ``cached``) the KV cache and every node's vector there, for generation to go on."""
@@ -185,8 +204,8 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     check_memory(need, device, f"a pass of {batch.size} × {batch.width} tokens with capture")
     for b in range(batch.size):
         check_vocabulary(batch.sample(b), model.cfg.vocab_size)
-    pad = min(PAD_ID, model.cfg.vocab_size - 1)  # what padding holds never counts
-    rows = [list(batch.sample(b)) + [pad] * (batch.width - batch.lengths[b]) for b in range(batch.size)]
+    rows = [list(batch.sample(b)) + [PAD_ID] * (batch.width - batch.lengths[b])
+            for b in range(batch.size)]  # what padding holds never counts
     cap = Capture(model, None if keep.nodes is None else keep.nodes, layer=keep.layer,
                   tensors=keep.tensors, float16=keep.float16, budget_bytes=keep.budget_bytes,
                   attention=keep.attention, mask=batch.mask if batch.size > 1 else None,
@@ -213,9 +232,10 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     top_ids, top_probs = ((), ()) if logits is None else _top(logits[0, batch.lengths[0] - 1])
     views = cap.views()
     shares, shares_later = {}, []
-    if keep.gelu_shares:  # the Activation tab's shares: 3 million inputs a layer at T=1024
+    gelu_input = _gelu_input(model.cfg) if keep.gelu_shares else None
+    if gelu_input:  # the Activation tab's shares: 3 million inputs a layer at T=1024
         for n, v in views.items():
-            if parse_hook(n)[1] == GELU_INPUT and v.array is not None:
+            if parse_hook(n)[1] == gelu_input and v.array is not None:
                 if n in cap.later or keep.on_read:  # later, as the node's details
                     shares_later.append(n)
                 else:
@@ -236,7 +256,7 @@ def _forward(model: GPTModel, batch: Batch, keep: Keep, should_stop, tolerate_er
     return result, Prefill(ids=ids, cache=cache, logits=logits[0, -1], step=step, seconds=seconds)
 
 
-def run_prompt(model: GPTModel, prompt: Batch | list[int], keep: Keep = EVERYTHING,
+def run_prompt(model: BlockModel, prompt: Batch | list[int], keep: Keep = EVERYTHING,
                should_stop=None, tolerate_errors: bool = False) -> Pass:
     """One forward pass of a prompt (token ids) or a padded batch, captured as ``keep``
     says. ``should_stop`` is asked before every block (``Cancelled``). With
@@ -246,7 +266,7 @@ def run_prompt(model: GPTModel, prompt: Batch | list[int], keep: Keep = EVERYTHI
     return _forward(model, batch, keep, should_stop, tolerate_errors, prefill=False)[0]
 
 
-def prompt_and_prefill(model: GPTModel, ids: list[int], keep: Keep = EVERYTHING,
+def prompt_and_prefill(model: BlockModel, ids: list[int], keep: Keep = EVERYTHING,
                        should_stop=None) -> tuple[Pass, Prefill]:
     """The prompt pass that generation then continues from (one forward per prompt)."""
     batch = as_batch(ids, model.cfg.context_length, tokenizer_of(model))
@@ -264,7 +284,7 @@ def step_pass(step: Step, ids: list[int], notices: list[str] | None = None,
                 notices=list(notices or []), seconds=step.elapsed, next_logits=step.logits)
 
 
-def prompt_then_generate(model: GPTModel, prompt_ids: list[int], settings: GenerationSettings,
+def prompt_then_generate(model: BlockModel, prompt_ids: list[int], settings: GenerationSettings,
                          report, should_stop=None, keep: Keep = EVERYTHING,
                          after_prompt=None, streams=None, forced: list[int] | None = None) -> str:
     """The app's Ctrl+Enter: the captured prompt pass, reported as a Pass, then token by
@@ -319,7 +339,7 @@ def recompute_budget(s: GenerationSettings, keep: Keep) -> int:
     return min(keep.budget_bytes, STEP_BUDGET, RUN_BUDGET // max(1, s.max_new_tokens))
 
 
-def _recomputing(model: GPTModel, prompt: Pass, prefill: Prefill, s: GenerationSettings,
+def _recomputing(model: BlockModel, prompt: Pass, prefill: Prefill, s: GenerationSettings,
                  report, should_stop, keep: Keep, forced: list[int] | None = None) -> str:
     """Generation the book's way (``generate_text_simple``): every new token runs the
     whole context again, without a KV cache, and each step is reported as that whole

@@ -12,7 +12,7 @@ import torch
 
 from ..gpt.hooks import HookSet
 from .capture import NodeView
-from ..gpt.model import GPTModel
+from ..gpt.block_model import BlockModel
 from ..gpt.node_types import Node
 from ..gpt.nodes import order_of, LOGITS, eval_source, is_pattern, node_for_hook, select_hook_names
 from .row_stats import RowStats, row_stats
@@ -85,7 +85,7 @@ class StepRecorder(HookSet):
     In eval mode, nodes that output another node's tensor (``Node.same_in_eval``) are
     not hooked: their vector is the other node's."""
 
-    def __init__(self, model: GPTModel, nodes: str | Iterable[str] | None = None,
+    def __init__(self, model: BlockModel, nodes: str | Iterable[str] | None = None,
                  keep_logits: bool = False, topk: int = 5) -> None:
         super().__init__(model)
         names = select_hook_names(model.cfg, None if nodes is None else

@@ -6,8 +6,10 @@ book's ``gpt2/124M``, via tf_checkpoint.py), the book's ``.pth`` state dicts, an
 project's own format (safetensors with the config in its metadata). The format comes
 from the file's bytes, never its extension. Pickles are read with ``weights_only=True``
 only. Every failure is a ``CheckpointError`` that names the file and the problem.
-This module builds models through model.build_model; it owns no model code, and does not
-decide where a model comes from (sources.py) or fetch anything (hub.py).
+Which names a file uses is a format of some family's key maps (state_dicts.py). This
+module builds models through the family's record (build.new_model); it owns no model
+code, and does not decide where a model comes from (sources.py) or fetch anything
+(hub.py).
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ from typing import Any
 import torch
 
 from ..base.cancel import check
-from ..gpt.config import GPTConfig, preset, preset_for_emb_dim
+from ..gpt.config import GPTConfig
+from ..gpt.families import for_config
 from ..base.devices import check_memory, resolve_device, resolve_dtype
 from ..base.errors import CheckpointError
 from .hf_files import hf_folder_weights, read_safetensors, safetensors_header
 from .keymaps import check_tensor, validate_state_dict
-from .llama_keys import MODEL_TYPES as LLAMA_MODEL_TYPES
 from .state_dicts import PROJECT_FORMAT, converted
-from ..gpt.model import GPTModel, count_parameters, describe_size, new_model
+from ..gpt.build import new_model
+from ..gpt.sizes import count_parameters, describe_size
+from ..gpt.block_model import BlockModel
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
 from .tokenizers_files import tokenizer_for
 from .tf_bundle import BundleError, open_bundle
@@ -44,7 +48,7 @@ PROJECT_FORMAT_VERSION = "1"
 class LoadedModel:
     """A model ready to run, with where it came from."""
 
-    model: GPTModel  # or LlamaModel: the config's family
+    model: BlockModel  # the config's family's model
     config: GPTConfig
     source: str  # "preset", "hf-cache", or a format name
     label: str  # one line for every output: what this model is
@@ -246,10 +250,8 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
         except CheckpointError as exc:
             info.setdefault("notices", []).append(f"ignored {exc}")
             beside = None
-        if isinstance(beside, dict) and "n_head" in beside and beside.get("model_type", "gpt2") == "gpt2":
-            info["hf_config"] = beside  # Hugging Face's config.json
-        elif isinstance(beside, dict) and beside.get("model_type") in LLAMA_MODEL_TYPES:
-            info["hf_config"] = beside  # a Llama / Qwen2 / Qwen3 config.json
+        if for_config(beside) is not None:
+            info["hf_config"] = beside  # Hugging Face's config.json of a family we open
         elif isinstance(beside, dict) and "n_heads" in beside:
             info["book_config"] = beside  # the book's GPT_CONFIG dict saved as JSON
         elif beside is not None:
@@ -279,7 +281,7 @@ def _fingerprint(path: Path, fmt: str) -> list[tuple[str, int, int]]:
 
 def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | torch.dtype = "float32",
                     config: GPTConfig | None = None, should_stop=None) -> LoadedModel:
-    """Load any supported checkpoint into a GPTModel in eval mode. ``should_stop`` is
+    """Load any supported checkpoint into a BlockModel in eval mode. ``should_stop`` is
     asked between the phases (read, convert, check, place); nothing is half-loaded."""
     p = Path(path).expanduser()
     dev, dt = resolve_device(device), resolve_dtype(dtype)
@@ -295,7 +297,7 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
     for key, tensor in sd.items():  # dense, a usable dtype, no expanded views
         check_tensor(p, key, tensor)
     notices: list[str] = list(info.get("notices", []))
-    sd, cfg, family = converted(p, sd, info, config, notices)
+    sd, cfg, names = converted(p, sd, info, config, notices)
     tokenizer = tokenizer_for(p)
     check_vocabulary_size(p, cfg, tokenizer)
     validate_state_dict(p, sd, cfg)
@@ -319,9 +321,8 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
     model.eval()
     model.tokenizer = tokenizer  # it hangs off the model: whatever reads text asks it
     fmt = info["format"]
-    name = preset_for_emb_dim(cfg.emb_dim) if family == "hf" and cfg.n_layers == _gpt2_layers(cfg) else None
-    what = name or (f"{cfg.n_layers}-layer {_hf_name(info)} ({cfg.emb_dim}-dim)" if cfg.llama
-                    else f"{cfg.n_layers}-layer GPT ({cfg.emb_dim}-dim)")
+    kind = (info.get("hf_config") or {}).get("model_type")
+    what = names.label(cfg) or f"{cfg.n_layers}-layer {cfg.family.files.hf_name(kind)} ({cfg.emb_dim}-dim)"
     label = f"{what} from {p.name} ({_FORMAT_NAMES.get(fmt, fmt)})"
     meta = info.get("metadata", {})
     trained = meta.get("trained", "true") != "false"
@@ -342,25 +343,14 @@ def check_vocabulary_size(path, cfg: GPTConfig, tokenizer: Tokenizer | None = No
     vocabulary is fine: its extra ids are never produced)."""
     tokenizer = tokenizer or gpt2_tokenizer()
     if cfg.vocab_size < tokenizer.vocab_size:
-        fix = "" if tokenizer is not gpt2_tokenizer() else \
-            " (a model of its own vocabulary needs its tokenizer.json beside it)" if cfg.llama else ""
+        fix = " (a model of its own vocabulary needs its tokenizer.json beside it)" if (
+            tokenizer is gpt2_tokenizer() and cfg.family.files.own_tokenizer) else ""
         raise CheckpointError(path, f"this model has {cfg.vocab_size:,} tokens; {tokenizer.name}'s "
                                     f"tokenizer, which the explorer uses, needs "
                                     f"{tokenizer.vocab_size:,}{fix}")
 
 
-def _hf_name(info: dict) -> str:
-    """'Llama', 'Qwen2', 'Qwen3' from a folder's config.json; 'Llama-family' otherwise."""
-    kind = (info.get("hf_config") or {}).get("model_type")
-    return {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3"}.get(kind, "Llama-family")
-
-
-def _gpt2_layers(cfg: GPTConfig) -> int:
-    name = preset_for_emb_dim(cfg.emb_dim)
-    return preset(name).n_layers if name else -1
-
-
-def save_checkpoint(model: GPTModel, path: str | os.PathLike, trained: bool = True,
+def save_checkpoint(model: BlockModel, path: str | os.PathLike, trained: bool = True,
                     metadata: dict[str, str] | None = None) -> Path:
     """The project's format: one safetensors file with the config in its metadata."""
     from safetensors.torch import save_file

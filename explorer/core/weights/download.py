@@ -225,7 +225,7 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
             config = _small_file(repo_id, CONFIG, commit, root, hub, headers)
             with _removed_if_refused(config):
                 family = _check_config(config, repo_id)
-            if family == "llama":  # its own tokenizer, and the end of its text
+            if family.files.own_tokenizer:  # its own tokenizer, and the end of its text
                 _tokenizer_files(repo_id, commit, root, hub, headers)
             storage = root / repo_folder_name(repo_id=repo_id, repo_type="model")
             total = sum(meta.size for _, _, meta in files)

@@ -51,7 +51,7 @@ class HubModel:
 
     @property
     def parameters(self) -> int:
-        from ..gpt.model import count_parameters  # torch: only when asked
+        from ..gpt.sizes import count_parameters
 
         return count_parameters(preset(self.preset)).total
 

@@ -1,19 +1,46 @@
-"""State dicts: Hugging Face GPT-2 names onto the book's, the config a state dict implies
-(from its shapes and whatever config came with it), and the check of names, shapes and
-values against the model that config describes. Reads no file (checkpoints.py does)."""
+"""GPT-2's state dicts (the key maps its family record names, ``Files.key_maps``):
+Hugging Face GPT-2 names onto the book's, the config a state dict implies (from its
+shapes and whatever config came with it); and, for every family, what a format of names
+is (``NameFormat``) and the check of names, shapes and values against the model a
+config describes. Reads no file (checkpoints.py does)."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from ..gpt.config import GPTConfig, preset, preset_for_emb_dim
+from ..gpt.config import GPTConfig, preset
 from ..base.errors import CheckpointError
 from ..base.validate import real, whole
-from ..gpt.model import new_model
+from ..gpt.build import new_model
+
+
+@dataclass(frozen=True)
+class NameFormat:
+    """One way a family's weights are named in files: whether a state dict is in it
+    (``detects(sd, info)``), its tensors under the explorer's names (``convert(path,
+    sd)``), the config that describes it (``config(path, sd, info, notices)``), and the
+    model's name when the format tells it (``label(cfg)``, else None). A family's
+    key-map module lists its formats as ``FORMATS``, most particular first."""
+
+    name: str
+    detects: Callable[[dict, dict], bool]
+    convert: Callable[[Path, dict], dict]
+    config: Callable[[Path, dict, dict, list], GPTConfig]
+    label: Callable[[GPTConfig], str | None] = lambda cfg: None
+    catch_all: bool = False  # tried after every family's other formats
+
+
+RELEASED = ("gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl")  # OpenAI's GPT-2 sizes
+
+
+def preset_for_emb_dim(emb_dim: int) -> str | None:
+    """The preset of OpenAI's released GPT-2 with this embedding width, if any."""
+    return next((name for name in RELEASED if preset(name).emb_dim == emb_dim), None)
 
 
 # --------------------------------------------------------------------------- key maps
@@ -258,3 +285,20 @@ def validate_state_dict(path: Path, sd: dict[str, torch.Tensor], cfg: GPTConfig)
         bad = 0 if all_finite(t) else int((~torch.isfinite(t)).sum())
         if bad:
             raise CheckpointError(path, f"{key!r} contains {bad:,} NaN/Inf value(s)")
+
+
+def _released(cfg: GPTConfig) -> str | None:
+    """The preset of OpenAI's released GPT-2 of this width and depth, if it is one."""
+    name = preset_for_emb_dim(cfg.emb_dim)
+    return name if name and preset(name).n_layers == cfg.n_layers else None
+
+
+# Hugging Face's GPT2LMHeadModel names; anything else is read under our own names: the
+# book's GPTModel .pth, the explorer's own files (their config inside), OpenAI's
+# TensorFlow checkpoint (read under our names by tf_checkpoint.py)
+FORMATS = (
+    NameFormat("hf", lambda sd, info: is_hf_state_dict(sd), convert_hf_state_dict,
+               infer_config, _released),
+    NameFormat("book", lambda sd, info: True, lambda path, sd: drop_book_buffers(sd),
+               infer_config, catch_all=True),
+)

@@ -15,7 +15,8 @@ import torch
 from ..base.errors import CheckpointError
 from ..base.validate import real, whole
 from ..gpt.config import PRESETS, GPTConfig, RopeScaling
-from .keymaps import block_layers
+from ..gpt.families.llama import LLAMA
+from .keymaps import NameFormat, block_layers
 
 class ModelType(StrEnum):
     """config.json's model_type, of the models the explorer opens as Llama-family blocks."""
@@ -30,7 +31,8 @@ class RopeType(StrEnum):
     LLAMA3 = "llama3"
 
 
-MODEL_TYPES = tuple(ModelType)  # config.json's model_type the explorer opens
+MODEL_TYPES = tuple(ModelType)  # config.json's model_type this family opens
+assert MODEL_TYPES == LLAMA.files.model_types  # the family's record says the same
 
 _LAYER_RE = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
 _BLOCK_MAP = {"input_layernorm.weight": "norm1.scale",
@@ -185,7 +187,7 @@ def hf_config(path: Path, hf: dict[str, Any], sd: dict[str, torch.Tensor]) -> GP
                                     "no lm_head.weight")
     try:
         return GPTConfig(
-            family="llama", vocab_size=int(vocab), context_length=context, emb_dim=int(emb),
+            family=LLAMA, vocab_size=int(vocab), context_length=context, emb_dim=int(emb),
             n_heads=heads, n_layers=layers, drop_rate=0.0,
             qkv_bias="trf_blocks.0.att.W_query.bias" in sd, tie_weights=tie,
             n_kv_groups=kv if kv != heads else None,
@@ -206,7 +208,7 @@ def book_config(path: Path, sd: dict[str, torch.Tensor], book: dict[str, Any]) -
     tie = "out_head.weight" not in sd or torch.equal(sd["out_head.weight"], sd["tok_emb.weight"])
     if not book:
         for cfg in PRESETS.values():
-            if cfg.llama and (cfg.vocab_size, cfg.emb_dim, cfg.n_layers, cfg.hidden_dim,
+            if cfg.family is LLAMA and (cfg.vocab_size, cfg.emb_dim, cfg.n_layers, cfg.hidden_dim,
                               cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim) == (
                     vocab, emb, layers, ff, q_rows, kv_rows):
                 return cfg.replace(tie_weights=tie)
@@ -221,7 +223,7 @@ def book_config(path: Path, sd: dict[str, torch.Tensor], book: dict[str, Any]) -
             float(freq["factor"]), float(freq["low_freq_factor"]), float(freq["high_freq_factor"]),
             int(freq["original_context_length"]))
         return GPTConfig(
-            family="llama", vocab_size=int(vocab),
+            family=LLAMA, vocab_size=int(vocab),
             context_length=whole(book.get("context_length", 8192), "context_length in config.json"),
             emb_dim=int(emb), n_heads=heads, n_layers=layers, drop_rate=0.0,
             qkv_bias="trf_blocks.0.att.W_query.bias" in sd, tie_weights=tie,
@@ -232,3 +234,20 @@ def book_config(path: Path, sd: dict[str, torch.Tensor], book: dict[str, Any]) -
             norm_eps=1e-6 if book.get("qk_norm") or "trf_blocks.0.att.q_norm.scale" in sd else 1e-5)
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(path, f"config.json: {exc}") from None
+
+
+def _hf_config(path: Path, sd: dict, info: dict, notices: list) -> GPTConfig:
+    if "hf_config" not in info:
+        raise CheckpointError(path, "a Llama / Qwen state dict needs its config.json beside it "
+                                    "(heads, rotary base, norm epsilon are not in the weights)")
+    return hf_config(path, info["hf_config"], sd)
+
+
+# Hugging Face's LlamaForCausalLM / Qwen2 / Qwen3 names; the book's bonus-chapter models
+# (ours, but for the norms' weight), unless the file is the explorer's own
+FORMATS = (
+    NameFormat("hf-llama", lambda sd, info: is_llama_hf_state_dict(sd), convert_hf, _hf_config),
+    NameFormat("book-llama", lambda sd, info: is_llama_book_state_dict(sd) and "config" not in info,
+               lambda path, sd: convert_book(sd),
+               lambda path, sd, info, notices: book_config(path, sd, info.get("book_config") or {})),
+)

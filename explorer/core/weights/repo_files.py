@@ -1,14 +1,16 @@
 """A repository's small files on the Hub, beside its weights: config.json (checked to be
-a model the explorer opens), the shard index, and for a Llama or Qwen model its
-tokenizer.json and generation_config.json — each size checked before it is fetched."""
+a model of a family the explorer opens), the shard index, and for a family whose models
+bring their own vocabulary (Llama, Qwen) its tokenizer.json and generation_config.json —
+each size checked before it is fetched."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..base.validate import read_json
+from ..gpt.families import FAMILIES, for_config, model_types
+from ..gpt.family import BlockFamily
 from .hub import HubError
-from .llama_keys import MODEL_TYPES as LLAMA_MODEL_TYPES
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # config.json and the shard index: a few KB on the Hub
 MAX_TOKENIZER_BYTES = 16 * 1024 * 1024  # tokenizer.json: Qwen's and Llama 3's are 7–9 MB
@@ -51,16 +53,17 @@ def tokenizer_files(repo_id: str, revision: str, root: Path, hub: str, headers: 
         pass  # config.json's eos_token_id is read instead
 
 
-def check_config(config: Path, repo_id: str) -> None:
+def check_config(config: Path, repo_id: str) -> BlockFamily:
+    """The family of the repository's model, from its config.json; ``HubError`` for a
+    model no family opens."""
     try:
         data = read_json(config, "config.json")  # kind, size, depth and numbers checked
     except ValueError as exc:
         raise HubError(f"{repo_id}: its config.json is unreadable ({exc})") from None
-    if isinstance(data, dict) and data.get("model_type") in LLAMA_MODEL_TYPES:
-        return "llama"
-    if not isinstance(data, dict) or data.get("model_type", "gpt2") != "gpt2" or "n_embd" not in data:
+    family = for_config(data)
+    if family is None:
         kind = data.get("model_type") if isinstance(data, dict) else type(data).__name__
-        raise HubError(f"{repo_id} is not a GPT-2 model, nor a Llama / Qwen one (its "
-                       f"config.json says model_type {kind!r}); the explorer runs GPT-2 and "
-                       f"{', '.join(LLAMA_MODEL_TYPES)}")
-    return "gpt2"
+        raise HubError(f"{repo_id} is not a {' or '.join(f.title for f in FAMILIES.values())} "
+                       f"model (its config.json says model_type {kind!r}); the explorer runs "
+                       f"{', '.join(model_types())}")
+    return family

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..base.errors import CheckpointError
 from ..base.validate import FileKind, file_kind, parse_json, read_json, regular_file
+from ..gpt.families import for_model_type
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -116,8 +117,9 @@ def tokenizer_for(path: str | Path) -> Tokenizer:
     if file_kind(config) == FileKind.FILE:
         try:
             data = read_json(config, "a config")
-            name = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3",
-                    "gpt2": "GPT-2"}.get(data.get("model_type"), name) if isinstance(data, dict) else name
+            kind = data.get("model_type") if isinstance(data, dict) else None
+            family = for_model_type(kind)
+            name = family.files.hf_name(kind) if family is not None else name
         except CheckpointError:
             pass
     return HFTokenizer(found, f"{name} ({TOKENIZER_FILE})", _eos(folder))

@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject
 from ...core.run.batch import make_batch
 from ...core.run.generation import GenerationSettings
 from ...core.experiments.interventions import applied, resolve
-from ...core.gpt.nodes import GELU_INPUT, block_hook_name
+from ...core.gpt.nodes import Role, block_hook_name, order_of, role
 from ...core.base.cancel import check
 from ...core.base.cpu_work import spare_core
 from ...core.playground.branches import branch_stream
@@ -106,7 +106,10 @@ class Runs(QObject):
         made when shown: ui.graph.attention_opener); in the pass, the details only of what
         the first view shows (the selected node and its layer's GELU input); the rest once
         it is drawn."""
-        now = (self.session.node, block_hook_name(self.session.layer, GELU_INPUT))
+        info = self.session.model
+        activation_input = role(order_of(info.config), Role.ACTIVATION_INPUT) if info else None
+        now = (self.session.node,) + ((block_hook_name(self.session.layer, activation_input),)
+                                      if activation_input else ())
         keep = self._everything()
         return replace(keep, now=now) if self.lazy else replace(keep, later=False)
 

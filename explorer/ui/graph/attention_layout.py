@@ -29,44 +29,25 @@ column and enter their adds from the left.
 from __future__ import annotations
 
 from ...core.gpt.config import GPTConfig
-from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, HEAD_KEYS,
-                               HEAD_QUERIES, HEAD_VALUES, HEADS_MIX, K_NORM, KEYS, KEYS_ROPE,
-                               KEYS_SHARED, MASKED_SCORES, PATTERN, Q_NORM, QUERIES, QUERIES_ROPE,
-                               SCORES, VALUES, VALUES_SHARED, as_order, attention_inside,
-                               block_hook_name,
-                               block_input, block_steps, block_title, model_nodes,
-                               node_for_hook, order_of, residual_branches, shortcut_sources)
+from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, HEADS_MIX, KEYS,
+                               MASKED_SCORES, PATTERN, QUERIES, SCORES, SPLIT_KEYS, SPLIT_QUERIES,
+                               SPLIT_VALUES, VALUES, as_order,
+                               attention_inside, block_hook_name, block_input, block_steps,
+                               block_title, model_nodes, node_for_hook, order_of,
+                               residual_branches, shortcut_sources)
 from .caps_layout import _after, _before
 from .graph_layout import order_title
 from .layout_types import Arrow, Layout, Metrics, Shortcut, Text, TextKind, _box
 
-GRID = ((QUERIES, KEYS, VALUES),
-        (HEAD_QUERIES, HEAD_KEYS, HEAD_VALUES),
-        (SCORES, MASKED_SCORES, PATTERN),
-        (HEADS_MIX, CONTEXT_JOINED, CONTEXT))
-# A Llama block's six rows: Qwen3's norms share a row with the values shared per group,
-# and its shared keys then sit beside the rotated keys.
-LLAMA_GRID = ((QUERIES, KEYS, VALUES),
-              (HEAD_QUERIES, HEAD_KEYS, HEAD_VALUES),
-              (QUERIES_ROPE, KEYS_ROPE, VALUES_SHARED),
-              (None, KEYS_SHARED, None),
-              (SCORES, MASKED_SCORES, PATTERN),
-              (HEADS_MIX, CONTEXT_JOINED, CONTEXT))
-QWEN3_GRID = ((QUERIES, KEYS, VALUES),
-              (HEAD_QUERIES, HEAD_KEYS, HEAD_VALUES),
-              (Q_NORM, K_NORM, VALUES_SHARED),
-              (QUERIES_ROPE, KEYS_ROPE, KEYS_SHARED),
-              (SCORES, MASKED_SCORES, PATTERN),
-              (HEADS_MIX, CONTEXT_JOINED, CONTEXT))
+BASE_ROWS = 4  # a grid's rows at least: the projections, the heads, the scores, the mixing
+PROJECTIONS = (QUERIES, KEYS, VALUES)  # its first row, in every family
 
 
 def grid_of(order) -> tuple[tuple[str | None, ...], ...]:
-    """The rows of attention's steps for this block: GPT-2's four, or a Llama block's
-    six (Qwen3's with its q/k norms)."""
-    if order.family.name == "gpt2":
-        return GRID
-    have = {n.key for n in attention_inside(order)}
-    return QWEN3_GRID if Q_NORM in have else LLAMA_GRID
+    """The rows attention's steps are drawn in: the family's grid for the model's steps
+    (GPT-2's four rows; a Llama block's six, Qwen3's with its q/k norms)."""
+    order = as_order(order)
+    return order.family.attention_grid(order.switches)
 
 
 def inner_labels(order="pre") -> list[str]:
@@ -87,7 +68,7 @@ def layout_open(cfg: GPTConfig, layer: int, open_before: bool, open_after: bool,
     nh, pad = fh + 6, 6.0  # the block's input, above it, as in the folded graph
     ih, rg, hg = 2 * fh + 4, 8.0, 10.0  # a two-line node; the gaps between rows, lanes
     grid = grid_of(position)
-    if len(grid) > len(GRID):  # more steps, the same height: closer rows (room for a head)
+    if len(grid) > BASE_ROWS:  # more steps, the same height: closer rows (room for a head)
         rg = 6.0
     name = lambda key: block_hook_name(layer, key)  # noqa: E731
     steps = block_steps(position)
@@ -104,7 +85,7 @@ def layout_open(cfg: GPTConfig, layer: int, open_before: bool, open_after: bool,
     cxa = lanes[1]  # what feeds the frame sits over the key lane
     # a tall grid (a Llama block's): its first norm beside the block's input, over the
     # query lane, so that the whole block keeps GPT-2's height
-    beside = len(grid) > len(GRID) and len(above) == 1
+    beside = len(grid) > BASE_ROWS and len(above) == 1
     y = pad
     for step in above:
         if beside:
@@ -156,7 +137,7 @@ def _frame(out: Layout, position, name, grid, lanes, ftop: float, fh: float, ih:
         for cx, key in zip(lanes, row):
             if key is not None:
                 _two_line(out, name(key), node_for_hook(name(key), position), cx, rows[r], iw, ih)
-    if grid is GRID:
+    if len(grid) == BASE_ROWS:  # the four rows: their arrows drawn by hand
         _inner_arrows(out, name, lanes, rows, iw, ih, frame_right)
     else:
         _linked_arrows(out, name, position, grid, lanes, iw, frame_right)
@@ -209,20 +190,20 @@ def _inner_arrows(out: Layout, name, lanes, rows, iw: float, ih: float, frame_ri
     def arrow(source: str, target: str, points) -> None:
         out.arrows.append(Arrow(name(source), name(target), points))
 
-    for w, h in ((QUERIES, HEAD_QUERIES), (KEYS, HEAD_KEYS), (VALUES, HEAD_VALUES)):
+    for w, h in ((QUERIES, SPLIT_QUERIES), (KEYS, SPLIT_KEYS), (VALUES, SPLIT_VALUES)):
         a, b = box(w), box(h)
         arrow(w, h, [(a.cx, a.bottom), (b.cx, b.top)])
-    q, k, s = box(HEAD_QUERIES), box(HEAD_KEYS), box(SCORES)
-    arrow(HEAD_QUERIES, SCORES, [(q.cx - iw / 6, q.bottom), (s.cx - iw / 6, s.top)])
-    arrow(HEAD_KEYS, SCORES, [(k.cx, k.bottom), (s.right - 10, s.top)])  # past its name
+    q, k, s = box(SPLIT_QUERIES), box(SPLIT_KEYS), box(SCORES)
+    arrow(SPLIT_QUERIES, SCORES, [(q.cx - iw / 6, q.bottom), (s.cx - iw / 6, s.top)])
+    arrow(SPLIT_KEYS, SCORES, [(k.cx, k.bottom), (s.right - 10, s.top)])  # past its name
     for a_key, b_key in ((SCORES, MASKED_SCORES), (MASKED_SCORES, PATTERN)):
         a, b = box(a_key), box(b_key)
         arrow(a_key, b_key, [(a.right, a.cy), (b.left, b.cy)])
     w, c = box(PATTERN), box(CONTEXT)
     arrow(PATTERN, CONTEXT, [(w.cx, w.bottom), (c.cx, c.top)])
-    v = box(HEAD_VALUES)
+    v = box(SPLIT_VALUES)
     route = frame_right - 6
-    arrow(HEAD_VALUES, CONTEXT, [(v.right, v.cy), (route, v.cy), (route, c.cy), (c.right, c.cy)])
+    arrow(SPLIT_VALUES, CONTEXT, [(v.right, v.cy), (route, v.cy), (route, c.cy), (c.right, c.cy)])
     for a_key, b_key in ((CONTEXT, CONTEXT_JOINED), (CONTEXT_JOINED, HEADS_MIX)):
         a, b = box(a_key), box(b_key)
         arrow(a_key, b_key, [(a.left, a.cy), (b.right, b.cy)])
@@ -276,7 +257,7 @@ def _feed(out: Layout, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name
         inp = _two_line(out, input_name, node, cxa, feeder.cy, out.boxes[name(QUERIES)].w, ih)
         inp.label = label
         out.arrows.append(Arrow(inp.name, feeder.name, [(inp.left, inp.cy), (feeder.right, feeder.cy)]))
-        into = [name(k) for k in GRID[0]]
+        into = [name(k) for k in PROJECTIONS]
         out.arrows.append(Arrow(feeder.name, into[0], [(lanes[0], feeder.bottom), (lanes[0], top_row)]))
         for cx, target in ((lanes[1], into[1]), (lanes[2], into[2])):
             out.arrows.append(Arrow(feeder.name, target, [(lanes[0], bus), (cx, bus), (cx, top_row)]))
@@ -287,7 +268,7 @@ def _feed(out: Layout, cfg, layer, cxa, fh, nh, nw, above, lanes, rows, ih, name
         first = out.boxes[name(above[0].key)]
         out.arrows.append(Arrow(inp.name, first.name, [(inp.cx, inp.bottom), (first.cx, first.top)],
                                 (inp.cx - 5, inp.bottom + 2), label_right=True))
-    into = [name(k) for k in GRID[0]]  # the projections: the first row in every family
+    into = [name(k) for k in PROJECTIONS]  # the first row in every family
     label = (feeder.cx - 5, feeder.bottom + 2) if feeder is inp else None  # LayerNorm 1: its own line
     out.arrows.append(Arrow(feeder.name, into[1], [(feeder.cx, feeder.bottom), (lanes[1], top_row)],
                             label, label_right=feeder is inp))

@@ -21,7 +21,6 @@ from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, PARENT_INPU
                                shortcut_sources)
 from .caps_layout import _after, _before
 from .layout_types import Arrow, Box, Layout, Metrics, Shortcut, Text, TextKind, _box
-from ...core.gpt.config import NormPosition
 
 FLOOR_TOKENS = 8192  # a prompt longer than this lays the graph out again
 
@@ -46,12 +45,9 @@ PATTERN_LABEL = "weights"  # the attention pattern's chip beside attention (attn
 
 
 def order_title(cfg: GPTConfig) -> str:
-    """The block's kind in a word or two: GPT-2's order (Pre-LN or Post-LN), or the
-    family whose block it is."""
-    order = order_of(cfg)
-    if order.family.name != "gpt2":
-        return order.family.title
-    return "Pre-LN" if order == NormPosition.PRE else "Post-LN"
+    """The block's kind in a word or two, as its family names it: GPT-2's order (Pre-LN
+    or Post-LN), or the family whose block it is."""
+    return order_of(cfg).title
 
 
 def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,

@@ -9,7 +9,7 @@ import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
 
 from ...core.attribution.direct import Attribution, Branch, Part
-from ...core.gpt.nodes import EMBEDDINGS, FINAL_NORM, POSITION_EMBEDDING, TOKEN_EMBEDDING
+from ...core.gpt.nodes import FINAL_NORM, POSITION_EMBEDDING, TOKEN_EMBEDDING
 from ...core.attribution.head_roles import ROLE_EVIDENCE, ROLES, HeadRoles
 from ...core.attribution.why import Why
 from .figures import TITLE_SIZE, offscreen_app, save_widget
@@ -20,7 +20,7 @@ UP, DOWN, TOTAL = pg.mkBrush("#2e7d32"), pg.mkBrush("#c62828"), pg.mkBrush("#1f4
 DIVERGING = pg.colormap.get("CET-D1")
 SCORES = pg.colormap.get("viridis")
 SHORT = {TOKEN_EMBEDDING: "token embedding", POSITION_EMBEDDING: "position embedding",
-         EMBEDDINGS: "embeddings", FINAL_NORM: "final norm's shift"}
+         FINAL_NORM: "final norm's shift"}
 
 
 def waterfall_bars(attribution: Attribution) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -78,7 +78,9 @@ def _short(part: Part) -> str:
     """A part's name beside the waterfall: 'B3 attention', 'B3 feed-forward', 'tok'."""
     if part.layer is not None:
         return f"B{part.layer} {Branch.ATTENTION if part.kind == Branch.ATTENTION else Branch.FEED_FORWARD}"
-    return SHORT.get(part.node, part.kind)
+    if part.node in SHORT:
+        return SHORT[part.node]
+    return "embeddings" if part.kind == Branch.EMBEDDING else part.kind  # the stream entering
 
 
 def bar_at(attribution: Attribution, y: float) -> int | None:

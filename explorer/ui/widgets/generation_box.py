@@ -75,6 +75,10 @@ class GenerationBox(QGroupBox):
         self.temperature.setToolTip("Temperature: below 1 sharper, above 1 flatter")
         self.setLayout(grid)
 
+    def set_vocabulary(self, size: int) -> None:
+        """Top-k reaches every id of the loaded model's vocabulary, and no further."""
+        self.top_k.setMaximum(min(size, BOUNDS["top_k"][1]))
+
     def settings(self) -> GenerationSettings:
         sample = self.sample.isChecked()
         return GenerationSettings(

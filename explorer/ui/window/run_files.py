@@ -78,7 +78,7 @@ class RunFiles:
         def job(ctx):
             model = {"label": info.label, "source": dataclasses.asdict(info.spec),
                      "sha256": weights_sha256(ctx.model),
-                     "config": dataclasses.asdict(info.config)}
+                     "config": info.config.to_dict()}
             run = SavedRun(prompt, list(session.prompt.ids), model, settings, passes,
                            interventions, session.interventions_on, tokenizer=tokenizer,
                            branches=others, label=label, shown=session.branch)

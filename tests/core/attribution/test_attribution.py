@@ -12,7 +12,7 @@ from explorer.core.attribution.layer_table import layer_rows
 from explorer.core.attribution.reading import read_position
 from explorer.core.base.cancel import Cancelled
 from explorer.core.gpt.config import GPTConfig, preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 
 PROMPT = [464, 3290, 286, 262, 1295, 11, 484, 373, 5597, 284, 1560, 502, 13, 887, 314]
 

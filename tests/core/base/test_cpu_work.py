@@ -19,7 +19,7 @@ import torch
 from explorer.core.base.cpu_work import AHEAD, NICE, Ahead, spare_core
 from explorer.core.base.devices import usable_cores
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.run.passes import EVERYTHING, run_prompt
 from explorer.core.run.stats import DETAILS, MOMENTS
 

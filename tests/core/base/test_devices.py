@@ -13,7 +13,7 @@ from explorer.core.gpt import layers
 from explorer.core.gpt.config import preset
 from explorer.core.base.devices import resolve_device
 from explorer.core.run.generation import GenerationSettings, generate_stream
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.run.capture import Capture
 from explorer.core.run.passes import EVERYTHING, run_prompt
 

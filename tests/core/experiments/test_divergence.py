@@ -7,7 +7,7 @@ import torch
 
 from explorer.core.run.batch import make_batch
 from explorer.core.experiments.divergence import MUTATIONS, find_divergence, lesson, mutate
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.tokenizer import encode
 
 IDS = encode("Every effort moves you forward, and then some more")

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from explorer.core.base.cancel import Cancelled
 from explorer.core.gpt.config import preset
 from explorer.core.experiments.gradients import describe, gradient_report, per_layer
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 
 IDS = [464, 1049, 11, 290, 262]
 

@@ -13,7 +13,7 @@ from explorer.core.gpt.config import preset
 from explorer.core.run.generation import GenerationSettings, generate
 from explorer.core.experiments.interventions import (Intervention, applied, from_dict, load_file,
                                                      resolve, save_file)
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names
 from explorer.core.run.passes import run_prompt
 from explorer.core.gpt.tokenizer import encode

@@ -8,7 +8,7 @@ from explorer.core.experiments.ln_compare import (EXPERIMENT_CONFIG, compare_pro
                                                   gradient_experiment, initialise, lm_loss,
                                                   post_ln_twin)
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.base.resources import resource_path
 from explorer.core.gpt.tokenizer import encode
 
@@ -29,7 +29,7 @@ def test_twin_has_the_same_weights_in_the_other_order():
 def test_residual_stream_grows_in_pre_ln_and_stays_at_norm_scale_in_post_ln():
     model = build_model(EXPERIMENT_CONFIG.replace(n_layers=12), seed=0)
     pre, post = compare_prompt(model, TEXT_IDS[:64])
-    assert pre.norm_position == "pre" and post.norm_position == "post"
+    assert pre.norm_position.position == "pre" and post.norm_position.position == "post"
     assert pre.residual_norm[-1] > 1.5 * pre.residual_norm[0]
     assert np.mean(np.diff(pre.residual_norm) > 0) >= 0.8  # grows layer after layer
     # LayerNorm's output has per-token norm sqrt(emb_dim) when scale is 1 and shift is 0

@@ -5,7 +5,7 @@ import pytest
 
 from explorer.core.base.cancel import Cancelled
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.experiments.patching import patch_keys, patch_sweep
 from explorer.core.gpt.tokenizer import encode
 

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
-from explorer.core.gpt.nodes import (ATTENTION, ATTENTION_INSIDE, all_hook_names, block_hook_name,
+from explorer.core.gpt.build import build_model
+from explorer.core.gpt.families.gpt2 import ATTENTION_INSIDE
+from explorer.core.gpt.nodes import (ATTENTION, all_hook_names, block_hook_name,
                                      input_node, node_for_hook)
 from explorer.core.run.capture import Capture
 from tests import book_model

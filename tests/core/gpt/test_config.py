@@ -1,7 +1,8 @@
 import pytest
 
 from explorer.core.gpt.config import BOOK_GPT_CONFIG_124M, PRESETS, GPTConfig, preset
-from explorer.core.gpt.model import build_model, count_parameters
+from explorer.core.gpt.build import build_model
+from explorer.core.gpt.sizes import count_parameters
 
 
 @pytest.mark.parametrize("name,emb,layers,heads", [

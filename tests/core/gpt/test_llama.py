@@ -144,7 +144,7 @@ def hf_nodes(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
 def test_every_node_equals_transformers(pair):
     theirs, ours, case = pair
     cfg = ours.config
-    assert cfg.family == "llama" and cfg.n_heads == 4 and cfg.kv_heads == theirs.config.num_key_value_heads
+    assert cfg.family.name == "llama" and cfg.n_heads == 4 and cfg.kv_heads == theirs.config.num_key_value_heads
     assert cfg.tie_weights == theirs.config.tie_word_embeddings
     assert (cfg.rope_scaling is not None) == ("scaling" in case)
     torch.manual_seed(1)
@@ -212,7 +212,7 @@ def test_a_padded_batch_equals_each_prompt_alone(pair):
 def test_an_order_of_the_family_names_its_own_block(pair):
     _, ours, _ = pair
     order = order_of(ours.config)
-    assert order.family.name == "llama" and order == "pre"
+    assert order.family.name == "llama" and order.position == "pre"
 
 
 @pytest.mark.parametrize("name, scaling", [("llama-tiny", None), ("qwen3-tiny", None),
@@ -222,7 +222,7 @@ def test_our_model_equals_a_transcription_of_the_books(name, scaling):
     with our weights: the same logits and block outputs; and its state dict, saved as
     the book's .pth with its config dict beside it, loads as a user's would."""
     from explorer.core.gpt.config import RopeScaling, preset
-    from explorer.core.gpt.model import build_model
+    from explorer.core.gpt.build import build_model
     from tests import book_llama
     cfg = preset(name, norm_eps=1e-6, rope_base=500000.0, tie_weights=False)
     if scaling:
@@ -248,7 +248,7 @@ def test_the_books_pth_and_its_config_dict_load(tmp_path):
     import json
 
     from explorer.core.gpt.config import preset
-    from explorer.core.gpt.model import build_model
+    from explorer.core.gpt.build import build_model
     from tests import book_llama
     cfg = preset("qwen3-tiny", tie_weights=False)
     ours = build_model(cfg, seed=4)
@@ -256,7 +256,7 @@ def test_the_books_pth_and_its_config_dict_load(tmp_path):
     book = book_llama.book_config(cfg)
     (tmp_path / "config.json").write_text(json.dumps(book))
     loaded = load_checkpoint(tmp_path / "model.pth")
-    assert loaded.config.family == "llama" and loaded.config.qk_norm
+    assert loaded.config.family.name == "llama" and loaded.config.qk_norm
     assert loaded.config.head_dim == 16 and loaded.config.kv_heads == 2
     ids = torch.randint(0, cfg.vocab_size, (1, 10))
     with torch.no_grad():
@@ -267,7 +267,7 @@ def test_gradients_flow_after_a_pass_in_inference_mode():
     """The angles a pass in inference mode makes are plain tensors: a later pass with
     gradients (the gradient view, training) uses them."""
     from explorer.core.gpt.config import preset
-    from explorer.core.gpt.model import build_model
+    from explorer.core.gpt.build import build_model
     model = build_model(preset("llama-tiny"), seed=1)
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     with torch.inference_mode():

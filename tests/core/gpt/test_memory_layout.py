@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.playground.run_file import weights_sha256
 from explorer.core.run.generation import GenerationSettings, generate
 
@@ -26,7 +26,7 @@ def _separate(model):
         for p in twin.parameters():
             p.data = p.detach().clone(memory_format=torch.contiguous_format)
     for block in twin.trf_blocks:
-        if not twin.cfg.llama:
+        if not (twin.cfg.family.name == "llama"):
             assert block.att._fused_views() is None
     return twin
 

@@ -5,8 +5,9 @@ import torch
 
 from explorer.core.gpt import layers
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
-from explorer.core.gpt.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, all_hook_names,
+from explorer.core.gpt.build import build_model
+from explorer.core.gpt.families.gpt2 import MODEL_NODES_AFTER, MODEL_NODES_BEFORE
+from explorer.core.gpt.nodes import (all_hook_names,
                                      block_nodes, node_for_hook, select_hook_names)
 from tests import book_model
 

@@ -4,7 +4,7 @@ built model's own parameters; the book's 163,009,536 and 621.83 MB; the literatu
 import pytest
 
 from explorer.core.gpt.config import BOOK_GPT_CONFIG_124M, preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.sizes import sizes
 
 
@@ -24,9 +24,9 @@ def test_the_counts_are_the_built_models(tie, name):
     rows = {r.component.split(" (")[0]: r for r in s.rows}
     assert rows["attention"].count == att and rows["feed-forward"].count == ff
     assert rows["attention"].per_block * cfg.n_layers == att
-    assert ("position embedding" in rows) != cfg.llama  # RoPE: no table of positions
+    assert ("position embedding" in rows) != (cfg.family.name == "llama")  # RoPE: no table of positions
     norms = sum(p.numel() for n, p in model.named_parameters() if n.startswith("trf_blocks.0.norm"))
-    assert rows["RMSNorms" if cfg.llama else "layer norms"].per_block == norms
+    assert rows["RMSNorms" if (cfg.family.name == "llama") else "layer norms"].per_block == norms
 
 
 def test_gpt2_sizes_and_the_books_figures():

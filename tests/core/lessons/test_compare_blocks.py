@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model, count_parameters
+from explorer.core.gpt.build import build_model
+from explorer.core.gpt.sizes import count_parameters
 from explorer.core.gpt.nodes import all_hook_names
 from explorer.core.lessons.compare_blocks import cache_cost, parameter_parts, roles, tied
 from explorer.core.sources import random_model

@@ -2,13 +2,15 @@ import re
 
 import numpy as np
 import pytest
+
+from explorer.core.gpt.tokenizer import gpt2_tokenizer
 import torch
 
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
 from explorer.core.lessons.explain import explain
 from explorer.core.lessons.kinds import KIND_LESSONS
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names, node_for_hook
 from explorer.core.gpt.tokenizer import encode, token_piece
 
@@ -101,15 +103,15 @@ def test_post_ln_norms_read_their_own_inputs():
 def test_every_number_in_the_texts_comes_from_the_loaded_config(name):
     cfg = preset(name)
     c, hidden = f"{cfg.emb_dim:,}", f"{cfg.hidden_dim:,}"
-    ff = explain("trf_blocks.0.ff", {}, [], cfg=cfg)
+    ff = explain("trf_blocks.0.ff", {}, [], cfg=cfg, tokenizer=gpt2_tokenizer())
     assert f"{c} in, {c} out, only {hidden} inside" in ff.mistake
     assert f"from {c} to {hidden} values" in ff.what
-    att = explain("trf_blocks.0.att", {}, [], cfg=cfg)
+    att = explain("trf_blocks.0.att", {}, [], cfg=cfg, tokenizer=gpt2_tokenizer())
     assert f"{cfg.n_heads} heads of {cfg.head_dim} values" in att.what
-    assert f"({cfg.vocab_size:,} of them)" in explain("out_head", {}, [], cfg=cfg).what
-    assert f"({cfg.drop_rate:g})" in explain("trf_blocks.0.drop1", {}, [], cfg=cfg).what
+    assert f"({cfg.vocab_size:,} of them)" in explain("out_head", {}, [], cfg=cfg, tokenizer=gpt2_tokenizer()).what
+    assert f"({cfg.drop_rate:g})" in explain("trf_blocks.0.drop1", {}, [], cfg=cfg, tokenizer=gpt2_tokenizer()).what
     for node in all_hook_names(cfg)[:20]:
-        e = explain(node, {}, [], cfg=cfg)
+        e = explain(node, {}, [], cfg=cfg, tokenizer=gpt2_tokenizer())
         text = e.what + e.mistake
         assert "{" not in text
         other = {"768", "3,072", "1,024", "4,096"} - {c, hidden, f"{cfg.context_length:,}"}
@@ -127,7 +129,7 @@ def test_attentions_matrices_say_how_many_queries_meet_how_many_keys():
     """The prompt: T query rows × T keys, the mask's share; a generated step from the KV
     cache: its one query row against every key so far, said so."""
     from explorer.core.gpt.config import preset
-    from explorer.core.gpt.model import build_model
+    from explorer.core.gpt.build import build_model
     from explorer.core.lessons.explain import explain
     from explorer.core.run.opened import attention_input, open_attention
     from explorer.core.run.passes import Keep, run_prompt
@@ -135,11 +137,11 @@ def test_attentions_matrices_say_how_many_queries_meet_how_many_keys():
     ids = [464, 3290, 318, 257, 1310]
     result = run_prompt(model, ids, Keep(inside=True))
     pieces = result.pieces
-    said = explain("trf_blocks.0.att.masked_scores", result.views, pieces, cfg=model.cfg).here
+    said = explain("trf_blocks.0.att.masked_scores", result.views, pieces, cfg=model.cfg, tokenizer=gpt2_tokenizer()).here
     assert "5 query rows × 5 keys per head" in said and "15 of 25 scores" in said
     x = result.views[attention_input(0, "pre")].array
     step = open_attention(model, x, 0, last_only=True)
-    said = explain("trf_blocks.0.att.attn_weights", step, pieces, cfg=model.cfg).here
+    said = explain("trf_blocks.0.att.attn_weights", step, pieces, cfg=model.cfg, tokenizer=gpt2_tokenizer()).here
     assert "one query row — its own token — against the 5 keys so far" in said
     assert "attends most to" in said
 

@@ -8,7 +8,7 @@ import pytest
 
 from explorer.core.gpt.config import preset
 from explorer.core.lessons.formulas import worked
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names
 from explorer.core.run.passes import Keep, run_prompt
 from explorer.core.gpt.tokenizer import encode

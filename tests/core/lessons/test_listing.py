@@ -6,7 +6,7 @@ import torch
 from explorer.core.run.capture import Capture
 from explorer.core.lessons.listing import built_order, listing
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import node_for_hook, parse_hook
 from explorer.core.lessons.trace import trace_order, what_changed
 

@@ -6,10 +6,12 @@ the bonus chapters' classes that made each node."""
 
 import numpy as np
 import pytest
+
+from explorer.core.gpt.tokenizer import gpt2_tokenizer
 import torch
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names, order_of, parse_hook
 from explorer.core.gpt.tokenizer import encode
 from explorer.core.lessons.explain import explain
@@ -82,15 +84,15 @@ def test_explain_speaks_of_the_llama_block_with_its_numbers():
     views = run_prompt(model, IDS).views
     order = order_of(cfg)
     pieces = ["Every", " effort", " moves", " you"]
-    norm = explain("trf_blocks.0.norm1", views, pieces, None, order, cfg)
+    norm = explain("trf_blocks.0.norm1", views, pieces, None, order, cfg, tokenizer=gpt2_tokenizer())
     assert "no mean subtracted" in norm.what and "root mean square" in norm.here
     assert "subtracts no mean" in norm.what and "never subtracts the mean" in norm.mistake
-    ff = explain("trf_blocks.0.ff", views, pieces, None, order, cfg)
+    ff = explain("trf_blocks.0.ff", views, pieces, None, order, cfg, tokenizer=gpt2_tokenizer())
     assert f"from {cfg.emb_dim} to {cfg.hidden_dim} values" in ff.what and "SiLU" in ff.what
     assert "not 4 × emb_dim" in ff.mistake
-    att = explain("trf_blocks.0.att", views, pieces, None, order, cfg)
+    att = explain("trf_blocks.0.att", views, pieces, None, order, cfg, tokenizer=gpt2_tokenizer())
     assert f"{cfg.n_heads} query heads of {cfg.head_dim} values share {cfg.kv_heads}" in att.what
-    silu = explain("trf_blocks.0.ff.silu", views, pieces, None, order, cfg)
+    silu = explain("trf_blocks.0.ff.silu", views, pieces, None, order, cfg, tokenizer=gpt2_tokenizer())
     gate = np.asarray(views["trf_blocks.0.ff.fc1"].array).reshape(-1)
     assert f"{100 * float((gate < 0).mean()):.0f}% of its inputs" in silu.here
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names
 from explorer.core.lessons.matrices import block_means, describe, has_matrix, singular_values
 from explorer.core.run.passes import Keep, run_prompt

@@ -9,7 +9,7 @@ import torch
 
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names, block_hook_name, block_input, node_for_hook
 from explorer.core.lessons.learn import Score, question_for, questions_for
 from explorer.core.lessons.quiz import (ORDER, SHAPES, VALUES, Live, first_node_question,

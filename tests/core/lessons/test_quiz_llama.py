@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import (KEYS, KEYS_ROPE, KEYS_SHARED, QUERIES_ROPE, SCORES, all_hook_names,
                                      block_hook_name, node_for_hook, order_of)
-from explorer.core.lessons.learn import QUIZ_FAMILIES, question_for, questions_for
+from explorer.core.lessons.learn import question_for, questions_for
 from explorer.core.lessons.question import Live
 from explorer.core.lessons.quiz_llama import (cache_question, gate_share_question, group_question,
                                               rms_mean_question, rms_size_question,
@@ -47,7 +47,7 @@ def live(views, cfg, key, layer=1):
 def test_every_node_gets_well_formed_questions_of_its_own(passes, key):
     cfg, views = CONFIGS[key], passes[key]
     order = order_of(cfg)
-    assert order.family.name in QUIZ_FAMILIES
+    assert order.family.quiz
     for name in all_hook_names(cfg, inside=True):
         makers = questions_for(name, order)
         assert len(makers) >= 2, name

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.playground.branches import branch_stream, fork
 from explorer.core.run.generation import GenerationSettings, generate_stream
 

@@ -72,7 +72,7 @@ def long_run(name: str, passes: int, kept: bool, seed: int = 0) -> SavedRun:
                          token_id=token, prob=0.5, top_ids=(token,), top_probs=(0.5,)))
     from explorer.core.gpt.tokenizer import gpt2_tokenizer
     text = b"".join(gpt2_tokenizer().token_bytes(i) for i in prompt).decode("utf-8", "replace")
-    return SavedRun(text, prompt, {"label": name, "sha256": "", "config": dataclasses.asdict(cfg)},
+    return SavedRun(text, prompt, {"label": name, "sha256": "", "config": cfg.to_dict()},
                     GenerationSettings(max_new_tokens=max(1, passes - 1)), made)
 
 
@@ -149,7 +149,7 @@ def test_a_version_1_run_file_still_opens_with_its_numbers():
     """A file an earlier explorer wrote (the tiny preset, seed 0, "Hello" and one greedy
     token, tensors kept): read back, the prompt pass's statistics are those the same
     model gives again."""
-    from explorer.core.gpt.model import build_model
+    from explorer.core.gpt.build import build_model
     from explorer.core.playground.run_file import weights_sha256
     from explorer.core.run.passes import EVERYTHING, prompt_then_generate
 

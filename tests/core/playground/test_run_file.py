@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.tokenizer import encode
 from explorer.core.playground.run_file import (RunFileError, SavedRun, read_run, save_run,
                                                weights_sha256)
@@ -27,7 +27,7 @@ def make_run(model, tokens=3):
     passes = [p for p in passes if hasattr(p, "views")]
     return SavedRun(PROMPT, encode(PROMPT), {"label": "tiny", "source": {"preset": "tiny"},
                                             "sha256": weights_sha256(model),
-                                            "config": dataclasses.asdict(model.cfg)},
+                                            "config": model.cfg.to_dict()},
                     s, passes, [{"node": "trf_blocks.0.att", "kind": "zero"}])
 
 
@@ -290,7 +290,7 @@ def test_a_saved_run_replays_token_for_token_with_its_interventions(model, tmp_p
     tokens = sampled[:2] + [13] + sampled[3:]
     made = run(model, tokens, specs)
     saved = SavedRun(PROMPT, ids, {"label": "tiny", "sha256": weights_sha256(model),
-                                  "config": dataclasses.asdict(model.cfg)}, s, made,
+                                  "config": model.cfg.to_dict()}, s, made,
                      [i.to_dict() for i in specs])
     back = read_run(save_run(tmp_path / "branch.gbrun", saved))
     assert back.tokens == tokens
@@ -318,7 +318,7 @@ def test_a_genuine_run_reopens_token_for_token(model, tmp_path, greedy, tensor_b
     prompt_then_generate(model, ids, s, made.append, keep=EVERYTHING)
     made = [p for p in made if hasattr(p, "views")]
     saved = SavedRun(PROMPT, ids, {"label": "tiny", "sha256": weights_sha256(model),
-                                  "config": dataclasses.asdict(model.cfg)}, s, made)
+                                  "config": model.cfg.to_dict()}, s, made)
     back = read_run(save_run(tmp_path / "run.gbrun", saved, tensor_bytes))
     assert back.notice == "" and back.tokens == [p.token_id for p in made[1:]]
     assert any(v.array is not None for v in back.passes[0].views.values()) == bool(tensor_bytes)
@@ -347,10 +347,10 @@ def test_a_qwen3_run_with_its_own_vocabulary_reads_back_with_its_block_and_its_p
     passes = [p for p in passes if hasattr(p, "views")]
     run = SavedRun("Every effort moves you, and the picture", ids,
                    {"label": "qwen3", "source": {"preset": "qwen3-tiny"},
-                    "sha256": weights_sha256(model), "config": dataclasses.asdict(cfg)},
+                    "sha256": weights_sha256(model), "config": cfg.to_dict()},
                    s, passes, tokenizer=tok)
     back = read_run(save_run(tmp_path / "run.gbrun", run))
-    assert back.config.family == "llama" and back.config.qk_norm
+    assert back.config.family.name == "llama" and back.config.qk_norm
     assert "trf_blocks.0.ff.silu" in back.passes[0].views
     assert back.passes[0].pieces == [tok.token_piece(i) for i in ids]
     assert back.passes[1].top_pieces == tuple(tok.token_piece(i) for i in passes[1].top_ids)
@@ -390,7 +390,7 @@ def test_a_recomputed_run_reopens_with_each_step_whole_and_replays(model, tmp_pa
     prompt_then_generate(model, encode(PROMPT), s, made.append, keep=EVERYTHING)
     made = [p for p in made if hasattr(p, "views")]
     saved = SavedRun(PROMPT, encode(PROMPT), {"label": "tiny", "sha256": weights_sha256(model),
-                                             "config": dataclasses.asdict(model.cfg)}, s, made)
+                                             "config": model.cfg.to_dict()}, s, made)
     back = read_run(save_run(tmp_path / "whole.gbrun", saved, 10**6))
     t = len(encode(PROMPT))
     assert [p.whole for p in back.passes] == [False, True, True, True]

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.tokenizer import encode
 from explorer.core.playground.run_branches import lines_of
 from explorer.core.playground.run_file import RunFileError, SavedRun, read_run, save_run, \
@@ -50,7 +50,7 @@ def saved(lines, shown):
     model, prompt, branches = lines
     return SavedRun(PROMPT, encode(PROMPT), {"label": "tiny", "source": {"preset": "tiny"},
                                             "sha256": weights_sha256(model),
-                                            "config": dataclasses.asdict(model.cfg)},
+                                            "config": model.cfg.to_dict()},
                     SETTINGS, [prompt, *branches[shown][1]],
                     branches=lines_of(branches, shown, parting), label=branches[shown][0],
                     shown=shown)

@@ -9,7 +9,7 @@ from explorer.core.run.analysis import (gelu_curves, gelu_input_shares, layer_ta
                                         logit_lens, residual_profile)
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 
 
 def test_gelu_curves_match_torch_and_their_derivatives():

@@ -5,7 +5,7 @@ import torch
 from explorer.core.run.batch import PAD_ID, PAD_LABEL, make_batch, split_prompts
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import HistRange
 from explorer.core.run.stats import tensor_stats
 from explorer.core.gpt.tokenizer import encode

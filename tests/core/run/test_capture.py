@@ -8,7 +8,7 @@ from explorer.core.run.capture import Capture
 from explorer.core.run.steps import StepRecorder
 from explorer.core.gpt.config import preset
 from explorer.core.run.generation import GenerationSettings, generate_stream
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names, block_nodes, node_for_hook
 from explorer.core.run.stats import tensor_stats
 

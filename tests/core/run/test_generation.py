@@ -4,7 +4,7 @@ import torch
 from explorer.core.gpt.config import preset
 from explorer.core.run.generation import (GenerationSettings, generate, generate_stream,
                                           prepare_prompt)
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.tokenizer import END_OF_TEXT_ID, decode
 from tests.book_model import generate_text_simple
 

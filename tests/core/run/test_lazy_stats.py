@@ -15,7 +15,7 @@ from explorer.core.gpt import layers
 from explorer.core.base.cancel import Cancelled
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names
 from explorer.core.run.passes import EVERYTHING, Keep, run_prompt
 from explorer.core.run.stats import DETAILS, SCALAR_NAMES

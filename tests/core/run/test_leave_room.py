@@ -6,7 +6,7 @@ import pytest
 
 from explorer.core.gpt.config import preset
 from explorer.core.run.generation import GenerationSettings, prepare_prompt
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.run.passes import Completed, prompt_then_generate
 
 CTX = 64  # the tiny preset's context

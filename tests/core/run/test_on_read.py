@@ -13,7 +13,7 @@ import torch
 
 from explorer.cli.inspect import PRINTED, line
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.run.batch import make_batch
 from explorer.core.run.capture import Capture
 from explorer.core.run.passes import Keep, run_prompt

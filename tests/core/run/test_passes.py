@@ -7,7 +7,7 @@ import torch
 from explorer.core.run.batch import make_batch
 from explorer.core.gpt.config import preset
 from explorer.core.run.generation import GenerationSettings, generate_stream
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.run.passes import (EVERYTHING, STATISTICS, Completed, Keep, prompt_and_prefill,
                                       prompt_then_generate, run_prompt)
 

@@ -6,7 +6,7 @@ import torch
 
 from explorer.core.gpt.config import preset
 from explorer.core.run.generation import GenerationSettings, generate
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.core.run.passes import Pass, prompt_then_generate
 from explorer.core.gpt.tokenizer import encode
 

@@ -9,7 +9,7 @@ from explorer.core.run.generation import GenerationSettings, generate, sampling_
 from explorer.core.run.passes import EVERYTHING, prompt_then_generate
 from explorer.core.run.sampling import chi_square, reshape, sample_counts
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 
 
 def reference(logits: np.ndarray, t: float, k: int | None, p: float | None) -> np.ndarray:

@@ -10,7 +10,7 @@ from explorer.core.weights.checkpoints import (CheckpointError, detect_format, l
                                                save_checkpoint)
 from explorer.core.sources import random_model
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from tests import book_model
 
 transformers = pytest.importorskip("transformers")

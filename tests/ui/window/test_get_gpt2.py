@@ -6,7 +6,7 @@ import pytest
 from explorer.core.weights import download, hub
 from explorer.core.weights.checkpoints import save_checkpoint
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.ui.window.first_run import SEEN_KEY
 from tests.hub_server import serving, tiny_gpt2
 from tests.ui.conftest import TRAINING

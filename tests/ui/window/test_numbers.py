@@ -9,7 +9,7 @@ import pytest
 from explorer.core.weights.checkpoints import save_checkpoint
 from explorer.core.gpt.config import preset
 from explorer.core.experiments.interventions import Intervention
-from explorer.core.gpt.model import build_model
+from explorer.core.gpt.build import build_model
 from explorer.ui.plots.histogram import FIXED_RANGE
 from explorer.ui.views.learn.ln_compare_view import twin_words
 from explorer.ui.base.runs import RATE_SECONDS, Runs

@@ -258,7 +258,7 @@ def test_a_qwen3_run_with_its_own_vocabulary_opens_read_only_with_its_block_and_
     session = window.session
     window.run_files.open(str(path))
     qtbot.waitUntil(lambda: session.prompt is not None and session.record, timeout=60_000)
-    assert session.model.config.family == "llama" and session.model.config.qk_norm
+    assert session.model.config.family.name == "llama" and session.model.config.qk_norm
     ids = tok.encode("Every effort moves you")
     assert session.prompt.ids == ids
     assert session.prompt.pieces == [tok.token_piece(i) for i in ids]
@@ -275,4 +275,4 @@ def test_a_qwen3_run_with_its_own_vocabulary_opens_read_only_with_its_block_and_
     window.prompt.request_run()  # back to the loaded model, GPT-2's tokenizer again
     qtbot.waitUntil(lambda: not window.running and bool(session.steps) and not session.record,
                     timeout=60_000)
-    assert session.model.config.family == "gpt2" and session.prompt.ids == [6109, 3626, 6100, 345]
+    assert session.model.config.family.name == "gpt2" and session.prompt.ids == [6109, 3626, 6100, 345]

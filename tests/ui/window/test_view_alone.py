@@ -26,7 +26,7 @@ def test_every_view_opens_alone_on_the_prompt_run_once(qtbot, key, preset):
     assert window.session.prompt.ids == [6109, 3626, 6100]  # tiktoken's ids for the prompt
     assert len(window.session.steps) == 2
     assert window.session.model.config.n_layers == 2  # the preset, loaded
-    assert window.session.model.config.family == ("gpt2" if preset == "tiny" else "llama")
+    assert window.session.model.config.family.name == ("gpt2" if preset == "tiny" else "llama")
     assert window.status.text().startswith("Generated 2 tokens")
 
 

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLa
                                QTabWidget, QVBoxLayout, QWidget)
 
 from ....core.gpt.config import preset
-from ....core.gpt.nodes import Kind, block_steps, order_of
+from ....core.gpt.nodes import Kind, Role, block_steps, order_of, role
 from ....core.lessons.compare_blocks import (Comparison, compare, family_name, others_for,
                                              prompt_values, shape_only)
 from ....core.lessons.rope_shift import SHIFTS, rope_shift
@@ -288,15 +288,16 @@ class BlocksView(ViewHooks, QWidget):
             return
         ids = list(prompt.ids)
         nodes = [[r.nodes[i] for r in c.roles if all(r.nodes)] for i in (0, 1)]
-        llama = [i for i, cfg in enumerate((self.session.model.config, preset(name))) if cfg.llama]
+        rotary = [i for i, cfg in enumerate((self.session.model.config, preset(name)))
+                  if role(order_of(cfg), Role.KEYS_ROPE) is not None]
 
         def job(ctx):
             other = random_model(name, seed=0, should_stop=ctx.should_stop).model
             models = (ctx.model, other)
             values = tuple(prompt_values(m, ids, n) for m, n in zip(models, nodes))
             shift = None
-            if llama and len(ids) > 1:  # the shifts that keep the prompt in its context
-                rope = models[llama[0]]
+            if rotary and len(ids) > 1:  # the shifts that keep the prompt in its context
+                rope = models[rotary[0]]
                 shifts = tuple(s for s in SHIFTS if s + len(ids) <= rope.cfg.context_length)
                 shift = rope_shift(rope, ids, shifts=shifts)
             return values, shift

@@ -51,7 +51,8 @@ class ExplanationView(LazyRefresh, QWidget):
             pieces = list(current.pieces)
         cfg = self.session.model.config if self.session.model else None
         self._explained = explain(self.session.node, views, pieces, position,
-                                  order_of(cfg) if cfg else "pre", cfg)
+                                  order_of(cfg) if cfg else "pre", cfg,
+                                  self.session.tokenizer if cfg else None)
         self.formula = self._ask_formula(current)
         self._show()
 

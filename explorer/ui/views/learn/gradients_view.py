@@ -121,7 +121,7 @@ class GradientsView(ViewHooks, QWidget):
             self.node_box.addItems(keys)
             self.node_box.setCurrentText(FEED_FORWARD)
             self.node_box.blockSignals(False)
-        self.no_norms.setText("No RMSNorms" if info is not None and info.config.llama
+        self.no_norms.setText("No RMSNorms" if info is not None and not info.config.family.centred_norm
                               else "No LayerNorms")
 
     def _new_model(self) -> None:

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QLabel, QPushButton, QScrollArea, QVBo
 
 from ....core.gpt.nodes import order_of, inside_attention, is_pattern, layer_of
 from ....core.lessons.facts import KINDS, Facts
-from ....core.lessons.learn import LLAMA_LESSONS, QUIZ_FAMILIES, Score, question_for
+from ....core.lessons.learn import NOT_WRITTEN, Score, question_for
 from ....core.lessons.question import Question
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
@@ -125,9 +125,9 @@ class LearnView(ViewHooks, QWidget):
                     self.session.set_covered(Facts(frozenset(KINDS), (), "learn"))
             return
         norm_position = order_of(self.session.model.config)
-        if norm_position.family.name not in QUIZ_FAMILIES:
+        if not norm_position.family.quiz:
             self._close()
-            self.prompt.setText(LLAMA_LESSONS)
+            self.prompt.setText(NOT_WRITTEN)
             return
         asked = self.asked.get(name, 0)
         self.asked[name] = asked + 1

@@ -249,7 +249,7 @@ class LnCompareView(ViewHooks, QWidget):
 
     # ------------------------------------------------------------------ results
     def show_runs(self, runs: tuple[RunSummary, RunSummary]) -> None:
-        self.runs = {r.norm_position: r for r in runs}
+        self.runs = {r.norm_position.position: r for r in runs}
         self._redraw_runs()
         self.top_label.setText(twin_words(self.runs, self.session.model) + "<br>" + FINAL_NORM_NOTE)
 

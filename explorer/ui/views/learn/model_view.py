@@ -70,9 +70,10 @@ class ModelView(ViewHooks, QWidget):
             return
         cfg = info.config
         c = feed_forward_cost(cfg, (2, 4, 8)[self.width_box.currentIndex()])
-        whose = (f"this SwiGLU's is {cfg.hidden_dim:,}, {cfg.hidden_dim / cfg.emb_dim:.2f} × "
-                 "emb_dim, with three matrices" if cfg.llama else
-                 "the book's 4 * cfg[\"emb_dim\"] at 4×")
+        matrices = cfg.family.counting.ff_matrices
+        whose = (f"this model's is {cfg.hidden_dim:,}, {cfg.hidden_dim / cfg.emb_dim:.2f} × "
+                 f"emb_dim, with {matrices} matrices" if cfg.hidden_dim != 4 * cfg.emb_dim
+                 or matrices != 2 else "the book's 4 * cfg[\"emb_dim\"] at 4×")
         self.width_cost.setText(
             f"hidden {c.hidden:,} (the code's cfg.hidden_dim; {whose}): {c.parameters:,} "
             f"parameters per block, {c.multiply_adds:,} multiply-adds per token and block; "

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QCheckBox, QGraphicsItem, QHBoxLayout, QLabel, QVB
 
 from ...plots.plot_axes import add_plot
 from ....core.run.analysis import SHUT, gelu_curves, gelu_input_shares, silu_curve, silu_input_shares
-from ....core.gpt.nodes import Kind, block_hook_name, block_title, node_for_hook, order_of, role
+from ....core.gpt.nodes import Kind, block_hook_name, block_title, node_for_hook, order_of, role, Role
 from ...base.lazy import LazyRefresh
 from ...plots.plot_text import legend_row
 from ...base.session import Session
@@ -98,7 +98,7 @@ class GeluView(LazyRefresh, QWidget):
         info = self.session.model
         order = order_of(info.config) if info is not None else None
         silu = order is not None and node_for_hook(
-            block_hook_name(0, role(order, "activation")), order).kind == Kind.SILU
+            block_hook_name(0, role(order, Role.ACTIVATION)), order).kind == Kind.SILU
         if silu == self._silu:
             return
         self._silu = silu
@@ -129,7 +129,7 @@ class GeluView(LazyRefresh, QWidget):
                f"{c.max_gap_at:+.2f}.")
         info = self.session.model
         order = order_of(info.config) if info is not None else "pre"
-        name = block_hook_name(self.session.layer, role(order, "activation_input"))
+        name = block_hook_name(self.session.layer, role(order, Role.ACTIVATION_INPUT))
         what = "SiLU" if self._silu else "GELU"
         view = self.session.view(name)
         if view is None:

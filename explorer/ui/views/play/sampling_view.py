@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (QCheckBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSlider, QSpinBox,
                                QVBoxLayout, QWidget)
 
-from ....core.run.generation import GenerationSettings
+from ....core.run.generation import BOUNDS, GenerationSettings
 from ....core.run.sampling import Reshaped, reshape, sample_counts
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
@@ -86,7 +86,7 @@ class SamplingView(LazyRefresh, QWidget):
         self.temperature.setToolTip("Temperature: below 1 sharper, above 1 flatter; applied first, then top-k, "
                                     "then top-p")
         self.top_k = QSpinBox()
-        self.top_k.setRange(0, 50257)
+        self.top_k.setRange(0, BOUNDS["top_k"][1])  # the model's vocabulary once one is loaded
         self.top_k.setSpecialValueText("off")
         self.top_k.setToolTip("Keep only the k most likely tokens (0: off), after the temperature")
         self.top_p = QSlider(Qt.Horizontal)
@@ -130,6 +130,9 @@ class SamplingView(LazyRefresh, QWidget):
 
     # ------------------------------------------------------------------ reshaping
     def redraw(self) -> None:
+        info = self.session.model
+        if info is not None and self.top_k.maximum() != info.config.vocab_size:
+            self.top_k.setMaximum(info.config.vocab_size)  # every id of its vocabulary
         self.counts = None
         self.jobs.forget()
         self.reshape()

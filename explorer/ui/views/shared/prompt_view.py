@@ -135,6 +135,7 @@ class PromptPanel(ViewHooks, QWidget):
             changed.connect(lambda _: self._retokenize.start())
         session.stepsChanged.connect(self.update_output)
         session.modelChanged.connect(self.update_chips)
+        session.modelChanged.connect(self._vocabulary)
         session.busyChanged.connect(self.set_running)
         session.interventionsChanged.connect(self._rerun)
         self._rerun_timer = QTimer(self, singleShot=True, interval=0)
@@ -279,6 +280,10 @@ class PromptPanel(ViewHooks, QWidget):
         self.batch.setChecked(read("batch", flag, "false"))
 
     # ------------------------------------------------------------------ views
+    def _vocabulary(self) -> None:
+        if self.session.model is not None:
+            self.settings_box.set_vocabulary(self.session.model.config.vocab_size)
+
     def update_chips(self) -> None:
         if self.running:  # the run has its prompt; redraw the chips when it ends
             self._chips_pending = True

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushB
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ....core.attribution.why import Why, one_token, pass_question, summary_lines, why_token
-from ....core.gpt.nodes import ATTENTION, GELU_OUTPUT, block_hook_name, head_label
+from ....core.gpt.nodes import ATTENTION, Role, block_hook_name, head_label, order_of, role
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -45,7 +45,7 @@ class WhyView(LazyRefresh, QWidget):
         self.heads = self._table(["top head", "part"])
         self.neurons = self._table(["top neuron", "part"])
         self.heads.cellClicked.connect(lambda r, _c: self._select(self.heads, r, ATTENTION))
-        self.neurons.cellClicked.connect(lambda r, _c: self._select(self.neurons, r, GELU_OUTPUT))
+        self.neurons.cellClicked.connect(lambda r, _c: self._select(self.neurons, r, self._neurons()))
         tables = QHBoxLayout()  # under the waterfall, side by side
         tables.addWidget(self.heads)
         tables.addWidget(self.neurons)
@@ -202,6 +202,11 @@ class WhyView(LazyRefresh, QWidget):
         index = bar_at(self.why.attribution, point.y())
         if index is not None and self.why.attribution.parts[index].node:
             self.session.set_node(self.why.attribution.parts[index].node)
+
+    def _neurons(self) -> str:
+        """The node whose values the neurons are: what the feed-forward's last Linear reads
+        (GPT-2's GELU output, a SwiGLU's product)."""
+        return role(order_of(self.session.model.config), Role.ACTIVATION_OUTPUT)
 
     def _select(self, table: QTableWidget, row: int, key: str) -> None:
         item = table.item(row, 0)

@@ -210,7 +210,7 @@ def test_llama_mini_trains_beside_a_gpt2_run_and_its_snapshots_are_followed(
     panel = start_training(window, 4, out, snapshots=2, follow=True, preset="llama-mini")
     assert panel.out_dir.text() == str(out.parent / "train-2")
     qtbot.waitUntil(lambda: panel.job is None, timeout=TRAINING)
-    qtbot.waitUntil(lambda: window.session.model.config.llama and "llama-mini, 4 steps" in
+    qtbot.waitUntil(lambda: (window.session.model.config.family.name == "llama") and "llama-mini, 4 steps" in
                     window.session.model.label, timeout=TRAINING)
     assert [s.step for s in panel.timeline.snapshots] == [0, 4]
     items = [panel.beside.itemText(i) for i in range(panel.beside.count())]

@@ -143,7 +143,7 @@ def test_a_click_on_the_patching_heatmap_applies_that_patch(qtbot, make_window):
 def test_interventions_that_do_not_fit_a_new_model_are_dropped_with_a_word(qtbot, make_window, tmp_path):
     from explorer.core.weights.checkpoints import save_checkpoint
     from explorer.core.gpt.config import preset
-    from explorer.core.gpt.model import build_model
+    from explorer.core.gpt.build import build_model
     from explorer.core.sources import ModelSpec
 
     window = make_window()

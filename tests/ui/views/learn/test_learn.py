@@ -86,7 +86,7 @@ def test_every_nodes_shape_answer_is_the_inspectors_shape(qtbot, make_window, tm
     the shape the inspector shows once it is revealed."""
     from explorer.core.weights.checkpoints import save_checkpoint
     from explorer.core.gpt.config import preset
-    from explorer.core.gpt.model import build_model
+    from explorer.core.gpt.build import build_model
 
     path = save_checkpoint(build_model(preset("tiny", norm_position=position)),
                            tmp_path / f"{position}.safetensors")

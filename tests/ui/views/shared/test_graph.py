@@ -14,8 +14,9 @@ from PySide6.QtWidgets import QApplication, QGraphicsSimpleTextItem
 from explorer.core.weights.checkpoints import save_checkpoint
 from explorer.core.gpt.config import preset
 from explorer.core.experiments.interventions import Intervention
-from explorer.core.gpt.model import build_model
-from explorer.core.gpt.nodes import (MODEL_NODES_AFTER, MODEL_NODES_BEFORE, all_hook_names,
+from explorer.core.gpt.build import build_model
+from explorer.core.gpt.families.gpt2 import MODEL_NODES_AFTER, MODEL_NODES_BEFORE
+from explorer.core.gpt.nodes import (all_hook_names,
                                      block_hook_name, block_input, block_title, layer_of,
                                      node_for_hook,
                                      order_of, parse_hook)

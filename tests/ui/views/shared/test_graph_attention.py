@@ -8,7 +8,8 @@ import pytest
 from PySide6.QtWidgets import QApplication
 
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.nodes import ATTENTION_INSIDE, PATTERN, block_hook_name, is_pattern
+from explorer.core.gpt.families.gpt2 import ATTENTION_INSIDE
+from explorer.core.gpt.nodes import PATTERN, block_hook_name, is_pattern
 from explorer.core.run.passes import Keep, run_prompt
 from explorer.core.run.opened import inside_names
 from tests.ui.conftest import run_and_wait

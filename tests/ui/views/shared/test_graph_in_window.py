@@ -7,8 +7,9 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtTest import QTest
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
-from explorer.core.gpt.model import build_model
-from explorer.core.gpt.nodes import (FEED_FORWARD, MODEL_NODES_AFTER, MODEL_NODES_BEFORE, PATTERN,
+from explorer.core.gpt.build import build_model
+from explorer.core.gpt.families.gpt2 import MODEL_NODES_AFTER, MODEL_NODES_BEFORE
+from explorer.core.gpt.nodes import (FEED_FORWARD, PATTERN,
                                      block_hook_name,
                                      block_input, block_nodes)
 from explorer.core.gpt.tokenizer import encode

@@ -7,7 +7,10 @@ import pytest
 from PySide6.QtCore import Qt
 
 from explorer.core.attribution.why import why_token
-from explorer.core.gpt.nodes import ATTENTION, GELU_OUTPUT, block_hook_name
+from explorer.core.gpt.families.gpt2 import GPT2
+from explorer.core.gpt.nodes import ATTENTION, Role, block_hook_name
+
+GELU_OUTPUT = GPT2.role(Role.ACTIVATION_OUTPUT)
 from explorer.core.gpt.tokenizer import encode, token_piece
 from explorer.core.sources import ModelInfo, ModelSpec, random_model
 from explorer.ui.plots.plot_text import empty_message
@@ -160,7 +163,8 @@ def test_stop_ends_the_battery_and_says_so(qtbot):
 
 
 def test_the_graph_colours_each_branch_by_its_part_and_the_strip_by_block(qtbot):
-    from explorer.core.gpt.nodes import FEED_FORWARD, FIRST_NORM, LINEAR_2
+    from explorer.core.gpt.nodes import FEED_FORWARD, FIRST_NORM
+    LINEAR_2 = GPT2.role(Role.LAST_LINEAR)
     from explorer.ui.graph.contribution_colours import CONTRIBUTION, NEUTRAL, diverging, scale
 
     alone = Alone(qtbot)

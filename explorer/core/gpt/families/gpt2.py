@@ -1,17 +1,20 @@
-"""GPT-2's block as the book's chapter 4 builds it: every node of its graph, in forward
-order, for each norm position (Pre-LN, GPT-2's; Post-LN, the 2017 Transformer's), the
-steps of attention opened, and its roles. Forward order is the order in which the
-nodes' outputs are produced, so a node inside another (the attention pattern inside
-attention, the feed-forward's layers inside it) comes before the node that contains it.
-A node's hook name is its module path inside ``GPTModel`` (``trf_blocks.{layer}.{key}``
-for block nodes). The rest of the app asks nodes.py, which holds every family."""
+"""GPT-2's block as the book's chapter 4 builds it, as one family record: every node of
+its graph in forward order for each norm position (Pre-LN, GPT-2's; Post-LN, the 2017
+Transformer's), the steps of attention opened and its roles; and its model (core/gpt/
+model.py), how its parameters are counted, the files it is read from (weights/keymaps.py)
+and its words. Forward order is the order in which the nodes' outputs are produced, so a
+node inside another (the attention pattern inside attention, the feed-forward's layers
+inside it) comes before the node that contains it. A node's hook name is its module path
+inside ``GPTModel`` (``trf_blocks.{layer}.{key}`` for block nodes)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from .family import BlockFamily
-from .node_types import HistRange, Node
+from ..counts import ParameterCounts, Row
+from ..family import (BlockFamily, Classes, Counting, Files, ModelCode, NormPosition, Role,
+                      Words)
+from ..node_types import HistRange, Node
 
 _WIDE = HistRange(-20.0, 20.0, 100)  # Linear 2's output and what carries it on
 _SMALL = HistRange(-1.0, 1.0, 100)  # the embeddings' sum and its dropout
@@ -107,8 +110,8 @@ _POST = {  # Post-LN words: the norms come after the adds, so the neighbours dif
 }
 
 _BLOCK_ORDER = {
-    "pre": (_NORM1, _PATTERN, _ATT, _DROP1, _ADD1, _NORM2, _FF0, _GELU, _FF2, _FF, _DROP2, _ADD2),
-    "post": (_PATTERN, _POST["att"], _DROP1, _ADD1, _POST["norm1"], _FF0, _GELU, _FF2, _FF,
+    NormPosition.PRE: (_NORM1, _PATTERN, _ATT, _DROP1, _ADD1, _NORM2, _FF0, _GELU, _FF2, _FF, _DROP2, _ADD2),
+    NormPosition.POST: (_PATTERN, _POST["att"], _DROP1, _ADD1, _POST["norm1"], _FF0, _GELU, _FF2, _FF,
              _DROP2, _POST["add2"], _POST["norm2"]),
 }
 
@@ -131,16 +134,120 @@ MODEL_NODES_AFTER = (
 )
 
 
+# ---------------------------------------------------------------------- the model
+
+def _new(cfg):
+    from ..model import GPTModel
+    return GPTModel(cfg)
+
+
+def _initialise(model, seed: int = 0, should_stop=None):
+    from ..model import init_weights
+    return init_weights(model, seed, should_stop)
+
+
+def _classes() -> Classes:
+    from ..layers import FeedForward, MultiHeadAttention
+    from ..model import GPTModel, TransformerBlock
+    return Classes(GPTModel, TransformerBlock, MultiHeadAttention, FeedForward,
+                   {NormPosition.PRE: "forward_pre_ln", NormPosition.POST: "forward_post_ln"},
+                   attention_forward="book_forward")
+
+
+def _count(cfg) -> ParameterCounts:
+    c, v, L = cfg.emb_dim, cfg.vocab_size, cfg.n_layers
+    return ParameterCounts(
+        embeddings=v * c + cfg.context_length * c,
+        attention=L * (3 * (c * c + (c if cfg.qkv_bias else 0)) + c * c + c),
+        feed_forward=L * (c * cfg.hidden_dim + cfg.hidden_dim + cfg.hidden_dim * c + c),
+        norms=(2 * L + 1) * 2 * c,
+        head=0 if cfg.tie_weights else v * c,
+        names=("embeddings (tok_emb + pos_emb)", "attention (W_query/W_key/W_value/out_proj)",
+               "feed-forward (ff.layers.0/2)", "layer norms (norm1/norm2/final_norm)"),
+    )
+
+
+def _rows(cfg, counts: ParameterCounts) -> tuple[Row, ...]:
+    L = cfg.n_layers
+    return (
+        Row("token embedding (tok_emb)", cfg.vocab_size * cfg.emb_dim, None),
+        Row("position embedding (pos_emb)", cfg.context_length * cfg.emb_dim, None),
+        Row("attention (W_query, W_key, W_value, out_proj)", counts.attention, counts.attention // L),
+        Row("feed-forward (ff.layers.0, ff.layers.2)", counts.feed_forward, counts.feed_forward // L),
+        Row("layer norms (norm1, norm2, final_norm)", counts.norms,
+            (counts.norms - counts.norms // (2 * L + 1)) // L),
+    )
+
+
+# ---------------------------------------------------------------------- its words
+
+def _norm_way(cfg) -> str:
+    where = "before" if cfg.norm_position == NormPosition.PRE else "after"
+    return (f"LayerNorm: (x − mean) / √(var + 1e-5) × scale + shift (2 × {cfg.emb_dim:,} "
+            f"weights), {where} each branch")
+
+
+WAYS = {
+    "normalisation": _norm_way,
+    "positions": lambda cfg: (f"learned position embedding pos_emb ({cfg.context_length:,} × "
+                              f"{cfg.emb_dim:,}), added to the token embedding once, before block 0"),
+    "feed-forward": lambda cfg: (f"GELU MLP: layers.2(GELU(layers.0·x)), {cfg.emb_dim:,} → "
+                                 f"{cfg.hidden_dim:,} → {cfg.emb_dim:,}, two matrices"),
+    "non-linearity": lambda cfg: "GELU(x) ≈ x·Φ(x)",
+    "dropout": lambda cfg: (f"rate {cfg.drop_rate:g} after attention, the feed-forward and the "
+                            "embeddings (off when not training)"),
+}
+
+WORDS = Words(
+    ways=WAYS,
+    feed_forward="ff(x) = Linear 2(GELU(Linear 1(x))): Linear 2's output",
+    code_notes={
+        "model": "{key} is built once in GPTModel.__init__ and used in GPTModel.forward, "
+                 "around the loop over the transformer blocks.",
+        "attention step": "{attr} is a step of MultiHeadAttention.forward as the book writes "
+                          "it; a HookPoint computes nothing, it names the tensor.",
+        "attention": "Long prompts and generation get the same numbers from fast_forward (the "
+                     "KV cache, the fused kernel when nothing inside is watched).",
+        "feed-forward": "{key} is element {index} of the nn.Sequential: the Sequential runs "
+                        "its layers in the order they are listed.",
+    },
+    size_note=lambda cfg: " · Post-LN" if cfg.norm_position == NormPosition.POST else "",
+)
 
 GPT2 = BlockFamily(
     name="gpt2", title="GPT-2", orders=_BLOCK_ORDER, attention_inside=ATTENTION_INSIDE,
     before=MODEL_NODES_BEFORE, after=MODEL_NODES_AFTER, embeddings="drop_emb",
-    shortcuts={"pre": {"add1": "input", "add2": "add1"}, "post": {"add1": "input", "add2": "norm1"}},
+    shortcuts={NormPosition.PRE: {"add1": "input", "add2": "add1"},
+               NormPosition.POST: {"add1": "input", "add2": "norm1"}},
     branches={"add1": "drop1", "add2": "drop2"},
-    residuals={"pre": ("add1", "add2"), "post": ("norm1", "norm2")},
-    roles={"activation_input": "ff.layers.0", "activation_output": "ff.layers.1",
-           "activation": "ff.layers.1",
-           "last_linear": "ff.layers.2", "position_embedding": "pos_emb",
-           "embedding_sum": "emb_add", "first_dropout": "drop1",
-           "head_queries": "att.queries", "head_keys": "att.keys", "head_values": "att.values"},
+    residuals={NormPosition.PRE: ("add1", "add2"), NormPosition.POST: ("norm1", "norm2")},
+    roles={Role.ACTIVATION_INPUT: "ff.layers.0", Role.ACTIVATION_OUTPUT: "ff.layers.1",
+           Role.ACTIVATION: "ff.layers.1", Role.LAST_LINEAR: "ff.layers.2",
+           Role.POSITION_EMBEDDING: "pos_emb", Role.EMBEDDING_SUM: "emb_add",
+           Role.FIRST_DROPOUT: "drop1", Role.HEAD_QUERIES: "att.queries",
+           Role.HEAD_KEYS: "att.keys", Role.HEAD_VALUES: "att.values",
+           Role.SCORED_QUERIES: "att.W_query", Role.SCORED_KEYS: "att.W_key",
+           Role.MIXED_VALUES: "att.W_value"},
+    model=ModelCode(_new, _initialise, _classes),
+    counting=Counting(_count, _rows, ff_matrices=2, ff_biases=True),
+    files=Files(model_types=("gpt2",), key_maps="explorer.core.weights.keymaps",
+                own_tokenizer=False, hf_name=lambda model_type: "GPT-2" if model_type else "GPT",
+                hf_keys=("n_head",)),
+    words=WORDS,
+    attention_grids=((("att.W_query", "att.W_key", "att.W_value"),
+                      ("att.queries", "att.keys", "att.values"),
+                      ("att.attn_scores", "att.masked_scores", "att.attn_weights"),
+                      ("att.out_proj", "att.context_vec", "att.context")),),
+    presets={
+        "gpt2-small": dict(emb_dim=768, n_layers=12, n_heads=12),  # 124M
+        "gpt2-medium": dict(emb_dim=1024, n_layers=24, n_heads=16),  # 355M
+        "gpt2-large": dict(emb_dim=1280, n_layers=36, n_heads=20),  # 774M
+        "gpt2-xl": dict(emb_dim=1600, n_layers=48, n_heads=25),  # 1558M
+        # for training on a CPU in minutes (about 11.5M parameters, most in the embedding)
+        "mini": dict(context_length=128, emb_dim=192, n_heads=6, n_layers=4),
+        # about 1.7M parameters: for tests and quick experiments
+        "tiny": dict(context_length=64, emb_dim=32, n_heads=4, n_layers=2),
+    },
+    beside=("llama-tiny", "qwen3-tiny", "smollm2-135m", "qwen3-0.6b", "llama3.2-1b"),
+    block_title=lambda position: position.title,
 )
