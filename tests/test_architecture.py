@@ -178,7 +178,8 @@ def test_no_file_is_over_400_lines():
 # the node table: the functions, the record of a family, each family's file (its nodes)
 FAMILY_FILES = tuple(sorted(n for n in MODULES.values() if n.startswith("explorer.core.gpt.families.")
                             and not n.endswith("__init__")))
-NODE_TABLE = ("explorer.core.gpt.nodes", "explorer.core.gpt.family") + FAMILY_FILES
+NODE_TABLE = ("explorer.core.gpt.nodes", "explorer.core.gpt.family",
+              "explorer.core.gpt.placements") + FAMILY_FILES
 # state-dict key maps: parameter names (trf_blocks.0.att.W_query.weight), weights, not nodes
 KEY_MAPS = ("explorer.core.weights.keymaps", "explorer.core.weights.llama_keys")
 

@@ -522,3 +522,18 @@ def test_train_says_its_losses_are_estimates(capsys, tmp_path):
     code, out, _ = run(capsys, "train", "--preset", "tiny", "--steps", "1", "--eval-every", "1",
                        "--batch-size", "1", "--snapshots", "0", "--out", str(tmp_path / "r"))
     assert code == 0 and "(estimates on 4 batches each)" in out
+
+
+def test_norm_places_a_presets_norms_and_is_refused_where_it_cannot(capsys, tmp_path):
+    code, out, err = run(capsys, "inspect", "Every effort", "--preset", "tiny", "--norm", "peri",
+                         "--layer", "1")
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith("trf_blocks.")]
+    assert code == 0 and "Peri-LN" in err
+    assert rows[:4] == ["trf_blocks.1.norm1", "trf_blocks.1.att", "trf_blocks.1.post_norm1",
+                        "trf_blocks.1.drop1"]
+    code, _, err = run(capsys, "info", "--norm", "dyt")
+    assert code == 2 and "--norm dyt places a preset's norms: give it with --preset" in err
+    code, _, err = run(capsys, "inspect", "x", "--preset", "tiny", "--norm", "sandwich")
+    assert code == 2 and "invalid choice: 'sandwich'" in err
+    code, _, err = run(capsys, "train", "--out", str(tmp_path / "none"), "--resume", "--norm", "post")
+    assert code == 2 and "a run's norms stay where it started" in err

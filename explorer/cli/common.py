@@ -34,11 +34,18 @@ def source_path(text: str) -> str:
 MODEL_OPTIONS = ("checkpoint", "preset", "device", "dtype", "seed")
 
 
+def norm_help() -> str:
+    """Each norm position in one line's worth: its word and its formula."""
+    from ..core.gpt.norm_position import NormPosition
+    return ("where a preset's norms sit: " + "; ".join(f"{p} ({p.formula})" for p in NormPosition)
+            + " (default pre)")
+
+
 def add_model_args(p: argparse.ArgumentParser, top: bool = False) -> None:
     """The model options. ``top``: the ones written before a command, kept apart
     (``given_<name>``, absent unless given) so that main() can hand them to the command."""
     from ..core.base.dtypes import DTYPE_NAMES
-    from ..core.gpt.config import PRESETS
+    from ..core.gpt.config import NORM_POSITIONS, PRESETS
 
     def name(key: str, default):
         return {"dest": f"given_{key}", "default": argparse.SUPPRESS} if top else {"default": default}
@@ -55,14 +62,20 @@ def add_model_args(p: argparse.ArgumentParser, top: bool = False) -> None:
                    **name("dtype", "float32"))
     p.add_argument("--seed", type=seed_number, help="seed of a preset's random initialisation",
                    **name("seed", 0))
+    p.add_argument("--norm", choices=list(NORM_POSITIONS), type=str.lower, metavar="WHERE",
+                   help=norm_help(), **name("norm", "pre"))
 
 
 def spec_of(args: argparse.Namespace):
     """The ModelSpec the model options name."""
     from ..core.sources import ModelSpec
 
+    norm = getattr(args, "norm", "pre")
+    if norm != "pre" and not args.preset:
+        raise ValueError(f"--norm {norm} places a preset's norms: give it with --preset (a "
+                         "checkpoint's norms sit where it was trained with them)")
     return ModelSpec(checkpoint=args.checkpoint, preset=args.preset, device=args.device,
-                     dtype=args.dtype, seed=args.seed)
+                     dtype=args.dtype, seed=args.seed, norm_position=norm)
 
 
 def load(args: argparse.Namespace):

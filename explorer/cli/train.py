@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 from ..core.base.outputs import atomic_output, check_output, shown
-from ..core.gpt.config import PRESETS
-from .common import seed_number
+from ..core.gpt.config import NORM_POSITIONS, PRESETS
+from .common import norm_help, seed_number
 
 
 def register(sub) -> None:
@@ -34,6 +34,8 @@ def register(sub) -> None:
                         "OUT/snapshots (default 12; 0: none); open one with --checkpoint "
                         "OUT@stepK, list them with gpt-explorer info OUT")
     t.add_argument("--plot", metavar="OUT.png", help="save the loss curve at the end")
+    t.add_argument("--norm", choices=list(NORM_POSITIONS), type=str.lower, default=None,
+                   metavar="WHERE", help=norm_help())
     t.set_defaults(func=train)
 
 
@@ -52,15 +54,7 @@ def train(args: argparse.Namespace) -> int:
     except RunExists as exc:  # a new run never replaces one
         raise ValueError(f"{shown(args.out)} already holds a training run: continue it with --resume, "
                          f"or start a new one elsewhere (--out {exc.free})") from None
-    changes = {k: v for k, v in {"max_steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
-                                  "eval_every": args.eval_every, "seed": args.seed,
-                                  "precision": args.precision,
-                                  "snapshots": args.snapshots,
-                                  "device": args.device}.items() if v is not None}
-    if args.lr is not None:  # the schedule decays towards 1e-4, or to the rate if lower
-        changes["min_lr"] = min(args.lr, TrainSettings().min_lr) if args.lr > 0 else args.lr
-    if args.minutes is not None:
-        changes.update(max_minutes=args.minutes, max_steps=10**9)
+    changes = _changes(args, TrainSettings().min_lr)
     if args.resume:
         trainer = Trainer.resume(args.out, text, **changes)
         if trainer.recovered:
@@ -96,6 +90,23 @@ def train(args: argparse.Namespace) -> int:
             save_loss_figure(str(tmp), report.losses, trainer.state.history)
         print(f"saved {shown(args.plot)}", file=sys.stderr)
     return 0
+
+
+def _changes(args: argparse.Namespace, min_lr: float) -> dict:
+    """The settings the options change (the rest: the run's own, or the defaults)."""
+    changes = {k: v for k, v in {"max_steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
+                                  "eval_every": args.eval_every, "seed": args.seed,
+                                  "precision": args.precision, "snapshots": args.snapshots,
+                                  "device": args.device,
+                                  "norm_position": args.norm}.items() if v is not None}
+    if args.lr is not None:  # the schedule decays towards 1e-4, or to the rate if lower
+        changes["min_lr"] = min(args.lr, min_lr) if args.lr > 0 else args.lr
+    if args.minutes is not None:
+        changes.update(max_minutes=args.minutes, max_steps=10**9)
+    if args.resume and args.norm is not None:
+        raise ValueError(f"--norm {args.norm} with --resume: a run's norms stay where it started "
+                         "(start a new run with --norm)")
+    return changes
 
 
 class Progress:

@@ -53,8 +53,8 @@ def random_model(preset_name: str = "gpt2-small", seed: int = 0, device: str = "
     check(should_stop)
     model = build_model(cfg, device=dev, dtype=dt, seed=seed, should_stop=should_stop)
     check(should_stop)
-    post = " · Post-LN" if cfg.norm_position == NormPosition.POST else ""
-    label = f"{preset_name}{post} · random init (seed {seed}) · UNTRAINED: output is noise"
+    placed = "" if cfg.norm_position == NormPosition.PRE else f" · {cfg.norm_position.title}"
+    label = f"{preset_name}{placed} · random init (seed {seed}) · UNTRAINED: output is noise"
     return LoadedModel(model, cfg, "preset", label, trained=False)
 
 

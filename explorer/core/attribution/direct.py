@@ -9,9 +9,11 @@ the output head). The terms add up to the model's logit. Each attention branch s
 further by head (its slice of ``out_proj``) and its bias; each feed-forward branch by
 neuron (the GELU's output times the neuron's column of Linear 2) and its bias.
 
-Post-LN: a norm follows every add, so no such sum exists. What is given instead is the
-change of the logit lens (final norm and head applied to the stream) across each half
-of each block: the changes add up to the logit too, but they are not contributions;
+The parallel block's stream is such a sum too. Post-LN: a norm follows every add, so no
+such sum exists; with a norm inside each branch (OLMo's, Peri-LN) a branch is no sum of
+heads and neurons; DyT's final tanh has no fixed scale. What is given for those instead
+is the change of the logit lens (final norm and head applied to the stream) across each
+half of each block: the changes add up to the logit too, but they are not contributions;
 no head or neuron split is given.
 """
 
@@ -23,7 +25,7 @@ from enum import StrEnum
 import numpy as np
 
 from ..gpt.block_model import BlockModel
-from ..gpt.norms import norm_rows
+from ..gpt.norms import DyT, norm_rows
 from ..gpt.nodes import (FINAL_NORM, FIRST_ADD, HEADS_MIX, LOGITS,
                          SECOND_ADD, TOKEN_EMBEDDING, block_hook_name,
                          block_title, embeddings, order_of, residual_branches, residual_nodes,
@@ -37,10 +39,28 @@ EXACT_NOTE = ("Direct attribution: the final norm's scale at this position held 
 RMS_NOTE = ("Direct attribution: the final RMSNorm's scale at this position held fixed (the "
             "standard linearisation), each part is its branch's share of the logit; RMSNorm "
             "takes no mean out and adds no shift, so the parts alone add up to the logit.")
-POST_LN_NOTE = ("Post-LN: a norm follows every add, so the logit is not a sum of the "
-                "branches. Shown instead: how the logit lens's value of the token changes "
-                "across each half of each block. The changes add up to the logit but are "
-                "not contributions, and no head or neuron split is given.")
+LENS_CHANGES = ("Shown instead: how the logit lens's value of the token changes across each "
+                "half of each block. The changes add up to the logit but are not "
+                "contributions, and no head or neuron split is given.")
+POST_LN_NOTE = "Post-LN: a norm follows every add, so the logit is not a sum of the branches. " \
+    + LENS_CHANGES
+IN_BRANCH_NOTE = ("{title}: each branch ends in a norm, so what a branch adds is not a sum of "
+                  "its heads' or its neurons' parts. " + LENS_CHANGES)
+DYT_NOTE = ("DyT: the final norm's place is taken by tanh, value by value, which no fixed "
+            "scale linearises, so the logit is not a sum of the branches. " + LENS_CHANGES)
+
+
+def lens_note(position: NormPosition, final_norm) -> str | None:
+    """Why a model's logit is given as lens changes rather than direct contributions, or
+    None where the final norm's input is the sum of branches that are their sublayers'
+    own outputs (Pre-LN, the parallel block) and the final norm a linearisable norm."""
+    if isinstance(final_norm, DyT):
+        return DYT_NOTE
+    if position == NormPosition.POST:
+        return POST_LN_NOTE
+    if position in (NormPosition.BRANCH, NormPosition.PERI):
+        return IN_BRANCH_NOTE.format(title=position.title)
+    return None
 
 
 class Branch(StrEnum):
@@ -75,11 +95,12 @@ class Attribution:
     neurons: np.ndarray | None = None  # (layers, hidden)
     ff_bias: np.ndarray | None = None  # (layers,)
     scale: float = 1.0  # the final norm's σ at this position
+    lens_note: str = POST_LN_NOTE  # why lens changes, not contributions (when not exact)
 
     @property
     def note(self) -> str:
         if not self.exact:
-            return POST_LN_NOTE
+            return self.lens_note
         return EXACT_NOTE if any(p.kind == Branch.SHIFT for p in self.parts) else RMS_NOTE
 
     @property
@@ -135,12 +156,14 @@ def attribute(model: BlockModel, reading: Reading, target: int,
         raise ValueError("a token against itself: choose two different tokens")
     u = direction(model, target, versus)
     logit = float(reading.logits[target] - (reading.logits[versus] if versus is not None else 0))
+    final_norm = model.get_submodule(FINAL_NORM)
+    why_lens = lens_note(reading.norm_position.position, final_norm)
+    if why_lens is not None:
+        return _lens_changes(reading, target, versus, logit, u, final_norm, why_lens)
     rms = not model.cfg.family.centred_norm  # RMSNorm: no centring, no shift
     gamma = _weights(model, f"{FINAL_NORM}.scale")
     beta = np.zeros_like(gamma) if rms else _weights(model, f"{FINAL_NORM}.shift")
-    eps = model.get_submodule(FINAL_NORM).eps
-    if reading.norm_position.position != NormPosition.PRE:
-        return _lens_changes(reading, target, versus, logit, u, model.get_submodule(FINAL_NORM))
+    eps = final_norm.eps
     r = reading.final_input
     sigma = float(np.sqrt((r ** 2).mean() + eps)) if rms else float(np.sqrt(r.var() + eps))
     w = gamma * u / sigma
@@ -183,7 +206,7 @@ def _bias_part(model, linear: str, w: np.ndarray) -> float:
 
 
 def _lens_changes(reading: Reading, target: int, versus: int | None, logit: float,
-                  u: np.ndarray, final_norm) -> Attribution:
+                  u: np.ndarray, final_norm, note: str) -> Attribution:
     def lens(x: np.ndarray) -> float:  # the final norm and the head's direction applied
         return float(u @ norm_rows(final_norm, x))
 
@@ -198,4 +221,5 @@ def _lens_changes(reading: Reading, target: int, versus: int | None, logit: floa
             parts.append(Part(f"{block_title(layer, n)} {kind} half (lens change)", kind, layer,
                               block_hook_name(layer, name), now - before))
             before = now
-    return Attribution(reading.position, target, versus, logit, False, tuple(parts))
+    return Attribution(reading.position, target, versus, logit, False, tuple(parts),
+                       lens_note=note)

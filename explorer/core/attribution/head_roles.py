@@ -27,6 +27,7 @@ import torch
 from ..base.cancel import check
 from ..gpt.hooks import hooks
 from ..gpt.block_model import BlockModel
+from ..gpt.norms import DyT
 from ..gpt.nodes import FINAL_NORM, HEADS_MIX, LOGITS, PATTERN, block_hook_name
 from ..run.capture import StopCheck
 
@@ -172,7 +173,11 @@ def copying_scores(model: BlockModel, ids: np.ndarray, contexts: dict, final_inp
     rows = unembed[torch.as_tensor(targets).to(unembed.device)].double().cpu().numpy()
     x = final_input[:, positions]
     directions = (rows - mean) * gamma  # (B, P, C)
-    if not cfg.family.centred_norm:  # RMSNorm: divided by the root mean square, nothing taken out
+    if isinstance(norm, DyT):  # tanh value by value: its slope at each value, γ·α·(1 − tanh²)
+        alpha = float(norm.alpha.detach().double().cpu()[0])
+        sigma = np.ones(x.shape[:-1])
+        directions *= alpha * (1 - np.tanh(alpha * x) ** 2)
+    elif not cfg.family.centred_norm:  # RMSNorm: divided by the root mean square, nothing taken out
         sigma = np.sqrt((x ** 2).mean(-1) + norm.eps)  # (B, P)
     else:  # LayerNorm: the mean taken out (of the direction, as of the input), σ
         sigma = np.sqrt(x.var(-1) + norm.eps)

@@ -22,8 +22,9 @@ from .interventions import shortcut_hooks
 from .mutations import FF_WIDTH, MUTATIONS, known
 from .ln_compare import post_ln_twin
 from ..gpt.hooks import attach, hooks
+from ..gpt.layers import LayerNorm
 from ..gpt.block_model import BlockModel
-from ..gpt.nodes import (FEED_FORWARD, all_hook_names, block_hook_name, block_module_name,
+from ..gpt.nodes import (FEED_FORWARD, SECOND_NORM, all_hook_names, block_hook_name, block_module_name,
                          order_of, residual_branches, shortcut_sources)
 from ..run.batch import Batch
 from ..run.passes import Keep, run_prompt
@@ -53,6 +54,18 @@ class _UnbiasedLayerNorm(nn.Module):
         return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
 
 
+def _has_what_it_changes(model: BlockModel, mutation: str, layer: int) -> None:
+    """A norm exercise on a block whose norms sit elsewhere, or are no LayerNorm (DyT):
+    said in one line, not made as a change that changes nothing."""
+    block, title = model.trf_blocks[layer], model.cfg.norm_position.title
+    if mutation == "no-norm2" and not hasattr(block, SECOND_NORM):
+        raise ValueError(f"no-norm2 removes LayerNorm 2: this {title} block has no second norm "
+                         "(one norm feeds both its sublayers)")
+    if mutation in ("unbiased-ln", "eps") and not isinstance(block.norm1, LayerNorm):
+        raise ValueError(f"{mutation} changes LayerNorm 1: in this {title} block norm1 is a "
+                         f"{type(block.norm1).__name__}")
+
+
 def mutate(model: BlockModel, mutation: str, layer: int = 0, seed: int = 0) -> BlockModel:
     """A deep copy of ``model`` with one change made at block ``layer``."""
     if not known(mutation):
@@ -67,6 +80,7 @@ def mutate(model: BlockModel, mutation: str, layer: int = 0, seed: int = 0) -> B
                          f"model try {' or '.join(family.mutations)}, or compare two models")
     if mutation == "post-ln":
         return post_ln_twin(model)
+    _has_what_it_changes(model, mutation, layer)
     b = copy.deepcopy(model)
     b.tie_weights()
     block = b.trf_blocks[layer]

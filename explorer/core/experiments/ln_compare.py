@@ -1,6 +1,7 @@
 """Pre-LN versus Post-LN.
 
-- ``post_ln_twin``: the loaded model's weights in Post-LN order (norms after the adds).
+- ``placed_twin``: the loaded model's weights with its norms placed otherwise (Post-LN:
+  after the adds).
 - ``compare_prompt``: the same prompt through both; per-layer residual stream size and
   the next-token candidates of each.
 - ``gradient_experiment``: Xiong et al. 2020 ("On Layer Normalization in the Transformer
@@ -26,6 +27,7 @@ from ..run.analysis import ValueHistogram, data_histogram
 from ..gpt.hooks import HookSet
 from ..gpt.config import GPTConfig
 from ..gpt.layers import LayerNorm
+from ..gpt.norms import DyT
 from ..gpt.build import build_model
 from ..gpt.model import init_weights
 from ..gpt.block_model import BlockModel
@@ -44,25 +46,32 @@ class Init(StrEnum):
 
 
 INITS = tuple(Init)
+PRE_POST = (NormPosition.PRE, NormPosition.POST)  # the two orders compared here
 
-def no_twin(cfg) -> str:
-    """Why a block without a Post-LN order has no twin here, in its family's words."""
-    return (f"Pre-LN against Post-LN is GPT-2's comparison (the book's chapter 4): a "
-            f"{cfg.family.title} block puts its norms in one place only, so it has no Post-LN "
-            "twin. The gradient experiment (its own tab) runs on GPT-2 models of its own.")
+
+def placed_twin(model: BlockModel, norm_position: str) -> BlockModel:
+    """The model's weights with its norms placed otherwise: every weight of the same name
+    and shape is the model's; a norm the other placement has and the model has not
+    (Peri-LN's second ones) starts as the identity (scale 1, shift 0; DyT's α at 0.5)."""
+    p = next(model.parameters())
+    twin = build_model(model.cfg.replace(norm_position=norm_position), seed=None,
+                       device=p.device, dtype=p.dtype)
+    own = twin.state_dict()
+    shared = {k: v for k, v in model.state_dict().items() if k in own and own[k].shape == v.shape}
+    twin.load_state_dict(shared, strict=False)
+    with torch.no_grad():
+        for name, param in twin.named_parameters():
+            if name not in shared:  # a norm of the other placement's own: the identity
+                param.fill_(1.0 if name.endswith("scale") else DyT.ALPHA if name.endswith("alpha")
+                            else 0.0)
+    twin.tie_weights()
+    twin.tokenizer = getattr(model, "tokenizer", None)  # it reads as the model does
+    return twin.eval()
 
 
 def post_ln_twin(model: BlockModel, norm_position: str = "post") -> BlockModel:
     """A model with the same weights and the norms moved (Post-LN by default)."""
-    if norm_position not in model.cfg.family.orders:
-        raise ValueError(no_twin(model.cfg))
-    twin = build_model(model.cfg.replace(norm_position=norm_position), seed=None,
-                       device=next(model.parameters()).device,
-                       dtype=next(model.parameters()).dtype)
-    twin.load_state_dict(model.state_dict())
-    twin.tie_weights()
-    twin.tokenizer = getattr(model, "tokenizer", None)  # it reads as the model does
-    return twin.eval()
+    return placed_twin(model, norm_position)
 
 
 @dataclass
@@ -117,12 +126,13 @@ def summarise_run(model: BlockModel, ids: list[int], k: int = 5, should_stop=Non
 
 def compare_prompt(model: BlockModel, ids: list[int], should_stop=None
                    ) -> tuple[RunSummary, RunSummary]:
-    """The prompt through the model and through its twin with the other norm order."""
-    other = NormPosition.POST if model.cfg.norm_position == NormPosition.PRE else NormPosition.PRE
-    twin = post_ln_twin(model, other)
-    first, second = summarise_run(model, ids, should_stop=should_stop), summarise_run(
-        twin, ids, should_stop=should_stop)
-    return (first, second) if model.cfg.norm_position == NormPosition.PRE else (second, first)
+    """The prompt through the model's weights in Pre-LN and in Post-LN order: the model
+    itself in its own, its twin (``placed_twin``) in the other (in both, for a model whose
+    norms sit elsewhere)."""
+    first, second = (summarise_run(model if model.cfg.norm_position == position
+                                   else placed_twin(model, position), ids, should_stop=should_stop)
+                     for position in PRE_POST)
+    return first, second
 
 
 # --------------------------------------------------------------------- gradients
@@ -216,7 +226,7 @@ def gradient_experiment(base: GPTConfig, ids: list[int], depths: list[int], sche
     result = GradientResult(list(depths), scheme, seed, {})
     total, done = 2 * len(depths), 0
     for depth in depths:
-        for position in NormPosition:
+        for position in PRE_POST:
             cfg = base.replace(n_layers=depth, norm_position=position)
             result.per_layer[(position, depth)] = ffn_gradient_norms(cfg, tokens, scheme, seed)
             done += 1

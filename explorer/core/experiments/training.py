@@ -21,7 +21,7 @@ import torch
 from ..base.devices import check_memory, native_bfloat16, resolve_device
 from ..base.state import remember_trained
 from ..base.validate import FileKind, file_kind, read_json, real, whole
-from ..gpt.config import GPTConfig, preset
+from ..gpt.config import NORM_POSITIONS, GPTConfig, preset
 from ..gpt.build import build_model
 from ..gpt.block_model import BlockModel
 from ..gpt.tokenizer import decode, encode
@@ -66,6 +66,7 @@ class TrainSettings:
     # copies of the weights kept in the run folder at planned steps (snapshots.py)
     snapshots: int = DEFAULT_SNAPSHOTS
     device: str = "cpu"  # where the model trains: cpu, cuda, cuda:1, mps or auto
+    norm_position: str = "pre"  # where the preset's norms sit (NormPosition)
 
     def validate(self) -> None:
         """Every setting of the right type and in range; the message names the setting,
@@ -102,6 +103,9 @@ class TrainSettings:
             problems.append(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if not isinstance(self.sample_prompt, str) or not isinstance(self.preset, str):
             problems.append("preset and sample prompt must be text")
+        if self.norm_position not in NORM_POSITIONS:  # (a str subclass is one of the words)
+            problems.append(f"norm position {self.norm_position!r:.40} is not one of "
+                            f"{', '.join(NORM_POSITIONS)}")
         if not isinstance(self.device, str) or not 0 < len(self.device) <= 20:
             problems.append(f"device must be a device's name (cpu, cuda, mps, auto), not "
                             f"{self.device!r:.40}")
@@ -194,7 +198,7 @@ class Trainer:
             cfg = model.cfg
         else:  # a block without dropout (Llama's) has no rate to set
             base = preset(settings.preset)
-            cfg = base.replace(tie_weights=True, **(
+            cfg = base.replace(tie_weights=True, norm_position=settings.norm_position, **(
                 {"drop_rate": settings.drop_rate} if base.family.dropout else {}))
         check_memory(training_bytes(cfg, settings.batch_size), self.device,
                      f"training {settings.preset} with batch size {settings.batch_size}")

@@ -92,8 +92,8 @@ class GPTConfig:
             if not isinstance(getattr(self, name), bool):
                 problems.append(f"{name} must be true or false, got {getattr(self, name)!r}")
         if not isinstance(self.norm_position, str) or self.norm_position not in family.orders:
-            places = " or ".join(f"'{p}'" for p in family.orders)
-            problems.append(f"norm_position must be {places} for a {family.title} block, "
+            places = ", ".join(f"'{p}'" for p in family.orders)
+            problems.append(f"norm_position must be one of {places} for a {family.title} block, "
                             f"got {self.norm_position!r}")
         else:
             object.__setattr__(self, "norm_position", NormPosition(self.norm_position))

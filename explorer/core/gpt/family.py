@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Callable
 
 from .node_types import Kind, Node
+from .norm_position import NormPosition  # noqa: F401 (the families' orders are keyed by it)
 
 if TYPE_CHECKING:
     from .config import GPTConfig
@@ -27,18 +28,6 @@ BLOCKS = "trf_blocks"  # the module list of the transformer blocks, in every fam
 BLOCK_INPUT = "input"  # the residual stream entering a block (the previous node's output)
 PARENT_INPUT = "<parent input>"  # in ``Node.inputs``: what the node's parent reads
 ATTENTION = "att"
-
-
-class NormPosition(StrEnum):
-    """Where a block's norms sit: before attention and the feed-forward (GPT-2's Pre-LN),
-    or after each add (the 2017 Transformer's Post-LN)."""
-    PRE = "pre"
-    POST = "post"
-
-    @property
-    def title(self) -> str:
-        """'Pre-LN', 'Post-LN': the placement in the words the literature uses."""
-        return {NormPosition.PRE: "Pre-LN", NormPosition.POST: "Post-LN"}[self]
 
 
 class Role(StrEnum):
@@ -181,7 +170,8 @@ class BlockFamily:
     embeddings: str  # the node whose output enters block 0
     # norm position -> for each residual add, the node whose output its shortcut carries
     shortcuts: dict[NormPosition, dict[str, str]]
-    branches: dict[str, str]  # residual add -> the node carrying the branch it adds
+    # norm position -> for each residual add, the node carrying the branch it adds
+    branches: dict[NormPosition, dict[str, str]]
     residuals: dict[NormPosition, tuple[str, str]]  # the stream after each half
     roles: dict[Role, str]
     model: ModelCode
@@ -190,6 +180,8 @@ class BlockFamily:
     words: Words
     # the rows of attention's steps drawn opened, first that fits the model's steps wins
     attention_grids: tuple[tuple[tuple[str | None, ...], ...], ...]
+    # the nodes after the blocks where a norm position has its own (DyT's final norm)
+    after_by_position: dict[NormPosition, tuple[Node, ...]] = field(default_factory=dict)
     config_fields: frozenset[str] = frozenset()  # the optional GPTConfig fields it uses
     config_problems: Callable[[Any], list[str]] = lambda cfg: []
     centred_norm: bool = True  # LayerNorm (mean out, shift) or RMSNorm (neither)
@@ -253,12 +245,17 @@ class BlockFamily:
             n.key for n in self.attention_inside}
 
     def model_keys(self) -> set[str]:
-        return {n.key for n in self.before + self.after}
+        afters = [self.after, *self.after_by_position.values()]
+        return {n.key for n in self.before} | {n.key for nodes in afters for n in nodes}
+
+    def after_nodes(self, position: str) -> tuple[Node, ...]:
+        """The nodes after the last block in this norm position (final norm, head)."""
+        return self.after_by_position.get(self._position(position), self.after)
 
     def node(self, hook_name: str, position: str) -> Node:
         """The table entry of a hook name in this family, with the words of that norm
         position's order. ``KeyError`` for a name the family does not have."""
-        for node in self.before + self.after:
+        for node in self.before + self.after_nodes(position):
             if node.key == hook_name:
                 return node
         parts = hook_name.split(".", 2)
@@ -293,7 +290,7 @@ class BlockFamily:
         node = self.node(hook_name, position)
         if node.parent == ATTENTION and node.kind != Kind.PATTERN:  # its inputs for the model
             node = next((n for n in self.steps(switches) if n.key == node.key), node)
-        if node.parent is not None and node.inputs and node.kind != Kind.PATTERN:  # reads named nodes
+        if node.inputs and node.kind != Kind.PATTERN:  # reads named nodes (a parallel block's ff)
             if node.inputs[0] == PARENT_INPUT:
                 return self.input_node(block_hook_name(layer, node.parent), position, layer,
                                        switches)
@@ -328,7 +325,7 @@ class BlockFamily:
                     names += [block_hook_name(layer, m.key) for m in self.steps(switches_of(cfg))]
                 elif include_pattern or n.kind != Kind.PATTERN:
                     names.append(block_hook_name(layer, n.key))
-        names += [n.key for n in self.after]
+        names += [n.key for n in self.after_nodes(cfg.norm_position)]
         return names
 
     def select(self, cfg: "GPTConfig", pattern: str | list[str] | None, layer: int | None,

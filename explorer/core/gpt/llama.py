@@ -1,5 +1,5 @@
 """The Llama / Qwen block with the book's bonus-chapter names (GPT to Llama 2 / 3.2,
-Qwen3): RMSNorm, rotary position embeddings (Llama 3's frequency scaling), a SwiGLU
+Qwen3): RMSNorm, rotary position embeddings (rope.py: Llama 3's frequency scaling), a SwiGLU
 feed-forward (fc1, fc2, fc3), grouped-query attention (W_query, W_key, W_value,
 out_proj; Qwen3's q_norm and k_norm; Qwen2.5's query/key/value biases), no dropout.
 
@@ -11,7 +11,6 @@ against ``transformers``). The model owns no capture logic and no loading logic.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -21,51 +20,12 @@ from torch import nn
 from ..base.cancel import check
 from .layers import (PATTERN_ROWS, HookPoint, KVCache, LayerKV, causal_matmul, causal_softmax,
                      lay_out_linear, lay_out_weight)
-from .norms import RMSNorm
+from .family import NormPosition
+from .rope import Rotary, apply_rope, rope_angles, rope_inverse_frequencies  # noqa: F401
+from .norms import DyT, RMSNorm
 
 if TYPE_CHECKING:
-    from .config import GPTConfig, RopeScaling
-
-
-def rope_inverse_frequencies(head_dim: int, base: float,
-                             scaling: RopeScaling | None = None) -> torch.Tensor:
-    """θᵢ = base^(−2i/head_dim) for i < head_dim/2; with Llama 3's scaling, long
-    wavelengths (beyond original_context / low_freq_factor) divided by ``factor``, short
-    ones (below original_context / high_freq_factor) kept, those between blended."""
-    steps = torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu")  # not meta, ever
-    inv_freq = 1.0 / (base ** (steps.float() / head_dim))
-    if scaling is None:
-        return inv_freq
-    low_wavelen = scaling.original_context_length / scaling.low_freq_factor
-    high_wavelen = scaling.original_context_length / scaling.high_freq_factor
-    wavelen = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelen > low_wavelen, inv_freq / scaling.factor, inv_freq)
-    smooth = ((scaling.original_context_length / wavelen - scaling.low_freq_factor)
-              / (scaling.high_freq_factor - scaling.low_freq_factor))
-    blended = (1 - smooth) * scaled / scaling.factor + smooth * scaled
-    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
-    return torch.where(medium, blended, scaled)
-
-
-def rope_angles(inv_freq: torch.Tensor, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of position · θᵢ for positions start..stop-1, each angle twice (for
-    the two halves of a head): (stop - start, head_dim), in float32."""
-    positions = torch.arange(start, stop, dtype=torch.float32, device=inv_freq.device)
-    angles = positions[:, None] * inv_freq[None, :]  # (T, head_dim / 2)
-    angles = torch.cat([angles, angles], dim=-1)  # (T, head_dim)
-    return torch.cos(angles), torch.sin(angles)
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """The book's apply_rope: each value i of the first half paired with i + head_dim/2
-    and the pair rotated by its angle; x is (b, heads, T, head_dim), cos and sin (T,
-    head_dim)."""
-    head_dim = x.shape[-1]
-    x1 = x[..., : head_dim // 2]  # first half
-    x2 = x[..., head_dim // 2:]  # second half
-    rotated = torch.cat((-x2, x1), dim=-1)
-    x_rotated = (x * cos) + (rotated * sin)  # cos, sin broadcast over batch and heads
-    return x_rotated.to(dtype=x.dtype)
+    from .config import GPTConfig
 
 
 class FeedForward(nn.Module):
@@ -85,26 +45,6 @@ class FeedForward(nn.Module):
         x_fc2 = self.fc2(x)
         x = self.product(self.silu(x_fc1) * x_fc2)
         return self.fc3(x)  # (B, T, C)
-
-
-class Rotary:
-    """The angles of every position so far, made on the device that asks and grown as
-    longer sequences come (a 131k-token context is not computed up front). Not a module:
-    nothing of it is a weight, and a model built on the meta device has none to fill."""
-
-    def __init__(self, cfg: GPTConfig) -> None:
-        self.inv_freq = rope_inverse_frequencies(cfg.head_dim, cfg.rope_base, cfg.rope_scaling)
-        self._cos = self._sin = None
-
-    def __call__(self, start: int, stop: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._cos is None or self._cos.shape[0] < stop or self._cos.device != device:
-            have = 0 if self._cos is None or self._cos.device != device else self._cos.shape[0]
-            # plain tensors even when a pass in inference mode makes them, so that a later
-            # pass with gradients (the gradient view, training) can use them
-            with torch.inference_mode(False), torch.no_grad():
-                self._cos, self._sin = rope_angles(self.inv_freq.to(device), 0,
-                                                   max(stop, 2 * have, 256))
-        return self._cos[start:stop], self._sin[start:stop]
 
 
 class GroupedQueryAttention(nn.Module):
@@ -213,20 +153,42 @@ class GroupedQueryAttention(nn.Module):
         return kv.k[:, :, :need], kv.v[:, :, :need]
 
 
+# Each norm position's forward, written out (the Code view shows the one that runs); a
+# block without norms runs Pre-LN's lines with DyT where its RMSNorms were.
+FORWARDS = {NormPosition.PRE: "forward_pre", NormPosition.POST: "forward_post",
+            NormPosition.BRANCH: "forward_branch", NormPosition.PERI: "forward_peri",
+            NormPosition.PARALLEL: "forward_parallel", NormPosition.DYT: "forward_pre"}
+
+
+def norm_of(cfg: GPTConfig, dim: int) -> nn.Module:
+    """The block's norm: RMSNorm, or DyT in a block without norms."""
+    return DyT(dim) if cfg.norm_position == NormPosition.DYT else RMSNorm(dim, eps=cfg.norm_eps)
+
+
 class TransformerBlock(nn.Module):
-    """x + att(norm1(x)), then x + ff(norm2(x)); ``add1`` and ``add2`` name the adds."""
+    """x + att(norm1(x)), then x + ff(norm2(x)) (Pre-LN, the bonus chapters' block), or
+    the norms where the config's norm position puts them (as GPTModel's block does);
+    ``add1`` and ``add2`` name the adds."""
 
     def __init__(self, cfg: GPTConfig, rope: "Rotary | None" = None) -> None:
         super().__init__()
+        self.placement = FORWARDS[cfg.norm_position]  # the forward that runs
         self.att = GroupedQueryAttention(cfg, rope)
         self.ff = FeedForward(cfg)
-        self.norm1 = RMSNorm(cfg.emb_dim, eps=cfg.norm_eps)
-        self.norm2 = RMSNorm(cfg.emb_dim, eps=cfg.norm_eps)
+        self.norm1 = norm_of(cfg, cfg.emb_dim)
+        if cfg.norm_position != NormPosition.PARALLEL:  # one norm feeds both sublayers
+            self.norm2 = norm_of(cfg, cfg.emb_dim)
+        if cfg.norm_position == NormPosition.PERI:  # and one after each sublayer
+            self.post_norm1 = norm_of(cfg, cfg.emb_dim)
+            self.post_norm2 = norm_of(cfg, cfg.emb_dim)
         self.add1 = HookPoint()
         self.add2 = HookPoint()
 
-    # The book's lines, one operation per line (the Code view points at them).
     def forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        return getattr(self, self.placement)(x, kv, pos)
+
+    # The book's lines, one operation per line (the Code view points at them).
+    def forward_pre(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
         shortcut = x  # (B, T, C)
         x = self.norm1(x)
         x = self.att(x, kv, pos)
@@ -235,6 +197,60 @@ class TransformerBlock(nn.Module):
         shortcut = x
         x = self.norm2(x)
         x = self.ff(x)
+        x = x + shortcut
+        x = self.add2(x)  # hook point: the sum
+        return x
+
+    def forward_post(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        shortcut = x  # (B, T, C)
+        x = self.att(x, kv, pos)
+        x = x + shortcut
+        x = self.add1(x)  # hook point: the sum
+        x = self.norm1(x)
+        shortcut = x
+        x = self.ff(x)
+        x = x + shortcut
+        x = self.add2(x)  # hook point: the sum
+        x = self.norm2(x)
+        return x
+
+    def forward_branch(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        shortcut = x  # (B, T, C)
+        x = self.att(x, kv, pos)
+        x = self.norm1(x)  # OLMo's post_attention_layernorm: inside the branch
+        x = x + shortcut
+        x = self.add1(x)  # hook point: the sum
+        shortcut = x
+        x = self.ff(x)
+        x = self.norm2(x)  # OLMo's post_feedforward_layernorm
+        x = x + shortcut
+        x = self.add2(x)  # hook point: the sum
+        return x
+
+    def forward_peri(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        shortcut = x  # (B, T, C)
+        x = self.norm1(x)
+        x = self.att(x, kv, pos)
+        x = self.post_norm1(x)  # Gemma's post_attention_layernorm
+        x = x + shortcut
+        x = self.add1(x)  # hook point: the sum
+        shortcut = x
+        x = self.norm2(x)
+        x = self.ff(x)
+        x = self.post_norm2(x)  # Gemma's post_feedforward_layernorm
+        x = x + shortcut
+        x = self.add2(x)  # hook point: the sum
+        return x
+
+    def forward_parallel(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        shortcut = x  # (B, T, C)
+        x = self.norm1(x)
+        normed = x  # what both sublayers read
+        x = self.att(x, kv, pos)
+        x = x + shortcut
+        x = self.add1(x)  # hook point: the sum
+        shortcut = x
+        x = self.ff(normed)  # the norm's output, not the first add's
         x = x + shortcut
         x = self.add2(x)  # hook point: the sum
         return x
@@ -249,7 +265,7 @@ class LlamaModel(nn.Module):
         self.rope = Rotary(cfg)  # not a module: the angles are no weights
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
         self.trf_blocks = nn.ModuleList([TransformerBlock(cfg, self.rope) for _ in range(cfg.n_layers)])
-        self.final_norm = RMSNorm(cfg.emb_dim, eps=cfg.norm_eps)
+        self.final_norm = norm_of(cfg, cfg.emb_dim)
         self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
         self.tie_weights()
 
@@ -316,7 +332,9 @@ def init_llama_weights(model: LlamaModel, seed: int = 0, should_stop=None) -> Ll
             check(should_stop)
             if name.endswith("scale"):
                 param.fill_(1.0)
-            elif name.endswith("bias"):
+            elif name.endswith("alpha"):  # DyT's
+                param.fill_(DyT.ALPHA)
+            elif name.endswith(("bias", "shift")):
                 param.zero_()
             elif param.device.type == "cpu" and param.dtype == torch.float32:
                 param.normal_(0.0, 0.02, generator=gen)

@@ -19,14 +19,31 @@ from ..base.cancel import check
 from .family import NormPosition
 from .layers import (FeedForward, HookPoint, KVCache, LayerKV, LayerNorm, MultiHeadAttention,
                      lay_out_linear, lay_out_weight)
+from .norms import DyT
 
 if TYPE_CHECKING:
     from .config import GPTConfig
 
 
+# Each norm position's forward, written out (the Code view shows the one that runs); a
+# block without norms runs Pre-LN's lines with DyT where its norms were.
+FORWARDS = {NormPosition.PRE: "forward_pre_ln", NormPosition.POST: "forward_post_ln",
+            NormPosition.BRANCH: "forward_branch", NormPosition.PERI: "forward_peri",
+            NormPosition.PARALLEL: "forward_parallel", NormPosition.DYT: "forward_pre_ln"}
+
+
+def norm_of(cfg: GPTConfig, dim: int) -> nn.Module:
+    """The block's norm: the book's LayerNorm, or DyT in a block without norms."""
+    return DyT(dim) if cfg.norm_position == NormPosition.DYT else LayerNorm(dim)
+
+
 class TransformerBlock(nn.Module):
-    """One block. Pre-LN (GPT-2): x + drop(att(norm1(x))), then x + drop(ff(norm2(x))).
-    Post-LN (2017 Transformer): norm1(x + drop(att(x))), then norm2(x + drop(ff(x))).
+    """One block, its norms where the config's norm position puts them. Pre-LN (GPT-2):
+    x + drop(att(norm1(x))), then x + drop(ff(norm2(x))). Post-LN (2017 Transformer):
+    norm1(x + drop(att(x))), then norm2(x + drop(ff(x))). In the branch (OLMo): x +
+    drop(norm1(att(x))). Peri-LN (Gemma): x + drop(post_norm1(att(norm1(x)))). Parallel
+    (GPT-J): x + drop(att(norm1(x))) + drop(ff(norm1(x))), one norm. DyT: Pre-LN's lines
+    with DyT for each norm.
 
     ``drop_shortcut`` is the book's single dropout module, used twice; the hook points
     ``drop1``/``drop2`` name its two uses and ``add1``/``add2`` the residual adds.
@@ -34,14 +51,18 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
-        self.post_ln = cfg.norm_position == NormPosition.POST
+        self.placement = FORWARDS[cfg.norm_position]  # the forward that runs
         self.att = MultiHeadAttention(
             d_in=cfg.emb_dim, d_out=cfg.emb_dim, context_length=cfg.context_length,
             dropout=cfg.drop_rate, num_heads=cfg.n_heads, qkv_bias=cfg.qkv_bias,
         )
         self.ff = FeedForward(cfg)
-        self.norm1 = LayerNorm(cfg.emb_dim)
-        self.norm2 = LayerNorm(cfg.emb_dim)
+        self.norm1 = norm_of(cfg, cfg.emb_dim)
+        if cfg.norm_position != NormPosition.PARALLEL:  # one norm feeds both sublayers
+            self.norm2 = norm_of(cfg, cfg.emb_dim)
+        if cfg.norm_position == NormPosition.PERI:  # and one after each sublayer
+            self.post_norm1 = norm_of(cfg, cfg.emb_dim)
+            self.post_norm2 = norm_of(cfg, cfg.emb_dim)
         self.drop_shortcut = nn.Dropout(cfg.drop_rate)
         self.drop1 = HookPoint()
         self.add1 = HookPoint()
@@ -49,8 +70,7 @@ class TransformerBlock(nn.Module):
         self.add2 = HookPoint()
 
     def forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
-        forward = self.forward_post_ln if self.post_ln else self.forward_pre_ln
-        return forward(x, kv, pos)
+        return getattr(self, self.placement)(x, kv, pos)
 
     # The book's lines, one operation per line, so that the Code view can point at the
     # line that produced each node (core/lessons/listing.py reads this source); a hook
@@ -89,6 +109,59 @@ class TransformerBlock(nn.Module):
         x = self.norm2(x)
         return x
 
+    def forward_branch(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        shortcut = x  # (B, T, C)
+        x = self.att(x, kv, pos)
+        x = self.norm1(x)  # the norm inside the branch, after the sublayer
+        x = self.drop_shortcut(x)
+        x = self.drop1(x)  # hook point: this use of drop_shortcut
+        x = x + shortcut
+        x = self.add1(x)  # hook point: the sum
+        shortcut = x
+        x = self.ff(x)
+        x = self.norm2(x)
+        x = self.drop_shortcut(x)
+        x = self.drop2(x)  # hook point: this use of drop_shortcut
+        x = x + shortcut
+        x = self.add2(x)  # hook point: the sum
+        return x
+
+    def forward_peri(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        shortcut = x  # (B, T, C)
+        x = self.norm1(x)
+        x = self.att(x, kv, pos)
+        x = self.post_norm1(x)  # a norm on both sides of the sublayer
+        x = self.drop_shortcut(x)
+        x = self.drop1(x)  # hook point: this use of drop_shortcut
+        x = x + shortcut
+        x = self.add1(x)  # hook point: the sum
+        shortcut = x
+        x = self.norm2(x)
+        x = self.ff(x)
+        x = self.post_norm2(x)
+        x = self.drop_shortcut(x)
+        x = self.drop2(x)  # hook point: this use of drop_shortcut
+        x = x + shortcut
+        x = self.add2(x)  # hook point: the sum
+        return x
+
+    def forward_parallel(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
+        shortcut = x  # (B, T, C)
+        x = self.norm1(x)
+        normed = x  # what both sublayers read
+        x = self.att(x, kv, pos)
+        x = self.drop_shortcut(x)
+        x = self.drop1(x)  # hook point: this use of drop_shortcut
+        x = x + shortcut
+        x = self.add1(x)  # hook point: the sum
+        shortcut = x
+        x = self.ff(normed)  # the norm's output, not the first add's
+        x = self.drop_shortcut(x)
+        x = self.drop2(x)  # hook point: this use of drop_shortcut
+        x = x + shortcut
+        x = self.add2(x)  # hook point: the sum
+        return x
+
 
 def _embedding(num: int, dim: int) -> nn.Embedding:
     """nn.Embedding with its usual N(0, 1) initialisation, except on the meta device,
@@ -110,7 +183,7 @@ class GPTModel(nn.Module):
         self.emb_add = HookPoint()  # token + position embedding
         self.drop_emb = nn.Dropout(cfg.drop_rate)
         self.trf_blocks = nn.Sequential(*[TransformerBlock(cfg) for _ in range(cfg.n_layers)])
-        self.final_norm = LayerNorm(cfg.emb_dim)
+        self.final_norm = norm_of(cfg, cfg.emb_dim)
         self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
         self.tie_weights()
 
@@ -187,6 +260,8 @@ def init_weights(model: GPTModel, seed: int = 0, should_stop=None) -> GPTModel:
             check(should_stop)
             if name.endswith(("scale",)):
                 param.fill_(1.0)
+            elif name.endswith("alpha"):  # DyT's
+                param.fill_(DyT.ALPHA)
             elif name.endswith(("shift", "bias")):
                 param.zero_()
             else:

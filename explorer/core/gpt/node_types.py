@@ -37,6 +37,7 @@ class Kind(str, Enum):
     ROPE = "rope"  # queries or keys rotated by their position (rotary embedding)
     SILU = "silu"  # x · σ(x), the gate's non-linearity
     PRODUCT = "product"  # SiLU(fc1 · x) ⊙ (fc2 · x): the gated product SwiGLU feeds fc3
+    DYT = "dyt"  # γ · tanh(α · x) + β: Dynamic Tanh, where a norm would be
 
     __str__ = str.__str__  # the word itself wherever it is written or formatted
     __format__ = str.__format__
@@ -76,6 +77,7 @@ _HIST_BY_KIND = {
     Kind.ROPE: HistRange(-10.0, 10.0, 100),
     Kind.SILU: HistRange(-1.0, 9.0, 100),
     Kind.PRODUCT: HistRange(-10.0, 10.0, 100),
+    Kind.DYT: HistRange(-10.0, 10.0, 100),
 }
 
 class Width(str, Enum):

@@ -101,8 +101,8 @@ def embeddings(order: str | BlockOrder | GPTConfig = NormPosition.PRE) -> str:
 def model_nodes(order: str | BlockOrder | GPTConfig = NormPosition.PRE
                 ) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
     """The nodes before block 0 and after the last block."""
-    family = as_order(order).family
-    return family.before, family.after
+    order = as_order(order)
+    return order.family.before, order.family.after_nodes(order.position)
 
 
 def attention_inside(order: str | BlockOrder | GPTConfig = NormPosition.PRE) -> tuple[Node, ...]:
@@ -134,7 +134,8 @@ def shortcut_sources(norm_position: str | BlockOrder = NormPosition.PRE) -> dict
 def residual_branches(norm_position: str | BlockOrder = NormPosition.PRE) -> dict[str, str]:
     """For each residual add, the node that carries the branch being added: add =
     branch + shortcut (GPT-2: the dropouts; Llama: attention and the feed-forward)."""
-    return dict(as_order(norm_position).family.branches)
+    order = as_order(norm_position)
+    return dict(order.family.branches[order.position])
 
 
 def block_title(layer: int, n_layers: int) -> str:
@@ -209,7 +210,7 @@ def model_input_node(hook_name: str, norm_position: str | BlockOrder, n_layers: 
     the node before it otherwise (after lookups, the first of them: the embedding sum
     reads the token embedding); the final norm reads the last block's output."""
     order = as_order(norm_position)
-    before, after = order.family.before, order.family.after
+    before, after = order.family.before, order.family.after_nodes(order.position)
     keys = [n.key for n in before]
     if hook_name in keys:
         i = keys.index(hook_name)

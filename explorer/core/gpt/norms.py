@@ -1,8 +1,10 @@
-"""RMSNorm, the norm of the bonus chapters' blocks (and of the blocks after them); and a
-model's norm applied to float64 numpy rows, as its module computes it: LayerNorm (mean
-taken out, biased variance, scale and shift) or RMSNorm (divided by the root mean square,
-scaled, nothing taken out, nothing shifted), for the readings that apply the final norm
-outside the forward pass (the logit lens of attribution, the layer table)."""
+"""RMSNorm, the norm of the bonus chapters' blocks (and of the blocks after them); DyT,
+what takes a norm's place in a block without normalisation; and a model's norm applied to
+float64 numpy rows, as its module computes it: LayerNorm (mean taken out, biased
+variance, scale and shift), RMSNorm (divided by the root mean square, scaled, nothing
+taken out, nothing shifted) or DyT (squashed value by value), for the readings that apply
+the final norm outside the forward pass (the logit lens of attribution, the layer
+table)."""
 
 from __future__ import annotations
 
@@ -27,9 +29,32 @@ class RMSNorm(nn.Module):
         return self.scale * x.to(dtype)
 
 
+class DyT(nn.Module):
+    """Dynamic Tanh ("Transformers without Normalization", Zhu, Chen, He, LeCun and Liu,
+    2025): ``scale · tanh(alpha · x) + shift``, value by value. No statistic of the token
+    is taken: ``alpha``, one learned number (``ALPHA`` at the start), sets how soon large
+    values are squashed; ``scale`` and ``shift`` are a norm's."""
+
+    ALPHA = 0.5  # the paper's α₀
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.alpha = nn.Parameter(torch.full((1,), self.ALPHA))
+        self.scale = nn.Parameter(torch.ones(dim))
+        self.shift = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(self.alpha * x)
+        return self.scale * x + self.shift
+
+
 def norm_rows(module: nn.Module, x: np.ndarray) -> np.ndarray:
-    """``module`` (a LayerNorm or an RMSNorm of the explorer's) applied along x's last axis."""
+    """``module`` (a LayerNorm, an RMSNorm or a DyT of the explorer's) applied along x's
+    last axis."""
     scale = module.scale.detach().double().cpu().numpy()
+    if isinstance(module, DyT):
+        alpha = float(module.alpha.detach().double().cpu()[0])
+        return scale * np.tanh(alpha * x) + module.shift.detach().double().cpu().numpy()
     shift = getattr(module, "shift", None)
     if shift is None:  # RMSNorm
         return scale * x / np.sqrt((x ** 2).mean(-1, keepdims=True) + module.eps)

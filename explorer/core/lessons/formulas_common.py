@@ -100,3 +100,18 @@ def key_row(values: np.ndarray) -> str:
     return ", ".join(parts)
 
 
+
+
+def dyt(ask: Ask) -> Worked:
+    """Dynamic Tanh where a norm would be: γ · tanh(α · x) + β, value by value."""
+    name, where, captured = ask.name, ask.where, ask.captured
+    module, x = norm_input(ask)
+    alpha = float(_p(module.alpha)[0])
+    scale, shift = _p(module.scale), _p(module.shift)
+    value = scale * np.tanh(alpha * x) + shift
+    lines = [f"{where}: α {_f(alpha)}; no mean or spread of the token is taken — each value "
+             f"is squashed on its own, so the largest |x| here, {_f(float(np.abs(x).max()))}, "
+             f"comes out at most |γ| + |β| away from β"]
+    lines += [f"feature {i}: {_f(scale[i])} · tanh({_f(alpha)} · {_f(x[i])}) + {_f(shift[i])} = "
+              f"{_f(value[i])}" for i in range(SHOWN)]
+    return Worked(name, "y = γ · tanh(α · x) + β", lines, value, captured)

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..gpt.layers import GELU, LayerNorm
-from ..gpt.norms import RMSNorm
+from ..gpt.norms import DyT, RMSNorm
 from ..gpt.node_types import Kind
 from . import formulas_gpt2 as gpt2
 from . import formulas_llama as llama
+from . import formulas_common as common
 from .formulas_common import Ask, Worked
 from .quiz import (dropout_question, gelu_question, head_dim_question, mask_question,
                    norm_axis_question, pattern_rows_question, scaling_question, shape_question,
@@ -139,6 +140,16 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
         mistake="These are not probabilities yet: softmax is applied afterwards.",
         questions=(width_question, shape_question),
         formula=gpt2.logits),
+    Kind.DYT: KindLesson(
+        what="Dynamic Tanh, where a norm would be: each value squashed on its own, γ · "
+             "tanh(α · x) + β, with α one learned number and γ, β a norm's {c} weights each. "
+             "It takes no mean and no spread of the token: large values saturate near ±γ "
+             "instead of being divided down.",
+        mistake="DyT is not a norm: it does not make each token's values mean 0 and spread 1; "
+                "a token twice as large comes out nearly the same only where tanh saturates.",
+        questions=(shape_question,),
+        formula=common.dyt,
+        own_class=DyT),
     Kind.RMSNORM: KindLesson(
         what="Rescales every token's vector on its own by its root mean square: divide by "
              "√(mean(x²) + eps), then multiply by a learned weight per dimension. Unlike "

@@ -8,8 +8,8 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from ..gpt.nodes import (EMBEDDING_SUM, KEYS, VALUES, Kind, Role, as_order, block_output,
-                         embeddings, layer_of, node_for_hook, role)
+from ..gpt.nodes import (EMBEDDING_SUM, KEYS, VALUES, Kind, NormPosition, Role, as_order,
+                         block_output, embeddings, layer_of, node_for_hook, role)
 from .kinds import KIND_LESSONS
 from .question import Live, Question
 from .quiz import first_node_question, norm_question, shape_question, width_question
@@ -28,8 +28,9 @@ def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
         # asked from a block's input (the embeddings, or the block before's output), not
         # from its first node, whose selection would give the answer away
         makers = (first_node_question,) + makers
-    if layer_of(name) is not None and node.kind == Kind.NORM:
-        makers = makers + (norm_question,)
+    if layer_of(name) is not None and node.kind == Kind.NORM and \
+            as_order(norm_position).position in (NormPosition.PRE, NormPosition.POST):
+        makers = makers + (norm_question,)  # "Pre-LN or Post-LN?": asked of those two only
     order = as_order(norm_position)  # what grouped-query attention and a gated
     shared = {role(order, Role.KEYS_SHARED), role(order, Role.VALUES_SHARED)} - {None}
     if node.key in shared:  # feed-forward change, where the block has them

@@ -112,11 +112,14 @@ def _block(key: str, order: BlockOrder, classes, notes) -> Listing:
     line = _find(forward, rf"self\.{key}\(")
     if kinds[key] in (Kind.ADD, Kind.DROPOUT) and line:
         line -= 1  # the book's own line, just above its hook point
+    runs = [n.key for n in block_steps(order)]
     if "block" in notes:
         return Listing(f"{cls.__name__} ({order.title})", init, forward, method,
-                       _find(init, rf"self\.{key} = "), line, notes["block"])
-    built = [m for m in built_order(init) if kinds.get(m) not in (Kind.DROPOUT, Kind.ADD)]
-    runs = [n.key for n in block_steps(order)]
+                       _find(init, rf"self\.{key} = "), line,
+                       notes["block"].format(method=method, runs=" → ".join(runs)))
+    others = order.family.block_keys() - set(kinds)  # another norm position's own modules
+    built = [m for m in built_order(init)
+             if kinds.get(m) not in (Kind.DROPOUT, Kind.ADD) and m not in others]
     note = (f"__init__ builds {', '.join(built)} in that order; {method} alone sets the order "
             f"they run: {' → '.join(runs)}.")
     if kinds[key] == Kind.ADD:

@@ -166,7 +166,7 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
     # the answers (norm1 Pre-LN, att Post-LN) neither the longest nor the shortest; a
     # block without dropout (Llama's) offers its second norm instead
     named = {n.key: f"{n.label} ({n.key})" for n in order}
-    fourth = FIRST_DROPOUT if FIRST_DROPOUT in named else SECOND_NORM
+    fourth = next(k for k in (FIRST_DROPOUT, SECOND_NORM, FIRST_ADD) if k in named)
     labels = {k: named[k] for k in (FIRST_NORM, ATTENTION, FEED_FORWARD, fourth)}
     if fourth == FIRST_DROPOUT:
         labels[FIRST_DROPOUT] = "Dropout on the shortcut (drop_shortcut)"
@@ -195,8 +195,10 @@ def first_node_question(live: Live, rng: random.Random) -> Question:
             why[label] = (f"drop_shortcut comes {nth(n)}: it acts on the attention's output "
                           f"{tuple(att.shape) if att is not None else ''}, and does nothing at inference.")
         elif key == FIRST_NORM and first != FIRST_NORM:
-            why[label] = (f"in this Post-LN block LayerNorm 1 comes {nth(n)}, after the first "
-                          "add, not before attention.")
+            after = order[n - 2].key  # the step it reads: the first add (Post-LN), attention
+            why[label] = (f"in this {as_order(live.norm_position).position.title} block "
+                          f"{label.split(' (')[0]} comes {nth(n)}, after {after}, not before "
+                          "attention.")
         elif key == SECOND_NORM:
             why[label] = f"{label} comes {nth(n)}, after the first add, before the feed-forward."
     options, answer, why_t = choices(labels[first], [v for k, v in labels.items() if k != first],

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ...core.gpt.config import GPTConfig
 from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, PARENT_INPUT, Kind, Node,
                                block_hook_name, block_input, block_module_name, block_nodes,
-                               block_title, drawn_beside, embeddings, model_nodes,
+                               block_title, drawn_beside, embeddings, input_node, model_nodes,
                                node_for_hook, order_of, residual_branches, residual_nodes,
                                shortcut_sources)
 from .caps_layout import _after, _before
@@ -136,7 +136,11 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
     p.chip_w = m.width(PATTERN_LABEL) + 14
     p.chip_left = cxa + nw / 2 + 12
     right_a = max(cxa + 5 + lw, p.chip_left + max(p.chip_w, plw) if p.pattern else 0) + 6
-    p.lane2 = right_a + fh + 6
+    # the second half reads another node than the first half's end (a parallel block: the
+    # norm): that node's line comes down a lane of its own, left of the shortcut's
+    p.reads = input_node(p.name(p.keys_b[-1]), position)
+    p.reads_x = right_a + 2 if p.reads != p.name(p.keys_a[-1]) else None
+    p.lane2 = right_a + fh + 6 + (8 if p.reads_x is not None else 0)
     p.cxb = cxb = p.lane2 + 10 + 8 + nw / 2
     p.ff_right = cxb + 5 + max(lw, m.bold_width(ff_title(cfg))) + 8
     if p.side:  # the gate's side of the fork at the column's left, the other at its right
@@ -242,10 +246,19 @@ def _column_arrows(out: Layout, p: _Plan) -> float:
             points = [(a.cx, a.top), (a.cx, bus), (b.cx, bus), (b.cx, b.bottom)]
             x, hi = a.cx, frame[1] + frame[3] if frame is not None else bus
         out.arrows.append(Arrow(a.name, b.name, points, (x + 5, (hi + lo) / 2 - fh / 2)))
-    _side_arrows(out, p)
     last_a, first_b, row = p.box(out, p.keys_a[-1]), p.box(out, p.keys_b[-1]), p.bottom_row
-    out.arrows.append(Arrow(last_a.name, first_b.name, [(last_a.right, row), (first_b.left, row)],
-                            (last_a.right + 4, row + p.nh / 2 + 1)))  # under both nodes' row
+    label = (last_a.right + 4, row + p.nh / 2 + 1)  # under both nodes' row
+    if p.reads_x is None:
+        out.arrows.append(Arrow(last_a.name, first_b.name, [(last_a.right, row), (first_b.left, row)],
+                                label))
+    else:  # the second half reads another node (a parallel block's: the norm), not the add:
+        # the stream turns into the shortcut's lane only, and that node's line comes down
+        # its own lane into the second half's first node
+        out.arrows.append(Arrow(last_a.name, "", [(last_a.right, row), (p.lane2, row)], label))
+        src, x = out.boxes[p.reads], p.reads_x
+        out.arrows.append(Arrow(p.reads, first_b.name, [(src.right, src.cy), (x, src.cy),
+                                                        (x, row - 6), (first_b.left, row - 6)]))
+    _side_arrows(out, p)
     return row + p.nh / 2 + 1 + fh + 3
 
 
@@ -256,10 +269,14 @@ def _side_arrows(out: Layout, p: _Plan) -> None:
     for key in p.side:
         side, base = p.box(out, key), p.box(out, p.fork_base)
         j = p.box(out, next(s.key for s in p.steps if key in s.inputs))
-        bus = base.bottom + (fh - 4) / 2 + 1
         feeder = next(a for a in out.arrows if a.target == base.name)
-        out.arrows.append(Arrow(feeder.source, side.name, [(feeder.points[0][0], bus),
-                                                           (side.cx, bus), (side.cx, side.bottom)]))
+        if base.name == p.name(p.keys_b[-1]):  # the gate opens the half: fed from the left,
+            x0, bus = feeder.points[-1][0] - 6, base.bottom + 9  # its side off that line, below
+            points = [(x0, feeder.points[-1][1]), (x0, bus), (side.cx, bus), (side.cx, side.bottom)]
+        else:  # fed from below: the side off the line that comes up, under the gate's row
+            bus = base.bottom + (fh - 4) / 2 + 1
+            points = [(feeder.points[0][0], bus), (side.cx, bus), (side.cx, side.bottom)]
+        out.arrows.append(Arrow(feeder.source, side.name, points))
         label = (side.cx + 5, (side.top + j.bottom) / 2 - fh / 2)
         if side.cx <= j.right - 8:
             points = [(side.cx, side.top), (side.cx, j.bottom)]

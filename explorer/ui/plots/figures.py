@@ -11,12 +11,11 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from ...core.experiments.ln_compare import GradientResult, RunSummary
+from ...core.experiments.ln_compare import PRE_POST, GradientResult, RunSummary
 from ...core.experiments.training import TrainSettings
 from ...core.gpt.nodes import short_label
 from .plot_axes import add_plot, count_axis, log_axis
 from .plot_text import legend_row, pen_sample, set_empty, set_title
-from ...core.gpt.config import NormPosition
 
 PENS = {"pre": pg.mkPen("#1f4e8c", width=2), "post": pg.mkPen("#d2691e", width=2)}
 NAMES = {"pre": "Pre-LN", "post": "Post-LN"}
@@ -131,7 +130,7 @@ def draw_gradients(plots: dict[str, pg.PlotItem], result: GradientResult, depth:
         set_empty(plots[key], None)
     set_title(plots["grad"], f"Gradient per block, depth {depth}",
               size=TITLE_SIZE)
-    for position in NormPosition:
+    for position in PRE_POST:
         per_layer = result.per_layer.get((position, depth))
         if per_layer is not None:
             plots["grad"].plot(np.arange(len(per_layer)), per_layer, pen=PENS[position], symbol="o",

@@ -1,9 +1,11 @@
 """The model chooser: GPT-2 models found in the local Hugging Face cache, a checkpoint
-file or folder, or a seeded random initialisation of a preset (Pre-LN or Post-LN); the
-device (only those available here) and the dtype. Returns a ModelSpec; loads nothing."""
+file or folder, or a seeded random initialisation of a preset (its norms where the user
+places them); the device (only those available here) and the dtype. Returns a
+ModelSpec; loads nothing."""
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QDialog, QDialogButtonBox,
                                QFileDialog, QFormLayout, QHBoxLayout, QLineEdit, QPushButton,
                                QRadioButton, QSpinBox, QVBoxLayout, QWidget)
@@ -39,9 +41,10 @@ class ModelDialog(QDialog):
         self.use_preset = QRadioButton("Random initialisation (untrained)")
         self.preset_box = QComboBox()
         self.preset_box.addItems(list(PRESETS))
-        self.norm_box = QComboBox()
-        self.norm_box.addItem("Pre-LN (GPT-2)", "pre")
-        self.norm_box.addItem("Post-LN (2017 Transformer)", "post")
+        self.norm_box = QComboBox()  # where the preset's norms sit, each said in one line
+        for i, position in enumerate(NormPosition):
+            self.norm_box.addItem(f"{position.title}: {position.formula}", str(position))
+            self.norm_box.setItemData(i, position.explained, Qt.ToolTipRole)
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
         self.device_box = QComboBox()
@@ -93,7 +96,7 @@ class ModelDialog(QDialog):
         if current.preset:
             self.use_preset.setChecked(True)
             self.preset_box.setCurrentText(current.preset)
-            self.norm_box.setCurrentIndex(1 if current.norm_position == NormPosition.POST else 0)
+            self.norm_box.setCurrentIndex(max(0, self.norm_box.findData(str(current.norm_position))))
             self.seed.setValue(current.seed)
         elif current.checkpoint in [run.path for run in self.trained]:
             self.use_trained.setChecked(True)

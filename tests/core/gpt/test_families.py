@@ -94,8 +94,8 @@ def test_a_family_is_found_by_its_name_and_its_model_type_and_a_wrong_one_is_ref
         GPTConfig(n_kv_groups=2)
     with pytest.raises(ValueError, match="a Llama / Qwen block has no dropout"):
         GPTConfig(family="llama", drop_rate=0.1, qkv_bias=False)
-    with pytest.raises(ValueError, match="norm_position must be 'pre' for a Llama / Qwen block"):
-        GPTConfig(family="llama", drop_rate=0.0, norm_position="post")
+    with pytest.raises(ValueError, match="norm_position must be one of 'pre', .* for a Llama / Qwen"):
+        GPTConfig(family="llama", drop_rate=0.0, norm_position="sandwich")
 
 
 def test_a_misspelt_role_and_an_order_compared_with_a_word_fail_loudly():

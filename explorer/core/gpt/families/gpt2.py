@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .. import placements
 from ..counts import ParameterCounts, Row
 from ..family import (BlockFamily, Classes, Counting, Files, ModelCode, NormPosition, Role,
                       Words)
-from ..node_types import HistRange, Node
+from ..node_types import HistRange, Kind, Node
 
 _WIDE = HistRange(-20.0, 20.0, 100)  # Linear 2's output and what carries it on
 _SMALL = HistRange(-1.0, 1.0, 100)  # the embeddings' sum and its dropout
@@ -109,11 +110,13 @@ _POST = {  # Post-LN words: the norms come after the adds, so the neighbours dif
                     "LayerNorm 1's output (norm1), not the first add's (Post-LN)."),
 }
 
-_BLOCK_ORDER = {
-    NormPosition.PRE: (_NORM1, _PATTERN, _ATT, _DROP1, _ADD1, _NORM2, _FF0, _GELU, _FF2, _FF, _DROP2, _ADD2),
-    NormPosition.POST: (_PATTERN, _POST["att"], _DROP1, _ADD1, _POST["norm1"], _FF0, _GELU, _FF2, _FF,
-             _DROP2, _POST["add2"], _POST["norm2"]),
-}
+_PRE = (_NORM1, _PATTERN, _ATT, _DROP1, _ADD1, _NORM2, _FF0, _GELU, _FF2, _FF, _DROP2, _ADD2)
+_POST_ORDER = (_PATTERN, _POST["att"], _DROP1, _ADD1, _POST["norm1"], _FF0, _GELU, _FF2, _FF,
+               _DROP2, _POST["add2"], _POST["norm2"])
+# every other norm position made from Pre-LN's parts (core/gpt/placements.py)
+_BLOCK_ORDER = placements.orders(_PRE, placements.Parts(
+    "LayerNorm", Kind.NORM, _PATTERN, _ATT, _DROP1, _ADD1, (_FF0, _GELU, _FF2), _FF, _DROP2,
+    _ADD2), post=_POST_ORDER)
 
 MODEL_NODES_BEFORE = (
     Node("tok_emb", "Token embedding", "Looks up one emb_dim vector per token id.",
@@ -148,9 +151,8 @@ def _initialise(model, seed: int = 0, should_stop=None):
 
 def _classes() -> Classes:
     from ..layers import FeedForward, MultiHeadAttention
-    from ..model import GPTModel, TransformerBlock
-    return Classes(GPTModel, TransformerBlock, MultiHeadAttention, FeedForward,
-                   {NormPosition.PRE: "forward_pre_ln", NormPosition.POST: "forward_post_ln"},
+    from ..model import FORWARDS, GPTModel, TransformerBlock
+    return Classes(GPTModel, TransformerBlock, MultiHeadAttention, FeedForward, FORWARDS,
                    attention_forward="book_forward")
 
 
@@ -211,16 +213,16 @@ WORDS = Words(
         "feed-forward": "{key} is element {index} of the nn.Sequential: the Sequential runs "
                         "its layers in the order they are listed.",
     },
-    size_note=lambda cfg: " · Post-LN" if cfg.norm_position == NormPosition.POST else "",
+    size_note=lambda cfg: "" if cfg.norm_position == NormPosition.PRE else f" · {cfg.norm_position.title}",
 )
 
 GPT2 = BlockFamily(
     name="gpt2", title="GPT-2", orders=_BLOCK_ORDER, attention_inside=ATTENTION_INSIDE,
     before=MODEL_NODES_BEFORE, after=MODEL_NODES_AFTER, embeddings="drop_emb",
-    shortcuts={NormPosition.PRE: {"add1": "input", "add2": "add1"},
-               NormPosition.POST: {"add1": "input", "add2": "norm1"}},
-    branches={"add1": "drop1", "add2": "drop2"},
-    residuals={NormPosition.PRE: ("add1", "add2"), NormPosition.POST: ("norm1", "norm2")},
+    shortcuts=placements.shortcuts(_BLOCK_ORDER), branches=placements.branches(_BLOCK_ORDER),
+    residuals=placements.residuals(_BLOCK_ORDER),
+    after_by_position={NormPosition.DYT: (placements.final_dyt(MODEL_NODES_AFTER[0]),
+                                          *MODEL_NODES_AFTER[1:])},
     roles={Role.ACTIVATION_INPUT: "ff.layers.0", Role.ACTIVATION_OUTPUT: "ff.layers.1",
            Role.ACTIVATION: "ff.layers.1", Role.LAST_LINEAR: "ff.layers.2",
            Role.POSITION_EMBEDDING: "pos_emb", Role.EMBEDDING_SUM: "emb_add",

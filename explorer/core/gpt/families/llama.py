@@ -9,6 +9,7 @@ words where its block differs from GPT-2's."""
 
 from __future__ import annotations
 
+from .. import placements
 from ..counts import ParameterCounts, Row
 from ..family import (PARENT_INPUT, AttentionFormulas, BlockFamily, Classes, Counting, Files,
                       ModelCode, NormPosition, Role, Switch, Words)
@@ -115,6 +116,14 @@ _BLOCK = (
          "the first add's output (add1): the block's output.", "add", "emb"),
 )
 
+
+_BY_KEY = {n.key: n for n in _BLOCK}
+_FF_LAYERS = tuple(n for n in _BLOCK if n.parent == "ff")
+# every norm position made from Pre-LN's parts (core/gpt/placements.py)
+_ORDERS = placements.orders(_BLOCK, placements.Parts(
+    "RMSNorm", Kind.RMSNORM, _PATTERN, _ATT, None, _BY_KEY["add1"], _FF_LAYERS, _BY_KEY["ff"],
+    None, _BY_KEY["add2"]))
+
 MODEL_NODES_BEFORE = (
     Node("tok_emb", "Token embedding", "Looks up one emb_dim vector per token id; no "
          "position is added here (RoPE rotates queries and keys inside attention).",
@@ -143,8 +152,8 @@ def _initialise(model, seed: int = 0, should_stop=None):
 def _classes() -> Classes:
     from .. import llama
     return Classes(llama.LlamaModel, llama.TransformerBlock, llama.GroupedQueryAttention,
-                   llama.FeedForward, {NormPosition.PRE: "forward"},
-                   attention_forward="forward", attention_scored="_scored")
+                   llama.FeedForward, llama.FORWARDS, attention_forward="forward",
+                   attention_scored="_scored")
 
 
 CONFIG_FIELDS = frozenset(("n_kv_groups", "head_size", "ff_dim", "rope_base", "rope_scaling",
@@ -275,12 +284,13 @@ WORDS = Words(
                      "the fused kernel.",
         "feed-forward": "{attr}: fc1 and fc2 read the same input; SiLU gates fc1's values, the "
                         "product multiplies them into fc2's, fc3 brings them back.",
-        "block": "__init__ builds att, ff, norm1, norm2; forward runs norm1 → att → add1 → "
-                 "norm2 → ff → add2, with no dropout.",
+        "block": "__init__ builds att, ff and the norms its norm position has; {method} runs "
+                 "them: {runs}, with no dropout.",
     },
     lacks=_lacks,
     name=lambda cfg: "Qwen3" if cfg.qk_norm else "Llama",
-    size_note=lambda cfg: " · Llama block",
+    size_note=lambda cfg: " · Llama block" + (
+        "" if cfg.norm_position == NormPosition.PRE else f" · {cfg.norm_position.title}"),
 )
 _QKV = ("att.W_query", "att.W_key", "att.W_value")
 _SPLIT = ("att.queries", "att.keys", "att.values")
@@ -288,12 +298,13 @@ _SCORED = ("att.attn_scores", "att.masked_scores", "att.attn_weights")
 _MIXED = ("att.out_proj", "att.context_vec", "att.context")
 
 LLAMA = BlockFamily(
-    name="llama", title="Llama / Qwen", orders={NormPosition.PRE: _BLOCK},
+    name="llama", title="Llama / Qwen", orders=_ORDERS,
     attention_inside=ATTENTION_INSIDE, before=MODEL_NODES_BEFORE, after=MODEL_NODES_AFTER,
     embeddings="tok_emb",
-    shortcuts={NormPosition.PRE: {"add1": "input", "add2": "add1"}},
-    branches={"add1": "att", "add2": "ff"},
-    residuals={NormPosition.PRE: ("add1", "add2")},
+    shortcuts=placements.shortcuts(_ORDERS), branches=placements.branches(_ORDERS),
+    residuals=placements.residuals(_ORDERS),
+    after_by_position={NormPosition.DYT: (placements.final_dyt(MODEL_NODES_AFTER[0]),
+                                          *MODEL_NODES_AFTER[1:])},
     roles={Role.ACTIVATION_INPUT: "ff.fc1", Role.ACTIVATION_OUTPUT: "ff.product",
            Role.ACTIVATION: "ff.silu", Role.LAST_LINEAR: "ff.fc3", Role.UP: "ff.fc2",
            Role.HEAD_QUERIES: "att.queries_rope", Role.HEAD_KEYS: "att.keys_repeated",
@@ -344,4 +355,5 @@ LLAMA = BlockFamily(
     }.items()},
     beside=("tiny", "mini", "gpt2-small", "gpt2-medium"),
     attention_formulas=AttentionFormulas.FROM_INPUT,
+    block_title=lambda p: "Llama / Qwen" + ("" if p == NormPosition.PRE else f" · {p.title}"),
 )

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLa
                                QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout,
                                QWidget)
 
-from ....core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, INITS,
+from ....core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, INITS, PRE_POST,
                                             GradientResult, RunSummary, compare_prompt,
                                             gradient_experiment)
 from ....core.base.resources import resource_path
@@ -27,7 +27,6 @@ from ...widgets.scrolling import scrolling
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
 from ...base.view import ViewHooks
-from ....core.gpt.config import NormPosition
 
 
 
@@ -108,7 +107,7 @@ def twin_words(runs: dict, info) -> str:
 def node_orders_html() -> str:
     """Both blocks' node order, from the node table, as two lines of text."""
     lines = []
-    for position in NormPosition:
+    for position in PRE_POST:
         keys = [n.label for n in block_steps(position)]
         lines.append(f"<b>{NAMES[position]} block:</b> input → " + " → ".join(keys) + " → output")
     return "<br>".join(lines)
