@@ -537,3 +537,19 @@ def test_norm_places_a_presets_norms_and_is_refused_where_it_cannot(capsys, tmp_
     assert code == 2 and "invalid choice: 'sandwich'" in err
     code, _, err = run(capsys, "train", "--out", str(tmp_path / "none"), "--resume", "--norm", "post")
     assert code == 2 and "a run's norms stay where it started" in err
+
+
+def test_compare_ln_measures_every_placement_and_writes_them_as_json(capsys, tmp_path):
+    import json
+    out_file = tmp_path / "placements.json"
+    code, out, _ = run(capsys, "compare-ln", "Every effort", "--preset", "tiny", "--depths", "2",
+                       "--depth", "3", "--norms", "branch,dyt", "--json", str(out_file))
+    assert code == 0 and "every placement at depth 3" in out
+    lines = [line for line in out.splitlines() if line.startswith(("Branch norm", "DyT"))]
+    assert len(lines) == 2 and all("gradient last/first block" in line for line in lines)
+    data = json.loads(out_file.read_text())
+    assert list(data) == ["branch", "dyt"]
+    assert all(len(v["grad_norms"]) == len(v["residual_norms"]) == 3 for v in data.values())
+    assert "losses" not in data["dyt"]
+    code, _, err = run(capsys, "compare-ln", "x", "--preset", "tiny", "--norms", "pre,pre")
+    assert code == 2 and "--norms takes placements separated by commas, each once" in err

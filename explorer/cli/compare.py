@@ -1,5 +1,6 @@
-"""``compare-ln``: Pre-LN vs Post-LN on a prompt, and the gradient experiment of Xiong
-et al. (2020) at initialisation."""
+"""``compare-ln``: Pre-LN vs Post-LN on a prompt, the gradient experiment of Xiong et al.
+(2020) at initialisation, and the stability experiments of every norm placement side by
+side (``--json``, ``--train``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import sys
 
 from ..core.base.outputs import atomic_output, check_output, shown
+from ..core.gpt.config import NORM_POSITIONS
 from .common import add_model_args, empty_prompt_early, load, spec_of
 
 
@@ -24,19 +26,53 @@ def register(sub) -> None:
                    help="initialisation for the gradient experiment (default xavier, as the paper)")
     c.add_argument("--init-seed", type=int, default=0)
     c.add_argument("--plot", metavar="OUT.png", help="save the figure")
+    c.add_argument("--norms", default=",".join(NORM_POSITIONS), metavar="LIST",
+                   help="the placements measured side by side, comma-separated (default all: "
+                        + ", ".join(NORM_POSITIONS) + ")")
+    c.add_argument("--json", metavar="OUT.json", help="write each placement's numbers: per "
+                   "block at initialisation grad_norms and residual_norms (and losses with --train)")
+    c.add_argument("--train", type=int, default=0, metavar="STEPS",
+                   help="also train the tiny preset STEPS steps in each placement, with and "
+                        "without warm-up, and compare the losses (default 0: no training)")
     add_model_args(c)
     c.set_defaults(func=compare_ln)
 
 
-def compare_ln(args: argparse.Namespace) -> int:
-    if args.plot:
-        check_output(args.plot)  # before any work: a FIFO or a folder is refused now
-    from ..core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, compare_prompt,
-                                               gradient_experiment)
-    from ..core.run.generation import prepare_prompt
-    from ..core.base.resources import resource_path
-    from ..core.gpt.tokenizer import encode  # the experiment's own GPT-2 models read with it
+def _placements(args: argparse.Namespace) -> list[str]:
+    """--norms as placements, each known, none twice; --train's steps in range."""
+    from ..core.base.validate import whole
 
+    whole(args.train, "--train", 0, 100_000)
+    chosen = [n.strip().lower() for n in args.norms.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in NORM_POSITIONS]
+    if unknown or not chosen or len(set(chosen)) != len(chosen):
+        raise ValueError(f"--norms takes placements separated by commas, each once, from "
+                         f"{', '.join(NORM_POSITIONS)}; got {args.norms!r}")
+    return chosen
+
+
+def _stability(args, norms: list[str], ids: list[int], text: str) -> dict:
+    """Every placement measured, printed one line each, and written to --json."""
+    import json
+
+    from ..core.experiments.ln_compare import EXPERIMENT_CONFIG
+    from ..core.experiments.stability import stability, summary
+
+    base = EXPERIMENT_CONFIG.replace(n_layers=args.depth)
+    print(f"\nevery placement at depth {args.depth}, {args.init} initialisation"
+          + (f", trained {args.train} steps" if args.train else "") + ":")
+    placed = stability(base, ids, norms, args.init, args.init_seed, args.train, text,
+                       lambda done, total: print(f"  placements {done}/{total}", file=sys.stderr))
+    for line in summary(placed):
+        print(line)
+    if args.json:
+        with atomic_output(args.json) as tmp:
+            tmp.write_text(json.dumps({str(p): r.as_json() for p, r in placed.items()}, indent=1))
+        print(f"saved {shown(args.json)}", file=sys.stderr)
+    return placed
+
+
+def _depths(args: argparse.Namespace) -> list[int]:
     try:
         depths = sorted({int(d) for d in args.depths.split(",") if d.strip()} | {args.depth})
     except ValueError:
@@ -44,6 +80,21 @@ def compare_ln(args: argparse.Namespace) -> int:
     if min(depths) < 1 or max(depths) > MAX_DEPTH:
         raise ValueError(f"depths must be between 1 and {MAX_DEPTH} (the experiment builds a "
                          "model of each depth)")
+    return depths
+
+
+def compare_ln(args: argparse.Namespace) -> int:
+    for out in (args.plot, args.json):
+        if out:
+            check_output(out)  # before any work: a FIFO or a folder is refused now
+    norms = _placements(args)
+    from ..core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, compare_prompt,
+                                               gradient_experiment)
+    from ..core.run.generation import prepare_prompt
+    from ..core.base.resources import resource_path
+    from ..core.gpt.tokenizer import encode  # the experiment's own GPT-2 models read with it
+
+    depths = _depths(args)
     empty_prompt_early([args.prompt], spec_of(args).known_tokenizer())
     loaded = load(args)
     ids, notices = prepare_prompt(loaded.tokenizer.encode(args.prompt), loaded.config.context_length)
@@ -76,11 +127,14 @@ def compare_ln(args: argparse.Namespace) -> int:
     for d, a, b in zip(depths, result.last_layer("pre"), result.last_layer("post")):
         print(f"{d:5d} {a:12.4g} {b:12.4g}")
     print("\n" + result.summary())
+    full = resource_path("the-verdict.txt").read_text(encoding="utf-8")
+    placed = _stability(args, norms, encode(text), full)
     if args.plot:
         from ..core.gpt.nodes import block_hook_name, block_output, order_of
         from ..ui.plots.figures import save_compare_figure
         node = block_hook_name(0, block_output(order_of(loaded.config)))
         with atomic_output(args.plot) as tmp:
-            save_compare_figure(str(tmp), {"pre": pre, "post": post}, result, args.depth, node)
+            save_compare_figure(str(tmp), {"pre": pre, "post": post}, result, args.depth, node,
+                                placed)
         print(f"saved {shown(args.plot)}", file=sys.stderr)
     return 0

@@ -27,11 +27,11 @@ from ..run.analysis import ValueHistogram, data_histogram
 from ..gpt.hooks import HookSet
 from ..gpt.config import GPTConfig
 from ..gpt.layers import LayerNorm
-from ..gpt.norms import DyT
+from ..gpt.norms import DyT, RMSNorm
 from ..gpt.build import build_model
 from ..gpt.model import init_weights
 from ..gpt.block_model import BlockModel
-from ..gpt.nodes import order_of, block_hook_name, block_output, select_hook_names
+from ..gpt.nodes import Role, block_hook_name, block_output, order_of, role, select_hook_names
 from ..run.passes import STATISTICS, run_prompt
 from ..gpt.config import NormPosition
 
@@ -139,15 +139,17 @@ def compare_prompt(model: BlockModel, ids: list[int], should_stop=None
 
 def initialise(model: BlockModel, scheme: str, seed: int) -> BlockModel:
     """Xavier (as in the paper: uniform, every weight matrix), GPT-2's N(0, 0.02), or
-    PyTorch's own defaults; biases zero, norms at scale 1, shift 0."""
+    PyTorch's own defaults; biases zero, norms at scale 1, shift 0 (DyT's α at 0.5)."""
     if scheme == Init.GPT2:
         return init_weights(model, seed)
     torch.manual_seed(seed)
     with torch.no_grad():
         for module in model.modules():
-            if isinstance(module, LayerNorm):
+            if isinstance(module, (LayerNorm, RMSNorm, DyT)):  # a norm, or what stands for one
                 module.scale.fill_(1.0)
-                module.shift.zero_()
+                for name, value in (("shift", 0.0), ("alpha", DyT.ALPHA)):
+                    if getattr(module, name, None) is not None:
+                        getattr(module, name).fill_(value)
             elif isinstance(module, (nn.Linear, nn.Embedding)):
                 if scheme == Init.XAVIER:
                     nn.init.xavier_uniform_(module.weight)
@@ -174,7 +176,9 @@ def ffn_gradient_norms(cfg: GPTConfig, ids: torch.Tensor, scheme: str, seed: int
     model.train()
     loss = lm_loss(model, ids)
     loss.backward()
-    return np.array([float(block.ff.layers[2].weight.grad.norm()) for block in model.trf_blocks])
+    last = role(order_of(model.cfg), Role.LAST_LINEAR)  # ff.layers.2 in GPT-2's block
+    return np.array([float(model.get_submodule(block_hook_name(i, last)).weight.grad.norm())
+                     for i in range(cfg.n_layers)])
 
 
 @dataclass

@@ -204,15 +204,21 @@ class LossCurves:
 
 
 def save_compare_figure(path: str, runs: dict[str, RunSummary], result: GradientResult,
-                        depth: int, node: str) -> None:
-    """The Pre-LN vs Post-LN comparison as a PNG (``gpt-explorer compare-ln --plot``)."""
+                        depth: int, node: str, placed: dict | None = None) -> None:
+    """The Pre-LN vs Post-LN comparison as a PNG (``gpt-explorer compare-ln --plot``),
+    and under it every placement's stability experiments (``placed``) when given."""
+    from .placement_plots import draw_placements, placement_plots
+
     offscreen_app()
     canvas = pg.GraphicsLayoutWidget()
     canvas.setBackground("w")
-    canvas.resize(1400, 900)
+    canvas.resize(1400, 1400 if placed else 900)
     plots = comparison_plots(canvas)
     draw_runs(plots, runs, node)
     draw_gradients(plots, result, depth)
+    if placed:
+        trained = any(r.losses for r in placed.values())
+        draw_placements(placement_plots(canvas, 3, list(placed), trained), placed)
     save_widget(canvas, path)
 
 
