@@ -553,3 +553,21 @@ def test_compare_ln_measures_every_placement_and_writes_them_as_json(capsys, tmp
     assert "losses" not in data["dyt"]
     code, _, err = run(capsys, "compare-ln", "x", "--preset", "tiny", "--norms", "pre,pre")
     assert code == 2 and "--norms takes placements separated by commas, each once" in err
+
+
+def test_compare_ln_draws_one_picture_per_experiment(capsys, tmp_path):
+    from PySide6.QtGui import QImage
+    code, out, err = run(capsys, "compare-ln", "Every effort", "--preset", "tiny", "--depths", "2",
+                         "--depth", "2", "--norms", "pre,post,dyt", "--train", "2",
+                         "--figures", str(tmp_path))
+    assert code == 0, err
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["placements-gradient.png", "placements-loss.png", "placements-stream.png"]
+    for name in names:
+        image = QImage(str(tmp_path / name))
+        assert (image.width(), image.height()) == (1000, 620)
+        colours = {image.pixelColor(x, y).name() for x in range(0, 1000, 2) for y in range(0, 620, 2)}
+        assert {"#1f4e8c", "#d2691e", "#6d4c41"} <= colours  # pre, post and DyT drawn
+    code, _, err = run(capsys, "compare-ln", "x", "--preset", "tiny",
+                       "--figures", str(tmp_path / "nowhere"))
+    assert code == 2 and "--figures takes a folder that exists" in err

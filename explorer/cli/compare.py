@@ -32,17 +32,25 @@ def register(sub) -> None:
     c.add_argument("--json", metavar="OUT.json", help="write each placement's numbers: per "
                    "block at initialisation grad_norms and residual_norms (and losses with --train)")
     c.add_argument("--train", type=int, default=0, metavar="STEPS",
-                   help="also train the tiny preset STEPS steps in each placement, with and "
-                        "without warm-up, and compare the losses (default 0: no training)")
+                   help="also train the experiment's model (--depth blocks) STEPS steps in "
+                        "each placement on the sample text, with and without warm-up, and "
+                        "compare the losses (default 0: no training)")
+    c.add_argument("--figures", metavar="FOLDER", help="save one picture per experiment "
+                   "there, every placement in each: placements-gradient.png, "
+                   "placements-stream.png, and with --train placements-loss.png")
+    c.add_argument("--lr", type=float, default=None,
+                   help="peak learning rate of --train (default: the trainer's, 0.001)")
     add_model_args(c)
     c.set_defaults(func=compare_ln)
 
 
 def _placements(args: argparse.Namespace) -> list[str]:
     """--norms as placements, each known, none twice; --train's steps in range."""
-    from ..core.base.validate import whole
+    from ..core.base.validate import real, whole
 
     whole(args.train, "--train", 0, 100_000)
+    if args.lr is not None:
+        real(args.lr, "--lr", 0.0, 10.0, lo_open=True)
     chosen = [n.strip().lower() for n in args.norms.split(",") if n.strip()]
     unknown = [n for n in chosen if n not in NORM_POSITIONS]
     if unknown or not chosen or len(set(chosen)) != len(chosen):
@@ -56,13 +64,20 @@ def _stability(args, norms: list[str], ids: list[int], text: str) -> dict:
     import json
 
     from ..core.experiments.ln_compare import EXPERIMENT_CONFIG
-    from ..core.experiments.stability import stability, summary
+    from ..core.experiments.stability import TRAIN_LR, stability, summary
 
+    lr = TRAIN_LR if args.lr is None else args.lr
     base = EXPERIMENT_CONFIG.replace(n_layers=args.depth)
     print(f"\nevery placement at depth {args.depth}, {args.init} initialisation"
-          + (f", trained {args.train} steps" if args.train else "") + ":")
+          + (f", trained {args.train} steps at learning rate {lr:g}, no clipping"
+             if args.train else "") + ":")
+
+    def progress(done: int, total: int) -> None:  # about ten lines, whatever the work
+        if done == total or done % max(1, total // 10) == 0:
+            print(f"  placements: {done}/{total} measurements and steps", file=sys.stderr)
+
     placed = stability(base, ids, norms, args.init, args.init_seed, args.train, text,
-                       lambda done, total: print(f"  placements {done}/{total}", file=sys.stderr))
+                       lr, progress)
     for line in summary(placed):
         print(line)
     if args.json:
@@ -87,6 +102,7 @@ def compare_ln(args: argparse.Namespace) -> int:
     for out in (args.plot, args.json):
         if out:
             check_output(out)  # before any work: a FIFO or a folder is refused now
+    _figure_paths(args)
     norms = _placements(args)
     from ..core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, compare_prompt,
                                                gradient_experiment)
@@ -137,4 +153,37 @@ def compare_ln(args: argparse.Namespace) -> int:
             save_compare_figure(str(tmp), {"pre": pre, "post": post}, result, args.depth, node,
                                 placed)
         print(f"saved {shown(args.plot)}", file=sys.stderr)
+    if args.figures:
+        _save_figures(args, placed)
     return 0
+
+
+def _figure_paths(args: argparse.Namespace) -> dict:
+    """--figures' files, each checked before any work ({} without --figures)."""
+    if not args.figures:
+        return {}
+    from pathlib import Path
+
+    from ..core.base.outputs import OutputError
+    folder = Path(args.figures).expanduser()
+    if not folder.is_dir():
+        raise OutputError(f"--figures takes a folder that exists; {args.figures} is not one")
+    from ..ui.plots.figures import FIGURES
+    return {key: check_output(folder / name) for key, name in FIGURES.items()
+            if key != "loss" or args.train}
+
+
+def _save_figures(args: argparse.Namespace, placed: dict) -> None:
+    """One picture per experiment, every placement measured in each."""
+    from ..core.experiments.ln_compare import EXPERIMENT_CONFIG
+    from ..core.experiments.stability import TRAIN_CONTEXT, TRAIN_LR
+    from ..ui.plots.figures import save_placement_figure
+
+    lr = f", peak learning rate {TRAIN_LR if args.lr is None else args.lr:g}"
+    note = (f"{args.depth} blocks of width {EXPERIMENT_CONFIG.emb_dim}, rows of {TRAIN_CONTEXT} "
+            f"tokens, {args.init} initialisation, seed {args.init_seed}"
+            + (f"; trained {args.train} steps on 'The Verdict'{lr}" if args.train else ""))
+    for key, path in _figure_paths(args).items():
+        with atomic_output(path) as tmp:
+            save_placement_figure(str(tmp), key, placed, note)
+        print(f"saved {shown(path)}", file=sys.stderr)

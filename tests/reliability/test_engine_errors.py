@@ -41,6 +41,11 @@ def trigger_gradients(qtbot, w):
     w.view("ln_compare").run_button.click()
 
 
+def trigger_placements(qtbot, w):
+    w.view("ln_compare").placements.depth.setValue(2)
+    w.view("ln_compare").placements.run_button.click()
+
+
 def trigger_training(qtbot, w):
     w.view("train").start_button.click()
 
@@ -73,6 +78,7 @@ JOBS = {  # where the job's core function is looked up, and what starts the job
     "batch": ("explorer.ui.base.runs.run_prompt", trigger_batch),
     "logit lens": ("explorer.ui.views.look.lens_view.logit_lens", trigger_lens),
     "Pre-LN vs Post-LN": ("explorer.ui.views.learn.ln_compare_view.compare_prompt", trigger_compare),
+    "placements experiment": ("explorer.ui.views.learn.placements_panel.stability", trigger_placements),
     "gradient experiment": ("explorer.ui.views.learn.ln_compare_view.gradient_experiment", trigger_gradients),
     "training": ("explorer.ui.views.experiment.train_view.train_in_process", trigger_training),
     "divergence finder": ("explorer.ui.views.experiment.divergence_view.find_divergence", trigger_divergence),

@@ -201,7 +201,8 @@ class Trainer:
             cfg = base.replace(tie_weights=True, norm_position=settings.norm_position, **(
                 {"drop_rate": settings.drop_rate} if base.family.dropout else {}))
         check_memory(training_bytes(cfg, settings.batch_size), self.device,
-                     f"training {settings.preset} with batch size {settings.batch_size}")
+                     f"training {settings.preset if model is None else 'the model'} with "
+                     f"batch size {settings.batch_size}")
         if model is None:  # built only once it is known to fit, drawn on the CPU: one seed
             model = build_model(cfg, seed=settings.seed)  # gives one start on every device
         model = model.to(self.device)  # (a module moved keeps its shared head shared)

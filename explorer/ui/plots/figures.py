@@ -234,3 +234,25 @@ def save_loss_figure(path: str, steps: list[tuple[int, float]], evals: list[dict
         curves.set_evals([e["step"] for e in evals], [e["train_loss"] for e in evals],
                          [e["val_loss"] for e in evals])
     save_widget(widget, path)
+
+
+FIGURES = {"grad": "placements-gradient.png", "residual": "placements-stream.png",
+           "loss": "placements-loss.png"}  # one picture per experiment, its file's name
+
+
+def save_placement_figure(path: str, key: str, results: dict,
+                          note: str = "") -> None:
+    """One experiment (``FIGURES``' key) for every placement measured, as a PNG: the
+    legend with each placement's formula, the plot, and ``note`` (what was run) under it."""
+    from .placement_plots import draw_placements, legend, placement_plot
+
+    offscreen_app()
+    canvas = pg.GraphicsLayoutWidget()
+    canvas.setBackground("w")
+    canvas.resize(1000, 620)
+    legend(canvas, 0, list(results), colspan=1)
+    plot = placement_plot(canvas, key, 1, size="12pt")
+    draw_placements({key: plot}, results)
+    if note:
+        canvas.addLabel(note, row=2, col=0, color="#444444", size="9pt")
+    save_widget(canvas, path)

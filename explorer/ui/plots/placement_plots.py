@@ -9,54 +9,88 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from ...core.experiments.stability import WARMUPS, Placed
+from ...core.experiments.stability import LAST, WARMUPS, Placed
 from ...core.gpt.norm_position import NormPosition
 from .plot_axes import add_plot, count_axis, log_axis
-from .plot_text import legend_row, pen_sample, set_title
+from .plot_text import legend_row, pen_sample, set_empty, set_title
 
 COLOURS = {NormPosition.PRE: "#1f4e8c", NormPosition.POST: "#d2691e",
            NormPosition.BRANCH: "#2e7d32", NormPosition.PERI: "#8e24aa",
            NormPosition.PARALLEL: "#00838f", NormPosition.DYT: "#6d4c41"}
-TITLES = {"grad": "Gradient per block at initialisation", "residual": "Stream after each block",
-          "loss": "Training loss (solid: warm-up; dashed: none)"}
+TITLES = {"grad": "Gradient per block at initialisation",
+          "residual": "Stream after each block (solid: at initialisation; dashed: trained)",
+          "loss": f"Training loss, mean of {LAST} steps (solid: warm-up; dashed: none)"}
+TRAINED = next(iter(WARMUPS))  # the trained stream drawn: the run with the warm-up
 
 
 def pen(position: NormPosition, dashed: bool = False) -> pg.QtGui.QPen:
     return pg.mkPen(COLOURS[position], width=2, style=Qt.DashLine if dashed else Qt.SolidLine)
 
 
+def legend(layout: pg.GraphicsLayoutWidget, row: int, positions, colspan: int = 3,
+           formulas: bool = True) -> None:
+    """The placements' colours on a row of their own (three a line), with their
+    formulas when asked, across ``colspan`` of the layout's columns."""
+    legend_row(layout.ci, [(pen_sample(pen(p)), f"{p.title}: {p.formula}" if formulas else p.title)
+                           for p in positions], row=row, colspan=colspan, columns=3)
+
+
+def placement_plot(layout: pg.GraphicsLayoutWidget, key: str, row: int, col: int = 0,
+                   size: str = "10pt") -> pg.PlotItem:
+    """One of the plots (``TITLES``' keys), titled, its axes labelled."""
+    plot = add_plot(layout, row=row, col=col)
+    set_title(plot, TITLES[key], size=size)
+    plot.showGrid(x=True, y=True, alpha=0.2)
+    plot.getAxis("left").enableAutoSIPrefix(False)
+    if key in ("grad", "residual"):
+        count_axis(plot, "bottom")
+        plot.setLabel("bottom", "block")
+    if key == "grad":
+        log_axis(plot, "left")
+        plot.setLogMode(y=True)
+        plot.setLabel("left", "|∂loss/∂W| of the last Linear")
+    elif key == "residual":  # trained, a stream can be a hundred times the fresh one
+        log_axis(plot, "left")
+        plot.setLogMode(y=True)
+        plot.setLabel("left", "mean per-token L2 norm")
+    else:
+        plot.setLabel("bottom", "step")
+        plot.setLabel("left", "cross-entropy")
+    return plot
+
+
 def placement_plots(layout: pg.GraphicsLayoutWidget, row: int, positions, trained: bool,
                     size: str = "10pt") -> dict[str, pg.PlotItem]:
-    """A legend of the placements on ``row``, their plots on the row under it."""
-    legend_row(layout.ci, [(pen_sample(pen(p)), f"{p.title}: {p.formula}") for p in positions],
-               row=row, colspan=3, columns=3)
+    """A legend of the placements on ``row``, their plots side by side under it."""
+    legend(layout, row, positions)
     keys = ("grad", "residual", "loss") if trained else ("grad", "residual")
-    plots = {key: add_plot(layout, row=row + 1, col=i) for i, key in enumerate(keys)}
-    for key, plot in plots.items():
-        set_title(plot, TITLES[key], size=size)
-        plot.showGrid(x=True, y=True, alpha=0.2)
-    for key in ("grad", "residual"):
-        count_axis(plots[key], "bottom")
-        plots[key].setLabel("bottom", "block")
-    log_axis(plots["grad"], "left")
-    plots["grad"].setLogMode(y=True)
-    plots["grad"].setLabel("left", "|∂loss/∂W| of the last Linear")
-    plots["residual"].setLabel("left", "mean per-token L2 norm")
-    if trained:
-        plots["loss"].setLabel("bottom", "step")
-        plots["loss"].setLabel("left", "cross-entropy")
-    return plots
+    return {key: placement_plot(layout, key, row + 1, i, size) for i, key in enumerate(keys)}
+
+
+def running_mean(curve: list[list[float]], n: int = LAST) -> np.ndarray:
+    """(step, mean loss of the ``n`` steps up to it) for each step from the n-th, the
+    steps whose loss was not finite left out."""
+    points = np.array([(s, loss) for s, loss in curve if loss is not None],
+                      dtype=float).reshape(-1, 2)
+    if len(points) < n:
+        return points
+    means = np.convolve(points[:, 1], np.ones(n) / n, mode="valid")
+    return np.column_stack([points[n - 1:, 0], means])
 
 
 def draw_placements(plots: dict[str, pg.PlotItem], results: dict[NormPosition, Placed]) -> None:
+    for plot in plots.values():
+        set_empty(plot, None)
     for position, r in results.items():
         blocks = np.arange(len(r.grad_norms))
-        plots["grad"].plot(blocks, r.grad_norms, pen=pen(position), symbol="o",
-                           symbolSize=4, symbolBrush=COLOURS[position])
-        plots["residual"].plot(blocks, r.residual_norms, pen=pen(position), symbol="o",
-                               symbolSize=4, symbolBrush=COLOURS[position])
+        lines = [("grad", r.grad_norms, False), ("residual", r.residual_norms, False)]
+        if TRAINED in r.trained_residual_norms:
+            lines.append(("residual", r.trained_residual_norms[TRAINED], True))
+        for key, values, dashed in lines:
+            if key in plots:
+                plots[key].plot(blocks, values, pen=pen(position, dashed), symbol="o",
+                                symbolSize=4, symbolBrush=COLOURS[position])
         if "loss" in plots:
             for name, dashed in zip(WARMUPS, (False, True)):
-                curve = np.array([(s, loss) for s, loss in r.losses.get(name, ()) if loss is not None],
-                                 dtype=float).reshape(-1, 2)
+                curve = running_mean(r.losses.get(name, []))
                 plots["loss"].plot(curve[:, 0], curve[:, 1], pen=pen(position, dashed))

@@ -117,9 +117,10 @@ VIEWS = (
     ViewSpec("model", "Model and its parameters", "learn", "learn.model_view:ModelView",
              "Where the parameter count comes from, and what the feed-forward's width costs.",
              "Ctrl+Shift+P", "Model", frozenset({SHAPES, ORDER})),
-    ViewSpec("ln_compare", "Pre-LN vs Post-LN", "learn", "learn.ln_compare_view:LnCompareView",
-             "The model and its twin with the norms moved, and the gradient experiment.",
-             "Ctrl+Shift+F", "Pre/Post-LN", frozenset({ORDER, VALUES})),
+    ViewSpec("ln_compare", "Where the norm sits", "learn", "learn.ln_compare_view:LnCompareView",
+             "The model and its twin with the norms moved, the gradient experiment, and every "
+             "placement's stability side by side.",
+             "Ctrl+Shift+F", "Norms", frozenset({ORDER, VALUES})),
     ViewSpec("blocks", "GPT-2 beside Llama", "learn", "learn.blocks_view:BlocksView",
              "GPT-2's block beside the Llama / Qwen block: the parts that do the same job "
              "joined, their parameters and KV cache, their values on the prompt, and RoPE.",

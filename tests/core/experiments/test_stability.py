@@ -42,7 +42,10 @@ def test_the_gradients_at_initialisation_are_one_backward_of_the_loss(position):
 
 
 def test_trained_each_placement_has_a_loss_every_step_with_and_without_warm_up():
-    out = stability(CFG, IDS, ["pre", "peri"], train_steps=3, text=TEXT[:6000])
+    seen = []
+    out = stability(CFG, IDS, ["pre", "peri"], train_steps=3, text=TEXT[:6000],
+                    progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, 14) for i in range(1, 15)]  # each placement: 1 measurement, 2 × 3 steps
     assert list(out) == [NormPosition.PRE, NormPosition.PERI]
     for placed in out.values():
         assert set(placed.losses) == {"warm-up", "no warm-up"}
@@ -52,5 +55,25 @@ def test_trained_each_placement_has_a_loss_every_step_with_and_without_warm_up()
         assert warm[1][1] != cold[1][1]  # then the first update was smaller with the warm-up
     lines = summary(out)
     assert lines[0].startswith("Pre-LN") and "warm-up: loss" in lines[0] and len(lines) == 2
+    warm = out[NormPosition.PRE].losses["warm-up"]
+    assert f"warm-up: loss {np.mean([loss for _, loss in warm]):.3f} (last 3 steps)" in lines[0]
     json = out[NormPosition.PERI].as_json()
-    assert set(json) == {"grad_norms", "residual_norms", "losses"} and len(json["grad_norms"]) == 3
+    assert set(json) == {"grad_norms", "residual_norms", "losses", "trained_residual_norms"}
+    assert len(json["grad_norms"]) == 3 and len(json["trained_residual_norms"]["warm-up"]) == 3
+
+
+def test_the_learning_rate_reaches_the_training_and_the_trained_stream_is_measured():
+    """The same first loss (the same weights, those measured at initialisation); a
+    hundred times the rate, a lower second; the stream measured on the trained model."""
+    from explorer.core.experiments.stability import stream_sizes, train_placement
+    slow, _ = train_placement(CFG, TEXT[:6000], IDS, 2, lr=1e-4)
+    fast, sizes = train_placement(CFG, TEXT[:6000], IDS, 2, lr=1e-2)
+    model = initialise(build_model(CFG, seed=None), "xavier", 0)
+    fresh = stream_sizes(model, IDS)
+    assert fresh == pytest.approx(at_initialisation(CFG, IDS)[1], rel=1e-5)
+    assert slow["no warm-up"][0][1] == pytest.approx(fast["no warm-up"][0][1])
+    assert fast["no warm-up"][1][1] < slow["no warm-up"][1][1] - 0.05
+    assert set(sizes) == {"warm-up", "no warm-up"} and len(sizes["warm-up"]) == 3
+    assert sizes["no warm-up"] != pytest.approx(fresh, rel=1e-3)  # trained: not the fresh model
+    _, still = train_placement(CFG, TEXT[:6000], IDS, 1, lr=1e-9)  # trained from those weights
+    assert still["no warm-up"] == pytest.approx(fresh, rel=1e-4)

@@ -29,7 +29,7 @@ def test_loading_another_model_leaves_no_number_of_the_old_one(qtbot, make_windo
     marked = session.mark
     assert marked and window.graph.items[marked].diverged and divergence.table.rowCount() > 0
 
-    compare = show(qtbot, window, "Pre-LN vs Post-LN")
+    compare = show(qtbot, window, "Where the norm sits")
     compare.compare_button.click()
     qtbot.waitUntil(lambda: bool(compare.runs), timeout=60_000)
     assert empty_message(compare.plots["hist"]) is None and compare.top_label.text()

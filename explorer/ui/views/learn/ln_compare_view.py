@@ -1,8 +1,9 @@
-"""Pre-LN versus Post-LN, side by side: the loaded model and its twin with the norms
-moved (same weights, same prompt) — residual stream size per layer with linked axes,
-histograms of the selected node in both, the next-token candidates of both — and the
-gradient experiment at initialisation (Xiong et al. 2020), run in the engine thread
-with progress and Stop."""
+"""Where the norm sits: Pre-LN versus Post-LN side by side — the loaded model and its twin
+with the norms moved (same weights, same prompt): residual stream size per layer with
+linked axes, histograms of the selected node in both, the next-token candidates of both
+— the gradient experiment at initialisation (Xiong et al. 2020), and every placement's
+stability experiments (placements_panel.py), run in the engine thread with progress and
+Stop."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from ...widgets.scrolling import scrolling
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
 from ...base.view import ViewHooks
+from .placements_panel import PlacementsPanel
 
 
 
@@ -140,7 +142,7 @@ class LnCompareView(ViewHooks, QWidget):
         column.addWidget(self.order_graphs, 1)
         column.addWidget(self.orders)
         self.tabs = QTabWidget()
-        self.tabs.addTab(orders, "The two orders")
+        self.tabs.addTab(orders, "Two orders")
         for bar, canvas, words, title in (
                 (prompt_bar, self.canvas, self.top_label, "On the prompt"),
                 (experiment_bar, self.depth_canvas, self.claim, "Gradient vs depth")):
@@ -155,6 +157,8 @@ class LnCompareView(ViewHooks, QWidget):
             inner.addLayout(bar)
             inner.addWidget(scrolling(measured), 1)
             self.tabs.addTab(panel, title)
+        self.placements = PlacementsPanel(engine, session.set_status)
+        self.tabs.addTab(self.placements, "Every placement")
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(self.tabs)

@@ -15,7 +15,7 @@ def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran
         message = empty_message(view.plots[key])
         return [] if message is None else [message]
 
-    view = show(qtbot, ran, "Pre-LN vs Post-LN")
+    view = show(qtbot, ran, "Where the norm sits")
     assert "Post-LN block:</b> input → Multi-head attention → Dropout → Add (shortcut) → LayerNorm 1" in view.orders.text()
     assert hints("residual") == ["Press “Compare on the prompt”"]
     assert hints("depth") == ["Press “Gradient experiment”"]
@@ -57,7 +57,7 @@ def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran
 
 
 def test_ln_compare_rejects_bad_depths(qtbot, ran):
-    view = show(qtbot, ran, "Pre-LN vs Post-LN")
+    view = show(qtbot, ran, "Where the norm sits")
     view.depths.setText("six")
     view.run_button.click()
     assert "whole numbers" in view.claim.text() and view.run_button.isEnabled()
@@ -201,3 +201,63 @@ def test_the_gradients_view_offers_a_llama_blocks_own_nodes(qtbot):
     node = view.plots["node"].listDataItems()[0].getData()[1]
     assert np.allclose(10 ** node, [view.report.runs[0].norms[f"trf_blocks.{i}.ff.silu"]
                                     for i in range(n)], rtol=1e-5)
+
+
+def test_every_placement_is_measured_side_by_side_and_trained_on_request(qtbot, ran):
+    """The page's own experiment: the placements ticked, one curve each in every plot,
+    their numbers the core's, a line of words each; the plot shown is the one chosen."""
+    from explorer.core.experiments.ln_compare import EXPERIMENT_CONFIG
+    from explorer.core.experiments.stability import TRAIN_CONTEXT, at_initialisation
+    from explorer.core.gpt.norm_position import NormPosition
+    from explorer.ui.plots.plot_text import empty_message
+
+    view = show(qtbot, ran, "Where the norm sits")
+    page = view.placements
+    view.tabs.setCurrentWidget(page)
+    assert [b.text() for b in page.chosen.values()] == [p.title for p in NormPosition]
+    assert "<b>Peri-LN</b> <tt>x + norm_out(f(norm_in(x)))</tt>" in page.formulas.text()
+    assert empty_message(page.plots["grad"]) == "Press “Compare placements”"
+    for box in page.chosen.values():
+        box.setChecked(False)
+    page.run_button.click()
+    assert page.words.text() == "Tick at least one placement." and page.results == {}
+    page.chosen[NormPosition.POST].setChecked(True)
+    page.chosen[NormPosition.DYT].setChecked(True)
+    page.depth.setValue(3)
+    page.steps.setValue(2)
+    page.run_button.click()
+    qtbot.waitUntil(lambda: bool(page.results), timeout=60_000)
+    assert list(page.results) == [NormPosition.POST, NormPosition.DYT]
+    for key, count in (("grad", 2), ("residual", 4)):  # the stream also once trained
+        curves = page.plots[key].listDataItems()
+        assert len(curves) == count and empty_message(page.plots[key]) is None
+        assert [len(c.getData()[0]) for c in curves] == [3] * count
+    trained = page.plots["residual"].listDataItems()[3].yData  # as given (the axis is log)
+    assert list(trained) == page.results[NormPosition.DYT].trained_residual_norms["warm-up"]
+    assert len(page.plots["loss"].listDataItems()) == 4  # each with and without warm-up
+    shape = EXPERIMENT_CONFIG.replace(n_layers=3, norm_position="dyt", tie_weights=True,
+                                      context_length=TRAIN_CONTEXT)  # the experiment's model
+    grads, sizes = at_initialisation(shape, page.last_ids, "xavier", 0)
+    assert page.results[NormPosition.DYT].grad_norms == pytest.approx(grads, rel=1e-5)
+    assert page.results[NormPosition.DYT].residual_norms == pytest.approx(sizes, rel=1e-5)
+    words = page.words.text()
+    assert "Post-LN" in words and "DyT" in words and words.count("no warm-up: loss") == 2
+    assert page.canvases.currentIndex() == 0
+    page.shown.setCurrentIndex(2)
+    assert page.canvases.currentWidget().isVisible() and page.canvases.currentIndex() == 2
+    assert page.run_button.isEnabled() and not page.stop_button.isEnabled()
+    page.steps.setValue(2000)  # minutes of work: Stop ends it at the next step
+    reports, report = [], page.controls.report
+
+    def stop_at_two(done, total):  # the user presses Stop once two steps have shown
+        reports.append((done, total))
+        report(done, total)
+        if done == 2:
+            page.stop_button.click()
+
+    page.controls.report = stop_at_two
+    page.run_button.click()
+    qtbot.waitUntil(page.run_button.isEnabled, timeout=60_000)
+    assert reports[-1][1] == 2 * (1 + 2 * 2000) and reports[-1][0] <= 3
+    assert page.words.text() == "Placements experiment stopped."
+    assert list(page.results) == [NormPosition.POST, NormPosition.DYT]  # the last run's stay
