@@ -7,6 +7,7 @@ import inspect
 import re
 from pathlib import Path
 
+from explorer.core.gpt.families import FAMILIES
 from explorer.ui.views.registry import SHARED, VIEWS, WORKSPACES
 
 ROOT = Path(__file__).resolve().parents[1] / "explorer"
@@ -181,7 +182,8 @@ FAMILY_FILES = tuple(sorted(n for n in MODULES.values() if n.startswith("explore
 NODE_TABLE = ("explorer.core.gpt.nodes", "explorer.core.gpt.family",
               "explorer.core.gpt.placements") + FAMILY_FILES
 # state-dict key maps: parameter names (trf_blocks.0.att.W_query.weight), weights, not nodes
-KEY_MAPS = ("explorer.core.weights.keymaps", "explorer.core.weights.llama_keys")
+KEY_MAPS = ("explorer.core.weights.keymaps",) + tuple(
+    dict.fromkeys(f.files.key_maps for f in FAMILIES.values()))  # each family's
 
 
 def test_hook_names_are_split_only_in_the_node_table():

@@ -38,7 +38,7 @@ def norm_help() -> str:
     """Each norm position in one line's worth: its word and its formula."""
     from ..core.gpt.norm_position import NormPosition
     return ("where a preset's norms sit: " + "; ".join(f"{p} ({p.formula})" for p in NormPosition)
-            + " (default pre)")
+            + " (default: the preset's own, pre for GPT-2 and Llama / Qwen)")
 
 
 def add_model_args(p: argparse.ArgumentParser, top: bool = False) -> None:
@@ -63,15 +63,15 @@ def add_model_args(p: argparse.ArgumentParser, top: bool = False) -> None:
     p.add_argument("--seed", type=seed_number, help="seed of a preset's random initialisation",
                    **name("seed", 0))
     p.add_argument("--norm", choices=list(NORM_POSITIONS), type=str.lower, metavar="WHERE",
-                   help=norm_help(), **name("norm", "pre"))
+                   help=norm_help(), **name("norm", None))
 
 
 def spec_of(args: argparse.Namespace):
     """The ModelSpec the model options name."""
     from ..core.sources import ModelSpec
 
-    norm = getattr(args, "norm", "pre")
-    if norm != "pre" and not args.preset:
+    norm = getattr(args, "norm", None)
+    if norm is not None and not args.preset:
         raise ValueError(f"--norm {norm} places a preset's norms: give it with --preset (a "
                          "checkpoint's norms sit where it was trained with them)")
     return ModelSpec(checkpoint=args.checkpoint, preset=args.preset, device=args.device,

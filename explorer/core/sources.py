@@ -35,7 +35,6 @@ from .base.devices import resolve_device, resolve_dtype
 from .gpt.build import build_model
 from .gpt.sizes import count_parameters, describe_size
 from .gpt.tokenizer import Tokenizer, gpt2_tokenizer
-from .gpt.config import NormPosition
 
 NO_TRAINED_MODEL = ("no trained GPT-2 found in the Hugging Face cache ({cache}); using a "
                     "random initialisation. Get one with `gpt-explorer download gpt2`, "
@@ -46,14 +45,16 @@ def random_model(preset_name: str = "gpt2-small", seed: int = 0, device: str = "
                  dtype: str | torch.dtype = "float32", should_stop=None,
                  **overrides: Any) -> LoadedModel:
     """A seeded GPT-2 initialisation of a preset: it runs, but it was never trained."""
-    cfg = preset(preset_name, **overrides)
+    cfg = preset(preset_name, **{k: v for k, v in overrides.items()
+                                 if not (k == "norm_position" and v is None)})
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     need = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
     check_memory(need, dev, f"{preset_name} in {str(dt).replace('torch.', '')}")
     check(should_stop)
     model = build_model(cfg, device=dev, dtype=dt, seed=seed, should_stop=should_stop)
     check(should_stop)
-    placed = "" if cfg.norm_position == NormPosition.PRE else f" · {cfg.norm_position.title}"
+    placed = ("" if cfg.norm_position == preset(preset_name).norm_position
+              else f" · {cfg.norm_position.title}")  # a placement other than the preset's
     label = f"{preset_name}{placed} · random init (seed {seed}) · UNTRAINED: output is noise"
     return LoadedModel(model, cfg, "preset", label, trained=False)
 
@@ -125,7 +126,7 @@ class ModelSpec:
     device: str = "cpu"
     dtype: str = "float32"
     seed: int = 0
-    norm_position: str = "pre"  # for a preset
+    norm_position: str | None = None  # for a preset; None: the preset's own
 
     def __post_init__(self) -> None:
         if self.checkpoint and self.preset:

@@ -161,7 +161,7 @@ def attribute(model: BlockModel, reading: Reading, target: int,
     if why_lens is not None:
         return _lens_changes(reading, target, versus, logit, u, final_norm, why_lens)
     rms = not model.cfg.family.centred_norm  # RMSNorm: no centring, no shift
-    gamma = _weights(model, f"{FINAL_NORM}.scale")
+    gamma = (final_norm.gain() if rms else final_norm.scale).detach().double().cpu().numpy()
     beta = np.zeros_like(gamma) if rms else _weights(model, f"{FINAL_NORM}.shift")
     eps = final_norm.eps
     r = reading.final_input

@@ -165,7 +165,7 @@ def copying_scores(model: BlockModel, ids: np.ndarray, contexts: dict, final_inp
     cfg = model.cfg
     heads, head_dim = cfg.n_heads, cfg.head_dim
     norm = model.get_submodule(FINAL_NORM)
-    gamma = norm.scale.detach().double().cpu().numpy()
+    gamma = (norm.gain() if hasattr(norm, "gain") else norm.scale).detach().double().cpu().numpy()
     unembed = model.get_parameter(f"{LOGITS}.weight").detach()
     mean = unembed.mean(0, dtype=torch.float64).cpu().numpy()
     positions = np.arange(length, 2 * length - 1)

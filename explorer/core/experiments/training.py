@@ -66,7 +66,7 @@ class TrainSettings:
     # copies of the weights kept in the run folder at planned steps (snapshots.py)
     snapshots: int = DEFAULT_SNAPSHOTS
     device: str = "cpu"  # where the model trains: cpu, cuda, cuda:1, mps or auto
-    norm_position: str = "pre"  # where the preset's norms sit (NormPosition)
+    norm_position: str | None = None  # where the preset's norms sit; None: the preset's own
 
     def validate(self) -> None:
         """Every setting of the right type and in range; the message names the setting,
@@ -103,7 +103,7 @@ class TrainSettings:
             problems.append(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if not isinstance(self.sample_prompt, str) or not isinstance(self.preset, str):
             problems.append("preset and sample prompt must be text")
-        if self.norm_position not in NORM_POSITIONS:  # (a str subclass is one of the words)
+        if self.norm_position is not None and self.norm_position not in NORM_POSITIONS:  # (a str subclass is one of the words)
             problems.append(f"norm position {self.norm_position!r:.40} is not one of "
                             f"{', '.join(NORM_POSITIONS)}")
         if not isinstance(self.device, str) or not 0 < len(self.device) <= 20:
@@ -198,7 +198,8 @@ class Trainer:
             cfg = model.cfg
         else:  # a block without dropout (Llama's) has no rate to set
             base = preset(settings.preset)
-            cfg = base.replace(tie_weights=True, norm_position=settings.norm_position, **(
+            cfg = base.replace(tie_weights=True, norm_position=settings.norm_position
+                               or base.norm_position, **(
                 {"drop_rate": settings.drop_rate} if base.family.dropout else {}))
         check_memory(training_bytes(cfg, settings.batch_size), self.device,
                      f"training {settings.preset if model is None else 'the model'} with "

@@ -20,7 +20,9 @@ __all__ = ["GPTConfig", "NormPosition", "RopeScaling", "BlockFamily", "PRESETS",
 # The GPTConfig fields only some families use (``BlockFamily.config_fields``), with the
 # values a config of any other family must leave them at.
 OPTIONAL_FIELDS = {"n_kv_groups": None, "head_size": None, "ff_dim": None, "rope_base": 10000.0,
-                   "rope_scaling": None, "qk_norm": False, "norm_eps": 1e-5}
+                   "rope_scaling": None, "qk_norm": False, "norm_eps": 1e-5,
+                   "sliding_window": None, "sliding_layers": (), "rope_local_base": None,
+                   "attn_scalar": None}
 GPT2_VOCAB = 50257  # GPT-2's tokenizer's ids: a model that reads with it needs these rows
 # Bounds far above any model the explorer opens (GPT-2 1.5B: 48 layers, 1600 wide; Llama
 # 3.2: a 131,072-token context): a config beyond them is a damaged or hostile file,
@@ -46,7 +48,8 @@ class GPTConfig:
     n_layers: int = 12
     drop_rate: float = 0.1
     qkv_bias: bool = True
-    norm_position: NormPosition = NormPosition.PRE  # given as its word too: "pre", "post"
+    # given as its word too ("pre", "post"); None: the family's own (Pre-LN, OLMo's branch)
+    norm_position: NormPosition = None  # type: ignore[assignment]
     tie_weights: bool = True  # out_head shares tok_emb's weight, as in GPT-2
     family: BlockFamily = None  # type: ignore[assignment]  # None or a name: resolved
     n_kv_groups: int | None = None  # key/value heads (grouped-query attention); None: n_heads
@@ -56,9 +59,15 @@ class GPTConfig:
     rope_scaling: RopeScaling | None = None  # Llama 3's frequency scaling
     qk_norm: bool = False  # RMSNorm of queries and keys per head (Qwen3)
     norm_eps: float = 1e-5  # the RMSNorms' epsilon
+    sliding_window: int | None = None  # keys a sliding layer's query sees, itself included
+    sliding_layers: tuple[int, ...] = ()  # the blocks whose attention slides (Gemma 3, OLMo 3)
+    rope_local_base: float | None = None  # θ of the sliding layers' RoPE; None: rope_base
+    attn_scalar: float | None = None  # scores divided by √attn_scalar; None: √head_dim
 
     def __post_init__(self) -> None:
         problems = []
+        if isinstance(self.sliding_layers, list):  # as JSON gives it; a tuple keeps it hashable
+            object.__setattr__(self, "sliding_layers", tuple(self.sliding_layers))
         for name, limit in LIMITS.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -91,6 +100,8 @@ class GPTConfig:
         for name in ("qkv_bias", "tie_weights"):
             if not isinstance(getattr(self, name), bool):
                 problems.append(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.norm_position is None:
+            object.__setattr__(self, "norm_position", next(iter(family.orders)))
         if not isinstance(self.norm_position, str) or self.norm_position not in family.orders:
             places = ", ".join(f"'{p}'" for p in family.orders)
             problems.append(f"norm_position must be one of {places} for a {family.title} block, "
@@ -115,6 +126,17 @@ class GPTConfig:
         """Width inside the feed-forward block (4 x emb_dim, as in GPT-2; the config's own
         where the family has one)."""
         return self.ff_dim or 4 * self.emb_dim
+
+    def window(self, layer: int) -> int | None:
+        """How many keys (its own included) a query of block ``layer`` sees: the sliding
+        window in a sliding layer, None (every earlier one) in any other."""
+        return self.sliding_window if layer in self.sliding_layers else None
+
+    def rope_base_of(self, layer: int) -> float:
+        """θ of block ``layer``'s rotation: the sliding layers' own where they have one."""
+        if layer in self.sliding_layers and self.rope_local_base is not None:
+            return self.rope_local_base
+        return self.rope_base
 
     def replace(self, **changes: Any) -> "GPTConfig":
         return dataclasses.replace(self, **changes)

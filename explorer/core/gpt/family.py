@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .node_types import Kind, Node
 from .norm_position import NormPosition  # noqa: F401 (the families' orders are keyed by it)
+from .variant import Gate, QKSpan, Variant  # noqa: F401 (a family's record names them)
 
 if TYPE_CHECKING:
     from .config import GPTConfig
     from .counts import ParameterCounts, Row
 
+NORM_KINDS = frozenset({Kind.NORM, Kind.RMSNORM, Kind.DYT})  # a norm, or DyT in its place
 BLOCKS = "trf_blocks"  # the module list of the transformer blocks, in every family
 BLOCK_INPUT = "input"  # the residual stream entering a block (the previous node's output)
 PARENT_INPUT = "<parent input>"  # in ``Node.inputs``: what the node's parent reads
@@ -87,12 +89,14 @@ def switches_of(cfg: "GPTConfig") -> frozenset[str]:
 class ModelCode:
     """How a family's model is made: ``new(cfg)`` the module (its parameters as the
     current device makes them), ``initialise(model, seed, should_stop)`` its seeded
-    weights, ``classes()`` the classes the Code view shows (``Classes``). The functions
+    weights, ``classes()`` the classes the Code view shows (``Classes``), and where the
+    classes it shares with another family compute otherwise (``variant``). The functions
     import the model's module when called, so the record itself needs no torch."""
 
     new: Callable[[Any], Any]
     initialise: Callable[..., Any]
     classes: Callable[[], "Classes"]
+    variant: Variant = Variant()
 
 
 @dataclass(frozen=True)
@@ -238,6 +242,11 @@ class BlockFamily:
     # ------------------------------------------------------------------ the table
     def block_nodes(self, position: str) -> tuple[Node, ...]:
         return self.orders[self._position(position)]
+
+    def norm_keys(self, position: str) -> list[str]:
+        """The keys of a block's norms in this norm position, in forward order (a DyT
+        standing in for a norm counts)."""
+        return [n.key for n in self.block_nodes(position) if n.kind in NORM_KINDS]
 
     def block_keys(self) -> set[str]:
         """Every key of a block node, in any order, attention's steps included."""

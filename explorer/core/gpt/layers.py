@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .patterns import PATTERN_ROWS, causal_matmul, causal_softmax
+
 if TYPE_CHECKING:
     from .config import GPTConfig
 
@@ -136,42 +138,6 @@ class KVCache:
     def __init__(self, n_layers: int) -> None:
         self.layers = [LayerKV() for _ in range(n_layers)]
         self.length = 0
-
-
-PATTERN_ROWS = 64  # query rows per chunk of a materialised attention pattern
-
-
-def causal_softmax(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """The attention pattern softmax(q k^T / sqrt(hd)) with the causal mask, (B, H, T,
-    T_k), for the last T of T_k positions: as the book computes it, but a chunk of query
-    rows at a time and only up to each chunk's last allowed key, so the masked half is
-    never computed (it stays exactly 0). About half the time of the full product at
-    T=1024 and the same values (dividing by sqrt(64) = 8 and multiplying by 1/8 agree)."""
-    b, h, t, hd = q.shape
-    t_k = k.shape[2]
-    weights = q.new_empty(b, h, t, t_k)  # each element written once: softmax or the 0 after
-    q = q * (1.0 / math.sqrt(hd))
-    tri = torch.ones(PATTERN_ROWS, PATTERN_ROWS, dtype=torch.bool, device=q.device).triu_(1)
-    for s in range(0, t, PATTERN_ROWS):
-        e = min(t, s + PATTERN_ROWS)
-        n, kend = e - s, t_k - t + e  # query s..e-1 sees keys 0..kend-1 at most
-        scores = q[:, :, s:e] @ k[:, :, :kend].transpose(2, 3)  # (B, H, n, kend)
-        scores[..., kend - n:].masked_fill_(tri[:n, :n], float("-inf"))
-        weights[:, :, s:e, :kend] = torch.softmax(scores, dim=-1)
-        weights[:, :, s:e, kend:] = 0.0  # the keys after the chunk's last query
-    return weights
-
-
-def causal_matmul(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """weights @ v for a causal pattern (B, H, T, T_k): each chunk of query rows only
-    with the keys it may see (the rest of its row is 0)."""
-    t, t_k = weights.shape[2:]
-    parts = []
-    for s in range(0, t, PATTERN_ROWS):
-        e = min(t, s + PATTERN_ROWS)
-        kend = t_k - t + e
-        parts.append(weights[:, :, s:e, :kend] @ v[:, :, :kend])
-    return torch.cat(parts, dim=2)
 
 
 def scored_softmax(q: torch.Tensor, k: torch.Tensor, scores_point: HookPoint,

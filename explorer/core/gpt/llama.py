@@ -18,54 +18,46 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..base.cancel import check
-from .layers import (PATTERN_ROWS, HookPoint, KVCache, LayerKV, causal_matmul, causal_softmax,
-                     lay_out_linear, lay_out_weight)
-from .family import NormPosition
+from .layers import HookPoint, KVCache, LayerKV, lay_out_linear, lay_out_weight
+from .patterns import PATTERN_ROWS, allowed_keys, causal_matmul, causal_softmax
+from .family import NormPosition, QKSpan
 from .rope import Rotary, apply_rope, rope_angles, rope_inverse_frequencies  # noqa: F401
-from .norms import DyT, RMSNorm
+from .gated import FEED_FORWARDS, FeedForward, GeGLUFeedForward  # noqa: F401 (the Code view's)
+from .norms import DyT, OffsetRMSNorm, RMSNorm
 
 if TYPE_CHECKING:
     from .config import GPTConfig
 
 
-class FeedForward(nn.Module):
-    """SwiGLU: fc3(silu(fc1(x)) ⊙ fc2(x)), no biases; ``silu`` and ``product`` name the
-    two steps between."""
-
-    def __init__(self, cfg: GPTConfig) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(cfg.emb_dim, cfg.hidden_dim, bias=False)
-        self.fc2 = nn.Linear(cfg.emb_dim, cfg.hidden_dim, bias=False)
-        self.fc3 = nn.Linear(cfg.hidden_dim, cfg.emb_dim, bias=False)
-        self.silu = nn.SiLU()
-        self.product = HookPoint()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x_fc1 = self.fc1(x)  # (B, T, hidden)
-        x_fc2 = self.fc2(x)
-        x = self.product(self.silu(x_fc1) * x_fc2)
-        return self.fc3(x)  # (B, T, C)
-
-
 class GroupedQueryAttention(nn.Module):
     """Causal self-attention whose key and value heads are shared by groups of query
-    heads (``n_kv_groups`` of them; as many as the query heads is plain multi-head)."""
+    heads (``n_kv_groups`` of them; as many as the query heads is plain multi-head). In a
+    sliding layer (``window``) each query sees only the last ``window`` keys, its own
+    included; the scores are divided by √head_dim, or by √attn_scalar where the config
+    has one (Gemma's query_pre_attn_scalar)."""
 
-    def __init__(self, cfg: GPTConfig, rope: "Rotary | None" = None) -> None:
+    def __init__(self, cfg: GPTConfig, rope: "Rotary | None" = None,
+                 window: int | None = None) -> None:
         super().__init__()
         self.rope = rope or Rotary(cfg)  # the model's one table of angles, shared
+        self.window = window
         self.num_heads, self.num_kv_groups = cfg.n_heads, cfg.kv_heads
         self.group_size = cfg.n_heads // cfg.kv_heads
         self.head_dim = cfg.head_dim
         self.d_out = cfg.n_heads * cfg.head_dim
         self.context_length = cfg.context_length
+        self.scale = None if cfg.attn_scalar is None else cfg.attn_scalar ** -0.5
         self.W_query = nn.Linear(cfg.emb_dim, self.d_out, bias=cfg.qkv_bias)
         self.W_key = nn.Linear(cfg.emb_dim, self.num_kv_groups * self.head_dim, bias=cfg.qkv_bias)
         self.W_value = nn.Linear(cfg.emb_dim, self.num_kv_groups * self.head_dim, bias=cfg.qkv_bias)
         self.out_proj = nn.Linear(self.d_out, cfg.emb_dim, bias=False)
+        # a norm per head (Qwen3, Gemma 3), or over the whole projection (OLMo 2 and 3)
+        self.whole_qk = cfg.family.model.variant.qk_span == QKSpan.PROJECTION
         if cfg.qk_norm:
-            self.q_norm = RMSNorm(self.head_dim, eps=cfg.norm_eps)
-            self.k_norm = RMSNorm(self.head_dim, eps=cfg.norm_eps)
+            q_dim, k_dim = ((self.d_out, self.num_kv_groups * self.head_dim) if self.whole_qk
+                            else (self.head_dim, self.head_dim))
+            self.q_norm = norm_of(cfg, q_dim, rms=True)
+            self.k_norm = norm_of(cfg, k_dim, rms=True)
         else:
             self.q_norm = self.k_norm = None
         # hook points for the book's intermediates (families/llama.py's ATTENTION_INSIDE)
@@ -88,11 +80,14 @@ class GroupedQueryAttention(nn.Module):
         queries = self.W_query(x)  # (b, T, n_heads * head_dim)
         keys = self.W_key(x)  # (b, T, n_kv_groups * head_dim)
         values = self.W_value(x)
+        if self.q_norm is not None and self.whole_qk:  # OLMo: the whole projection
+            queries = self.q_norm(queries)
+            keys = self.k_norm(keys)
         queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
         keys = keys.view(b, num_tokens, self.num_kv_groups, self.head_dim).transpose(1, 2)
         values = values.view(b, num_tokens, self.num_kv_groups, self.head_dim).transpose(1, 2)
         queries, keys, values = self.queries(queries), self.keys(keys), self.values(values)
-        if self.q_norm is not None:
+        if self.q_norm is not None and not self.whole_qk:  # Qwen3, Gemma: each head
             queries = self.q_norm(queries)
             keys = self.k_norm(keys)
         keys = self.keys_rope(apply_rope(keys, cos, sin))  # (b, n_kv_groups, T, head_dim)
@@ -108,7 +103,8 @@ class GroupedQueryAttention(nn.Module):
             if scored:
                 context = self._scored(queries, keys) @ values  # (b, n_heads, T, head_dim)
             elif pattern:
-                context = causal_matmul(self.attn_weights(causal_softmax(queries, keys)), values)
+                context = causal_matmul(self.attn_weights(causal_softmax(
+                    queries, keys, self.scale, self.window)), values)
             else:
                 context = self._fused(queries, keys, values, num_tokens, t_k, gqa=False)
         else:
@@ -120,19 +116,27 @@ class GroupedQueryAttention(nn.Module):
     def _fused(self, q, k, v, t: int, t_k: int, gqa: bool) -> torch.Tensor:
         """The fused kernel: the same numbers as the book's steps, without the pattern."""
         extra = {"enable_gqa": True} if gqa else {}
+        if self.scale is not None:
+            extra["scale"] = self.scale
+        if self.window is not None and t_k > self.window:  # some keys out of the window
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=allowed_keys(t, t_k, q.device, self.window), **extra)
         if t == 1:
             return F.scaled_dot_product_attention(q, k, v, **extra)
         if t == t_k:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, **extra)
-        allowed = torch.ones(t, t_k, dtype=torch.bool, device=q.device).tril(t_k - t)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, **extra)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed_keys(t, t_k, q.device),
+                                              **extra)
 
     def _scored(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """The book's steps, whole: scores, the mask, softmax of scores / √head_dim."""
+        """The book's steps, whole: scores, the mask (the causal one, with the window in a
+        sliding layer), softmax of scores / √head_dim (or × the config's scale)."""
         t, t_k = queries.shape[2], keys.shape[2]
         attn_scores = self.attn_scores(queries @ keys.transpose(2, 3))  # (b, H, T, T_k)
-        mask = torch.ones(t, t_k, dtype=torch.bool, device=queries.device).triu(t_k - t + 1)
+        mask = ~allowed_keys(t, t_k, queries.device, self.window)
         attn_scores = self.masked_scores(attn_scores.masked_fill(mask, -torch.inf))
+        if self.scale is not None:
+            return self.attn_weights(torch.softmax(attn_scores * self.scale, dim=-1))
         return self.attn_weights(torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1))
 
     def _cached(self, kv: LayerKV, k: torch.Tensor, v: torch.Tensor, pos: int):
@@ -160,9 +164,15 @@ FORWARDS = {NormPosition.PRE: "forward_pre", NormPosition.POST: "forward_post",
             NormPosition.PARALLEL: "forward_parallel", NormPosition.DYT: "forward_pre"}
 
 
-def norm_of(cfg: GPTConfig, dim: int) -> nn.Module:
-    """The block's norm: RMSNorm, or DyT in a block without norms."""
-    return DyT(dim) if cfg.norm_position == NormPosition.DYT else RMSNorm(dim, eps=cfg.norm_eps)
+def norm_of(cfg: GPTConfig, dim: int, rms: bool = False) -> nn.Module:
+    """The block's norm: RMSNorm (its gain ``offset + scale`` where the family stores it
+    around 0, as Gemma does), or DyT in a block without norms (``rms``: an RMSNorm
+    whatever the placement, as the query/key norms are)."""
+    if cfg.norm_position == NormPosition.DYT and not rms:
+        return DyT(dim)
+    if cfg.family.model.variant.gain_offset:
+        return OffsetRMSNorm(dim, eps=cfg.norm_eps)
+    return RMSNorm(dim, eps=cfg.norm_eps)
 
 
 class TransformerBlock(nn.Module):
@@ -170,11 +180,11 @@ class TransformerBlock(nn.Module):
     the norms where the config's norm position puts them (as GPTModel's block does);
     ``add1`` and ``add2`` name the adds."""
 
-    def __init__(self, cfg: GPTConfig, rope: "Rotary | None" = None) -> None:
+    def __init__(self, cfg: GPTConfig, rope: "Rotary | None" = None, layer: int = 0) -> None:
         super().__init__()
         self.placement = FORWARDS[cfg.norm_position]  # the forward that runs
-        self.att = GroupedQueryAttention(cfg, rope)
-        self.ff = FeedForward(cfg)
+        self.att = GroupedQueryAttention(cfg, rope, cfg.window(layer))
+        self.ff = FEED_FORWARDS[cfg.family.model.variant.gate](cfg)
         self.norm1 = norm_of(cfg, cfg.emb_dim)
         if cfg.norm_position != NormPosition.PARALLEL:  # one norm feeds both sublayers
             self.norm2 = norm_of(cfg, cfg.emb_dim)
@@ -263,8 +273,17 @@ class LlamaModel(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.rope = Rotary(cfg)  # not a module: the angles are no weights
+        # the sliding layers' own angles where their θ differs (Gemma 3's local 10,000)
+        local = Rotary(cfg, cfg.rope_base_of(cfg.sliding_layers[0])) if (
+            cfg.sliding_layers and cfg.rope_base_of(cfg.sliding_layers[0]) != cfg.rope_base) else self.rope
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
-        self.trf_blocks = nn.ModuleList([TransformerBlock(cfg, self.rope) for _ in range(cfg.n_layers)])
+        # Gemma multiplies the token embeddings by √emb_dim, in the weights' dtype
+        self.embed_scale = cfg.emb_dim ** 0.5 if cfg.family.model.variant.embedding_scale else None
+        if self.embed_scale is not None:
+            self.emb_scaled = HookPoint()
+        self.trf_blocks = nn.ModuleList([
+            TransformerBlock(cfg, local if layer in cfg.sliding_layers else self.rope, layer)
+            for layer in range(cfg.n_layers)])
         self.final_norm = norm_of(cfg, cfg.emb_dim)
         self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
         self.tie_weights()
@@ -307,6 +326,8 @@ class LlamaModel(nn.Module):
             raise ValueError(f"sequence of {pos + t} tokens exceeds the context length "
                              f"{self.cfg.context_length}")
         x = self.tok_emb(in_idx)  # (B, T, C)
+        if self.embed_scale is not None:
+            x = self.emb_scaled(x * torch.tensor(self.embed_scale, dtype=x.dtype))
         for i, block in enumerate(self.trf_blocks):
             x = block(x, cache.layers[i] if cache is not None else None, pos)
         x = self.final_norm(x)
@@ -330,8 +351,9 @@ def init_llama_weights(model: LlamaModel, seed: int = 0, should_stop=None) -> Ll
     with torch.no_grad():
         for name, param in model.named_parameters():
             check(should_stop)
-            if name.endswith("scale"):
-                param.fill_(1.0)
+            if name.endswith("scale"):  # a gain of 1 (Gemma's stored 0: 1 + w)
+                owner = model.get_submodule(name.rpartition(".")[0])
+                param.fill_(1.0 - getattr(owner, "offset", 0.0))
             elif name.endswith("alpha"):  # DyT's
                 param.fill_(DyT.ALPHA)
             elif name.endswith(("bias", "shift")):

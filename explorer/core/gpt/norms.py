@@ -17,6 +17,8 @@ class RMSNorm(nn.Module):
     """x / √(mean(x²) + eps) · scale, computed in float32 (as Llama and Qwen do): no mean
     subtracted, no shift. ``scale`` is the book's Qwen3 name (nn.RMSNorm's ``weight``)."""
 
+    offset = 0.0  # what the stored scale is added to (OffsetRMSNorm's 1)
+
     def __init__(self, dim: int, eps: float = 1e-5) -> None:
         super().__init__()
         self.eps = eps
@@ -27,6 +29,29 @@ class RMSNorm(nn.Module):
         x = x.to(torch.float32)
         x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
         return self.scale * x.to(dtype)
+
+    def gain(self) -> torch.Tensor:
+        """What each normalised value is multiplied by."""
+        return self.scale + self.offset if self.offset else self.scale
+
+
+class OffsetRMSNorm(RMSNorm):
+    """Gemma's RMSNorm: the gain is stored around 0 and used as 1 + scale (a stored 0
+    means × 1), multiplied in float32 before the cast back, as the book's Gemma 3 and
+    ``transformers`` compute it."""
+
+    offset = 1.0
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__(dim, eps)
+        self.scale = nn.Parameter(torch.zeros(dim))  # a gain of 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        x = x * (1.0 + self.scale.float())
+        return x.to(dtype)
 
 
 class DyT(nn.Module):
@@ -51,7 +76,8 @@ class DyT(nn.Module):
 def norm_rows(module: nn.Module, x: np.ndarray) -> np.ndarray:
     """``module`` (a LayerNorm, an RMSNorm or a DyT of the explorer's) applied along x's
     last axis."""
-    scale = module.scale.detach().double().cpu().numpy()
+    gain = module.gain() if isinstance(module, RMSNorm) else module.scale
+    scale = gain.detach().double().cpu().numpy()
     if isinstance(module, DyT):
         alpha = float(module.alpha.detach().double().cpu()[0])
         return scale * np.tanh(alpha * x) + module.shift.detach().double().cpu().numpy()

@@ -59,8 +59,11 @@ class Rotary:
     longer sequences come (a 131k-token context is not computed up front). Not a module:
     nothing of it is a weight, and a model built on the meta device has none to fill."""
 
-    def __init__(self, cfg: GPTConfig) -> None:
-        self.inv_freq = rope_inverse_frequencies(cfg.head_dim, cfg.rope_base, cfg.rope_scaling)
+    def __init__(self, cfg: GPTConfig, base: float | None = None) -> None:
+        """The angles of ``cfg``'s rotation, or of its own θ ``base`` (a sliding layer's,
+        unscaled: Gemma 3 scales only its global layers' frequencies)."""
+        self.inv_freq = (rope_inverse_frequencies(cfg.head_dim, cfg.rope_base, cfg.rope_scaling)
+                         if base is None else rope_inverse_frequencies(cfg.head_dim, base))
         self._cos = self._sin = None
 
     def __call__(self, start: int, stop: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,21 +14,25 @@ from ..gpt.nodes import (Width, ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, SPLIT
                          SPLIT_QUERIES, SPLIT_VALUES, HEADS_MIX, K_NORM, KEYS, KEYS_ROPE, KEYS_SHARED,
                          MASKED_SCORES, PATTERN, Q_NORM, QUERIES, QUERIES_ROPE, SCORES, VALUES,
                          VALUES_SHARED, Kind, Role, block_hook_name, input_node, role)
+from ..gpt.patterns import allowed_keys
 from .formulas_common import SHOWN, Ask, Worked, norm_input, _f, _p, _row, key_row
 
 
 def rms_norm(ask: Ask) -> Worked:
     name, where, captured = ask.name, ask.where, ask.captured
     module, x = norm_input(ask)
-    eps, scale = module.eps, _p(module.scale)
+    eps, offset, w = module.eps, getattr(module, "offset", 0.0), _p(module.scale)
     rms = math.sqrt(float(np.mean(x ** 2)) + eps)
-    value = x / rms * scale
+    value = x / rms * (offset + w)
     lines = [f"{where}: mean(x²) {_f(float(np.mean(x ** 2)))} over its {x.size} values, eps "
              f"{eps:g}, √(mean(x²) + eps) {_f(rms)}; its mean {_f(float(x.mean()))} is not "
-             "subtracted and nothing is shifted"]
-    lines += [f"feature {i}: {_f(x[i])} / {_f(rms)} × {_f(scale[i])} = {_f(value[i])}"
+             "subtracted and nothing is shifted"
+             + (f"; the weight w is stored around 0 and used as {offset:g} + w" if offset else "")]
+    gain = (lambda i: f"({offset:g} + {_f(w[i])})") if offset else (lambda i: _f(w[i]))
+    lines += [f"feature {i}: {_f(x[i])} / {_f(rms)} × {gain(i)} = {_f(value[i])}"
               for i in range(SHOWN)]
-    return Worked(name, "y = x / √(mean(x²) + eps) · weight", lines, value, captured)
+    formula = f"({offset:g} + weight)" if offset else "weight"
+    return Worked(name, f"y = x / √(mean(x²) + eps) · {formula}", lines, value, captured)
 
 
 def gate(ask: Ask) -> Worked:
@@ -65,16 +69,19 @@ def _llama_steps(model, layer: int, views: dict, order) -> dict[str, torch.Tenso
                                           None if m.bias is None else m.bias.detach().double())
 
     def rms(v, module):
-        return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + module.eps) * module.scale.detach().double()
+        return v / torch.sqrt(v.pow(2).mean(-1, keepdim=True) + module.eps) * module.gain().detach().double()
 
     steps = {QUERIES: lin(att.W_query), KEYS: lin(att.W_key), VALUES: lin(att.W_value)}
-    q = steps[SPLIT_QUERIES] = steps[QUERIES].view(b, t, h, hd).transpose(1, 2)
-    k = steps[SPLIT_KEYS] = steps[KEYS].view(b, t, kv, hd).transpose(1, 2)
+    q, k = steps[QUERIES], steps[KEYS]
+    if att.q_norm is not None and att.whole_qk:  # OLMo: the whole projection, then the heads
+        q, k = steps[Q_NORM], steps[K_NORM] = rms(q, att.q_norm), rms(k, att.k_norm)
+    q = steps[SPLIT_QUERIES] = q.view(b, t, h, hd).transpose(1, 2)
+    k = steps[SPLIT_KEYS] = k.view(b, t, kv, hd).transpose(1, 2)
     v = steps[SPLIT_VALUES] = steps[VALUES].view(b, t, kv, hd).transpose(1, 2)
-    if att.q_norm is not None:
+    if att.q_norm is not None and not att.whole_qk:
         q = steps[Q_NORM] = rms(q, att.q_norm)
         k = steps[K_NORM] = rms(k, att.k_norm)
-    angles = torch.arange(t, dtype=torch.float64)[:, None] * model.rope.inv_freq.double()[None, :]
+    angles = torch.arange(t, dtype=torch.float64)[:, None] * att.rope.inv_freq.double()[None, :]
     angles = torch.cat([angles, angles], dim=-1)
     cos, sin = torch.cos(angles), torch.sin(angles)
     steps["cos"], steps["sin"] = cos, sin
@@ -88,8 +95,9 @@ def _llama_steps(model, layer: int, views: dict, order) -> dict[str, torch.Tenso
     v = steps[VALUES_SHARED] = v.repeat_interleave(h // kv, dim=1)
     scores = steps[SCORES] = q @ k.transpose(2, 3)
     masked = steps[MASKED_SCORES] = scores.masked_fill(
-        torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
-    weights = steps[PATTERN] = torch.softmax(masked / math.sqrt(hd), dim=-1)
+        ~allowed_keys(t, t, scores.device, att.window), float("-inf"))
+    scaled = masked / math.sqrt(hd) if att.scale is None else masked * att.scale
+    weights = steps[PATTERN] = torch.softmax(scaled, dim=-1)
     context = steps[CONTEXT] = weights @ v
     joined = steps[CONTEXT_JOINED] = context.transpose(1, 2).reshape(b, t, h * hd)
     steps[ATTENTION] = steps[HEADS_MIX] = lin(att.out_proj, joined)
@@ -111,12 +119,12 @@ def attention_step(ask: Ask) -> Worked:
                                         f"{head // group * group}…{head // group * group + group - 1} "
                                         "share it)" if group > 1 else ""))
     if node.kind == Kind.ROPE:
-        theta = model.rope.inv_freq.double().numpy()
+        theta = att.rope.inv_freq.double().numpy()
         keys = key == KEYS_ROPE
         before = (K_NORM if K_NORM in steps else SPLIT_KEYS) if keys else \
             (Q_NORM if Q_NORM in steps else SPLIT_QUERIES)
         source = steps[before][0, index, pos].numpy()
-        lines = [f"{heads}: θ₀ = 1, θ₁ = {_f(theta[1])}, … θᵢ = {model.cfg.rope_base:g}^(−2i/{hd}); "
+        lines = [f"{heads}: θ₀ = 1, θ₁ = {_f(theta[1])}, … θᵢ = {model.cfg.rope_base_of(layer):g}^(−2i/{hd}); "
                  f"at position {pos} the angle of pair i is {pos}·θᵢ"]
         for i in range(min(SHOWN, hd // 2)):
             a = pos * theta[i]

@@ -15,6 +15,7 @@ import torch
 from ..base.errors import CheckpointError
 from ..base.validate import real, whole
 from ..gpt.config import PRESETS, GPTConfig, RopeScaling
+from ..gpt import families
 from ..gpt.families.llama import LLAMA
 from .keymaps import NameFormat, block_layers
 
@@ -35,7 +36,7 @@ MODEL_TYPES = tuple(ModelType)  # config.json's model_type this family opens
 assert MODEL_TYPES == LLAMA.files.model_types  # the family's record says the same
 
 _LAYER_RE = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
-_BLOCK_MAP = {"input_layernorm.weight": "norm1.scale",
+BLOCK_MAP = {"input_layernorm.weight": "norm1.scale",
               "post_attention_layernorm.weight": "norm2.scale",
               "self_attn.q_proj.weight": "att.W_query.weight",
               "self_attn.q_proj.bias": "att.W_query.bias",
@@ -59,13 +60,21 @@ def is_llama_hf_state_dict(sd: dict[str, torch.Tensor]) -> bool:
     return any(k.endswith("embed_tokens.weight") for k in sd)
 
 
+def hf_model_type(info: dict) -> object:
+    """config.json's model_type beside a Hugging Face state dict (None without one)."""
+    return (info.get("hf_config") or {}).get("model_type")
+
+
 def is_llama_book_state_dict(sd: dict[str, torch.Tensor]) -> bool:
-    """The book's Llama 2 / 3 / Qwen3 model: a SwiGLU feed-forward under our names."""
-    return any(k.endswith(".ff.fc1.weight") for k in sd)
+    """The book's Llama 2 / 3 / Qwen3 model: a SwiGLU feed-forward under our names, in
+    ``trf_blocks`` (its Gemma 3 and OLMo 3 notebooks name their blocks ``blocks``)."""
+    return any(k.startswith("trf_blocks.") and k.endswith(".ff.fc1.weight") for k in sd)
 
 
-def convert_hf(path: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Hugging Face Llama / Qwen names -> ours (the matrices are (out, in) in both)."""
+def convert_hf_names(path: Path, sd: dict[str, torch.Tensor], block_map: dict[str, str],
+                     what: str) -> dict[str, torch.Tensor]:
+    """Hugging Face names -> ours by a family's ``block_map`` (the matrices are (out, in)
+    in both); a name the family does not have is refused, naming ``what`` it is read as."""
     out: dict[str, torch.Tensor] = {}
     for key, t in sd.items():
         if key in _TOP_MAP:
@@ -74,19 +83,29 @@ def convert_hf(path: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
         m = _LAYER_RE.match(key)
         if m and m.group(2) in _IGNORED:
             continue
-        if not m or m.group(2) not in _BLOCK_MAP:
-            raise CheckpointError(path, f"unexpected key {key!r} for a Llama / Qwen checkpoint")
-        out[f"trf_blocks.{m.group(1)}.{_BLOCK_MAP[m.group(2)]}"] = t
+        if not m or m.group(2) not in block_map:
+            raise CheckpointError(path, f"unexpected key {key!r} for a {what} checkpoint")
+        out[f"trf_blocks.{m.group(1)}.{block_map[m.group(2)]}"] = t
     return out
 
 
-def convert_book(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def convert_hf(path: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Hugging Face Llama / Qwen names -> ours."""
+    return convert_hf_names(path, sd, BLOCK_MAP, "Llama / Qwen")
+
+
+def convert_book(sd: dict[str, torch.Tensor], renames: dict[str, str] | None = None
+                 ) -> dict[str, torch.Tensor]:
     """The book's names are ours, but for nn.RMSNorm's ``weight`` (Llama 3.2's notebook;
-    its Qwen3 calls it ``scale``, as we do) and the mask and angle buffers it may keep."""
+    its Qwen3 calls it ``scale``, as we do) and the mask and angle buffers it may keep;
+    ``renames``: a notebook's own block-part names (``blocks.``, its norms) -> ours."""
     out = {}
     for key, t in sd.items():
+        for old, ours in (renames or {}).items():
+            key = key.replace(old, ours)
         last = key.rsplit(".", 1)[-1]
-        if last in ("mask", "cos", "sin") and (key.count(".") <= 3):
+        if last in ("mask", "cos", "sin") and (key.count(".") <= 3) or key.rsplit(".", 1)[-1] in (
+                "cos_local", "sin_local", "cos_global", "sin_global"):
             continue  # the causal mask, RoPE's angles: made by the model, not weights
         if last == "weight" and (".norm" in key or key.startswith("final_norm")
                                  or key.endswith(("q_norm.weight", "k_norm.weight"))):
@@ -104,8 +123,11 @@ def _read(path: Path, check, *args):
 
 def _rope(path: Path, hf: dict) -> tuple[float, RopeScaling | None]:
     """θ and Llama 3's scaling, from either layout of config.json (``rope_theta`` and
-    ``rope_scaling``, or transformers 5's ``rope_parameters``)."""
+    ``rope_scaling``, or transformers 5's ``rope_parameters``: of the full-attention
+    layers where it has one a layer type)."""
     params = hf.get("rope_parameters") or {}
+    if isinstance(params.get("full_attention"), dict):
+        params = params["full_attention"]
     scaling = hf.get("rope_scaling") or (
         params if params.get("rope_type") not in (None, RopeType.DEFAULT) else None)
     base = hf.get("rope_theta", params.get("rope_theta", 10000.0))
@@ -132,7 +154,8 @@ def _refuse_what_differs(path: Path, hf: dict[str, Any]) -> None:
     kind = hf.get("model_type")
     if kind not in MODEL_TYPES:
         raise CheckpointError(path, f"config.json's model_type is {kind!r}; the explorer opens "
-                                    f"{', '.join(MODEL_TYPES)} and GPT-2")
+                                    f"{', '.join(t for t in families.model_types() if t != 'gpt2')}"
+                                    " and GPT-2")
     act = hf.get("hidden_act", "silu")
     if act != "silu":
         raise CheckpointError(path, f"config.json's hidden_act is {act!r}; the SwiGLU block "
@@ -149,10 +172,21 @@ def hf_config(path: Path, hf: dict[str, Any], sd: dict[str, torch.Tensor]) -> GP
     """The GPTConfig of a Hugging Face Llama / Qwen2 / Qwen3 config.json (already
     converted state dict ``sd``), every size it states checked against the weights."""
     _refuse_what_differs(path, hf)
+    try:
+        return GPTConfig(family=LLAMA, **hf_fields(path, hf, sd, "Llama / Qwen"))
+    except ValueError as exc:
+        raise CheckpointError(path, str(exc)) from None
+
+
+def hf_fields(path: Path, hf: dict[str, Any], sd: dict[str, torch.Tensor],
+              what: str) -> dict[str, Any]:
+    """The config fields a Hugging Face config.json of a block built like Llama's states
+    (sizes, heads, rotation, norm epsilon, tied head), each size checked against the
+    converted state dict ``sd``; ``what`` the model is read as, for the messages."""
     for needed in ("tok_emb.weight", "trf_blocks.0.att.W_query.weight", "trf_blocks.0.att.W_key.weight",
                    "trf_blocks.0.ff.fc1.weight"):
         if needed not in sd or sd[needed].dim() != 2:
-            raise CheckpointError(path, f"missing or misshapen {needed!r}: not a Llama / Qwen "
+            raise CheckpointError(path, f"missing or misshapen {needed!r}: not a {what} "
                                         "state dict")
     vocab, emb = sd["tok_emb.weight"].shape
     layers = len(block_layers(path, sd))
@@ -185,17 +219,39 @@ def hf_config(path: Path, hf: dict[str, Any], sd: dict[str, torch.Tensor]) -> GP
     if out_head is None and not tie:
         raise CheckpointError(path, "config.json unties the output head, but the weights have "
                                     "no lm_head.weight")
-    try:
-        return GPTConfig(
-            family=LLAMA, vocab_size=int(vocab), context_length=context, emb_dim=int(emb),
-            n_heads=heads, n_layers=layers, drop_rate=0.0,
-            qkv_bias="trf_blocks.0.att.W_query.bias" in sd, tie_weights=tie,
-            n_kv_groups=kv if kv != heads else None,
-            head_size=head_dim if head_dim * heads != emb else None, ff_dim=int(ff),
-            rope_base=base, rope_scaling=scaling,
-            qk_norm="trf_blocks.0.att.q_norm.scale" in sd, norm_eps=eps)
-    except ValueError as exc:
-        raise CheckpointError(path, str(exc)) from None
+    return dict(
+        vocab_size=int(vocab), context_length=context, emb_dim=int(emb),
+        n_heads=heads, n_layers=layers, drop_rate=0.0,
+        qkv_bias="trf_blocks.0.att.W_query.bias" in sd, tie_weights=tie,
+        n_kv_groups=kv if kv != heads else None,
+        head_size=head_dim if head_dim * heads != emb else None, ff_dim=int(ff),
+        rope_base=base, rope_scaling=scaling,
+        qk_norm="trf_blocks.0.att.q_norm.scale" in sd, norm_eps=eps)
+
+
+def hf_sliding(path: Path, hf: dict[str, Any], layers: int) -> dict[str, Any]:
+    """The sliding layers a config.json's ``layer_types`` names (Gemma 3, OLMo 3), their
+    window, and their own θ where it has one (``rope_local_base_freq``, or the
+    ``sliding_attention`` entry of ``rope_parameters``)."""
+    kinds = hf.get("layer_types")
+    if kinds is None:
+        return {}
+    if not isinstance(kinds, list) or len(kinds) != layers or not set(kinds) <= {
+            "sliding_attention", "full_attention"}:
+        raise CheckpointError(path, f"config.json's layer_types must name {layers} layers, each "
+                                    "sliding_attention or full_attention")
+    sliding = tuple(i for i, kind in enumerate(kinds) if kind == "sliding_attention")
+    if not sliding:
+        return {}
+    window = _read(path, whole, hf.get("sliding_window"), "sliding_window in config.json")
+    params = (hf.get("rope_parameters") or {}).get("sliding_attention") or {}
+    local = hf.get("rope_local_base_freq", params.get("rope_theta"))
+    if params.get("rope_type", "default") != RopeType.DEFAULT:
+        raise CheckpointError(path, f"config.json asks for {params['rope_type']!r} rotary "
+                                    "scaling in its sliding layers; the explorer computes them unscaled")
+    return dict(sliding_window=window, sliding_layers=sliding,
+                rope_local_base=None if local is None else _read(
+                    path, real, local, "the sliding layers' rope_theta in config.json", 1.0, 1e12))
 
 
 def book_config(path: Path, sd: dict[str, torch.Tensor], book: dict[str, Any]) -> GPTConfig:
@@ -246,7 +302,10 @@ def _hf_config(path: Path, sd: dict, info: dict, notices: list) -> GPTConfig:
 # Hugging Face's LlamaForCausalLM / Qwen2 / Qwen3 names; the book's bonus-chapter models
 # (ours, but for the norms' weight), unless the file is the explorer's own
 FORMATS = (
-    NameFormat("hf-llama", lambda sd, info: is_llama_hf_state_dict(sd), convert_hf, _hf_config),
+    # a model_type no family opens is read here, and refused naming those the explorer opens
+    NameFormat("hf-llama", lambda sd, info: is_llama_hf_state_dict(sd) and (
+        hf_model_type(info) in MODEL_TYPES or hf_model_type(info) not in families.model_types()),
+        convert_hf, _hf_config),
     NameFormat("book-llama", lambda sd, info: is_llama_book_state_dict(sd) and "config" not in info,
                lambda path, sd: convert_book(sd),
                lambda path, sd, info, notices: book_config(path, sd, info.get("book_config") or {})),

@@ -63,7 +63,9 @@ def check_config(config: Path, repo_id: str) -> BlockFamily:
     family = for_config(data)
     if family is None:
         kind = data.get("model_type") if isinstance(data, dict) else type(data).__name__
-        raise HubError(f"{repo_id} is not a {' or '.join(f.title for f in FAMILIES.values())} "
-                       f"model (its config.json says model_type {kind!r}); the explorer runs "
+        titles = [f.title for f in FAMILIES.values()]
+        others = f", nor {' or '.join(titles[2:])}" if len(titles) > 2 else ""
+        raise HubError(f"{repo_id} is not a {' or '.join(titles[:2])} model{others} (its "
+                       f"config.json says model_type {kind!r}); the explorer runs "
                        f"{', '.join(model_types())}")
     return family

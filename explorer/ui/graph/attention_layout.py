@@ -157,7 +157,7 @@ def _caps_and_title(out: Layout, cfg, layer: int, inp, top, opened: tuple[bool, 
     for text in out.texts:
         if text.kind == TextKind.CAP_AFTER:
             text.x = min(text.x, edge - m.width(text.text) - 4)
-    title = f"{block_title(layer, cfg.n_layers)} · {order_title(cfg)}"
+    title = f"{block_title(layer, cfg.n_layers)} · {order_title(cfg, layer)}"
     out.texts.append(Text(title, edge - m.bold_width(title) - 4, min(after_top - fh - 4, before_top),
                           TextKind.TITLE))
 

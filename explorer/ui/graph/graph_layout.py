@@ -44,10 +44,15 @@ def ff_title(cfg: GPTConfig) -> str:
 PATTERN_LABEL = "weights"  # the attention pattern's chip beside attention (attn_weights)
 
 
-def order_title(cfg: GPTConfig) -> str:
+def order_title(cfg: GPTConfig, layer: int | None = None) -> str:
     """The block's kind in a word or two, as its family names it: GPT-2's order (Pre-LN
-    or Post-LN), or the family whose block it is."""
-    return order_of(cfg).title
+    or Post-LN), or the family whose block it is; in a model with sliding layers, whether
+    block ``layer``'s attention slides (and its window) or sees every earlier token."""
+    title = order_of(cfg).title
+    if layer is not None and cfg.sliding_layers:
+        window = cfg.window(layer)
+        title += f" · sliding window {window:,}" if window else " · full attention"
+    return title
 
 
 def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,
@@ -69,7 +74,7 @@ def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,
     before_top = _before(out, cfg, layer, inp, open_before, m, nh, p.gap, nw)
     last_b = p.box(out, p.keys_b[0])  # the top of column B: the block's output
     after_top = _after(out, cfg, layer, last_b, open_after, m, nh, p.gap, nw, 0.0)
-    title = f"{block_title(layer, cfg.n_layers)} · {block_module_name(layer)} · {order_title(cfg)}"
+    title = f"{block_title(layer, cfg.n_layers)} · {block_module_name(layer)} · {order_title(cfg, layer)}"
     # on the line about the blocks before, or just above the line about those after
     title_y = before_top if before_top + fh + 6 <= after_top else after_top - fh - 4
     out.texts.append(Text(title, p.cxb - nw / 2, title_y, TextKind.TITLE))

@@ -42,9 +42,8 @@ class ModelDialog(QDialog):
         self.preset_box = QComboBox()
         self.preset_box.addItems(list(PRESETS))
         self.norm_box = QComboBox()  # where the preset's norms sit, each said in one line
-        for i, position in enumerate(NormPosition):
-            self.norm_box.addItem(f"{position.title}: {position.formula}", str(position))
-            self.norm_box.setItemData(i, position.explained, Qt.ToolTipRole)
+        self._norms_of_preset()
+        self.preset_box.currentTextChanged.connect(self._norms_of_preset)
         self.seed = QSpinBox()
         self.seed.setRange(0, 2**31 - 1)
         self.device_box = QComboBox()
@@ -77,6 +76,16 @@ class ModelDialog(QDialog):
         layout.addLayout(form)
         layout.addWidget(buttons)
 
+    def _norms_of_preset(self) -> None:
+        """The placements the chosen preset's family has (OLMo's block only its own),
+        the preset's own first chosen."""
+        cfg = PRESETS[self.preset_box.currentText()]
+        self.norm_box.clear()
+        for i, position in enumerate(p for p in NormPosition if p in cfg.family.orders):
+            self.norm_box.addItem(f"{position.title}: {position.formula}", str(position))
+            self.norm_box.setItemData(i, position.explained, Qt.ToolTipRole)
+        self.norm_box.setCurrentIndex(self.norm_box.findData(str(cfg.norm_position)))
+
     def _trained_runs(self) -> None:
         """The runs finished here, the latest first: date, validation loss and path."""
         self.trained = state.trained_models()
@@ -96,7 +105,8 @@ class ModelDialog(QDialog):
         if current.preset:
             self.use_preset.setChecked(True)
             self.preset_box.setCurrentText(current.preset)
-            self.norm_box.setCurrentIndex(max(0, self.norm_box.findData(str(current.norm_position))))
+            if current.norm_position is not None:
+                self.norm_box.setCurrentIndex(max(0, self.norm_box.findData(str(current.norm_position))))
             self.seed.setValue(current.seed)
         elif current.checkpoint in [run.path for run in self.trained]:
             self.use_trained.setChecked(True)

@@ -97,3 +97,21 @@ def test_the_head_note_says_which_head_this_model_has():
 def test_a_post_ln_gpt2_small_gets_gpt2_smalls_notes():
     notes = " ".join(sizes(preset("gpt2-small", norm_position="post")).notes())
     assert "The book's 163,009,536" in notes and "says 117M" in notes
+
+
+@pytest.mark.parametrize("position", ["pre", "post", "branch", "peri", "parallel", "dyt"])
+@pytest.mark.parametrize("name", ["tiny", "llama-tiny"])
+def test_every_placement_counts_the_norms_it_has(name, position):
+    """Peri-LN has four norms a block, the parallel block one, a DyT three numbers' worth
+    more than a norm (α): the norms' row names them and counts the built model's."""
+    cfg = preset(name, norm_position=position)
+    model = build_model(cfg)
+    assert sizes(cfg).tied == sum(p.numel() for p in model.parameters())
+    row = next(r for r in sizes(cfg).rows if "final_norm" in r.component)
+    keys = cfg.family.norm_keys(position)
+    assert row.component.endswith(f"({', '.join(keys)}, final_norm)")
+    assert len(keys) == {"peri": 4, "parallel": 1}.get(position, 2)
+    block = model.trf_blocks[0]
+    assert row.per_block == sum(p.numel() for k in keys for p in block.get_submodule(k).parameters())
+    assert row.count == row.per_block * cfg.n_layers + sum(
+        p.numel() for p in model.final_norm.parameters())

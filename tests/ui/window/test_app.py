@@ -65,6 +65,20 @@ def test_model_dialog_returns_the_chosen_spec(qtbot, tmp_path, monkeypatch):
     assert dialog.spec().checkpoint == "/models/mine.safetensors"
 
 
+def test_model_dialog_offers_a_presets_own_placements(qtbot, tmp_path, monkeypatch):
+    """An OLMo preset's block has its norms in the branch only: the dialog offers that
+    one; a GPT-2 preset all six, Pre-LN chosen; the spec says what was chosen."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    from explorer.ui.window.model_dialog import ModelDialog
+    dialog = ModelDialog()
+    qtbot.addWidget(dialog)
+    dialog.preset_box.setCurrentText("olmo3-tiny")
+    assert [dialog.norm_box.itemData(i) for i in range(dialog.norm_box.count())] == ["branch"]
+    assert dialog.spec().norm_position == "branch"
+    dialog.preset_box.setCurrentText("tiny")
+    assert dialog.norm_box.count() == 6 and dialog.norm_box.currentData() == "pre"
+
+
 def test_window_title_says_which_model_and_whether_trained(make_window):
     window = make_window(norm_position="post")
     assert "tiny" in window.windowTitle() and "Post-LN" in window.windowTitle()

@@ -11,11 +11,12 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from ..family import BlockFamily
-from . import gpt2, llama
+from . import gpt2, llama, olmo
 
 # the one list of families: GPT-2's block (chapter 4), the Llama / Qwen block (the bonus
-# chapters); a new family is a file of this folder and one entry here
-FAMILIES: dict[str, BlockFamily] = {f.name: f for f in (gpt2.GPT2, llama.LLAMA)}
+# chapters), OLMo 2 / 3's (ch05/13_olmo3); a new family is a file of this folder and one
+# entry here
+FAMILIES: dict[str, BlockFamily] = {f.name: f for f in (gpt2.GPT2, llama.LLAMA, olmo.OLMO)}
 
 
 def default() -> BlockFamily:

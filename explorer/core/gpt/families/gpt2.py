@@ -162,11 +162,19 @@ def _count(cfg) -> ParameterCounts:
         embeddings=v * c + cfg.context_length * c,
         attention=L * (3 * (c * c + (c if cfg.qkv_bias else 0)) + c * c + c),
         feed_forward=L * (c * cfg.hidden_dim + cfg.hidden_dim + cfg.hidden_dim * c + c),
-        norms=(2 * L + 1) * 2 * c,
+        # each norm a scale and a shift (a DyT also its α); Peri-LN has four, parallel one
+        norms=(len(cfg.family.norm_keys(cfg.norm_position)) * L + 1)
+        * (2 * c + (cfg.norm_position == NormPosition.DYT)),
         head=0 if cfg.tie_weights else v * c,
         names=("embeddings (tok_emb + pos_emb)", "attention (W_query/W_key/W_value/out_proj)",
-               "feed-forward (ff.layers.0/2)", "layer norms (norm1/norm2/final_norm)"),
+               "feed-forward (ff.layers.0/2)",
+               f"{_norms_word(cfg)} ({'/'.join(cfg.family.norm_keys(cfg.norm_position))}"
+               "/final_norm)"),
     )
+
+
+def _norms_word(cfg) -> str:
+    return "DyTs" if cfg.norm_position == NormPosition.DYT else "layer norms"
 
 
 def _rows(cfg, counts: ParameterCounts) -> tuple[Row, ...]:
@@ -176,17 +184,21 @@ def _rows(cfg, counts: ParameterCounts) -> tuple[Row, ...]:
         Row("position embedding (pos_emb)", cfg.context_length * cfg.emb_dim, None),
         Row("attention (W_query, W_key, W_value, out_proj)", counts.attention, counts.attention // L),
         Row("feed-forward (ff.layers.0, ff.layers.2)", counts.feed_forward, counts.feed_forward // L),
-        Row("layer norms (norm1, norm2, final_norm)", counts.norms,
-            (counts.norms - counts.norms // (2 * L + 1)) // L),
+        Row(f"{_norms_word(cfg)} ({', '.join(cfg.family.norm_keys(cfg.norm_position))}, "
+            "final_norm)", counts.norms,
+            (counts.norms - counts.norms // (len(cfg.family.norm_keys(cfg.norm_position)) * L + 1))
+            // L),
     )
 
 
 # ---------------------------------------------------------------------- its words
 
 def _norm_way(cfg) -> str:
-    where = "before" if cfg.norm_position == NormPosition.PRE else "after"
+    if cfg.norm_position == NormPosition.DYT:
+        return (f"none: DyT, γ · tanh(α · x) + β value by value (2 × {cfg.emb_dim:,} + 1 "
+                "weights), where Pre-LN has its norms")
     return (f"LayerNorm: (x − mean) / √(var + 1e-5) × scale + shift (2 × {cfg.emb_dim:,} "
-            f"weights), {where} each branch")
+            f"weights), {cfg.norm_position.explained}")
 
 
 WAYS = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .. import placements
 from ..counts import ParameterCounts, Row
 from ..family import (PARENT_INPUT, AttentionFormulas, BlockFamily, Classes, Counting, Files,
-                      ModelCode, NormPosition, Role, Switch, Words)
+                      ModelCode, NormPosition, QKSpan, Role, Switch, Words)
 from ..node_types import HistRange, Kind, Node
 from ..rope_scaling import RopeScaling
 
@@ -119,10 +119,12 @@ _BLOCK = (
 
 _BY_KEY = {n.key: n for n in _BLOCK}
 _FF_LAYERS = tuple(n for n in _BLOCK if n.parent == "ff")
+# the block's parts, which the placements rearrange (and the families built with this
+# block's classes, OLMo's and Gemma's, take)
+PARTS = placements.Parts("RMSNorm", Kind.RMSNORM, _PATTERN, _ATT, None, _BY_KEY["add1"],
+                         _FF_LAYERS, _BY_KEY["ff"], None, _BY_KEY["add2"])
 # every norm position made from Pre-LN's parts (core/gpt/placements.py)
-_ORDERS = placements.orders(_BLOCK, placements.Parts(
-    "RMSNorm", Kind.RMSNORM, _PATTERN, _ATT, None, _BY_KEY["add1"], _FF_LAYERS, _BY_KEY["ff"],
-    None, _BY_KEY["add2"]))
+_ORDERS = placements.orders(_BLOCK, PARTS)
 
 MODEL_NODES_BEFORE = (
     Node("tok_emb", "Token embedding", "Looks up one emb_dim vector per token id; no "
@@ -161,7 +163,7 @@ CONFIG_FIELDS = frozenset(("n_kv_groups", "head_size", "ff_dim", "rope_base", "r
 MAX_WIDTH = 1 << 17  # head_size, ff_dim and n_kv_groups beyond it: a damaged file
 
 
-def _problems(cfg) -> list[str]:
+def config_problems(cfg) -> list[str]:
     """What a config's Llama fields get wrong, in words (the common fields are the
     config's own to check)."""
     problems = []
@@ -189,16 +191,24 @@ def _count(cfg) -> ParameterCounts:
     c, v, L = cfg.emb_dim, cfg.vocab_size, cfg.n_layers
     q, kv = cfg.n_heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
     bias = (q + 2 * kv) if cfg.qkv_bias else 0
-    qk_norms = 2 * cfg.head_dim if cfg.qk_norm else 0
+    whole = cfg.family.model.variant.qk_span == QKSpan.PROJECTION  # OLMo's span the projection
+    qk_norms = ((q + kv) if whole else 2 * cfg.head_dim) if cfg.qk_norm else 0
+    per_norm = 2 * c + 1 if cfg.norm_position == NormPosition.DYT else c  # DyT: γ, β and α
     return ParameterCounts(
         embeddings=v * c,
         attention=L * (c * q + 2 * c * kv + bias + q * c + qk_norms),
         feed_forward=L * 3 * c * cfg.hidden_dim,
-        norms=(2 * L + 1) * c,
+        norms=(_block_norms(cfg) * L + 1) * per_norm,
         head=0 if cfg.tie_weights else v * c,
         names=("embeddings (tok_emb)", "attention (W_query/W_key/W_value/out_proj)",
-               "feed-forward (ff.fc1/fc2/fc3)", "RMSNorms (norm1/norm2/final_norm)"),
+               "feed-forward (ff.fc1/fc2/fc3)",
+               f"{_norm_word(cfg)}s ({'/'.join(_norm_keys(cfg))}/final_norm)"),
     )
+
+
+def _block_norms(cfg) -> int:
+    """The norms in one block of the config's placement (Peri-LN four, parallel one)."""
+    return len(_norm_keys(cfg))
 
 
 def _rows(cfg, counts: ParameterCounts) -> tuple[Row, ...]:
@@ -209,9 +219,17 @@ def _rows(cfg, counts: ParameterCounts) -> tuple[Row, ...]:
         Row("attention (W_query, W_key, W_value, out_proj"
             + (", q_norm, k_norm)" if cfg.qk_norm else ")"), counts.attention, counts.attention // L),
         Row("feed-forward (ff.fc1, ff.fc2, ff.fc3)", counts.feed_forward, counts.feed_forward // L),
-        Row("RMSNorms (norm1, norm2, final_norm)", counts.norms,
-            (counts.norms - counts.norms // (2 * L + 1)) // L),
+        Row(f"{_norm_word(cfg)}s ({', '.join(_norm_keys(cfg))}, final_norm)", counts.norms,
+            (counts.norms - counts.norms // (_block_norms(cfg) * L + 1)) // L),
     )
+
+
+def _norm_word(cfg) -> str:
+    return "DyT" if cfg.norm_position == NormPosition.DYT else "RMSNorm"
+
+
+def _norm_keys(cfg) -> list[str]:
+    return cfg.family.norm_keys(cfg.norm_position)
 
 
 # ---------------------------------------------------------------------- its words
@@ -327,7 +345,7 @@ LLAMA = BlockFamily(
                       ("att.queries_rope", "att.keys_rope", "att.keys_repeated"), _SCORED, _MIXED),
                      (_QKV, _SPLIT, ("att.queries_rope", "att.keys_rope", "att.values_repeated"),
                       (None, "att.keys_repeated", None), _SCORED, _MIXED)),
-    config_fields=CONFIG_FIELDS, config_problems=_problems,
+    config_fields=CONFIG_FIELDS, config_problems=config_problems,
     centred_norm=False, dropout=False, mutations=MUTATIONS,
     presets={name: dict(drop_rate=0.0, qkv_bias=False) | fields for name, fields in {
         # random weights shaped like the models people run; a preset reads with GPT-2's
