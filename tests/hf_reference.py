@@ -142,3 +142,39 @@ def compare_nodes(ours, theirs, ids: torch.Tensor, tol: float) -> list[str]:
         gap = (have[finite] - ref[finite]).abs().max()
         assert gap <= tol, (name, float(gap))
     return names
+
+
+def jitter_norms(model, scale: float = 0.2):
+    """Every norm gain of ``model`` moved off its stored start, so that a wrong map shows."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * scale)
+    return model
+
+
+def compare_steps_and_greedy(ours, theirs, tol: float, pad: int) -> None:
+    """A 6-token prompt pass and three KV-cached steps of ours (a LoadedModel) against
+    transformers' ``theirs`` within ``tol``, then six greedy tokens equal to its generate's."""
+    import inspect
+    from explorer.core.run.generation import GenerationSettings, generate
+    torch.manual_seed(2)
+    ids = torch.randint(0, ours.config.vocab_size, (1, 9))
+    cache = ours.model.new_cache()
+    word = ("cache" if "cache" in inspect.signature(type(theirs).forward).parameters
+            else "past_key_values")
+    with torch.no_grad():
+        step = ours.model(ids[:, :6], cache=cache)
+        out = theirs(ids[:, :6], use_cache=True)
+        assert (step - out.logits).abs().max() <= tol
+        past = getattr(out, word)
+        for t in range(6, 9):  # past a window of 4: the cache's old keys are masked
+            step = ours.model(ids[:, t:t + 1], cache=cache)
+            out = theirs(ids[:, t:t + 1], use_cache=True, **{word: past})
+            past = getattr(out, word)
+            assert (step - out.logits).abs().max() <= tol
+        greedy = theirs.generate(ids[:, :5], max_new_tokens=6, do_sample=False,
+                                 eos_token_id=None, pad_token_id=pad)
+    mine = generate(ours.model, ids[0, :5].tolist(),
+                    GenerationSettings(max_new_tokens=6, stop_at_eot=False)).new_ids
+    assert mine == greedy[0, 5:].tolist()

@@ -182,7 +182,7 @@ FAMILY_FILES = tuple(sorted(n for n in MODULES.values() if n.startswith("explore
 NODE_TABLE = ("explorer.core.gpt.nodes", "explorer.core.gpt.family",
               "explorer.core.gpt.placements") + FAMILY_FILES
 # state-dict key maps: parameter names (trf_blocks.0.att.W_query.weight), weights, not nodes
-KEY_MAPS = ("explorer.core.weights.keymaps",) + tuple(
+KEY_MAPS = ("explorer.core.weights.keymaps", "explorer.core.weights.book_blocks") + tuple(
     dict.fromkeys(f.files.key_maps for f in FAMILIES.values()))  # each family's
 
 

@@ -43,6 +43,7 @@ class Role(StrEnum):
     UP = "up"  # a gated feed-forward's second Linear: the values the gate lets through
     POSITION_EMBEDDING = "position_embedding"  # learned positions added to the stream
     EMBEDDING_SUM = "embedding_sum"  # token + position embedding
+    EMBEDDING_SCALE = "embedding_scale"  # token embeddings × √emb_dim (Gemma)
     FIRST_DROPOUT = "first_dropout"  # dropout on attention's output
     HEAD_QUERIES = "head_queries"  # queries per head as the scores read them
     HEAD_KEYS = "head_keys"  # keys per head as the scores read them

@@ -73,6 +73,7 @@ KEYS_SHARED, VALUES_SHARED = _common(Role.KEYS_SHARED), _common(Role.VALUES_SHAR
 FF_UP = _common(Role.UP)  # a gated feed-forward's: the values the gate lets through
 POSITION_EMBEDDING = _common(Role.POSITION_EMBEDDING)
 EMBEDDING_SUM = _common(Role.EMBEDDING_SUM)
+EMBEDDING_SCALED = _common(Role.EMBEDDING_SCALE)
 FIRST_DROPOUT = _common(Role.FIRST_DROPOUT)
 
 

@@ -15,6 +15,7 @@ from ..gpt.nodes import (Width, ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, SPLIT
                          MASKED_SCORES, PATTERN, Q_NORM, QUERIES, QUERIES_ROPE, SCORES, VALUES,
                          VALUES_SHARED, Kind, Role, block_hook_name, input_node, role)
 from ..gpt.patterns import allowed_keys
+from ..gpt.variant import Gate
 from .formulas_common import SHOWN, Ask, Worked, norm_input, _f, _p, _row, key_row
 
 
@@ -40,6 +41,8 @@ def gate(ask: Ask) -> Worked:
     name, kind, views, pos, where, captured, order, layer = (
         ask.name, ask.node.kind, ask.views, ask.pos, ask.where, ask.captured, ask.order, ask.layer)
     gate = _row(views, block_hook_name(layer, role(order, Role.ACTIVATION_INPUT)), pos)
+    if ask.model.cfg.family.model.variant.gate == Gate.GELU_TANH:  # Gemma's GeGLU
+        return _geglu(ask, gate)
     silu = gate / (1 + np.exp(-gate))
     if kind == Kind.SILU:
         return Worked(name, "silu(x) = x · σ(x) = x / (1 + e^(−x))",
@@ -53,6 +56,18 @@ def gate(ask: Ask) -> Worked:
     lines += [f"value {i}: silu({_f(gate[i])}) {_f(silu[i])} × fc2 {_f(up[i])} = {_f(value[i])}"
               for i in range(SHOWN)]
     return Worked(name, "silu(fc1·x) ⊙ (fc2·x)", lines, value, captured)
+
+
+def _geglu(ask: Ask, gate: np.ndarray) -> Worked:
+    """Gemma's gated product: GELU (tanh approximation) of fc1's values ⊙ fc2's."""
+    up = _row(ask.views, block_hook_name(ask.layer, FF_UP), ask.pos)
+    gelu = 0.5 * gate * (1 + np.tanh(math.sqrt(2 / math.pi) * (gate + 0.044715 * gate ** 3)))
+    value = gelu * up
+    lines = [f"{ask.where}: {100 * float(np.mean(np.abs(gelu) < 0.05)):.0f}% of the {gelu.size} "
+             "gates are within 0.05 of 0 (those values are shut off)"]
+    lines += [f"value {i}: gelu({_f(gate[i])}) {_f(gelu[i])} × fc2 {_f(up[i])} = {_f(value[i])}"
+              for i in range(SHOWN)]
+    return Worked(ask.name, "gelu_tanh(fc1·x) ⊙ (fc2·x)", lines, value, ask.captured)
 
 
 def _llama_steps(model, layer: int, views: dict, order) -> dict[str, torch.Tensor]:
@@ -134,7 +149,9 @@ def attention_step(ask: Ask) -> Worked:
     if node.width == Width.CTX:
         said = {Kind.SCORES: "attn_scores = queries_rope @ keys_repeated.transpose(2, 3)",
                 Kind.MASK: "attn_scores.masked_fill(mask, -inf)",
-                Kind.PATTERN: "attn_weights = softmax(masked scores / √head_dim)"}[node.kind]
+                Kind.PATTERN: "attn_weights = softmax(masked scores / √head_dim)" if att.scale is None
+                else f"attn_weights = softmax(masked scores × {att.scale:.4g}, "
+                     "1/√query_pre_attn_scalar)"}[node.kind]
         return Worked(name, said,
                       [f"{heads}, query {pos}: " + key_row(value[: pos + 1])
                        + (f" (keys after {pos}: " + ("−inf)" if node.kind == Kind.MASK else "0)")

@@ -12,10 +12,11 @@ from typing import Any
 import torch
 
 from ..base.errors import CheckpointError
-from ..gpt.config import PRESETS, GPTConfig
+from ..gpt.config import GPTConfig
 from ..gpt.families.olmo import OLMO
 from ..gpt.norm_position import NormPosition
-from .keymaps import NameFormat, block_layers
+from .book_blocks import book_blocks_config
+from .keymaps import NameFormat
 from .llama_keys import (BLOCK_MAP, convert_book, convert_hf_names, hf_fields, hf_model_type,
                          hf_sliding, is_llama_hf_state_dict)
 
@@ -63,40 +64,19 @@ def hf_config(path: Path, sd: dict, info: dict, notices: list) -> GPTConfig:
         raise CheckpointError(path, str(exc)) from None
 
 
+def _book_fields(book: dict[str, Any], head_dim: int, sliding: tuple[int, ...]) -> dict:
+    if book.get("rope_type", "default") != "default":
+        raise ValueError(f"the config asks for {book['rope_type']!r} rotary scaling; the "
+                         "explorer computes OLMo's RoPE unscaled")
+    return dict(context_length=int(book.get("context_length", 4096)),
+                rope_base=float(book.get("rope_base", 500000.0)),
+                norm_eps=float(book.get("rms_norm_eps", 1e-6)))
+
+
 def book_config(path: Path, sd: dict, info: dict, notices: list) -> GPTConfig:
     """The book's OLMo 3 state dict: its config dict saved as config.json beside it
     (``n_heads``, ``layer_types`` …), or the preset of the same shapes."""
-    book = info.get("book_config") or {}
-    vocab, emb = sd["tok_emb.weight"].shape
-    layers = len(block_layers(path, sd))
-    tie = "out_head.weight" not in sd
-    if not book:
-        for cfg in PRESETS.values():
-            if cfg.family is OLMO and (cfg.vocab_size, cfg.emb_dim, cfg.n_layers) == (vocab, emb, layers):
-                return cfg.replace(tie_weights=tie)
-        raise CheckpointError(path, "cannot tell the heads of this OLMo state dict: put the "
-                                    "book's config dict (with n_heads) beside it as config.json")
-    try:
-        heads, kv = int(book["n_heads"]), int(book.get("n_kv_heads", book["n_heads"]))
-        head_dim = int(book.get("head_dim") or emb // heads)
-        kinds = book.get("layer_types") or ["full_attention"] * layers
-        sliding = tuple(i for i, k in enumerate(kinds) if k == "sliding_attention")
-        if book.get("rope_type", "default") != "default":
-            raise CheckpointError(path, f"the config asks for {book['rope_type']!r} rotary "
-                                        "scaling; the explorer computes OLMo's RoPE unscaled")
-        return GPTConfig(
-            family=OLMO, norm_position=NormPosition.BRANCH, vocab_size=int(vocab),
-            context_length=int(book.get("context_length", 4096)), emb_dim=int(emb),
-            n_heads=heads, n_layers=layers, drop_rate=0.0, qkv_bias=False, tie_weights=tie,
-            n_kv_groups=kv if kv != heads else None,
-            head_size=head_dim if head_dim * heads != emb else None,
-            ff_dim=int(sd["trf_blocks.0.ff.fc1.weight"].shape[0]),
-            rope_base=float(book.get("rope_base", 500000.0)), qk_norm=True,
-            norm_eps=float(book.get("rms_norm_eps", 1e-6)),
-            sliding_window=int(book["sliding_window"]) if sliding else None,
-            sliding_layers=sliding)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(path, f"config.json: {exc}") from None
+    return book_blocks_config(path, sd, info, OLMO, "OLMo", _book_fields)
 
 
 FORMATS = (

@@ -5,7 +5,6 @@ the norms inside the branches, the q/k norms over the whole projection, the slid
 layers' masks — the logits, greedy tokens and KV-cached steps; and the book's OLMo 3
 state dict (``blocks.N``) with its config dict."""
 
-import inspect
 import json
 
 import pytest
@@ -13,7 +12,7 @@ import torch
 
 from explorer.core.gpt.nodes import order_of
 from explorer.core.weights.checkpoints import load_checkpoint
-from tests.hf_reference import compare_nodes
+from tests.hf_reference import compare_nodes, compare_steps_and_greedy, jitter_norms
 from tests.llama_folder import write_tokenizer
 
 transformers = pytest.importorskip("transformers")
@@ -37,11 +36,7 @@ def hf_model(case: str, seed: int = 0):
         max_position_embeddings=64, rms_norm_eps=1e-6, attn_implementation="eager",
         eos_token_id=0, pad_token_id=1, **extra)
     model = getattr(transformers, f"{kind}ForCausalLM")(config).eval()
-    with torch.no_grad():  # norms away from 1, so that a wrong map shows
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.2)
-    return model
+    return jitter_norms(model)
 
 
 @pytest.fixture(params=list(CASES))
@@ -70,27 +65,7 @@ def test_every_node_equals_transformers(pair):
 
 def test_greedy_tokens_and_kv_cached_steps_equal_transformers(pair):
     theirs, ours, _ = pair
-    torch.manual_seed(2)
-    ids = torch.randint(0, 320, (1, 9))
-    cache = ours.model.new_cache()
-    word = ("cache" if "cache" in inspect.signature(type(theirs).forward).parameters
-            else "past_key_values")
-    with torch.no_grad():
-        step = ours.model(ids[:, :6], cache=cache)
-        out = theirs(ids[:, :6], use_cache=True)
-        assert (step - out.logits).abs().max() <= TOL
-        past = getattr(out, word)
-        for t in range(6, 9):  # past the window of 4: the cache's old keys are masked
-            step = ours.model(ids[:, t:t + 1], cache=cache)
-            out = theirs(ids[:, t:t + 1], use_cache=True, **{word: past})
-            past = getattr(out, word)
-            assert (step - out.logits).abs().max() <= TOL
-        greedy = theirs.generate(ids[:, :5], max_new_tokens=6, do_sample=False,
-                                 eos_token_id=None, pad_token_id=1)
-    from explorer.core.run.generation import GenerationSettings, generate
-    mine = generate(ours.model, ids[0, :5].tolist(),
-                    GenerationSettings(max_new_tokens=6, stop_at_eot=False)).new_ids
-    assert mine == greedy[0, 5:].tolist()
+    compare_steps_and_greedy(ours, theirs, TOL, pad=1)
 
 
 def test_the_order_and_the_words_are_olmos(pair):

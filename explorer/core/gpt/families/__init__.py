@@ -11,12 +11,13 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from ..family import BlockFamily
-from . import gpt2, llama, olmo
+from . import gemma3, gpt2, llama, olmo
 
 # the one list of families: GPT-2's block (chapter 4), the Llama / Qwen block (the bonus
-# chapters), OLMo 2 / 3's (ch05/13_olmo3); a new family is a file of this folder and one
-# entry here
-FAMILIES: dict[str, BlockFamily] = {f.name: f for f in (gpt2.GPT2, llama.LLAMA, olmo.OLMO)}
+# chapters), OLMo 2 / 3's (ch05/13_olmo3), Gemma 3's (ch05/12_gemma3); a new family is a
+# file of this folder and one entry here
+FAMILIES: dict[str, BlockFamily] = {f.name: f for f in (gpt2.GPT2, llama.LLAMA, olmo.OLMO,
+                                                        gemma3.GEMMA3)}
 
 
 def default() -> BlockFamily:
