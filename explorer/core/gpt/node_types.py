@@ -38,6 +38,7 @@ class Kind(str, Enum):
     SILU = "silu"  # x · σ(x), the gate's non-linearity
     PRODUCT = "product"  # SiLU(fc1 · x) ⊙ (fc2 · x): the gated product SwiGLU feeds fc3
     DYT = "dyt"  # γ · tanh(α · x) + β: Dynamic Tanh, where a norm would be
+    SCALE = "scale"  # every value times one constant (Gemma's √emb_dim on its embeddings)
 
     __str__ = str.__str__  # the word itself wherever it is written or formatted
     __format__ = str.__format__
@@ -78,6 +79,7 @@ _HIST_BY_KIND = {
     Kind.SILU: HistRange(-1.0, 9.0, 100),
     Kind.PRODUCT: HistRange(-10.0, 10.0, 100),
     Kind.DYT: HistRange(-10.0, 10.0, 100),
+    Kind.SCALE: HistRange(-10.0, 10.0, 100),
 }
 
 class Width(str, Enum):

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..gpt.block_model import BlockModel
 from ..gpt.family import AttentionFormulas
-from ..gpt.nodes import (ATTENTION, EMBEDDING_SCALED, EMBEDDING_SUM, HEADS_MIX, QUERIES, KEYS, VALUES, Width,
+from ..gpt.nodes import (ATTENTION, EMBEDDING_SUM, HEADS_MIX, QUERIES, KEYS, VALUES, Width,
                          order_of, node_for_hook, parse_hook)
 from ..gpt.tokenizer import tokenizer_of
 from .formulas_common import Ask, Worked, _row
@@ -44,6 +44,6 @@ def worked(model: BlockModel, name: str, views: dict, ids: list[int], pos: int,
     if cfg.family.attention_formulas == AttentionFormulas.FROM_INPUT and layer is not None \
             and ATTENTION in (key, node.parent) and key not in (HEADS_MIX, QUERIES, KEYS, VALUES):
         return attention_step(ask)
-    if key in (EMBEDDING_SUM, EMBEDDING_SCALED):
+    if key == EMBEDDING_SUM:
         return embedding(ask)
     return KIND_LESSONS[node.kind].formula(ask)

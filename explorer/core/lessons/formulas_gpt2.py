@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED, EMBEDDING_SCALED,
+from ..gpt.nodes import (ATTENTION, BLOCK_INPUT, CONTEXT, CONTEXT_JOINED,
                          EMBEDDING_SUM, FINAL_NORM, SPLIT_KEYS, SPLIT_QUERIES, SPLIT_VALUES, Kind, MASKED_SCORES,
                          POSITION_EMBEDDING, SCORES, TOKEN_EMBEDDING, block_hook_name,
                          block_input, eval_source, input_node, residual_branches,
@@ -33,12 +33,6 @@ def embedding(ask: Ask) -> Worked:
     """A row of the token or position table, or their sum."""
     model, name, key, views, ids, pos, where, captured = (
         ask.model, ask.name, ask.key, ask.views, ask.ids, ask.pos, ask.where, ask.captured)
-    if key == EMBEDDING_SCALED:  # Gemma: the token's row × √emb_dim
-        tok = _row(views, TOKEN_EMBEDDING, pos)
-        root = math.sqrt(tok.size)
-        return Worked(name, f"x = tok_emb[token id] × √emb_dim (√{tok.size} = {_f(root)})",
-                      [f"{where}, feature {i}: {_f(tok[i])} × {_f(root)} = {_f(tok[i] * root)}"
-                       for i in range(SHOWN)], tok * root, captured)
     if key != EMBEDDING_SUM:
         table = model.tok_emb.weight if key == TOKEN_EMBEDDING else model.pos_emb.weight
         index = ids[pos] if key == TOKEN_EMBEDDING else pos

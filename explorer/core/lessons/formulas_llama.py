@@ -13,10 +13,19 @@ import torch
 from ..gpt.nodes import (Width, ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, SPLIT_KEYS,
                          SPLIT_QUERIES, SPLIT_VALUES, HEADS_MIX, K_NORM, KEYS, KEYS_ROPE, KEYS_SHARED,
                          MASKED_SCORES, PATTERN, Q_NORM, QUERIES, QUERIES_ROPE, SCORES, VALUES,
-                         VALUES_SHARED, Kind, Role, block_hook_name, input_node, role)
+                         VALUES_SHARED, TOKEN_EMBEDDING, Kind, Role, block_hook_name, input_node, role)
 from ..gpt.patterns import allowed_keys
 from ..gpt.variant import Gate
 from .formulas_common import SHOWN, Ask, Worked, norm_input, _f, _p, _row, key_row
+
+
+def embedding_scale(ask: Ask) -> Worked:
+    """Gemma's embedding scale: the token's row times √emb_dim, before the first block."""
+    tok = _row(ask.views, TOKEN_EMBEDDING, ask.pos)
+    root = float(ask.model.embed_scale)
+    return Worked(ask.name, f"x = tok_emb[token id] × √emb_dim (√{tok.size} = {_f(root)})",
+                  [f"{ask.where}, feature {i}: {_f(tok[i])} × {_f(root)} = {_f(tok[i] * root)}"
+                   for i in range(SHOWN)], tok * root, ask.captured)
 
 
 def rms_norm(ask: Ask) -> Worked:
@@ -136,8 +145,9 @@ def attention_step(ask: Ask) -> Worked:
     if node.kind == Kind.ROPE:
         theta = att.rope.inv_freq.double().numpy()
         keys = key == KEYS_ROPE
-        before = (K_NORM if K_NORM in steps else SPLIT_KEYS) if keys else \
-            (Q_NORM if Q_NORM in steps else SPLIT_QUERIES)
+        per_head = Q_NORM in steps and not att.whole_qk  # OLMo's norms come before the split
+        before = (K_NORM if per_head else SPLIT_KEYS) if keys else \
+            (Q_NORM if per_head else SPLIT_QUERIES)
         source = steps[before][0, index, pos].numpy()
         lines = [f"{heads}: θ₀ = 1, θ₁ = {_f(theta[1])}, … θᵢ = {model.cfg.rope_base_of(layer):g}^(−2i/{hd}); "
                  f"at position {pos} the angle of pair i is {pos}·θᵢ"]
@@ -157,15 +167,18 @@ def attention_step(ask: Ask) -> Worked:
                        + (f" (keys after {pos}: " + ("−inf)" if node.kind == Kind.MASK else "0)")
                           if pos + 1 < value.size and node.kind != Kind.SCORES else "")],
                       value, captured)
+    span = "over all heads at once, before the split" if att.whole_qk else "per head"
+    gain = f"({att.q_norm.offset:g} + weight)" if getattr(att.q_norm, "offset", 0) else "weight"
+    scaled = "/ √head_dim" if att.scale is None else f"× {att.scale:.4g}"
     formula = {SPLIT_QUERIES: "queries.view(b, T, n_heads, head_dim).transpose(1, 2)",
                SPLIT_KEYS: "keys.view(b, T, n_kv_groups, head_dim).transpose(1, 2)",
                SPLIT_VALUES: "values.view(b, T, n_kv_groups, head_dim).transpose(1, 2)",
-               Q_NORM: "q_norm(queries): x / √(mean(x²) + eps) · weight, per head",
-               K_NORM: "k_norm(keys): x / √(mean(x²) + eps) · weight, per head",
+               Q_NORM: f"q_norm(queries): x / √(mean(x²) + eps) · {gain}, {span}",
+               K_NORM: f"k_norm(keys): x / √(mean(x²) + eps) · {gain}, {span}",
                KEYS_SHARED: "keys.repeat_interleave(group_size, dim=1)",
                VALUES_SHARED: "values.repeat_interleave(group_size, dim=1)",
                CONTEXT: "attn_weights @ values_repeated",
                CONTEXT_JOINED: "context.transpose(1, 2).reshape(b, T, n_heads · head_dim)",
-               ATTENTION: "out_proj(softmax(RoPE(q)·RoPE(k)ᵀ / √head_dim + mask) · v)"}[key]
+               ATTENTION: f"out_proj(softmax(RoPE(q)·RoPE(k)ᵀ {scaled} + mask) · v)"}[key]
     return Worked(name, formula, [f"{heads}: " + ", ".join(_f(v) for v in value[:SHOWN]) + " …"],
                   value, captured)

@@ -150,6 +150,14 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
         questions=(shape_question,),
         formula=common.dyt,
         own_class=DyT),
+    Kind.SCALE: KindLesson(
+        what="Multiplies every value by one constant, √{c}: the token embeddings scaled up "
+             "before the first block, so that they are not small beside what the blocks add "
+             "to the stream. Nothing is learned here.",
+        mistake="The scale is a fixed number, not a weight: it is √emb_dim (computed in the "
+                "weights' dtype), the same for every token and every feature.",
+        questions=(shape_question, width_question),
+        formula=llama.embedding_scale),
     Kind.RMSNORM: KindLesson(
         what="Rescales every token's vector on its own by its root mean square: divide by "
              "√(mean(x²) + eps), then multiply by a learned weight per dimension. Unlike "

@@ -4,7 +4,7 @@ folded to one line or open (pure geometry, no widgets)."""
 
 from __future__ import annotations
 
-from ...core.gpt.nodes import Node, block_input, model_nodes, order_of
+from ...core.gpt.nodes import POSITION_EMBEDDING, Node, block_input, model_nodes, order_of
 from .layout_types import Arrow, Box, Layout, Metrics, Text, TextKind, _box
 
 
@@ -15,8 +15,8 @@ def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh:
     fh = m.line
     before, _ = model_nodes(order_of(cfg))
     between = "" if layer == 0 else ("block 0" if layer == 1 else f"blocks 0–{layer - 1}")
-    if len(before) == 1:  # the token embedding alone (RoPE puts positions in attention)
-        return _before_token_only(out, cfg, layer, inp, open_, m, nh, gap, nw, before[0], between)
+    if not any(n.key == POSITION_EMBEDDING for n in before):  # RoPE puts positions in attention
+        return _before_chain(out, cfg, layer, inp, open_, m, nh, gap, nw, before, between)
     tok, pos, emb_add, drop = before
     if not open_:
         text = "▸ Token + position embeddings" + (f", {between}" if between else "")
@@ -54,33 +54,42 @@ def _before(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics, nh:
     return y - fh + 2
 
 
-def _before_token_only(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics,
-                       nh: float, gap: float, nw: float, tok: Node, between: str) -> float:
-    """The cap of a block whose stream starts at the token embedding (a Llama block):
-    block 0's input is that embedding, read from the token ids; a later block's cap
-    unfolds to it and the blocks between. Returns its top."""
+def _before_chain(out: Layout, cfg, layer: int, inp: Box, open_: bool, m: Metrics,
+                  nh: float, gap: float, nw: float, chain: tuple[Node, ...], between: str) -> float:
+    """The cap of a block whose stream starts at the token embedding, with no position
+    table (a Llama block; Gemma's scales it first): ``chain`` is what runs from the
+    token ids to block 0's input, one node after another. Block 0's input is the chain's
+    last node; a later block's cap unfolds to the whole chain and the blocks between.
+    Returns its top."""
     fh = m.line
-    if layer == 0:  # no arrow: what comes in is token ids, not a node's tensor
-        text = "from the token ids"
+    shown = chain if layer else chain[:-1]  # block 0's input box is the chain's last node
+    if not shown:  # no arrow: what comes in is token ids, not a node's tensor
         y = inp.top - 4 - fh
-        out.texts.append(Text(text, inp.left, y, TextKind.NOTE))
+        out.texts.append(Text("from the token ids", inp.left, y, TextKind.NOTE))
         return y
     if not open_:
-        text = f"▸ Token embedding, {between}"
+        text = "▸ " + " ".join(n.label for n in chain) + (f", {between}" if between else "")
         y = inp.top - gap - fh
         out.texts.append(Text(text, inp.left, y, TextKind.CAP_BEFORE))
-        out.arrows.append(Arrow(block_input(layer - 1, order_of(cfg)), inp.name,
-                                [(inp.cx, y + fh + 1), (inp.cx, inp.top)], (inp.cx + 5, y + fh + 2)))
+        source = block_input(layer - 1, order_of(cfg)) if layer else shown[-1].key
+        out.arrows.append(Arrow(source, inp.name, [(inp.cx, y + fh + 1), (inp.cx, inp.top)],
+                                (inp.cx + 5, y + fh + 2)))
         return y
     cx = inp.cx
-    y = inp.top - gap - fh - 4 - nh
-    t = _box(out, tok.key, tok, tok.label, cx, y + nh / 2, nw, nh)
-    out.arrows.append(Arrow(t.name, inp.name, [(cx, t.bottom), (cx, inp.top)],
-                            (cx + 5, inp.top - 2 - fh)))
-    note = f"⋮ {between} run here"
-    out.texts.append(Text(note, cx - 6 - m.width(note), t.bottom + 3, TextKind.NOTE))
-    y = t.top - gap + 2
-    out.texts.append(Text("▾ Embedding (click to fold)", t.left, y - fh + 2, TextKind.CAP_BEFORE))
+    below = inp
+    for i, node in enumerate(reversed(shown)):  # upward from the block's input
+        note = layer and i == 0  # the blocks between run after the chain's last node
+        y = below.top - gap - (fh + 4 if note else 0) - nh
+        box = _box(out, node.key, node, node.label, cx, y + nh / 2, nw, nh)
+        out.arrows.append(Arrow(box.name, below.name, [(cx, box.bottom), (cx, below.top)],
+                                (cx + 5, below.top - 2 - fh)))
+        if note:
+            text = f"⋮ {between} run here"
+            out.texts.append(Text(text, cx - 6 - m.width(text), box.bottom + 3, TextKind.NOTE))
+        below = box
+    y = below.top - gap + 2
+    title = "Embedding" if len(chain) == 1 else "Embedding, scaled"
+    out.texts.append(Text(f"▾ {title} (click to fold)", below.left, y - fh + 2, TextKind.CAP_BEFORE))
     return y - fh + 2
 
 

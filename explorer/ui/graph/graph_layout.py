@@ -149,7 +149,7 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
     p.cxb = cxb = p.lane2 + 10 + 8 + nw / 2
     p.ff_right = cxb + 5 + max(lw, m.bold_width(ff_title(cfg))) + 8
     if p.side:  # the gate's side of the fork at the column's left, the other at its right
-        p.half_w = max(nw / 2 - 3, max(m.width(p.labels[k]) for k in p.side) + 14)
+        p.half_w = max(nw / 2 - 3, max(m.width(p.labels[k]) for k in p.side + _gate(p)) + 14)
         p.cx_left = cxb - nw / 2 + p.half_w / 2
         p.cx_right = max(cxb + nw / 2 - p.half_w / 2, p.cx_left + 5 + lw + 6 + p.half_w / 2)
         p.ff_right = max(p.ff_right, p.cx_right + 5 + lw + 8)
@@ -191,18 +191,24 @@ def _place_columns(out: Layout, p: _Plan) -> None:
     p.bottom_row = p.pad + target + p.nh / 2  # both columns' last node's centre
 
 
+def _gate(p: _Plan, side: str | None = None) -> list[str]:
+    """The gate's nodes of a forked feed-forward: the column's nodes before the one that
+    joins ``side`` (the first side branch if none) to them (fc1 and its activation)."""
+    ff = [s for s in p.steps if s.parent == p.ff_parent]
+    side = side or p.side[0]
+    join = next(s for s in ff if side in s.inputs)
+    return [s.key for s in ff[:ff.index(join)] if s.key not in p.side]
+
+
 def _fork(out: Layout, p: _Plan) -> None:
     """A feed-forward that forks (SwiGLU): the gate's nodes (fc1, SiLU) narrowed to the
     column's left, the side branch (fc2) beside fc1 at its right, its arrow up to the
     node that joins them (the product)."""
     if not p.side:
         return
-    ff = [s for s in p.steps if s.parent == p.ff_parent]
     for key in p.side:
         side_node = _step(p.steps, key)
-        join = next(s for s in ff if key in s.inputs)
-        gate = [s.key for s in ff if s.key not in p.side and s is not join
-                and ff.index(s) < ff.index(join)]
+        gate = _gate(p, key)
         for k in gate:
             b = p.box(out, k)
             b.cx, b.w = p.cx_left, p.half_w

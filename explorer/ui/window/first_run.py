@@ -1,5 +1,5 @@
 """The banner a new user meets when no trained model was found: the views show noise,
-and three ways to a trained GPT-2 — download GPT-2 small, open a GPT-2 folder or
+and three ways to a trained model — download GPT-2 small, open a model folder or
 checkpoint (the book's gpt2/124M, a Hugging Face folder, a .pth), or train a small model
 here. It goes away once a trained model is loaded, and stays away on later launches.
 """
@@ -35,7 +35,7 @@ class FirstRunBanner(QFrame):
                              "trained GPT-2 with one of the buttons.")
         self.download = QPushButton(f"Download GPT-2 small (~{small.download_bytes / 1e6:,.0f} MB)")
         self.download.clicked.connect(self.downloadRequested.emit)
-        self.open = QPushButton("Open GPT-2 folder or file…")
+        self.open = QPushButton("Open a model folder or file…")
         menu = QMenu(self.open)
         menu.addAction("Folder (the book's gpt2/124M, a Hugging Face folder)…",
                        self.openFolderRequested.emit)

@@ -24,10 +24,11 @@ IDS = encode("Every effort moves you")
 
 def model_of(name: str):
     model = build_model(preset(name), seed=3).eval()
+    offset = model.cfg.family.model.variant.gain_offset  # Gemma's gains: 1 + a stored 0
     with torch.no_grad():  # norms away from 1: a forgotten weight would show
         for n, p in model.named_parameters():
             if n.endswith("scale"):
-                p.mul_(1 + 0.5 * torch.rand_like(p))
+                p.add_(0.5 * torch.rand_like(p)) if offset else p.mul_(1 + 0.5 * torch.rand_like(p))
     return model
 
 
@@ -46,7 +47,8 @@ def trained_llama():
     return trainer.model.eval()
 
 
-@pytest.mark.parametrize("name", ["llama-tiny", "qwen3-tiny", "trained"])
+@pytest.mark.parametrize("name", ["llama-tiny", "qwen3-tiny", "olmo2-tiny", "olmo3-tiny",
+                                  "gemma3-tiny", "trained"])
 def test_every_llama_nodes_worked_formula_equals_its_captured_output(name):
     model = trained_llama() if name == "trained" else model_of(name)
     views = run_prompt(model, IDS, Keep(inside=True)).views
@@ -112,3 +114,27 @@ def test_the_code_view_points_at_the_bonus_chapters_line_of_every_node():
         else:
             assert f"self.{attr}(" in line, (name, line)
     assert listing("trf_blocks.0.att.attn_scores", order).forward_name == "_scored"
+
+
+def test_gemma_and_olmo_formulas_name_their_own_steps():
+    """Gemma's embedding scale is its own step (read from the token embedding, no table
+    of its own), its norms' gains 1 + w, its scores scaled by 1/√query_pre_attn_scalar;
+    OLMo's q/k norms span every head before the split."""
+    from explorer.core.gpt.nodes import model_input_node, order_of
+    from explorer.core.lessons.matrices import has_matrix
+    gemma = model_of("gemma3-tiny")
+    order = order_of(gemma.cfg)
+    assert model_input_node("emb_scaled", order, gemma.cfg.n_layers) == "tok_emb"
+    assert has_matrix("tok_emb", order) and not has_matrix("emb_scaled", order)
+    views = run_prompt(gemma, IDS, Keep(inside=True)).views
+    scaled = worked(gemma, "emb_scaled", views, IDS, 2)
+    assert scaled.formula == "x = tok_emb[token id] × √emb_dim (√32 = 5.657)"
+    q = worked(gemma, "trf_blocks.0.att.q_norm", views, IDS, 2, head=1)
+    assert q.formula.endswith("· (1 + weight), per head")
+    att = worked(gemma, "trf_blocks.0.att", views, IDS, 2)
+    assert f"× {gemma.cfg.attn_scalar ** -0.5:.4g}" in att.formula
+    olmo = model_of("olmo2-tiny")
+    views = run_prompt(olmo, IDS, Keep(inside=True)).views
+    k = worked(olmo, "trf_blocks.1.att.k_norm", views, IDS, 3)
+    assert k.formula.endswith("· weight, over all heads at once, before the split")
+    assert k.value.shape == (olmo.cfg.kv_heads * olmo.cfg.head_dim,)

@@ -280,6 +280,33 @@ def test_a_llama_repository_downloads_with_its_tokenizer_and_opens_as_transforme
     assert (got - want).abs().max() <= 1e-5
 
 
+@pytest.mark.parametrize("family,module,case", [("olmo", "test_olmo", "olmo3-sliding"),
+                                                 ("gemma3", "test_gemma3", "sliding-gqa-tied")])
+def test_an_olmo_or_gemma_repository_downloads_and_opens_as_transformers_runs_it(
+        tmp_path, hf_cache, monkeypatch, family, module, case):
+    """OLMo 3 and Gemma 3 repositories through the stand-in Hub: their config.json's
+    model type picks the family, and the model opened from the cache runs as theirs."""
+    import importlib
+
+    import torch
+
+    from explorer.core.sources import ModelSpec, open_model
+    from explorer.core.weights.download import download
+    from tests.llama_folder import write_tokenizer
+    theirs = importlib.import_module(f"tests.core.gpt.{module}").hf_model(case)
+    theirs.save_pretrained(tmp_path)
+    write_tokenizer(tmp_path, 320)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with serving(f"someone/tiny-{family}", files, monkeypatch):
+        download(f"someone/tiny-{family}")
+    loaded = open_model(ModelSpec.parse(f"hf:someone/tiny-{family}"))
+    assert loaded.config.family.name == family and loaded.config.sliding_layers
+    ids = torch.randint(0, 320, (1, 10), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        got, want = loaded.model(ids), theirs(ids).logits
+    assert (got - want).abs().max() <= 1e-5
+
+
 def test_a_llama_repository_without_a_tokenizer_is_refused(tmp_path, hf_cache, monkeypatch):
     from tests.core.gpt.test_llama import hf_model
     hf_model("llama-gqa-untied").save_pretrained(tmp_path)

@@ -63,7 +63,7 @@ BEFORE = (
     replace(llama.MODEL_NODES_BEFORE[0], description="Looks up one emb_dim vector per token "
             "id; no position is added (RoPE rotates queries and keys inside attention)."),
     Node("emb_scaled", "× √emb_dim", "The token embeddings multiplied by √emb_dim (in the "
-         "weights' dtype), as Gemma scales them before the first block.", Kind.EMBEDDING, "emb"),
+         "weights' dtype), as Gemma scales them before the first block.", Kind.SCALE, "emb"),
 )
 AFTER = (_gain(llama.MODEL_NODES_AFTER[0]), llama.MODEL_NODES_AFTER[1])
 

@@ -313,6 +313,34 @@ def test_caps_unfold_on_a_click_and_for_a_selected_node(qtbot):
     assert set(MODEL_NODES_BEFORE[i].key for i in range(4)) | set(n.key for n in MODEL_NODES_AFTER) <= set(graph.items)
 
 
+@pytest.mark.parametrize("layer", [0, 2])
+def test_a_gemma_blocks_cap_unfolds_to_the_scaled_embedding_and_every_label_fits(qtbot, layer):
+    """Gemma 3's stream starts at the token embedding times √emb_dim: block 0's input is
+    the scaled embedding, its cap the token embedding above it; a later block's cap
+    unfolds to both and the blocks between. The GeGLU gate's narrowed nodes hold their
+    labels ("GELU (tanh)")."""
+    cfg = preset("gemma3-tiny")
+    graph = graph_for(qtbot, cfg, 4, (900, 700), layer=layer)
+    assert "tok_emb" not in graph.items
+    assert (layer == 0) == ("emb_scaled" in graph.items)  # block 0's input box
+    cap = graph.texts["cap-before"]
+    assert cap.text() == "▸ Token embedding × √emb_dim" + (", blocks 0–1" if layer else "")
+    view = graph.view
+    QTest.mouseClick(view.viewport(), Qt.LeftButton, Qt.NoModifier,
+                     view.mapFromScene(cap.sceneBoundingRect().center()))
+    assert {"tok_emb", "emb_scaled"} <= set(graph.items)
+    tok, scaled = (graph.items[k].sceneBoundingRect() for k in ("tok_emb", "emb_scaled"))
+    assert tok.bottom() < scaled.top()  # the lookup above its scale, the stream upward
+    assert "tok_emb" in graph.edges and "emb_scaled" in graph.edges  # each arrow carries its own
+    assert any("blocks 0–1 run here" in t for t, _, _ in texts_of(graph)) == bool(layer)
+    for name, node in graph.items.items():
+        if isinstance(node, FrameItem):
+            continue
+        box, label = node.sceneBoundingRect(), node.text.sceneBoundingRect()
+        assert box.left() <= label.left() and label.right() <= box.right(), name
+    assert_nothing_overlaps(graph)
+
+
 def test_the_embeddings_dropout_has_one_name_in_every_block(qtbot):
     """Block 1's input and the unfolded embeddings above block 3 are the same node, under
     the node table's one label."""
