@@ -555,6 +555,20 @@ def test_compare_ln_measures_every_placement_and_writes_them_as_json(capsys, tmp
     assert code == 2 and "--norms takes placements separated by commas, each once" in err
 
 
+@pytest.mark.parametrize("name,placement", [("gemma3-tiny", "Peri-LN"), ("olmo2-tiny", "Branch norm")])
+def test_compare_ln_on_a_family_with_one_placement_says_so_and_measures_the_rest(
+        capsys, tmp_path, name, placement):
+    """OLMo's and Gemma's blocks have no Pre-LN or Post-LN twin: the prompt's part is a
+    note, not a traceback, and the experiments (on GPT-2's block) still run and draw."""
+    code, out, err = run(capsys, "compare-ln", "Every effort", "--preset", name, "--depths", "2",
+                         "--depth", "2", "--norms", "pre,peri", "--plot", str(tmp_path / "c.png"))
+    title = "Gemma 3" if name.startswith("gemma") else "OLMo 2 / 3"
+    assert code == 0, err
+    assert f"note: The {title} block has its norms in one place only ({placement})" in err
+    assert "residual stream after each block" not in out and "Pre-LN next tokens" not in out
+    assert "every placement at depth 2" in out and (tmp_path / "c.png").stat().st_size > 0
+
+
 def test_compare_ln_draws_one_picture_per_experiment(capsys, tmp_path):
     from PySide6.QtGui import QImage
     code, out, err = run(capsys, "compare-ln", "Every effort", "--preset", "tiny", "--depths", "2",

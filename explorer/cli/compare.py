@@ -98,24 +98,14 @@ def _depths(args: argparse.Namespace) -> list[int]:
     return depths
 
 
-def compare_ln(args: argparse.Namespace) -> int:
-    for out in (args.plot, args.json):
-        if out:
-            check_output(out)  # before any work: a FIFO or a folder is refused now
-    _figure_paths(args)
-    norms = _placements(args)
-    from ..core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, compare_prompt,
-                                               gradient_experiment)
-    from ..core.run.generation import prepare_prompt
-    from ..core.base.resources import resource_path
-    from ..core.gpt.tokenizer import encode  # the experiment's own GPT-2 models read with it
-
-    depths = _depths(args)
-    empty_prompt_early([args.prompt], spec_of(args).known_tokenizer())
-    loaded = load(args)
-    ids, notices = prepare_prompt(loaded.tokenizer.encode(args.prompt), loaded.config.context_length)
-    for notice in notices:
-        print(f"note: {notice}", file=sys.stderr)
+def _on_the_prompt(loaded, ids: list[int]) -> dict:
+    """The prompt through the model in Pre-LN and Post-LN order, printed; nothing (and a
+    note) for a family whose norms sit in one place only."""
+    from ..core.experiments.ln_compare import FINAL_NORM_NOTE, compare_prompt, no_twin
+    why = no_twin(loaded.config)
+    if why:
+        print(f"note: {why[0].upper()}{why[1:]}", file=sys.stderr)
+        return {}
     pre, post = compare_prompt(loaded.model, ids)
     print(f"model: {loaded.label}; the other order is its twin with the same weights")
     print(FINAL_NORM_NOTE)
@@ -128,6 +118,27 @@ def compare_ln(args: argparse.Namespace) -> int:
     for run in (pre, post):
         cands = ", ".join(f"{p!r} {v:.3g}" for p, v in zip(run.top_pieces, run.top_probs))
         print(f"{run.norm_position.position.title} next tokens: {cands}")
+    return {"pre": pre, "post": post}
+
+
+def compare_ln(args: argparse.Namespace) -> int:
+    for out in (args.plot, args.json):
+        if out:
+            check_output(out)  # before any work: a FIFO or a folder is refused now
+    _figure_paths(args)
+    norms = _placements(args)
+    from ..core.experiments.ln_compare import EXPERIMENT_CONFIG, gradient_experiment
+    from ..core.run.generation import prepare_prompt
+    from ..core.base.resources import resource_path
+    from ..core.gpt.tokenizer import encode  # the experiment's own GPT-2 models read with it
+
+    depths = _depths(args)
+    empty_prompt_early([args.prompt], spec_of(args).known_tokenizer())
+    loaded = load(args)
+    ids, notices = prepare_prompt(loaded.tokenizer.encode(args.prompt), loaded.config.context_length)
+    for notice in notices:
+        print(f"note: {notice}", file=sys.stderr)
+    runs = _on_the_prompt(loaded, ids)
     text = resource_path("the-verdict.txt").read_text(encoding="utf-8")[:4000]
     print(f"\ngradient experiment: {args.init} initialisation, seed {args.init_seed}, "
           f"emb_dim {EXPERIMENT_CONFIG.emb_dim}, depths {depths}, LM loss on 'The Verdict'…",
@@ -150,8 +161,7 @@ def compare_ln(args: argparse.Namespace) -> int:
         from ..ui.plots.figures import save_compare_figure
         node = block_hook_name(0, block_output(order_of(loaded.config)))
         with atomic_output(args.plot) as tmp:
-            save_compare_figure(str(tmp), {"pre": pre, "post": post}, result, args.depth, node,
-                                placed)
+            save_compare_figure(str(tmp), runs, result, args.depth, node, placed)
         print(f"saved {shown(args.plot)}", file=sys.stderr)
     if args.figures:
         _save_figures(args, placed)

@@ -48,6 +48,8 @@ class GradientRun:
 class GradientReport:
     prompt_tokens: int
     runs: tuple[GradientRun, ...]  # with shortcuts first, then without (when asked)
+    norm: str = "LayerNorm"  # what the blocks' norms are ("RMSNorm", "DyT")
+    placement: str = "Pre-LN, x + f(norm(x))"  # where they sit, in words and formula
 
     def ratio(self) -> float | None:
         """The first block's gradient norm with shortcuts / without."""
@@ -164,7 +166,10 @@ def gradient_report(model: BlockModel, ids: list[int], without: bool = True,
         if progress is not None:
             progress(i, 2 if without else 1)
         runs.append(_one_run(model, tokens, names, shortcut, norms, should_stop))
-    return GradientReport(len(ids), tuple(runs))
+    position = model.cfg.norm_position
+    norm = ("DyT" if position == "dyt" else "LayerNorm" if model.cfg.family.centred_norm
+            else "RMSNorm")
+    return GradientReport(len(ids), tuple(runs), norm, f"{position.title}, {position.formula}")
 
 
 def per_layer(run: GradientRun, key: str, n_layers: int) -> list[float]:
@@ -177,7 +182,7 @@ def describe(report: GradientReport, n_layers: int) -> list[str]:
     lines = []
     for run in report.runs:
         label = ("with shortcuts" if run.shortcut else "shortcuts removed") + \
-            ("" if run.norms_kept else ", blocks' LayerNorms removed")
+            ("" if run.norms_kept else f", blocks' {report.norm}s removed")
         lines.append(f"{label}: loss {run.loss:.4g}; block parameters' gradient norm: first "
                      f"block {run.blocks[0]:.3g}, last {run.blocks[-1]:.3g}; along the residual "
                      f"stream: embeddings {run.residual[0]:.3g}, last block's output "
@@ -195,8 +200,8 @@ def describe(report: GradientReport, n_layers: int) -> list[str]:
         elif report.runs[0].norms_kept:
             lines.append(f"The first block gets {with_:.3g}× the last block's gradient with the "
                          f"shortcuts and {without:.3g}× without: here it does not fade, because "
-                         "the LayerNorm before each branch rescales what flows back. Remove the "
-                         "blocks' LayerNorms too to see the book's plain deep network lose it.")
+                         f"the blocks' {report.norm}s ({report.placement}) rescale what flows "
+                         f"back. Remove them too to see the book's plain deep network lose it.")
         else:
             lines.append(f"The first block gets {with_:.3g}× the last block's gradient with the "
                          f"shortcuts and {without:.3g}× without.")

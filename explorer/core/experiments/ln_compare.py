@@ -25,7 +25,7 @@ from torch import nn
 
 from ..run.analysis import ValueHistogram, data_histogram
 from ..gpt.hooks import HookSet
-from ..gpt.config import GPTConfig
+from ..gpt.config import GPTConfig, NormPosition
 from ..gpt.layers import LayerNorm
 from ..gpt.norms import DyT, RMSNorm
 from ..gpt.build import build_model
@@ -33,7 +33,6 @@ from ..gpt.model import init_weights
 from ..gpt.block_model import BlockModel
 from ..gpt.nodes import Role, block_hook_name, block_output, order_of, role, select_hook_names
 from ..run.passes import STATISTICS, run_prompt
-from ..gpt.config import NormPosition
 
 FINAL_NORM_NOTE = ("The Post-LN twin keeps final_norm: its blocks already end in a "
                    "LayerNorm, but the output head was trained on final_norm's scale and "
@@ -124,11 +123,25 @@ def summarise_run(model: BlockModel, ids: list[int], k: int = 5, should_stop=Non
         views=views, histograms=dict(counted.histograms))
 
 
+def no_twin(cfg: GPTConfig) -> str | None:
+    """Why a model has no twin in Pre-LN and Post-LN order (a family whose norms sit in
+    one place only, as OLMo's and Gemma's), or None when it has."""
+    if all(position in cfg.family.orders for position in PRE_POST):
+        return None
+    return (f"the {cfg.family.title} block has its norms in one place only "
+            f"({cfg.norm_position.title}): it has no Pre-LN or Post-LN twin to run the prompt "
+            "through. The six placements are compared on GPT-2's block (Every placement, "
+            "gpt-explorer compare-ln).")
+
+
 def compare_prompt(model: BlockModel, ids: list[int], should_stop=None
                    ) -> tuple[RunSummary, RunSummary]:
     """The prompt through the model's weights in Pre-LN and in Post-LN order: the model
     itself in its own, its twin (``placed_twin``) in the other (in both, for a model whose
-    norms sit elsewhere)."""
+    norms sit elsewhere). A family without both orders is refused (``no_twin``)."""
+    why = no_twin(model.cfg)
+    if why:
+        raise ValueError(why)
     first, second = (summarise_run(model if model.cfg.norm_position == position
                                    else placed_twin(model, position), ids, should_stop=should_stop)
                      for position in PRE_POST)
@@ -146,7 +159,7 @@ def initialise(model: BlockModel, scheme: str, seed: int) -> BlockModel:
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, (LayerNorm, RMSNorm, DyT)):  # a norm, or what stands for one
-                module.scale.fill_(1.0)
+                module.scale.fill_(1.0 - getattr(module, "offset", 0.0))  # Gemma's: 1 + a stored 0
                 for name, value in (("shift", 0.0), ("alpha", DyT.ALPHA)):
                     if getattr(module, name, None) is not None:
                         getattr(module, name).fill_(value)

@@ -104,8 +104,9 @@ class GPTConfig:
             object.__setattr__(self, "norm_position", next(iter(family.orders)))
         if not isinstance(self.norm_position, str) or self.norm_position not in family.orders:
             places = ", ".join(f"'{p}'" for p in family.orders)
+            got = str(self.norm_position) if isinstance(self.norm_position, str) else self.norm_position
             problems.append(f"norm_position must be one of {places} for a {family.title} block, "
-                            f"got {self.norm_position!r}")
+                            f"got {got!r}")
         else:
             object.__setattr__(self, "norm_position", NormPosition(self.norm_position))
         if problems:

@@ -43,13 +43,13 @@ def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
 
 
 def question_for(name: str, views: dict, norm_position: str, asked: int = 0,
-                 seed: int = 0) -> Question | None:
-    """The ``asked``-th question about ``name`` (they rotate), from the pass's ``views``;
-    None when the node is not in them."""
+                 seed: int = 0, norm_eps: float = 1e-5) -> Question | None:
+    """The ``asked``-th question about ``name`` (they rotate), from the pass's ``views``
+    (of a model whose norms add ``norm_eps``); None when the node is not in them."""
     if name not in views:
         return None
     makers = questions_for(name, norm_position)
-    live = Live(name, views, norm_position)
+    live = Live(name, views, norm_position, norm_eps)
     return makers[asked % len(makers)](live, random.Random(seed * 7919 + asked))
 
 

@@ -59,6 +59,7 @@ class Live:
     name: str
     views: dict  # hook name -> core.capture.NodeView
     norm_position: str
+    norm_eps: float = 1e-5  # the model's norms' eps (GPT-2's, Llama 2's; Qwen3's is 1e-6)
 
     @property
     def view(self):

@@ -11,8 +11,8 @@ import random
 
 import numpy as np
 
-from ..gpt.nodes import (KEYS, KEYS_ROPE, QUERIES_ROPE, SECOND_NORM, VALUES, block_hook_name,
-                         input_node, role, Role)
+from ..gpt.nodes import (KEYS, KEYS_ROPE, QUERIES_ROPE, SECOND_NORM, VALUES, Kind, block_hook_name,
+                         input_node, node_for_hook, role, Role)
 from .facts import SHAPES, VALUES as VALUE_FACTS
 from .question import Live, Question, choices, live_layer, numbers_around
 from .rope_shift import turn
@@ -61,7 +61,11 @@ def rms_size_question(live: Live, rng: random.Random) -> Question:
     x = _rows(live.input())
     c = live.shape[-1]
     rms_in = math.sqrt(float(np.mean(x[-1].astype(np.float64) ** 2))) if x is not None else 2.0
-    normed = rms_in / math.sqrt(rms_in ** 2 + 1e-5)
+    eps = live.norm_eps
+    normed = rms_in / math.sqrt(rms_in ** 2 + eps)
+    said = (f"{normed:.6f} for the last vector: a little under, because of eps" if normed > 0.9
+            else f"but {normed:.3g} for the last vector here: its root mean square, {rms_in:.3g}, is "
+                 f"near √eps ({math.sqrt(eps):.3g}), and eps, added under the root, holds it below 1")
     offered = {"0": "that would be a mean taken out and nothing left; RMSNorm divides, it "
                     "does not subtract",
                f"{math.sqrt(c):.3g}": f"√{c}: the length of a vector of {c} ones, not the "
@@ -69,9 +73,9 @@ def rms_size_question(live: Live, rng: random.Random) -> Question:
                f"{rms_in:.3g}": "that is the input's root mean square, before the division"}
     return _grid(f"Before its weight, what is the root mean square of each vector "
                  f"{live.node.label} ({live.name}) makes?", "1", offered,
-                 f"About 1 ({normed:.6f} for the last vector: a little under, because of eps): "
-                 f"x is divided by its own root mean square ({rms_in:.3g} here); the learned "
-                 "weight then sets each feature's size.", rng, frozenset({VALUE_FACTS}))
+                 f"About 1 ({said}): x is divided by its own root mean square ({rms_in:.3g} "
+                 "here); the learned weight then sets each feature's size.", rng,
+                 frozenset({VALUE_FACTS}))
 
 
 # ------------------------------------------------------------------ RoPE
@@ -176,7 +180,10 @@ def swiglu_weights_question(live: Live, rng: random.Random) -> Question:
     hidden = live.width(role(live.norm_position, Role.ACTIVATION_INPUT), layer) or 4 * c
     right = 3 * c * hidden
     mlp = 2 * c * 4 * c
-    roles = {2 * c * hidden: f"two matrices of {c} × {hidden}: GELU's MLP has two, SwiGLU three",
+    gate = role(live.norm_position, Role.ACTIVATION)  # SiLU's, or Gemma's GELU's
+    glu = ("GeGLU" if node_for_hook(block_hook_name(layer, gate), live.norm_position).kind == Kind.GELU
+           else "SwiGLU")
+    roles = {2 * c * hidden: f"two matrices of {c} × {hidden}: GELU's MLP has two, {glu} three",
              mlp: f"GPT-2's MLP at 4 × {c}: two matrices of {c} × {4 * c}",
              3 * c * 4 * c: f"three matrices at 4 × {c} = {4 * c}; this one's width is {hidden}"}
     offered = numbers_around(right, list(roles), rng)
@@ -188,7 +195,7 @@ def swiglu_weights_question(live: Live, rng: random.Random) -> Question:
                     f"3 × {c} × {hidden} = {right:,}: fc1 and fc2 each {c} × {hidden}, fc3 "
                     f"{hidden} × {c}, no biases. GPT-2's MLP at 4 × {c} holds {mlp:,}; three "
                     f"matrices cost the same at 8/3 × {c} ≈ {8 * c // 3}, which is why a "
-                    f"SwiGLU is not 4 × emb_dim wide (this one is {hidden / c:.3g} ×).",
+                    f"{glu} is not 4 × emb_dim wide (this one is {hidden / c:.3g} ×).",
                     reasons, frozenset({SHAPES}))
 
 

@@ -183,9 +183,8 @@ class CapItem(QGraphicsSimpleTextItem):
         self.setBrush(QBrush(QColor("#2a5a8a")))
         self.setCursor(Qt.PointingHandCursor)
         self.setToolTip("Click to unfold or fold: " + (
-            "the token and position embeddings, their sum and dropout"
-            if kind == TextKind.CAP_BEFORE
-            else "the final LayerNorm and the output head"))
+            "the embeddings and the blocks before this one" if kind == TextKind.CAP_BEFORE
+            else "the blocks after this one, the final norm and the output head"))
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)
         if event.button() == Qt.LeftButton:

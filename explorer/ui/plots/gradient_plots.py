@@ -65,7 +65,7 @@ def draw_report(plots: dict[str, pg.PlotItem], report: GradientReport | None, ke
     set_title(plots["residual"], plots["residual"].base_title + (" (0 at 1e-30)" if zeros else ""),
               size=TITLE_SIZE)
     for run in report.runs:
-        name = NAMES[run.shortcut] + ("" if run.norms_kept else ", no LayerNorm")
+        name = NAMES[run.shortcut] + ("" if run.norms_kept else f", no {report.norm}")
         style = dict(pen=PENS[run.shortcut], symbol="o", symbolSize=5,
                      symbolBrush=PENS[run.shortcut].color(), name=name)
         series = {"residual": run.residual, "node": per_layer(run, key, n_layers),

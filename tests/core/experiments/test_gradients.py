@@ -134,3 +134,21 @@ def test_gradients_that_would_not_fit_are_refused_before_they_run(monkeypatch):
     monkeypatch.setattr(devices, "free_memory_bytes", lambda device: 2**20)
     with pytest.raises(MemoryError, match="computing the gradients of a 5-token prompt needs about"):
         gradient_report(model, IDS)
+
+
+@pytest.mark.parametrize("name,words", [
+    ("tiny", "the blocks' LayerNorms (Pre-LN, x + f(norm(x))) rescale what flows back"),
+    ("gemma3-tiny", "the blocks' RMSNorms (Peri-LN, x + norm_out(f(norm_in(x)))) rescale"),
+    ("olmo2-tiny", "the blocks' RMSNorms (Branch norm, x + norm(f(x))) rescale")])
+def test_the_verdict_names_the_norms_the_block_has_where_they_sit(name, words):
+    """Why the gradient does not fade with the norms kept, in the words of the block's own
+    norms; without them, the runs say which were removed."""
+    import dataclasses
+    model = build_model(preset(name), seed=0)
+    report = gradient_report(model, IDS)
+    # the verdict a block gets when its gradient keeps its size down the stack
+    even = tuple(dataclasses.replace(r, blocks=(1.0, 1.0)) for r in report.runs)
+    text = "\n".join(describe(dataclasses.replace(report, runs=even), 2))
+    assert words in text and "does not fade" in text
+    bare = gradient_report(model, IDS, norms=False)
+    assert f"blocks' {report.norm}s removed" in "\n".join(describe(bare, model.cfg.n_layers))

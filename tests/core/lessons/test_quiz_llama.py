@@ -24,7 +24,8 @@ from explorer.core.run.capture import Capture
 
 from .test_option_forms import DRAWS, tells
 
-CONFIGS = {"llama": preset("llama-tiny"), "qwen3": preset("qwen3-tiny")}
+CONFIGS = {"llama": preset("llama-tiny"), "qwen3": preset("qwen3-tiny"), "olmo3": preset("olmo3-tiny"),
+           "gemma3": preset("gemma3-tiny")}
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +120,26 @@ def test_swiglu_and_gqa_answers_equal_hand_counts(passes, key, weights, group, c
     share = float((np.abs(silu) <= 0.1).mean())
     q = gate_share_question(live(views, cfg, "ff.silu"), random.Random(0))
     assert f"{100 * share:.1f}%" in q.explanation
+
+
+def test_gemmas_questions_name_its_gelu_gate_and_small_inputs_are_explained(passes):
+    """Gemma's gate is GELU (tanh), never SiLU, in every question; the root mean square a
+    norm makes is explained by its live input, eps counting only for a tiny one."""
+    cfg, views = CONFIGS["gemma3"], passes["gemma3"]
+    order = order_of(cfg)
+    for name in all_hook_names(cfg, inside=True):
+        for asked in range(len(questions_for(name, order))):
+            q = question_for(name, views, order, asked, seed=asked)
+            words = q.text + "".join(q.options) + q.feedback(q.answer) + q.feedback(1 - q.answer)
+            assert "SiLU" not in words and "SwiGLU" not in words.replace("SwiGLU's three", ""), (name, q)
+    weights = swiglu_weights_question(live(views, cfg, "ff"), random.Random(0))
+    assert "a GeGLU is not 4 × emb_dim wide" in weights.feedback(weights.answer)
+    from explorer.core.lessons.question import Live
+    x = np.asarray(views["trf_blocks.1.ff"].array, np.float64).reshape(-1, 32)[-1]  # its input
+    rms_in = float(np.sqrt(np.mean(x ** 2)))
+    normed = rms_in / np.sqrt(rms_in ** 2 + cfg.norm_eps)
+    small = rms_size_question(Live("trf_blocks.1.post_norm2", views, order, cfg.norm_eps),
+                              random.Random(0))
+    said = small.feedback(small.answer)
+    assert cfg.norm_eps == 1e-6 and f"root mean square, {rms_in:.3g}, is near √eps (0.001)" in said
+    assert normed < 0.9 and f"but {normed:.3g} for the last vector here" in said

@@ -23,7 +23,8 @@ GAIN = " Its weight is stored around 0 and used as 1 + w (a stored 0 means × 1)
 
 _FF = {n.key: n for n in llama.PARTS.ff_layers}
 _FF_LAYERS = (
-    _FF["ff.fc1"], _FF["ff.fc2"],
+    replace(_FF["ff.fc1"], description=_FF["ff.fc1"].description.replace("SiLU", "GELU (tanh)")),
+    _FF["ff.fc2"],
     Node("ff.gelu", "GELU (tanh)", "gelu(fc1, approximate=\"tanh\") = 0.5 · x · (1 + tanh("
          "√(2/π) · (x + 0.044715 · x³))): the gate, smooth, near 0 for negative inputs.",
          Kind.GELU, "hidden", parent="ff", inputs=("ff.fc1",)),
@@ -124,7 +125,7 @@ GEMMA3 = replace(
     words=WORDS,
     config_fields=llama.CONFIG_FIELDS | {"sliding_window", "sliding_layers", "rope_local_base",
                                          "attn_scalar"},
-    config_problems=_problems, quiz=False, mutations=("no-shortcut", "wrong-shortcut2"),
+    config_problems=_problems, mutations=("no-shortcut", "wrong-shortcut2"),
     presets={name: dict(drop_rate=0.0, qkv_bias=False, qk_norm=True, norm_position=PERI,
                         norm_eps=1e-6, rope_base=1e6, rope_local_base=10000.0) | fields
              for name, fields in {

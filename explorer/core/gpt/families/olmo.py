@@ -90,7 +90,7 @@ OLMO = replace(
                       ("att.attn_scores", "att.masked_scores", "att.attn_weights"),
                       ("att.out_proj", "att.context_vec", "att.context")),),
     config_fields=llama.CONFIG_FIELDS | {"sliding_window", "sliding_layers", "rope_local_base"},
-    config_problems=_problems, quiz=False,
+    config_problems=_problems,
     mutations=("no-shortcut", "wrong-shortcut2"),
     presets={name: dict(drop_rate=0.0, qkv_bias=False, qk_norm=True, norm_position=BRANCH,
                         tie_weights=False) | fields for name, fields in {

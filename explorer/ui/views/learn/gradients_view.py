@@ -34,7 +34,7 @@ def summary_html(report: GradientReport) -> str:
     head = "<tr>" + "".join(f"<th>{h}</th>" for h in (
         "", "loss", "first block", "last block", "embeddings", "last output")) + "</tr>"
     names = {True: "with shortcuts", False: "shortcuts removed"}
-    bare = {True: "", False: ", blocks' LayerNorms removed"}
+    bare = {True: "", False: f", blocks' {report.norm}s removed"}
     rows = "".join(
         f"<tr><td>{names[r.shortcut]}{bare[r.norms_kept]}</td>"
         f"<td>{r.loss:.4g}</td><td>{r.blocks[0]:.3g}</td><td>{r.blocks[-1]:.3g}</td>"

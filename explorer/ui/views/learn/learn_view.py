@@ -131,7 +131,8 @@ class LearnView(ViewHooks, QWidget):
             return
         asked = self.asked.get(name, 0)
         self.asked[name] = asked + 1
-        self.question = question_for(name, current.views, norm_position, asked, self.score.asked)
+        self.question = question_for(name, current.views, norm_position, asked, self.score.asked,
+                                     self.session.model.config.norm_eps)
         q = self.question
         self.prompt.setText(f"<b>{_rich(q.text)}</b>")
         for i, button in enumerate(self.buttons):

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLa
 
 from ....core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE, INITS, PRE_POST,
                                             GradientResult, RunSummary, compare_prompt,
-                                            gradient_experiment)
+                                            gradient_experiment, no_twin)
 from ....core.base.resources import resource_path
 from ....core.gpt.tokenizer import encode
 from ....core.gpt.nodes import BLOCK_INPUT, Kind, block_steps, shortcut_sources
@@ -208,7 +208,10 @@ class LnCompareView(ViewHooks, QWidget):
         self.comparing.forget()
         self.runs = {}
         clear_plots(self.plots, ["residual", "hist"])
-        self.top_label.setText("")
+        info = self.session.model
+        why = no_twin(info.config) if info is not None else None
+        self.compare_button.setEnabled(why is None)  # OLMo's, Gemma's: one placement only
+        self.top_label.setText(f"{why[0].upper()}{why[1:]}" if why else "")
 
     # ------------------------------------------------------------------ requests
     def _compare(self) -> None:

@@ -56,6 +56,27 @@ def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran
     assert view.run_button.isEnabled() and not view.stop_button.isEnabled()
 
 
+def test_a_family_with_one_placement_has_no_twin_to_compare_on_the_prompt(qtbot):
+    """OLMo's and Gemma's blocks keep their norms in one place: Compare on the prompt is
+    off, with one line saying why; a Llama model turns it back on."""
+    from explorer.core.gpt.config import preset
+    from explorer.core.sources import ModelInfo, ModelSpec
+    from explorer.ui.base.session import Session
+    from explorer.ui.views.learn.ln_compare_view import LnCompareView
+    from tests.ui.alone import InlineEngine
+    session = Session()
+    view = LnCompareView(session, InlineEngine(None))
+    qtbot.addWidget(view)
+    for name, words in (("gemma3-tiny", "The Gemma 3 block has its norms in one place only (Peri-LN)"),
+                        ("olmo3-tiny", "The OLMo 2 / 3 block has its norms in one place only"),
+                        ("llama-tiny", "")):
+        session.set_model(ModelInfo(label=name, size="", config=preset(name), trained=False,
+                                    device="cpu", dtype="float32", notices=(),
+                                    spec=ModelSpec(preset=name)))
+        assert view.compare_button.isEnabled() == (not words)
+        assert view.top_label.text().startswith(words) and bool(view.top_label.text()) == bool(words)
+
+
 def test_ln_compare_rejects_bad_depths(qtbot, ran):
     view = show(qtbot, ran, "Where the norm sits")
     view.depths.setText("six")
