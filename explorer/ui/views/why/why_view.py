@@ -189,9 +189,10 @@ class WhyView(LazyRefresh, QWidget):
             self.note.setText(message)
             return
         lines = summary_lines(why, 3)
+        # a lens note opens with the placement that rules contributions out ("Peri-LN: …")
         how = ("the parts add up to it (the final norm's scale held fixed)" if
-               why.attribution.exact else "Post-LN: changes of the lens, not contributions; "
-               "no head or neuron split")
+               why.attribution.exact else f"{why.attribution.lens_note.split(':')[0]}: changes "
+               "of the lens, not contributions; no head or neuron split")
         self.note.setText(f"{lines[0]} — {how}")
         self.note.setToolTip("\n".join(lines))
 

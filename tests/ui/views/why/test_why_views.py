@@ -59,6 +59,22 @@ def test_the_answer_is_the_cores_and_a_click_selects_the_node(qtbot):
     assert values == sorted(values, reverse=True)
 
 
+@pytest.mark.parametrize("name,placement", [("gemma3-tiny", "Peri-LN"), ("olmo2-tiny", "Branch norm")])
+def test_a_block_with_norms_in_its_branches_says_which_placement_rules_the_split_out(
+        qtbot, name, placement):
+    """Gemma's and OLMo's branches end in a norm: the answer is lens changes, named by
+    the model's own placement, and the head and neuron tables are hidden."""
+    alone = Alone(qtbot, name)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    alone.settle()
+    why = alone.why
+    assert not alone.session.why.attribution.exact
+    assert f"— {placement}: changes of the lens, not contributions" in why.note.text()
+    assert "Post-LN" not in why.note.text()
+    assert why.heads.isHidden() and why.neurons.isHidden()
+
+
 def test_a_generated_step_explains_the_token_it_chose(qtbot):
     alone = Alone(qtbot)
     alone.run(max_tokens=2)
