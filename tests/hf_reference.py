@@ -2,7 +2,7 @@
 Llama / Qwen block's classes whose Hugging Face layers differ from Llama's: OLMo 2 / 3
 (norms after each sublayer, inside the branch; q/k norms over the whole projection) and
 Gemma 3 (four norms a block; q/k norms per head, applied after the split; the embedding
-scaled). Submodule outputs and inputs by forward hooks, the rotated queries and keys and
+scaled) and Qwen3-MoE (a router and its experts in the feed-forward's place). Submodule outputs and inputs by forward hooks, the rotated queries and keys and
 the shared keys and values from the functions their attention calls, the pattern from
 their eager attention, the masks written out here (causal, and sliding in a sliding
 layer)."""
@@ -24,8 +24,25 @@ NORMS = {
                     "post_feedforward_layernorm": "post_norm2"},
 }
 NORMS["olmo3"] = NORMS["olmo2"]
+NORMS["qwen3_moe"] = {"input_layernorm": "norm1", "post_attention_layernorm": "norm2"}
 ACTIVATION = {"olmo2": "ff.silu", "olmo3": "ff.silu", "gemma3_text": "ff.gelu"}
 MODULES = {"gemma3_text": "gemma3"}
+
+
+def _feed_forward_hooks(mlp, kind, n, out) -> list:
+    """The feed-forward's nodes: a SwiGLU's or GeGLU's steps, or a mixture of experts'
+    router logits and each token's weights (the k chosen scattered over the experts)."""
+    if not hasattr(mlp, "experts"):
+        return [(mlp.gate_proj, out(n("ff.fc1"))), (mlp.up_proj, out(n("ff.fc2"))),
+                (mlp.act_fn, out(n(ACTIVATION[kind]))), (mlp.down_proj, out(n("ff.fc3")))]
+
+    def router(name_logits, name_weights):
+        def hook(m, i, o):
+            logits, scores, chosen = o
+            out(name_logits)(m, i, logits)
+            out(name_weights)(m, i, torch.zeros_like(logits).scatter(-1, chosen, scores))
+        return hook
+    return [(mlp.gate, router(n("ff.gate"), n("ff.routing")))]
 
 
 def _layer_hooks(lay, n, kind, heads, out, inp, seen) -> list:
@@ -34,22 +51,26 @@ def _layer_hooks(lay, n, kind, heads, out, inp, seen) -> list:
     hooks = [(at.q_proj, out(n("att.W_query"))), (at.k_proj, out(n("att.W_key"))),
              (at.v_proj, out(n("att.W_value"))), (at.v_proj, out(n("att.values"), heads)),
              (at.o_proj, out(n("att.out_proj"))), (at, out(n("att"))),
-             (mlp.gate_proj, out(n("ff.fc1"))), (mlp.up_proj, out(n("ff.fc2"))),
-             (mlp.act_fn, out(n(ACTIVATION[kind]))), (mlp.down_proj, out(n("ff.fc3"))),
-             (mlp, out(n("ff"))), (lay, out(n("add2")))]
+             *_feed_forward_hooks(mlp, kind, n, out), (mlp, out(n("ff"))), (lay, out(n("add2")))]
     if whole:
         hooks += [(at.q_norm, out(n("att.q_norm"))), (at.k_norm, out(n("att.k_norm"))),
                   (at.q_norm, out(n("att.queries"), heads)), (at.k_norm, out(n("att.keys"), heads))]
-    else:  # Gemma: the norms read the heads (b, H, T, hd)
+    else:  # Gemma, Qwen3: the norms read the heads (Qwen3's (b, T, H, hd), before the transpose)
+        turn = (lambda t: t.transpose(1, 2)) if kind == "qwen3_moe" else (lambda t: t)
         hooks += [(at.q_proj, out(n("att.queries"), heads)), (at.k_proj, out(n("att.keys"), heads)),
-                  (at.q_norm, out(n("att.q_norm"))), (at.k_norm, out(n("att.k_norm")))]
+                  (at.q_norm, out(n("att.q_norm"), turn)), (at.k_norm, out(n("att.k_norm"), turn))]
     hooks += [(getattr(lay, hf), out(n(ours))) for hf, ours in NORMS[kind].items()]
     handles = [m.register_forward_hook(h) for m, h in hooks]
-    after_first = "pre_feedforward_layernorm" if hasattr(lay, "pre_feedforward_layernorm") else "mlp"
+    # what reads the first add: the norm before the feed-forward (Gemma's; Pre-LN's, which
+    # Hugging Face calls post_attention_layernorm), else the feed-forward itself (OLMo's)
+    before_ff = [hf for hf, ours in NORMS[kind].items() if ours == "norm2"
+                 and hf in ("pre_feedforward_layernorm", "post_attention_layernorm")]
+    after_first = before_ff[0] if before_ff else "mlp"
     handles += [at.o_proj.register_forward_pre_hook(inp(n("att.context_vec"))),
                 at.o_proj.register_forward_pre_hook(inp(n("att.context"), heads)),
-                mlp.down_proj.register_forward_pre_hook(inp(n("ff.product"))),
                 getattr(lay, after_first).register_forward_pre_hook(inp(n("add1")))]
+    if not hasattr(mlp, "experts"):
+        handles.append(mlp.down_proj.register_forward_pre_hook(inp(n("ff.product"))))
     return handles
 
 
@@ -115,6 +136,9 @@ def hf_nodes(model, ids: torch.Tensor, cfg) -> dict[str, torch.Tensor]:
         seen[block_hook_name(i, "att.masked_scores")] = scores.masked_fill(
             ~allowed_keys(t, t, scores.device, cfg.window(i)), float("-inf"))
         seen[block_hook_name(i, "att.attn_weights")] = weights
+    for name, t in list(seen.items()):  # a router's (tokens, experts), as ours: (b, T, experts)
+        if name.endswith(("ff.gate", "ff.routing")) and t.dim() == 2:
+            seen[name] = t.reshape(*ids.shape, -1)
     if cfg.family.model.variant.embedding_scale:
         seen["tok_emb"] = base.embed_tokens.weight[ids]  # the rows looked up, before the scale
     seen["out_head"] = result.logits
@@ -178,3 +202,13 @@ def compare_steps_and_greedy(ours, theirs, tol: float, pad: int) -> None:
     mine = generate(ours.model, ids[0, :5].tolist(),
                     GenerationSettings(max_new_tokens=6, stop_at_eot=False)).new_ids
     assert mine == greedy[0, 5:].tolist()
+
+
+def opened_as_a_user_would(theirs, folder) -> tuple:
+    """``theirs`` saved with ``save_pretrained`` into ``folder`` beside a tokenizer.json of
+    its vocabulary, then opened from there: (theirs, our LoadedModel)."""
+    from explorer.core.weights.checkpoints import load_checkpoint
+    from tests.llama_folder import write_tokenizer
+    theirs.save_pretrained(folder)
+    write_tokenizer(folder, theirs.config.vocab_size)
+    return theirs, load_checkpoint(folder)

@@ -90,8 +90,10 @@ def info(args: argparse.Namespace) -> int:
     print(f"shape: {describe_size(cfg)}")
     print(f"device: {device}   dtype: {str(dtype).replace('torch.', '')}")
     print("config:")
-    for key, value in cfg.to_dict().items():
-        print(f"  {key:15s} {value}")
+    fields = cfg.to_dict()
+    width = max(15, *map(len, fields))  # "experts_per_token" keeps its column
+    for key, value in fields.items():
+        print(f"  {key:{width}s} {value}")
     counts = count_parameters(cfg)
     print("parameters:")
     for name, n in counts.rows():

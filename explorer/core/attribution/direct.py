@@ -185,9 +185,11 @@ def attribute(model: BlockModel, reading: Reading, target: int,
         per_dim = _weights(model, f"{mix}.weight").T @ w  # (C,): each context value's share
         heads.append((per_dim * block.context).reshape(model.cfg.n_heads, -1).sum(axis=1))
         att_bias.append(_bias_part(model, mix, w))
-        linear2 = block_hook_name(layer, role(order, Role.LAST_LINEAR))
-        neurons.append(block.gelu * (_weights(model, f"{linear2}.weight").T @ w))
-        ff_bias.append(_bias_part(model, linear2, w))
+        last = role(order, Role.LAST_LINEAR)  # None: experts, not one layer of neurons
+        linear2 = block_hook_name(layer, last) if last else None
+        neurons.append(block.gelu * (_weights(model, f"{linear2}.weight").T @ w) if last
+                       else np.zeros(0))
+        ff_bias.append(_bias_part(model, linear2, w) if last else 0.0)
         parts += [Part(f"{title} attention", Branch.ATTENTION, layer,
                        block_hook_name(layer, branches[FIRST_ADD]), float(w @ block.attention)),
                   Part(f"{title} feed-forward", Branch.FEED_FORWARD, layer,

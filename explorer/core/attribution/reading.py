@@ -96,7 +96,8 @@ def read_position(model: BlockModel, ids: list[int], position: int,
     query, keys = role(order, Role.SCORED_QUERIES), role(order, Role.SCORED_KEYS)
     per_head = node_for_hook(block_hook_name(0, query), order).per_head
     for layer in range(cfg.n_layers):
-        names = [branches[FIRST_ADD], branches[SECOND_ADD], role(order, Role.ACTIVATION_OUTPUT),
+        neurons = role(order, Role.ACTIVATION_OUTPUT)  # None: a mixture of experts has none
+        names = [branches[FIRST_ADD], branches[SECOND_ADD], *([neurons] if neurons else []),
                  *residual_nodes(order)] + ([] if per_head else [query])
         forward += [(block_hook_name(layer, k), last_row(block_hook_name(layer, k)))
                     for k in names]
@@ -133,7 +134,8 @@ def _reading(cfg, seen: dict[str, np.ndarray], ids: tuple[int, ...], p: int) -> 
             keys = at(keys_key).reshape(p + 1, heads, head_dim).transpose(1, 0, 2)
         blocks.append(BlockReading(
             block_input=previous, context=at(HEADS_MIX), attention=at(branches[FIRST_ADD]),
-            feed_forward=at(branches[SECOND_ADD]), gelu=at(role(order, Role.ACTIVATION_OUTPUT)),
+            feed_forward=at(branches[SECOND_ADD]),
+            gelu=at(neurons) if (neurons := role(order, Role.ACTIVATION_OUTPUT)) else np.zeros(0),
             residual=(at(first), at(second)), query=query, keys=keys))
         previous = at(second)
     return Reading(ids, p, order, seen[TOKEN_EMBEDDING], position,

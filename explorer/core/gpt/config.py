@@ -22,7 +22,8 @@ __all__ = ["GPTConfig", "NormPosition", "RopeScaling", "BlockFamily", "PRESETS",
 OPTIONAL_FIELDS = {"n_kv_groups": None, "head_size": None, "ff_dim": None, "rope_base": 10000.0,
                    "rope_scaling": None, "qk_norm": False, "norm_eps": 1e-5,
                    "sliding_window": None, "sliding_layers": (), "rope_local_base": None,
-                   "attn_scalar": None}
+                   "attn_scalar": None, "n_experts": None, "experts_per_token": None,
+                   "norm_topk_prob": False}
 GPT2_VOCAB = 50257  # GPT-2's tokenizer's ids: a model that reads with it needs these rows
 # Bounds far above any model the explorer opens (GPT-2 1.5B: 48 layers, 1600 wide; Llama
 # 3.2: a 131,072-token context): a config beyond them is a damaged or hostile file,
@@ -63,6 +64,9 @@ class GPTConfig:
     sliding_layers: tuple[int, ...] = ()  # the blocks whose attention slides (Gemma 3, OLMo 3)
     rope_local_base: float | None = None  # θ of the sliding layers' RoPE; None: rope_base
     attn_scalar: float | None = None  # scores divided by √attn_scalar; None: √head_dim
+    n_experts: int | None = None  # a mixture of experts' feed-forward: its experts
+    experts_per_token: int | None = None  # the k experts each token is routed to
+    norm_topk_prob: bool = False  # the k weights renormalised to sum to 1 (Qwen3-MoE's)
 
     def __post_init__(self) -> None:
         problems = []

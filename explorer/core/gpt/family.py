@@ -41,6 +41,8 @@ class Role(StrEnum):
     ACTIVATION_OUTPUT = "activation_output"  # what the last Linear reads
     LAST_LINEAR = "last_linear"  # the feed-forward's last Linear
     UP = "up"  # a gated feed-forward's second Linear: the values the gate lets through
+    ROUTER = "router"  # a mixture of experts' router: its logits, one per expert
+    ROUTING = "routing"  # each token's weight on each expert (0 where it is not routed)
     POSITION_EMBEDDING = "position_embedding"  # learned positions added to the stream
     EMBEDDING_SUM = "embedding_sum"  # token + position embedding
     EMBEDDING_SCALE = "embedding_scale"  # token embeddings × √emb_dim (Gemma)

@@ -1,6 +1,6 @@
 """The gated feed-forwards of the bonus chapters' blocks and those after them, with the
 book's names: SwiGLU (Llama, Qwen, OLMo: fc3(silu(fc1(x)) ⊙ fc2(x))) and GeGLU (Gemma:
-GELU with the tanh approximation in SiLU's place); ``FEED_FORWARDS`` by a family's gate."""
+GELU with the tanh approximation in SiLU's place); a family's ``Classes`` names its own."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 from .layers import HookPoint
-from .variant import Gate
 
 if TYPE_CHECKING:
     from .config import GPTConfig
@@ -51,5 +50,3 @@ class GeGLUFeedForward(FeedForward):
         x = self.product(self.gelu(x_fc1) * x_fc2)
         return self.fc3(x)  # (B, T, C)
 
-
-FEED_FORWARDS = {Gate.SILU: FeedForward, Gate.GELU_TANH: GeGLUFeedForward}  # by the gate

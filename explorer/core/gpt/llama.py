@@ -22,7 +22,7 @@ from .layers import HookPoint, KVCache, LayerKV, lay_out_linear, lay_out_weight
 from .patterns import PATTERN_ROWS, allowed_keys, causal_matmul, causal_softmax
 from .family import NormPosition, QKSpan
 from .rope import Rotary, apply_rope, rope_angles, rope_inverse_frequencies  # noqa: F401
-from .gated import FEED_FORWARDS, FeedForward, GeGLUFeedForward  # noqa: F401 (the Code view's)
+from .gated import FeedForward  # noqa: F401 (the Code view's)
 from .norms import DyT, OffsetRMSNorm, RMSNorm
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.placement = FORWARDS[cfg.norm_position]  # the forward that runs
         self.att = GroupedQueryAttention(cfg, rope, cfg.window(layer))
-        self.ff = FEED_FORWARDS[cfg.family.model.variant.gate](cfg)
+        self.ff = cfg.family.model.classes().feed_forward(cfg)  # SwiGLU, GeGLU, experts
         self.norm1 = norm_of(cfg, cfg.emb_dim)
         if cfg.norm_position != NormPosition.PARALLEL:  # one norm feeds both sublayers
             self.norm2 = norm_of(cfg, cfg.emb_dim)
@@ -304,10 +304,10 @@ class LlamaModel(nn.Module):
             return
         decoding = not self.training
         lay_out_weight(head, decoding and head.device.type == "cpu" and head.dtype == torch.float32)
-        for block in self.trf_blocks:
-            for linear in (block.att.W_query, block.att.W_key, block.att.W_value,
-                           block.att.out_proj, block.ff.fc1, block.ff.fc2, block.ff.fc3):
-                lay_out_linear(linear, decoding)
+        for block in self.trf_blocks:  # attention's, the feed-forward's (every expert's)
+            for linear in block.modules():
+                if isinstance(linear, nn.Linear):
+                    lay_out_linear(linear, decoding)
 
     def train(self, mode: bool = True) -> "LlamaModel":
         """``nn.Module.train``, and the weights laid out for the mode (``lay_out``)."""

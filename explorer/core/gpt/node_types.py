@@ -39,6 +39,7 @@ class Kind(str, Enum):
     PRODUCT = "product"  # SiLU(fc1 · x) ⊙ (fc2 · x): the gated product SwiGLU feeds fc3
     DYT = "dyt"  # γ · tanh(α · x) + β: Dynamic Tanh, where a norm would be
     SCALE = "scale"  # every value times one constant (Gemma's √emb_dim on its embeddings)
+    ROUTING = "routing"  # each token's weight on each expert: k of them not 0 (mixture of experts)
 
     __str__ = str.__str__  # the word itself wherever it is written or formatted
     __format__ = str.__format__
@@ -80,6 +81,7 @@ _HIST_BY_KIND = {
     Kind.PRODUCT: HistRange(-10.0, 10.0, 100),
     Kind.DYT: HistRange(-10.0, 10.0, 100),
     Kind.SCALE: HistRange(-10.0, 10.0, 100),
+    Kind.ROUTING: HistRange(0.0, 1.0, 100),
 }
 
 class Width(str, Enum):
@@ -93,6 +95,7 @@ class Width(str, Enum):
     Q = "q"  # every query head's values side by side: (B, T, H·head_dim)
     KV = "kv"  # every key/value head's: (B, T, KV·head_dim)
     KV_HEAD = "kv_head"  # per key/value head: (B, KV, T, head_dim)
+    EXPERTS = "experts"  # one per expert of a mixture: (B, T, n_experts)
 
     __str__ = str.__str__
     __format__ = str.__format__
@@ -149,5 +152,6 @@ class Node:
             return (tokens, cfg.emb_dim)
         last = {Width.EMB: cfg.emb_dim, Width.HIDDEN: cfg.hidden_dim, Width.VOCAB: cfg.vocab_size,
                 Width.Q: cfg.n_heads * cfg.head_dim,
-                Width.KV: cfg.kv_heads * cfg.head_dim}[self.width]
+                Width.KV: cfg.kv_heads * cfg.head_dim,
+                Width.EXPERTS: cfg.n_experts or 0}[self.width]
         return (batch, tokens, last)

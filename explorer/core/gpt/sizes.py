@@ -61,6 +61,14 @@ class Sizes:
                          f"{cfg.emb_dim:,} matrix of its own, {head:,} parameters more: "
                          f"{self.untied:,} in all. Tied to tok_emb (as GPT-2's) it would have "
                          f"{self.tied:,}.")
+        if cfg.n_experts:  # a mixture: a token's forward uses k of the experts
+            per_expert = 3 * cfg.emb_dim * cfg.hidden_dim
+            idle = cfg.n_layers * (cfg.n_experts - cfg.experts_per_token) * per_expert
+            total = count_parameters(cfg).total
+            lines.append(f"Active per token: {total - idle:,} of {total:,}. Each block's "
+                         f"router sends a token to {cfg.experts_per_token} of its "
+                         f"{cfg.n_experts} experts ({per_expert:,} parameters each); the other "
+                         f"{cfg.n_experts - cfg.experts_per_token} do not run for it.")
         book_untied = count_parameters(BOOK_GPT_CONFIG_124M.replace(tie_weights=False)).total
         book_tied = count_parameters(BOOK_GPT_CONFIG_124M.replace(tie_weights=True)).total
         # GPT-2 as released: biased W_query/W_key/W_value and a tied head, whatever this

@@ -32,13 +32,20 @@ def _part(name: str, order) -> str:
              LOGITS: "output head", FINAL_NORM: "norms"}
     if module in whole:
         return whole[module]
-    node = node_for_hook(module, order)
+    node = None
+    while node is None:  # an expert's Linear (ff.fc1.3) is no node: the node it is inside
+        try:
+            node = node_for_hook(module, order)
+        except KeyError:
+            module = module.rpartition(".")[0]
+            if not module:
+                raise
     bias = leaf == "bias"
     if node.key in PROJECTIONS:
         return "attention biases" if bias else "attention matrices"
     if node.kind in (Kind.NORM, Kind.RMSNORM):
         return "query and key norms" if node.parent == ATTENTION else "norms"
-    if node.parent == FEED_FORWARD:
+    if FEED_FORWARD in (node.parent, node.key):  # its layers, or a mixture's experts
         return "feed-forward biases" if bias else "feed-forward matrices"
     raise KeyError(f"no part for the parameter {name!r}")
 
@@ -201,11 +208,14 @@ def compare(first: torch.nn.Module, second: torch.nn.Module,
 
 
 def _ff_width(model: torch.nn.Module) -> tuple[int, int, int]:
-    """(emb_dim, hidden width, matrices) of block 0's feed-forward, from its Linears."""
-    order = order_of(model.cfg)
-    up = model.get_submodule(block_hook_name(0, role(order, NodeRole.ACTIVATION_INPUT)))
-    matrices = model.cfg.family.counting.ff_matrices
-    return up.in_features, up.out_features, matrices
+    """(emb_dim, hidden width, matrices) of block 0's feed-forward, from its Linears (a
+    mixture of experts': one expert's)."""
+    cfg = model.cfg
+    up = role(order_of(cfg), NodeRole.ACTIVATION_INPUT)
+    if up is None:  # experts: the config's width, each expert's three matrices
+        return cfg.emb_dim, cfg.hidden_dim, cfg.family.counting.ff_matrices
+    linear = model.get_submodule(block_hook_name(0, up))
+    return linear.in_features, linear.out_features, cfg.family.counting.ff_matrices
 
 
 def family_name(cfg) -> str:

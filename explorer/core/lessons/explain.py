@@ -37,7 +37,8 @@ def numbers(cfg=None) -> dict[str, str]:
                 "ctx": "context_length", "heads": "n_heads", "head_dim": "head_dim",
                 "drop": "drop_rate", "kv_heads": "n_kv_groups", "half": "head_dim / 2",
                 "groups": "each key/value head read by n_heads / n_kv_groups query heads",
-                "kv_values": "2 × n_kv_groups × head_dim", "mha_values": "2 × n_heads × head_dim"}
+                "kv_values": "2 × n_kv_groups × head_dim", "mha_values": "2 × n_heads × head_dim",
+                "experts": "n_experts", "k": "experts_per_token"}
     g = cfg.n_heads // cfg.kv_heads
     return {"c": f"{cfg.emb_dim:,}", "hidden": f"{cfg.hidden_dim:,}",
             "vocab": f"{cfg.vocab_size:,}", "ctx": f"{cfg.context_length:,}",
@@ -45,7 +46,8 @@ def numbers(cfg=None) -> dict[str, str]:
             "drop": f"{cfg.drop_rate:g}", "kv_heads": str(cfg.kv_heads),
             "half": str(cfg.head_dim // 2), "groups": _groups(cfg.kv_heads, g),
             "kv_values": f"{2 * cfg.kv_heads * cfg.head_dim:,}",
-            "mha_values": f"{2 * cfg.n_heads * cfg.head_dim:,}"}
+            "mha_values": f"{2 * cfg.n_heads * cfg.head_dim:,}",
+            "experts": str(cfg.n_experts or 0), "k": str(cfg.experts_per_token or 0)}
 
 
 def _groups(kv: int, g: int) -> str:

@@ -13,12 +13,13 @@ import numpy as np
 
 from ..gpt.block_model import BlockModel
 from ..gpt.family import AttentionFormulas
-from ..gpt.nodes import (ATTENTION, EMBEDDING_SUM, HEADS_MIX, QUERIES, KEYS, VALUES, Width,
+from ..gpt.nodes import (ATTENTION, EMBEDDING_SUM, HEADS_MIX, QUERIES, KEYS, VALUES, Kind, Width,
                          order_of, node_for_hook, parse_hook)
 from ..gpt.tokenizer import tokenizer_of
 from .formulas_common import Ask, Worked, _row
 from .formulas_gpt2 import embedding
 from .formulas_llama import attention_step
+from .formulas_moe import mixture
 from .kinds import KIND_LESSONS
 
 
@@ -46,4 +47,6 @@ def worked(model: BlockModel, name: str, views: dict, ids: list[int], pos: int,
         return attention_step(ask)
     if key == EMBEDDING_SUM:
         return embedding(ask)
+    if cfg.n_experts and node.kind == Kind.FFN:  # a mixture of experts: its routed sum
+        return mixture(ask)
     return KIND_LESSONS[node.kind].formula(ask)

@@ -15,6 +15,7 @@ from ..gpt.norms import DyT, RMSNorm
 from ..gpt.node_types import Kind
 from . import formulas_gpt2 as gpt2
 from . import formulas_llama as llama
+from . import formulas_moe as moe
 from . import formulas_common as common
 from .formulas_common import Ask, Worked
 from .quiz import (dropout_question, gelu_question, head_dim_question, mask_question,
@@ -158,6 +159,15 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
                 "weights' dtype), the same for every token and every feature.",
         questions=(shape_question, width_question),
         formula=llama.embedding_scale),
+    Kind.ROUTING: KindLesson(
+        what="Each token's weight on each of the {experts} experts: the router's logits "
+             "through a softmax, the {k} largest kept and every other expert set to 0. Only "
+             "the kept experts run for that token, and its output is their outputs weighted "
+             "by these numbers.",
+        mistake="The weights are not the softmax over all experts: the experts left out get "
+                "0, and unless the model renormalises, the kept weights sum to less than 1.",
+        questions=(shape_question, width_question),
+        formula=moe.routing),
     Kind.RMSNORM: KindLesson(
         what="Rescales every token's vector on its own by its root mean square: divide by "
              "√(mean(x²) + eps), then multiply by a learned weight per dimension. Unlike "

@@ -37,6 +37,8 @@ def label_floors(cfg: GPTConfig) -> tuple[str, str]:
 def ff_title(cfg: GPTConfig) -> str:
     """The feed-forward frame's title: its expansion, from the config, said as a width
     (a bare "× 4" beside the block's "× 12" read as four feed-forward layers)."""
+    if cfg.n_experts:  # a mixture: how many experts, how many run for a token
+        return f"Mixture of experts · {cfg.experts_per_token} of {cfg.n_experts} a token"
     ratio = cfg.hidden_dim / cfg.emb_dim
     return f"Feed-forward · {ratio:.3g}× wider inside"
 

@@ -13,8 +13,8 @@ import torch
 
 from explorer.core.gpt.nodes import order_of
 from explorer.core.weights.checkpoints import load_checkpoint
-from tests.hf_reference import compare_nodes, compare_steps_and_greedy, jitter_norms
-from tests.llama_folder import write_tokenizer
+from tests.hf_reference import (compare_nodes, compare_steps_and_greedy, jitter_norms,
+                                 opened_as_a_user_would)
 
 transformers = pytest.importorskip("transformers")
 
@@ -42,10 +42,7 @@ def hf_model(case: str, seed: int = 0):
 
 @pytest.fixture(params=list(CASES))
 def pair(request, tmp_path):
-    theirs = hf_model(request.param)
-    theirs.save_pretrained(tmp_path)
-    write_tokenizer(tmp_path, 320)
-    return theirs, load_checkpoint(tmp_path), request.param
+    return (*opened_as_a_user_would(hf_model(request.param), tmp_path), request.param)
 
 
 def test_every_node_equals_transformers(pair):

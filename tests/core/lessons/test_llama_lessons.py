@@ -48,7 +48,7 @@ def trained_llama():
 
 
 @pytest.mark.parametrize("name", ["llama-tiny", "qwen3-tiny", "olmo2-tiny", "olmo3-tiny",
-                                  "gemma3-tiny", "trained"])
+                                  "gemma3-tiny", "qwen3moe-tiny", "trained"])
 def test_every_llama_nodes_worked_formula_equals_its_captured_output(name):
     model = trained_llama() if name == "trained" else model_of(name)
     views = run_prompt(model, IDS, Keep(inside=True)).views

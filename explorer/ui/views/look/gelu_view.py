@@ -97,8 +97,10 @@ class GeluView(LazyRefresh, QWidget):
         """The model's non-linearity drawn as the model's: GELU (tanh) or SiLU."""
         info = self.session.model
         order = order_of(info.config) if info is not None else None
-        silu = order is not None and node_for_hook(
-            block_hook_name(0, role(order, Role.ACTIVATION)), order).kind == Kind.SILU
+        activation = role(order, Role.ACTIVATION) if order is not None else None
+        # a mixture of experts: every expert's SwiGLU gates with SiLU, no node of its own
+        silu = order is not None and (activation is None or node_for_hook(
+            block_hook_name(0, activation), order).kind == Kind.SILU)
         if silu == self._silu:
             return
         self._silu = silu
@@ -129,8 +131,14 @@ class GeluView(LazyRefresh, QWidget):
                f"{c.max_gap_at:+.2f}.")
         info = self.session.model
         order = order_of(info.config) if info is not None else "pre"
-        name = block_hook_name(self.session.layer, role(order, Role.ACTIVATION_INPUT))
+        gate = role(order, Role.ACTIVATION_INPUT)
         what = "SiLU" if self._silu else "GELU"
+        if gate is None:  # a mixture of experts: each expert gates its own tokens
+            self.hist_bars.setOpts(x=[0], height=[0])
+            self.info.setText(gap + " In a mixture of experts each expert's SiLU reads only the "
+                              "tokens routed to it: there is no one layer of inputs to overlay.")
+            return
+        name = block_hook_name(self.session.layer, gate)
         view = self.session.view(name)
         if view is None:
             self.hist_bars.setOpts(x=[0], height=[0])

@@ -185,6 +185,9 @@ class WhyView(LazyRefresh, QWidget):
             table.resizeColumnToContents(0)
         for table in (self.heads, self.neurons):  # a Post-LN model has no such split
             table.setVisible(why is None or why.attribution.exact)
+        neurons = why.attribution.neurons if why is not None else None
+        if neurons is not None and not neurons.size:  # a mixture: experts, not neurons
+            self.neurons.setVisible(False)
         if why is None:
             self.note.setText(message)
             return

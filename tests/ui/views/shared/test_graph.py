@@ -341,6 +341,19 @@ def test_a_gemma_blocks_cap_unfolds_to_the_scaled_embedding_and_every_label_fits
     assert_nothing_overlaps(graph)
 
 
+def test_a_mixture_of_experts_draws_its_router_and_weights_in_the_feed_forward(qtbot):
+    """Qwen3-MoE's feed-forward frame: the router, then the top-k weights, titled by its
+    experts; every label in its box, nothing over anything."""
+    cfg = preset("qwen3moe-tiny")
+    graph = graph_for(qtbot, cfg, 4, (900, 700), layer=1)
+    gate, routing = (graph.items[block_hook_name(1, k)].sceneBoundingRect()
+                     for k in ("ff.gate", "ff.routing"))
+    assert gate.top() > routing.bottom()  # the feed-forward half runs upward
+    assert "Mixture of experts · 2 of 8 a token" in [t for t, _, _ in texts_of(graph)]
+    assert graph.edge_labels[block_hook_name(1, "ff.routing")].text() == "(1, 4, 8)"
+    assert_nothing_overlaps(graph)
+
+
 def test_the_embeddings_dropout_has_one_name_in_every_block(qtbot):
     """Block 1's input and the unfolded embeddings above block 3 are the same node, under
     the node table's one label."""

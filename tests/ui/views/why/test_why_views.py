@@ -75,6 +75,19 @@ def test_a_block_with_norms_in_its_branches_says_which_placement_rules_the_split
     assert why.heads.isHidden() and why.neurons.isHidden()
 
 
+def test_a_mixture_of_experts_is_explained_by_heads_and_branches_not_neurons(qtbot):
+    """Qwen3-MoE's stream is still a sum of branches: the parts add up to the logit and
+    attention splits by head, but a mixture has no one layer of neurons to split by."""
+    alone = Alone(qtbot, "qwen3moe-tiny")
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    alone.settle()
+    why, attribution = alone.why, alone.session.why.attribution
+    assert attribution.exact and attribution.neurons.shape == (2, 0)
+    assert sum(p.value for p in attribution.parts) == pytest.approx(attribution.logit, abs=1e-4)
+    assert why.heads.rowCount() == 8 and not why.heads.isHidden() and why.neurons.isHidden()
+
+
 def test_a_generated_step_explains_the_token_it_chose(qtbot):
     alone = Alone(qtbot)
     alone.run(max_tokens=2)

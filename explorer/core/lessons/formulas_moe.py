@@ -1,0 +1,58 @@
+"""A mixture of experts' formulas worked with one token's numbers (formulas.py's, for the
+nodes only such a feed-forward has): its weights on the experts, from the router's
+logits captured at the token, recomputed in float64 as core/gpt/moe.py routes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..gpt.nodes import Role, block_hook_name, input_node, role
+from .formulas_common import SHOWN, Ask, Worked, _f, _p, _row
+
+
+def routing(ask: Ask) -> Worked:
+    """softmax over every expert, the k largest kept (renormalised where the model
+    does), 0 for the rest."""
+    ff = ask.model.trf_blocks[ask.layer].ff
+    k, renormalise = ff.num_experts_per_tok, ff.renormalise
+    logits = _row(ask.views, input_node(ask.name, ask.order), ask.pos)
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    chosen = np.argsort(-probs, kind="stable")[:k]
+    kept = probs[chosen] / (probs[chosen].sum() if renormalise else 1.0)
+    value = np.zeros_like(probs)
+    value[chosen] = kept
+    shown = ", ".join(f"expert {e}: softmax {_f(probs[e])}" for e in chosen)
+    lines = [f"{ask.where}: router logits over {probs.size} experts, largest "
+             f"{_f(float(logits.max()))}; the {k} largest after the softmax — {shown}"]
+    if renormalise:
+        lines.append(f"renormalised: each divided by their sum {_f(float(probs[chosen].sum()))}"
+                     " → " + ", ".join(f"{_f(w)}" for w in kept))
+    else:
+        lines.append(f"not renormalised: they sum to {_f(float(kept.sum()))}, the rest of the "
+                     "softmax's mass goes to no expert")
+    formula = ("w = topk(softmax(gate(x)), k) / sum, 0 elsewhere" if renormalise
+               else "w = topk(softmax(gate(x)), k), 0 elsewhere")
+    return Worked(ask.name, formula, lines, value, ask.captured)
+
+
+
+def mixture(ask: Ask) -> Worked:
+    """The feed-forward's output: each chosen expert's SwiGLU on the token's input,
+    weighted by its routing weight, summed; recomputed from the captured input and
+    weights and each expert's own matrices."""
+    ff = ask.model.trf_blocks[ask.layer].ff
+    x = _row(ask.views, input_node(ask.name, ask.order), ask.pos)
+    weights = _row(ask.views, block_hook_name(ask.layer, role(ask.order, Role.ROUTING)), ask.pos)
+    value, lines = np.zeros_like(x), []
+    for e in np.flatnonzero(weights):
+        gate, up = _p(ff.fc1[e].weight) @ x, _p(ff.fc2[e].weight) @ x
+        out = _p(ff.fc3[e].weight) @ (gate / (1 + np.exp(-gate)) * up)
+        value += weights[e] * out
+        lines.append(f"{ask.where}: expert {e} × {_f(weights[e])}: its fc3(silu(fc1·x) ⊙ fc2·x) "
+                     "starts " + ", ".join(_f(v) for v in out[:SHOWN]) + " …")
+    idle = weights.size - len(lines)
+    lines.append(f"the other {idle} experts do not run for this token; the sum starts "
+                 + ", ".join(_f(v) for v in value[:SHOWN]) + " …")
+    return Worked(ask.name, "ff(x) = Σₑ wₑ · fc3[e](silu(fc1[e](x)) ⊙ fc2[e](x)), over the "
+                  "token's experts", lines, value, ask.captured)
