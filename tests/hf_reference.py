@@ -24,7 +24,7 @@ NORMS = {
                     "post_feedforward_layernorm": "post_norm2"},
 }
 NORMS["olmo3"] = NORMS["olmo2"]
-NORMS["qwen3_moe"] = {"input_layernorm": "norm1", "post_attention_layernorm": "norm2"}
+NORMS["qwen3_moe"] = NORMS["olmoe"] = {"input_layernorm": "norm1", "post_attention_layernorm": "norm2"}
 ACTIVATION = {"olmo2": "ff.silu", "olmo3": "ff.silu", "gemma3_text": "ff.gelu"}
 MODULES = {"gemma3_text": "gemma3"}
 

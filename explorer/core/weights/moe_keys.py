@@ -1,6 +1,6 @@
-"""Qwen3-MoE's state dicts: Hugging Face names (Qwen3MoeForCausalLM: ``mlp.gate`` the
-router, ``mlp.experts.E.gate_proj / up_proj / down_proj`` each expert's SwiGLU, as
-``save_pretrained`` writes them) and the book's Qwen3 with ``num_experts`` (our names:
+"""Qwen3-MoE's and OLMoE's state dicts: Hugging Face names (Qwen3MoeForCausalLM,
+OlmoeForCausalLM: ``mlp.gate`` the router, ``mlp.experts.E.gate_proj / up_proj /
+down_proj`` each expert's SwiGLU, as ``save_pretrained`` writes them) and the book's Qwen3 with ``num_experts`` (our names:
 ``ff.gate``, ``ff.fc1.E`` …) onto ours, and the config a folder's config.json or the
 book's config dict describes. Reads no file (checkpoints.py does)."""
 
@@ -15,14 +15,18 @@ import torch
 from ..base.errors import CheckpointError
 from ..base.validate import whole
 from ..gpt.config import GPTConfig
+from ..gpt.families.olmoe import OLMOE
 from ..gpt.families.qwen3moe import QWEN3MOE
 from .book_blocks import book_blocks_config
 from .keymaps import NameFormat
 from .llama_keys import (BLOCK_MAP, convert_book, convert_hf_names, hf_fields, hf_model_type,
                          is_llama_hf_state_dict)
 
-MODEL_TYPES = QWEN3MOE.files.model_types  # "qwen3_moe"
-WHAT = "Qwen3-MoE"
+WHAT = "Qwen3-MoE / OLMoE"
+# by config.json's model_type: the family, and the key naming the experts' width
+OPENS = {kind: (family, width) for family, width in ((QWEN3MOE, "moe_intermediate_size"),
+                                                     (OLMOE, "intermediate_size"))
+         for kind in family.files.model_types}
 _EXPERT = re.compile(r"\.mlp\.experts\.(\d+)\.")
 _PROJ = {"gate_proj": "fc1", "up_proj": "fc2", "down_proj": "fc3"}
 FIRST_EXPERT = "trf_blocks.0.ff.fc1.0.weight"
@@ -60,10 +64,14 @@ def _experts(path: Path, sd: dict[str, torch.Tensor], stated: int, k: int) -> in
 
 
 def hf_config(path: Path, sd: dict, info: dict, notices: list) -> GPTConfig:
-    """The GPTConfig of a Qwen3-MoE config.json, every size checked against ``sd``."""
+    """The GPTConfig of a Qwen3-MoE or OLMoE config.json, every size checked against ``sd``."""
     hf = info.get("hf_config")
     if hf is None:
         raise CheckpointError(path, f"a {WHAT} state dict needs its config.json beside it")
+    family, width = OPENS[hf.get("model_type")]
+    if hf.get("clip_qkv") is not None:
+        raise CheckpointError(path, f"config.json clips queries, keys and values (clip_qkv "
+                                    f"{hf['clip_qkv']}); the explorer's {family.title} block does not")
     if hf.get("hidden_act", "silu") != "silu":
         raise CheckpointError(path, f"config.json's hidden_act is {hf['hidden_act']!r}; the "
                                     "experts' SwiGLU uses silu")
@@ -73,17 +81,20 @@ def hf_config(path: Path, sd: dict, info: dict, notices: list) -> GPTConfig:
                                     "models whose every layer is a mixture of experts")
     if hf.get("use_sliding_window") or hf.get("attention_bias"):
         raise CheckpointError(path, "config.json asks for sliding windows or attention biases, "
-                                    f"which a {WHAT} block does not have")
-    n = whole(hf.get("num_experts", hf.get("num_local_experts")), "num_experts in config.json")
-    k = whole(hf.get("num_experts_per_tok"), "num_experts_per_tok in config.json")
+                                    f"which a {family.title} block does not have")
+    try:
+        n = whole(hf.get("num_experts", hf.get("num_local_experts")), "num_experts in config.json")
+        k = whole(hf.get("num_experts_per_tok"), "num_experts_per_tok in config.json")
+    except ValueError as exc:
+        raise CheckpointError(path, str(exc)) from None
     renorm = hf.get("norm_topk_prob", False)
     if not isinstance(renorm, bool):
         raise CheckpointError(path, f"norm_topk_prob must be true or false, got {renorm!r}")
     n = _experts(path, sd, n, k)
-    fields = hf_fields(path, dict(hf, intermediate_size=hf.get("moe_intermediate_size")),
-                       dict(sd, **{"trf_blocks.0.ff.fc1.weight": sd[FIRST_EXPERT]}), WHAT)
+    fields = hf_fields(path, dict(hf, intermediate_size=hf.get(width)),
+                       dict(sd, **{"trf_blocks.0.ff.fc1.weight": sd[FIRST_EXPERT]}), family.title)
     try:
-        return GPTConfig(family=QWEN3MOE, **fields, n_experts=n, experts_per_token=k,
+        return GPTConfig(family=family, **fields, n_experts=n, experts_per_token=k,
                          norm_topk_prob=renorm)
     except ValueError as exc:
         raise CheckpointError(path, str(exc)) from None
@@ -105,12 +116,12 @@ def book_config(path: Path, sd: dict, info: dict, notices: list) -> GPTConfig:
     if book:
         _experts(path, sd, book.get("num_experts", 0), book.get("num_experts_per_tok", 0))
     shaped = dict(sd, **{"trf_blocks.0.ff.fc1.weight": sd.get(FIRST_EXPERT, torch.empty(0, 0))})
-    return book_blocks_config(path, shaped, info, QWEN3MOE, WHAT, _book_fields)
+    return book_blocks_config(path, shaped, info, QWEN3MOE, QWEN3MOE.title, _book_fields)
 
 
 FORMATS = (
-    NameFormat("hf-qwen3moe", lambda sd, info: is_llama_hf_state_dict(sd)
-               and hf_model_type(info) in MODEL_TYPES, convert_hf, hf_config),
+    NameFormat("hf-moe", lambda sd, info: is_llama_hf_state_dict(sd)
+               and hf_model_type(info) in OPENS, convert_hf, hf_config),
     NameFormat("book-qwen3moe", lambda sd, info: is_book_state_dict(sd) and "config" not in info,
                lambda path, sd: convert_book(sd), book_config),
 )

@@ -19,21 +19,27 @@ from tests.hf_reference import (compare_nodes, compare_steps_and_greedy, jitter_
 transformers = pytest.importorskip("transformers")
 
 TOL = 1e-5
-CASES = {  # every layer a mixture (decoder_sparse_step 1, no mlp_only_layers)
-    "eight-experts-top2-renormalised": dict(num_experts=8, num_experts_per_tok=2,
-                                            norm_topk_prob=True),
-    "four-experts-top3-plain": dict(num_experts=4, num_experts_per_tok=3, norm_topk_prob=False),
+QWEN3 = dict(intermediate_size=48, moe_intermediate_size=24, head_dim=16, rms_norm_eps=1e-6,
+             decoder_sparse_step=1, mlp_only_layers=[])  # every layer a mixture
+CASES = {  # (transformers' class, its config's fields)
+    "eight-experts-top2-renormalised": ("Qwen3Moe", dict(
+        QWEN3, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True)),
+    "four-experts-top3-plain": ("Qwen3Moe", dict(
+        QWEN3, num_experts=4, num_experts_per_tok=3, norm_topk_prob=False)),
+    # OLMoE: q/k norms over the whole projection, the experts' width intermediate_size
+    "olmoe-eight-experts-top2": ("Olmoe", dict(intermediate_size=24, num_experts=8,
+                                               num_experts_per_tok=2, norm_topk_prob=False,
+                                               eos_token_id=0, pad_token_id=1)),
 }
 
 
 def hf_model(case: str, seed: int = 0):
+    kind, extra = CASES[case]
     torch.manual_seed(seed)
-    config = transformers.Qwen3MoeConfig(
-        vocab_size=320, hidden_size=32, intermediate_size=48, moe_intermediate_size=24,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_hidden_layers=2,
-        max_position_embeddings=64, rms_norm_eps=1e-6, decoder_sparse_step=1,
-        mlp_only_layers=[], attn_implementation="eager", **CASES[case])
-    model = transformers.Qwen3MoeForCausalLM(config).eval()
+    config = getattr(transformers, f"{kind}Config")(
+        vocab_size=320, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        num_hidden_layers=2, max_position_embeddings=64, attn_implementation="eager", **extra)
+    model = getattr(transformers, f"{kind}ForCausalLM")(config).eval()
     with torch.no_grad():  # a router that does not start at 0: every expert scored apart
         for layer in model.model.layers:
             layer.mlp.gate.weight.normal_(0, 0.5)
@@ -48,8 +54,9 @@ def pair(request, tmp_path):
 def test_every_node_equals_transformers(pair):
     theirs, ours, case = pair
     cfg = ours.config
-    want = CASES[case]
-    assert cfg.family.name == "qwen3moe" and cfg.qk_norm and cfg.hidden_dim == 24
+    kind, want = CASES[case]
+    assert cfg.family.name == {"Qwen3Moe": "qwen3moe", "Olmoe": "olmoe"}[kind]
+    assert cfg.qk_norm and cfg.hidden_dim == 24
     assert (cfg.n_experts, cfg.experts_per_token, cfg.norm_topk_prob) == (
         want["num_experts"], want["num_experts_per_tok"], want["norm_topk_prob"])
     torch.manual_seed(1)

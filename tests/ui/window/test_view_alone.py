@@ -11,7 +11,7 @@ from tests.ui.conftest import settle
 
 
 FAMILY = {"tiny": "gpt2", "llama-tiny": "llama", "qwen3-tiny": "llama", "olmo3-tiny": "olmo",
-          "gemma3-tiny": "gemma3", "qwen3moe-tiny": "qwen3moe"}
+          "gemma3-tiny": "gemma3", "qwen3moe-tiny": "qwen3moe", "olmoe-tiny": "olmoe"}
 
 
 @pytest.mark.parametrize("preset", list(FAMILY))
@@ -52,7 +52,8 @@ def test_the_command_renders_one_view(tmp_path, capsys):
     assert refused.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("preset", ["qwen3-tiny", "gemma3-tiny", "olmo3-tiny", "qwen3moe-tiny"])
+@pytest.mark.parametrize("preset", ["qwen3-tiny", "gemma3-tiny", "olmo3-tiny", "qwen3moe-tiny",
+                                    "olmoe-tiny"])
 @pytest.mark.parametrize("key", [v.key for v in VIEWS])
 def test_every_view_follows_every_node_of_a_rotary_block(qtbot, key, preset):
     """Each view alone on the Qwen3 block (RMSNorm, RoPE, q/k norms, GQA, SwiGLU), Gemma
@@ -72,8 +73,8 @@ def test_every_view_follows_every_node_of_a_rotary_block(qtbot, key, preset):
              if layer_of(n) in (None, 0)]
     assert {"trf_blocks.0.norm2", "trf_blocks.0.att.k_norm", "trf_blocks.0.att.keys_rope",
             "trf_blocks.0.att.values_repeated"} <= set(names)
-    assert {"gemma3-tiny": "trf_blocks.0.ff.gelu", "qwen3moe-tiny": "trf_blocks.0.ff.routing"}.get(
-        preset, "trf_blocks.0.ff.silu") in names
+    assert {"gemma3-tiny": "trf_blocks.0.ff.gelu", "qwen3moe-tiny": "trf_blocks.0.ff.routing",
+            "olmoe-tiny": "trf_blocks.0.ff.routing"}.get(preset, "trf_blocks.0.ff.silu") in names
     for name in names:
         window.session.set_node(name)
         settle(qtbot, window)

@@ -11,14 +11,15 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from ..family import BlockFamily
-from . import gemma3, gpt2, llama, olmo, qwen3moe
+from . import gemma3, gpt2, llama, olmo, olmoe, qwen3moe
 
 # the one list of families: GPT-2's block (chapter 4), the Llama / Qwen block (the bonus
 # chapters), OLMo 2 / 3's (ch05/13_olmo3), Gemma 3's (ch05/12_gemma3), Qwen3-MoE's (the
-# book's Qwen3 with experts); a new family is a
+# book's Qwen3 with experts), OLMoE's; a new family is a
 # file of this folder and one entry here
 FAMILIES: dict[str, BlockFamily] = {f.name: f for f in (gpt2.GPT2, llama.LLAMA, olmo.OLMO,
-                                                        gemma3.GEMMA3, qwen3moe.QWEN3MOE)}
+                                                        gemma3.GEMMA3, qwen3moe.QWEN3MOE,
+                                                        olmoe.OLMOE)}
 
 
 def default() -> BlockFamily:
