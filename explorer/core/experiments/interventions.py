@@ -48,6 +48,7 @@ class Intervention:
     prompt_b: str | None = None  # "steer": prompt B
     function: str | None = None  # "activation": relu | identity
     vector: tuple[float, ...] | None = None  # "steer": a vector given as it is
+    experts: tuple[int, ...] = ()  # "force-expert": the one; "ban-experts": those banned
 
     def __post_init__(self) -> None:
         if isinstance(self.kind, str) and self.kind in KINDS:  # an unknown one: check() names it
@@ -62,12 +63,14 @@ class Intervention:
                 Change.PATCH: f"patch from {self.prompt!r}",
                 Change.HEADS: f"knock out heads {list(self.heads)}",
                 Change.NO_SHORTCUT: "remove the shortcut",
-                Change.ACTIVATION: f"{activation_label(parse_hook(self.node)[1])} → {self.function}"}[self.kind]
+                Change.ACTIVATION: f"{activation_label(parse_hook(self.node)[1])} → {self.function}",
+                Change.FORCE: f"force expert {self.experts[0] if self.experts else '?'}",
+                Change.BAN: f"ban experts {list(self.experts)}"}[self.kind]
         return f"{self.node}: {what}{at}"
 
     def to_dict(self) -> dict:
         data = {k: v for k, v in asdict(self).items() if v not in (None, ())}
-        for key in ("heads", "positions", "vector"):
+        for key in ("heads", "positions", "vector", "experts"):
             if key in data:
                 data[key] = list(data[key])
         return data
@@ -104,6 +107,7 @@ class Intervention:
                                  f"{activation_label(at)} ({at})")
             if self.function not in FUNCTIONS:
                 raise ValueError(f"{where}: function must be relu or identity, got {self.function!r}")
+        self._check_experts(cfg, where)
         if self.positions is not None and any(
                 not isinstance(p, int) or isinstance(p, bool) or not 0 <= p < cfg.context_length
                 for p in self.positions):
@@ -115,6 +119,28 @@ class Intervention:
         if self.vector is not None and len(self.vector) != (width := node.shape(cfg, 1, 1)[-1]):
             raise ValueError(f"{where}: the steering vector has {len(self.vector)} values; "
                              f"this node has {width}")
+
+
+    def _check_experts(self, cfg: GPTConfig, where: str) -> None:
+        """Force one expert at a mixture's weights, ban some at its router; no other kind
+        takes experts."""
+        if self.kind not in (Change.FORCE, Change.BAN):
+            return
+        order, key = order_of(cfg), parse_hook(self.node)[1]
+        at = role(order, Role.ROUTING if self.kind == Change.FORCE else Role.ROUTER)
+        if at is None or key != at:
+            raise ValueError(f"{where}: {self.kind} applies to a mixture of experts' "
+                             + ("weights (….ff.routing)" if self.kind == Change.FORCE
+                                else "router (….ff.gate)"))
+        n, k = cfg.n_experts, cfg.experts_per_token
+        if not self.experts or any(not isinstance(e, int) or isinstance(e, bool) or not 0 <= e < n
+                                   for e in self.experts):
+            raise ValueError(f"{where}: experts must be numbers 0..{n - 1}, got {list(self.experts)}")
+        if self.kind == Change.FORCE and len(self.experts) != 1:
+            raise ValueError(f"{where}: force one expert, got {list(self.experts)}")
+        if self.kind == Change.BAN and len(set(self.experts)) > n - k:
+            raise ValueError(f"{where}: a token goes to {k} experts, so at most {n - k} of the "
+                             f"{n} can be banned")
 
 
 def allowed_kinds(node: str, order="pre") -> list[Change]:
@@ -129,6 +155,10 @@ def allowed_kinds(node: str, order="pre") -> list[Change]:
         kinds.append(Change.NO_SHORTCUT)
     if key == role(order, Role.ACTIVATION):
         kinds.append(Change.ACTIVATION)
+    if key == role(order, Role.ROUTING):
+        kinds.append(Change.FORCE)
+    if key == role(order, Role.ROUTER):
+        kinds.append(Change.BAN)
     return kinds
 
 
@@ -150,7 +180,7 @@ def from_dict(data: dict) -> Intervention:
                              f"(it reads {', '.join(FIELDS[Change(data['kind'])]) or 'only its node'}"
                              " and positions)")
     args = dict(data)
-    for key in ("heads", "positions", "vector"):
+    for key in ("heads", "positions", "vector", "experts"):
         if args.get(key) is not None:
             if not isinstance(args[key], list):
                 raise ValueError(f"{key} must be a list, got {args[key]!r}"[:200])
@@ -295,6 +325,12 @@ def _edit(r: Resolved, offset: _Offset):
             sel = r.tensor.to(sel.dtype).expand_as(sel).clone()
         elif spec.kind == Change.STEER:
             sel = sel + spec.k * r.tensor.to(sel.device, sel.dtype)
+        elif spec.kind == Change.FORCE:  # one expert, the whole weight
+            sel = torch.zeros_like(sel)
+            sel[..., spec.experts[0]] = 1.0
+        elif spec.kind == Change.BAN:  # the router's logits: never among the k largest
+            sel = sel.clone()
+            sel[..., list(spec.experts)] = float("-inf")
         elif spec.kind == Change.PATCH:
             src = r.tensor.to(sel.device, sel.dtype)
             keep = [i for i, p in enumerate(local) if start + p < src.shape[-2]]

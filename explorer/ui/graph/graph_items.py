@@ -199,7 +199,9 @@ def marks(one) -> tuple[str, str]:
                       Change.STEER: "steered", Change.PATCH: "patched",
                       Change.HEADS: "heads " + ",".join(map(str, one.heads)) + " off",
                       Change.ACTIVATION: f"→ {one.function}",
-                      Change.NO_SHORTCUT: "no shortcut"}[one.kind]
+                      Change.NO_SHORTCUT: "no shortcut",
+                      Change.FORCE: f"expert {','.join(map(str, one.experts))} only",
+                      Change.BAN: "experts " + ",".join(map(str, one.experts)) + " banned"}[one.kind]
 
 
 def arrow_head(path: QPainterPath, p0, p1) -> None:

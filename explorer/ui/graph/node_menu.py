@@ -34,6 +34,12 @@ def node_menu(session: Session, name: str, parent: QWidget, services=None) -> QM
         heads = menu.addMenu("Knock out a head")
         for h in range(info.config.n_heads):
             heads.addAction(f"head {h}", add(Change.HEADS, name, heads=(h,)))
+    for kind, title in ((Change.FORCE, "Send each token to one expert"),
+                        (Change.BAN, "Ban an expert")):
+        if kind in kinds and info is not None:
+            experts = menu.addMenu(title)
+            for e in range(info.config.n_experts):
+                experts.addAction(f"expert {e}", add(kind, name, experts=(e,)))
     if Change.NO_SHORTCUT in kinds:
         menu.addAction("Remove its shortcut", add(Change.NO_SHORTCUT, name))
     if Change.ACTIVATION in kinds:

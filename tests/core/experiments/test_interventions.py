@@ -217,3 +217,61 @@ def test_an_intervention_prompt_longer_than_the_context_is_refused_not_cut(model
     with pytest.raises(ValueError, match="an intervention's prompt has 200 tokens; the model "
                                          "reads at most 64"):
         resolve(model, [long], IDS)
+
+
+def _moe_outputs(model, specs, ids):
+    """Block 0's feed-forward input and output, its routing weights, under ``specs``."""
+    from explorer.core.run.capture import Capture
+    names = ["trf_blocks.0.norm2", "trf_blocks.0.ff", "trf_blocks.0.ff.routing"]
+    resolved = resolve(model, specs, ids)
+    with torch.inference_mode(), applied(model, resolved), \
+            Capture(model, names, tensors=True, inside=True) as cap:
+        model(torch.tensor([ids]))
+    views = cap.views()
+    return [torch.from_numpy(views[n].array)[0] for n in names]
+
+
+def test_forcing_an_expert_changes_exactly_that_tokens_feed_forward_output():
+    """Token 2 sent to expert 5 alone: its output is expert 5's SwiGLU of its input,
+    written out here; every other token's output is the clean one."""
+    model = build_model(preset("qwen3moe-tiny"), seed=2).eval()
+    force = Intervention("force-expert", "trf_blocks.0.ff.routing", experts=(5,), positions=(2,))
+    _, clean, _ = _moe_outputs(model, [], IDS)
+    x, out, weights = _moe_outputs(model, [force], IDS)
+    ff = model.trf_blocks[0].ff
+    with torch.no_grad():
+        want = ff.fc3[5](F.silu(ff.fc1[5](x[2])) * ff.fc2[5](x[2]))
+    torch.testing.assert_close(out[2], want, atol=1e-6, rtol=1e-5)
+    assert weights[2].tolist() == [0, 0, 0, 0, 0, 1, 0, 0]
+    others = [p for p in range(len(IDS)) if p != 2]
+    torch.testing.assert_close(out[others], clean[others])
+    assert (out[2] - clean[2]).abs().max() > 1e-4 and force.describe().endswith("force expert 5 at positions [2]")
+    assert from_dict(force.to_dict()) == force
+
+
+def test_a_banned_expert_gets_no_token_and_each_token_still_gets_k_experts():
+    model = build_model(preset("qwen3moe-tiny"), seed=2).eval()
+    _, _, clean = _moe_outputs(model, [], IDS)
+    busiest = int((clean != 0).sum(0).argmax())
+    ban = Intervention("ban-experts", "trf_blocks.0.ff.gate", experts=(busiest,))
+    _, _, weights = _moe_outputs(model, [ban], IDS)
+    assert (weights[:, busiest] == 0).all() and ((weights != 0).sum(-1) == 2).all()
+    moved = (clean[:, busiest] != 0).nonzero().flatten()
+    assert len(moved) and not torch.equal(weights[moved], clean[moved])
+    assert no_hooks(model)
+
+
+@pytest.mark.parametrize("spec,message", [
+    (dict(kind="force-expert", node="trf_blocks.0.ff.gate", experts=[1]), "weights (….ff.routing)"),
+    (dict(kind="force-expert", node="trf_blocks.0.ff.routing", experts=[1, 2]), "force one expert"),
+    (dict(kind="force-expert", node="trf_blocks.0.ff.routing", experts=[8]), "experts must be numbers 0..7"),
+    (dict(kind="ban-experts", node="trf_blocks.0.ff.gate", experts=list(range(7))),
+     "at most 6 of the 8 can be banned"),
+    (dict(kind="zero", node="trf_blocks.0.ff.gate", experts=[1]), "a zero intervention takes no experts"),
+])
+def test_expert_interventions_that_cannot_apply_are_refused_in_one_line(spec, message):
+    cfg = preset("qwen3moe-tiny")
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        from_dict(spec).check(cfg)
+    with pytest.raises(ValueError, match="a mixture of experts' router"):
+        Intervention("ban-experts", "trf_blocks.0.att", experts=(1,)).check(preset("tiny"))

@@ -24,7 +24,8 @@ from ...base.view_jobs import EngineLike, ViewJobs
 from ...base.view import ViewHooks
 
 FIELDS = {Change.SCALE: ("k",), Change.STEER: ("k", "prompt", "prompt_b"),
-          Change.PATCH: ("prompt",), Change.HEADS: ("heads",), Change.ACTIVATION: ("function",)}
+          Change.PATCH: ("prompt",), Change.HEADS: ("heads",), Change.ACTIVATION: ("function",),
+          Change.FORCE: ("experts",), Change.BAN: ("experts",)}
 COLUMNS = ("clean", "changed", "KL", "candidates: clean → changed probability")
 
 
@@ -100,6 +101,8 @@ class WhatIfView(ViewHooks, QWidget):
         self.k.setPrefix("k ")
         self.heads = QLineEdit()
         self.heads.setPlaceholderText("heads, e.g. 0, 3")
+        self.experts = QLineEdit()
+        self.experts.setPlaceholderText("experts, e.g. 2 or 0, 5")
         self.prompt_a = QLineEdit()
         self.prompt_a.setPlaceholderText("prompt (A)")
         self.prompt_b = QLineEdit()
@@ -113,7 +116,7 @@ class WhatIfView(ViewHooks, QWidget):
         self.add_button.clicked.connect(self.add)
         self.kind.currentTextChanged.connect(self._fields)
         fields = QHBoxLayout()
-        for w in (self.kind, self.k, self.heads, self.prompt_a, self.prompt_b,
+        for w in (self.kind, self.k, self.heads, self.experts, self.prompt_a, self.prompt_b,
                   self.function, self.positions, self.add_button):
             fields.addWidget(w)
         fields.addStretch(1)
@@ -160,7 +163,8 @@ class WhatIfView(ViewHooks, QWidget):
 
     def _fields(self) -> None:
         shown = FIELDS.get(self.kind.currentText(), ())
-        for name, widget in (("k", self.k), ("heads", self.heads), ("prompt", self.prompt_a),
+        for name, widget in (("k", self.k), ("heads", self.heads), ("experts", self.experts),
+                             ("prompt", self.prompt_a),
                              ("prompt_b", self.prompt_b), ("function", self.function)):
             widget.setVisible(name in shown)
         self.positions.setVisible(self.kind.currentText() not in (Change.HEADS, Change.NO_SHORTCUT,
@@ -171,6 +175,8 @@ class WhatIfView(ViewHooks, QWidget):
         return Intervention(
             kind, self.session.node, k=self.k.value() if kind in (Change.SCALE, Change.STEER) else 1.0,
             heads=numbers(self.heads.text(), "heads") or () if kind == Change.HEADS else (),
+            experts=numbers(self.experts.text(), "experts") or ()
+            if kind in (Change.FORCE, Change.BAN) else (),
             positions=numbers(self.positions.text(), "positions") if self.positions.isVisible() else None,
             prompt=self.prompt_a.text() or None if kind in (Change.PATCH, Change.STEER) else None,
             prompt_b=self.prompt_b.text() or None if kind == Change.STEER else None,

@@ -107,6 +107,37 @@ def test_the_graph_menu_adds_interventions(qtbot, make_window):
     wait_run(qtbot, window)
 
 
+def test_a_mixture_of_experts_offers_forcing_and_banning_an_expert(qtbot):
+    """On Qwen3-MoE's weights the graph's menu forces an expert, on its router it bans
+    one; the What if tab reads the experts from its own field."""
+    from explorer.core.gpt.config import preset
+    from explorer.core.sources import ModelInfo, ModelSpec
+    from explorer.ui.base.session import Session
+    from explorer.ui.views.experiment.whatif_view import WhatIfView
+    from PySide6.QtWidgets import QWidget
+    from tests.ui.alone import InlineEngine
+    session, parent = Session(), QWidget()
+    qtbot.addWidget(parent)
+    session.set_model(ModelInfo(label="moe", size="", config=preset("qwen3moe-tiny"), trained=False,
+                                device="cpu", dtype="float32", notices=(),
+                                spec=ModelSpec(preset="qwen3moe-tiny")))
+    routing = node_menu(session, "trf_blocks.1.ff.routing", parent)
+    force = next(a.menu() for a in routing.actions() if a.text() == "Send each token to one expert")
+    assert [a.text() for a in force.actions()] == [f"expert {e}" for e in range(8)]
+    force.actions()[3].trigger()
+    assert session.interventions == [Intervention("force-expert", "trf_blocks.1.ff.routing",
+                                                  experts=(3,))]
+    router = [a.text() for a in node_menu(session, "trf_blocks.1.ff.gate", parent).actions()]
+    assert "Ban an expert" in router and "Send each token to one expert" not in router
+    view = WhatIfView(session, InlineEngine(None))
+    qtbot.addWidget(view)
+    session.set_node("trf_blocks.0.ff.gate")
+    view.kind.setCurrentText("ban-experts")
+    view.experts.setText("1, 6")
+    assert not view.experts.isHidden() and view.heads.isHidden()
+    assert view.build() == Intervention("ban-experts", "trf_blocks.0.ff.gate", experts=(1, 6))
+
+
 def test_a_click_on_the_patching_heatmap_applies_that_patch(qtbot, make_window):
     window = make_window()
     view = window.view("patching")
