@@ -58,5 +58,6 @@ class MoEFeedForward(nn.Module):
             tokens = (w_flat[:, e] != 0).nonzero().flatten()
             inp = x_flat.index_select(0, tokens)
             hidden = torch.nn.functional.silu(self.fc1[e](inp)) * self.fc2[e](inp)
-            out.index_add_(0, tokens, self.fc3[e](hidden) * w_flat[tokens, e, None])
+            expert = self.fc3[e](hidden) * w_flat[tokens, e, None]  # autocast: maybe bfloat16
+            out.index_add_(0, tokens, expert.to(out.dtype))
         return out.reshape(b, t, c)

@@ -140,6 +140,9 @@ VIEWS = (
     ViewSpec("heads", "Head roles", "why", "why.heads_view:HeadsView",
              "Each head scored as previous-token, first-token, current-token, local and "
              "induction, with its pattern.", "Ctrl+Shift+H", "Heads", frozenset({VALUES})),
+    ViewSpec("routing", "Expert routing", "why", "why.routing_view:RoutingView",
+             "In a mixture of experts, the experts each token goes to, their load and the "
+             "balancing loss.", "Ctrl+Alt+E", tab="Routing", shows=_NUMBERS),
     ViewSpec("contributions", "Contribution graph", "why",
              "why.contributions_view:ContributionsView",
              "Each token's stream after every block, with an edge from every head and "

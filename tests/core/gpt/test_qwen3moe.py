@@ -209,3 +209,31 @@ def test_info_counts_every_expert_and_says_how_many_a_token_uses(capsys):
     assert f"Active per token: {active:,} of {total:,}." in out
     assert f"  {'total':45s} {total:>15,}" in out
     assert "  experts_per_token 2\n" in out and "  n_experts         8\n" in out
+
+
+def test_the_routing_map_and_its_balancing_loss_are_transformers_own(pair):
+    """The map of a pass: every token's k experts, the tokens each expert got, and the
+    load-balancing loss equal to transformers' load_balancing_loss_func on the same
+    block's router logits."""
+    from explorer.core.run.passes import Keep, run_prompt
+    from explorer.core.run.routing import routing_map
+    theirs, ours, _ = pair
+    lbl = importlib_module(theirs).load_balancing_loss_func
+    ids = torch.randint(0, 320, (1, 10), generator=torch.Generator().manual_seed(5))
+    views = run_prompt(ours.model, ids[0].tolist(), Keep()).views
+    cfg = ours.config
+    for layer in range(cfg.n_layers):
+        got = routing_map(views, cfg, layer)
+        logits = torch.from_numpy(views[f"trf_blocks.{layer}.ff.gate"].array)[0]
+        want = lbl((logits,), cfg.n_experts, cfg.experts_per_token)
+        assert got.balance_loss == pytest.approx(float(want), rel=1e-5)
+        assert int(got.tokens.sum()) == 10 * cfg.experts_per_token
+        assert got.idle == [e for e in range(cfg.n_experts) if got.tokens[e] == 0]
+        assert 0 <= got.entropy_bits.min() and got.entropy_bits.max() <= got.uniform_bits + 1e-9
+    assert routing_map(views, cfg.replace(n_experts=None, experts_per_token=None,
+                                          family="llama", norm_topk_prob=False), 0) is None
+
+
+def importlib_module(model):
+    import importlib
+    return importlib.import_module(type(model).__module__)

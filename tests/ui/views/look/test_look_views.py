@@ -321,3 +321,4 @@ def test_a_querys_row_names_every_key_that_has_room_and_always_the_last(qtbot):
     widest = max(QFontMetrics(view.row_plot.getAxis("bottom").font()).horizontalAdvance(label)
                  for _, label in ticks)
     assert min(b - a for (a, _), (b, _) in zip(ticks, ticks[1:])) * room >= widest
+

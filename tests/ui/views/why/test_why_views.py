@@ -288,3 +288,33 @@ def test_a_post_ln_model_shows_no_head_or_neuron_tables(qtbot):
     alone.settle()
     assert not alone.session.why.attribution.exact
     assert why.heads.isHidden() and why.neurons.isHidden() and "Post-LN" in why.note.text()
+
+
+def test_expert_routing_draws_the_pass_routing_and_says_so_on_a_dense_model(qtbot):
+    """Qwen3-MoE: block 1's map is the pass's routing weights (idle experts empty), the
+    bars the tokens each expert got, the note the core's loss; a step (one token kept)
+    and a dense model are each said in one line."""
+    import numpy as np
+    from explorer.core.run.routing import routing_map
+    from explorer.ui.plots.plot_text import empty_message
+    from tests.ui.alone import Alone
+    alone = Alone(qtbot, "qwen3moe-tiny")
+    view = alone.routing
+    assert "Run a prompt" in view.note.text() and empty_message(view.grid)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    alone.session.set_layer(1)
+    alone.settle()
+    want = routing_map(alone.session.current.views, alone.loaded.config, 1)
+    image = next(i for i in view.grid.items if hasattr(i, "image"))
+    shown = np.nan_to_num(image.image)
+    np.testing.assert_allclose(shown, want.weights, rtol=1e-6)
+    bars = next(i for i in view.load.items if hasattr(i, "opts") and "height" in i.opts)
+    assert list(bars.opts["height"]) == list(want.tokens)
+    assert f"Load-balancing loss {want.balance_loss:.3f} (2 if perfectly balanced)" in view.note.text()
+    assert view.note.text().startswith("Block 1 of 2: each token's weights on its 2 of 8 experts")
+    view.canvas.scene().sigMouseClicked.emit(None)
+    assert alone.session.node == "trf_blocks.1.ff.routing"
+    dense = Alone(qtbot, "llama-tiny")
+    dense.run(max_tokens=1)
+    assert dense.routing.note.text().startswith("This model's feed-forward is dense")
