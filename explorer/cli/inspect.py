@@ -101,6 +101,9 @@ def info(args: argparse.Namespace) -> int:
     from ..core.gpt.sizes import sizes
     for line in sizes(cfg).notes():  # what the figures in the literature count
         print(f"  {line}")
+    from ..core.gpt.nodes import block_nodes, order_of
+    print("nodes of each block (trf_blocks.N.…, for --node and --save): "
+          + ", ".join(n.key for n in block_nodes(order_of(cfg))))
     size = torch.tensor([], dtype=dtype).element_size()
     print(f"memory: weights {counts.total * size / 2**20:,.1f} MiB; "
           f"KV cache at full context {2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * size / 2**20:,.1f} MiB")

@@ -24,6 +24,7 @@ from ..base.validate import FileKind, file_kind, read_json, real, whole
 from ..gpt.config import NORM_POSITIONS, GPTConfig, preset
 from ..gpt.build import build_model
 from ..gpt.block_model import BlockModel
+from ..gpt.moe import AUX_LOSS_COEF, balance_loss
 from ..gpt.tokenizer import decode, encode
 from ..run.generation import GenerationSettings, generate
 from ..weights.checkpoints import load_checkpoint
@@ -281,12 +282,14 @@ class Trainer:
             x, y = self._batch(self.train_ids, gen)
             torch.manual_seed(s.seed * 1_000_003 + self.state.step)  # dropout masks, per step
             loss = loss_of(self.model, x, y, self.bfloat16)
-            if not torch.isfinite(loss):
+            aux = balance_loss(self.model)  # a mixture of experts: keep its experts in use
+            total = loss if aux is None else loss + AUX_LOSS_COEF * aux
+            if not torch.isfinite(total):
                 raise ValueError(f"the loss became {loss.item()} at step {self.state.step + 1}: "
                                  f"training diverged (learning rate {lr:.2g} too high?); the "
                                  "last good checkpoint stays as it was")
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            total.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip, foreach=True)
             self.optimizer.step()
             self.state.step += 1

@@ -22,6 +22,8 @@ from .layers import HookPoint
 if TYPE_CHECKING:
     from .config import GPTConfig
 
+AUX_LOSS_COEF = 0.01  # the balancing loss's weight in training (OLMoE's; Qwen3-MoE's 0.001)
+
 
 def route(logits: torch.Tensor, k: int, renormalise: bool) -> torch.Tensor:
     """Each row's weight on each expert: softmax over all (in float32), the ``k`` largest
@@ -47,10 +49,12 @@ class MoEFeedForward(nn.Module):
         self.fc2 = nn.ModuleList(nn.Linear(c, hidden, bias=False) for _ in range(n))
         self.fc3 = nn.ModuleList(nn.Linear(hidden, c, bias=False) for _ in range(n))
         self.routing = HookPoint()
+        self.last_logits: torch.Tensor | None = None  # training: the balancing loss reads them
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape
         scores = self.gate(x)  # (B, T, n_experts): the router's logits
+        self.last_logits = scores.reshape(b * t, -1) if self.training else None
         weights = self.routing(route(scores, self.num_experts_per_tok, self.renormalise))
         x_flat, w_flat = x.reshape(b * t, c), weights.reshape(b * t, -1)
         out = torch.zeros_like(x_flat)
@@ -61,3 +65,20 @@ class MoEFeedForward(nn.Module):
             expert = self.fc3[e](hidden) * w_flat[tokens, e, None]  # autocast: maybe bfloat16
             out.index_add_(0, tokens, expert.to(out.dtype))
         return out.reshape(b, t, c)
+
+
+def balance_loss(model: nn.Module) -> torch.Tensor | None:
+    """The auxiliary load-balancing loss of a mixture's last training forward (Switch
+    Transformer's, as ``transformers``' ``load_balancing_loss_func`` computes it for
+    Qwen3-MoE and OLMoE): every block's router logits together, n_experts · Σₑ (share
+    of token slots routed to e) · (mean router probability of e); k when balanced. None
+    for a model without experts or after an evaluation forward."""
+    mixtures = [m for m in model.modules() if isinstance(m, MoEFeedForward)]
+    logits = [m.last_logits for m in mixtures if m.last_logits is not None]
+    if not logits:
+        return None
+    n, k = mixtures[0].num_experts, mixtures[0].num_experts_per_tok
+    probs = torch.softmax(torch.cat(logits).float(), dim=-1)
+    chosen = torch.topk(probs, k, dim=-1).indices
+    slots = torch.nn.functional.one_hot(chosen, n).float().mean(dim=0)  # (k, n_experts)
+    return n * torch.sum(slots * probs.mean(dim=0))

@@ -237,3 +237,55 @@ def test_the_routing_map_and_its_balancing_loss_are_transformers_own(pair):
 def importlib_module(model):
     import importlib
     return importlib.import_module(type(model).__module__)
+
+
+def test_inspect_saves_the_router_logits_and_weights_under_the_names_info_lists(capsys, tmp_path):
+    """``info`` names the block's nodes; ``inspect --save`` writes the router's logits and
+    each token's expert weights under those names: the chosen experts are the k non-zero
+    weights, the largest of the router's softmax."""
+    import numpy as np
+    from explorer.cli import main
+    assert main(["info", "--preset", "qwen3moe-tiny"]) == 0
+    assert "nodes of each block (trf_blocks.N.…, for --node and --save): norm1, " \
+           "att.attn_weights, att, add1, norm2, ff.gate, ff.routing, ff, add2" in capsys.readouterr().out
+    out = tmp_path / "moe.npz"
+    assert main(["inspect", "Every effort moves", "--preset", "qwen3moe-tiny", "--save", str(out)]) == 0
+    saved = np.load(out)
+    logits, weights = saved["trf_blocks.1.ff.gate"][0], saved["trf_blocks.1.ff.routing"][0]
+    assert logits.shape == weights.shape == (3, 8)
+    for row_logits, row_weights in zip(logits, weights):
+        assert set(np.flatnonzero(row_weights)) == set(np.argsort(-row_logits)[:2])
+
+
+def test_training_adds_transformers_balancing_loss_and_keeps_no_logits_in_eval():
+    """A training forward leaves every block's router logits for the balancing loss,
+    which equals transformers' load_balancing_loss_func on them; an evaluation forward
+    keeps none; the trainer's step backpropagates it into the routers."""
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
+    from explorer.core.experiments.training import Trainer, TrainSettings
+    from explorer.core.experiments.train_text import default_text
+    from explorer.core.gpt.build import build_model
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.moe import balance_loss
+    model = build_model(preset("qwen3moe-tiny"), seed=1).train()
+    ids = torch.randint(0, 500, (2, 9), generator=torch.Generator().manual_seed(0))
+    model(ids)
+    logits = tuple(block.ff.last_logits for block in model.trf_blocks)
+    assert all(t.shape == (18, 8) for t in logits)
+    torch.testing.assert_close(balance_loss(model), load_balancing_loss_func(logits, 8, 2))
+    model.eval()(ids)
+    assert balance_loss(model) is None
+    from explorer.core.experiments.head_loss import loss_of
+    from explorer.core.gpt.moe import AUX_LOSS_COEF
+    grads = []
+    for with_aux in (False, True):  # the balancing term reaches the routers
+        model.train().zero_grad()
+        loss = loss_of(model, ids[:, :-1], ids[:, 1:])
+        (loss + AUX_LOSS_COEF * balance_loss(model) if with_aux else loss).backward()
+        grads.append(model.trf_blocks[0].ff.gate.weight.grad.clone())
+    assert not torch.allclose(grads[0], grads[1])
+    settings = TrainSettings(preset="qwen3moe-tiny", max_steps=2, batch_size=2, eval_every=2,
+                             eval_batches=1, sample_tokens=1, seed=3, snapshots=0)
+    trainer = Trainer(default_text()[:3000], settings)
+    steps = [e for e in trainer.run() if hasattr(e, "train_loss")]
+    assert trainer.state.step == 2 and steps
