@@ -86,8 +86,7 @@ def bound_weights(model) -> list[torch.Tensor]:
     mats = []
     for block in model.trf_blocks:
         att = block.att
-        ff = ([block.ff.fc1.weight, block.ff.fc2.weight, block.ff.fc3.weight] if model.cfg.llama
-              else [block.ff.layers[0].weight, block.ff.layers[2].weight])
+        ff = [m.weight for m in block.ff.modules() if isinstance(m, torch.nn.Linear)]
         mats += [torch.cat([att.W_query.weight, att.W_key.weight, att.W_value.weight]),
                  att.out_proj.weight, *ff]
     mats.append(model.out_head.weight)

@@ -33,7 +33,7 @@ def twin_models(seed: int = 0, preset_name: str = "gpt2-small"):
 
     cfg = preset(preset_name)
     torch.manual_seed(seed)
-    if cfg.llama:
+    if cfg.family.name == "llama":
         hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(
             vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim, intermediate_size=cfg.hidden_dim,
             num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
