@@ -96,6 +96,7 @@ class Attribution:
     ff_bias: np.ndarray | None = None  # (layers,)
     scale: float = 1.0  # the final norm's σ at this position
     lens_note: str = POST_LN_NOTE  # why lens changes, not contributions (when not exact)
+    split: str = "neuron"  # what ``neurons`` splits the feed-forward by: "expert" in a mixture
 
     @property
     def note(self) -> str:
@@ -120,7 +121,8 @@ class Attribution:
         return _top(self.heads, k)
 
     def top_neurons(self, k: int = 10) -> list[tuple[int, int, float]]:
-        return _top(self.neurons, k)
+        top = _top(self.neurons, k)  # an expert the token was not routed to is no part
+        return [t for t in top if t[2] != 0] if self.split == "expert" else top
 
 
 def _top(values: np.ndarray | None, k: int) -> list[tuple[int, int, float]]:
@@ -188,7 +190,7 @@ def attribute(model: BlockModel, reading: Reading, target: int,
         last = role(order, Role.LAST_LINEAR)  # None: experts, not one layer of neurons
         linear2 = block_hook_name(layer, last) if last else None
         neurons.append(block.gelu * (_weights(model, f"{linear2}.weight").T @ w) if last
-                       else np.zeros(0))
+                       else _expert_parts(model, layer, block, w))
         ff_bias.append(_bias_part(model, linear2, w) if last else 0.0)
         parts += [Part(f"{title} attention", Branch.ATTENTION, layer,
                        block_hook_name(layer, branches[FIRST_ADD]), float(w @ block.attention)),
@@ -198,7 +200,27 @@ def attribute(model: BlockModel, reading: Reading, target: int,
         parts.append(Part("Final norm's shift", Branch.SHIFT, None, FINAL_NORM, float(u @ beta)))
     return Attribution(reading.position, target, versus, logit, True, tuple(parts),
                        np.array(heads), np.array(att_bias), np.array(neurons),
-                       np.array(ff_bias), sigma)
+                       np.array(ff_bias), sigma,
+                       split="expert" if reading.blocks and reading.blocks[0].experts else "neuron")
+
+
+def _expert_parts(model, layer: int, block, w: np.ndarray) -> np.ndarray:
+    """A mixture's feed-forward split by expert, along the direction ``w``: each expert's
+    weight × its SwiGLU output on the token's input (0 for the experts the token was not
+    routed to); they add up to the feed-forward's part. No experts: an empty row."""
+    if block.experts is None:
+        return np.zeros(0)
+    x, weights = block.experts
+    ff = model.trf_blocks[layer].ff
+    parts = np.zeros(weights.shape[0])
+
+    def matrix(linear) -> np.ndarray:
+        return linear.weight.detach().double().cpu().numpy()
+    for e in np.flatnonzero(weights):
+        gate, up = matrix(ff.fc1[e]) @ x, matrix(ff.fc2[e]) @ x
+        out = matrix(ff.fc3[e]) @ (gate / (1 + np.exp(-gate)) * up)
+        parts[e] = weights[e] * float(w @ out)
+    return parts
 
 
 def _bias_part(model, linear: str, w: np.ndarray) -> float:

@@ -19,9 +19,9 @@ import torch
 from ..gpt.family import BlockOrder
 from ..gpt.hooks import hooks
 from ..gpt.block_model import BlockModel
-from ..gpt.nodes import (FINAL_NORM, FIRST_ADD, HEADS_MIX, LOGITS, SECOND_ADD, TOKEN_EMBEDDING,
-                         Role, block_hook_name, node_for_hook, order_of, residual_branches,
-                         residual_nodes, role)
+from ..gpt.nodes import (FEED_FORWARD, FINAL_NORM, FIRST_ADD, HEADS_MIX, LOGITS, SECOND_ADD,
+                         TOKEN_EMBEDDING, Role, block_hook_name, input_node, node_for_hook,
+                         order_of, parse_hook, residual_branches, residual_nodes, role)
 from ..run.capture import StopCheck
 
 
@@ -37,6 +37,8 @@ class BlockReading:
     residual: tuple[np.ndarray, np.ndarray]  # the stream after each half of the block
     query: np.ndarray  # (heads, head_dim) at this position (rotated, in a Llama block)
     keys: np.ndarray  # (heads, position + 1, head_dim) (rotated and shared per group)
+    # a mixture of experts: the feed-forward's input and the token's weight on each expert
+    experts: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def read_position(model: BlockModel, ids: list[int], position: int,
     for layer in range(cfg.n_layers):
         neurons = role(order, Role.ACTIVATION_OUTPUT)  # None: a mixture of experts has none
         names = [branches[FIRST_ADD], branches[SECOND_ADD], *([neurons] if neurons else []),
-                 *residual_nodes(order)] + ([] if per_head else [query])
+                 *_mixture_nodes(order), *residual_nodes(order)] + ([] if per_head else [query])
         forward += [(block_hook_name(layer, k), last_row(block_hook_name(layer, k)))
                     for k in names]
         if per_head:
@@ -132,11 +134,22 @@ def _reading(cfg, seen: dict[str, np.ndarray], ids: tuple[int, ...], p: int) -> 
         else:
             query = at(query_key).reshape(heads, head_dim)
             keys = at(keys_key).reshape(p + 1, heads, head_dim).transpose(1, 0, 2)
+        mixture = _mixture_nodes(order)
         blocks.append(BlockReading(
             block_input=previous, context=at(HEADS_MIX), attention=at(branches[FIRST_ADD]),
             feed_forward=at(branches[SECOND_ADD]),
             gelu=at(neurons) if (neurons := role(order, Role.ACTIVATION_OUTPUT)) else np.zeros(0),
-            residual=(at(first), at(second)), query=query, keys=keys))
+            residual=(at(first), at(second)), query=query, keys=keys,
+            experts=tuple(at(k) for k in mixture) if mixture else None))
         previous = at(second)
     return Reading(ids, p, order, seen[TOKEN_EMBEDDING], position,
                    tuple(blocks), seen[FINAL_NORM], seen[LOGITS])
+
+
+def _mixture_nodes(order) -> tuple[str, ...]:
+    """A mixture of experts' feed-forward input and routing weights (keys in a block),
+    or none for a dense feed-forward."""
+    routing = role(order, Role.ROUTING)
+    if routing is None:
+        return ()
+    return (parse_hook(input_node(block_hook_name(0, FEED_FORWARD), order))[1], routing)

@@ -84,6 +84,6 @@ def summary_lines(why: Why, top: int = 5) -> list[str]:
     if a.exact:
         lines.append("Top heads: " + "; ".join(f"block {layer} head {head} {v:+.3f}"
                                               for layer, head, v in a.top_heads(top)))
-        lines.append("Top neurons: " + "; ".join(f"block {layer} neuron {n} {v:+.3f}"
-                                                for layer, n, v in a.top_neurons(top)))
+        lines.append(f"Top {a.split}s: " + "; ".join(f"block {layer} {a.split} {n} {v:+.3f}"
+                                                    for layer, n, v in a.top_neurons(top)))
     return lines

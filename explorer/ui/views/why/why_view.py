@@ -173,11 +173,14 @@ class WhyView(LazyRefresh, QWidget):
         draw_waterfall(self.plot, why.attribution if why else None, message)
         self.plot_widget.setMinimumHeight(waterfall_height(why.attribution if why else None,
                                                            self._line))
+        experts = why is not None and why.attribution.split == "expert"  # a mixture's split
+        self.neurons.setHorizontalHeaderLabels(["top expert" if experts else "top neuron", "part"])
         for table, rows in ((self.heads, why.attribution.top_heads(TOP) if why else []),
                             (self.neurons, why.attribution.top_neurons(TOP) if why else [])):
             table.setRowCount(len(rows))
             for r, (layer, index, value) in enumerate(rows):
-                name = head_label(layer, index) if table is self.heads else f"B{layer} N{index}"
+                name = head_label(layer, index) if table is self.heads else \
+                    f"B{layer} {'E' if experts else 'N'}{index}"
                 for c, text in enumerate((name, f"{value:+.3f}")):
                     item = QTableWidgetItem(text)
                     item.setData(Qt.UserRole, (layer, index))
@@ -186,7 +189,7 @@ class WhyView(LazyRefresh, QWidget):
         for table in (self.heads, self.neurons):  # a Post-LN model has no such split
             table.setVisible(why is None or why.attribution.exact)
         neurons = why.attribution.neurons if why is not None else None
-        if neurons is not None and not neurons.size:  # a mixture: experts, not neurons
+        if neurons is not None and not neurons.size:  # no split of the feed-forward
             self.neurons.setVisible(False)
         if why is None:
             self.note.setText(message)
@@ -209,8 +212,9 @@ class WhyView(LazyRefresh, QWidget):
 
     def _neurons(self) -> str:
         """The node whose values the neurons are: what the feed-forward's last Linear reads
-        (GPT-2's GELU output, a SwiGLU's product)."""
-        return role(order_of(self.session.model.config), Role.ACTIVATION_OUTPUT)
+        (GPT-2's GELU output, a SwiGLU's product); a mixture's experts: its weights."""
+        order = order_of(self.session.model.config)
+        return role(order, Role.ACTIVATION_OUTPUT) or role(order, Role.ROUTING)
 
     def _select(self, table: QTableWidget, row: int, key: str) -> None:
         item = table.item(row, 0)

@@ -75,17 +75,29 @@ def test_a_block_with_norms_in_its_branches_says_which_placement_rules_the_split
     assert why.heads.isHidden() and why.neurons.isHidden()
 
 
-def test_a_mixture_of_experts_is_explained_by_heads_and_branches_not_neurons(qtbot):
-    """Qwen3-MoE's stream is still a sum of branches: the parts add up to the logit and
-    attention splits by head, but a mixture has no one layer of neurons to split by."""
+def test_a_mixture_of_experts_is_explained_by_heads_and_experts(qtbot):
+    """Qwen3-MoE's stream is still a sum of branches: the parts add up to the logit,
+    attention splits by head, and each block's feed-forward by the token's k experts —
+    their parts add up to the feed-forward's, the experts it was not routed to give 0."""
     alone = Alone(qtbot, "qwen3moe-tiny")
     alone.run(max_tokens=1)
     alone.session.show_step(None)
     alone.settle()
     why, attribution = alone.why, alone.session.why.attribution
-    assert attribution.exact and attribution.neurons.shape == (2, 0)
+    assert attribution.exact and attribution.neurons.shape == (2, 8)
     assert sum(p.value for p in attribution.parts) == pytest.approx(attribution.logit, abs=1e-4)
-    assert why.heads.rowCount() == 8 and not why.heads.isHidden() and why.neurons.isHidden()
+    ff = [p.value for p in attribution.parts if p.kind == "feed-forward"]
+    assert list(attribution.neurons.sum(axis=1)) == pytest.approx(ff, abs=1e-5)
+    assert ((attribution.neurons != 0).sum(axis=1) == 2).all()
+    assert why.heads.rowCount() == 8 and not why.neurons.isHidden()
+    assert why.neurons.rowCount() == 4 and why.neurons.item(0, 0).text().startswith("B")
+    assert " E" in why.neurons.item(0, 0).text()
+    assert why.neurons.horizontalHeaderItem(0).text() == "top expert"
+    from explorer.core.attribution.why import summary_lines
+    assert any(line.startswith("Top experts: block ") for line in summary_lines(alone.session.why))
+    why.neurons.cellClicked.emit(0, 0)
+    layer = why.neurons.item(0, 0).data(Qt.UserRole)[0]
+    assert alone.session.node == f"trf_blocks.{layer}.ff.routing"
 
 
 def test_a_generated_step_explains_the_token_it_chose(qtbot):
