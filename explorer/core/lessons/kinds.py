@@ -21,6 +21,7 @@ from .formulas_common import Ask, Worked
 from .quiz import (dropout_question, gelu_question, head_dim_question, mask_question,
                    norm_axis_question, pattern_rows_question, scaling_question, shape_question,
                    shortcut_question, width_question)
+from .quiz_moe import experts_question
 from .quiz_llama import (gate_share_question, rms_mean_question, rms_size_question,
                          rope_angle_question, rope_shift_question, swiglu_weights_question)
 
@@ -166,7 +167,7 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
              "by these numbers.",
         mistake="The weights are not the softmax over all experts: the experts left out get "
                 "0, and unless the model renormalises, the kept weights sum to less than 1.",
-        questions=(shape_question, width_question),
+        questions=(experts_question, shape_question, width_question),
         formula=moe.routing),
     Kind.RMSNORM: KindLesson(
         what="Rescales every token's vector on its own by its root mean square: divide by "

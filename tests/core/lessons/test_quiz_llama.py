@@ -25,6 +25,7 @@ from explorer.core.run.capture import Capture
 from .test_option_forms import DRAWS, tells
 
 CONFIGS = {"llama": preset("llama-tiny"), "qwen3": preset("qwen3-tiny"), "olmo3": preset("olmo3-tiny"),
+           "qwen3moe": preset("qwen3moe-tiny"),
            "gemma3": preset("gemma3-tiny")}
 
 
@@ -143,3 +144,19 @@ def test_gemmas_questions_name_its_gelu_gate_and_small_inputs_are_explained(pass
     said = small.feedback(small.answer)
     assert cfg.norm_eps == 1e-6 and f"root mean square, {rms_in:.3g}, is near √eps (0.001)" in said
     assert normed < 0.9 and f"but {normed:.3g} for the last vector here" in said
+
+
+def test_the_experts_question_is_answered_by_the_pass_routing(passes):
+    """How many experts run for a token: the non-zero weights of its row in the pass (k),
+    the experts named with their weights; a mixture's mistake says the KV cache is as a
+    dense block's."""
+    from explorer.core.lessons.explain import numbers
+    from explorer.core.lessons.quiz_moe import experts_question
+    cfg, views = CONFIGS["qwen3moe"], passes["qwen3moe"]
+    q = experts_question(live(views, cfg, "ff.routing"), random.Random(0))
+    assert q.options[q.answer] == str(cfg.experts_per_token) == "2"
+    row = views[block_hook_name(1, "ff.routing")].array.reshape(-1, 8)[-1]
+    named = ", ".join(f"expert {e} ({row[e]:.3g})" for e in np.flatnonzero(row))
+    assert f"The last token here went to {named}" in q.explanation
+    mistake = cfg.family.words.mistake[node_for_hook("trf_blocks.0.ff", order_of(cfg)).kind]
+    assert "does not change the KV cache" in mistake.format(**numbers(cfg))

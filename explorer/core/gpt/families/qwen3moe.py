@@ -90,6 +90,10 @@ WORDS = replace(
           Kind.ROUTING: "Each token's weight on each of the {experts} experts: the router's "
                         "softmax, only the {k} largest kept, every other expert 0 (it does not "
                         "run for that token)."},
+    mistake={**llama.WORDS.mistake,
+             Kind.FFN: "A mixture of experts does not change the KV cache: the cache keeps "
+                       "attention's keys and values; the experts are the feed-forward, run "
+                       "afresh for each token, {k} of the {experts} experts each time."},
     feed_forward="ff(x) = Σₑ wₑ · fc3[e](silu(fc1[e](x)) ⊙ fc2[e](x)) over the token's k experts",
     name=lambda cfg: "Qwen3-MoE",
     size_note=lambda cfg: (f" · {cfg.n_experts} experts, {cfg.experts_per_token} a token: "
