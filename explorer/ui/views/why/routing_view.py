@@ -79,7 +79,8 @@ class RoutingView(LazyRefresh, QWidget):
                       "This pass kept no router weights for this block (a generation step "
                       "keeps the shown token only): run the prompt again.")
             return
-        self._draw(self.map, current.pieces if not current.one_position else [])
+        # a generated step: its one token, named by its step
+        self._draw(self.map, [f"step {current.step}"] if current.one_position else current.pieces)
         title = block_title(layer, info.config.n_layers)
         idle = self.map.idle
         self.note.setText(
@@ -110,8 +111,8 @@ class RoutingView(LazyRefresh, QWidget):
         self.bar.setImageItem(image)
         step = max(1, int(np.ceil(t / MAX_NAMED)))
         names = pieces if len(pieces) == t else [str(i) for i in range(t)]
-        set_ticks(self.grid.getAxis("left"), [[(i + 0.5, f"{i} {names[i]!r}"[:14])
-                                               for i in range(0, t, step)]])
+        label = (lambda i: names[i]) if len(pieces) == 1 else (lambda i: f"{i} {names[i]!r}"[:14])
+        set_ticks(self.grid.getAxis("left"), [[(i + 0.5, label(i)) for i in range(0, t, step)]])
         set_title(self.grid, f"Routing weights, {t} tokens × {n} experts")
         tokens = routing.tokens
         bars = pg.BarGraphItem(x=np.arange(n) + 0.5, height=tokens, width=0.8,

@@ -327,6 +327,10 @@ def test_expert_routing_draws_the_pass_routing_and_says_so_on_a_dense_model(qtbo
     assert view.note.text().startswith("Block 1 of 2: each token's weights on its 2 of 8 experts")
     view.canvas.scene().sigMouseClicked.emit(None)
     assert alone.session.node == "trf_blocks.1.ff.routing"
+    alone.session.show_step(0)  # the generated token's own routing: one row, named by its step
+    alone.settle()
+    assert view.map.weights.shape == (1, 8) and (view.map.weights != 0).sum() == 2
+    assert view.grid.getAxis("left")._tickLevels[0][0][1] == "step 0"
     dense = Alone(qtbot, "llama-tiny")
     dense.run(max_tokens=1)
     assert dense.routing.note.text().startswith("This model's feed-forward is dense")
