@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from ....core.gpt.nodes import Role, block_hook_name, block_title, order_of, role
@@ -35,17 +36,19 @@ class RoutingView(LazyRefresh, QWidget):
         self.note.setWordWrap(True)
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
-        self.grid = add_plot(self.canvas, row=0, col=0)
+        self.grid = add_plot(self.canvas, row=0, col=0, colspan=2)
         self.bar = pg.ColorBarItem(colorMap=SCORES, values=(0.0, 1.0), interactive=False, width=14)
         self.bar.setImageItem(pg.ImageItem(), insert_in=self.grid)
         self.load = add_plot(self.canvas, row=1, col=0)
+        self.depth = add_plot(self.canvas, row=1, col=1)  # every block's routing entropy
         self.canvas.ci.layout.setRowStretchFactor(0, 3)
         self.canvas.ci.layout.setRowStretchFactor(1, 1)
-        for plot in (self.grid, self.load):
-            count_axis(plot, "bottom", centred=True)
-            plot.setLabel("bottom", "expert")
+        for plot in (self.grid, self.load, self.depth):
+            count_axis(plot, "bottom", centred=plot is not self.depth)
+            plot.setLabel("bottom", "block" if plot is self.depth else "expert")
             plot.setMouseEnabled(x=False, y=False)
         self.load.setLabel("left", "tokens")
+        self.depth.setLabel("left", "bits")
         self.canvas.setMinimumHeight(2 * 200)
         layout = QVBoxLayout(self)
         layout.addWidget(self.note)
@@ -66,9 +69,10 @@ class RoutingView(LazyRefresh, QWidget):
     def redraw(self) -> None:
         info, current = self.session.model, self.session.current
         order = order_of(info.config) if info is not None else None
-        for plot in (self.grid, self.load):
+        for plot in (self.grid, self.load, self.depth):
             plot.clear()
         self.map = None
+        self.entropies: list[float] = []
         if order is None or role(order, Role.ROUTING) is None:
             self._say(DENSE if info is not None else EMPTY)
             return
@@ -79,6 +83,9 @@ class RoutingView(LazyRefresh, QWidget):
                       "This pass kept no router weights for this block (a generation step "
                       "keeps the shown token only): run the prompt again.")
             return
+        maps = [routing_map(current.views, info.config, i) for i in range(info.config.n_layers)]
+        self.entropies = [float(m.entropy_bits.mean()) for m in maps if m is not None]
+        self._draw_depth(self.entropies, self.map.uniform_bits, layer)
         # a generated step: its one token, named by its step
         self._draw(self.map, [f"step {current.step}"] if current.one_position else current.pieces)
         title = block_title(layer, info.config.n_layers)
@@ -97,6 +104,7 @@ class RoutingView(LazyRefresh, QWidget):
         dense = text == DENSE
         set_empty(self.grid, "No experts: a dense feed-forward" if dense else "Run a prompt")
         set_empty(self.load, "No experts" if dense else "Run a prompt")
+        set_empty(self.depth, "No router" if dense else "Run a prompt")
 
     def _draw(self, routing: RoutingMap, pieces: list[str]) -> None:
         t, n = routing.weights.shape
@@ -122,3 +130,17 @@ class RoutingView(LazyRefresh, QWidget):
         self.load.setRange(xRange=(0, n), yRange=(0, max(1, int(tokens.max()))), padding=0.05)
         set_title(self.load, "Tokens routed to each expert")
 
+    def _draw_depth(self, entropies: list[float], uniform: float, shown: int) -> None:
+        """Each block's mean routing entropy, the shown block marked, the uniform level
+        (a router that cannot choose) dashed."""
+        set_empty(self.depth, None)
+        blocks = np.arange(len(entropies))
+        self.depth.addItem(pg.PlotDataItem(blocks, entropies, pen=pg.mkPen("#4c72b0", width=2),
+                                           symbol="o", symbolSize=6, symbolBrush="#4c72b0"))
+        self.depth.addItem(pg.InfiniteLine(uniform, angle=0, pen=pg.mkPen("#999", style=Qt.DashLine)))
+        if shown < len(entropies):
+            self.depth.addItem(pg.ScatterPlotItem([shown], [entropies[shown]], size=12,
+                                                  brush=None, pen=pg.mkPen("#d2691e", width=2)))
+        self.depth.setRange(xRange=(-0.5, max(len(entropies) - 0.5, 0.5)), yRange=(0, uniform * 1.05),
+                            padding=0)
+        set_title(self.depth, "Routing entropy per block")

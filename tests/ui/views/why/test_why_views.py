@@ -307,6 +307,7 @@ def test_expert_routing_draws_the_pass_routing_and_says_so_on_a_dense_model(qtbo
     bars the tokens each expert got, the note the core's loss; a step (one token kept)
     and a dense model are each said in one line."""
     import numpy as np
+    import pyqtgraph as pg
     from explorer.core.run.routing import routing_map
     from explorer.ui.plots.plot_text import empty_message
     from tests.ui.alone import Alone
@@ -325,6 +326,9 @@ def test_expert_routing_draws_the_pass_routing_and_says_so_on_a_dense_model(qtbo
     assert list(bars.opts["height"]) == list(want.tokens)
     assert f"Load-balancing loss {want.balance_loss:.3f} (2 if perfectly balanced)" in view.note.text()
     assert view.note.text().startswith("Block 1 of 2: each token's weights on its 2 of 8 experts")
+    every = [routing_map(alone.session.current.views, alone.loaded.config, i) for i in (0, 1)]
+    line = next(i for i in view.depth.items if isinstance(i, pg.PlotDataItem))
+    assert list(line.getData()[1]) == pytest.approx([m.entropy_bits.mean() for m in every])
     view.canvas.scene().sigMouseClicked.emit(None)
     assert alone.session.node == "trf_blocks.1.ff.routing"
     alone.session.show_step(0)  # the generated token's own routing: one row, named by its step
