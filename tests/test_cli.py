@@ -585,3 +585,22 @@ def test_compare_ln_draws_one_picture_per_experiment(capsys, tmp_path):
     code, _, err = run(capsys, "compare-ln", "x", "--preset", "tiny",
                        "--figures", str(tmp_path / "nowhere"))
     assert code == 2 and "--figures takes a folder that exists" in err
+
+
+@pytest.mark.parametrize("name,mib", [("smollm2-135m", "360.0"), ("llama3.2-1b", "8,192.0"),
+                                      ("qwen2.5-0.5b", "768.0"), ("gpt2-small", "72.0")])
+def test_info_counts_the_kv_cache_of_the_key_value_heads(capsys, name, mib):
+    """Grouped-query attention caches its key/value heads only: 2 × layers × kv heads ×
+    head_dim × context × 4 bytes, as the Blocks view counts it per token."""
+    from explorer.core.gpt.build import build_model
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.sizes import kv_cache_bytes
+    from explorer.core.lessons.compare_blocks import cache_cost
+    cfg = preset(name)
+    want = 2 * cfg.n_layers * cfg.kv_heads * cfg.head_dim * cfg.context_length * 4
+    assert f"{want / 2**20:,.1f}" == mib
+    code, out, _ = run(capsys, "info", "--preset", name)
+    assert code == 0 and f"KV cache at full context {mib} MiB" in out
+    small = build_model(preset(name, n_layers=1, vocab_size=50257, emb_dim=cfg.emb_dim), seed=0)
+    cost = cache_cost(small, torch.float32)
+    assert cost.per_token == kv_cache_bytes(small.cfg, 1)  # the Blocks view counts the same

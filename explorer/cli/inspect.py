@@ -98,7 +98,7 @@ def info(args: argparse.Namespace) -> int:
     print("parameters:")
     for name, n in counts.rows():
         print(f"  {name:45s} {n:>15,}")
-    from ..core.gpt.sizes import sizes
+    from ..core.gpt.sizes import kv_cache_bytes, sizes
     for line in sizes(cfg).notes():  # what the figures in the literature count
         print(f"  {line}")
     from ..core.gpt.nodes import block_nodes, order_of
@@ -106,7 +106,7 @@ def info(args: argparse.Namespace) -> int:
           + ", ".join(n.key for n in block_nodes(order_of(cfg))))
     size = torch.tensor([], dtype=dtype).element_size()
     print(f"memory: weights {counts.total * size / 2**20:,.1f} MiB; "
-          f"KV cache at full context {2 * cfg.n_layers * cfg.context_length * cfg.emb_dim * size / 2**20:,.1f} MiB")
+          f"KV cache at full context {kv_cache_bytes(cfg, cfg.context_length, size) / 2**20:,.1f} MiB")
     return 0
 
 

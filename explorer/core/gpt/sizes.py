@@ -25,6 +25,12 @@ def count_parameters(cfg: GPTConfig) -> ParameterCounts:
     return cfg.family.counting.count(cfg)
 
 
+def kv_cache_bytes(cfg: GPTConfig, tokens: int, bytes_per_value: int = 4) -> int:
+    """What a KV cache of ``tokens`` tokens holds: in every block a key and a value for
+    each key/value head (fewer than the query heads under grouped-query attention)."""
+    return 2 * cfg.n_layers * cfg.kv_heads * cfg.head_dim * tokens * bytes_per_value
+
+
 def describe_size(cfg: GPTConfig) -> str:
     """The model's shape in one line, from its config: '12 blocks · 768 wide · 12 heads ·
     124.4M parameters', and what the family adds (' · Post-LN', ' · Llama block')."""
