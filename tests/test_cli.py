@@ -604,3 +604,13 @@ def test_info_counts_the_kv_cache_of_the_key_value_heads(capsys, name, mib):
     small = build_model(preset(name, n_layers=1, vocab_size=50257, emb_dim=cfg.emb_dim), seed=0)
     cost = cache_cost(small, torch.float32)
     assert cost.per_token == kv_cache_bytes(small.cfg, 1)  # the Blocks view counts the same
+
+
+def test_info_on_a_checkpoint_says_the_model_once(capsys, tmp_path):
+    from explorer.core.gpt.build import build_model
+    from explorer.core.gpt.config import preset
+    from explorer.core.weights.checkpoints import save_checkpoint
+    path = tmp_path / "m.safetensors"
+    save_checkpoint(build_model(preset("tiny"), seed=0), path)
+    code, out, err = run(capsys, "info", "--checkpoint", str(path))
+    assert code == 0 and (out + err).count("model: ") == 1 and out.startswith("model: ")

@@ -73,3 +73,21 @@ def test_heads_scores_every_head_and_runs_the_battery(capsys, tmp_path):
     rows = list(csv.DictReader(table.open()))
     assert len(rows) == 2 * 4 and {"induction", "copying", "previous-token"} <= set(rows[0])
     assert QImage(str(figure)).width() == 5 * 330
+
+
+def test_attributes_layer_table_puts_every_value_under_its_header(capsys):
+    """Each row has a value in every column, right-aligned to its header's end: the lens's
+    token id included."""
+    from explorer.core.attribution.layer_table import COLUMNS
+    code, out, _ = run(capsys, "attribute", "Every effort moves you", "--preset", "tiny")
+    lines = out.splitlines()
+    header = lines.index("  ".join(COLUMNS))
+    model = random_model("tiny", seed=0).model
+    ids = encode("Every effort moves you")
+    why = why_token(model, ids, len(ids) - 1)
+    ends = [len("  ".join(COLUMNS[:i + 1])) for i in range(len(COLUMNS))]
+    for row, line in zip(why.layers, lines[header + 1:header + 3]):
+        assert len(line) == ends[-1]
+        for end, value in ((ends[0], str(row.block)), (ends[-2], str(row.lens_top_id)),
+                           (ends[-1], f"{row.contribution:+.3f}")):
+            assert line[:end].endswith(value)

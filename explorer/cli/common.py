@@ -78,12 +78,14 @@ def spec_of(args: argparse.Namespace):
                      dtype=args.dtype, seed=args.seed, norm_position=norm)
 
 
-def load(args: argparse.Namespace):
-    """Load the model the options name; say what it is on stderr."""
+def load(args: argparse.Namespace, said: bool = True):
+    """Load the model the options name; say what it is on stderr (``said``: a command
+    that prints it itself, as ``info``, says only the notices)."""
     from ..core.sources import open_model
 
     loaded = open_model(spec_of(args))
-    print(f"model: {loaded.label} ({loaded.size})", file=sys.stderr)
+    if said:
+        print(f"model: {loaded.label} ({loaded.size})", file=sys.stderr)
     for notice in loaded.notices:
         print(f"note: {notice}", file=sys.stderr)
     return loaded

@@ -82,7 +82,7 @@ def info(args: argparse.Namespace) -> int:
         device, dtype = resolve_device(args.device), resolve_dtype(args.dtype)
         print(f"model: {args.preset} (random initialisation, seed {args.seed}) · UNTRAINED")
     else:
-        loaded = load(args)
+        loaded = load(args, said=False)  # the model line is this command's own, once
         cfg, device, dtype = loaded.config, loaded.device, loaded.dtype
         print(f"model: {loaded.label}")
         actual = sum(p.numel() for p in loaded.model.parameters())

@@ -80,11 +80,12 @@ def attribute(args: argparse.Namespace) -> int:
         print(line)
     print()
     print("  ".join(COLUMNS))
-    for row in why.layers:
-        print(f"{row.block:5d}  {row.residual_after_attention:10.3f} {row.residual_after_ff:10.3f}"
-              f"  {row.attention_norm:8.3f} {row.ff_norm:8.3f}  {row.attention_ratio:6.3f}"
-              f" {row.ff_ratio:6.3f}  {row.entropy:6.3f}  {row.lens_top!r:>12}"
-              f"  {row.contribution:+9.3f}")
+    for row in why.layers:  # every value under its own header, as wide as it
+        values = (str(row.block), *(f"{v:.3f}" for v in (
+            row.residual_after_attention, row.residual_after_ff, row.attention_norm,
+            row.ff_norm, row.attention_ratio, row.ff_ratio, row.entropy)),
+            repr(row.lens_top), str(row.lens_top_id), f"{row.contribution:+.3f}")
+        print("  ".join(v.rjust(len(c)) for v, c in zip(values, COLUMNS)))
     _write(args, lambda path: write_csv(list(why.layers), path), "save_why_figure", why)
     return 0
 
