@@ -46,3 +46,29 @@ def test_every_picture_and_link_in_the_docs_resolves_and_every_picture_is_used()
     used |= {(ROOT / t).resolve() for t in re.findall(r"\]\(([^)#:]+)\)", README)}
     unused = [p.name for p in (ROOT / "docs").glob("*.png") if p.resolve() not in used]
     assert not unused, f"pictures no document shows: {unused}"
+
+
+def test_the_readmes_line_for_the_books_config_dict_runs_as_written(tmp_path, monkeypatch):
+    """The README's json.dump line, run as written beside a book Qwen3 state dict (its
+    config dict holding a torch dtype, as the book's does), makes a config.json the
+    explorer reads: the heads and sizes from the dict."""
+    import json  # noqa: F401 (the line uses it)
+    import re
+
+    import torch
+
+    from explorer.core.gpt.build import build_model
+    from explorer.core.gpt.config import preset
+    from explorer.core.weights.checkpoints import load_checkpoint
+    line = re.search(r"`(json\.dump\(QWEN_CONFIG_06_B[^`]*)`", README).group(1)
+    cfg = preset("qwen3-tiny")
+    torch.save(build_model(cfg, seed=0).state_dict(), tmp_path / "model.pth")
+    QWEN_CONFIG_06_B = {"vocab_size": cfg.vocab_size, "context_length": 64, "emb_dim": cfg.emb_dim,  # noqa: F841
+                        "n_heads": cfg.n_heads, "n_layers": cfg.n_layers, "hidden_dim": cfg.hidden_dim,
+                        "head_dim": cfg.head_dim, "qk_norm": True, "n_kv_groups": cfg.kv_heads,
+                        "rope_base": 1e6, "dtype": torch.bfloat16}
+    monkeypatch.chdir(tmp_path)
+    exec(line)
+    loaded = load_checkpoint(tmp_path / "model.pth")
+    assert (loaded.config.n_heads, loaded.config.kv_heads, loaded.config.context_length) == (
+        cfg.n_heads, cfg.kv_heads, 64)
