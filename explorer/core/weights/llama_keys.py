@@ -274,6 +274,11 @@ def book_config(path: Path, sd: dict[str, torch.Tensor], book: dict[str, Any]) -
     kv = _read(path, whole, book.get("n_kv_groups", heads), "n_kv_groups in config.json")
     head_dim = book.get("head_dim") or emb // heads
     freq = book.get("rope_freq")
+    # the config's own eps, else the book's class's: every Qwen3 norm 1e-6 (its dict has
+    # qk_norm, on or off), Llama 3's 1e-5
+    eps = next((book[k] for k in ("rms_norm_eps", "norm_eps", "eps") if k in book), None)
+    if eps is None:
+        eps = 1e-6 if "qk_norm" in book or "trf_blocks.0.att.q_norm.scale" in sd else 1e-5
     try:
         scaling = None if not freq else RopeScaling(
             float(freq["factor"]), float(freq["low_freq_factor"]), float(freq["high_freq_factor"]),
@@ -287,7 +292,7 @@ def book_config(path: Path, sd: dict[str, torch.Tensor], book: dict[str, Any]) -
             head_size=int(head_dim) if int(head_dim) * heads != emb else None, ff_dim=int(ff),
             rope_base=float(book.get("rope_base", 10000.0)), rope_scaling=scaling,
             qk_norm=bool(book.get("qk_norm", "trf_blocks.0.att.q_norm.scale" in sd)),
-            norm_eps=1e-6 if book.get("qk_norm") or "trf_blocks.0.att.q_norm.scale" in sd else 1e-5)
+            norm_eps=real(eps, "rms_norm_eps in config.json", 0.0, 0.1, True))
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(path, f"config.json: {exc}") from None
 

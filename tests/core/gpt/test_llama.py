@@ -263,6 +263,29 @@ def test_the_books_pth_and_its_config_dict_load(tmp_path):
         assert (loaded.model(ids) - ours(ids)).abs().max() <= TOL
 
 
+@pytest.mark.parametrize("qk_norm", [True, False])
+def test_a_books_qwen3_gets_its_classes_eps_and_llama3_its_own(tmp_path, qk_norm):
+    """The book's Qwen3 normalises with eps 1e-6 in every RMSNorm, q/k norms or none (its
+    config dict names qk_norm); its Llama 3.2 with 1e-5 (its dict has rope_freq, no
+    qk_norm); an eps the dict states wins."""
+    import json
+
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.build import build_model
+    from tests import book_llama
+    cfg = preset("qwen3-tiny", tie_weights=False, qk_norm=qk_norm)
+    torch.save(book_llama.book_state_dict(build_model(cfg, seed=1).state_dict()), tmp_path / "m.pth")
+    book = {k: v for k, v in book_llama.book_config(cfg).items() if k != "eps"}
+    (tmp_path / "config.json").write_text(json.dumps(book))
+    assert load_checkpoint(tmp_path / "m.pth").config.norm_eps == 1e-6
+    llama = {k: v for k, v in book.items() if k != "qk_norm"}
+    (tmp_path / "config.json").write_text(json.dumps(llama))
+    if not qk_norm:  # a Llama 3 dict (no qk_norm): the Llama class's 1e-5
+        assert load_checkpoint(tmp_path / "m.pth").config.norm_eps == 1e-5
+    (tmp_path / "config.json").write_text(json.dumps(dict(book, rms_norm_eps=3e-6)))
+    assert load_checkpoint(tmp_path / "m.pth").config.norm_eps == 3e-6
+
+
 def test_gradients_flow_after_a_pass_in_inference_mode():
     """The angles a pass in inference mode makes are plain tensors: a later pass with
     gradients (the gradient view, training) uses them."""
