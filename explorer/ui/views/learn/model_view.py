@@ -93,8 +93,9 @@ class ModelView(ViewHooks, QWidget):
                   "total, head tied", s.tied, None),
                  ("total, head untied (its own matrix)", s.untied, None)]
         self.table.setRowCount(len(rows))
+        own = s.tied if info.config.tie_weights else s.untied  # the model's own total is 100 %
         for i, (name, count, per_block) in enumerate(rows):
-            cells = (name, f"{count:,}", f"{100 * count / s.tied:.1f}%",
+            cells = (name, f"{count:,}", f"{100 * count / own:.1f}%",
                      f"{per_block:,} × {n}" if per_block else "")
             for j, text in enumerate(cells):
                 item = QTableWidgetItem(text)

@@ -114,6 +114,26 @@ def test_the_model_panel_counts_the_loaded_models_parameters(qtbot):
     assert "Tied head" in view.notes.text()
 
 
+@pytest.mark.parametrize("name", ["tiny", "qwen3-tiny"])
+def test_the_model_panels_shares_are_of_the_models_own_total(qtbot, name):
+    """Tied (GPT-2's tiny) or untied (qwen3-tiny): the parts' shares add up to 100 % of
+    the model's own total, which reads 100.0 %; the other total is its share of it."""
+    from explorer.core.gpt.sizes import sizes
+    from explorer.ui.views.learn.model_view import ModelView
+    alone = Alone(qtbot, name)
+    view = ModelView(alone.session, alone.engine)
+    qtbot.addWidget(view)
+    cfg = alone.session.model.config
+    s = sizes(cfg)
+    own, other = (s.tied, s.untied) if cfg.tie_weights else (s.untied, s.tied)
+    shares = {view.table.item(r, 0).text(): float(view.table.item(r, 2).text().rstrip("%"))
+              for r in range(view.table.rowCount())}
+    parts = sum(v for k, v in shares.items() if not k.startswith("total"))
+    assert parts == pytest.approx(100.0, abs=0.05 * len(shares))
+    totals = {k: v for k, v in shares.items() if k.startswith("total")}
+    assert sorted(totals.values()) == sorted([100.0, round(100 * other / own, 1)])
+
+
 def test_the_code_view_points_at_the_lines_and_traces_the_pass(qtbot, ran):
     from PySide6.QtCore import Qt
 
