@@ -13,6 +13,7 @@ from ..base.errors import CheckpointError
 from ..gpt.config import PRESETS, GPTConfig
 from ..gpt.family import BlockFamily
 from .keymaps import block_layers
+from .llama_keys import LayerType
 
 # a family's own fields from the book's dict, given the head size and the sliding layers
 Extra = Callable[[dict[str, Any], int, tuple[int, ...]], dict[str, Any]]
@@ -37,8 +38,8 @@ def book_blocks_config(path: Path, sd: dict[str, torch.Tensor], info: dict,
         heads = int(book["n_heads"])
         kv = int(book.get("n_kv_heads", book.get("n_kv_groups", heads)))
         head_dim = int(book.get("head_dim") or emb // heads)
-        kinds = book.get("layer_types") or ["full_attention"] * layers
-        sliding = tuple(i for i, k in enumerate(kinds) if k == "sliding_attention")
+        kinds = book.get("layer_types") or [LayerType.FULL] * layers
+        sliding = tuple(i for i, k in enumerate(kinds) if k == LayerType.SLIDING)
         fields = dict(
             family=family, vocab_size=int(vocab),
             emb_dim=int(emb), n_heads=heads, n_layers=layers, drop_rate=0.0, qkv_bias=False,

@@ -32,6 +32,13 @@ class RopeType(StrEnum):
     LLAMA3 = "llama3"
 
 
+class LayerType(StrEnum):
+    """config.json's ``layer_types`` (Gemma 3, OLMo 3; the book's dicts too): a layer's
+    attention sees a sliding window or every earlier token."""
+    SLIDING = "sliding_attention"
+    FULL = "full_attention"
+
+
 MODEL_TYPES = tuple(ModelType)  # config.json's model_type this family opens
 assert MODEL_TYPES == LLAMA.files.model_types  # the family's record says the same
 
@@ -126,8 +133,8 @@ def _rope(path: Path, hf: dict) -> tuple[float, RopeScaling | None]:
     ``rope_scaling``, or transformers 5's ``rope_parameters``: of the full-attention
     layers where it has one a layer type)."""
     params = hf.get("rope_parameters") or {}
-    if isinstance(params.get("full_attention"), dict):
-        params = params["full_attention"]
+    if isinstance(params.get(LayerType.FULL), dict):
+        params = params[LayerType.FULL]
     scaling = hf.get("rope_scaling") or (
         params if params.get("rope_type") not in (None, RopeType.DEFAULT) else None)
     base = hf.get("rope_theta", params.get("rope_theta", 10000.0))
@@ -236,15 +243,16 @@ def hf_sliding(path: Path, hf: dict[str, Any], layers: int) -> dict[str, Any]:
     kinds = hf.get("layer_types")
     if kinds is None:
         return {}
-    if not isinstance(kinds, list) or len(kinds) != layers or not set(kinds) <= {
-            "sliding_attention", "full_attention"}:
+    if not isinstance(kinds, list) or len(kinds) != layers or not all(
+            isinstance(k, str) for k in kinds) or not set(kinds) <= {
+            *LayerType}:
         raise CheckpointError(path, f"config.json's layer_types must name {layers} layers, each "
                                     "sliding_attention or full_attention")
-    sliding = tuple(i for i, kind in enumerate(kinds) if kind == "sliding_attention")
+    sliding = tuple(i for i, kind in enumerate(kinds) if kind == LayerType.SLIDING)
     if not sliding:
         return {}
     window = _read(path, whole, hf.get("sliding_window"), "sliding_window in config.json")
-    params = (hf.get("rope_parameters") or {}).get("sliding_attention") or {}
+    params = (hf.get("rope_parameters") or {}).get(LayerType.SLIDING) or {}
     local = hf.get("rope_local_base_freq", params.get("rope_theta"))
     if params.get("rope_type", "default") != RopeType.DEFAULT:
         raise CheckpointError(path, f"config.json asks for {params['rope_type']!r} rotary "

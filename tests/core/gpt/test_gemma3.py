@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from explorer.core.gpt.nodes import order_of
+from explorer.core.gpt.nodes import Kind, order_of
 from explorer.core.weights.checkpoints import load_checkpoint
 from tests.hf_reference import (compare_nodes, compare_steps_and_greedy, jitter_norms,
                                  opened_as_a_user_would)
@@ -89,7 +89,7 @@ def test_the_words_are_gemmas(pair):
     assert family.name == "gemma3" and order.position == "peri"
     post = family.node("trf_blocks.0.post_norm1", "peri")
     assert "post_attention_layernorm" in post.description and "1 + w" in post.description
-    assert family.node("trf_blocks.0.ff.gelu", "peri").kind == "gelu"
+    assert family.node("trf_blocks.0.ff.gelu", "peri").kind is Kind.GELU
     assert family.node("emb_scaled", "peri").label == "× √emb_dim"
     assert family.display_name(ours.config) == "Gemma 3" and "Gemma 3" in ours.label
 

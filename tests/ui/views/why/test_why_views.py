@@ -86,7 +86,8 @@ def test_a_mixture_of_experts_is_explained_by_heads_and_experts(qtbot):
     why, attribution = alone.why, alone.session.why.attribution
     assert attribution.exact and attribution.neurons.shape == (2, 8)
     assert sum(p.value for p in attribution.parts) == pytest.approx(attribution.logit, abs=1e-4)
-    ff = [p.value for p in attribution.parts if p.kind == "feed-forward"]
+    from explorer.core.attribution.direct import Branch
+    ff = [p.value for p in attribution.parts if p.kind == Branch.FEED_FORWARD]
     assert list(attribution.neurons.sum(axis=1)) == pytest.approx(ff, abs=1e-5)
     assert ((attribution.neurons != 0).sum(axis=1) == 2).all()
     assert why.heads.rowCount() == 8 and not why.neurons.isHidden()
