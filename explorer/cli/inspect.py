@@ -28,6 +28,10 @@ def register(sub) -> None:
                    help="include attention's steps: queries, keys, values, scores, masked "
                         "scores and the pattern of every block (a step named with --node is "
                         "included without it)")
+    n.add_argument("--experts", action="store_true",
+                   help="a mixture of experts: include each expert's steps (ff.fc1.E … "
+                        "ff.fc3.E of expert E, for the tokens routed to it; an expert no token "
+                        "chose did not run and has none)")
     n.add_argument("--save", metavar="OUT.npz",
                    help="also write the captured tensors, keyed by hook name")
     n.add_argument("--float16", action="store_true", help="save tensors as float16")
@@ -101,9 +105,12 @@ def info(args: argparse.Namespace) -> int:
     from ..core.gpt.sizes import kv_cache_bytes, sizes
     for line in sizes(cfg).notes():  # what the figures in the literature count
         print(f"  {line}")
-    from ..core.gpt.nodes import block_nodes, order_of
+    from ..core.gpt.nodes import block_nodes, expert_step_keys, order_of
     print("nodes of each block (trf_blocks.N.…, for --node and --save): "
           + ", ".join(n.key for n in block_nodes(order_of(cfg))))
+    if cfg.n_experts:  # each expert's steps: their names, and how inspect keeps them
+        print(f"each expert's steps (E = 0…{cfg.n_experts - 1}, with inspect --experts): "
+              + ", ".join(f"{key}.E" for key in expert_step_keys(cfg)))
     size = torch.tensor([], dtype=dtype).element_size()
     print(f"memory: weights {counts.total * size / 2**20:,.1f} MiB; "
           f"KV cache at full context {kv_cache_bytes(cfg, cfg.context_length, size) / 2**20:,.1f} MiB")
@@ -129,7 +136,8 @@ def inspect(args: argparse.Namespace) -> int:
     opened = args.attention or _names_a_step(args.node or [])  # the graph's every node
     keep = Keep(nodes=tuple(args.node) if args.node else None, layer=args.layer,
                 tensors=bool(args.save), float16=args.float16, attention=opened, inside=opened,
-                on_read=True, groups=PRINTED)
+                on_read=True, groups=PRINTED,
+                experts=args.experts or _names_a_step(args.node or [], experts=True, cfg=loaded.config))
     try:
         run = run_prompt(loaded.model, batch, keep)
     except KeyError as exc:
@@ -172,14 +180,17 @@ def line(view) -> str:
             + (f"  NaN={st.n_nan} Inf={st.n_inf}" if st.n_nan or st.n_inf else ""))
 
 
-def _names_a_step(names: list[str]) -> bool:
-    """Whether a name given with --node (not a glob) is one of attention's steps."""
-    from ..core.gpt.nodes import inside_attention, is_pattern
+def _names_a_step(names: list[str], experts: bool = False, cfg=None) -> bool:
+    """Whether a name given with --node (not a glob) is one of attention's steps (with
+    ``experts``: one of an expert's steps in ``cfg``'s mixture)."""
+    from ..core.gpt.nodes import expert_step, inside_attention, is_pattern
     for name in names:
         if any(c in name for c in "*?["):
             continue
         try:
-            if inside_attention(name) or is_pattern(name):
+            if experts and expert_step(name, cfg) is not None:
+                return True
+            if not experts and (inside_attention(name) or is_pattern(name)):
                 return True
         except KeyError:  # not a node: the capture names it
             continue

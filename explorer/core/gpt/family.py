@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .node_types import Kind, Node
 from .norm_position import NormPosition  # noqa: F401 (the families' orders are keyed by it)
+from .family_parts import Classes, Counting, Files, ModelCode, Words  # noqa: F401 (its parts)
 from .variant import Gate, QKSpan, Variant  # noqa: F401 (a family's record names them)
 
 if TYPE_CHECKING:
     from .config import GPTConfig
-    from .counts import ParameterCounts, Row
 
 NORM_KINDS = frozenset({Kind.NORM, Kind.RMSNORM, Kind.DYT})  # a norm, or DyT in its place
 BLOCKS = "trf_blocks"  # the module list of the transformer blocks, in every family
@@ -88,80 +88,6 @@ def switches_of(cfg: "GPTConfig") -> frozenset[str]:
     return frozenset(name for name in SWITCHES if getattr(cfg, name, False))
 
 
-@dataclass(frozen=True)
-class ModelCode:
-    """How a family's model is made: ``new(cfg)`` the module (its parameters as the
-    current device makes them), ``initialise(model, seed, should_stop)`` its seeded
-    weights, ``classes()`` the classes the Code view shows (``Classes``), and where the
-    classes it shares with another family compute otherwise (``variant``). The functions
-    import the model's module when called, so the record itself needs no torch."""
-
-    new: Callable[[Any], Any]
-    initialise: Callable[..., Any]
-    classes: Callable[[], "Classes"]
-    variant: Variant = Variant()
-
-
-@dataclass(frozen=True)
-class Classes:
-    """The classes a family's forward is written in, and the methods the Code view reads:
-    the block's forward per norm position; the attention's steps (``attention_forward``;
-    the scores, mask and pattern in ``attention_scored`` where that is another method)."""
-
-    model: type
-    block: type
-    attention: type
-    feed_forward: type
-    block_forwards: dict[NormPosition, str]
-    attention_forward: str = "forward"
-    attention_scored: str | None = None
-
-
-@dataclass(frozen=True)
-class Words:
-    """A family's own words: its kinds' texts where they differ from the kind's record
-    (``what`` and ``mistake`` by kind, with the {names} of lessons/explain.numbers), the
-    ways it does each job of a block (``ways``: job -> cfg -> words, for the comparison
-    of two blocks), the feed-forward's formula, the Code view's notes (part -> words),
-    why an experiment of another family does not apply to it, its name for a config,
-    and what the one-line size says after the count."""
-
-    what: dict[Kind, str] = field(default_factory=dict)
-    mistake: dict[Kind, str] = field(default_factory=dict)
-    ways: dict[str, Callable[[Any], str]] = field(default_factory=dict)
-    feed_forward: str = ""
-    code_notes: dict[str, str] = field(default_factory=dict)
-    lacks: Callable[[str], str] = lambda mutation: "it"
-    name: Callable[[Any], str] | None = None  # "Qwen3" for a config with q/k norms …
-    size_note: Callable[[Any], str] = lambda cfg: ""  # after the size line's count
-
-
-@dataclass(frozen=True)
-class Files:
-    """How a family's models are stored: config.json's ``model_type`` values it opens
-    (Hugging Face), the module of the weights layer that maps each format's names onto
-    the family's (``FORMATS`` there: Hugging Face's, the book's ``.pth``), and whether a
-    model folder brings its own tokenizer (GPT-2's is the bundled vocabulary)."""
-
-    model_types: tuple[str, ...]
-    key_maps: str  # a module path, imported by weights/state_dicts.py
-    own_tokenizer: bool
-    hf_name: Callable[[str | None], str] = lambda model_type: "model"  # "Qwen3" for "qwen3"
-    hf_keys: tuple[str, ...] = ()  # what its config.json always holds ("n_head")
-
-
-@dataclass(frozen=True)
-class Counting:
-    """The parameters of a config, counted per component without building a model
-    (``count``), the rows the size table shows (``rows``), and what the feed-forward
-    costs at another width: its matrices, and whether its Linears have biases."""
-
-    count: Callable[[Any], "ParameterCounts"]
-    rows: Callable[[Any, "ParameterCounts"], tuple["Row", ...]]
-    ff_matrices: int
-    ff_biases: bool
-
-
 @dataclass(frozen=True, eq=False)
 class BlockFamily:
     """One kind of block: its nodes in forward order per norm position, attention's own
@@ -199,6 +125,9 @@ class BlockFamily:
     presets: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> config fields
     attention_formulas: AttentionFormulas = AttentionFormulas.BY_KIND
     block_title: Callable[[NormPosition], str] | None = None  # else the family's title
+    # a mixture of experts: one expert's steps, keyed as the dense feed-forward's
+    # (``ff.fc1``); expert e's are ``ff.fc1.{e}``, its module path (``expert_nodes``)
+    experts: tuple[Node, ...] = ()
 
     def __post_init__(self) -> None:
         for role in self.roles:
@@ -256,6 +185,29 @@ class BlockFamily:
         return {n.key for nodes in self.orders.values() for n in nodes} | {
             n.key for n in self.attention_inside}
 
+    def expert_nodes(self, expert: int) -> tuple[Node, ...]:
+        """Expert ``expert``'s steps, in the order they run (fc1, fc2, SiLU, the product,
+        fc3): its tensors hold the tokens routed to it only, (1, tokens, width)."""
+        keys = {n.key for n in self.experts}
+        return tuple(replace(n, key=f"{n.key}.{expert}", label=f"E{expert} {n.label}",
+                             description=f"Expert {expert}, on the tokens routed to it only "
+                                         f"(in prompt order). {n.description}",
+                             inputs=tuple(f"{i}.{expert}" if i in keys else i
+                                          for i in n.inputs) or (PARENT_INPUT,))
+                     for n in self.experts)
+
+    def expert_of(self, key: str) -> tuple[Node, int] | None:
+        """(template, expert) of an expert step's key (``ff.fc1.3``), or None."""
+        head, _, tail = key.rpartition(".")
+        if not (tail.isascii() and tail.isdigit()) or tail != str(int(tail)):
+            return None
+        template = next((n for n in self.experts if n.key == head), None)
+        return None if template is None else (template, int(tail))
+
+    def has_block_key(self, key: str) -> bool:
+        """Whether ``key`` names a block node of this family (an expert's step included)."""
+        return key in self.block_keys() or self.expert_of(key) is not None
+
     def model_keys(self) -> set[str]:
         afters = [self.after, *self.after_by_position.values()]
         return {n.key for n in self.before} | {n.key for nodes in afters for n in nodes}
@@ -275,6 +227,9 @@ class BlockFamily:
             for node in self.block_nodes(position) + self.attention_inside:
                 if node.key == parts[2]:
                     return node
+            found = self.expert_of(parts[2])
+            if found is not None:
+                return self.expert_nodes(found[1])[self.experts.index(found[0])]
         raise KeyError(f"unknown node {hook_name!r}")
 
     def role(self, role: Role) -> str | None:
@@ -329,7 +284,7 @@ class BlockFamily:
 
     # ------------------------------------------------------------------ whole models
     def hook_names(self, cfg: "GPTConfig", include_pattern: bool = True,
-                   inside: bool = False) -> list[str]:
+                   inside: bool = False, experts: bool = False) -> list[str]:
         names = [n.key for n in self.before]
         for layer in range(cfg.n_layers):
             for n in self.block_nodes(cfg.norm_position):
@@ -337,12 +292,15 @@ class BlockFamily:
                     names += [block_hook_name(layer, m.key) for m in self.steps(switches_of(cfg))]
                 elif include_pattern or n.kind != Kind.PATTERN:
                     names.append(block_hook_name(layer, n.key))
+                if experts and self.experts and n.key == self.roles.get(Role.ROUTING):
+                    names += [block_hook_name(layer, m.key) for e in range(cfg.n_experts)
+                              for m in self.expert_nodes(e)]
         names += [n.key for n in self.after_nodes(cfg.norm_position)]
         return names
 
     def select(self, cfg: "GPTConfig", pattern: str | list[str] | None, layer: int | None,
-               include_pattern: bool, inside: bool, layer_of) -> list[str]:
-        names = self.hook_names(cfg, include_pattern=True, inside=inside)
+               include_pattern: bool, inside: bool, layer_of, experts: bool = False) -> list[str]:
+        names = self.hook_names(cfg, include_pattern=True, inside=inside, experts=experts)
         if layer is not None:
             if not 0 <= layer < cfg.n_layers:
                 raise ValueError(f"layer {layer} out of range 0..{cfg.n_layers - 1}")

@@ -49,6 +49,9 @@ class MoEFeedForward(nn.Module):
         self.fc2 = nn.ModuleList(nn.Linear(c, hidden, bias=False) for _ in range(n))
         self.fc3 = nn.ModuleList(nn.Linear(hidden, c, bias=False) for _ in range(n))
         self.routing = HookPoint()
+        # each expert's SiLU and gated product, where hooks can see them (``ff.silu.3``)
+        self.silu = nn.ModuleList(HookPoint() for _ in range(n))
+        self.product = nn.ModuleList(HookPoint() for _ in range(n))
         self.last_logits: torch.Tensor | None = None  # training: the balancing loss reads them
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -60,9 +63,10 @@ class MoEFeedForward(nn.Module):
         out = torch.zeros_like(x_flat)
         for e in (w_flat != 0).any(dim=0).nonzero().flatten().tolist():  # experts that run
             tokens = (w_flat[:, e] != 0).nonzero().flatten()
-            inp = x_flat.index_select(0, tokens)
-            hidden = torch.nn.functional.silu(self.fc1[e](inp)) * self.fc2[e](inp)
-            expert = self.fc3[e](hidden) * w_flat[tokens, e, None]  # autocast: maybe bfloat16
+            inp = x_flat.index_select(0, tokens)[None]  # (1, routed tokens, emb_dim)
+            gate = self.silu[e](torch.nn.functional.silu(self.fc1[e](inp)))
+            hidden = self.product[e](gate * self.fc2[e](inp))
+            expert = self.fc3[e](hidden)[0] * w_flat[tokens, e, None]  # autocast: maybe bfloat16
             out.index_add_(0, tokens, expert.to(out.dtype))
         return out.reshape(b, t, c)
 

@@ -161,7 +161,7 @@ def parse_hook(hook_name: str) -> tuple[int | None, str]:
     a node outside the blocks -> (None, its name). ``KeyError`` for a name no family has."""
     parts = hook_name.split(".", 2)
     if len(parts) == 3 and parts[0] == BLOCKS and parts[1].isascii() and parts[1].isdigit():
-        if not any(parts[2] in f.block_keys() for f in FAMILIES.values()):
+        if not any(f.has_block_key(parts[2]) for f in FAMILIES.values()):
             raise KeyError(f"unknown node {hook_name!r}")
         return int(parts[1]), parts[2]
     if any(hook_name in f.model_keys() for f in FAMILIES.values()):
@@ -267,10 +267,11 @@ def eval_chain(hook_name: str, norm_position: str | BlockOrder = NormPosition.PR
 
 
 def all_hook_names(cfg: GPTConfig, include_pattern: bool = True,
-                   inside: bool = False) -> list[str]:
+                   inside: bool = False, experts: bool = False) -> list[str]:
     """Every node of the whole model in forward order, as hook names; ``inside`` adds
-    the nodes inside attention (the pattern among them)."""
-    return family_of(cfg).hook_names(cfg, include_pattern, inside)
+    the nodes inside attention (the pattern among them), ``experts`` every expert's
+    steps of a mixture of experts (``ff.fc1.3``: expert 3's fc1)."""
+    return family_of(cfg).hook_names(cfg, include_pattern, inside, experts)
 
 
 def inside_attention(hook_name: str) -> bool:
@@ -282,11 +283,31 @@ def inside_attention(hook_name: str) -> bool:
 
 def select_hook_names(cfg: GPTConfig, pattern: str | list[str] | None = None,
                       layer: int | None = None, include_pattern: bool = False,
-                      inside: bool = False) -> list[str]:
+                      inside: bool = False, experts: bool = False) -> list[str]:
     """Hook names matching a glob (``trf_blocks.*.add2``), a list of names, or one layer,
-    in forward order; the nodes inside attention only with ``inside``. An unknown
-    explicit name raises ``KeyError``."""
-    return family_of(cfg).select(cfg, pattern, layer, include_pattern, inside, layer_of)
+    in forward order; the nodes inside attention only with ``inside``, the experts'
+    steps only with ``experts``. An unknown explicit name raises ``KeyError``."""
+    return family_of(cfg).select(cfg, pattern, layer, include_pattern, inside, layer_of,
+                                 experts)
+
+
+def expert_nodes(cfg: GPTConfig, expert: int) -> tuple[Node, ...]:
+    """Expert ``expert``'s steps in a mixture of experts (none without experts)."""
+    return family_of(cfg).expert_nodes(expert) if cfg.n_experts else ()
+
+
+def expert_step_keys(cfg: GPTConfig) -> list[str]:
+    """The keys an expert's steps take in a dense feed-forward (``ff.fc1`` …); expert E's
+    are these with ``.E`` added."""
+    return [n.key for n in family_of(cfg).experts] if cfg.n_experts else []
+
+
+def expert_step(hook_name: str, cfg: GPTConfig) -> tuple[int, int, str] | None:
+    """(layer, expert, the step's key in a dense feed-forward: ``ff.fc1``) of an
+    expert's step, or None for any other node."""
+    layer, key = parse_hook(hook_name)
+    found = family_of(cfg).expert_of(key) if layer is not None else None
+    return None if found is None else (layer, found[1], found[0].key)
 
 
 def node_for_hook(hook_name: str, norm_position: str | BlockOrder = NormPosition.PRE) -> Node:

@@ -25,7 +25,7 @@ from ..base.cancel import check
 from ..base.cpu_work import on_threads
 from ..gpt.hooks import HookSet
 from ..gpt.block_model import BlockModel
-from ..gpt.nodes import (Node, block_module_name, eval_source, inside_attention, is_pattern,
+from ..gpt.nodes import (Node, block_module_name, eval_source, expert_step, inside_attention, is_pattern,
                          layer_of, node_for_hook, order_of, select_hook_names)
 from .resident import Batches, gather
 from .stats import ALL_GROUPS, Group, NodeStats, Source, ahead_stats, tensor_stats
@@ -107,6 +107,10 @@ class Capture(HookSet):
         has not done when the ``with`` block ends is computed then, from the last node
         back: the moments (with ``later``), or everything (without, and for ``now``).
         Not with a batch's ``mask``.
+    experts: also capture each expert's steps in a mixture of experts (``ff.fc1.3``:
+        expert 3's fc1, for the tokens routed to it: (1, tokens, width)); an expert no
+        token was routed to does not run and has no record. True for every block, a
+        block's index for that block's only. Not with a batch's ``mask``.
     """
 
     def __init__(self, model: BlockModel, nodes: str | Iterable[str] | None = None,
@@ -116,7 +120,8 @@ class Capture(HookSet):
                  mask: torch.Tensor | np.ndarray | None = None, later: bool = False,
                  now: Iterable[str] = (), inside: bool | int = False,
                  ahead: bool = False, on_read: bool = False,
-                 groups: Iterable[str] = ALL_GROUPS, resident: bool | None = None) -> None:
+                 groups: Iterable[str] = ALL_GROUPS, resident: bool | None = None,
+                 experts: bool | int = False) -> None:
         super().__init__(model)
         self.resident = (next(model.parameters()).device.type != "cpu" if resident is None
                          else resident)
@@ -137,7 +142,8 @@ class Capture(HookSet):
         chosen = select_hook_names(cfg, None if nodes is None else
                                    (nodes if isinstance(nodes, str) else list(nodes)),
                                    layer=layer, include_pattern=attention is not False,
-                                   inside=inside is not False)
+                                   inside=inside is not False, experts=experts is not False)
+        chosen = _experts_of(chosen, cfg, experts, self.mask)
         if inside is not True and inside is not False:  # one block's steps
             chosen = [n for n in chosen if not inside_attention(n) or layer_of(n) == inside]
         if attention is not True:  # no pattern, or only the named blocks'
@@ -321,6 +327,17 @@ def known_groups(groups: Iterable[str]) -> tuple[str, ...]:
         raise ValueError(f"no statistics named {', '.join(sorted(unknown))}: "
                          f"choose from {', '.join(ALL_GROUPS)}")
     return tuple(Group(g) for g in groups)
+
+
+def _experts_of(chosen: list[str], cfg, experts: bool | int, mask) -> list[str]:
+    """The chosen nodes with only the named block's experts' steps (``experts`` an
+    index); a batch's mask refused beside them (their tensors hold routed tokens)."""
+    if experts is not True and experts is not False:  # one block's experts
+        chosen = [n for n in chosen if expert_step(n, cfg) is None or layer_of(n) == experts]
+    if mask is not None and any(expert_step(n, cfg) for n in chosen):
+        raise ValueError("the experts' steps are captured for unpadded prompts only: their "
+                         "tensors hold routed tokens, which a batch's mask does not fit")
+    return chosen
 
 
 def named_blocks(attention: bool | int, inside: bool | int) -> set[int]:

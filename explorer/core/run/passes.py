@@ -69,6 +69,7 @@ class Keep:
     ahead: bool = False
     on_read: bool = False
     groups: tuple[str, ...] = ALL_GROUPS
+    experts: bool | int = False  # also every expert's steps: every block's, or one block's
 
 
 # The app and the CLI: every node in full, patterns, GELU shares; the details later.
@@ -210,7 +211,7 @@ def _forward(model: BlockModel, batch: Batch, keep: Keep, should_stop, tolerate_
                   tensors=keep.tensors, float16=keep.float16, budget_bytes=keep.budget_bytes,
                   attention=keep.attention, mask=batch.mask if batch.size > 1 else None,
                   later=keep.later, now=keep.now, inside=keep.inside, ahead=keep.ahead,
-                  on_read=keep.on_read, groups=keep.groups)
+                  on_read=keep.on_read, groups=keep.groups, experts=keep.experts)
     recorder = StepRecorder(model) if prefill and cached else contextlib.nullcontext()
     cache = model.new_cache() if prefill and cached else None
     error, logits, step = None, None, None

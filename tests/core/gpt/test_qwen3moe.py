@@ -76,6 +76,45 @@ def _routing(loaded, ids):
     return torch.from_numpy(cap.views()["trf_blocks.0.ff.routing"].array)
 
 
+def test_each_experts_steps_are_transformers_own_on_the_tokens_it_routes_there(pair):
+    """Every expert's fc1, fc2, SiLU, product and fc3, captured as nodes (``ff.fc1.3``),
+    equal transformers' expert computed with its own fused weights on the tokens its
+    router sends there, in prompt order; an expert no token chose has no node."""
+    from explorer.core.run.capture import Capture
+    theirs, ours, _ = pair
+    cfg = ours.config
+    torch.manual_seed(2)
+    ids = torch.randint(0, 320, (1, 9))
+    layer = theirs.model.layers[1]
+    seen = {}
+    layer.post_attention_layernorm.register_forward_hook(lambda m, i, o: seen.__setitem__("x", o))
+    with torch.no_grad():
+        router = theirs(ids, output_router_logits=True).router_logits[1]
+        with Capture(ours.model, tensors=True, experts=1) as cap:
+            ours.model(ids)
+    chosen = router.float().softmax(-1).topk(cfg.experts_per_token, -1).indices  # (T, k)
+    x = seen["x"][0]
+    experts = layer.mlp.experts
+    ran = []
+    for e in range(cfg.n_experts):
+        tokens = (chosen == e).any(-1).nonzero().flatten()
+        name = f"trf_blocks.1.ff.fc1.{e}"
+        if len(tokens) == 0:
+            assert name not in cap
+            continue
+        ran.append(e)
+        gate, up = torch.nn.functional.linear(x[tokens], experts.gate_up_proj[e]).chunk(2, -1)
+        act = torch.nn.functional.silu(gate)
+        want = {"fc1": gate, "fc2": up, "silu": act, "product": act * up,
+                "fc3": torch.nn.functional.linear(act * up, experts.down_proj[e])}
+        for step, value in want.items():
+            got = cap[f"trf_blocks.1.ff.{step}.{e}"].tensor
+            assert got.shape == (1, len(tokens), value.shape[-1])
+            torch.testing.assert_close(got[0], value, atol=TOL, rtol=TOL)
+    assert 0 < len(ran) <= cfg.n_experts
+    assert not any(".fc1." in n for n in cap.records if n.startswith("trf_blocks.0."))
+
+
 def test_greedy_tokens_and_kv_cached_steps_equal_transformers(pair):
     theirs, ours, _ = pair
     compare_steps_and_greedy(ours, theirs, TOL, pad=0)
@@ -255,6 +294,24 @@ def test_inspect_saves_the_router_logits_and_weights_under_the_names_info_lists(
     assert logits.shape == weights.shape == (3, 8)
     for row_logits, row_weights in zip(logits, weights):
         assert set(np.flatnonzero(row_weights)) == set(np.argsort(-row_logits)[:2])
+    capsys.readouterr()
+    assert main(["info", "--preset", "qwen3moe-tiny"]) == 0
+    assert "each expert's steps (E = 0…7, with inspect --experts): ff.fc1.E, ff.fc2.E, " \
+           "ff.silu.E, ff.product.E, ff.fc3.E" in capsys.readouterr().out
+    experts = tmp_path / "experts.npz"
+    assert main(["inspect", "Every effort moves", "--preset", "qwen3moe-tiny", "--experts",
+                 "--layer", "1", "--save", str(experts)]) == 0
+    saved = np.load(experts)
+    routed = {e: int((weights[:, e] != 0).sum()) for e in range(8)}  # tokens per expert
+    for e, n in routed.items():
+        names = [f"trf_blocks.1.ff.{step}.{e}" for step in ("fc1", "fc2", "silu", "product", "fc3")]
+        assert all((name in saved.files) == (n > 0) for name in names), (e, n)
+        if n:
+            assert saved[f"trf_blocks.1.ff.fc1.{e}"].shape == (1, n, 32)
+            assert saved[f"trf_blocks.1.ff.fc3.{e}"].shape == (1, n, 32)
+    assert main(["inspect", "Every effort moves", "--preset", "qwen3moe-tiny",
+                 "--node", f"trf_blocks.1.ff.fc3.{max(routed, key=routed.get)}"]) == 0
+    assert f"trf_blocks.1.ff.fc3.{max(routed, key=routed.get)}" in capsys.readouterr().out
 
 
 def test_training_adds_transformers_balancing_loss_and_keeps_no_logits_in_eval():

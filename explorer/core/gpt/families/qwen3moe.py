@@ -3,8 +3,9 @@
 (core/gpt/llama.py: RMSNorm, grouped-query attention with RoPE and per-head q/k norms)
 with a mixture of experts in the feed-forward's place (core/gpt/moe.py). Its nodes there:
 the router's logits (``ff.gate``), each token's weights on the experts it is routed to
-(``ff.routing``) and the weighted sum of those experts' outputs (``ff``). The files it is
-read from: weights/moe_keys.py."""
+(``ff.routing``), each expert's SwiGLU steps for the tokens routed to it (``ff.fc1.3`` …
+``ff.fc3.3``: expert 3's, captured when asked) and the weighted sum of those experts'
+outputs (``ff``). The files it is read from: weights/moe_keys.py."""
 
 from __future__ import annotations
 
@@ -130,4 +131,5 @@ QWEN3MOE = replace(
     }.items()},
     beside=("qwen3-tiny", "tiny"),
     block_title=lambda p: "Qwen3-MoE",
+    experts=llama.PARTS.ff_layers,  # each expert is the Llama / Qwen block's SwiGLU
 )
