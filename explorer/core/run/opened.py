@@ -16,9 +16,11 @@ import numpy as np
 import torch
 
 from .capture import Capture, NodeView
+from ..gpt.hooks import hooks
 from ..gpt.layers import LayerKV
 from ..gpt.block_model import BlockModel
-from ..gpt.nodes import ATTENTION, PATTERN, attention_inside, block_hook_name, input_node, order_of
+from ..gpt.nodes import (ATTENTION, FEED_FORWARD, PATTERN, Role, attention_inside, block_hook_name,
+                         input_node, order_of, role)
 
 
 def attention_input(layer: int, norm_position: str) -> str:
@@ -29,6 +31,38 @@ def attention_input(layer: int, norm_position: str) -> str:
 def inside_names(layer: int, order="pre") -> list[str]:
     """Block ``layer``'s attention steps, for a block of this order (its family's steps)."""
     return [block_hook_name(layer, n.key) for n in attention_inside(order)]
+
+
+def experts_input(layer: int, cfg) -> tuple[str, str]:
+    """The nodes a mixture's experts in block ``layer`` need: what its feed-forward reads,
+    and each token's weights on the experts."""
+    order = order_of(cfg)
+    return (input_node(block_hook_name(layer, FEED_FORWARD), order),
+            block_hook_name(layer, role(order, Role.ROUTING)))
+
+
+def open_experts(model: BlockModel, x: np.ndarray, weights: np.ndarray, layer: int,
+                 valid: np.ndarray | None = None) -> dict[str, NodeView]:
+    """Every expert's steps in block ``layer`` for the feed-forward's input ``x`` (B, T,
+    C) and the weights a pass routed with (B, T, n_experts; an intervention's included):
+    the feed-forward run again with those weights, so the experts that ran and their
+    tokens are the pass's. ``valid`` marks a batch's real tokens (padding left out)."""
+    x, weights = np.asarray(x), np.asarray(weights)
+    if x.ndim != 3 or weights.shape != x.shape[:2] + (model.cfg.n_experts,):
+        raise ValueError(f"the experts need (batch, tokens, {model.cfg.emb_dim}) inputs and "
+                         f"their weights, not {tuple(x.shape)} and {tuple(weights.shape)}")
+    if valid is not None:  # the real tokens only, as one row
+        x, weights = x[np.asarray(valid, bool)][None], weights[np.asarray(valid, bool)][None]
+    param = next(model.parameters())
+    ff = model.trf_blocks[layer].ff
+    xs = torch.from_numpy(np.ascontiguousarray(x)).to(param.device, param.dtype)
+    ws = torch.from_numpy(np.ascontiguousarray(weights)).to(param.device, param.dtype)
+    routing = experts_input(layer, model.cfg)[1]  # the pass's weights, before capture sees them
+    with torch.inference_mode(), hooks(model, forward=[(routing, lambda module, i, o: ws)]), \
+            Capture(model, tensors=True, experts=layer, layer=layer,
+                    nodes=f"{block_hook_name(layer, FEED_FORWARD)}.*.*") as cap:
+        ff(xs)
+    return cap.views()
 
 
 def open_attention(model: BlockModel, x: np.ndarray, layer: int, valid: np.ndarray | None = None,

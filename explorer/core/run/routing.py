@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpt.nodes import Role, block_hook_name, order_of, role
+from ..gpt.nodes import Role, block_hook_name, expert_step, order_of, role
 
 
 @dataclass(frozen=True)
@@ -70,3 +70,28 @@ def routing_map(views: dict, cfg, layer: int, sample: int = 0) -> RoutingMap | N
     probs /= probs.sum(axis=-1, keepdims=True)
     weights = np.asarray(weights_view.array, dtype=np.float64)[sample]
     return RoutingMap(layer, weights, probs, cfg.experts_per_token)
+
+
+def expert_tokens(views: dict, cfg, layer: int) -> dict[int, int] | None:
+    """How many of a pass's tokens (a batch's real ones) block ``layer`` routed to each
+    expert, or None for a model without experts or a pass that did not keep its weights."""
+    routing = role(order_of(cfg), Role.ROUTING)
+    view = views.get(block_hook_name(layer, routing)) if routing else None
+    if view is None or view.array is None:
+        return None
+    rows = view.real_rows()
+    return {e: int(n) for e, n in enumerate((rows != 0).sum(axis=0))}
+
+
+def routed_rows(views: dict, cfg, hook_name: str) -> list[int] | None:
+    """The pass's rows (a batch's real ones, sample-major) whose tokens went to the expert
+    whose step ``hook_name`` is, in the order its tensor holds them; None for any other
+    node or a pass that did not keep the weights."""
+    found = expert_step(hook_name, cfg) if cfg.n_experts else None
+    if found is None:
+        return None
+    layer, expert, _ = found
+    view = views.get(block_hook_name(layer, role(order_of(cfg), Role.ROUTING)))
+    if view is None or view.array is None:
+        return None
+    return [int(i) for i in np.flatnonzero(view.real_rows()[:, expert] != 0)]

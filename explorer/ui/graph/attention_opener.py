@@ -1,6 +1,8 @@
 """What the views need of a block's attention that a pass did not keep: the steps inside
 it (the graph with attention opened, the Attention tab's scores) or its pattern (a pass
-keeps the shown block's only, ``core.run.passes.Keep.attention``). The engine runs that
+keeps the shown block's only, ``core.run.passes.Keep.attention``); in a mixture of
+experts, each expert's steps (the graph's expert boxes), run again with the pass's
+weights (``core.run.opened.open_experts``). The engine runs that
 block's attention again on the input the pass kept (``core.run.opened``) and the answer
 joins the pass's nodes, so every view can show them.
 
@@ -17,7 +19,9 @@ import weakref
 import numpy as np
 
 from ...core.gpt.nodes import order_of, PATTERN, block_hook_name
-from ...core.run.opened import attention_input, inside_names, open_attention
+from ...core.gpt.nodes import expert_nodes
+from ...core.run.opened import (attention_input, experts_input, inside_names, open_attention,
+                                open_experts)
 from ..base.session import Session
 from ..base.view_jobs import EngineLike, ViewJobs
 
@@ -66,6 +70,25 @@ class AttentionOpener:
         self.jobs.run(lambda ctx: open_attention(ctx.model, x, layer, valid, last_only, steps),
                       "open attention", finished=lambda views: self._opened(current, views))
         return None
+
+    def want_experts(self, layer: int) -> None:
+        """Make sure the shown pass holds block ``layer``'s experts' steps (a mixture's
+        graph with its feed-forward opened)."""
+        current, info = self.session.current, self.session.model
+        if current is None or info is None or not info.config.n_experts or self.session.record:
+            return
+        source, routing = experts_input(layer, info.config)
+        x, w = current.views.get(source), current.views.get(routing)
+        if x is None or w is None or x.array is None or w.array is None:
+            return
+        ran = np.flatnonzero((w.real_rows() != 0).any(axis=0))
+        names = [block_hook_name(layer, n.key) for e in ran for n in expert_nodes(info.config, e)]
+        asked = (id(current), layer, "experts")
+        if all(n in current.views for n in names) or (self.jobs.running and self._asked == asked):
+            return
+        self._asked = asked
+        self.jobs.run(lambda ctx: open_experts(ctx.model, x.array, w.array, layer, x.valid),
+                      "open experts", finished=lambda views: self._opened(current, views))
 
     def _rows(self, current, layer: int, norm_position: str):
         """Attention's input rows for ``current`` (x, valid, last_only), or why not."""

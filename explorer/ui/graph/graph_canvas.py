@@ -6,12 +6,26 @@ Up/Down into a change of block. F (or Fit) fits again after a zoom."""
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QPainter
+from PySide6.QtGui import QFont, QFontMetricsF, QPainter
 from PySide6.QtWidgets import QGraphicsView
+
+from .layout_types import Metrics
 
 MIN_SCALE = 1.0  # node text at the window's font size at least
 MAX_SCALE = 1.6  # a large view does not blow the drawing up further
 ZOOM_STEP = 1.15
+
+
+def font_metrics(font: QFont) -> tuple[Metrics, QFont]:
+    """The layout's metrics for the graph's font, and the big bold font of '× N'."""
+    big = QFont(font)
+    big.setPointSizeF(font.pointSizeF() * 1.6)
+    big.setBold(True)
+    bold = QFont(font)
+    bold.setBold(True)
+    fm, fb, fbig = QFontMetricsF(font), QFontMetricsF(bold), QFontMetricsF(big)
+    return Metrics(fm.height(), fm.horizontalAdvance, fb.horizontalAdvance,
+                   fbig.horizontalAdvance, fbig.height()), big
 
 
 class GraphCanvas(QGraphicsView):

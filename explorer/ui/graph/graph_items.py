@@ -26,6 +26,7 @@ class NodeItem(QGraphicsRectItem):
     """One clickable node box, centred on its position."""
 
     diverged = False  # marked by the divergence finder
+    idle = False  # an expert that did not run
 
     def __init__(self, name: str, node: Node, graph: "object", label: str, w: float, h: float,
                  font: QFont, shape_line: bool = False) -> None:
@@ -61,9 +62,16 @@ class NodeItem(QGraphicsRectItem):
         if self.hatched:  # changed by an intervention: its colour under red hatching
             painter.fillRect(self.rect(), QBrush(QColor(200, 30, 30, 150), Qt.BDiagPattern))
 
+    def set_idle(self, idle: bool) -> None:
+        """An expert no token was routed to: it did not run, so it has no values; drawn
+        with a dashed outline and said so in its tooltip."""
+        self.idle = idle
+        self.set_selected(False)
+
     def set_selected(self, selected: bool) -> None:
         colour = SELECTED if selected else MARKED if self.diverged else "#555555"
-        self.setPen(QPen(QColor(colour), 4 if selected or self.diverged else 1))
+        self.setPen(QPen(QColor(colour), 4 if selected or self.diverged else 1,
+                         Qt.DashLine if self.idle and not selected else Qt.SolidLine))
         self.setZValue(2 if selected else 1)
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt name)
@@ -146,6 +154,16 @@ def frame_item(graph, name: str, rect, kind: TextKind, title: str, title_at, cfg
         att += f"; {cfg.kv_heads} key/value heads, each shared by {cfg.n_heads // cfg.kv_heads}"
     item.setToolTip(f"{name}: {ff if kind == TextKind.FF_TITLE else att}")
     return item
+
+
+def polyline(points, head: bool = True) -> QPainterPath:
+    """A path through ``points``, with an arrow head at its end (``head``)."""
+    path = QPainterPath(QPointF(*points[0]))
+    for p in points[1:]:
+        path.lineTo(QPointF(*p))
+    if head:
+        arrow_head(path, points[-2], points[-1])
+    return path
 
 
 class EdgeItem(QGraphicsPathItem):

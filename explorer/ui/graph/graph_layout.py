@@ -19,7 +19,9 @@ from ...core.gpt.nodes import (ATTENTION, BLOCK_INPUT, FEED_FORWARD, PARENT_INPU
                                block_title, drawn_beside, embeddings, input_node, model_nodes,
                                node_for_hook, order_of, residual_branches, residual_nodes,
                                shortcut_sources)
+from . import experts_layout
 from .caps_layout import _after, _before
+from .experts_layout import ROW
 from .layout_types import Arrow, Box, Layout, Metrics, Shortcut, Text, TextKind, _box
 
 FLOOR_TOKENS = 8192  # a prompt longer than this lays the graph out again
@@ -58,11 +60,13 @@ def order_title(cfg: GPTConfig, layer: int | None = None) -> str:
 
 
 def layout_block(cfg: GPTConfig, layer: int, expand: bool, open_before: bool,
-                 open_after: bool, m: Metrics, lw: float, plw: float) -> Layout:
+                 open_after: bool, m: Metrics, lw: float, plw: float,
+                 tokens: dict[int, int] | None = None) -> Layout:
     """The layout of one block; ``lw`` and ``plw`` are the widths its shape labels and
-    the attention pattern's label need (the graph lays out again when they grow)."""
+    the attention pattern's label need (the graph lays out again when they grow); in a
+    mixture of experts, ``tokens``: how many tokens each expert got in the shown pass."""
     out = Layout()
-    p = _plan(cfg, layer, expand, m, lw, plw)
+    p = _plan(cfg, layer, expand, m, lw, plw, tokens)
     _place_columns(out, p)
     _fork(out, p)
     _ff_frame_and_pattern(out, p)
@@ -100,14 +104,18 @@ class _Plan:
         return out.boxes[self.name(key)]
 
     def in_ff(self, key: str) -> bool:
-        return self.expand and _node_key_in(self.nodes, key, self.ff_parent)
+        return self.expand and (key == ROW or _node_key_in(self.nodes, key, self.ff_parent))
+
+    def height(self, key: str) -> float:
+        return experts_layout.row_height(self) if key == ROW else self.nh
 
 
-def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: float) -> _Plan:
+def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: float,
+          tokens: dict[int, int] | None = None) -> _Plan:
     """The steps of the block in two columns (the attention half down, the feed-forward
     half up), the nodes' width and every column's and lane's x."""
     p = _Plan()
-    p.cfg, p.layer, p.expand, p.lw = cfg, layer, expand, lw
+    p.cfg, p.layer, p.expand, p.lw, p.m = cfg, layer, expand, lw, m
     p.fh = fh = m.line
     p.nh, p.gap = fh + 6, fh + 5  # a node's height; the room an arrow and its label need
     p.pad = 6
@@ -127,6 +135,10 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
     p.fork_base = ff[0] if p.side else None  # the gate's first node: the side's row
     p.keys_a = [s.key for s in steps[:cut]]
     p.keys_b = [s.key for s in reversed(steps[cut:]) if s.key not in p.side]  # top-down
+    p.chips = None
+    if expand and cfg.n_experts:  # the experts' row between the weights and the add
+        p.chips = experts_layout.chips(cfg.n_experts, tokens)
+        p.keys_b.insert(1, ROW)
     p.input_name = block_input(layer, position)
     if layer == 0:  # what enters block 1 (GPT-2: the embeddings' dropout): one name everywhere
         p.input_node = node_for_hook(embeddings(position), position)
@@ -150,6 +162,8 @@ def _plan(cfg: GPTConfig, layer: int, expand: bool, m: Metrics, lw: float, plw: 
     p.lane2 = right_a + fh + 6 + (8 if p.reads_x is not None else 0)
     p.cxb = cxb = p.lane2 + 10 + 8 + nw / 2
     p.ff_right = cxb + 5 + max(lw, m.bold_width(ff_title(cfg))) + 8
+    if p.chips is not None:
+        p.ff_right = max(p.ff_right, cxb - nw / 2 + experts_layout.row_width(p, m) + 8)
     if p.side:  # the gate's side of the fork at the column's left, the other at its right
         p.half_w = max(nw / 2 - 3, max(m.width(p.labels[k]) for k in p.side + _gate(p)) + 14)
         p.cx_left = cxb - nw / 2 + p.half_w / 2
@@ -166,7 +180,7 @@ def _pack(p: _Plan, keys: list[str], gaps: list[float]) -> list[float]:
         if p.in_ff(key) and (i == 0 or not p.in_ff(keys[i - 1])):
             y += p.fh + (2 if p.side else 6)  # the frame's title row (tighter over a fork)
         tops.append(y)
-        y += p.nh
+        y += p.height(key)
         if key == p.fork_base:
             y += p.fh - 4  # under the fork's row: the line both of its branches leave from
         if p.in_ff(key) and (i == len(keys) - 1 or not p.in_ff(keys[i + 1])):
@@ -188,6 +202,9 @@ def _place_columns(out: Layout, p: _Plan) -> None:
         gaps_b = [g + (target - bottom_b) / len(gaps_b) for g in gaps_b]
     for keys, gaps, cx in ((p.keys_a, gaps_a, p.cxa), (p.keys_b, gaps_b, p.cxb)):
         for key, t in zip(keys, _pack(p, keys, gaps)):  # nodes start one pad below the top
+            if key == ROW:
+                p.row_top = p.pad + t
+                continue
             _box(out, p.name(key), _step(p.steps, key), p.labels[key], cx,
                  p.pad + t + p.nh / 2, p.nw, p.nh)
     p.bottom_row = p.pad + target + p.nh / 2  # both columns' last node's centre
@@ -223,9 +240,9 @@ def _ff_frame_and_pattern(out: Layout, p: _Plan) -> None:
     """The feed-forward frame around its layers; the pattern's chip beside attention."""
     fh, nw = p.fh, p.nw
     if p.expand:
-        inside = [p.box(out, k) for k in p.keys_b + p.keys_a + p.side if p.in_ff(k)]
+        inside = [p.box(out, k) for k in p.keys_b + p.keys_a + p.side if p.in_ff(k) and k != ROW]
         if inside:
-            ftop = min(b.top for b in inside) - (fh + 6)
+            ftop = min([b.top for b in inside] + ([p.row_top] if p.chips else [])) - (fh + 6)
             fbottom = max(b.bottom for b in inside) + 5
             out.ff_frame = (p.cxb - nw / 2 - 8, ftop, p.ff_right - (p.cxb - nw / 2 - 8), fbottom - ftop)
             out.ff_name = p.name(p.ff_parent)
@@ -246,6 +263,8 @@ def _column_arrows(out: Layout, p: _Plan) -> float:
         a, b = p.box(out, upper), p.box(out, lower)
         out.arrows.append(Arrow(a.name, b.name, [(a.cx, a.bottom), (b.cx, b.top)], (a.cx + 5, b.top - 2 - fh)))
     for lower, upper in zip(reversed(p.keys_b), list(reversed(p.keys_b))[1:]):
+        if ROW in (lower, upper):  # the experts' fan and join
+            continue
         a, b = p.box(out, lower), p.box(out, upper)
         hi, lo = b.bottom, a.top  # the free band between them, outside a frame's border
         if frame is not None and p.in_ff(lower) and not p.in_ff(upper):
@@ -272,6 +291,8 @@ def _column_arrows(out: Layout, p: _Plan) -> float:
         out.arrows.append(Arrow(p.reads, first_b.name, [(src.right, src.cy), (x, src.cy),
                                                         (x, row - 6), (first_b.left, row - 6)]))
     _side_arrows(out, p)
+    if p.chips is not None:
+        experts_layout.place(out, p, p.row_top, p.m)
     return row + p.nh / 2 + 1 + fh + 3
 
 

@@ -101,6 +101,7 @@ class Layout:
     att_frame: tuple[float, float, float, float] | None = None  # attention opened
     att_name: str = ""
     two_line: set[str] = field(default_factory=set)  # nodes that carry their own shape
+    idle: set[str] = field(default_factory=set)  # experts no token was routed to
 
 
 def _box(out: Layout, name: str, node: Node, label: str, cx: float, cy: float, w: float, h: float) -> Box:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from PySide6.QtWidgets import QMenu, QWidget
 
 from ...core.experiments.interventions import FUNCTIONS, Change, Intervention, allowed_kinds
-from ...core.gpt.nodes import activation_label, order_of, parse_hook
+from ...core.gpt.nodes import (Role, activation_label, block_hook_name, expert_nodes, expert_step,
+                               order_of, parse_hook, role)
 from ..base.session import Session
 
 
@@ -16,6 +17,8 @@ def node_menu(session: Session, name: str, parent: QWidget, services=None) -> QM
     if tab (``services.show_view``) for the rest."""
     menu = QMenu(parent)
     menu.setTitle(name)
+    if session.model is not None and expert_step(name, session.model.config) is not None:
+        return _expert_menu(session, name, menu)
     order = order_of(session.model.config) if session.model is not None else "pre"
     kinds = allowed_kinds(name, order)
 
@@ -51,4 +54,23 @@ def node_menu(session: Session, name: str, parent: QWidget, services=None) -> QM
                    lambda: (session.set_node(name), services and services.show_view("whatif")))
     if session.interventions:
         menu.addAction("Remove every intervention", lambda: session.set_interventions([]))
+    return menu
+
+
+def _expert_menu(session: Session, name: str, menu: QMenu) -> QMenu:
+    """An expert's box: its steps to show, and sending every token to it or none."""
+    cfg = session.model.config
+    layer, expert, _ = expert_step(name, cfg)
+    menu.addSection(f"Expert {expert}'s steps (the tokens routed to it)")
+    for node in expert_nodes(cfg, expert):
+        step = block_hook_name(layer, node.key)
+        menu.addAction(f"{node.label} ({node.key})", lambda step=step: session.set_node(step))
+    menu.addSection("What if…")
+    order = order_of(cfg)
+    for kind, key, title in ((Change.FORCE, role(order, Role.ROUTING), "Send every token to it"),
+                             (Change.BAN, role(order, Role.ROUTER), "Ban it (no token goes there)")):
+        target = block_hook_name(layer, key)
+        menu.addAction(title, lambda kind=kind, target=target: (
+            session.set_node(target),
+            session.add_intervention(Intervention(kind, target, experts=(expert,)))))
     return menu

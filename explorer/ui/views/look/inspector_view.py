@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QS
 
 from ...plots.plot_axes import plot_widget, position_ticks
 from ....core.run.batch import shown_piece
+from ....core.run.routing import routed_rows
 from ....core.run.capture import NodeView
 from ....core.gpt.nodes import (ATTENTION, block_hook_name, block_title, layer_of, node_for_hook,
                                order_of, parse_hook, residual_branches)
@@ -159,6 +160,11 @@ class InspectorView(LazyRefresh, QWidget):
                     for h in range(H) for t, p in enumerate(current.sample_pieces(b)[:T])]
         if not view.node.batched:
             return [f"position {t}" for t in range(rows)]
+        routed = routed_rows(current.views, self.session.model.config, view.name) \
+            if self.session.model is not None else None
+        if routed is not None:  # an expert's step: the tokens routed to it
+            labels = current.row_labels()
+            return [labels[i] if i < len(labels) else str(i) for i in routed][:rows]
         return current.row_labels()[:rows]
 
     def refresh(self) -> None:

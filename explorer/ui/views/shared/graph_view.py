@@ -11,18 +11,19 @@ between them."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainterPath, QPen
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPen
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QGraphicsScene, QGraphicsSimpleTextItem,
                                QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from ....core.gpt.nodes import (ATTENTION, FEED_FORWARD, embeddings, inside_attention, layer_of,
                                model_nodes, order_of, parse_hook)
 from ....core.lessons.facts import SHAPES
+from ....core.run.routing import expert_tokens
 from ...graph.colour_scale import STATISTICS, ColourScale
 from ...graph.contribution_colours import CONTRIBUTION
-from ...graph.graph_canvas import GraphCanvas
-from ...graph.graph_items import (CapItem, EdgeItem, NodeItem, arrow_head, frame_item, marks,
+from ...graph.graph_canvas import GraphCanvas, font_metrics
+from ...graph.graph_items import (CapItem, EdgeItem, NodeItem, frame_item, marks, polyline,
                                  tooltip)
 from ...graph.attention_layout import layout_open
 from ...graph.attention_opener import opener_for
@@ -53,6 +54,7 @@ class BlockGraphView(ViewHooks, QWidget):
         self.open_caps = {"before": False, "after": False}  # the caps unfolded
         self._anchors: dict[str, tuple[float, float, bool]] = {}
         self._widths: tuple[float, float] | None = None  # the labels' room in the layout
+        self._tokens: dict[int, int] | None = None  # the experts' tokens the layout shows
         self.scene = QGraphicsScene(self)
         self.view = GraphCanvas(self.scene)
         self.scale = ColourScale(session)
@@ -127,14 +129,8 @@ class BlockGraphView(ViewHooks, QWidget):
     # ---------------------------------------------------------------- building
     def metrics(self) -> Metrics:
         self.font_ = QFont(self.font())
-        self.big_font = QFont(self.font_)
-        self.big_font.setPointSizeF(self.font_.pointSizeF() * 1.6)
-        self.big_font.setBold(True)
-        bold = QFont(self.font_)
-        bold.setBold(True)
-        fm, fb, big = QFontMetricsF(self.font_), QFontMetricsF(bold), QFontMetricsF(self.big_font)
-        return Metrics(fm.height(), fm.horizontalAdvance, fb.horizontalAdvance,
-                       big.horizontalAdvance, big.height())
+        m, self.big_font = font_metrics(self.font_)
+        return m
 
     def rebuild(self) -> None:
         for store in (self.items, self.edge_labels, self.edges, self.shortcuts, self.texts,
@@ -156,12 +152,13 @@ class BlockGraphView(ViewHooks, QWidget):
         m = self.metrics()
         self._widths = self._label_widths(m)
         self.session.attention_opened = self.open_att.isChecked()
+        self._tokens = self._expert_tokens()
         if self.open_att.isChecked():
             lay = layout_open(cfg, layer, self.open_caps["before"], self.open_caps["after"], m,
                               *self._widths)
         else:
             lay = layout_block(cfg, layer, self.expand_ff.isChecked(), self.open_caps["before"],
-                               self.open_caps["after"], m, *self._widths)
+                               self.open_caps["after"], m, *self._widths, tokens=self._tokens)
         x, y, w, h = self.layout_frame = lay.frame
         frame = self.scene.addRect(QRectF(x, y, w, h), QPen(QColor("#7a7a7a"), 1, Qt.DashLine),
                                    QBrush(QColor(240, 244, 250)))
@@ -173,6 +170,7 @@ class BlockGraphView(ViewHooks, QWidget):
             item.setPos(box.cx, box.cy)
             self.scene.addItem(item)
             self.items[box.name] = item
+            item.set_idle(box.name in lay.idle)
             if two:  # its own shape on its second line
                 self.edge_labels[box.name] = item.shape_text
                 self._anchors[box.name] = (0.0, box.h / 2 - m.line - 1, None)
@@ -195,12 +193,8 @@ class BlockGraphView(ViewHooks, QWidget):
         self.refresh()
 
     def _arrow(self, arrow) -> None:
-        path = QPainterPath(QPointF(*arrow.points[0]))
-        for p in arrow.points[1:]:
-            path.lineTo(QPointF(*p))
-        if arrow.target:
-            arrow_head(path, arrow.points[-2], arrow.points[-1])
-        edge = EdgeItem(path, arrow.source, arrow.dashed, arrow.target)
+        edge = EdgeItem(polyline(arrow.points, head=bool(arrow.target)), arrow.source,
+                        arrow.dashed, arrow.target)
         self.scene.addItem(edge)
         self.edges.setdefault(arrow.source, []).append(edge)
         if arrow.label is not None:
@@ -212,11 +206,7 @@ class BlockGraphView(ViewHooks, QWidget):
             self._anchors[arrow.source] = (*arrow.label, arrow.label_right)
 
     def _shortcut(self, cut) -> None:
-        path = QPainterPath(QPointF(*cut.points[0]))
-        for p in cut.points[1:]:
-            path.lineTo(QPointF(*p))
-        arrow_head(path, cut.points[-2], cut.points[-1])
-        edge = EdgeItem(path, cut.source)
+        edge = EdgeItem(polyline(cut.points), cut.source)
         self.scene.addItem(edge)
         word = self.scene.addSimpleText("shortcut")
         word.setFont(self.font_)
@@ -275,6 +265,13 @@ class BlockGraphView(ViewHooks, QWidget):
                     lw = max(lw, width)
         return lw, plw
 
+    def _expert_tokens(self) -> dict[int, int] | None:
+        """How many tokens each expert of the shown block got in the shown pass."""
+        current, info = self.session.current, self.session.model
+        if current is None or info is None or not info.config.n_experts:
+            return None
+        return expert_tokens(current.views, info.config, self.session.layer)
+
     def toggle_cap(self, which: str) -> None:
         self.open_caps[which] = not self.open_caps[which]
         self.rebuild()
@@ -284,8 +281,9 @@ class BlockGraphView(ViewHooks, QWidget):
         current = self.session.current
         if self.session.model is not None and self._widths is not None:
             need = self._label_widths(self.metrics())
-            if need[0] > self._widths[0] or need[1] > self._widths[1]:
-                self.rebuild()  # a longer prompt's labels: room for them first
+            if need[0] > self._widths[0] or need[1] > self._widths[1] or (
+                    self.expand_ff.isChecked() and self._expert_tokens() != self._tokens):
+                self.rebuild()  # a longer prompt's labels, or other experts ran: room first
                 return
         info = self.session.model
         # a Learn question may ask for them, and in Learn mode one seen answers the next
@@ -319,6 +317,8 @@ class BlockGraphView(ViewHooks, QWidget):
         self._badges()
         self._on_node(self.session.node)
         self.opener.want(self.session.layer, steps=self.open_att.isChecked())  # or its pattern
+        if self.expand_ff.isChecked():  # a mixture's experts: their boxes' values
+            self.opener.want_experts(self.session.layer)
         self.strip.update()
         if info is not None and current is None:
             self.scale.legend.setText("Run a prompt (Ctrl+Enter) to colour the nodes")
