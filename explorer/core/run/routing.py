@@ -95,3 +95,24 @@ def routed_rows(views: dict, cfg, hook_name: str) -> list[int] | None:
     if view is None or view.array is None:
         return None
     return [int(i) for i in np.flatnonzero(view.real_rows()[:, expert] != 0)]
+
+
+def text_routing(prompt, steps: list, cfg, layer: int) -> tuple[RoutingMap, list[int]] | None:
+    """Block ``layer``'s routing over the whole text: the prompt's tokens, then each
+    token generated from it (the step that ran it: step k runs step k-1's token; step 0
+    is the prompt's last position again), with each row's token id; None without the
+    prompt's weights or for a batch."""
+    if prompt is None or prompt.batch is not None:
+        return None
+    first = routing_map(prompt.views, cfg, layer)
+    if first is None:
+        return None
+    weights, probs, ids = [first.weights], [first.probs], list(prompt.ids)
+    for before, step in zip(steps, steps[1:]):
+        row = routing_map(step.views, cfg, layer)
+        if row is None or step.whole:  # a recomputed step holds the whole context: stop
+            break
+        weights.append(row.weights[-1:])
+        probs.append(row.probs[-1:])
+        ids.append(int(before.token_id))
+    return RoutingMap(layer, np.concatenate(weights), np.concatenate(probs), first.k), ids

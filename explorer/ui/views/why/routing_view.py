@@ -2,18 +2,20 @@
 for the pass on screen — a tokens × experts map of each token's weights (the k experts
 it went to coloured, every other cell empty), how many tokens each expert got (the idle
 ones named), the load-balancing loss the model was trained with and how spread the
-router's choice is. A click on the map selects the block's weights node. The
-numbers come from the pass's captured router (core.run.routing), so no job is needed."""
+router's choice is. "Whole text" maps the prompt and every token generated from it at
+once, a row each, as the text grew. A click on the map selects the block's weights node.
+The numbers come from the passes' captured router (core.run.routing), so no job is
+needed."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from ....core.gpt.nodes import Role, block_hook_name, block_title, order_of, role
-from ....core.run.routing import RoutingMap, routing_map
+from ....core.run.routing import RoutingMap, routing_map, text_routing
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
@@ -50,10 +52,19 @@ class RoutingView(LazyRefresh, QWidget):
         self.load.setLabel("left", "tokens")
         self.depth.setLabel("left", "bits")
         self.canvas.setMinimumHeight(2 * 200)
+        self.whole = QCheckBox("Whole text (Alt+W)")
+        self.whole.setShortcut("Alt+W")
+        self.whole.setToolTip("Map the prompt and every token generated from it, a row each "
+                              "(the shown block), instead of the pass on screen")
+        self.whole.toggled.connect(lambda _: self.request_refresh())
         layout = QVBoxLayout(self)
-        layout.addWidget(self.note)
+        top = QHBoxLayout()
+        top.addWidget(self.note, 1)
+        top.addWidget(self.whole, 0, Qt.AlignTop)
+        layout.addLayout(top)
         layout.addWidget(self.canvas, 1)
         session.on_pass(self.request_refresh)
+        session.stepsChanged.connect(self.request_refresh)
         session.layerChanged.connect(lambda _: self.request_refresh())
         session.modelChanged.connect(self.request_refresh)
         self.canvas.scene().sigMouseClicked.connect(self._clicked)
@@ -77,7 +88,10 @@ class RoutingView(LazyRefresh, QWidget):
             self._say(DENSE if info is not None else EMPTY)
             return
         layer = self.session.layer
-        self.map = routing_map(current.views, info.config, layer) if current is not None else None
+        text = text_routing(self.session.prompt, self.session.steps, info.config, layer) \
+            if self.whole.isChecked() else None
+        self.map = text[0] if text is not None else \
+            routing_map(current.views, info.config, layer) if current is not None else None
         if self.map is None:
             self._say(EMPTY if current is None else
                       "This pass kept no router weights for this block (a generation step "
@@ -86,12 +100,16 @@ class RoutingView(LazyRefresh, QWidget):
         maps = [routing_map(current.views, info.config, i) for i in range(info.config.n_layers)]
         self.entropies = [float(m.entropy_bits.mean()) for m in maps if m is not None]
         self._draw_depth(self.entropies, self.map.uniform_bits, layer)
-        # a generated step: its one token, named by its step
-        self._draw(self.map, [f"step {current.step}"] if current.one_position else current.pieces)
+        # a generated step: its one token, named by its step; the whole text: each token
+        piece = self.session.tokenizer.token_piece
+        self._draw(self.map, [piece(i) for i in text[1]] if text is not None else
+                   [f"step {current.step}"] if current.one_position else current.pieces)
         title = block_title(layer, info.config.n_layers)
         idle = self.map.idle
+        whole = f" (prompt and {len(text[1]) - len(self.session.prompt.ids)} generated)" \
+            if text is not None else ""
         self.note.setText(
-            f"{title}: each token's weights on its {self.map.k} of {self.map.weights.shape[1]} "
+            f"{title}{whole}: each token's weights on its {self.map.k} of {self.map.weights.shape[1]} "
             f"experts (empty: not routed there). Load-balancing loss {self.map.balance_loss:.3f} "
             f"({self.map.k} if perfectly balanced); routing entropy "
             f"{self.map.entropy_bits.mean():.2f} of {self.map.uniform_bits:.2f} bits. "

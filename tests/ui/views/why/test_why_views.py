@@ -339,3 +339,34 @@ def test_expert_routing_draws_the_pass_routing_and_says_so_on_a_dense_model(qtbo
     dense = Alone(qtbot, "llama-tiny")
     dense.run(max_tokens=1)
     assert dense.routing.note.text().startswith("This model's feed-forward is dense")
+
+
+def test_expert_routing_maps_the_whole_text_as_one_pass_over_it_routes_it(qtbot):
+    """Whole text: the prompt's rows, then one row for each generated token, equal to
+    the routing of one pass over the prompt and the generated tokens; rows named by
+    their tokens; the note says how many were generated."""
+    import numpy as np
+    from explorer.core.run.passes import Keep, run_prompt
+    from explorer.core.run.routing import routing_map
+    from tests.ui.alone import Alone
+    alone = Alone(qtbot, "qwen3moe-tiny")
+    view = alone.routing
+    alone.run(max_tokens=4)
+    alone.session.set_layer(1)
+    view.whole.setChecked(True)
+    alone.settle()
+    session = alone.session
+    generated = [s.token_id for s in session.steps[:-1]]  # the last one was never run
+    ids = list(session.prompt.ids) + generated
+    whole = run_prompt(alone.loaded.model, ids, Keep(nodes=("trf_blocks.1.ff.*",)))
+    want = routing_map(whole.views, alone.loaded.config, 1)
+    assert view.map.weights.shape == (len(ids), 8) and len(generated) == 3
+    np.testing.assert_allclose(view.map.weights, want.weights, atol=1e-5)
+    np.testing.assert_allclose(view.map.probs, want.probs, atol=1e-5)
+    ticks = dict(view.grid.getAxis("left")._tickLevels[0])
+    last = f"{len(ids) - 1} {session.tokenizer.token_piece(generated[-1])!r}"[:14]
+    assert ticks[len(ids) - 0.5] == last
+    assert "Block 1 of 2 (prompt and 3 generated): each token's weights" in view.note.text()
+    view.whole.setChecked(False)
+    alone.settle()
+    assert view.map.weights.shape == (len(session.prompt.ids), 8)
