@@ -14,12 +14,12 @@ import numpy as np
 from ..gpt.block_model import BlockModel
 from ..gpt.family import AttentionFormulas
 from ..gpt.nodes import (ATTENTION, EMBEDDING_SUM, HEADS_MIX, QUERIES, KEYS, VALUES, Kind, Width,
-                         order_of, node_for_hook, parse_hook)
+                         expert_step, order_of, node_for_hook, parse_hook)
 from ..gpt.tokenizer import tokenizer_of
 from .formulas_common import Ask, Worked, _row
 from .formulas_gpt2 import embedding
 from .formulas_llama import attention_step
-from .formulas_moe import mixture
+from .formulas_moe import expert_rows, mixture
 from .kinds import KIND_LESSONS
 
 
@@ -35,6 +35,8 @@ def worked(model: BlockModel, name: str, views: dict, ids: list[int], pos: int,
     node = node_for_hook(name, order)
     if views.get(name) is None or views[name].array is None:
         raise ValueError(f"{name} was not kept in full in this pass")
+    if expert_step(name, cfg) is not None:  # its rows: the tokens routed to it, put in place
+        views = expert_rows(views, cfg, name, pos)
     layer, key = parse_hook(name)
     index = head // (cfg.n_heads // cfg.kv_heads) if node.width == Width.KV_HEAD else head
     captured = _row(views, name, pos) if not node.per_head else \

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import torch
 
-from ..gpt.nodes import (Width, ATTENTION, CONTEXT, CONTEXT_JOINED, FF_UP, SPLIT_KEYS,
+from ..gpt.nodes import (Width, ATTENTION, CONTEXT, CONTEXT_JOINED, SPLIT_KEYS,
                          SPLIT_QUERIES, SPLIT_VALUES, HEADS_MIX, K_NORM, KEYS, KEYS_ROPE, KEYS_SHARED,
                          MASKED_SCORES, PATTERN, Q_NORM, QUERIES, QUERIES_ROPE, SCORES, VALUES,
-                         VALUES_SHARED, TOKEN_EMBEDDING, Kind, Role, block_hook_name, input_node, role)
+                         VALUES_SHARED, TOKEN_EMBEDDING, Kind, block_hook_name, input_node, node_for_hook)
 from ..gpt.patterns import allowed_keys
 from ..gpt.variant import Gate
 from .formulas_common import SHOWN, Ask, Worked, norm_input, _f, _p, _row, key_row
@@ -46,10 +46,14 @@ def rms_norm(ask: Ask) -> Worked:
 
 
 def gate(ask: Ask) -> Worked:
-    """SiLU of fc1's values, or the gated product SiLU(fc1) ⊙ fc2."""
+    """SiLU of fc1's values, or the gated product SiLU(fc1) ⊙ fc2 (an expert's too)."""
     name, kind, views, pos, where, captured, order, layer = (
         ask.name, ask.node.kind, ask.views, ask.pos, ask.where, ask.captured, ask.order, ask.layer)
-    gate = _row(views, block_hook_name(layer, role(order, Role.ACTIVATION_INPUT)), pos)
+    # the gate is what SiLU reads, the values fc2's: the keys its node names (an expert's
+    # own, ``ff.fc1.3``, in a mixture)
+    silu_node = ask.node if kind == Kind.SILU else node_for_hook(
+        block_hook_name(layer, ask.node.inputs[0]), order)
+    gate = _row(views, block_hook_name(layer, silu_node.inputs[0]), pos)
     if ask.model.cfg.family.model.variant.gate == Gate.GELU_TANH:  # Gemma's GeGLU
         return _geglu(ask, gate)
     silu = gate / (1 + np.exp(-gate))
@@ -57,7 +61,7 @@ def gate(ask: Ask) -> Worked:
         return Worked(name, "silu(x) = x · σ(x) = x / (1 + e^(−x))",
                       [f"{where}, value {i}: {_f(gate[i])} / (1 + e^({_f(-gate[i])})) = "
                        f"{_f(silu[i])}" for i in range(SHOWN)], silu, captured)
-    up = _row(views, block_hook_name(layer, FF_UP), pos)
+    up = _row(views, block_hook_name(layer, ask.node.inputs[1]), pos)
     value = silu * up
     shut = float(np.mean(np.abs(silu) < 0.05))
     lines = [f"{where}: {100 * shut:.0f}% of the {silu.size} gates are within 0.05 of 0 "
@@ -69,7 +73,7 @@ def gate(ask: Ask) -> Worked:
 
 def _geglu(ask: Ask, gate: np.ndarray) -> Worked:
     """Gemma's gated product: GELU (tanh approximation) of fc1's values ⊙ fc2's."""
-    up = _row(ask.views, block_hook_name(ask.layer, FF_UP), ask.pos)
+    up = _row(ask.views, block_hook_name(ask.layer, ask.node.inputs[1]), ask.pos)
     gelu = 0.5 * gate * (1 + np.tanh(math.sqrt(2 / math.pi) * (gate + 0.044715 * gate ** 3)))
     value = gelu * up
     lines = [f"{ask.where}: {100 * float(np.mean(np.abs(gelu) < 0.05)):.0f}% of the {gelu.size} "

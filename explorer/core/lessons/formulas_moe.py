@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..gpt.nodes import Role, block_hook_name, input_node, role
+from dataclasses import replace
+
+from ..gpt.nodes import Role, block_hook_name, expert_nodes, expert_step, input_node, role
+from ..run.routing import routed_rows
 from .formulas_common import SHOWN, Ask, Worked, _f, _p, _row
 
 
@@ -31,10 +34,37 @@ def routing(ask: Ask) -> Worked:
     else:
         lines.append(f"not renormalised: they sum to {_f(float(kept.sum()))}, the rest of the "
                      "softmax's mass goes to no expert")
+    per_expert = 3 * ask.model.cfg.emb_dim * ask.model.cfg.hidden_dim  # multiply-adds a token
+    lines.append(f"why top-k: these {k} hold {100 * float(probs[chosen].sum()):.1f}% of the "
+                 f"softmax, and running only them costs this token {k * per_expert:,} of the "
+                 f"{probs.size * per_expert:,} multiply-adds every expert would ({k} of "
+                 f"{probs.size}): more parameters, the same work a token")
     formula = ("w = topk(softmax(gate(x)), k) / sum, 0 elsewhere" if renormalise
                else "w = topk(softmax(gate(x)), k), 0 elsewhere")
     return Worked(ask.name, formula, lines, value, ask.captured)
 
+
+
+def expert_rows(views: dict, cfg, name: str, pos: int) -> dict:
+    """The views with the steps of ``name``'s expert put at the positions of the tokens
+    routed to it (0 elsewhere), so that a formula reads a token's row at its position;
+    ``ValueError`` when the token at ``pos`` was not routed there (they did not run)."""
+    layer, expert, _ = expert_step(name, cfg)
+    rows = routed_rows(views, cfg, name)
+    if rows is None:
+        raise ValueError(f"this pass kept no routing weights for block {layer}")
+    if pos not in rows:
+        raise ValueError(f"the token at position {pos} was not routed to expert {expert}: "
+                         "its steps did not run for that token")
+    placed = dict(views)
+    for node in expert_nodes(cfg, expert):
+        step = block_hook_name(layer, node.key)
+        view = views.get(step)
+        if view is not None and view.array is not None:
+            full = np.zeros((1, max(rows) + 1, view.array.shape[-1]), dtype=view.array.dtype)
+            full[0, rows] = view.array[0]
+            placed[step] = replace(view, array=full)
+    return placed
 
 
 def mixture(ask: Ask) -> Worked:
@@ -52,7 +82,10 @@ def mixture(ask: Ask) -> Worked:
         lines.append(f"{ask.where}: expert {e} × {_f(weights[e])}: its fc3(silu(fc1·x) ⊙ fc2·x) "
                      "starts " + ", ".join(_f(v) for v in out[:SHOWN]) + " …")
     idle = weights.size - len(lines)
+    per_expert = 3 * x.size * ask.model.cfg.hidden_dim
     lines.append(f"the other {idle} experts do not run for this token; the sum starts "
                  + ", ".join(_f(v) for v in value[:SHOWN]) + " …")
+    lines.append(f"active here: {len(lines) - 1} experts × {per_expert:,} parameters = "
+                 f"{(len(lines) - 1) * per_expert:,} of this block's {weights.size * per_expert:,}")
     return Worked(ask.name, "ff(x) = Σₑ wₑ · fc3[e](silu(fc1[e](x)) ⊙ fc2[e](x)), over the "
                   "token's experts", lines, value, ask.captured)

@@ -90,6 +90,14 @@ def _feed_forward(key: str, attr: str, order: BlockOrder, classes, notes) -> Lis
     cls = classes.feed_forward
     init, forward = _source(cls, "__init__"), _source(cls, "forward")
     title = cls.__name__ + (" (SwiGLU)" if order.family.role(Role.UP) else "")
+    expert = order.family.expert_of(key)
+    if expert is not None:  # expert e's step: element e of the ModuleList its forward indexes
+        attr = expert[0].key[len(FEED_FORWARD) + 1:]
+        return Listing(title, init, forward, "forward", _find(init, rf"self\.{attr} = "),
+                       _find(forward, rf"self\.{attr}\[e\]\("),
+                       f"{attr}[{expert[1]}] is expert {expert[1]}'s {attr}, element {expert[1]} "
+                       f"of the nn.ModuleList {attr}: the forward runs it only on the "
+                       "tokens routed to that expert, in their order.")
     built = _find(init, rf"self\.{attr} = ")
     if built is not None:
         return Listing(title, init, forward, "forward", built, _find(forward, rf"self\.{attr}\("),

@@ -140,3 +140,40 @@ def test_a_linear_without_a_bias_writes_no_bias_and_layer_norm_says_how_far_unde
     views = run_prompt(model, ids).views
     said = worked(model, "trf_blocks.0.norm1", views, ids, pos).lines[0]
     assert re.search(r"= 1 − [0-9.]+e-0\d, a hair under 1", said) and "= 1, not quite 1" not in said
+
+
+def test_a_mixtures_formulas_and_each_experts_steps_equal_what_they_captured():
+    """Qwen3-MoE: every node's formula, each expert's five steps at the positions of the
+    tokens routed to it (their rows put in place), equals its capture; a token that did
+    not go to an expert is refused in one line; the routing formula says why top-k with
+    this model's numbers, the mixture how many parameters were active."""
+    import numpy as np
+    from explorer.core.gpt.nodes import expert_step
+    model = build_model(preset("qwen3moe-tiny"), seed=3).eval()
+    ids = encode("Every effort moves you")
+    result = run_prompt(model, ids, Keep(inside=True, experts=True))
+    routing = {b: result.views[f"trf_blocks.{b}.ff.routing"].array[0] for b in (0, 1)}
+    checked = 0
+    for name in all_hook_names(model.cfg, inside=True, experts=True):
+        found = expert_step(name, model.cfg)
+        if name not in result.views:  # an expert no token chose: no steps
+            assert found is not None and not routing[found[0]][:, found[1]].any()
+            continue
+        for pos in range(len(ids)):
+            if found is not None and routing[found[0]][pos, found[1]] == 0:
+                with pytest.raises(ValueError, match=f"position {pos} was not routed to expert "
+                                                     f"{found[1]}"):
+                    worked(model, name, result.views, ids, pos)
+                continue
+            w = worked(model, name, result.views, ids, pos)
+            assert w.max_error <= 1e-5, (name, pos, w.max_error)
+            checked += found is not None
+    assert checked == 2 * 5 * 2 * len(ids)  # two blocks, five steps, two experts a token
+    top = worked(model, "trf_blocks.1.ff.routing", result.views, ids, 2)
+    share = 100 * np.sort(np.exp(result.views["trf_blocks.1.ff.gate"].array[0, 2]) /
+                          np.exp(result.views["trf_blocks.1.ff.gate"].array[0, 2]).sum())[-2:].sum()
+    assert f"why top-k: these 2 hold {share:.1f}% of the softmax, and running only them costs " \
+           f"this token {2 * 3 * 32 * 32:,} of the {8 * 3 * 32 * 32:,} multiply-adds" in top.lines[-1]
+    mix = worked(model, "trf_blocks.1.ff", result.views, ids, 2)
+    assert mix.lines[-1] == f"active here: 2 experts × {3 * 32 * 32:,} parameters = " \
+                            f"{2 * 3 * 32 * 32:,} of this block's {8 * 3 * 32 * 32:,}"

@@ -119,3 +119,18 @@ def test_the_book_forward_shown_computes_what_runs():
         norm.shift.normal_()
     torch.testing.assert_close(norm.book_forward(x), norm(x), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(GELU().book_forward(x), GELU()(x), atol=1e-6, rtol=1e-5)
+
+
+def test_an_experts_step_is_its_modulelists_element_in_the_mixtures_forward():
+    """ff.fc1.3 is fc1[3] of MoEFeedForward: the line that builds the ModuleList and the
+    forward's line that runs element e on the tokens routed to it."""
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.nodes import order_of
+    order = order_of(preset("qwen3moe-tiny"))
+    for step in ("fc1", "fc2", "silu", "product", "fc3"):
+        found = listing(f"trf_blocks.1.ff.{step}.3", order)
+        assert found.title == "MoEFeedForward"
+        assert found.init[found.init_line].strip().startswith(f"self.{step} = nn.ModuleList(")
+        assert f"self.{step}[e](" in found.forward[found.forward_line]
+        assert found.note.startswith(f"{step}[3] is expert 3's {step}, element 3 of the "
+                                     f"nn.ModuleList {step}")
