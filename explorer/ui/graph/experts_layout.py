@@ -80,8 +80,9 @@ def place(out: Layout, p, top: float, m) -> None:
         _box(out, name, node, f"E{e}", x, cy, w, h)
         if e in p.chips.idle:
             out.idle.add(name)
-        out.arrows.append(Arrow(routing.name, name, [(x, fan_y), (x, cy + h / 2)]))
-        out.arrows.append(Arrow(name, "", [(x, cy - h / 2), (x, join_y)]))
+        idle = e in p.chips.idle  # no token went there: its lines dashed
+        out.arrows.append(Arrow(routing.name, name, [(x, fan_y), (x, cy + h / 2)], dashed=idle))
+        out.arrows.append(Arrow(name, "", [(x, cy - h / 2), (x, join_y)], dashed=idle))
     if p.chips.note:  # right of the boxes
         out.texts.append(Text(p.chips.note, xs[-1] + w / 2 + 6 if xs else left, cy - p.fh / 2,
                               TextKind.NOTE))

@@ -47,7 +47,8 @@ def test_eight_experts_fan_out_each_a_box_with_the_passs_numbers_the_idle_dashed
     assert {e for e, name in chips.items() if graph.items[name].idle} == idle
     routing = block_hook_name(LAYER, "ff.routing")
     for e, name in chips.items():  # the fan: an arrow from the weights into every box
-        assert any(edge.target == name for edge in graph.edges[routing])
+        into = [edge for edge in graph.edges[routing] if edge.target == name]
+        assert len(into) == 1 and into[0].dashed == (e in idle)  # dashed into an idle one
     model = window.engine.loaded.model
     kept = run_prompt(model, session.prompt.ids, Keep(experts=True))
     for e, name in chips.items():
