@@ -289,7 +289,7 @@ def test_the_commands_run_a_qwen3_block(capsys):
     """info, generate, inspect, attribute, heads (with the battery) and diff on a Qwen3
     block, whose heads are 16 wide though its width is 32."""
     code, out, _ = run(capsys, "info", "--preset", "qwen3-tiny")
-    assert code == 0 and "4 heads (2 key/value)" in out and "Llama block" in out
+    assert code == 0 and "4 heads (2 key/value)" in out and "Qwen3 block" in out
     code, out, err = run(capsys, "generate", "Every effort", "--max-new-tokens", "3",
                          "--preset", "qwen3-tiny")
     assert code == 0 and out.startswith("Every effort") and "3 tokens in" in err
@@ -430,6 +430,16 @@ def test_train_keeps_snapshots_that_info_lists_and_checkpoint_opens(capsys, tmp_
     assert "snapshots: 3" in stdout  # what the folder holds is still listed
 
 
+def small_qwen3(transformers, tie: bool = True):
+    """A random Qwen3ForCausalLM of 320 rows, 2 blocks 32 wide (seed 0)."""
+    torch.manual_seed(0)
+    config = transformers.Qwen3Config(vocab_size=320, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, head_dim=8,
+                                      max_position_embeddings=64, tie_word_embeddings=tie)
+    return transformers.Qwen3ForCausalLM(config).eval()
+
+
 def test_the_commands_read_text_with_a_llama_folders_own_tokenizer(capsys, tmp_path):
     """A Qwen3 folder as the Hub has it (config, weights, a tokenizer.json of 320 tokens):
     every command encodes and shows text with that tokenizer, never GPT-2's."""
@@ -437,12 +447,7 @@ def test_the_commands_read_text_with_a_llama_folders_own_tokenizer(capsys, tmp_p
     from explorer.core.weights.tokenizers_files import tokenizer_for
     from tests.llama_folder import write_tokenizer
 
-    torch.manual_seed(0)
-    config = transformers.Qwen3Config(vocab_size=320, hidden_size=32, intermediate_size=64,
-                                      num_hidden_layers=2, num_attention_heads=4,
-                                      num_key_value_heads=2, head_dim=8,
-                                      max_position_embeddings=64, tie_word_embeddings=True)
-    transformers.Qwen3ForCausalLM(config).save_pretrained(tmp_path)
+    small_qwen3(transformers).save_pretrained(tmp_path)
     write_tokenizer(tmp_path, 320)
     tok = tokenizer_for(tmp_path)
     prompt = "Every effort moves you"
@@ -614,3 +619,34 @@ def test_info_on_a_checkpoint_says_the_model_once(capsys, tmp_path):
     save_checkpoint(build_model(preset("tiny"), seed=0), path)
     code, out, err = run(capsys, "info", "--checkpoint", str(path))
     assert code == 0 and (out + err).count("model: ") == 1 and out.startswith("model: ")
+
+
+def test_ids_past_the_tokenizer_are_chosen_shown_saved_and_read_back(capsys, tmp_path):
+    """A Qwen3 folder of 320 rows with a tokenizer of 300 tokens (as Qwen pads 151,665 to
+    151,936): the model's most likely token is a padded row; generate chooses it and
+    writes <id N>; --save-run keeps the run, which reads back with the same tokens and the
+    probability over all 320 rows."""
+    transformers = pytest.importorskip("transformers")
+    from explorer.core.playground.run_file import read_run
+    from tests.llama_folder import write_tokenizer
+    model = small_qwen3(transformers, tie=False)
+    with torch.no_grad():  # row 310 leads: every hidden state pushed along its weights
+        model.lm_head.weight[310] = model.model.norm.weight * 40
+    model.save_pretrained(tmp_path)
+    write_tokenizer(tmp_path, 300)
+    prompt = "Every effort moves you"
+    with torch.no_grad():
+        from explorer.core.weights.tokenizers_files import tokenizer_for
+        ids = tokenizer_for(tmp_path).encode(prompt)
+        probs = torch.softmax(model(torch.tensor([ids])).logits[0, -1].double(), -1)
+    assert int(probs.argmax()) == 310
+    saved = tmp_path / "run.gbrun"
+    code, out, err = run(capsys, "generate", prompt, "--max-new-tokens", "2", "--no-stop",
+                         "--save-run", str(saved), "--checkpoint", str(tmp_path))
+    assert code == 0, err
+    assert out.startswith(prompt + "<id 310>")
+    assert "ids 300–319 have no token in the tokenizer (Qwen3 (tokenizer.json)): 20 of the " \
+           "model's 320 rows, shown as <id N>" in err and "not its own" not in err
+    back = read_run(saved)
+    assert back.tokens[0] == 310 and back.passes[0].top_pieces[0] == "<id 310>"
+    assert back.passes[0].top_probs[0] == pytest.approx(float(probs[310]), rel=1e-4)

@@ -64,6 +64,10 @@ def add_model_args(p: argparse.ArgumentParser, top: bool = False) -> None:
                    **name("seed", 0))
     p.add_argument("--norm", choices=list(NORM_POSITIONS), type=str.lower, metavar="WHERE",
                    help=norm_help(), **name("norm", None))
+    p.add_argument("--own-tokenizer", action="store_true",
+                   help="refuse a model whose vocabulary is not GPT-2's when no tokenizer of "
+                        "its own (tokenizer.json, tokenizer.model) is beside it, rather than "
+                        "read it with GPT-2's (said in its title)", **name("own_tokenizer", False))
 
 
 def spec_of(args: argparse.Namespace):
@@ -75,7 +79,8 @@ def spec_of(args: argparse.Namespace):
         raise ValueError(f"--norm {norm} places a preset's norms: give it with --preset (a "
                          "checkpoint's norms sit where it was trained with them)")
     return ModelSpec(checkpoint=args.checkpoint, preset=args.preset, device=args.device,
-                     dtype=args.dtype, seed=args.seed, norm_position=norm)
+                     dtype=args.dtype, seed=args.seed, norm_position=norm,
+                     own_tokenizer=getattr(args, "own_tokenizer", False))
 
 
 def load(args: argparse.Namespace, said: bool = True):

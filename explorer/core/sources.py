@@ -127,6 +127,7 @@ class ModelSpec:
     dtype: str = "float32"
     seed: int = 0
     norm_position: str | None = None  # for a preset; None: the preset's own
+    own_tokenizer: bool = False  # refuse a model read with a tokenizer not its own
 
     def __post_init__(self) -> None:
         if self.checkpoint and self.preset:
@@ -292,9 +293,12 @@ def _open_model(spec: ModelSpec, should_stop=None) -> LoadedModel:
             return load_cached(cached, device, dtype, should_stop)
         from .experiments.snapshots import resolve, snapshot_label, trained_label
         path = resolve(spec.checkpoint)
-        loaded = load_checkpoint(path, device=device, dtype=dtype, should_stop=should_stop)
-        # which run, which step, how far it got
-        loaded.label = snapshot_label(path) or trained_label(path) or loaded.label
+        loaded = load_checkpoint(path, device=device, dtype=dtype, should_stop=should_stop,
+                                 own_tokenizer=spec.own_tokenizer)
+        # which run, which step, how far it got (and a tokenizer not its own, still said)
+        named = snapshot_label(path) or trained_label(path)
+        if named:
+            loaded.label = named + (f" · {loaded.tokenizer_note}" if loaded.tokenizer_note else "")
         return loaded
     if spec.preset:
         return random_model(spec.preset, seed=spec.seed, device=device, dtype=dtype,

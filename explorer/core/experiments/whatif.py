@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..base.cancel import check
-from ..run.generation import GenerationSettings, generate, tokenizer_logits
+from ..run.generation import GenerationSettings, generate
 from .interventions import Resolved, applied
 from ..gpt.block_model import BlockModel
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
@@ -54,7 +54,7 @@ def _distributions(model: BlockModel, ids: list[int], first: int) -> torch.Tenso
     device = next(model.parameters()).device
     with torch.inference_mode():
         logits = model(torch.tensor([ids], device=device))[0, first:]  # (steps, V)
-    return torch.log_softmax(tokenizer_logits(logits).float(), dim=-1)
+    return torch.log_softmax(logits.float(), dim=-1)
 
 
 def compare(model: BlockModel, resolved: list[Resolved], prompt_ids: list[int],

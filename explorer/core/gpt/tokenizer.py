@@ -82,8 +82,18 @@ def encode(text: str, allow_special: bool = True) -> list[int]:
 
 
 def decode(ids: list[int]) -> str:
-    """Text for token ids; bytes that are not valid UTF-8 become U+FFFD."""
-    return get_encoding().decode(list(ids), errors="replace")
+    """Text for token ids; bytes that are not valid UTF-8 become U+FFFD; an id GPT-2's
+    vocabulary lacks (a padded model's extra rows) is written ``<id N>``."""
+    ids = list(ids)
+    if all(0 <= i < END_OF_TEXT_ID + 1 for i in ids):
+        return get_encoding().decode(ids, errors="replace")
+    return spelled_text(_GPT2, ids)
+
+
+def spelled_text(tokenizer: "Tokenizer", ids: list[int]) -> str:
+    """The text of ``ids`` one token at a time (``Tokenizer.spelled``): an id the
+    vocabulary lacks is ``<id N>``, bytes that are not valid UTF-8 U+FFFD."""
+    return b"".join(tokenizer.spelled(i) for i in ids).decode("utf-8", errors="replace")
 
 
 def token_bytes(token_id: int) -> bytes:
@@ -131,6 +141,15 @@ class Tokenizer:
 
     def token_piece(self, token_id: int) -> str:
         return _piece(self, token_id)
+
+    def spelled(self, token_id: int) -> bytes:
+        """What one id writes into a text: its bytes, or ``<id N>`` for an id the
+        vocabulary lacks (a model may have more rows than its tokenizer has tokens:
+        every row is a token the model can choose)."""
+        try:
+            return self.token_bytes(token_id)
+        except (KeyError, ValueError, TypeError, OverflowError):
+            return f"<id {token_id}>".encode()
 
     def ready(self) -> bool:
         return tokenizer_ready()
@@ -183,7 +202,7 @@ class IncrementalDecoder:
 
     def __init__(self, tokenizer: Tokenizer | None = None) -> None:
         self._pending = b""
-        self._bytes = (tokenizer or _GPT2).token_bytes
+        self._bytes = (tokenizer or _GPT2).spelled  # an id without a token: <id N>
 
     def push(self, token_id: int) -> str:
         data = self._pending + self._bytes(token_id)

@@ -37,7 +37,7 @@ from ..run.passes import Pass
 from ..weights.hf_files import read_safetensors
 from .run_agrees import check_agrees
 from .run_branches import SavedBranch, branch_entries, saved_branches, shown_line, split_steps
-from .run_tokens import recorded_tokenizer
+from .run_tokens import recorded_tokenizer, spelled_ids
 from .run_pack import check_header, pack_pass, unknown_tensors, unpack_pass
 from .run_checks import (CHECKSUM, PLACEHOLDER, RunFileError, check_shape, check_sum, in_words,
                          kept_tensor, node_stats, seal)
@@ -133,22 +133,10 @@ def run_tensors(run: SavedRun, tensor_bytes: int = 0) -> tuple[dict[str, torch.T
         meta.update(label=run.label, shown=run.shown, branches=[
             {"label": b.label, "at": b.at, "passes": len(b.passes)} for b in run.branches])
     if run.tokenizer is not gpt2_tokenizer():  # a vocabulary of its own: its pieces kept
-        meta["token_bytes"] = _token_bytes(run)
+        meta["token_bytes"] = spelled_ids(run)
     return tensors, {"format": FORMAT, "version": BRANCHED if run.branches else VERSION,
                      "run": json.dumps(meta),
                      CHECKSUM: PLACEHOLDER}
-
-
-def _token_bytes(run: SavedRun) -> dict[str, str]:
-    """What each token id the run holds stands for (hex of its bytes), by the model's own
-    tokenizer: read back without that tokenizer, the run still shows its text."""
-    ids = set(run.prompt_ids)
-    for p in run.every_pass():
-        ids.update(p.ids)
-        ids.update(p.top_ids)
-        if p.token_id is not None:
-            ids.add(p.token_id)
-    return {str(i): run.tokenizer.token_bytes(i).hex() for i in sorted(ids)}
 
 
 # ---------------------------------------------------------------------- reading
@@ -251,7 +239,7 @@ def _run(path: Path, run, tensors: dict[str, torch.Tensor], version: str = VERSI
     if cfg is not None:
         norm = order_of(cfg)  # its own block's nodes (a Llama block's, say)
     tokenizer = recorded_tokenizer(run["token_bytes"], vocab, MAX_IDS) if own else gpt2_tokenizer()
-    below = vocab if own else GPT2_VOCAB  # the ids the tokenizer has
+    below = vocab  # every row of the model is a token it can choose
     steps = [d.get("step", "") if isinstance(d, dict) else "" for d in run["passes"]]
     own = split_steps(path, entries, steps, MAX_PASSES)
     passes = [_pass(path, i, d, own, norm, vocab, cfg, tokenizer, below)

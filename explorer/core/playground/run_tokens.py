@@ -3,7 +3,7 @@ saved with it when its model has a tokenizer of its own (docs/RUN_FORMAT.md, ``t
 
 from __future__ import annotations
 
-from ..gpt.tokenizer import Tokenizer
+from ..gpt.tokenizer import Tokenizer, spelled_text
 
 
 class RecordedTokenizer(Tokenizer):
@@ -20,7 +20,7 @@ class RecordedTokenizer(Tokenizer):
         raise ValueError("a saved run's model is not loaded: its tokenizer reads no text")
 
     def decode(self, ids: list[int]) -> str:
-        return b"".join(self.pieces.get(int(i), b"") for i in ids).decode("utf-8", "replace")
+        return spelled_text(self, ids)
 
     def token_bytes(self, token_id: int) -> bytes:
         return self.pieces[int(token_id)]
@@ -42,3 +42,21 @@ def recorded_tokenizer(value, vocab: int, most: int) -> RecordedTokenizer:
             raise TypeError("token_bytes must map token ids below the vocabulary to hex bytes")
         pieces[int(key)] = bytes.fromhex(text)
     return RecordedTokenizer(pieces, vocab)
+
+
+def spelled_ids(run) -> dict[str, str]:
+    """What each token id the run holds stands for (hex of its bytes), by the model's own
+    tokenizer: read back without that tokenizer, the run still shows its text."""
+    ids = set(run.prompt_ids)
+    for p in run.every_pass():
+        ids.update(p.ids)
+        ids.update(p.top_ids)
+        if p.token_id is not None:
+            ids.add(p.token_id)
+    spelled = {}
+    for i in sorted(ids):  # an id the tokenizer lacks (a padded row) is shown <id N>
+        try:
+            spelled[str(i)] = run.tokenizer.token_bytes(i).hex()
+        except (KeyError, ValueError, TypeError, OverflowError):
+            continue
+    return spelled

@@ -11,7 +11,6 @@ import numpy as np
 import numpy.ma  # noqa: F401 (numpy loads it at the first quantile: 20 ms, then on the GUI thread)
 import torch
 
-from .generation import tokenizer_logits
 from ..gpt.layers import gelu_tanh_formula
 from ..gpt.block_model import BlockModel
 from ..gpt.nodes import Kind, block_hook_name, block_nodes, residual_nodes
@@ -141,7 +140,7 @@ def logit_lens(model: BlockModel, residuals: dict[str, torch.Tensor | np.ndarray
     with torch.inference_mode():
         stack = torch.stack([torch.as_tensor(residuals[n][0, position]) for n in names]
                             ).to(device, dtype)  # (R, C)
-        logits = tokenizer_logits(model.out_head(model.final_norm(stack)))
+        logits = model.out_head(model.final_norm(stack))
         probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, k, dim=-1)
     rows = []

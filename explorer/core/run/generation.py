@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .steps import StepCapture, StepRecorder
-from ..gpt.config import GPT2_VOCAB, LIMITS
+from ..gpt.config import LIMITS
 from ..gpt.layers import KVCache
 from ..gpt.block_model import BlockModel
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, tokenizer_of
@@ -168,12 +168,6 @@ def prepare_prompt(ids: list[int], context_length: int, start_with_eot: bool = F
     return ids, notices
 
 
-def tokenizer_logits(logits: torch.Tensor) -> torch.Tensor:
-    """The logits of the ids GPT-2's tokenizer has: a padded vocabulary's extra rows
-    (some conversions round 50,257 up to 50,304) are never chosen or shown."""
-    return logits[..., :GPT2_VOCAB]
-
-
 def sampler(s: GenerationSettings) -> torch.Generator | None:
     """The random generator sampling draws from (None for greedy or an unseeded run)."""
     return torch.Generator().manual_seed(s.seed) if (not s.greedy and s.seed is not None) else None
@@ -184,7 +178,7 @@ def sampling_probabilities(logits: torch.Tensor, s: GenerationSettings) -> torch
     temperature, then top-k and top-p cut (a cut token's probability is exactly 0);
     greedy puts everything on the most likely token. ``pick`` draws from this, and the
     live sampling view shows it."""
-    logits = tokenizer_logits(logits).float().cpu()
+    logits = logits.float().cpu()  # every row of the model's vocabulary
     if s.greedy:
         probs = torch.zeros_like(logits)
         probs[int(torch.argmax(logits))] = 1.0
@@ -206,7 +200,7 @@ def sampling_probabilities(logits: torch.Tensor, s: GenerationSettings) -> torch
 def pick(logits: torch.Tensor, s: GenerationSettings, gen: torch.Generator | None) -> int:
     """Choose the next id from one row of logits (vocab,)."""
     if s.greedy:
-        return int(torch.argmax(tokenizer_logits(logits)))
+        return int(torch.argmax(logits))
     return int(torch.multinomial(sampling_probabilities(logits, s), 1, generator=gen))
 
 
@@ -277,7 +271,7 @@ class GenerationStream:
             last = time.perf_counter()
             for index in range(s.max_new_tokens):
                 token = pick(logits, s, gen) if self.forced is None else self.forced[index]
-                probs = torch.softmax(tokenizer_logits(logits).float(), dim=-1)
+                probs = torch.softmax(logits.float(), dim=-1)
                 top = torch.topk(probs, min(s.show_top_k, probs.numel()))
                 now = time.perf_counter()
                 step = Step(
@@ -289,7 +283,7 @@ class GenerationStream:
                     is_eot=token == tok.eot_id,
                     capture=(first_capture if index == 0 and first_capture is not None
                              else recorder.snapshot(len(self.ids) - 1) if recorder else None),
-                    logits=(tokenizer_logits(logits).float().cpu().numpy()
+                    logits=(logits.float().cpu().numpy()
                             if s.capture_steps else None),
                 )
                 self.ids.append(token)

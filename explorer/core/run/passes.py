@@ -29,7 +29,7 @@ from .steps import StepRecorder
 from ..base.devices import check_memory
 from ..base.heap import give_back_freed_memory
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
-                         pick, prepare_prompt, sampler, tokenizer_logits)
+                         pick, prepare_prompt, sampler)
 from ..gpt.block_model import BlockModel
 from ..gpt.nodes import Kind, Role, block_hook_name, block_nodes, node_for_hook, order_of, parse_hook, role
 from ..gpt.tokenizer import gpt2_tokenizer, tokenizer_of
@@ -155,7 +155,7 @@ def as_batch(prompt: Batch | list[int], context_length: int, tokenizer=None) -> 
 
 
 def _top(logits_row: torch.Tensor, k: int = TOP_K) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    probs = torch.softmax(tokenizer_logits(logits_row).float(), dim=-1)
+    probs = torch.softmax(logits_row.float(), dim=-1)
     top = torch.topk(probs, min(k, probs.numel()))
     return tuple(top.indices.tolist()), tuple(top.values.tolist())
 
@@ -249,8 +249,8 @@ def _forward(model: BlockModel, batch: Batch, keep: Keep, should_stop, tolerate_
                   top_pieces=tuple(tok.token_piece(i) for i in top_ids), notices=notices,
                   seconds=seconds, batch=None if batch.size == 1 else batch, gelu_shares=shares,
                   dropped=tuple(cap.dropped), error=error, shares_later=tuple(shares_later),
-                  next_logits=None if logits is None else tokenizer_logits(  # a copy of
-                      logits[0, batch.lengths[0] - 1]).float().cpu().clone().numpy())  # one row
+                  next_logits=None if logits is None else (  # a copy of one row
+                      logits[0, batch.lengths[0] - 1]).float().cpu().clone().numpy())
     # (a view would keep the whole (T, vocab) logits alive: 200 MB a pass at T = 1,024)
     if not prefill or logits is None:
         return result, None
@@ -355,7 +355,7 @@ def _recomputing(model: BlockModel, prompt: Pass, prefill: Prefill, s: Generatio
             current, pre = _forward(model, batch, keep, should_stop, False, prefill=True, cached=False)
             logits = pre.logits
         token = pick(logits, s, gen) if forced is None else forced[index]
-        probs = torch.softmax(tokenizer_logits(logits).float(), dim=-1)
+        probs = torch.softmax(logits.float(), dim=-1)
         top = torch.topk(probs, min(s.show_top_k, probs.numel()))
         top_ids = tuple(top.indices.tolist())
         report(dataclasses.replace(

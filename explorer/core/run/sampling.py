@@ -13,7 +13,6 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from ..gpt.config import GPT2_VOCAB
 from .generation import GenerationSettings, pick
 
 
@@ -65,9 +64,9 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 def distribution(logits: np.ndarray, s: GenerationSettings) -> np.ndarray:
     """What a token is drawn from under ``s``: ``generation.sampling_probabilities`` in
-    numpy — the tokenizer's ids, the temperature, top-k, then top-p keeping the token
+    numpy — every id of the model's vocabulary, the temperature, top-k, then top-p keeping the token
     that crosses p; greedy puts everything on the most likely token."""
-    z = np.asarray(logits, dtype=np.float64)[:GPT2_VOCAB]
+    z = np.asarray(logits, dtype=np.float64)  # every row of the model's vocabulary
     if s.greedy:
         out = np.zeros_like(z)
         out[int(np.argmax(z))] = 1.0
@@ -86,13 +85,13 @@ def distribution(logits: np.ndarray, s: GenerationSettings) -> np.ndarray:
 
 def probability(logits: np.ndarray, token: int) -> float:
     """The model's probability of a token (temperature 1, nothing cut)."""
-    return float(softmax(np.asarray(logits, dtype=np.float64)[:GPT2_VOCAB])[token])
+    return float(softmax(np.asarray(logits, dtype=np.float64))[token])
 
 
 def reshape(logits: np.ndarray, settings: GenerationSettings,
             chosen: int | None = None) -> Reshaped:
     """The step's distribution before and after ``settings`` (greedy: all on the top)."""
-    row = np.asarray(logits, dtype=np.float64)[:GPT2_VOCAB]
+    row = np.asarray(logits, dtype=np.float64)
     return Reshaped(softmax(row), distribution(row, settings), chosen)
 
 

@@ -56,6 +56,7 @@ class LoadedModel:
     path: str | None = None
     notices: list[str] = field(default_factory=list)
     tokenizer: Tokenizer | None = None  # None: GPT-2's
+    tokenizer_note: str = ""  # said in the title: read with a tokenizer not its own
 
     def __post_init__(self) -> None:
         if self.tokenizer is None:
@@ -280,9 +281,12 @@ def _fingerprint(path: Path, fmt: str) -> list[tuple[str, int, int]]:
 
 
 def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | torch.dtype = "float32",
-                    config: GPTConfig | None = None, should_stop=None) -> LoadedModel:
+                    config: GPTConfig | None = None, should_stop=None,
+                    own_tokenizer: bool = False) -> LoadedModel:
     """Load any supported checkpoint into a BlockModel in eval mode. ``should_stop`` is
-    asked between the phases (read, convert, check, place); nothing is half-loaded."""
+    asked between the phases (read, convert, check, place); nothing is half-loaded.
+    ``own_tokenizer``: refuse a model of another vocabulary than GPT-2's that would be
+    read with GPT-2's tokenizer (none of its own beside it)."""
     p = Path(path).expanduser()
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     file_bytes = tensor_bytes_in_file(p)  # also detects the format and reads headers
@@ -300,6 +304,10 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
     sd, cfg, names = converted(p, sd, info, config, notices)
     tokenizer = tokenizer_for(p)
     check_vocabulary_size(p, cfg, tokenizer)
+    foreign = tokenizer_notes(cfg, tokenizer, notices)
+    if foreign and own_tokenizer:
+        raise CheckpointError(p, f"{foreign}; refused as asked (--own-tokenizer): put its "
+                                 "tokenizer.json, or Llama 3's tokenizer.model, beside it")
     validate_state_dict(p, sd, cfg)
     check(should_stop)
     params_bytes = count_parameters(cfg).total * torch.tensor([], dtype=dt).element_size()
@@ -328,8 +336,27 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
     trained = meta.get("trained", "true") != "false"
     if not trained:
         label += " · UNTRAINED"
-    return LoadedModel(model, cfg, fmt, label, trained=trained, path=str(p), notices=notices,
-                       tokenizer=tokenizer)
+    return LoadedModel(model, cfg, fmt, label + (f" · {foreign}" if foreign else ""),
+                       trained=trained, path=str(p), notices=notices, tokenizer=tokenizer,
+                       tokenizer_note=foreign)
+
+
+def tokenizer_notes(cfg: GPTConfig, tokenizer: Tokenizer, notices: list[str]) -> str:
+    """What a model's tokenizer does not cover, said in ``notices``: ids past its tokens
+    (a padded vocabulary: they show as <id N>). Returned, for the title: that the model
+    is read with GPT-2's tokenizer when it is not GPT-2's vocabulary ("" otherwise)."""
+    rows, spelled = cfg.vocab_size, tokenizer.vocab_size
+    foreign = ""
+    if tokenizer is gpt2_tokenizer() and cfg.family.files.own_tokenizer and rows != spelled:
+        foreign = "read with GPT-2's tokenizer, not its own"
+        notices.append(f"{foreign}: no tokenizer.json or tokenizer.model beside it, and its "
+                       f"{rows:,} token rows are not GPT-2's {spelled:,}, so its text is "
+                       "another vocabulary's")
+    if rows > spelled:
+        notices.append(f"ids {spelled:,}–{rows - 1:,} have no token in the tokenizer "
+                       f"({tokenizer.name}): {rows - spelled:,} of the model's {rows:,} rows, "
+                       "shown as <id N> (they can be chosen)")
+    return foreign
 
 
 _FORMAT_NAMES = {"hf-folder": "Hugging Face folder", "safetensors": "safetensors",

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..base.errors import CheckpointError
 from ..base.validate import FileKind, file_kind, parse_json, read_json, regular_file
 from ..gpt.families import for_model_type
-from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
+from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, spelled_text
 
 TOKENIZER_FILE = "tokenizer.json"
 _BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece's byte fallback
@@ -63,7 +63,10 @@ class HFTokenizer(Tokenizer):
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 
     def decode(self, ids: list[int]) -> str:
-        return self._tok.decode(list(ids), skip_special_tokens=False)
+        ids = list(ids)
+        if all(0 <= i < self.vocab_size for i in ids):
+            return self._tok.decode(ids, skip_special_tokens=False)
+        return spelled_text(self, ids)  # a padded row's id among them: <id N>
 
     def token_bytes(self, token_id: int) -> bytes:
         if token_id in self._specials:

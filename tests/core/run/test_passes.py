@@ -109,15 +109,25 @@ def test_a_prompt_outside_a_small_vocabulary_is_one_clear_error():
     assert run.views["out_head"].shape == (2, 3, 512)
 
 
-def test_a_padded_vocabulary_never_produces_ids_the_tokenizer_lacks():
-    padded = build_model(preset("tiny", vocab_size=50304), seed=0)
-    with torch.no_grad():  # make the extra rows the most likely by far
-        padded.tok_emb.weight[50257:] = padded.tok_emb.weight[:47].clone() * 0
-        padded.out_head.weight[50300] += 50.0
+def test_a_padded_vocabulary_is_every_row_a_token_shown_as_its_id_where_the_tokenizer_has_none():
+    """Probabilities over all 50,304 rows (not cut to the tokenizer's 50,257 and
+    renormalised); an extra row can be chosen, and is shown and written as <id N>."""
+    from explorer.core.gpt.tokenizer import decode, token_piece
+    padded = build_model(preset("tiny", vocab_size=50304, tie_weights=False), seed=0)
+    with torch.no_grad():  # an extra row twice the most likely real one: the most likely
+        first = padded(torch.tensor([IDS]))[0, -1]
+        top = int(first[:50257].argmax())
+        assert first[top] > 0
+        padded.out_head.weight[50300] = 2 * padded.out_head.weight[top]
     reports = []
     prompt_then_generate(padded, IDS, GenerationSettings(max_new_tokens=3),
                          lambda r: isinstance(r, Completed) or reports.append(r))
-    assert all(i < 50257 for r in reports for i in r.top_ids)
-    assert all(r.token_id < 50257 for r in reports[1:])
-    from explorer.core.gpt.tokenizer import token_piece
-    assert token_piece(50300) == "<id 50300>"
+    with torch.no_grad():
+        logits = padded(torch.tensor([IDS]))[0, -1].double()
+    want = torch.softmax(logits, -1)  # over every row, computed here
+    prompt = reports[0]
+    assert int(want.argmax()) == 50300 and prompt.next_logits.shape == (50304,)
+    assert prompt.top_ids[0] == 50300 and prompt.top_pieces[0] == "<id 50300>"
+    assert prompt.top_probs[0] == pytest.approx(float(want[50300]), rel=1e-5)
+    assert reports[1].token_id == 50300 and reports[1].prob == pytest.approx(float(want[50300]), rel=1e-5)
+    assert token_piece(50300) == "<id 50300>" and decode([40, 50300]) == "I<id 50300>"

@@ -98,7 +98,11 @@ def test_hf_bin_with_prefix_and_lm_head_matches(hf_model, tmp_path):
     torch.save(sd, tmp_path / "pytorch_model.bin")
     hf_model.config.to_json_file(tmp_path / "config.json")
     loaded = load_checkpoint(tmp_path / "pytorch_model.bin")  # config.json beside it is read
-    assert loaded.config.n_heads == hf_model.config.n_head and not loaded.notices
+    padded = hf_model.config.vocab_size - 50257  # a padded vocabulary's rows: said
+    assert loaded.config.n_heads == hf_model.config.n_head and loaded.notices == (
+        [f"ids 50,257–{hf_model.config.vocab_size - 1:,} have no token in the tokenizer (GPT-2): "
+         f"{padded} of the model's {hf_model.config.vocab_size:,} rows, shown as <id N> (they "
+         "can be chosen)"] if padded else [])
     ids = _ids(hf_model)
     assert (our_logits(loaded, ids) - hf_logits(hf_model, ids)).abs().max() <= 1e-4
     assert loaded.model.out_head.weight is loaded.model.tok_emb.weight
@@ -411,3 +415,35 @@ def test_a_config_with_gpt2s_own_values_spelled_out_opens(tmp_path):
     ids = _ids(model)
     torch.testing.assert_close(our_logits(load_checkpoint(tmp_path), ids), hf_logits(model, ids),
                                atol=1e-4, rtol=1e-4)
+
+
+def test_a_model_read_with_gpt2s_tokenizer_says_so_in_its_title_or_is_refused(tmp_path, capsys):
+    """A book Qwen3 .pth of 50,400 rows with no tokenizer beside it: opened with GPT-2's
+    tokenizer, its title says so and a notice says which ids have no token; with
+    --own-tokenizer it is refused in one line; a model of GPT-2's 50,257 rows (trained
+    here) gets no word."""
+    import json
+    from explorer.cli import main
+    cfg = preset("qwen3-tiny", vocab_size=50400)
+    torch.save(build_model(cfg, seed=1).state_dict(), tmp_path / "model.pth")
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"vocab_size": 50400, "context_length": 64, "emb_dim": 32, "n_heads": 4, "n_layers": 2,
+         "hidden_dim": cfg.hidden_dim, "head_dim": 16, "qk_norm": True, "n_kv_groups": 2,
+         "rope_base": 1e6, "dtype": "bfloat16"}))
+    loaded = load_checkpoint(tmp_path / "model.pth")
+    assert loaded.label.endswith(" · read with GPT-2's tokenizer, not its own")
+    assert any(n.startswith("read with GPT-2's tokenizer, not its own: no tokenizer.json or "
+                            "tokenizer.model beside it, and its 50,400 token rows are not "
+                            "GPT-2's 50,257") for n in loaded.notices)
+    assert "ids 50,257–50,399 have no token in the tokenizer (GPT-2): 143 of the model's " \
+           "50,400 rows, shown as <id N>" in "; ".join(loaded.notices)
+    assert main(["generate", "Hi", "--checkpoint", str(tmp_path / "model.pth"),
+                 "--max-new-tokens", "1", "--own-tokenizer"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "read with GPT-2's tokenizer, not its own; refused as asked " \
+        "(--own-tokenizer)" in err[0]
+    same = preset("qwen3-tiny")  # GPT-2's own 50,257 rows (a model trained here): no word
+    torch.save(build_model(same, seed=1).state_dict(), tmp_path / "model.pth")
+    (tmp_path / "config.json").unlink()
+    loaded = load_checkpoint(tmp_path / "model.pth", own_tokenizer=True)
+    assert "tokenizer" not in loaded.label and not any("tokenizer" in n for n in loaded.notices)

@@ -306,8 +306,8 @@ WORDS = Words(
                  "them: {runs}, with no dropout.",
     },
     lacks=_lacks,
-    name=lambda cfg: "Qwen3" if cfg.qk_norm else "Llama",
-    size_note=lambda cfg: " · Llama block" + (
+    name=lambda cfg: "Qwen3" if cfg.qk_norm else "Qwen2" if cfg.qkv_bias else "Llama",
+    size_note=lambda cfg: f" · {WORDS.name(cfg)} block" + (
         "" if cfg.norm_position == NormPosition.PRE else f" · {cfg.norm_position.title}"),
 )
 _QKV = ("att.W_query", "att.W_key", "att.W_value")
