@@ -109,20 +109,37 @@ def _eos(folder: Path) -> int | None:
 
 def tokenizer_for(path: str | Path) -> Tokenizer:
     """The tokenizer of a checkpoint: the tokenizer.json in its folder (or beside its
-    file), else GPT-2's."""
+    file), else Llama 3's tokenizer.model (tiktoken's format), else GPT-2's. A tokenizer
+    file that is there but not a regular file (a folder, a FIFO, a device) is refused in
+    words, never passed over for GPT-2's."""
+    from .tiktoken_file import TIKTOKEN_FILE, TiktokenFileTokenizer
     p = Path(path)
     folder = p if file_kind(p) == FileKind.FOLDER else p.parent
-    found = folder / TOKENIZER_FILE
-    if file_kind(found) != FileKind.FILE:
-        return gpt2_tokenizer()
-    name = folder.name
+    for file_name in (TOKENIZER_FILE, TIKTOKEN_FILE):
+        found = folder / file_name
+        kind = file_kind(found)
+        if kind == FileKind.MISSING:
+            continue
+        if kind != FileKind.FILE:
+            raise CheckpointError(found, f"{'a folder' if kind == FileKind.FOLDER else kind}, not "
+                                         "a regular file: the model's tokenizer cannot be read "
+                                         "from it (remove it to read the model with GPT-2's)")
+        named = _family_name(folder)
+        if file_name == TIKTOKEN_FILE:  # the book's Llama 3 files: its tokenizer
+            return TiktokenFileTokenizer(found, f"{named or 'Llama 3'} ({file_name})", _eos(folder))
+        return HFTokenizer(found, f"{named or folder.name} ({file_name})", _eos(folder))
+    return gpt2_tokenizer()
+
+
+def _family_name(folder: Path) -> str | None:
+    """What config.json's model_type calls the model ("Qwen3"), or None."""
     config = folder / "config.json"
-    if file_kind(config) == FileKind.FILE:
-        try:
-            data = read_json(config, "a config")
-            kind = data.get("model_type") if isinstance(data, dict) else None
-            family = for_model_type(kind)
-            name = family.files.hf_name(kind) if family is not None else name
-        except CheckpointError:
-            pass
-    return HFTokenizer(found, f"{name} ({TOKENIZER_FILE})", _eos(folder))
+    if file_kind(config) != FileKind.FILE:
+        return None
+    try:
+        data = read_json(config, "a config")
+    except CheckpointError:
+        return None
+    kind = data.get("model_type") if isinstance(data, dict) else None
+    family = for_model_type(kind)
+    return family.files.hf_name(kind) if family is not None else None
