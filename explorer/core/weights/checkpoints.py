@@ -248,9 +248,12 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
     if file_kind(config_json) != FileKind.MISSING and "config" not in info:
         try:
             beside = read_json(config_json, "a config")
-        except CheckpointError as exc:
-            info.setdefault("notices", []).append(f"ignored {exc}")
-            beside = None
+        except CheckpointError as exc:  # beside it, meant for it, unreadable: never guessed past
+            raise CheckpointError(config_json, f"{exc.problem}; the config beside the weights "
+                                               "cannot be read, and the model's heads, rotary "
+                                               "base and norms come from it: write it again "
+                                               "(json.dump(CONFIG, f, default=str)) or remove "
+                                               "it") from None
         if for_config(beside) is not None:
             info["hf_config"] = beside  # Hugging Face's config.json of a family we open
         elif isinstance(beside, dict) and "n_heads" in beside:

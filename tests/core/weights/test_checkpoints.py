@@ -447,3 +447,28 @@ def test_a_model_read_with_gpt2s_tokenizer_says_so_in_its_title_or_is_refused(tm
     (tmp_path / "config.json").unlink()
     loaded = load_checkpoint(tmp_path / "model.pth", own_tokenizer=True)
     assert "tokenizer" not in loaded.label and not any("tokenizer" in n for n in loaded.notices)
+
+
+def test_a_config_json_cut_short_beside_a_book_pth_is_named_unreadable(tmp_path):
+    """json.dump(LLAMA32_CONFIG_1B, f) without default=str stops at the dtype and leaves a
+    truncated config.json: the .pth is refused naming that file as unreadable, not opened
+    with another shape's rotary base; written again as the README says, it opens."""
+    cfg = preset("llama-tiny", rope_base=500000.0)
+    model = build_model(cfg, seed=1)
+    torch.save(model.state_dict(), tmp_path / "model.pth")
+    book = {"vocab_size": 50257, "context_length": 64, "emb_dim": 32, "n_heads": 4,
+            "n_layers": 2, "hidden_dim": cfg.hidden_dim, "n_kv_groups": 2, "rope_base": 500000.0,
+            "dtype": torch.bfloat16}
+    with open(tmp_path / "config.json", "w") as f, pytest.raises(TypeError):
+        json.dump(book, f)  # as a reader would, without default=str
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(tmp_path / "model.pth")
+    assert str(refused.value).startswith(f"{tmp_path / 'config.json'}: not valid JSON")
+    assert "the config beside the weights cannot be read" in str(refused.value)
+    with open(tmp_path / "config.json", "w") as f:
+        json.dump(book, f, default=str)
+    loaded = load_checkpoint(tmp_path / "model.pth")
+    assert loaded.config.rope_base == 500000.0
+    ids = torch.tensor([[5, 9, 2]])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model(ids), model.eval()(ids))
