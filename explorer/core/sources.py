@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,8 +292,11 @@ def _open_model(spec: ModelSpec, should_stop=None) -> LoadedModel:
                 raise ValueError(f"{want!r} is not in the Hugging Face cache at {hub.cache_dir()}; "
                                  f"get it with `gpt-explorer download {want}`")
             return load_cached(cached, device, dtype, should_stop)
-        from .experiments.snapshots import resolve, snapshot_label, trained_label
+        from .experiments.snapshots import resolve, run_folder_of, snapshot_label, trained_label
+        from .experiments.train_files import MODEL_FILE
         path = resolve(spec.checkpoint)
+        if Path(path).is_dir() and run_folder_of(path) is not None:  # a run's folder: its model
+            path = str(Path(path) / MODEL_FILE)
         loaded = load_checkpoint(path, device=device, dtype=dtype, should_stop=should_stop,
                                  own_tokenizer=spec.own_tokenizer)
         # which run, which step, how far it got (and a tokenizer not its own, still said)

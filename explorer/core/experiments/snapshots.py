@@ -173,6 +173,8 @@ def trained_label(path: str | Path) -> str | None:
     """'trained here: mini, 200 steps, validation loss 5.83 (runs/train)' for the model of
     a training run's folder (its trainer.json beside it), else None."""
     p = Path(path)
+    if p.is_dir() and (p / MODEL_FILE).is_file():  # the run's folder, opened as a folder
+        p = p / MODEL_FILE
     if p.name != MODEL_FILE or not (p.parent / STATE_FILE).is_file():
         return None
     try:
@@ -182,6 +184,20 @@ def trained_label(path: str | Path) -> str | None:
         return f"trained here: {settings['preset']}, {step:,} steps{said} ({p.parent})"
     except (ValueError, OSError, KeyError, TypeError, IndexError):
         return None  # a damaged trainer.json: the checkpoint's own label stays
+
+
+def run_folder_of(checkpoint: str | None) -> Path | None:
+    """The training run a checkpoint belongs to (its folder, its model.safetensors, one
+    of its snapshots, ``RUN@stepN``), or None for any other model."""
+    if not checkpoint:
+        return None
+    m = AT_STEP.match(checkpoint)
+    p = Path(m["folder"] if m else checkpoint)
+    if NAME.match(p.name) and p.parent.name == SNAPSHOT_DIR:
+        p = p.parent.parent
+    elif p.name == MODEL_FILE:
+        p = p.parent
+    return p if p.is_dir() and (p / MODEL_FILE).is_file() and (p / STATE_FILE).is_file() else None
 
 
 def resolve(checkpoint: str) -> str:

@@ -36,7 +36,7 @@ from ..gpt.build import new_model
 from ..gpt.sizes import count_parameters, describe_size
 from ..gpt.block_model import BlockModel
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer
-from .tokenizers_files import tokenizer_for
+from .tokenizers_files import check_vocabulary_size, tokenizer_for, tokenizer_notes
 from .tf_bundle import BundleError, open_bundle
 from .tf_checkpoint import is_tf_checkpoint, read_tf_checkpoint, tf_files
 from ..base.validate import FileKind, file_kind, parse_json, read_json, regular_file
@@ -344,40 +344,10 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
                        tokenizer_note=foreign)
 
 
-def tokenizer_notes(cfg: GPTConfig, tokenizer: Tokenizer, notices: list[str]) -> str:
-    """What a model's tokenizer does not cover, said in ``notices``: ids past its tokens
-    (a padded vocabulary: they show as <id N>). Returned, for the title: that the model
-    is read with GPT-2's tokenizer when it is not GPT-2's vocabulary ("" otherwise)."""
-    rows, spelled = cfg.vocab_size, tokenizer.vocab_size
-    foreign = ""
-    if tokenizer is gpt2_tokenizer() and cfg.family.files.own_tokenizer and rows != spelled:
-        foreign = "read with GPT-2's tokenizer, not its own"
-        notices.append(f"{foreign}: no tokenizer.json or tokenizer.model beside it, and its "
-                       f"{rows:,} token rows are not GPT-2's {spelled:,}, so its text is "
-                       "another vocabulary's")
-    if rows > spelled:
-        notices.append(f"ids {spelled:,}–{rows - 1:,} have no token in the tokenizer "
-                       f"({tokenizer.name}): {rows - spelled:,} of the model's {rows:,} rows, "
-                       "shown as <id N> (they can be chosen)")
-    return foreign
-
-
 _FORMAT_NAMES = {"hf-folder": "Hugging Face folder", "safetensors": "safetensors",
                  "openai-tf": "OpenAI TensorFlow checkpoint",
                  "torch-zip": "PyTorch state dict", "torch-legacy": "PyTorch state dict (legacy)",
                  PROJECT_FORMAT: "explorer checkpoint"}
-
-
-def check_vocabulary_size(path, cfg: GPTConfig, tokenizer: Tokenizer | None = None) -> None:
-    """The model needs a row for each id its tokenizer produces (a larger, padded
-    vocabulary is fine: its extra ids are never produced)."""
-    tokenizer = tokenizer or gpt2_tokenizer()
-    if cfg.vocab_size < tokenizer.vocab_size:
-        fix = " (a model of its own vocabulary needs its tokenizer.json beside it)" if (
-            tokenizer is gpt2_tokenizer() and cfg.family.files.own_tokenizer) else ""
-        raise CheckpointError(path, f"this model has {cfg.vocab_size:,} tokens; {tokenizer.name}'s "
-                                    f"tokenizer, which the explorer uses, needs "
-                                    f"{tokenizer.vocab_size:,}{fix}")
 
 
 def save_checkpoint(model: BlockModel, path: str | os.PathLike, trained: bool = True,

@@ -1,17 +1,23 @@
 """A model folder's own tokenizer: ``tokenizer.json`` (Llama, Qwen, SmolLM2…) read by the
-``tokenizers`` library, behind the explorer's ``Tokenizer``; a folder without one is read
-with GPT-2's. Nothing here runs code from a file: tokenizer.json is JSON data."""
+``tokenizers`` library, behind the explorer's ``Tokenizer``, or Llama 3's tokenizer.model
+(tiktoken_file.py); a folder without one is read with GPT-2's. Whether a model's rows and
+its tokenizer fit, and what is said when they do not. Nothing here runs code from a file:
+tokenizer.json is JSON data."""
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 from ..base.errors import CheckpointError
 from ..base.validate import FileKind, file_kind, parse_json, read_json, regular_file
 from ..gpt.families import for_model_type
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, spelled_text
+
+if TYPE_CHECKING:
+    from ..gpt.config import GPTConfig
 
 TOKENIZER_FILE = "tokenizer.json"
 _BYTE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")  # SentencePiece's byte fallback
@@ -143,3 +149,33 @@ def _family_name(folder: Path) -> str | None:
     kind = data.get("model_type") if isinstance(data, dict) else None
     family = for_model_type(kind)
     return family.files.hf_name(kind) if family is not None else None
+
+
+def check_vocabulary_size(path, cfg: GPTConfig, tokenizer: Tokenizer | None = None) -> None:
+    """The model needs a row for each id its tokenizer produces (a larger, padded
+    vocabulary is fine: its extra ids are never produced)."""
+    tokenizer = tokenizer or gpt2_tokenizer()
+    if cfg.vocab_size < tokenizer.vocab_size:
+        fix = " (a model of its own vocabulary needs its tokenizer.json beside it)" if (
+            tokenizer is gpt2_tokenizer() and cfg.family.files.own_tokenizer) else ""
+        raise CheckpointError(path, f"this model has {cfg.vocab_size:,} tokens; {tokenizer.name}'s "
+                                    f"tokenizer, which the explorer uses, needs "
+                                    f"{tokenizer.vocab_size:,}{fix}")
+
+
+def tokenizer_notes(cfg: GPTConfig, tokenizer: Tokenizer, notices: list[str]) -> str:
+    """What a model's tokenizer does not cover, said in ``notices``: ids past its tokens
+    (a padded vocabulary: they show as <id N>). Returned, for the title: that the model
+    is read with GPT-2's tokenizer when it is not GPT-2's vocabulary ("" otherwise)."""
+    rows, spelled = cfg.vocab_size, tokenizer.vocab_size
+    foreign = ""
+    if tokenizer is gpt2_tokenizer() and cfg.family.files.own_tokenizer and rows != spelled:
+        foreign = "read with GPT-2's tokenizer, not its own"
+        notices.append(f"{foreign}: no tokenizer.json or tokenizer.model beside it, and its "
+                       f"{rows:,} token rows are not GPT-2's {spelled:,}, so its text is "
+                       "another vocabulary's")
+    if rows > spelled:
+        notices.append(f"ids {spelled:,}–{rows - 1:,} have no token in the tokenizer "
+                       f"({tokenizer.name}): {rows - spelled:,} of the model's {rows:,} rows, "
+                       "shown as <id N> (they can be chosen)")
+    return foreign

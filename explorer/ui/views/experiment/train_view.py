@@ -22,12 +22,13 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
 from ....core.sources import ModelSpec
 from ....core.base.state import data_dir
 from ....core.experiments.train_estimate import MEASURING, Estimate, result_words
-from ....core.experiments.snapshots import (Snapshot, SnapshotEvent, kept_runs, list_snapshots,
+from ....core.experiments.snapshots import (Snapshot, SnapshotEvent, list_snapshots, run_folder_of,
                                            run_history)
 from ....core.experiments.train_files import free_run_dir, latest_run_dir
 from ....core.experiments.train_process import train_in_process
 from ....core.experiments.training import CheckpointEvent, EvalEvent, StepEvent, TrainSettings
 from ...base.jobs import JobRunner
+from ...widgets.run_beside import RunBeside
 from ...widgets.snapshot_compare import SnapshotCompare
 from ...widgets.snapshot_timeline import SnapshotTimeline
 from ...plots.figures import LossCurves
@@ -72,43 +73,27 @@ class TrainPanel(ViewHooks, QWidget):
         layout.addWidget(self.results, 1)
         self._reset()
         self._timeline_from_disk()
+        session.modelChanged.connect(self._follow_model)
+        self._follow_model()
 
     def _loss_page(self) -> QWidget:
         """The loss curve, and another run kept beside this one to draw with it."""
-        self.beside = QComboBox()
-        self.beside.setToolTip("Another run kept beside this one (runs/train, runs/train-2, "
-                               "…), its evaluations dashed on the same axes: mini beside "
-                               "llama-mini, say, trained on the same text")
-        self.beside.activated.connect(lambda _i: self._draw_beside())
-        row = QHBoxLayout()
-        row.addWidget(QLabel("Beside:"))
-        row.addWidget(self.beside, 1)
+        self.beside = RunBeside()
+        self.beside.chosen.connect(self._draw_beside)
         page = QWidget()
         column = QVBoxLayout(page)
         column.setContentsMargins(0, 4, 0, 0)
-        column.addLayout(row)
+        column.addWidget(self.beside)
         column.addWidget(self.plot, 1)
         return page
 
     def _fill_beside(self) -> None:
         """The other runs kept beside the checkpoint folder, the one drawn kept."""
-        here = Path(self.out_dir.text().strip() or ".")
-        drawn = self.beside.currentData()
-        self.beside.clear()
-        self.beside.addItem("no other run", None)
-        self._own = None  # the shown run's model, to name its curves beside another's
-        for run in kept_runs(here):
-            if run.folder.resolve() != here.resolve():
-                self.beside.addItem(run.label, run)
-            else:
-                self._own = run.preset
-        at = next((i for i in range(self.beside.count()) if self.beside.itemData(i) is not None
-                   and drawn is not None and self.beside.itemData(i).folder == drawn.folder), 0)
-        self.beside.setCurrentIndex(at)
+        self._own = self.beside.fill(Path(self.out_dir.text().strip() or "."))
         self._draw_beside()
 
     def _draw_beside(self) -> None:
-        run = self.beside.currentData()
+        run = self.beside.current()
         own = self.preset.currentText() if self.job is not None else self._own
         self.curves.name_own(own if run is not None else None)
         if run is None:
@@ -227,6 +212,17 @@ class TrainPanel(ViewHooks, QWidget):
         """The prompt last run (a batch's first), which snapshots are compared on."""
         p = self.session.prompt
         return None if p is None else list(p.batch.sample(0) if p.batch is not None else p.ids)
+
+    def _follow_model(self) -> None:
+        """A training run's model opened (from anywhere: its folder, its file, a
+        snapshot): its folder, curve, snapshots and Beside list come to the tab."""
+        info = self.session.model
+        folder = run_folder_of(info.spec.checkpoint) if info is not None else None
+        here = Path(self.out_dir.text().strip() or ".")
+        if folder is None or self.job is not None or (here.is_dir() and folder.samefile(here)):
+            return
+        self.out_dir.setText(str(folder))
+        self._timeline_from_disk()
 
     def _timeline_from_disk(self) -> None:
         """A run kept in the checkpoint folder: its snapshots come back on the slider,

@@ -213,9 +213,10 @@ def test_llama_mini_trains_beside_a_gpt2_run_and_its_snapshots_are_followed(
     qtbot.waitUntil(lambda: (window.session.model.config.family.name == "llama") and "llama-mini, 4 steps" in
                     window.session.model.label, timeout=TRAINING)
     assert [s.step for s in panel.timeline.snapshots] == [0, 4]
-    items = [panel.beside.itemText(i) for i in range(panel.beside.count())]
+    combo = panel.beside.combo
+    items = [combo.itemText(i) for i in range(combo.count())]
     assert items[0] == "no other run" and items[1].startswith("tiny, 4 steps, validation ")
-    panel.beside.setCurrentIndex(1)
+    combo.setCurrentIndex(1)
     panel._draw_beside()
     gpt2 = run_history(out)
     dashed = panel.curves.beside
@@ -224,7 +225,7 @@ def test_llama_mini_trains_beside_a_gpt2_run_and_its_snapshots_are_followed(
     assert "tiny: validation" in names and "tiny: train" in names
     assert "llama-mini: train (evaluation)" in names  # the shown run named after its model
     assert list(panel.curves.val.getData()[1]) == [e.val_loss for e in panel.evals]
-    panel.beside.setCurrentIndex(0)
+    combo.setCurrentIndex(0)
     panel._draw_beside()
     assert panel.curves.beside == [] and "tiny: validation" not in \
         [label.text for _sample, label in panel.curves.legend.items]
@@ -251,3 +252,25 @@ def test_a_snapshot_picked_by_hand_unticks_follow_and_says_so(qtbot):
     assert not panel.follow.isChecked() and panel.timeline.slider.value() == 0
     assert alone.session.status.startswith("Follow training unticked: the snapshot you picked")
     panel.timeline._rest.stop()  # no model to load these made-up snapshots into
+
+
+@pytest.mark.parametrize("opened_as", ["folder", "file"])
+def test_a_run_opened_from_anywhere_brings_its_name_curve_and_snapshots(qtbot, make_window,
+                                                                      tmp_path, opened_as):
+    """A run trained elsewhere (not under the data folder), opened as its folder or as its
+    model.safetensors: named as trained here, its folder, evaluations and snapshots in
+    the Train tab."""
+    from explorer.cli import main
+    from explorer.core.experiments.snapshots import run_history
+    run = tmp_path / "somewhere" / "my-run"
+    assert main(["train", "--preset", "tiny", "--steps", "4", "--batch-size", "2",
+                 "--snapshots", "2", "--out", str(run)]) == 0
+    loss = run_history(run)[-1]["val_loss"]
+    window = make_window(preset=None, checkpoint=str(run if opened_as == "folder" else
+                                                      run / "model.safetensors"))
+    assert window.session.model.label == f"trained here: tiny, 4 steps, validation loss " \
+                                         f"{loss:.2f} ({run})"
+    panel = window.view("train")
+    assert panel.out_dir.text() == str(run)
+    assert [s.step for s in panel.timeline.snapshots] == [0, 4]
+    assert list(panel.curves.val.getData()[1]) == [e["val_loss"] for e in run_history(run)]
