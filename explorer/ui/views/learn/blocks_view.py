@@ -9,128 +9,35 @@ The figures and the prompt run are engine jobs."""
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QPainter, QPen
-from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLayout, QLabel,
-                               QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QTabWidget,
+                               QVBoxLayout, QWidget)
 
 from ....core.gpt.config import preset
-from ....core.gpt.nodes import Kind, Role, block_steps, order_of, role
+from ....core.gpt.nodes import Role, order_of, role
 from ....core.lessons.compare_blocks import (Comparison, compare, family_name, others_for,
                                              prompt_values, shape_only)
 from ....core.lessons.rope_shift import SHIFTS, rope_shift
-from ....core.sources import random_model
+from ....core.base.state import data_dir
+from ....core.experiments.snapshots import kept_runs
+from ....core.sources import ModelSpec, open_model, random_model
 from ...base.session import Session
 from ...base.view import ViewHooks
 from ...base.view_jobs import EngineLike, ViewJobs
 from ...plots.plot_axes import plot_widget
 from ...plots.plot_text import set_empty, set_title
+from ...widgets.blocks_drawing import BlocksDrawing
 from ...widgets.job_controls import JobControls
 from ...widgets.scrolling import scrolling
 
-COLOURS = {Kind.NORM: "#fff3b0", Kind.RMSNORM: "#fff3b0", Kind.ATTENTION: "#dce8fb",
-           Kind.FFN: "#d8f0d8", Kind.DROPOUT: "#eeeeee", Kind.ADD: "#e8e0f4"}
 PENS = ("#1f4e8c", "#d2691e")  # the loaded model's, the other's
 NEAR_ZERO = 0.05
 EMPTY = "Run a prompt (Ctrl+Enter), then “Compare on the prompt”"
-
-
-class BlocksDrawing(QGraphicsView):
-    """The two blocks side by side, each a column of its steps from the top; a dashed line
-    joins the steps that do the same job, a step the other block has not stands alone."""
-
-    W, H, GAP, APART = 150.0, 24.0, 12.0, 230.0
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.setScene(QGraphicsScene(self))
-        self.setRenderHint(QPainter.Antialiasing)
-        self.boxes: list[dict[str, QRectF]] = []
-
-    def draw(self, orders: tuple, titles: tuple[str, str]) -> None:
-        scene = self.scene()
-        scene.clear()
-        steps = [block_steps(order) for order in orders]
-        rows = aligned([n.key for n in steps[0]], [n.key for n in steps[1]])
-        either = {n.key: n for nodes in steps for n in nodes}
-        self.boxes = [self._column(scene, i * self.APART, nodes, rows, i, title, either)
-                      for i, (nodes, title) in enumerate(zip(steps, titles))]
-        left, right = self.boxes
-        dashed = QPen(QColor("#777777"), 1, Qt.DashLine)
-        for key, a in left.items():
-            if key in right:
-                scene.addLine(a.right(), a.center().y(), right[key].left(),
-                              right[key].center().y(), dashed)
-        self.setMinimumHeight(min(420, int(scene.itemsBoundingRect().height()) + 8))
-        self._fit()
-
-    def _column(self, scene, x0: float, nodes, rows: list, side: int, title: str,
-                either: dict) -> dict[str, QRectF]:
-        head = scene.addSimpleText(title)
-        font = head.font()
-        font.setBold(True)
-        head.setFont(font)
-        head.setPos(x0, 0)
-        boxes, by_key = {}, {n.key: n for n in nodes}
-        for i, row in enumerate(rows):
-            rect = QRectF(x0, 30 + i * (self.H + self.GAP), self.W, self.H)
-            key = row[side]
-            if key is None:  # the other block's step, which this one has not
-                scene.addRect(rect, QPen(QColor("#bbbbbb"), 1, Qt.DotLine))
-                text = scene.addSimpleText(f"no {either[row[1 - side]].kind.value}")
-                text.setBrush(QBrush(QColor("#888888")))
-            else:
-                node = by_key[key]
-                scene.addRect(rect, QPen(QColor("#555555")),
-                              QBrush(QColor(COLOURS.get(node.kind, "#ffffff"))))
-                text = scene.addSimpleText(node.label)
-                boxes[key] = rect
-            text.setPos(rect.x() + (self.W - text.boundingRect().width()) / 2,
-                        rect.y() + (self.H - text.boundingRect().height()) / 2)
-            if i:
-                scene.addLine(rect.center().x(), rect.y() - self.GAP, rect.center().x(),
-                              rect.y(), QPen(QColor("#444444")))
-        return boxes
-
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
-        super().resizeEvent(event)
-        self._fit()
-
-    def _fit(self) -> None:
-        rect = self.scene().itemsBoundingRect()
-        if rect.isEmpty():
-            return
-        port = self.viewport().size()
-        scale = max(0.6, min(1.3, (port.width() - 8) / rect.width(),
-                             (port.height() - 8) / rect.height()))
-        self.resetTransform()
-        self.scale(scale, scale)
-        self.centerOn(rect.center())
-
-
-def aligned(a: list[str], b: list[str]) -> list[tuple[str | None, str | None]]:
-    """The two blocks' steps in rows: a step both have on one row (the longest common
-    order of the two), a step only one has beside an empty place."""
-    best = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
-    for i in range(len(a) - 1, -1, -1):
-        for j in range(len(b) - 1, -1, -1):
-            best[i][j] = best[i + 1][j + 1] + 1 if a[i] == b[j] else max(best[i + 1][j],
-                                                                         best[i][j + 1])
-    rows, i, j = [], 0, 0
-    while i < len(a) or j < len(b):
-        if i < len(a) and j < len(b) and a[i] == b[j]:
-            rows.append((a[i], b[j]))
-            i, j = i + 1, j + 1
-        elif j >= len(b) or (i < len(a) and best[i + 1][j] >= best[i][j + 1]):
-            rows.append((a[i], None))
-            i += 1
-        else:
-            rows.append((None, b[j]))
-            j += 1
-    return rows
+BROWSE = "Other checkpoint or folder…"
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:
@@ -175,8 +82,12 @@ class BlocksView(ViewHooks, QWidget):
         self.values: tuple[dict, dict] | None = None  # each model's role nodes on the prompt
         self.shift = None  # RoPE's shifted scores on the Llama-family model
         self.other = QComboBox()
-        self.other.setToolTip("A preset of the other block family, with random weights")
-        self.other.activated.connect(lambda _i: self.refresh())
+        self.other.setToolTip("The model set beside the loaded one: a preset of the other "
+                              "block family (random weights), a run kept here, or any "
+                              "checkpoint or model folder")
+        self.other.activated.connect(self._chosen)
+        self._other = None  # the checkpoint set beside, once loaded (a preset is built)
+        self._other_cfg = None
         self.controls = JobControls("Compare on the prompt", self.run_prompt, "Run the prompt "
                                     "through both models and show each role's values")
         self.run_button = self.controls.run_button
@@ -239,7 +150,8 @@ class BlocksView(ViewHooks, QWidget):
 
     # ------------------------------------------------------------------ requests
     def _new_model(self) -> None:
-        """Another model is loaded: the presets of the other family, the closest first."""
+        """Another model is loaded: the presets of the other family (the closest first),
+        the runs kept here, and any other checkpoint."""
         info = self.session.model
         self.figures.forget()
         self.prompt_jobs.forget()
@@ -247,26 +159,73 @@ class BlocksView(ViewHooks, QWidget):
         self.other.clear()
         if info is None:
             return
-        self.other.addItems(list(others_for(info.config)))
+        for name in others_for(info.config):
+            self.other.addItem(name, ModelSpec(preset=name))
+        for run in kept_runs(data_dir() / "runs" / "train"):
+            self.other.addItem(f"run: {run.label}", ModelSpec(checkpoint=str(run.folder)))
+        self.other.addItem(BROWSE, BROWSE)
+        self.refresh()
+
+    def _chosen(self, _index: int) -> None:
+        """A choice in Beside: "Other checkpoint…" asks for the file first."""
+        if self.other.currentData() == BROWSE:
+            path, _ = QFileDialog.getOpenFileName(
+                self, "A checkpoint to set beside the loaded model", "",
+                "Checkpoints (*.safetensors *.pth *.pt *.bin config.json);;All files (*)")
+            if not path:
+                self.other.setCurrentIndex(0)
+                return
+            self.choose_checkpoint(path)
+            return
+        self.refresh()
+
+    def choose_checkpoint(self, path: str) -> None:
+        """Set the checkpoint at ``path`` (a file, or a folder's config.json) beside."""
+        if Path(path).name == "config.json":  # a Hugging Face folder, picked by its config
+            path = str(Path(path).parent)
+        at = self.other.count() - 1
+        self.other.insertItem(at, Path(path).name, ModelSpec(checkpoint=path))
+        self.other.setCurrentIndex(at)
         self.refresh()
 
     def refresh(self) -> None:
-        """The drawing now; the roles, parameters and caches from the models, as a job."""
-        info, name = self.session.model, self.other.currentText()
-        if info is None or not name:
+        """The drawing and the roles, parameters and caches: a preset's at once (from its
+        shapes), a checkpoint's once the engine has loaded it."""
+        info, spec = self.session.model, self.other.currentData()
+        if info is None or not isinstance(spec, ModelSpec):
             return
-        cfg = preset(name)
         mine = info.label.split(" · ")[0][:40]  # its name, without the notes after it
-        self.drawing.draw((order_of(info.config), order_of(cfg)),
-                          (f"{mine} · {family_name(info.config)}", f"{name} · {family_name(cfg)}"))
+        self._other = None
         self.values = None
-        self.draw_values()
-        labels = (mine, f"{name} (random weights)")
+        if spec.preset:
+            name = spec.preset
+            self._draw(preset(name), f"{name} · {family_name(preset(name))}")
+            labels = (mine, f"{name} (random weights)")
+            self.figures.run(lambda ctx: compare(ctx.model, shape_only(name), labels),
+                             "compare blocks", finished=self.show_comparison)
+            return
+        self._other_cfg = None
+        self.words.setText(f"Loading {spec.checkpoint} to set it beside…")
 
         def job(ctx):
-            return compare(ctx.model, shape_only(name), labels)
+            other = open_model(spec, ctx.should_stop)
+            return other, compare(ctx.model, other.model, (mine, other.label.split(" · ")[0][:40]))
 
-        self.figures.run(job, "compare blocks", finished=self.show_comparison)
+        self.figures.run(job, "compare blocks", finished=self._loaded)
+
+    def _loaded(self, answer) -> None:
+        other, comparison = answer
+        self._other = other
+        self._draw(other.config, f"{other.label.split(' · ')[0]} · {family_name(other.config)}")
+        self.show_comparison(comparison)
+
+    def _draw(self, cfg, title: str) -> None:
+        info = self.session.model
+        mine = info.label.split(" · ")[0]
+        self._other_cfg = cfg
+        self.drawing.draw((order_of(info.config), order_of(cfg)),
+                          (f"{mine} · {family_name(info.config)}", title))
+        self.draw_values()
 
     def show_comparison(self, c: Comparison) -> None:
         self.comparison = c
@@ -281,18 +240,24 @@ class BlocksView(ViewHooks, QWidget):
         self.role_box.blockSignals(False)
 
     def run_prompt(self) -> None:
-        c, prompt, name = self.comparison, self.session.prompt, self.other.currentText()
+        c, prompt, spec = self.comparison, self.session.prompt, self.other.currentData()
+        name = spec.preset if isinstance(spec, ModelSpec) and spec.preset else None
+        if name is None and self._other is None:
+            self.words.setText("The model beside is still loading (or could not be loaded).")
+            return
         if prompt is None or prompt.batch is not None or c is None:
             self.words.setText("Run a prompt first (Ctrl+Enter; one prompt, not a batch): "
                                "both models read its tokens.")
             return
         ids = list(prompt.ids)
         nodes = [[r.nodes[i] for r in c.roles if all(r.nodes)] for i in (0, 1)]
-        rotary = [i for i, cfg in enumerate((self.session.model.config, preset(name)))
+        rotary = [i for i, cfg in enumerate((self.session.model.config, self._other_cfg))
                   if role(order_of(cfg), Role.KEYS_ROPE) is not None]
+        loaded = self._other
 
         def job(ctx):
-            other = random_model(name, seed=0, should_stop=ctx.should_stop).model
+            other = (random_model(name, seed=0, should_stop=ctx.should_stop) if name
+                     else loaded).model
             models = (ctx.model, other)
             values = tuple(prompt_values(m, ids, n) for m, n in zip(models, nodes))
             shift = None
@@ -302,7 +267,8 @@ class BlocksView(ViewHooks, QWidget):
                 shift = rope_shift(rope, ids, shifts=shifts)
             return values, shift
 
-        self.words.setText(f"Running the prompt through both models ({name} is built first)…")
+        self.words.setText("Running the prompt through both models" +
+                           (f" ({name} is built first)…" if name else "…"))
         self.prompt_jobs.run(job, "blocks on the prompt", finished=self.show_values)
 
     def _failed(self, message: str) -> None:

@@ -9,7 +9,8 @@ from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsSimpleTextItem
 
 from explorer.core.lessons.compare_blocks import parameter_parts
 from explorer.core.sources import random_model
-from explorer.ui.views.learn.blocks_view import BlocksView, aligned
+from explorer.ui.views.learn.blocks_view import BlocksView
+from explorer.ui.widgets.blocks_drawing import aligned
 from tests.ui.alone import Alone
 
 
@@ -81,3 +82,37 @@ def test_aligned_rows_keep_each_order(a, b, rows):
     got = aligned(a, b)
     assert [x for x, _ in got if x is not None] == a and [y for _, y in got if y is not None] == b
     assert got == rows
+
+
+def test_a_checkpoint_is_set_beside_and_compared_on_the_prompt_with_its_own_weights(qtbot, tmp_path):
+    """Beside offers any checkpoint, not only presets: a Llama-family checkpoint (its own
+    weights) set beside GPT-2, loaded by the engine, drawn, compared, and run on the
+    prompt with those weights; long titles are cut to their column, whole in the tooltip."""
+    import torch
+    from explorer.core.gpt.build import build_model
+    from explorer.core.gpt.config import preset
+    from explorer.core.weights.checkpoints import save_checkpoint
+    other = build_model(preset("llama-tiny"), seed=7)
+    path = save_checkpoint(other, tmp_path / ("a-llama-checkpoint-with-a-long-name" * 2 + ".safetensors"))
+    alone = Alone(qtbot)
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    view = alone.view(BlocksView)
+    assert view.other.itemText(view.other.count() - 1) == "Other checkpoint or folder…"
+    view.choose_checkpoint(str(path))
+    alone.settle()
+    assert view._other is not None and view.comparison.parts[1] == parameter_parts(other)
+    heads = [i for i in view.drawing.scene().items() if isinstance(i, QGraphicsSimpleTextItem)
+             and i.toolTip()]
+    assert len(heads) == 2 and any(path.stem[:20] in h.toolTip() for h in heads)
+    left, right = sorted(heads, key=lambda h: h.pos().x())
+    assert left.sceneBoundingRect().right() < right.sceneBoundingRect().left()  # no overprint
+    view.run_button.click()
+    alone.settle()
+    view.role_box.setCurrentText("normalisation")
+    ids = list(alone.session.prompt.ids)
+    with torch.no_grad():  # the checkpoint's own norm1 on the prompt, not a random preset's
+        x = other.eval().tok_emb(torch.tensor([ids]))
+        want = other.trf_blocks[0].norm1(x).numpy()
+    got = view.values[1]["trf_blocks.0.norm1"].array
+    np.testing.assert_allclose(got, want, atol=1e-6)
