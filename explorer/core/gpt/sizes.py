@@ -18,6 +18,9 @@ from .counts import ParameterCounts, Row
 LITERATURE = {"gpt2-small": ("124M", "117M"), "gpt2-medium": ("355M", "345M"),
               "gpt2-large": ("774M", "762M"), "gpt2-xl": ("1558M", "1542M")}
 MB = 2 ** 20  # the book's "MB": 163,009,536 x 4 bytes = 621.83 MB
+# presets whose published model has fewer token rows than GPT-2's tokenizer needs: the
+# preset keeps GPT-2's 50,257 (it reads with that tokenizer), said wherever its size is
+PUBLISHED_VOCAB = {"smollm2-135m": ("SmolLM2-135M", 49152)}
 
 
 def count_parameters(cfg: GPTConfig) -> ParameterCounts:
@@ -38,8 +41,11 @@ def describe_size(cfg: GPTConfig) -> str:
     count = f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n:,}"
     heads = f"{cfg.n_heads} heads"
     heads += f" ({cfg.kv_heads} key/value)" if cfg.kv_heads != cfg.n_heads else ""
+    published = PUBLISHED_VOCAB.get(sizes(cfg).preset or "")
+    vocab = (f" · GPT-2's {cfg.vocab_size:,} token rows ({published[0]}'s are {published[1]:,})"
+             if published else "")
     return (f"{cfg.n_layers} blocks · {cfg.emb_dim} wide · {heads} · "
-            f"{count} parameters{cfg.family.words.size_note(cfg)}")
+            f"{count} parameters{cfg.family.words.size_note(cfg)}{vocab}")
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,12 @@ class Sizes:
                 f"{gpt2 - book_tied:,} fewer, {book_tied:,}) and the head untied "
                 f"({book_untied - book_tied:,} more: {cfg.vocab_size:,} × {cfg.emb_dim:,}); "
                 f"{book_untied:,} × 4 bytes = {book_untied * 4 / MB:.2f} MB in float32.")
+        if self.preset in PUBLISHED_VOCAB:
+            name, rows = PUBLISHED_VOCAB[self.preset]
+            real = count_parameters(cfg.replace(vocab_size=rows)).total
+            lines.append(f"{name} has {rows:,} token rows and {real:,} parameters; this preset "
+                         f"keeps GPT-2's {cfg.vocab_size:,} rows, as it reads with GPT-2's "
+                         f"tokenizer: {count_parameters(cfg).total:,}.")
         if self.preset in LITERATURE:
             released, paper = LITERATURE[self.preset]
             lines.append(f"OpenAI's checkpoint is called {released}: GPT-2's tied count with "

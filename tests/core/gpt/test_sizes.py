@@ -115,3 +115,18 @@ def test_every_placement_counts_the_norms_it_has(name, position):
     assert row.per_block == sum(p.numel() for k in keys for p in block.get_submodule(k).parameters())
     assert row.count == row.per_block * cfg.n_layers + sum(
         p.numel() for p in model.final_norm.parameters())
+
+
+def test_smollm2_135m_says_its_rows_are_gpt2s_where_its_size_is_shown():
+    """The preset keeps GPT-2's 50,257 token rows (it reads with GPT-2's tokenizer):
+    the size line and the notes say so, with SmolLM2-135M's own 49,152 rows and count
+    computed from the config."""
+    from explorer.core.gpt.config import preset
+    from explorer.core.gpt.sizes import count_parameters, describe_size, sizes
+    cfg = preset("smollm2-135m")
+    real = count_parameters(cfg.replace(vocab_size=49152)).total
+    assert real == 134_515_008 and count_parameters(cfg).total == 135_151_488
+    assert describe_size(cfg).endswith(" · GPT-2's 50,257 token rows (SmolLM2-135M's are 49,152)")
+    assert "SmolLM2-135M has 49,152 token rows and 134,515,008 parameters; this preset keeps " \
+           "GPT-2's 50,257 rows" in " ".join(sizes(cfg).notes())
+    assert "token rows" not in describe_size(preset("llama3.2-1b"))
