@@ -23,6 +23,7 @@ class Why:
     attribution: Attribution
     layers: tuple[LayerRow, ...]
     tokenizer: Tokenizer = field(default_factory=gpt2_tokenizer, compare=False, repr=False)
+    interventions: int = 0  # the What if interventions the model ran with (0: the clean one)
 
     @property
     def position(self) -> int:
@@ -61,23 +62,26 @@ def pass_question(ids: list[int], step: int | None, chosen: int | None,
 
 
 def why_token(model: BlockModel, ids: list[int], position: int, target: int | None = None,
-              versus: int | None = None, should_stop=None) -> Why:
+              versus: int | None = None, should_stop=None, interventions: int = 0) -> Why:
     """Attribute ``target`` (default: the model's top token there) at ``position`` of
-    ``ids``, and the layer table of that position."""
+    ``ids``, and the layer table of that position; ``interventions``: how many are hooked
+    into the model (said with the answer: it explains the model that ran)."""
     reading = read_position(model, ids, position, should_stop)
     vocab = min(reading.logits.shape[0], model.cfg.vocab_size)
     if target is None:
         target = int(np.argmax(reading.logits[:vocab]))
     attribution = attribute(model, reading, target, versus)
     return Why(reading.ids, attribution, tuple(layer_rows(model, reading, attribution)),
-               tokenizer_of(model))
+               tokenizer_of(model), interventions)
 
 
 def summary_lines(why: Why, top: int = 5) -> list[str]:
     """The answer in a few lines: the logit, the biggest parts, heads and neurons."""
     a = why.attribution
     what = "logit difference" if a.versus is not None else "logit"
-    lines = [f"Why {why.question}: {what} {a.logit:.3f}",
+    n = why.interventions
+    ran = f" (the model with its {n} What if intervention{'s' if n > 1 else ''})" if n else ""
+    lines = [f"Why {why.question}: {what} {a.logit:.3f}{ran}",
              a.note]
     biggest = sorted(a.parts, key=lambda p: -abs(p.value))[:top]
     lines.append("Largest parts: " + "; ".join(f"{p.label} {p.value:+.3f}" for p in biggest))

@@ -388,3 +388,9 @@ def applied(model: BlockModel, resolved: list[Resolved]):
             forward.append((name, _edit(r, offset)))
     with hooks(model, forward, pre, pre_kwargs=[("", track)] if resolved else []):
         yield
+
+
+def intervened(model: BlockModel, specs: list[Intervention], ids: list[int]):
+    """The run's interventions, resolved on the prompt ``ids``, hooked in for a ``with``
+    block (none hooked when there are none)."""
+    return applied(model, resolve(model, specs, ids) if specs else [])

@@ -4,14 +4,13 @@ from the same forward's KV cache), or a batch of prompts in one pass. Feeds the 
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import replace
 
 from PySide6.QtCore import QObject
 
 from ...core.run.batch import make_batch
 from ...core.run.generation import GenerationSettings
-from ...core.experiments.interventions import applied, resolve
+from ...core.experiments.interventions import intervened
 from ...core.gpt.nodes import Role, block_hook_name, order_of, role
 from ...core.base.cancel import check
 from ...core.base.cpu_work import spare_core
@@ -27,16 +26,6 @@ REASONS = {"stopped": "stopped by you", "eot": "reached <|endoftext|>",
 
 
 RATE_TOKENS, RATE_SECONDS = 3, 0.5  # a rate is shown once measured over both
-
-
-@contextmanager
-def intervened(model, specs: list, ids: list[int]):
-    """The run's interventions hooked in (nothing when there are none)."""
-    if not specs:
-        yield
-        return
-    with applied(model, resolve(model, specs, ids)):
-        yield
 
 
 def said(report, specs: list):

@@ -89,7 +89,10 @@ class LayersView(ViewHooks, QWidget):
                 self.table.setItem(r, c, item)
         self.table.setSortingEnabled(True)
         self.note.setText(EMPTY if why is None else
-                          f"Why {why.question}: one row per block at this position.")
+                          f"Why {why.question}: one row per block at this position" +
+                          (f", in the model with its {why.interventions} What if "
+                           f"intervention{'s' if why.interventions > 1 else ''}."
+                           if why.interventions else "."))
 
     def _clicked(self, row: int, _column: int) -> None:
         item = self.table.item(row, 0)

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushB
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ....core.attribution.why import Why, one_token, pass_question, summary_lines, why_token
+from ....core.experiments.interventions import intervened
 from ....core.gpt.nodes import ATTENTION, Role, block_hook_name, head_label, order_of, role
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
@@ -141,9 +142,13 @@ class WhyView(LazyRefresh, QWidget):
                                               position)
         target = chosen if target is None else target
         self.note.setText("Computing…")
+        specs = self.session.active_interventions()  # the model that ran: with them
+        prompt = list(self.session.prompt.ids) if self.session.prompt is not None else ids
 
         def job(ctx):
-            return why_token(ctx.model, ids, position, target, versus, ctx.should_stop)
+            with intervened(ctx.model, specs, prompt):
+                return why_token(ctx.model, ids, position, target, versus, ctx.should_stop,
+                                 len(specs))
 
         self.jobs.run(job, "why this token", finished=self._answered)
 

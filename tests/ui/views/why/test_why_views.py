@@ -370,3 +370,36 @@ def test_expert_routing_maps_the_whole_text_as_one_pass_over_it_routes_it(qtbot)
     view.whole.setChecked(False)
     alone.settle()
     assert view.map.weights.shape == (len(session.prompt.ids), 8)
+
+
+@pytest.mark.parametrize("name", ["tiny", "llama-tiny"])
+def test_why_and_layers_explain_the_model_that_ran_with_its_interventions(qtbot, name):
+    """Block 0's feed-forward × 2 (What if): the waterfall's logit is the intervened
+    model's, computed here with a hook of our own, not the clean model's; the answer and
+    the Layers view say which model it explains."""
+    import torch
+    from explorer.core.experiments.interventions import Change, Intervention
+    alone = Alone(qtbot, name)
+    alone.session.add_intervention(Intervention(Change.SCALE, "trf_blocks.0.ff", k=2.0))
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    why = alone.why
+    why.explain()
+    alone.settle()
+    answer = alone.session.why
+    model, ids = alone.loaded.model, list(alone.session.prompt.ids)
+    target = answer.attribution.target
+    with torch.no_grad():
+        clean = model(torch.tensor([ids]))[0, -1, target].item()
+        hook = model.trf_blocks[0].ff.register_forward_hook(lambda m, i, o: o * 2)
+        try:
+            changed = model(torch.tensor([ids]))[0, -1, target].item()
+        finally:
+            hook.remove()
+    assert abs(changed - clean) > 1e-3
+    assert answer.attribution.logit == pytest.approx(changed, abs=1e-4)
+    assert answer.interventions == 1
+    assert "(the model with its 1 What if intervention)" in why.note.text()
+    assert alone.layers.note.text().endswith("in the model with its 1 What if intervention.")
+    plain = why_token(model, ids, answer.position, target)  # the clean model, here
+    assert alone.layers.rows[0].ff_norm == pytest.approx(2 * plain.layers[0].ff_norm, rel=1e-4)
