@@ -38,7 +38,8 @@ def numbers(cfg=None) -> dict[str, str]:
                 "drop": "drop_rate", "kv_heads": "n_kv_groups", "half": "head_dim / 2",
                 "groups": "each key/value head read by n_heads / n_kv_groups query heads",
                 "kv_values": "2 × n_kv_groups × head_dim", "mha_values": "2 × n_heads × head_dim",
-                "experts": "n_experts", "k": "experts_per_token"}
+                "experts": "n_experts", "k": "experts_per_token", "base": "base",
+                "scaling": ""}
     g = cfg.n_heads // cfg.kv_heads
     return {"c": f"{cfg.emb_dim:,}", "hidden": f"{cfg.hidden_dim:,}",
             "vocab": f"{cfg.vocab_size:,}", "ctx": f"{cfg.context_length:,}",
@@ -47,7 +48,14 @@ def numbers(cfg=None) -> dict[str, str]:
             "half": str(cfg.head_dim // 2), "groups": _groups(cfg.kv_heads, g),
             "kv_values": f"{2 * cfg.kv_heads * cfg.head_dim:,}",
             "mha_values": f"{2 * cfg.n_heads * cfg.head_dim:,}",
-            "experts": str(cfg.n_experts or 0), "k": str(cfg.experts_per_token or 0)}
+            "experts": str(cfg.n_experts or 0), "k": str(cfg.experts_per_token or 0),
+            "base": f"{cfg.rope_base:g}", "scaling": _scaling(cfg)}
+
+
+def _scaling(cfg) -> str:
+    """What the model's rotary frequency scaling does to θ, as a clause ("" without)."""
+    scaling = getattr(cfg, "rope_scaling", None)
+    return f" ({scaling.words(cfg.rope_base, cfg.head_dim)})" if scaling is not None else ""
 
 
 def _groups(kv: int, g: int) -> str:

@@ -153,8 +153,10 @@ def attention_step(ask: Ask) -> Worked:
         before = (K_NORM if per_head else SPLIT_KEYS) if keys else \
             (Q_NORM if per_head else SPLIT_QUERIES)
         source = steps[before][0, index, pos].numpy()
-        lines = [f"{heads}: θ₀ = 1, θ₁ = {_f(theta[1])}, … θᵢ = {model.cfg.rope_base_of(layer):g}^(−2i/{hd}); "
-                 f"at position {pos} the angle of pair i is {pos}·θᵢ"]
+        base, scaling = model.cfg.rope_base_of(layer), model.cfg.rope_scaling
+        scaled = f"; {scaling.words(base, hd)}" if scaling is not None else ""
+        lines = [f"{heads}: θᵢ = {base:g}^(−2i/{hd}){scaled}: θ₀ = {_f(theta[0])}, θ₁ = "
+                 f"{_f(theta[1])}, …; at position {pos} the angle of pair i is {pos}·θᵢ"]
         for i in range(min(SHOWN, hd // 2)):
             a = pos * theta[i]
             lines.append(f"pair ({i}, {i + hd // 2}) at angle {_f(a)}: ({_f(source[i])}, "

@@ -181,7 +181,8 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
         own_class=RMSNorm),
     Kind.ROPE: KindLesson(
         what="Rotary position embedding: each pair of a head's values (i and i + {half}) is "
-             "rotated by the angle position · θᵢ, θᵢ = base^(−2i/{head_dim}). Queries and keys "
+             "rotated by the angle position · θᵢ, θᵢ = {base}^(−2i/{head_dim}){scaling}. "
+             "Queries and keys "
              "are rotated by their own positions, so the score of two tokens depends on how far "
              "apart they are, not on where they stand; nothing is added to the embeddings.",
         mistake="RoPE does not add a position vector: it rotates queries and keys (never the "

@@ -267,8 +267,10 @@ WAYS = {
     "normalisation": lambda cfg: (f"RMSNorm: x / √(mean(x²) + {cfg.norm_eps:g}) × scale "
                                   f"({cfg.emb_dim:,} weights); no mean subtracted, no shift"),
     "positions": lambda cfg: (f"RoPE: queries and keys rotated by position × θᵢ, θᵢ = "
-                              f"{cfg.rope_base:g}^(−2i/{cfg.head_dim}); no weights, a score "
-                              "depends on the distance only"),
+                              f"{cfg.rope_base:g}^(−2i/{cfg.head_dim})" +
+                              (f" ({cfg.rope_scaling.words(cfg.rope_base, cfg.head_dim)})"
+                               if cfg.rope_scaling is not None else "") +
+                              "; no weights, a score depends on the distance only"),
     "feed-forward": lambda cfg: (f"SwiGLU: fc3(SiLU(fc1·x) ⊙ fc2·x), {cfg.emb_dim:,} → "
                                  f"{cfg.hidden_dim:,} → {cfg.emb_dim:,}, three matrices"),
     "non-linearity": lambda cfg: "SiLU(x) = x·σ(x), as a gate",
