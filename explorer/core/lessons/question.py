@@ -128,7 +128,7 @@ def numbers_around(answer: int, meaningful: list[int], rng: random.Random,
     above = useful | {answer * 2, answer * 3, answer * 4, answer * 3 // 2}
     below = sorted(v for v in below if 0 < v < answer)
     above = sorted(v for v in above if v > answer)
-    n_below = min(max(rng.randrange(count + 1), count - len(above)), len(below))
+    n_below = _below(len(below), len(above), count, rng)
 
     def pick(pool: list[int], n: int) -> list[int]:
         first = [v for v in pool if v in useful]  # the model's own widths first
@@ -140,5 +140,25 @@ def numbers_around(answer: int, meaningful: list[int], rng: random.Random,
     return pick(below, n_below) + pick(above, count - n_below)
 
 
-__all__ = ["ORDER", "SHAPES", "VALUES", "NORM_WORDS", "Question", "Live", "live_layer", "nth",
+def _below(below: int, above: int, count: int, rng: random.Random) -> int:
+    """How many of ``count`` distractors lie below the answer: drawn evenly from the
+    numbers the candidates on each side allow, so that no rank is the answer's more often
+    than the candidates force."""
+    feasible = [n for n in range(count + 1) if n <= below and count - n <= above]
+    return rng.choice(feasible) if feasible else min(below, count)
+
+
+def spread(right: float, candidates: dict[str, tuple[float, str]], rng: random.Random,
+           count: int = 3) -> dict[str, str]:
+    """``count`` distractors from ``candidates`` (text -> (its value, why it is wrong)):
+    how many lie below the answer ``right`` is drawn evenly (``_below``), each side's at
+    random, so the answer's rank among the options says nothing. Text -> why."""
+    below = [t for t, (v, _) in candidates.items() if v < right]
+    above = [t for t, (v, _) in candidates.items() if v > right]
+    n = _below(len(below), len(above), count, rng)
+    picked = rng.sample(below, n) + rng.sample(above, min(count - n, len(above)))
+    return {t: candidates[t][1] for t in picked}
+
+
+__all__ = ["ORDER", "SHAPES", "VALUES", "NORM_WORDS", "Question", "Live", "live_layer", "nth", "spread",
            "choices", "numbers_around"]

@@ -342,17 +342,20 @@ def head_dim_question(live: Live, rng: random.Random) -> Question:
 
 
 def scaling_question(live: Live, rng: random.Random) -> Question:
+    """What the scores are divided by, in symbols: the options name no width, so they
+    neither rank the answer nor answer the head-width question for it."""
     h, hd, c = _heads(live)
-    right = f"√head_dim = √{hd} ≈ {hd ** 0.5:.3g}"
-    wrong = {f"head_dim = {hd}": "dividing by head_dim itself would shrink the scores far too much",
-             f"√emb_dim = √{c} ≈ {c ** 0.5:.3g}": f"each head's dot product runs over {hd} values, not {c}",
-             f"n_heads = {h}": "the number of heads does not change one head's dot product"}
+    right = "√head_dim"
+    wrong = {"head_dim": "dividing by head_dim itself would shrink the scores far too much",
+             "√(n_heads · head_dim)": "that is √emb_dim, the whole token's width; each head's "
+                                      "dot product runs over head_dim values only",
+             "n_heads": "the number of heads does not change one head's dot product"}
     options, answer, reasons = choices(right, list(wrong), rng, wrong)
     return Question("Before the softmax, what are these scores divided by?", options, answer,
-                    f"By {right}: a dot product of {hd} values has a spread that grows like "
-                    f"√{hd}; dividing keeps the softmax from saturating. The book does it "
-                    "inside torch.softmax(attn_scores / keys.shape[-1] ** 0.5).", reasons,
-                    frozenset({VALUES}))
+                    f"By √head_dim = √{hd} ≈ {hd ** 0.5:.3g} here: a dot product of {hd} values "
+                    f"has a spread that grows like √{hd}; dividing keeps the softmax from "
+                    "saturating. The book does it inside torch.softmax(attn_scores / "
+                    "keys.shape[-1] ** 0.5).", reasons, frozenset({VALUES}))
 
 
 def mask_question(live: Live, rng: random.Random) -> Question:

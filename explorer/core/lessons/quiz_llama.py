@@ -14,7 +14,7 @@ import numpy as np
 from ..gpt.nodes import (KEYS, KEYS_ROPE, QUERIES_ROPE, SECOND_NORM, VALUES, Kind, block_hook_name,
                          input_node, node_for_hook, role, Role)
 from .facts import SHAPES, VALUES as VALUE_FACTS
-from .question import Live, Question, choices, live_layer, numbers_around
+from .question import Live, Question, choices, live_layer, numbers_around, spread
 from .rope_shift import turn
 
 BUCKETS = ["under 25%", "25–50%", "50–75%", "over 75%"]
@@ -66,11 +66,20 @@ def rms_size_question(live: Live, rng: random.Random) -> Question:
     said = (f"{normed:.6f} for the last vector: a little under, because of eps" if normed > 0.9
             else f"but {normed:.3g} for the last vector here: its root mean square, {rms_in:.3g}, is "
                  f"near √eps ({math.sqrt(eps):.3g}), and eps, added under the root, holds it below 1")
-    offered = {"0": "that would be a mean taken out and nothing left; RMSNorm divides, it "
-                    "does not subtract",
-               f"{math.sqrt(c):.3g}": f"√{c}: the length of a vector of {c} ones, not the "
-                                       "root mean square of its values",
-               f"{rms_in:.3g}": "that is the input's root mean square, before the division"}
+    root = math.sqrt(c)
+    candidates = {  # each side of 1, so the answer's rank says nothing
+        "0": (0.0, "that would be a mean taken out and nothing left; RMSNorm divides, it "
+                   "does not subtract"),
+        f"{1 / root:.3g}": (1 / root, f"1/√{c}: x divided by its length ‖x‖, not by its root "
+                                      "mean square"),
+        f"{1 / c:.3g}": (1 / c, f"1/{c}: x divided by its sum of squares' length times √{c}; "
+                                "the mean of the squares is what is rooted"),
+        f"{root:.3g}": (root, f"√{c}: the length of a vector of {c} ones, not the root mean "
+                              "square of its values"),
+        f"{c}": (float(c), f"{c}: the sum of the squares of a vector whose root mean square "
+                           "is 1, not the root mean square itself"),
+        f"{rms_in:.3g}": (rms_in, "that is the input's root mean square, before the division")}
+    offered = spread(1.0, {t: v for t, v in candidates.items() if t != "1"}, rng)
     return _grid(f"Before its weight, what is the root mean square of each vector "
                  f"{live.node.label} ({live.name}) makes?", "1", offered,
                  f"About 1 ({said}): x is divided by its own root mean square ({rms_in:.3g} "
@@ -104,13 +113,24 @@ def rope_angle_question(live: Live, rng: random.Random) -> Question:
     p = t - 1
     theta = _pair_angles(*pair)[1] if pair is not None and t > 1 else np.ones(2)
     t0, t1 = float(theta[0]), float(theta[1]) if theta.size > 1 else 0.5
+    tn = float(theta[-1])
     right = p * t0
-    wrong = {f"{t0:.3g}": f"{t0:.3g} rad is θ₀ itself: the angle at position 1, not at {p}",
-             f"{(p + 1) * t0:.3g}": f"positions count from 0: the last of {t} tokens stands "
-                                    f"at {p}, not {p + 1}",
-             f"{p * t1:.3g}": f"{p} × θ₁ ({t1:.3g}) turns the second pair; the first turns "
-                              f"by {p} × θ₀"}
-    wrong.pop(f"{right:.3g}", None)
+    candidates = {  # mistakes on each side of the answer: its rank says nothing
+        f"{t0:.3g}": (t0, f"{t0:.3g} rad is θ₀ itself: the angle at position 1, not at {p}"),
+        f"{(p - 1) * t0:.3g}": ((p - 1) * t0, f"{p - 1} × θ₀ is the token before it; the last "
+                                              f"of {t} tokens stands at {p}"),
+        f"{p * t1:.3g}": (p * t1, f"{p} × θ₁ ({t1:.3g}) turns the second pair; the first turns "
+                                  f"by {p} × θ₀"),
+        f"{p * tn:.3g}": (p * tn, f"{p} × θ of the last pair ({tn:.3g}), the slowest; the first "
+                                  f"pair turns fastest, by {p} × θ₀"),
+        f"{(p + 1) * t0:.3g}": ((p + 1) * t0, f"positions count from 0: the last of {t} tokens "
+                                              f"stands at {p}, not {p + 1}"),
+        f"{2 * p * t0:.3g}": (2 * p * t0, "the pair turns once by its angle; its two values "
+                                          "are not each turned by it"),
+        f"{math.degrees(p * t0):.3g}": (math.degrees(p * t0), f"{math.degrees(right):.3g} is "
+                                        "the same angle in degrees; the question asks radians")}
+    candidates = {k: v for k, v in candidates.items() if k != f"{right:.3g}"}
+    wrong = spread(right, candidates, rng)
     detail = ""
     if pair is not None:
         before, after = pair[0][p], pair[1][p]
@@ -212,14 +232,23 @@ def _heads(live: Live) -> tuple[int, int, int]:
 def group_question(live: Live, rng: random.Random) -> Question:
     h, kv, hd = _heads(live)
     g = h // kv
-    roles = {h: "all the query heads: that would be one key/value head for the whole "
-                "block (multi-query attention)",
-             kv: "the number of key/value heads, not how many query heads each serves",
-             1: "one each is plain multi-head attention; here the key heads are fewer"}
-    offered = numbers_around(g, list(roles), rng)
-    why_not = {str(v): roles.get(v, f"{h} query heads / {kv} key/value heads = {g}")
-               for v in offered}
-    options, answer, reasons = choices(str(g), [str(v) for v in offered], rng, why_not)
+    candidates = {  # each side of the answer
+        f"{kv / h:.3g}": (kv / h, f"{kv} / {h}: the ratio the other way round; each key/value "
+                                  f"head serves {h} / {kv} query heads"),
+        "1": (1.0, "one each is plain multi-head attention; here the key heads are fewer"),
+        str(kv): (float(kv), "the number of key/value heads, not how many query heads each "
+                             "serves"),
+        str(h): (float(h), "all the query heads: that would be one key/value head for the "
+                           "whole block (multi-query attention)"),
+        str(h * kv): (float(h * kv), f"{h} × {kv}: the heads multiplied, where they divide"),
+        str(2 * g): (2.0 * g, f"2 × {g}: the keys and values of a group come from the same "
+                              "key/value head, counted once"),
+        f"{g / 2:g}": (g / 2, f"{g} / 2: a key/value head holds both the keys and the values; "
+                              "they are not two heads"),
+        str(hd): (float(hd), f"{hd} is head_dim, the values each head reads, not a number of "
+                             "heads")}
+    why_not = spread(float(g), {t: v for t, v in candidates.items() if t != str(g)}, rng)
+    options, answer, reasons = choices(str(g), list(why_not), rng, why_not)
     return Question(f"How many query heads read each key/value head in {live.node.label} "
                     f"({live.name})?", options, answer,
                     f"{h} query heads share {kv} key/value heads: {h} / {kv} = {g} each "

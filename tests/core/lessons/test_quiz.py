@@ -172,7 +172,7 @@ def test_attentions_steps_ask_about_heads_the_score_matrix_the_mask_and_the_scal
     shape = question_for(block_hook_name(0, "att.attn_scores"), views, order, 0)
     assert text(shape) == "(2, 3, 3, 3)" and "3 × 3 table of scores" in shape.explanation
     scaling = question_for(block_hook_name(0, "att.attn_scores"), views, order, 1)
-    assert text(scaling) == "√head_dim = √16 ≈ 4"
+    assert text(scaling) == "√head_dim" and "√head_dim = √16 ≈ 4 here" in scaling.explanation
     mask = question_for(block_hook_name(0, "att.masked_scores"), views, order, 0)
     assert text(mask) == "sets each score of a later key to −inf"
     assert "the first query keeps 1 of its 3 scores and the last 3" in mask.explanation

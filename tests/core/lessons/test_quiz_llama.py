@@ -147,16 +147,21 @@ def test_gemmas_questions_name_its_gelu_gate_and_small_inputs_are_explained(pass
 
 
 def test_the_experts_question_is_answered_by_the_pass_routing(passes):
-    """How many experts run for a token: the non-zero weights of its row in the pass (k),
-    the experts named with their weights; a mixture's mistake says the KV cache is as a
-    dense block's."""
+    """Which experts the last token runs: the non-zero weights of its row in the pass,
+    named with their weights; each distractor is another set of experts (the next-best
+    kept, the k least, the best alone), never the answer; a mixture's mistake says the KV
+    cache is as a dense block's."""
     from explorer.core.lessons.explain import numbers
     from explorer.core.lessons.quiz_moe import experts_question
     cfg, views = CONFIGS["qwen3moe"], passes["qwen3moe"]
-    q = experts_question(live(views, cfg, "ff.routing"), random.Random(0))
-    assert q.options[q.answer] == str(cfg.experts_per_token) == "2"
     row = views[block_hook_name(1, "ff.routing")].array.reshape(-1, 8)[-1]
+    first, second = np.flatnonzero(row)
+    for seed in range(5):
+        q = experts_question(live(views, cfg, "ff.routing"), random.Random(seed))
+        assert q.options[q.answer] == f"experts {first} and {second}"
+        assert len(set(q.options)) == len(q.options) == 4
+        assert all(o.startswith("expert") for o in q.options)
     named = ", ".join(f"expert {e} ({row[e]:.3g})" for e in np.flatnonzero(row))
-    assert f"The last token here went to {named}" in q.explanation
+    assert f"every other expert's weight to 0 ({named})" in q.explanation
     mistake = cfg.family.words.mistake[node_for_hook("trf_blocks.0.ff", order_of(cfg)).kind]
     assert "does not change the KV cache" in mistake.format(**numbers(cfg))
