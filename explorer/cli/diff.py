@@ -40,7 +40,7 @@ def diff(args: argparse.Namespace) -> int:
     a = open_model(a_source)
     ids = a.tokenizer.encode(texts[0])  # A's own tokenizer (B reads the same ids)
     b_model = model_for(b_source, a)
-    b_label = (f"A with {describe(b_source.name)} (block {b_source.layer})"
+    b_label = (f"A with {describe(b_source.name, a.config)} (block {b_source.layer})"
                if isinstance(b_source, Mutation) else b_source.describe())
     if len(texts) > 1:
         prompt = make_batch(texts, a.config.context_length, tokenizer=a.tokenizer)

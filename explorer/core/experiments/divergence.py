@@ -30,7 +30,11 @@ from ..run.batch import Batch
 from ..run.passes import Keep, run_prompt
 from ..gpt.config import NormPosition
 
-def describe(name: str) -> str:
+def describe(name: str, cfg=None) -> str:
+    """The mutation in words; with the model's config, true of its block (a Post-LN
+    block's LayerNorm 2 normalises its output, not what the feed-forward reads)."""
+    if name == "no-norm2" and cfg is not None and cfg.norm_position == NormPosition.POST:
+        return "LayerNorm 2 removed (the block's output is the second add's sum, not normalised)"
     m = FF_WIDTH.match(name)
     return MUTATIONS.get(name) or f"second feed-forward Linear sized 4*emb -> {m[1]}"
 
@@ -79,6 +83,10 @@ def mutate(model: BlockModel, mutation: str, layer: int = 0, seed: int = 0) -> B
                          f"{family.title} block has no {family.words.lacks(mutation)}; on this "
                          f"model try {' or '.join(family.mutations)}, or compare two models")
     if mutation == "post-ln":
+        if model.cfg.norm_position == NormPosition.POST:
+            raise ValueError("post-ln moves the norms after the adds: this model is Post-LN "
+                             "already, so B would be A and nothing would differ; choose "
+                             "another mutation")
         return post_ln_twin(model)
     _has_what_it_changes(model, mutation, layer)
     b = copy.deepcopy(model)

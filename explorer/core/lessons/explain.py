@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpt.nodes import (Width, CONTEXT_JOINED, EMBEDDING_SUM, Kind, as_order, input_node,
-                         node_for_hook, residual_branches)
+from ..gpt.nodes import (Width, CONTEXT_JOINED, EMBEDDING_SUM, KEYS_SHARED, VALUES_SHARED, Kind,
+                         as_order, input_node, node_for_hook, residual_branches)
 from ..gpt.tokenizer import gpt2_tokenizer
 from .kinds import KIND_LESSONS
 
@@ -22,12 +22,22 @@ WHAT_BY_KEY = {
     EMBEDDING_SUM: "Adds each token's embedding and its position's embedding, value by value "
                "({c} values each): the residual stream starts here. There is no branch and "
                "no shortcut yet; the blocks add theirs to this sum.",
+    KEYS_SHARED: "Copies each of the {kv_heads} key heads for every query head of its group "
+                 "({groups}): {heads} heads of {head_dim} values, the same keys read by "
+                 "several query heads. Nothing is split and no number changes.",
+    VALUES_SHARED: "Copies each of the {kv_heads} value heads for every query head of its "
+                   "group ({groups}): {heads} heads of {head_dim} values, the same values "
+                   "mixed by several query heads. Nothing is split and no number changes.",
 }
 MISTAKE_BY_KEY = {
     CONTEXT_JOINED: "Joining is not mixing: each head's values sit in their own slice; "
                     "out_proj, the next step, is what mixes the heads.",
     EMBEDDING_SUM: "The two embeddings are added, not concatenated: the width stays {c}; the "
                "position embedding is the same for every prompt at that position.",
+    KEYS_SHARED: "Sharing is a copy, not a split: query heads of one group read identical keys, "
+                 "and the KV cache keeps only the {kv_heads} key heads, not {heads}.",
+    VALUES_SHARED: "Sharing is a copy, not a split: query heads of one group mix identical "
+                   "values, and the KV cache keeps only the {kv_heads} value heads, not {heads}.",
 }
 
 def numbers(cfg=None) -> dict[str, str]:
@@ -120,8 +130,14 @@ def explain(name: str, views: dict, pieces: list[str], position: int | None = No
         return Explanation(name, what, "Run a prompt to see what it did here.", mistake)
     s = view.stats
     pos = _position(node, view, position)
+    unbounded = s.n_inf + s.n_nan  # left out of the statistics: said, with why
+    left_out = "" if not unbounded else (
+        f" — over its {s.count - unbounded:,} finite values; its {s.n_inf:,} −inf (the "
+        "masked scores) are left out" if node.kind == Kind.MASK and not s.n_nan else
+        f" — over its {s.count - unbounded:,} finite values; {s.n_inf:,} infinite and "
+        f"{s.n_nan:,} NaN left out")
     parts = [f"Here its output has shape {view.shape}: mean {s.mean:.3g}, std {s.std:.3g}, "
-             f"largest |value| {s.absmax:.3g}."]
+             f"largest |value| {s.absmax:.3g}{left_out}."]
     if view.array is not None:
         parts += _what_it_did(name, node, view, views, pieces, pos, norm_position,
                               tokenizer or gpt2_tokenizer())

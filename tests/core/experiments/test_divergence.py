@@ -167,3 +167,25 @@ def test_the_wrong_second_shortcut_is_said_with_what_it_measures(order):
     else:
         assert "Not the attention's contribution" in words and "attention half" not in words
         assert gap > 2 * attention
+
+
+def test_a_mutations_words_are_true_of_the_blocks_norm_position(capsys, tmp_path):
+    """no-norm2 on a Post-LN model: its heading says the block's output goes unnormalised,
+    not that the feed-forward half reads an unnormalised stream (Pre-LN's words, and still
+    Pre-LN's there); post-ln on a model that is Post-LN already is refused in one line."""
+    from explorer.cli import main
+    from explorer.core.experiments.divergence import describe
+    post, pre = preset("tiny", norm_position="post"), preset("tiny")
+    assert describe("no-norm2", post) == ("LayerNorm 2 removed (the block's output is the "
+                                          "second add's sum, not normalised)")
+    assert "the feed-forward half reads an unnormalised stream" in describe("no-norm2", pre)
+    model = build_model(post, seed=1)
+    from explorer.core.weights.checkpoints import save_checkpoint
+    path = save_checkpoint(model, tmp_path / "post.safetensors")
+    assert main(["diff", "Every effort moves", "--a", str(path), "--b", "mutation:no-norm2"]) == 0
+    out = capsys.readouterr().out
+    assert "A with LayerNorm 2 removed (the block's output is the second add's sum" in out
+    assert "reads an unnormalised stream" not in out
+    with pytest.raises(ValueError, match="this model is Post-LN already, so B would be A"):
+        mutate(model, "post-ln")
+    assert mutate(build_model(pre, seed=1), "post-ln").cfg.norm_position == "post"

@@ -156,3 +156,29 @@ def test_a_square_projection_keeps_the_width_and_says_so():
     here = explain("trf_blocks.0.att.W_query", cap.views(), [token_piece(i) for i in ids]).here
     assert "kept each token at 32 values, each a new mix of all 32" in here
     assert "narrowed" not in here and "widened" not in here
+
+
+def test_shared_keys_are_said_a_copy_and_masked_scores_statistics_say_what_they_leave_out():
+    """Keys shared (repeat_interleave) is explained as a copy for the group's query heads,
+    never as the per-head split; the masked scores' statistics are of the finite values,
+    and the sentence says how many −inf it left out (counted here)."""
+    from explorer.core.gpt.nodes import order_of
+    from explorer.core.run.passes import Keep, run_prompt
+    model = build_model(preset("llama-tiny"), seed=0)
+    order = order_of(model.cfg)
+    ids = [5, 6, 7, 8]
+    views = run_prompt(model, ids, Keep(inside=True)).views
+    shared = explain("trf_blocks.0.att.keys_repeated", views, ["a"] * 4, norm_position=order,
+                     cfg=model.cfg, tokenizer=model.tokenizer)
+    assert shared.what.startswith("Copies each of the 2 key heads for every query head of its "
+                                  "group (query heads 0–1 read key/value head 0, 2–3 head 1)")
+    assert "Splits" not in shared.what and "split" not in shared.what.split(".")[0]
+    assert "the KV cache keeps only the 2 key heads, not 4" in shared.mistake
+    masked = views["trf_blocks.0.att.masked_scores"].array
+    finite, infinite = int(np.isfinite(masked).sum()), int(np.isinf(masked).sum())
+    assert infinite == 4 * 6 and finite == 4 * 10  # 4 heads: 6 masked of 16 each
+    said = explain("trf_blocks.0.att.masked_scores", views, ["a"] * 4, norm_position=order,
+                   cfg=model.cfg, tokenizer=model.tokenizer).here
+    assert f"std {masked[np.isfinite(masked)].std():.3g}" in said
+    assert f"over its {finite} finite values; its {infinite} −inf (the masked scores) are " \
+           "left out" in said
