@@ -12,13 +12,14 @@ import numpy as np
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel
 
-from ...core.gpt.nodes import all_hook_names
+from ...core.gpt.nodes import all_hook_names, node_for_hook, order_of
 from ..base.session import Session
 from .contribution_colours import colour_by_why
 from .graph_colours import colour, colour_bar_pixmap
 from .layer_strip import LayerStrip
 
 STATISTICS = {"std": "std", "abs-max": "absmax", "RMS": "rms", "kurtosis": "kurtosis"}
+KIND_SCALE = "colour scale of its kind"
 
 
 class ColourScale(QHBoxLayout):
@@ -35,9 +36,17 @@ class ColourScale(QHBoxLayout):
         self.per_block.setToolTip("The colour scale from the drawn block's own extremes "
                                   "(unticked: the whole model's, one colour one value on "
                                   "every block)")
+        self.per_kind = QCheckBox("per kind")
+        self.per_kind.setToolTip("A scale for each kind of node (norms, Linears, attention's "
+                                 "scores, …) from that kind's extremes in the whole model: "
+                                 "attention's steps no longer all sit at the top end; a "
+                                 "node's tooltip names its kind's ends")
+        for box, other in ((self.per_block, self.per_kind), (self.per_kind, self.per_block)):
+            box.toggled.connect(lambda on, other=other: on and other.setChecked(False))
         self.addWidget(self.strip.caption)
         self.addWidget(self.strip, 1)
-        for w in (self.legend, self.lo, self.bar, self.hi, self.zero_note, self.per_block):
+        for w in (self.legend, self.lo, self.bar, self.hi, self.zero_note, self.per_block,
+                  self.per_kind):
             self.addWidget(w)
         self.show_ends(False)
         self._pass, self._key, self._ends, self._said = None, None, None, ""  # _changed's
@@ -65,6 +74,9 @@ class ColourScale(QHBoxLayout):
         # one scale for every block: its ends are the whole model's nodes (attention's
         # steps, opened on one block, not among them), so a colour means the same value
         # whichever block is drawn and whatever is opened; a step beyond takes the end's
+        if self.per_kind.isChecked() and logs:
+            self._by_kind(items, values, logs, zeros, current, stat, label)
+            return
         scope = {n: v for n, v in values.items() if v != 0} if self.per_block.isChecked() \
             else self._whole_model(current, stat)
         ends = (min(scope, key=lambda n: abs(scope[n])), max(scope, key=lambda n: abs(scope[n]))) \
@@ -103,6 +115,32 @@ class ColourScale(QHBoxLayout):
             self._pass = current
         self._key, self._ends = key, (vmin, vmax)
         return self._said
+
+    def _by_kind(self, items: dict, values: dict, logs: dict, zeros: list, current, stat: str,
+                 label: str) -> None:
+        """Each node on its kind's own scale: that kind's extremes over the whole model
+        and the nodes drawn (attention's steps, opened, among them)."""
+        model = {**self._whole_model(current, stat), **{n: v for n, v in values.items() if v}}
+        ends: dict = {}
+        for name, v in model.items():
+            kind = items[name].node.kind if name in items else self._kind(name)
+            lo, hi = ends.get(kind, (abs(v), abs(v)))
+            ends[kind] = (min(lo, abs(v)), max(hi, abs(v)))
+        for name, item in items.items():
+            if name not in logs:
+                item.set_fill(QColor("white" if name in zeros else "#e8e8e8"))
+                continue
+            lo, hi = (math.log10(e) for e in ends[item.node.kind])
+            item.set_fill(colour((logs[name] - lo) / (hi - lo) if hi > lo else 0.5))
+            low, high = ends[item.node.kind]
+            said = [t for t in item.toolTip().split("\n") if not t.startswith(KIND_SCALE)]
+            item.setToolTip("\n".join(said + [f"{KIND_SCALE} ({item.node.kind.value}): {label} "
+                                               f"{low:.3g}–{high:.3g} in the model"]))
+        self.legend.setText(f"{label} (log scale per kind of node; hover a node for its ends)")
+        self.show_ends(False)
+
+    def _kind(self, name: str):
+        return node_for_hook(name, order_of(self.session.model.config)).kind
 
     def _whole_model(self, current, stat: str) -> dict[str, float]:
         """The statistic of every node of every block in the pass, zeros left out (the

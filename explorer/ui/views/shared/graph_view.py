@@ -99,6 +99,7 @@ class BlockGraphView(ViewHooks, QWidget):
         self.layer_box.valueChanged.connect(session.set_layer)
         self.stat_box.currentTextChanged.connect(lambda _: self.recolour())
         self.scale.per_block.toggled.connect(lambda _: self.recolour())
+        self.scale.per_kind.toggled.connect(lambda _: self.recolour())
         self.expand_ff.toggled.connect(lambda on: self._one_open(self.open_att, on))
         self.open_att.toggled.connect(lambda on: self._one_open(self.expand_ff, on))
         self.view.toggleAttention.connect(self.open_att.toggle)

@@ -101,3 +101,46 @@ def test_a_new_pass_that_moves_the_scale_says_so(qtbot):
     assert graph.scale.legend.text() == f"std (log scale; was {before[0]}–{before[1]}):"
     graph.recolour()  # the same pass drawn again: still said
     assert "was" in graph.scale.legend.text()
+
+
+def test_a_colour_scale_per_kind_spreads_attentions_steps_over_their_own_range(qtbot):
+    """Per kind: every node on its own kind's scale (that kind's extremes over the whole
+    model and the drawn steps), so attention's scores, far wider than any node, no longer
+    all sit at the top end; its tooltip names its kind's ends; per block and per kind
+    exclude each other."""
+    import math
+
+    import torch
+
+    from explorer.core.gpt.nodes import Kind
+    from explorer.ui.graph.graph_colours import colour as _colour
+    alone = Alone(qtbot)
+    with torch.no_grad():
+        alone.loaded.model.trf_blocks[0].att.W_query.weight.mul_(1000)
+    graph = alone.graph
+    alone.run(max_tokens=1)
+    alone.session.show_step(None)
+    graph.open_att.setChecked(True)
+    qtbot.waitUntil(lambda: "trf_blocks.0.att.attn_scores" in alone.session.prompt.views,
+                    timeout=60_000)
+    alone.settle()
+    graph.recolour()
+    top = _colour(1.0)
+    scores, masked = "trf_blocks.0.att.attn_scores", "trf_blocks.0.att.masked_scores"
+    assert graph.items[scores].fill == top  # whole model: past the top end
+    graph.scale.per_block.setChecked(True)
+    graph.scale.per_kind.setChecked(True)
+    assert not graph.scale.per_block.isChecked()
+    views = alone.session.prompt.views
+    kinds = {n: item.node.kind for n, item in graph.items.items() if n in views}
+    same = [n for n, k in kinds.items() if k == Kind.SCORES]
+    stds = {n: abs(views[n].stats.std) for n in same}
+    lo, hi = math.log10(min(stds.values())), math.log10(max(stds.values()))
+    for n in same:  # the scores on the scores' own ends
+        want = (math.log10(stds[n]) - lo) / (hi - lo) if hi > lo else 0.5
+        assert graph.items[n].fill == _colour(want), n
+    assert "colour scale of its kind (scores): std" in graph.items[scores].toolTip()
+    assert "per kind of node" in graph.scale.legend.text()
+    graph.scale.per_kind.setChecked(False)
+    assert graph.items[scores].fill == top
+    assert masked in graph.items
