@@ -269,9 +269,8 @@ class BlockGraphView(ViewHooks, QWidget):
     def _expert_tokens(self) -> dict[int, int] | None:
         """How many tokens each expert of the shown block got in the shown pass."""
         current, info = self.session.current, self.session.model
-        if current is None or info is None or not info.config.n_experts:
-            return None
-        return expert_tokens(current.views, info.config, self.session.layer)
+        return expert_tokens(current.views, info.config, self.session.layer) if (
+            current is not None and info is not None and info.config.n_experts) else None
 
     def toggle_cap(self, which: str) -> None:
         self.open_caps[which] = not self.open_caps[which]
