@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, QTimer
 
 from ...core.run.batch import make_batch
 from ...core.run.generation import GenerationSettings
@@ -56,6 +56,7 @@ class Runs(QObject):
         self.streams: dict[int, object] = {}  # branch -> its generation stream (its KV cache)
         self.settings: GenerationSettings | None = None  # the run's, which its branches keep
         self.forced: list[int] | None = None  # the next run replays these tokens (Open run)
+        self.replay: list[tuple[int, int, int]] = []  # branches to make again: (line, step, token)
 
     @property
     def running(self) -> bool:
@@ -232,8 +233,41 @@ class Runs(QObject):
         self._end("error")
         self.session.report_error("GPT Block Explorer", message)
 
+    def branch_plan(self) -> list[tuple[int, int, int]]:
+        """Each branch as it was made: (the line it left, the step where, the token chosen
+        there), in the order made — its steps are the line's own up to that step (the
+        same passes), then the chosen one."""
+        lines, plan = self.session.branches, []
+        for i in range(1, len(lines)):
+            steps = lines[i][1]
+            shared = [next((k for k, (a, b) in enumerate(zip(steps, lines[j][1])) if a is not b),
+                           min(len(steps), len(lines[j][1]))) for j in range(i)]
+            k = max(shared)
+            if k < len(steps):
+                plan.append((shared.index(k), k, steps[k].token_id))
+        return plan
+
+    def _replay_next(self) -> None:
+        """The next branch of the run before, made again on the new run (its line's steps
+        as they now are, the same token chosen at the same step)."""
+        while self.replay and not self.running:
+            line, k, token = self.replay.pop(0)
+            s = self.session
+            if line < len(s.branches) and k < len(s.branches[line][1]):
+                s.select_branch(line)
+                s.show_step(k)
+                self.branch(token)
+                return
+            self.session.set_status(f"A branch at step {k} was not made again: its line now "
+                                    "ends before it")
+
     def _end(self, reason: str) -> None:
         self.job = None
+        if self.replay:  # the branches of the run before, each made again in turn
+            if reason in ("stopped", "error"):
+                self.replay = []
+            else:
+                QTimer.singleShot(0, self._replay_next)
         self.session.set_busy(False)
         base = self._status
         if reason == "stopped" and not self._prompt_done:

@@ -244,11 +244,12 @@ class PromptPanel(ViewHooks, QWidget):
 
     def _rerun_now(self) -> None:
         if self.session.prompt is not None and not self.runs.running:
-            left = len(self.session.branches) - 1  # the run's own line is the first
-            if left:  # the new run replaces them: said, not silent
-                self.runs.next_note = (f"the earlier run's {left} branch{'es' * (left > 1)} "
-                                       "left behind: they ran before this change")
+            plan = self.runs.branch_plan()  # its branches, made again under the change
+            if plan:
+                self.runs.next_note = (f"the run's {len(plan)} branch{'es' * (len(plan) > 1)} "
+                                       "made again under this change")
             self.request_run()
+            self.runs.replay = plan if self.runs.running else []
 
     # ------------------------------------------------------------------ remembered
     def save_settings(self, store=None) -> None:

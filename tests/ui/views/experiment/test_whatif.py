@@ -12,7 +12,7 @@ from explorer.core.experiments.interventions import Intervention
 from explorer.core.experiments.patching import patch_sweep
 from explorer.core.gpt.tokenizer import encode
 from explorer.ui.graph.node_menu import node_menu
-from tests.ui.conftest import run_and_wait, wait_rerun
+from tests.ui.conftest import run_and_wait, settle, wait_rerun
 
 
 def wait_run(qtbot, window):
@@ -250,20 +250,35 @@ def test_attentions_steps_take_the_interventions_they_are_offered(qtbot):
         steer.check(model.cfg)
 
 
-def test_an_intervention_that_replaces_a_branched_run_says_so(qtbot, make_window):
-    """The run again with a new intervention is a new run: the branches of the one before
-    are not carried over, and the status line says they were left behind."""
+def test_an_intervention_makes_the_runs_branches_again_under_it(qtbot, make_window):
+    """The run again with a new intervention, as the main line is, and each of its
+    branches made again on it: the same token chosen at the same step, every later step
+    generated under the change (equal to a run of our own with the intervention and that
+    token forced); the status line says so."""
+    import torch
+    from explorer.core.experiments.interventions import intervened
+    from explorer.core.run.generation import GenerationSettings, generate
     window = make_window()
     session = window.session
     run_and_wait(qtbot, window, max_tokens=3)
     session.show_step(0)
     window.services.branch(13)
     qtbot.waitUntil(lambda: len(session.branches) == 2 and not window.running, timeout=60_000)
-    session.add_intervention(Intervention("scale", "trf_blocks.1.add2", k=0.5))
+    label, old = session.branches[1]
+    change = Intervention("scale", "trf_blocks.1.add2", k=0.5)
+    session.add_intervention(change)
     wait_run(qtbot, window)
-    qtbot.waitUntil(lambda: not window.running, timeout=60_000)
-    assert len(session.branches) == 1
-    assert "the earlier run's 1 branch left behind: they ran before this change" in session.status
+    qtbot.waitUntil(lambda: not window.running and len(session.branches) == 2, timeout=60_000)
+    settle(qtbot, window)
+    new_label, steps = session.branches[1]
+    assert new_label == label and steps[0].token_id == 13 and steps[0] is not old[0]
+    model, prompt = window.engine.loaded.model, list(session.prompt.ids)
+    with torch.no_grad(), intervened(model, [change], prompt):  # 13 forced, then greedy
+        want = generate(model, prompt + [13], GenerationSettings(max_new_tokens=len(steps) - 1))
+    assert [s.token_id for s in steps[1:]] == want.new_ids
+    assert len(steps) == len(old) > 1 and steps[1].prob == pytest.approx(want.steps[0].prob)
+    assert steps[1].prob != pytest.approx(old[1].prob, rel=1e-3)  # not the branch from before
+    assert "the run's 1 branch made again under this change" in " ".join(session.prompt.notices)
 
 
 def test_the_patching_prompts_show_their_start_in_a_narrow_box(qtbot):
