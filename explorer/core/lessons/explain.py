@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..gpt.nodes import (Width, CONTEXT_JOINED, EMBEDDING_SUM, KEYS_SHARED, VALUES_SHARED, Kind,
-                         as_order, input_node, node_for_hook, residual_branches)
+                         as_order, input_node, layer_of, model_input_node, node_for_hook,
+                         residual_branches)
 from ..gpt.tokenizer import gpt2_tokenizer
 from .kinds import KIND_LESSONS
 
@@ -105,7 +106,14 @@ def _token_mean(array: np.ndarray, position: int) -> float:
 
 
 def _input_of(name: str, views: dict, norm_position: str) -> str | None:
-    source = input_node(name, norm_position)
+    """What the node read, when the pass has it: a block's node's input, or for a node
+    after the blocks (the final norm) the node before it (the last block's output)."""
+    if layer_of(name) is not None:
+        source = input_node(name, norm_position)
+    else:
+        layers = [layer_of(n) for n in views]
+        source = model_input_node(name, norm_position,
+                                  max((l for l in layers if l is not None), default=-1) + 1)
     return source if source in views else None
 
 

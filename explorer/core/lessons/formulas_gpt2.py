@@ -199,9 +199,12 @@ def inside(ask: Ask) -> Worked:
                        f"starts at value {hd}: " + ", ".join(_f(v) for v in value[hd:hd + SHOWN])
                        + " …"], value, captured)
     linear = {SPLIT_KEYS: att.W_key, SPLIT_QUERIES: att.W_query, SPLIT_VALUES: att.W_value}
+    BOOK_NAMES = {SPLIT_KEYS: "keys", SPLIT_QUERIES: "queries", SPLIT_VALUES: "values"}
     if key in linear:
         value = proj(linear[key])[pos, s]
-        return Worked(name, f"{key} = {key}.view(b, T, n_heads, head_dim).transpose(1, 2)",
+        var = BOOK_NAMES[key]  # the book's variable (queries), not the node's key
+        return Worked(name, f"{var} = {var}.view(b, num_tokens, num_heads, head_dim)"
+                            ".transpose(1, 2)",
                       [f"{heads}: values {s.start}…{s.stop - 1} of the token's {att.d_out}: "
                        + ", ".join(_f(v) for v in value[:SHOWN]) + " …"], value, captured)
     q, k = proj(att.W_query)[pos, s], proj(att.W_key)[:, s]  # (hd,), (T, hd)

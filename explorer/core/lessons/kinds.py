@@ -109,7 +109,9 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
     Kind.ADD: KindLesson(
         what="The residual connection: adds the block's branch to the shortcut — the vector "
              "that skipped the branch — so information and gradients can pass around it.",
-        mistake="The shortcut is added, not concatenated: the shape does not change.",
+        mistake="The shortcut is added, not concatenated: the shape does not change — which "
+                "is what lets blocks stack: each block gives back a tensor of the shape it was "
+                "given, so the next block reads it as this one read its input.",
         questions=(shortcut_question, shape_question),
         formula=gpt2.add),
     Kind.LINEAR: KindLesson(
@@ -125,7 +127,9 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
              "negative ones towards zero with a small dip near -0.75. Without it the two "
              "Linear layers around it would collapse into one linear map (the Divergence "
              "tab's no-activation change shows it with this model's weights).",
-        mistake="GELU is not ReLU: negative inputs give small negative outputs, not zeros.",
+        mistake="GELU is not ReLU: negative inputs give small negative outputs, not zeros — "
+                "and a gradient that is not 0 there, so a neuron whose input went negative can "
+                "still learn (a non-linearity must give a useful gradient, not only a bend).",
         questions=(gelu_question, shape_question),
         formula=gpt2.gelu,
         own_class=GELU),
@@ -133,7 +137,8 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
         what="The feed-forward block: widen each token from {c} to {hidden} values, apply GELU, "
              "and narrow it back to {c}. It works on each token on its own.",
         mistake="The feed-forward block does not change the embedding size: {c} in, {c} out, "
-                "only {hidden} inside.",
+                "only {hidden} inside. Its forward does nothing special for that: the shapes "
+                "come from the two Linear layers' sizes alone ({c} → {hidden}, {hidden} → {c}).",
         questions=(width_question, shape_question),
         formula=gpt2.eval_copy),
     Kind.LOGITS: KindLesson(
@@ -194,7 +199,9 @@ KIND_LESSONS: dict[Kind, KindLesson] = {
              "unchanged and squashes negative ones towards 0 with a small dip (−0.28 at −1.28); "
              "here it turns fc1's values into a gate.",
         mistake="SiLU is not a 0/1 gate: negative inputs give small negative outputs, and large "
-                "ones pass almost unchanged.",
+                "ones pass almost unchanged — with a gradient that is not 0 for negative inputs, "
+                "so a closed gate can still learn to open (a non-linearity must give a useful "
+                "gradient, not only a bend).",
         questions=(gate_share_question, shape_question),
         formula=llama.gate),
     Kind.PRODUCT: KindLesson(

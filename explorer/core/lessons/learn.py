@@ -19,12 +19,15 @@ NOT_WRITTEN = ("Learn's questions are not written for this block yet (a family's
                "whether they are); on it use Explain, the worked formulas and the Code view.")
 
 
-def questions_for(name: str, norm_position: str) -> tuple[Callable, ...]:
+def questions_for(name: str, norm_position: str, follows: bool = True) -> tuple[Callable, ...]:
+    """The question makers of a node, in the order they rotate; ``follows``: whether a
+    block comes after it (not after the last block's output: no block's first operation
+    to ask about there)."""
     node = node_for_hook(name, norm_position)
     if node.key == EMBEDDING_SUM:
         return (shape_question, width_question)
     makers = KIND_LESSONS[node.kind].questions
-    if name == embeddings(norm_position) or node.key == block_output(norm_position):
+    if name == embeddings(norm_position) or (node.key == block_output(norm_position) and follows):
         # asked from a block's input (the embeddings, or the block before's output), not
         # from its first node, whose selection would give the answer away
         makers = (first_node_question,) + makers
@@ -48,7 +51,9 @@ def question_for(name: str, views: dict, norm_position: str, asked: int = 0,
     (of a model whose norms add ``norm_eps``); None when the node is not in them."""
     if name not in views:
         return None
-    makers = questions_for(name, norm_position)
+    layer = layer_of(name)  # a block after it: one of the pass's nodes is the next block's
+    follows = layer is None or any(layer_of(n) == layer + 1 for n in views)
+    makers = questions_for(name, norm_position, follows)
     live = Live(name, views, norm_position, norm_eps)
     return makers[asked % len(makers)](live, random.Random(seed * 7919 + asked))
 

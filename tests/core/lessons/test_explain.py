@@ -182,3 +182,43 @@ def test_shared_keys_are_said_a_copy_and_masked_scores_statistics_say_what_they_
     assert f"std {masked[np.isfinite(masked)].std():.3g}" in said
     assert f"over its {finite} finite values; its {infinite} −inf (the masked scores) are " \
            "left out" in said
+
+
+@pytest.mark.parametrize("name", ["tiny", "llama-tiny"])
+def test_the_final_norm_says_what_it_did_to_the_token_from_the_last_blocks_output(name):
+    """The final norm reads the last block's output: its Explain says the token's std (or
+    root mean square) before and after, numbers computed here."""
+    from explorer.core.gpt.nodes import block_output, block_hook_name, order_of
+    from explorer.core.run.passes import run_prompt
+    model = build_model(preset(name), seed=0)
+    order = order_of(model.cfg)
+    views = run_prompt(model, [5, 6, 7, 8]).views
+    said = explain("final_norm", views, ["a", "b", "c", "d"], norm_position=order,
+                   cfg=model.cfg, tokenizer=model.tokenizer).here
+    before = views[block_hook_name(model.cfg.n_layers - 1, block_output(order))].array[0, -1]
+    after = views["final_norm"].array[0, -1]
+    if name == "tiny":
+        assert f"It brought token 'd' from std {before.std():.3g} to {after.std():.3g}." in said
+    else:
+        rms = float(np.sqrt(np.mean(before.astype(np.float64) ** 2)))
+        assert f"It brought token 'd' from root mean square {rms:.3g} to" in said
+
+
+@pytest.mark.parametrize("name, norm", [("tiny", "pre"), ("tiny", "post"), ("llama-tiny", "pre")])
+def test_the_chapters_points_are_said_on_every_block(name, norm):
+    """The chapter's points, said in Explain on GPT-2 Pre-LN, Post-LN and a Llama block:
+    the feed-forward's shape comes from its Linear layers' sizes (its forward does nothing
+    special), an add keeps the shape so that blocks stack, and the non-linearity must
+    give a useful gradient."""
+    from explorer.core.gpt.nodes import Role, block_hook_name, order_of, role
+    from explorer.core.run.passes import run_prompt
+    model = build_model(preset(name, norm_position=norm), seed=0)
+    order = order_of(model.cfg)
+    views = run_prompt(model, [5, 6, 7]).views
+
+    def mistake(key):
+        return explain(block_hook_name(0, key), views, ["a", "b", "c"], norm_position=order,
+                       cfg=model.cfg, tokenizer=model.tokenizer).mistake
+    assert "the shapes come from" in mistake("ff") and "Linear" in mistake("ff")
+    assert "which is what lets blocks stack" in mistake("add2")
+    assert "a non-linearity must give a useful gradient" in mistake(role(order, Role.ACTIVATION))

@@ -177,3 +177,15 @@ def test_a_mixtures_formulas_and_each_experts_steps_equal_what_they_captured():
     mix = worked(model, "trf_blocks.1.ff", result.views, ids, 2)
     assert mix.lines[-1] == f"active here: 2 experts × {3 * 32 * 32:,} parameters = " \
                             f"{2 * 3 * 32 * 32:,} of this block's {8 * 3 * 32 * 32:,}"
+
+
+def test_the_split_into_heads_reads_as_the_books_line():
+    """queries = queries.view(b, num_tokens, num_heads, head_dim).transpose(1, 2), as the
+    book's MultiHeadAttention writes it, not the node's key on both sides."""
+    model = build_model(preset("tiny"), seed=3).eval()
+    ids = encode("Every effort moves you")
+    views = run_prompt(model, ids, Keep(inside=True)).views
+    for var in ("queries", "keys", "values"):
+        w = worked(model, f"trf_blocks.0.att.{var}", views, ids, 1)
+        assert w.formula == f"{var} = {var}.view(b, num_tokens, num_heads, head_dim).transpose(1, 2)"
+        assert w.max_error <= 1e-6

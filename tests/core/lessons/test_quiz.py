@@ -196,3 +196,15 @@ def test_a_token_tensors_shape_offers_the_seeds_flattened_batch(passes):
                 assert f"run together into {b * t} rows" in q.why[flat]
         assert 5 <= offered <= 20, (name, offered)  # a third of the draws
 
+
+
+def test_the_first_operation_is_not_asked_at_the_last_blocks_output(passes):
+    """The last block's output enters no block (the final norm follows): the question
+    about a block's first operation is asked at block 0's output, never at the last's."""
+    cfg, views = CONFIGS["pre"], passes["pre"]
+    def texts(name):
+        return [question_for(name, views, cfg.norm_position, asked, seed=asked).text
+                for asked in range(6)]
+    assert any(t.startswith("Which operation touches the block's input") for t in
+               texts("trf_blocks.0.add2"))
+    assert not any(t.startswith("Which operation touches") for t in texts("trf_blocks.1.add2"))

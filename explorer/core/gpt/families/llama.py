@@ -254,7 +254,8 @@ WHAT = {
 }
 MISTAKE = {
     Kind.FFN: "The inner width is not 4 × emb_dim: it is the config's hidden_dim ({hidden}), "
-              "and the block has three matrices, not two.",
+              "and the block has three matrices, not two. Its forward does nothing special "
+              "to keep {c} values a token: the shapes come from the Linear layers' sizes.",
     Kind.ATTENTION: "Fewer key/value heads ({kv_heads}) than query heads ({heads}) does not "
                     "mean fewer query heads: each group of query heads shares one key and one "
                     "value head (grouped-query attention).",

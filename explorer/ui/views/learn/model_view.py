@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeade
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from ....core.gpt.sizes import feed_forward_cost, sizes
+from ....core.lessons.chapter_plan import chapter_plan
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
 from ...base.view import ViewHooks
@@ -112,5 +113,8 @@ class ModelView(ViewHooks, QWidget):
             f"<b>{html.escape(info.label)}</b> — {html.escape(info.size)}. In memory: "
             f"{s.megabytes(loaded, size):,.2f} MB of weights in {info.dtype}"
             + (f" ({s.megabytes(loaded):,.2f} MB in float32)" if size != 4 else "") + ".")
-        self.notes.setText("<br>".join(html.escape(line) for line in s.notes()))
+        plan = chapter_plan(info.config)  # chapter 4's pieces, in this model
+        self.notes.setText("<br>".join(html.escape(line) for line in s.notes())
+                           + "<br><br><b>Chapter 4's plan, in this model</b><br>"
+                           + "<br>".join(html.escape(line) for line in plan))
         self._show_width()
