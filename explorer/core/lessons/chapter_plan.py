@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ..gpt.family import NORM_KINDS
 from ..gpt.nodes import (FEED_FORWARD, FINAL_NORM, LOGITS, Kind, Role, activation_label,
-                         block_module_name, block_nodes, expert_nodes, expert_step_keys, model_nodes, order_of,
-                         residual_branches, role)
+                         block_module_name, block_nodes, expert_nodes, expert_step_keys,
+                         model_nodes, order_of, residual_branches, role)
 from ..gpt.sizes import count_parameters
 
 
