@@ -333,7 +333,8 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu", dtype: str | t
     model.tokenizer = tokenizer  # it hangs off the model: whatever reads text asks it
     fmt = info["format"]
     kind = (info.get("hf_config") or {}).get("model_type")
-    what = names.label(cfg) or f"{cfg.n_layers}-layer {cfg.family.files.hf_name(kind)} ({cfg.emb_dim}-dim)"
+    named = cfg.family.files.hf_name(kind) if kind else cfg.family.display_name(cfg)  # a book
+    what = names.label(cfg) or f"{cfg.n_layers}-layer {named} ({cfg.emb_dim}-dim)"  # file's own
     label = f"{what} from {p.name} ({_FORMAT_NAMES.get(fmt, fmt)})"
     meta = info.get("metadata", {})
     trained = meta.get("trained", "true") != "false"

@@ -472,3 +472,16 @@ def test_a_config_json_cut_short_beside_a_book_pth_is_named_unreadable(tmp_path)
     ids = torch.tensor([[5, 9, 2]])
     with torch.no_grad():
         torch.testing.assert_close(loaded.model(ids), model.eval()(ids))
+
+
+def test_a_book_qwen3_pth_is_called_qwen3_not_llama_family(tmp_path):
+    """The book's Qwen3 .pth (q/k norms) opens as a Qwen3, its Llama 3 .pth as a Llama."""
+    for name, word in (("qwen3-tiny", "Qwen3"), ("llama-tiny", "Llama")):
+        cfg = preset(name)
+        torch.save(build_model(cfg, seed=1).state_dict(), tmp_path / "model.pth")
+        (tmp_path / "config.json").write_text(json.dumps(
+            {"vocab_size": 50257, "context_length": 64, "emb_dim": 32, "n_heads": 4,
+             "n_layers": 2, "hidden_dim": cfg.hidden_dim, "head_dim": cfg.head_dim,
+             "qk_norm": cfg.qk_norm, "n_kv_groups": 2, "rope_base": cfg.rope_base}))
+        assert load_checkpoint(tmp_path / "model.pth").label == \
+            f"2-layer {word} (32-dim) from model.pth (PyTorch state dict)"
