@@ -55,3 +55,16 @@ def test_the_module_map_lists_every_module_of_the_core():
                if p.name != "__init__.py"}
     assert not sorted(modules - listed)
     assert "core/gpt/families/__init__.py" in listed  # the registry, by its own name
+
+
+def test_views_md_names_every_view_by_its_window_title_and_shortcut():
+    """docs/VIEWS.md describes each view under the title the window gives it (the
+    registry's), with its shortcut beside it."""
+    from explorer.ui.views.registry import VIEWS
+    text = (ROOT / "docs" / "VIEWS.md").read_text(encoding="utf-8")
+    missing = [v.title for v in VIEWS if f"**{v.title}**" not in text]
+    assert not missing, missing
+    for v in VIEWS:
+        if v.shortcut:
+            entry = text[text.index(f"**{v.title}**"):][:400]
+            assert v.shortcut in entry, (v.title, v.shortcut)
