@@ -26,7 +26,7 @@ from ...plots.plot_text import empty_message, fitted_names, set_empty
 EMPTY = "Run a prompt (Ctrl+Enter): its next-token distribution, reshaped as you move the settings."
 SHOWN = 20  # candidates drawn
 DRAWS = 200
-NAMED = 3  # the tallest bars named over them (the axis names every k-th when narrow)
+NAMED = 3  # the tallest, named in the note above the plot (every bar carries its name)
 ORDER = "temperature → top-k → top-p"  # the order generation applies them (generation.py)
 KEPT, CUT, MODEL, DRAWN = "#3c78c8", "#cfcfcf", "#222222", "#e07b00"
 
@@ -175,6 +175,7 @@ class SamplingView(LazyRefresh, QWidget):
         self.uniform = pg.InfiniteLine(angle=0, pen=pg.mkPen("#888888", style=Qt.DashLine))
         for item in (self.bars, self.outline, self.draws, self.uniform):
             self.plot.addItem(item)  # the line is named in the note: a label would cover bars
+        self.names: list[pg.TextItem] = []  # each bar's token, upright from its foot
 
 
     def draw(self) -> None:
@@ -202,11 +203,28 @@ class SamplingView(LazyRefresh, QWidget):
         self.uniform.setValue(1 / r.vocab)
         if tuple(ids) != self._ids:
             self._ids = tuple(ids)
-            fitted_names(self.plot, [repr(self.session.tokenizer.token_piece(int(i))) for i in ids])
+            names = [repr(self.session.tokenizer.token_piece(int(i))) for i in ids]
+            fitted_names(self.plot, names)  # the axis: every k-th on a narrow plot
+            self._name_bars(names)
         top = 1.0 if self.fixed.isChecked() else max(float(before.max()), float(after.max())) * 1.1
         self.plot.setRange(xRange=(-0.6, len(ids) - 0.4), yRange=(0, top), padding=0)
 
         self.note.setText(self._words(r))
+
+    def _name_bars(self, names: list[str]) -> None:
+        """Every bar's token written upright from its foot, inside the bar: named however
+        narrow the plot (the axis can name only every k-th there)."""
+        for item in self.names:
+            self.plot.removeItem(item)
+        self.names = []
+        for i, name in enumerate(names):
+            # white on a dark ground of its own: readable in a bar and above a short one
+            item = pg.TextItem(name, color="#ffffff", angle=90, anchor=(0, 0.5),
+                               fill=pg.mkBrush(20, 40, 80, 150))
+            item.setPos(i, 0)
+            item.setZValue(5)
+            self.plot.addItem(item)
+            self.names.append(item)
 
     def tallest(self, r: Reshaped) -> str:
         """The NAMED most likely tokens with these settings (the model's where every one is

@@ -82,9 +82,9 @@ def test_use_for_generation_hands_the_settings_to_the_prompt_panel(qtbot):
 
 
 def test_the_three_most_likely_are_named_and_any_bar_on_hover(qtbot):
-    """On a narrow plot the axis names every k-th bar; the three most likely are named in
-    the line above the plot whatever k is, and the bar under the mouse says its token and
-    both probabilities."""
+    """On a narrow plot the axis names every k-th bar, and every bar carries its token
+    upright inside it; the three most likely are named in the line above the plot, and
+    the bar under the mouse says its token and both probabilities."""
     from PySide6.QtCore import QPointF
     from PySide6.QtGui import QImage, QPainter
     alone = Alone(qtbot)
@@ -105,7 +105,9 @@ def test_the_three_most_likely_are_named_and_any_bar_on_hover(qtbot):
     painter.end()
     names = [text for _, text in texts]
     assert names[0] == repr(token_piece(int(ids[0]))) and names[-1] == repr(token_piece(int(ids[-1])))
-    assert len(names) >= 4
+    # every bar named, upright from its foot inside it, however narrow the plot
+    assert [t.toPlainText() for t in view.names] == [repr(token_piece(int(i))) for i in ids]
+    assert [t.pos().x() for t in view.names] == list(range(len(ids)))
     widget = view.plot_widget.rect()
     for rect, _ in texts:
         on_screen = view.plot_widget.mapFromScene(axis.mapRectToScene(rect)).boundingRect()
