@@ -45,7 +45,8 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.scale.shape, self.scale, self.shift, self.eps)
 
     def book_forward(self, x):
-        # the book's forward, line for line (the Code view shows it; forward computes it)
+        # the book's forward, line for line
+        # (the Code view shows it; forward computes it)
         mean = x.mean(dim=-1, keepdim=True)
         var = x.var(dim=-1, keepdim=True, unbiased=False)
         norm_x = (x - mean) / torch.sqrt(var + self.eps)
@@ -60,7 +61,8 @@ class GELU(nn.Module):
         return F.gelu(x, approximate="tanh")
 
     def book_forward(self, x):
-        # the book's forward, line for line (the Code view shows it; forward computes it)
+        # the book's forward, line for line
+        # (the Code view shows it; forward computes it)
         return 0.5 * x * (1 + torch.tanh(
             torch.sqrt(torch.tensor(2.0 / torch.pi)) *
             (x + 0.044715 * torch.pow(x, 3))

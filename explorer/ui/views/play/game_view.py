@@ -186,11 +186,14 @@ class GameView(ViewHooks, QWidget):
         self.session.set_covered()
         self._enable(False)
         self.lens_answer = None
-        self.result.setText(f"You: block {block}; the lens first has it at block {right} "
-                            f"({'exactly!' if block == right else f'{abs(block - right)} off'}). "
-                            f"Layer rounds: {self.layer_score[1]} of {self.layer_score[0]} exact."
-                            " The Logit lens tab shows it.")
-        self.services.show_view("lens")
+        verdict = (f"You: block {block}; the lens first has it at block {right} "
+                   f"({'exactly!' if block == right else f'{abs(block - right)} off'}). "
+                   f"Layer rounds: {self.layer_score[1]} of {self.layer_score[0]} exact.")
+        self.result.setText(f"{verdict} The Logit lens tab shows it.")
+        self.score_label.setText(f"Layer rounds: {self.layer_score[1]} of "
+                                 f"{self.layer_score[0]} exact")
+        self.services.show_view("lens")  # the answer's table; the verdict stays on screen:
+        self.session.set_status(f"Guess the layer — {verdict}")  # on the status line too
 
     def _guess_clicked(self) -> None:
         if self.mode.currentIndex() == 1:

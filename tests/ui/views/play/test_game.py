@@ -58,6 +58,10 @@ def test_the_layer_round_asks_where_the_lens_first_finds_the_answer(qtbot):
     game.guess_layer(right)
     assert "exactly!" in game.result.text() and game.layer_score == [1, 1]
     assert shown == ["lens"] and not alone.session.covered
+    # the lens takes the screen: the verdict stays on it, on the status line and the score
+    assert alone.session.status.startswith(f"Guess the layer — You: block {right}; the lens "
+                                           f"first has it at block {right} (exactly!)")
+    assert game.score_label.text() == "Layer rounds: 1 of 1 exact"
     rows = alone.lens.rows  # the lens tab's own answer agrees
     final = rows[-1].top_ids[0]
     first = next(i for i, r in enumerate(rows) if r.top_ids[0] == final)
