@@ -30,6 +30,13 @@ def order_of(cfg: GPTConfig) -> BlockOrder:
     return cfg.family.order(cfg.norm_position, switches_of(cfg))
 
 
+def order_at(cfg: GPTConfig, position: str) -> BlockOrder | None:
+    """The config's family's block in another norm position (None where the family has
+    no such block: OLMo's and Gemma's have one placement only)."""
+    family = cfg.family
+    return family.order(position, switches_of(cfg)) if position in family.orders else None
+
+
 def as_order(order: str | BlockOrder | GPTConfig = NormPosition.PRE) -> BlockOrder:
     """A block order from what a caller has: a config, an order, or a bare norm
     position (the default family's block)."""

@@ -21,7 +21,9 @@ from ....core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE,
                                             gradient_experiment, no_twin)
 from ....core.base.resources import resource_path
 from ....core.gpt.tokenizer import encode
-from ....core.gpt.nodes import BLOCK_INPUT, Kind, block_steps, shortcut_sources
+from ....core.gpt.family import NORM_KINDS
+from ....core.gpt.nodes import (BLOCK_INPUT, Kind, as_order, block_steps, order_at, order_of,
+                                 shortcut_sources)
 from ...widgets.job_controls import JobControls
 from ...plots.figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
 from ...widgets.scrolling import scrolling
@@ -46,18 +48,25 @@ class OrderGraphs(QGraphicsView):
 
     def __init__(self) -> None:
         super().__init__()
-        scene = QGraphicsScene(self)
-        self.setScene(scene)
+        self.setScene(QGraphicsScene(self))
         self.setRenderHint(QPainter.Antialiasing)
-        for column, position in enumerate(("pre", "post")):
-            self._column(scene, column * self.COLUMN, position)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarAsNeeded)
-        self.setMinimumHeight(int(scene.itemsBoundingRect().height()) + 8)
+        self.draw(PRE_POST)
 
-    def _column(self, scene: QGraphicsScene, x0: float, position: str) -> None:
+    def draw(self, orders) -> None:
+        """The blocks of ``orders`` (the loaded model's family's, or bare positions:
+        GPT-2's), side by side."""
+        scene = self.scene()
+        scene.clear()
+        for column, order in enumerate(orders):
+            self._column(scene, column * self.COLUMN, order)
+        self.setMinimumHeight(int(scene.itemsBoundingRect().height()) + 8)
+        self._fit()
+
+    def _column(self, scene: QGraphicsScene, x0: float, position) -> None:
         w, h, gap = self.W, self.H, self.GAP
-        title = scene.addSimpleText(f"{NAMES[position]} block")
+        title = scene.addSimpleText(f"{as_order(position).title} block")
         font = title.font()
         font.setBold(True)
         title.setFont(font)
@@ -65,7 +74,8 @@ class OrderGraphs(QGraphicsView):
         top, boxes = 28.0, {}
         for i, node in enumerate(block_steps(position)):
             y = top + i * (h + gap)
-            colour = "#fff3b0" if node.kind == Kind.NORM else "#dce8fb" if node.kind == Kind.ADD else "#eeeeee"
+            colour = "#fff3b0" if node.kind in NORM_KINDS else "#dce8fb" if node.kind == Kind.ADD \
+                else "#eeeeee"
             scene.addRect(QRectF(x0 + 40, y, w, h), QPen(QColor("#555555")), QBrush(QColor(colour)))
             text = scene.addSimpleText(node.label)
             text.setPos(x0 + 40 + (w - text.boundingRect().width()) / 2,
@@ -82,7 +92,12 @@ class OrderGraphs(QGraphicsView):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
         super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
         rect = self.scene().itemsBoundingRect()
+        if rect.isEmpty():
+            return
         port = self.viewport().size()
         scale = max(1.0, min(1.3, (port.width() - 6) / rect.width(), (port.height() - 6) / rect.height()))
         self.resetTransform()
@@ -106,12 +121,14 @@ def twin_words(runs: dict, info) -> str:
     return "<br>".join(words)
 
 
-def node_orders_html() -> str:
-    """Both blocks' node order, from the node table, as two lines of text."""
+def node_orders_html(orders=PRE_POST) -> str:
+    """Each block's node order (GPT-2's, or the loaded model's family's), from the node
+    table, a line each."""
     lines = []
-    for position in PRE_POST:
-        keys = [n.label for n in block_steps(position)]
-        lines.append(f"<b>{NAMES[position]} block:</b> input → " + " → ".join(keys) + " → output")
+    for order in orders:
+        keys = [n.label for n in block_steps(order)]
+        lines.append(f"<b>{as_order(order).title} block:</b> input → " + " → ".join(keys)
+                     + " → output")
     return "<br>".join(lines)
 
 
@@ -169,6 +186,7 @@ class LnCompareView(ViewHooks, QWidget):
             title="Pre-LN/Post-LN comparison")
         self.experiment = ViewJobs(engine, self._gradients_failed, controls=self.controls,
                                    status=session.set_status, title="Gradient experiment")
+        self._new_model()  # a view made after the model loaded starts from it
 
     def _bars(self) -> tuple[QHBoxLayout, QVBoxLayout]:
         """Compare on the prompt; the gradient experiment's Run, Stop, depths, init, seed."""
@@ -212,6 +230,11 @@ class LnCompareView(ViewHooks, QWidget):
         why = no_twin(info.config) if info is not None else None
         self.compare_button.setEnabled(why is None)  # OLMo's, Gemma's: one placement only
         self.top_label.setText(f"{why[0].upper()}{why[1:]}" if why else "")
+        # the model's own family's two orders, drawn (GPT-2's before a model is loaded)
+        orders = [o for o in (order_at(info.config, p) for p in PRE_POST) if o is not None] \
+            if info is not None else list(PRE_POST)
+        self.order_graphs.draw(orders or [order_of(info.config)])
+        self.orders.setText(node_orders_html(orders or [order_of(info.config)]))
 
     # ------------------------------------------------------------------ requests
     def _compare(self) -> None:

@@ -302,3 +302,23 @@ def test_every_placement_is_measured_side_by_side_and_trained_on_request(qtbot, 
     assert reports[-1][1] == 2 * (1 + 2 * 2000) and reports[-1][0] <= 3
     assert page.words.text() == "Placements experiment stopped."
     assert list(page.results) == [NormPosition.POST, NormPosition.DYT]  # the last run's stay
+
+
+def test_where_the_norm_sits_draws_the_loaded_models_own_blocks(qtbot):
+    """On a Llama-family model the two orders drawn are its own block's (RMSNorms, no
+    dropout), not GPT-2's; on OLMo, whose block has one placement, it says so before any
+    Compare, and draws that one block."""
+    from PySide6.QtWidgets import QGraphicsSimpleTextItem
+    from tests.ui.alone import Alone
+
+    def texts(view):
+        return [i.text() for i in view.order_graphs.scene().items()
+                if isinstance(i, QGraphicsSimpleTextItem)]
+    llama = Alone(qtbot, "llama-tiny").ln_compare
+    drawn = texts(llama)
+    assert "Llama / Qwen block" in drawn and "Llama / Qwen · Post-LN block" in drawn
+    assert "RMSNorm 1" in drawn and "LayerNorm 1" not in drawn and "Dropout" not in drawn
+    assert "RMSNorm 1" in llama.orders.text() and "LayerNorm" not in llama.orders.text()
+    olmo = Alone(qtbot, "olmo3-tiny").ln_compare
+    assert not olmo.compare_button.isEnabled() and olmo.top_label.text()
+    assert len([t for t in texts(olmo) if t.endswith(" block")]) == 1
