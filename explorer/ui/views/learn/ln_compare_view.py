@@ -22,7 +22,8 @@ from ....core.experiments.ln_compare import (EXPERIMENT_CONFIG, FINAL_NORM_NOTE,
 from ....core.base.resources import resource_path
 from ....core.gpt.tokenizer import encode
 from ....core.gpt.family import NORM_KINDS
-from ....core.gpt.nodes import (BLOCK_INPUT, Kind, as_order, block_steps, order_at, order_of,
+from ....core.gpt.nodes import (ATTENTION, BLOCK_INPUT, Kind, as_order, block_hook_name,
+                                 block_steps, inside_attention, layer_of, order_at, order_of,
                                  shortcut_sources)
 from ...widgets.job_controls import JobControls
 from ...plots.figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
@@ -283,8 +284,14 @@ class LnCompareView(ViewHooks, QWidget):
         self.top_label.setText(twin_words(self.runs, self.session.model) + "<br>" + FINAL_NORM_NOTE)
 
     def _redraw_runs(self) -> None:
-        if self.runs:
-            draw_runs(self.plots, self.runs, self.session.node)
+        """The runs, with the selected node's histogram in both orders; a step inside
+        attention (not run apart in both orders) falls back to its block's attention."""
+        if not self.runs:
+            return
+        node = self.session.node
+        if node and layer_of(node) is not None and inside_attention(node):
+            node = block_hook_name(layer_of(node), ATTENTION)
+        draw_runs(self.plots, self.runs, node)
 
     def show_gradients(self, result: GradientResult | None) -> None:
         if result is None:

@@ -47,6 +47,12 @@ def test_ln_compare_view_runs_both_orders_and_the_gradient_experiment(qtbot, ran
     his = [view.runs[p].histograms[node] for p in ("pre", "post")]
     assert x0 <= min(h.lo for h in his) and x1 >= max(h.hi for h in his)
     assert "outside the range: Pre-LN" in view.plots["hist"].titleLabel.text
+    # a step inside attention (not run apart in both orders): its block's attention
+    ran.session.set_node("trf_blocks.1.att.attn_scores")
+    curves = view.plots["hist"].listDataItems()
+    assert len(curves) == 2 and "not captured" not in view.plots["hist"].titleLabel.text
+    assert view.plots["hist"].titleLabel.text.startswith("B1 att")
+    ran.session.set_node(node)
     view.depths.setText("2, 3")
     view.run_button.click()
     qtbot.waitUntil(lambda: view.result is not None, timeout=60_000)
