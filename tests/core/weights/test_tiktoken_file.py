@@ -105,22 +105,26 @@ def test_tokenizer_model_reads_as_the_books_llama3_tokenizer(folder, monkeypatch
     assert ours.token_piece(128256) == "<id 128256>"
 
 
-def test_the_books_llama3_pth_opens_with_its_tokenizer_model(folder, capsys, monkeypatch):
-    """The book's .pth with its config dict (dtype written as the README says) and
-    tokenizer.model: the title and ``tokenize`` name Llama 3's tokenizer, the prompt is
-    read with it, probabilities cover every one of the 128,256 rows."""
+def test_the_books_llama3_pth_opens_with_its_tokenizer_model(folder, capsys):
+    """The book's Llama3Model (transcribed in tests/book_llama.py, random weights of a
+    128,256-row vocabulary) saved as its readers save it: torch.save of its state dict,
+    its config dict beside it with json.dump(..., default=str) (its dtype a torch dtype),
+    and tokenizer.model. The title and ``tokenize`` name Llama 3's tokenizer, the prompt
+    is read with it, and the logits over every one of the 128,256 rows equal the book
+    model's."""
     from explorer.cli import main
     from explorer.core.run.passes import run_prompt
+    from tests import book_llama
     if not (folder / "tokenizer.model").exists():
         write_tokenizer_model(folder)
     cfg = preset("llama-tiny", vocab_size=128256, emb_dim=16, n_heads=2, n_kv_groups=1,
-                 head_size=8, n_layers=1, ff_dim=32, rope_base=500000.0)
-    model = build_model(cfg, seed=2)
-    torch.save(model.state_dict(), folder / "model.pth")
-    (folder / "config.json").write_text(json.dumps(
-        {"vocab_size": 128256, "context_length": cfg.context_length, "emb_dim": 16,
-         "n_heads": 2, "n_layers": 1, "hidden_dim": 32, "n_kv_groups": 1, "rope_base": 500000.0,
-         "dtype": "torch.bfloat16"}))
+                 head_size=8, n_layers=1, ff_dim=32, rope_base=500000.0, tie_weights=False)
+    config = book_llama.book_config(cfg)
+    torch.manual_seed(2)
+    book = book_llama.Llama3Model(config).eval()
+    torch.save(book.state_dict(), folder / "model.pth")
+    with open(folder / "config.json", "w") as f:  # as the README says: default=str
+        json.dump({**config, "dtype": torch.bfloat16}, f, default=str)
     loaded = load_checkpoint(folder / "model.pth")
     assert loaded.tokenizer.name == "Llama 3 (tokenizer.model)"
     assert "GPT-2" not in loaded.label and not any("<id N>" in n for n in loaded.notices)
@@ -128,10 +132,13 @@ def test_the_books_llama3_pth_opens_with_its_tokenizer_model(folder, capsys, mon
     assert ids == BookLlama3Tokenizer(str(folder / "tokenizer.model")).encode(TEXTS[0])
     result = run_prompt(loaded.model, ids)
     with torch.no_grad():
-        want = torch.softmax(model.eval()(torch.tensor([ids]))[0, -1].double(), -1)
+        logits = book(torch.tensor([ids]))[0, -1].double()
+    assert (torch.from_numpy(result.next_logits).double() - logits).abs().max() <= 1e-5
+    want = torch.softmax(logits, -1)
     assert result.next_logits.shape == (128256,)
     assert result.top_ids[0] == int(want.argmax())
     assert result.top_probs[0] == pytest.approx(float(want.max()), rel=1e-4)
+    assert result.top_pieces[0] == loaded.tokenizer.token_piece(int(want.argmax()))
     assert main(["tokenize", TEXTS[0], "--checkpoint", str(folder / "model.pth")]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{len(ids)} tokens (Llama 3 (tokenizer.model))")
