@@ -18,7 +18,6 @@ from tiktoken.load import load_tiktoken_bpe
 
 from explorer.core.base.errors import CheckpointError
 from explorer.core.base.resources import resource_path
-from explorer.core.gpt.build import build_model
 from explorer.core.gpt.config import preset
 from explorer.core.weights.checkpoints import load_checkpoint
 from explorer.core.weights.tokenizers_files import tokenizer_for
