@@ -196,7 +196,9 @@ class AttentionView(LazyRefresh, QWidget):
         # Axis sizes fixed by the longest label: new ticks then never resize the plot,
         # whose resize would ask for new ticks again (a relayout on every loop turn).
         metrics = QFontMetrics(self.plot.getAxis("left").font())
-        self._labels = [token_label(p) for p in self.pieces]
+        # each query named with its position: a key too narrow for its token is numbered
+        self._tokens = [token_label(p) for p in self.pieces]
+        self._labels = [f"{i} {t}" for i, t in enumerate(self._tokens)]
         self._label_px = max((metrics.horizontalAdvance(t) for t in self._labels), default=10) + 8
         self.plot.getAxis("left").setWidth(self._label_px + 28)  # and the axis title
         self.plot.getAxis("bottom").setHeight(metrics.height() + 34)
@@ -263,7 +265,7 @@ class AttentionView(LazyRefresh, QWidget):
         set_label(plot, "bottom", {PATTERN: "key token (weights after softmax)",
                                    SCORES: "key token (q · k, before the mask)"}.get(
                                        self.key, "key token (later keys masked to −inf: no bar)"))
-        fitted_names(plot, self._labels[:row.size])  # every key whose label has room
+        fitted_names(plot, self._tokens[:row.size])  # every key whose label has room
         plot.setXRange(-0.6, row.size - 0.4, padding=0)
         plot.enableAutoRange(axis="y")
     def _one_head(self, h: int, T: int) -> None:
@@ -313,13 +315,21 @@ class AttentionView(LazyRefresh, QWidget):
         ky = tick_step(box.height() / rect.height(), metrics.height())
         kx = tick_step(box.width() / rect.width(), self._label_px)
         T = len(labels)
+        keys = labels
+        if kx > 1:  # the keys' tokens do not fit each column: their positions do
+            keys = [str(i) for i in range(T)]
+            kx = tick_step(box.width() / rect.width(), metrics.horizontalAdvance(str(T - 1)) + 8)
+        word = "key token" if keys is labels else "key position (= the query row of that number)"
+        set_label(self.plot, "bottom", word + (", columns of each head" if columns > 1 or
+                                               len(self.shown_heads) > 1 else ""))
 
-        def ticks(tiles: int, k: int) -> list[tuple[float, str]]:
-            return [(t * (n + gap) + i + 0.5, labels[i * factor])
+        def ticks(names: list[str], tiles: int, k: int) -> list[tuple[float, str]]:
+            return [(t * (n + gap) + i + 0.5, names[i * factor])
                     for t in range(tiles) for i in range(0, n, k) if i * factor < T]
 
-        set_ticks(self.plot.getAxis("left"), [ticks(rows, ky)])
-        set_ticks(self.plot.getAxis("bottom"), [ticks(min(columns, len(self.shown_heads)), kx)])
+        set_ticks(self.plot.getAxis("left"), [ticks(labels, rows, ky)])
+        set_ticks(self.plot.getAxis("bottom"),
+                  [ticks(keys, min(columns, len(self.shown_heads)), kx)])
 
     def _set_labels(self, labels: list[tuple[str, float, float]]) -> None:
         while len(self.labels) < len(labels):

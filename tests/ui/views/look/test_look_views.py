@@ -188,15 +188,20 @@ def test_attention_view_shows_every_head_and_one_large(qtbot, ran):
     rows = -(-heads // columns)
     box = view.plot.getViewBox()
     cell = box.height() / box.viewRect().height()
+    named = {f"{i} {token_label(p)}" for i, p in enumerate(pieces)}  # queries: position, token
     for side, tiles in (("left", rows), ("bottom", columns)):
         ticks = view.plot.getAxis(side)._tickLevels[0]
-        assert {t for _, t in ticks} <= {token_label(p) for p in pieces}
+        # keys: their tokens where each column has room, else their positions, every one
+        assert {t for _, t in ticks} <= (named if side == "left" else
+                                         named | {str(i) for i in range(len(pieces))})
         assert len({round(pos // (n + gap)) for pos, _ in ticks}) == tiles  # each tile row/column
         spacing = min(b - a for (a, _), (b, _) in zip(ticks, ticks[1:]) if b - a < n)
         need = QFontMetrics(view.plot.getAxis(side).font()).height()
         assert spacing * cell >= need
+    keys = [t for _, t in view.plot.getAxis("bottom")._tickLevels[0]]
     assert view.plot.getAxis("left").labelText.startswith("query token")
-    assert view.plot.getAxis("bottom").labelText.startswith("key token")
+    assert view.plot.getAxis("bottom").labelText.startswith(
+        "key position (= the query row of that number)" if keys[0].isdigit() else "key token")
     assert view.color_bar.isVisible() and view.color_bar.levels() == (0.0, 1.0)
     view.head_box.setCurrentIndex(2)  # head 1
     assert view.shown_heads == [1]
@@ -204,7 +209,7 @@ def test_attention_view_shows_every_head_and_one_large(qtbot, ran):
     assert view.plot.titleLabel.text == "head 1"
     left = view.plot.getAxis("left")._tickLevels[0]
     k = round(left[1][0] - left[0][0]) if len(left) > 1 else 1
-    assert [t for _, t in left] == [token_label(p) for p in pieces][::k]
+    assert [t for _, t in left] == [f"{i} {token_label(p)}" for i, p in enumerate(pieces)][::k]
     assert [pos for pos, _ in left] == [i + 0.5 for i in range(0, len(pieces), k)]  # cell centres
 
 
