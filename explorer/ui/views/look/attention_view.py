@@ -328,8 +328,7 @@ class AttentionView(LazyRefresh, QWidget):
                     for t in range(tiles) for i in range(0, n, k) if i * factor < T]
 
         set_ticks(self.plot.getAxis("left"), [ticks(labels, rows, ky)])
-        set_ticks(self.plot.getAxis("bottom"),
-                  [ticks(keys, min(columns, len(self.shown_heads)), kx)])
+        set_ticks(self.plot.getAxis("bottom"), [ticks(keys, min(columns, len(self.shown_heads)), kx)])
 
     def _set_labels(self, labels: list[tuple[str, float, float]]) -> None:
         while len(self.labels) < len(labels):
