@@ -158,10 +158,9 @@ def test_a_square_projection_keeps_the_width_and_says_so():
     assert "narrowed" not in here and "widened" not in here
 
 
-def test_shared_keys_are_said_a_copy_and_masked_scores_statistics_say_what_they_leave_out():
+def test_shared_keys_are_said_a_copy_not_the_split_into_heads():
     """Keys shared (repeat_interleave) is explained as a copy for the group's query heads,
-    never as the per-head split; the masked scores' statistics are of the finite values,
-    and the sentence says how many −inf it left out (counted here)."""
+    never as the per-head split (a Llama-family block's step: GPT-2's has none)."""
     from explorer.core.gpt.nodes import order_of
     from explorer.core.run.passes import Keep, run_prompt
     model = build_model(preset("llama-tiny"), seed=0)
@@ -174,6 +173,17 @@ def test_shared_keys_are_said_a_copy_and_masked_scores_statistics_say_what_they_
                                   "group (query heads 0–1 read key/value head 0, 2–3 head 1)")
     assert "Splits" not in shared.what and "split" not in shared.what.split(".")[0]
     assert "the KV cache keeps only the 2 key heads, not 4" in shared.mistake
+
+
+@pytest.mark.parametrize("name, norm", [("tiny", "pre"), ("tiny", "post"), ("llama-tiny", "pre")])
+def test_masked_scores_statistics_say_the_infinities_they_leave_out(name, norm):
+    """On GPT-2 Pre-LN, Post-LN and a Llama block: the masked scores' statistics are of
+    the finite values, and the sentence says how many −inf it left out (counted here)."""
+    from explorer.core.gpt.nodes import order_of
+    from explorer.core.run.passes import Keep, run_prompt
+    model = build_model(preset(name, norm_position=norm), seed=0)
+    order = order_of(model.cfg)
+    views = run_prompt(model, [5, 6, 7, 8], Keep(inside=True)).views
     masked = views["trf_blocks.0.att.masked_scores"].array
     finite, infinite = int(np.isfinite(masked).sum()), int(np.isinf(masked).sum())
     assert infinite == 4 * 6 and finite == 4 * 10  # 4 heads: 6 masked of 16 each

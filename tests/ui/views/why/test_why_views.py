@@ -372,15 +372,18 @@ def test_expert_routing_maps_the_whole_text_as_one_pass_over_it_routes_it(qtbot)
     assert view.map.weights.shape == (len(session.prompt.ids), 8)
 
 
-@pytest.mark.parametrize("name", ["tiny", "llama-tiny"])
-def test_why_and_layers_explain_the_model_that_ran_with_its_interventions(qtbot, name):
-    """Block 0's feed-forward × 2 (What if): the waterfall's logit is the intervened
+@pytest.mark.parametrize("name", ["tiny", "post-tiny", "llama-tiny"])
+def test_why_and_layers_explain_the_model_that_ran_with_its_interventions(qtbot, name, tmp_path):
+    """Block 0's feed-forward × 10 (What if): the waterfall's logit is the intervened
     model's, computed here with a hook of our own, not the clean model's; the answer and
     the Layers view say which model it explains."""
     import torch
     from explorer.core.experiments.interventions import Change, Intervention
-    alone = Alone(qtbot, name)
-    alone.session.add_intervention(Intervention(Change.SCALE, "trf_blocks.0.ff", k=2.0))
+    if name == "post-tiny":  # a Post-LN model, opened from its file
+        alone = Alone(qtbot, loaded=random_model("tiny", seed=1, norm_position="post"))
+    else:
+        alone = Alone(qtbot, name)
+    alone.session.add_intervention(Intervention(Change.SCALE, "trf_blocks.0.ff", k=10.0))
     alone.run(max_tokens=1)
     alone.session.show_step(None)
     why = alone.why
@@ -391,15 +394,15 @@ def test_why_and_layers_explain_the_model_that_ran_with_its_interventions(qtbot,
     target = answer.attribution.target
     with torch.no_grad():
         clean = model(torch.tensor([ids]))[0, -1, target].item()
-        hook = model.trf_blocks[0].ff.register_forward_hook(lambda m, i, o: o * 2)
+        hook = model.trf_blocks[0].ff.register_forward_hook(lambda m, i, o: o * 10)
         try:
             changed = model(torch.tensor([ids]))[0, -1, target].item()
         finally:
             hook.remove()
     assert abs(changed - clean) > 1e-3
-    assert answer.attribution.logit == pytest.approx(changed, abs=1e-4)
+    assert answer.attribution.logit == pytest.approx(changed, abs=1e-5)
     assert answer.interventions == 1
     assert "(the model with its 1 What if intervention)" in why.note.text()
     assert alone.layers.note.text().endswith("in the model with its 1 What if intervention.")
     plain = why_token(model, ids, answer.position, target)  # the clean model, here
-    assert alone.layers.rows[0].ff_norm == pytest.approx(2 * plain.layers[0].ff_norm, rel=1e-4)
+    assert alone.layers.rows[0].ff_norm == pytest.approx(10 * plain.layers[0].ff_norm, rel=1e-4)
