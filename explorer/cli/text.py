@@ -163,8 +163,9 @@ def _write(args, stream, loaded) -> int:
     sys.stdout.write("\n")
     total = (step.elapsed if steps else 0.0)
     decode = total - (stream.prompt_seconds or 0.0)
-    rate = (steps - 1) / decode if steps > 1 and decode > 0 else float("nan")
-    print(f"{steps} tokens in {total:.2f} s ({rate:.1f} tok/s after the prompt pass); "
+    rate = (f"{(steps - 1) / decode:.1f} tok/s after the prompt pass" if steps > 1 and decode > 0
+            else "the prompt pass made it" if steps == 1 else "none generated")
+    print(f"{steps} token{'s' if steps != 1 else ''} in {total:.2f} s ({rate}); "
           f"stopped: {stream.stopped_by}", file=sys.stderr)
     if not loaded.trained:
         print("note: this model is UNTRAINED (random weights): the text above is noise",

@@ -40,6 +40,7 @@ class LayerType(StrEnum):
 
 
 MODEL_TYPES = tuple(ModelType)  # config.json's model_type this family opens
+SILU = ("silu", "swish")  # hidden_act: transformers computes both as SiLU
 assert MODEL_TYPES == LLAMA.files.model_types  # the family's record says the same
 
 _LAYER_RE = re.compile(r"^(?:model\.)?layers\.(\d+)\.(.+)$")
@@ -164,7 +165,7 @@ def _refuse_what_differs(path: Path, hf: dict[str, Any]) -> None:
                                     f"{', '.join(t for t in families.model_types() if t != 'gpt2')}"
                                     " and GPT-2")
     act = hf.get("hidden_act", "silu")
-    if act != "silu":
+    if act not in SILU:
         raise CheckpointError(path, f"config.json's hidden_act is {act!r}; the SwiGLU block "
                                     "uses silu")
     if hf.get("mlp_bias") or (kind == ModelType.LLAMA and hf.get("attention_bias")):

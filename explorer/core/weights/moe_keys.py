@@ -20,7 +20,7 @@ from ..gpt.families.qwen3moe import QWEN3MOE
 from .book_blocks import book_blocks_config
 from .keymaps import NameFormat
 from .llama_keys import (BLOCK_MAP, convert_book, convert_hf_names, hf_fields, hf_model_type,
-                         is_llama_hf_state_dict)
+                         is_llama_hf_state_dict, SILU)
 
 WHAT = "Qwen3-MoE / OLMoE"
 # by config.json's model_type: the family, and the key naming the experts' width
@@ -72,7 +72,7 @@ def hf_config(path: Path, sd: dict, info: dict, notices: list) -> GPTConfig:
     if hf.get("clip_qkv") is not None:
         raise CheckpointError(path, f"config.json clips queries, keys and values (clip_qkv "
                                     f"{hf['clip_qkv']}); the explorer's {family.title} block does not")
-    if hf.get("hidden_act", "silu") != "silu":
+    if hf.get("hidden_act", "silu") not in SILU:
         raise CheckpointError(path, f"config.json's hidden_act is {hf['hidden_act']!r}; the "
                                     "experts' SwiGLU uses silu")
     if hf.get("mlp_only_layers") or hf.get("decoder_sparse_step", 1) != 1:

@@ -18,7 +18,7 @@ from ..gpt.norm_position import NormPosition
 from .book_blocks import book_blocks_config
 from .keymaps import NameFormat
 from .llama_keys import (BLOCK_MAP, convert_book, convert_hf_names, hf_fields, hf_model_type,
-                         hf_sliding, is_llama_hf_state_dict)
+                         hf_sliding, is_llama_hf_state_dict, SILU)
 
 MODEL_TYPES = OLMO.files.model_types  # "olmo2", "olmo3"
 WHAT = "OLMo 2 / 3"
@@ -44,7 +44,7 @@ def is_book_state_dict(sd: dict[str, torch.Tensor]) -> bool:
 
 def _refuse_what_differs(path: Path, hf: dict[str, Any]) -> None:
     act = hf.get("hidden_act", "silu")
-    if act != "silu":
+    if act not in SILU:
         raise CheckpointError(path, f"config.json's hidden_act is {act!r}; OLMo's SwiGLU uses silu")
     if hf.get("attention_bias") or hf.get("mlp_bias"):
         raise CheckpointError(path, "config.json asks for biases, which OLMo 2 and 3 do not have")

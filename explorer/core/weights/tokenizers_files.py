@@ -66,13 +66,29 @@ class HFTokenizer(Tokenizer):
         """The text as typed, as GPT-2's is: no start token is added (a model that wants
         one, as Llama 3's <|begin_of_text|>, gets it when it is typed); special tokens
         typed in the text are those tokens."""
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
+        return list(self._guarded(lambda: self._tok.encode(text, add_special_tokens=False),
+                                  "this text").ids)
 
     def decode(self, ids: list[int]) -> str:
         ids = list(ids)
         if all(0 <= i < self.vocab_size for i in ids):
-            return self._tok.decode(ids, skip_special_tokens=False)
+            return self._guarded(lambda: self._tok.decode(ids, skip_special_tokens=False),
+                                 "these token ids")
         return spelled_text(self, ids)  # a padded row's id among them: <id N>
+
+    def _guarded(self, call, what: str):
+        """The library's answer; its failure — a Rust panic too, which is no Exception (a
+        tokenizer.json's regex that backtracks past its limit) — one ValueError naming
+        the file."""
+        try:
+            return call()
+        except Exception as exc:
+            said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        except BaseException as exc:  # pyo3's PanicException: caught, nothing else is
+            if type(exc).__name__ != "PanicException":
+                raise
+            said = str(exc).splitlines()[0] if str(exc) else "a panic"
+        raise ValueError(f"{self.path}: its tokenizer failed on {what} ({said[:160]})")
 
     def token_bytes(self, token_id: int) -> bytes:
         if token_id in self._specials:

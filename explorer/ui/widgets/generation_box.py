@@ -4,6 +4,8 @@ the window's settings (``values`` / ``restore``)."""
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QGridLayout, QGroupBox, QLabel,
                                QSpinBox)
 
@@ -12,6 +14,18 @@ from ...core.run.generation import BOUNDS, RUN_STEPS, GenerationSettings
 
 def flag(value) -> bool:
     return str(value).lower() == "true"
+
+
+def stored(store, key: str, convert, widget_value):
+    """The saved generation setting ``key``, or the widget's own value when the saved
+    one is not a number of the widget's range (a hand-edited or corrupted settings file)."""
+    try:
+        value = convert(store.value(f"generation/{key}", widget_value))
+    except (TypeError, ValueError, OverflowError):
+        return widget_value
+    if isinstance(value, float) and not math.isfinite(value):
+        return widget_value
+    return value
 
 
 class GenerationBox(QGroupBox):

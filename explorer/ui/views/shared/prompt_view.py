@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import html
-import math
+from functools import partial
 
 from PySide6.QtCore import QSize, QTimer
 from PySide6.QtGui import QFontMetrics
@@ -20,7 +20,7 @@ from ....core.run.batch import MAX_BATCH, split_prompts
 from ....core.run.generation import MAX_PROMPT_CHARS, GenerationSettings, prepare_prompt
 from ....core.gpt.tokenizer import visible
 from ...widgets.branch_box import BranchBox
-from ...widgets.generation_box import GenerationBox, flag
+from ...widgets.generation_box import GenerationBox, flag, stored
 from ...widgets.prompt_edit import PromptEdit
 from ...widgets.token_chips import CHIP_COLOURS, batch_chips_html, chips_html
 from ...base import preload
@@ -175,16 +175,23 @@ class PromptPanel(ViewHooks, QWidget):
             error = ("The batch is empty: type one prompt per line." if not prompts else
                      f"At most {MAX_BATCH} prompts at once." if len(prompts) > MAX_BATCH else "")
             if error:
-                self.token_count.setText(f"<span style='color:#b00020'>{error}</span>")
-                return False
+                return self._refuse(error)
             self.save_settings()
             return self.runs.start_batch(prompts) is not None
         if not text.strip():
-            self.token_count.setText("<span style='color:#b00020'>The prompt is empty: type "
-                                     "some text first.</span>")
-            return False
+            return self._refuse("The prompt is empty: type some text first.")
         self.save_settings()  # what the user typed survives whatever happens next
-        return self.runs.start(self.session.input_tokenizer.encode(text), self.settings()) is not None
+        try:
+            ids = self.session.input_tokenizer.encode(text)
+        except ValueError as exc:  # the model's own tokenizer failed on it
+            self.session.set_status(str(exc))
+            return self._refuse(str(exc))
+        return self.runs.start(ids, self.settings()) is not None
+
+    def _refuse(self, why: str) -> bool:
+        """Why the prompt does not run, in red under it (what was typed stays)."""
+        self.token_count.setText(f"<span style='color:#b00020'>{html.escape(why)}</span>")
+        return False
 
     def run_prompt(self, text: str = "") -> None:
         """Run ``text`` (another view's request), or the prompt as it is when empty."""
@@ -264,18 +271,7 @@ class PromptPanel(ViewHooks, QWidget):
     def restore_settings(self, store) -> None:
         """The last run's settings; a value that cannot be read keeps the default."""
         self.settings_store = store
-
-        def read(key, convert, widget_value):
-            """The saved value, or the widget's own when the saved one is not a number of
-            the widget's range (a hand-edited or corrupted settings file)."""
-            try:
-                value = convert(store.value(f"generation/{key}", widget_value))
-            except (TypeError, ValueError, OverflowError):
-                return widget_value
-            if isinstance(value, float) and not math.isfinite(value):
-                return widget_value
-            return value
-
+        read = partial(stored, store)
         self.settings_box.restore(read)
         self.prompt.setPlainText(read("prompt", str, self.prompt.toPlainText())[:MAX_PROMPT_CHARS])
         self.batch.setChecked(read("batch", flag, "false"))
@@ -300,7 +296,13 @@ class PromptPanel(ViewHooks, QWidget):
         if self.batch.isChecked():
             self._batch_chips(ctx)
             return
-        ids = tok.encode(self.prompt.toPlainText())
+        try:
+            ids = tok.encode(self.prompt.toPlainText())
+        except ValueError as exc:  # the model's own tokenizer failed on it: said, kept
+            self.token_ids = []
+            self.chips.setHtml("")
+            self._refuse(str(exc))
+            return
         self.token_ids = ids
         self.chips.setHtml(chips_html(ids, tok))
         note, notices = "", []
@@ -322,7 +324,11 @@ class PromptPanel(ViewHooks, QWidget):
         """One row of chips per prompt, padded to the longest with grey [pad] chips."""
         prompts = self.prompts()
         tok = self.session.input_tokenizer
-        rows = [tok.encode(p) for p in prompts[:MAX_BATCH]]
+        try:
+            rows = [tok.encode(p) for p in prompts[:MAX_BATCH]]
+        except ValueError as exc:  # the model's own tokenizer failed on one of them
+            self._refuse(str(exc))
+            return
         if ctx:
             rows = [r[-ctx:] for r in rows]
         self.token_ids = rows[0] if rows else []
@@ -333,8 +339,7 @@ class PromptPanel(ViewHooks, QWidget):
             return
         lengths = ", ".join(str(len(r)) for r in rows)
         if len(prompts) > MAX_BATCH:  # say so, do not quietly show the first 16 as the batch
-            self.token_count.setText(f"<span style='color:#b00020'>{len(prompts)} prompts: at "
-                                     f"most {MAX_BATCH} run at once</span>")
+            self._refuse(f"{len(prompts)} prompts: at most {MAX_BATCH} run at once")
             return
         self.token_count.setText(f"Batch of {len(rows)} × {width} tokens (lengths {lengths}; "
                                  f"{sum(width - len(r) for r in rows)} padding)")

@@ -1,0 +1,73 @@
+"""A model folder's tokenizer.json is untrusted input run by a library of its own: a
+pre-tokenizer whose regex backtracks past its limit makes the library panic (a Rust
+panic, which is no Python Exception). The commands say so in one line naming the file;
+the window says it under the prompt and stays up, what was typed kept."""
+
+import json
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+
+BACKTRACKS = "a" * 40 + "b"
+
+
+def panicking_folder(tmp_path):
+    from tests.llama_folder import _trained
+    from tests.test_cli import small_qwen3
+    small_qwen3(transformers).save_pretrained(tmp_path)
+    spec = json.loads(_trained(320))
+    spec["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(a|a)*(a|a)*(a|a)*$"},
+                             "behavior": "Isolated", "invert": False}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    return tmp_path
+
+
+def test_a_panicking_tokenizer_is_one_line_in_every_command(tmp_path, capsys):
+    from explorer.cli import main
+    folder = panicking_folder(tmp_path)
+    for command in (["tokenize", BACKTRACKS], ["generate", BACKTRACKS, "--max-new-tokens", "1"],
+                    ["inspect", BACKTRACKS]):
+        assert main([*command, "--checkpoint", str(folder)]) == 2, command
+        err = [line for line in capsys.readouterr().err.splitlines()
+               if line.startswith("gpt-explorer")]
+        assert len(err) == 1 and f"{folder / 'tokenizer.json'}: its tokenizer failed on this " \
+            "text (Onig: Regex search error: retry-limit-in-match over)" in err[0], err
+    assert main(["tokenize", "hello", "--checkpoint", str(folder)]) == 0  # other text: fine
+
+
+def test_the_window_says_it_under_the_prompt_and_stays_up(qtbot, tmp_path):
+    from explorer.core.sources import ModelSpec, open_model
+    from tests.ui.alone import Alone
+    folder = panicking_folder(tmp_path)
+    alone = Alone(qtbot, loaded=open_model(ModelSpec(checkpoint=str(folder))))
+    panel = alone.prompt
+    panel.prompt.setPlainText(BACKTRACKS)
+    panel.update_chips()
+    assert "its tokenizer failed on this text" in panel.token_count.text()
+    assert panel.request_run() is False and panel.prompt.toPlainText() == BACKTRACKS
+    panel.prompt.setPlainText("hello")
+    panel.update_chips()
+    assert panel.token_count.text().startswith(f"{len(panel.token_ids)} tokens")
+
+
+def test_swish_is_silu_and_one_token_says_no_rate(tmp_path, capsys):
+    """hidden_act "swish" (transformers computes it as SiLU) opens as SiLU, its logits
+    transformers' own; one new token reports no "nan tok/s"."""
+    import torch
+    from explorer.cli import main
+    from explorer.core.weights.checkpoints import load_checkpoint
+    from tests.llama_folder import write_tokenizer
+    from tests.test_cli import small_qwen3
+    model = small_qwen3(transformers)
+    model.config.hidden_act = "swish"
+    model.save_pretrained(tmp_path)
+    write_tokenizer(tmp_path, 320)
+    ours = load_checkpoint(tmp_path)
+    ids = torch.tensor([[5, 9, 2, 7]])
+    with torch.no_grad():
+        assert (ours.model(ids) - model(ids).logits).abs().max() <= 1e-5
+    assert main(["generate", "Every effort", "--max-new-tokens", "1", "--checkpoint",
+                 str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "nan" not in err and "1 token in" in err and "(the prompt pass made it)" in err
