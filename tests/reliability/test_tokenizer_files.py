@@ -71,3 +71,25 @@ def test_swish_is_silu_and_one_token_says_no_rate(tmp_path, capsys):
                  str(tmp_path)]) == 0
     err = capsys.readouterr().err
     assert "nan" not in err and "1 token in" in err and "(the prompt pass made it)" in err
+
+
+@pytest.mark.parametrize("kind", ["mistral", "gemma", "olmo", "cohere", "granite", "bert\x1b[2J"])
+def test_a_folder_of_a_family_not_opened_names_its_model_type(tmp_path, kind):
+    """A folder whose config.json names a model_type the explorer does not open is refused
+    naming that model_type (printed safely) and the ones it opens — not told that its
+    config.json is missing; a config.json written with a byte-order mark opens."""
+    from explorer.core.base.errors import CheckpointError
+    from explorer.core.weights.checkpoints import load_checkpoint
+    from tests.llama_folder import write_tokenizer
+    from tests.test_cli import small_qwen3
+    small_qwen3(transformers).save_pretrained(tmp_path)
+    write_tokenizer(tmp_path, 320)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(dict(config, model_type=kind)))
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(tmp_path)
+    said = str(refused.value)
+    assert said.startswith(f"{tmp_path / 'config.json'}: model_type '") and "\x1b" not in said
+    assert "a model the explorer does not open (it opens gpt2, llama, qwen2, qwen3" in said
+    (tmp_path / "config.json").write_text("\ufeff" + json.dumps(config), encoding="utf-8")
+    assert load_checkpoint(tmp_path).label.startswith("2-layer Qwen3 (32-dim)")

@@ -118,6 +118,7 @@ def parse_json(text: str | bytes, where: str | os.PathLike, what: str = "JSON") 
             text = text.decode("utf-8")
         except UnicodeDecodeError:
             raise CheckpointError(where, f"not UTF-8 text, so not {what}") from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors write: not content
     if len(text) > MAX_JSON_BYTES:
         raise CheckpointError(where, f"{len(text):,} bytes is too large for {what}")
     if _depth(text) > MAX_JSON_DEPTH:

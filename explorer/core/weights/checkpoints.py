@@ -26,7 +26,8 @@ import torch
 
 from ..base.cancel import check
 from ..gpt.config import GPTConfig
-from ..gpt.families import for_config
+from ..gpt.families import for_config, model_types
+from ..base.outputs import shown
 from ..base.devices import check_memory, resolve_device, resolve_dtype
 from ..base.errors import CheckpointError
 from .hf_files import hf_folder_weights, read_safetensors, safetensors_header
@@ -258,6 +259,10 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
             info["hf_config"] = beside  # Hugging Face's config.json of a family we open
         elif isinstance(beside, dict) and "n_heads" in beside:
             info["book_config"] = beside  # the book's GPT_CONFIG dict saved as JSON
+        elif isinstance(beside, dict) and isinstance(beside.get("model_type"), str):
+            kind = shown(beside["model_type"][:40])
+            raise CheckpointError(config_json, f"model_type '{kind}': a model the explorer does "
+                                               f"not open (it opens {', '.join(model_types())})")
         elif beside is not None:
             info.setdefault("notices", []).append(f"ignored {config_json}: not a GPT-2 config")
     return tensors, info
