@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..gpt.config import GPTConfig
 from ..gpt.families import FAMILIES
+from ..base.errors import CheckpointError
 from .keymaps import NameFormat
 
 PROJECT_FORMAT = "gpt-block-explorer"
@@ -27,7 +28,24 @@ def converted(p: Path, sd: dict, info: dict, config: GPTConfig | None,
               notices: list[str]) -> tuple[dict, GPTConfig, NameFormat]:
     """The state dict in our names, its config (given, or from the file and its shapes)
     and the format of names it was in."""
+    _one_name_each(p, sd)
     fmt = next(f for f in formats() if f.detects(sd, info))
     sd = fmt.convert(p, sd)
     cfg = config if config is not None else fmt.config(p, sd, info, notices)
     return sd, cfg, fmt
+
+
+PREFIXES = ("model.", "transformer.", "module.")  # what a saved name may carry before ours
+
+
+def _one_name_each(p: Path, sd: dict) -> None:
+    """A parameter stored under two names (``embed_tokens.weight`` beside
+    ``model.embed_tokens.weight``) is refused: which one the file means is not known, and
+    the other order of the same bytes would give another model."""
+    for key in sd:
+        twin = next((f"{prefix}{key}" for prefix in PREFIXES if f"{prefix}{key}" in sd), None)
+        if twin is not None:
+            raise CheckpointError(p, f"'{key}' and '{twin}' are one parameter under two "
+                                     "names: the file holds both, so which one it means is "
+                                     "not known")
+

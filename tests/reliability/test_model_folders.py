@@ -1,7 +1,9 @@
-"""A model folder's tokenizer.json is untrusted input run by a library of its own: a
-pre-tokenizer whose regex backtracks past its limit makes the library panic (a Rust
-panic, which is no Python Exception). The commands say so in one line naming the file;
-the window says it under the prompt and stays up, what was typed kept."""
+"""A model folder's files are untrusted input. Its tokenizer.json is run by a library of
+its own: a pre-tokenizer whose regex backtracks past its limit makes the library panic (a
+Rust panic, which is no Python Exception) — the commands say so in one line naming the
+file, the window under the prompt, staying up with what was typed kept. Its config.json
+may name a family the explorer does not open, or carry a byte-order mark; its weights
+may hold one parameter under two names."""
 
 import json
 
@@ -93,3 +95,25 @@ def test_a_folder_of_a_family_not_opened_names_its_model_type(tmp_path, kind):
     assert "a model the explorer does not open (it opens gpt2, llama, qwen2, qwen3" in said
     (tmp_path / "config.json").write_text("\ufeff" + json.dumps(config), encoding="utf-8")
     assert load_checkpoint(tmp_path).label.startswith("2-layer Qwen3 (32-dim)")
+
+
+def test_one_parameter_under_two_names_is_refused(tmp_path):
+    """embed_tokens.weight beside model.embed_tokens.weight (other values): refused, in
+    either order of the header, naming both — never whichever comes last."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from explorer.core.base.errors import CheckpointError
+    from explorer.core.weights.checkpoints import load_checkpoint
+    from tests.llama_folder import write_tokenizer
+    from tests.test_cli import small_qwen3
+    small_qwen3(transformers).save_pretrained(tmp_path)
+    write_tokenizer(tmp_path, 320)
+    weights = load_file(tmp_path / "model.safetensors")
+    other = torch.randn_like(weights["model.embed_tokens.weight"])
+    for tensors in ({**weights, "embed_tokens.weight": other},
+                    {"embed_tokens.weight": other, **weights}):
+        save_file(tensors, tmp_path / "model.safetensors")
+        with pytest.raises(CheckpointError, match="'embed_tokens.weight' and "
+                                                  "'model.embed_tokens.weight' are one parameter "
+                                                  "under two names"):
+            load_checkpoint(tmp_path)
