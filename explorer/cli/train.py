@@ -13,8 +13,9 @@ def register(sub) -> None:
     t = sub.add_parser("train", help="train a small GPT on a text file, offline")
     t.add_argument("--text", metavar="FILE", help="UTF-8 text to train on (default: Edith "
                                                   "Wharton's 'The Verdict', in resources/)")
-    t.add_argument("--preset", default="mini", choices=list(PRESETS),
-                   help="model size: mini (default), or any of " + ", ".join(PRESETS))
+    t.add_argument("--preset", default=None, choices=list(PRESETS),
+                   help="model size: mini (default), or any of " + ", ".join(PRESETS)
+                   + "; with --resume, the run's own")
     budget = t.add_mutually_exclusive_group()
     budget.add_argument("--steps", type=int, default=None, help="optimizer steps (default 200)")
     budget.add_argument("--minutes", type=float, default=None, help="train for this long instead")
@@ -57,6 +58,10 @@ def train(args: argparse.Namespace) -> int:
     changes = _changes(args, TrainSettings().min_lr)
     if args.resume:
         trainer = Trainer.resume(args.out, text, **changes)
+        if args.preset is not None and args.preset != trainer.settings.preset:
+            raise ValueError(f"--preset {args.preset} with --resume: the run in {shown(args.out)} "
+                             f"trains {shown(trainer.settings.preset)}, and a run keeps its model "
+                             f"(start a new run for {args.preset})")
         if trainer.recovered:
             print(f"{shown(args.out)}: {trainer.recovered}", file=sys.stderr)
         if trainer.finished:
@@ -66,7 +71,7 @@ def train(args: argparse.Namespace) -> int:
             return 0
         print(f"resuming {shown(args.out)} at step {trainer.state.step}", file=sys.stderr)
     else:
-        trainer = Trainer(text, TrainSettings(preset=args.preset, **changes), args.out)
+        trainer = Trainer(text, TrainSettings(preset=args.preset or "mini", **changes), args.out)
     s = trainer.settings
     print(f"training {s.preset} ({sum(p.numel() for p in trainer.model.parameters()):,} parameters) on "
           f"{len(trainer.train_ids):,} training and {len(trainer.val_ids):,} validation tokens in "

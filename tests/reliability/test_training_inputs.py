@@ -106,3 +106,21 @@ def test_a_finished_run_asked_for_nothing_more_says_so(capsys, a_run):
     assert json.loads((folder / "trainer.json").read_text()) == state  # untouched
     code, _, err = resume(capsys, folder, "--steps", "3")
     assert code == 0 and "resuming" in err and json.loads((folder / "trainer.json").read_text())["step"] == 3
+
+
+def test_resume_with_another_preset_is_refused_naming_the_runs_own(tmp_path, capsys):
+    """train --resume --preset qwen3-tiny on a llama-tiny run: one line naming the run's
+    preset, not a silent resume of llama-tiny; --resume alone, or with its own preset,
+    goes on."""
+    from explorer.cli import main
+    out = tmp_path / "run"
+    assert main(["train", "--preset", "llama-tiny", "--steps", "2", "--batch-size", "2",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", "--preset", "qwen3-tiny", "--steps", "3",
+                 "--batch-size", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--preset qwen3-tiny with --resume: the run in {out} trains " \
+        "llama-tiny, and a run keeps its model" in err[0]
+    assert main(["train", "--resume", "--preset", "llama-tiny", "--steps", "3",
+                 "--batch-size", "2", "--out", str(out)]) == 0
