@@ -117,3 +117,20 @@ def test_one_parameter_under_two_names_is_refused(tmp_path):
                                                   "'model.embed_tokens.weight' are one parameter "
                                                   "under two names"):
             load_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("where", ["config.json", "generation_config.json"])
+def test_an_end_of_text_id_past_the_tokenizer_is_refused_naming_its_file(tmp_path, capsys, where):
+    from explorer.cli import main
+    from tests.llama_folder import write_tokenizer
+    from tests.test_cli import small_qwen3
+    small_qwen3(transformers).save_pretrained(tmp_path)
+    write_tokenizer(tmp_path, 320)
+    path = tmp_path / where
+    data = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps({**data, "eos_token_id": 999999}))
+    capsys.readouterr()  # transformers' own lines while saving
+    assert main(["generate", "Hi", "--max-new-tokens", "1", "--checkpoint", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gpt-explorer generate: error: {path}: eos_token_id 999,999 is not one of "
+                   "the tokenizer's 320 ids (Qwen3 (tokenizer.json))"]

@@ -113,6 +113,23 @@ class HFTokenizer(Tokenizer):
 
 def _eos(folder: Path) -> int | None:
     """The end-of-text id the folder's generation_config.json or config.json names."""
+    found = _eos_in(folder)
+    return None if found is None else found[0]
+
+
+def checked_eos(tokenizer: Tokenizer, folder: Path) -> None:
+    """An end-of-text id the folder names that is not one of its tokenizer's ids (it
+    would never be produced, and generation never stop there) is refused naming its file."""
+    found = _eos_in(folder)
+    if found is not None and found[0] >= tokenizer.vocab_size:
+        raise CheckpointError(found[1], f"eos_token_id {found[0]:,} is not one of the "
+                                        f"tokenizer's {tokenizer.vocab_size:,} ids "
+                                        f"({tokenizer.name})")
+
+
+def _eos_in(folder: Path) -> tuple[int, Path] | None:
+    """(the end-of-text id, the file that names it): generation_config.json's, else
+    config.json's; None where neither names one."""
     for name in ("generation_config.json", "config.json"):
         f = folder / name
         if file_kind(f) != FileKind.FILE:
@@ -125,7 +142,7 @@ def _eos(folder: Path) -> int | None:
         if isinstance(eos, list) and eos:
             eos = eos[0]
         if isinstance(eos, int) and not isinstance(eos, bool) and eos >= 0:
-            return eos
+            return eos, f
     return None
 
 
@@ -148,8 +165,12 @@ def tokenizer_for(path: str | Path) -> Tokenizer:
                                          "from it (remove it to read the model with GPT-2's)")
         named = _family_name(folder)
         if file_name == TIKTOKEN_FILE:  # the book's Llama 3 files: its tokenizer
-            return TiktokenFileTokenizer(found, f"{named or 'Llama 3'} ({file_name})", _eos(folder))
-        return HFTokenizer(found, f"{named or folder.name} ({file_name})", _eos(folder))
+            tokenizer = TiktokenFileTokenizer(found, f"{named or 'Llama 3'} ({file_name})",
+                                              _eos(folder))
+        else:
+            tokenizer = HFTokenizer(found, f"{named or folder.name} ({file_name})", _eos(folder))
+        checked_eos(tokenizer, folder)
+        return tokenizer
     return gpt2_tokenizer()
 
 
