@@ -134,3 +134,37 @@ def test_an_end_of_text_id_past_the_tokenizer_is_refused_naming_its_file(tmp_pat
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"gpt-explorer generate: error: {path}: eos_token_id 999,999 is not one of "
                    "the tokenizer's 320 ids (Qwen3 (tokenizer.json))"]
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("rope_scaling", "abc", "rope_scaling in config.json must be an object of settings, got text"),
+    ("rope_scaling", [1, 2], "rope_scaling in config.json must be an object of settings, got a list"),
+    ("rope_scaling", 3, "rope_scaling in config.json must be an object of settings, got a number"),
+    ("rope_parameters", "x", "rope_parameters in config.json must be an object of settings, got text"),
+    ("rope_scaling", {"rope_type": "llama3", "factor": "x", "low_freq_factor": 1,
+                      "high_freq_factor": 4, "original_max_position_embeddings": 16},
+     "rope scaling's factor in config.json must be a number, got 'x'"),
+    ("rope_scaling", {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
+                      "high_freq_factor": 4, "original_max_position_embeddings": 16.5},
+     "rope scaling's original_max_position_embeddings in config.json must be a whole number, "
+     "got 16.5"),
+    ("rope_scaling", {"rope_type": "llama3", "factor": 8},
+     "config.json's Llama 3 rope scaling is incomplete: it lacks low_freq_factor, "
+     "high_freq_factor, original_max_position_embeddings"),
+    ("num_attention_heads", "abc", "num_attention_heads in config.json must be a whole number, "
+                                   "got 'abc'"),
+])
+def test_a_config_field_of_the_wrong_type_is_named_in_one_line(tmp_path, field, value, said):
+    """Each field's type is checked and named (no AttributeError, no Python's own words
+    such as "could not convert string to float"); the folder is named once."""
+    from explorer.core.base.errors import CheckpointError
+    from explorer.core.weights.checkpoints import load_checkpoint
+    from tests.llama_folder import write_tokenizer
+    from tests.test_cli import small_qwen3
+    small_qwen3(transformers).save_pretrained(tmp_path)
+    write_tokenizer(tmp_path, 320)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, field: value}))
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(tmp_path)
+    assert str(refused.value) == f"{tmp_path}: {said}"

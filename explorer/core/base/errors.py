@@ -10,5 +10,7 @@ class CheckpointError(ValueError):
 
     def __init__(self, path: str | os.PathLike, problem: str) -> None:
         self.path = str(path)
+        while problem.startswith(f"{path}: "):  # a check's own error, passed on: one name
+            problem = problem[len(f"{path}: "):]
         self.problem = problem
         super().__init__(f"{path}: {problem}")

@@ -133,10 +133,10 @@ def _rope(path: Path, hf: dict) -> tuple[float, RopeScaling | None]:
     """θ and Llama 3's scaling, from either layout of config.json (``rope_theta`` and
     ``rope_scaling``, or transformers 5's ``rope_parameters``: of the full-attention
     layers where it has one a layer type)."""
-    params = hf.get("rope_parameters") or {}
+    params = config_object(path, hf, "rope_parameters")
     if isinstance(params.get(LayerType.FULL), dict):
         params = params[LayerType.FULL]
-    scaling = hf.get("rope_scaling") or (
+    scaling = config_object(path, hf, "rope_scaling") or (
         params if params.get("rope_type") not in (None, RopeType.DEFAULT) else None)
     base = hf.get("rope_theta", params.get("rope_theta", 10000.0))
     base = _read(path, real, base, "rope_theta in config.json", 1.0, 1e12)
@@ -148,13 +148,33 @@ def _rope(path: Path, hf: dict) -> tuple[float, RopeScaling | None]:
     if kind != RopeType.LLAMA3:
         raise CheckpointError(path, f"config.json asks for {kind!r} rotary scaling; the explorer "
                                     "computes RoPE without scaling or with Llama 3's")
+    missing = [k for k in ("factor", "low_freq_factor", "high_freq_factor",
+                           "original_max_position_embeddings") if k not in scaling]
+    if missing:
+        raise CheckpointError(path, f"config.json's Llama 3 rope scaling is incomplete: it "
+                                    f"lacks {', '.join(missing)}")
+    number = {k: _read(path, real, scaling[k], f"rope scaling's {k} in config.json", 0.0, 1e6,
+                       True) for k in ("factor", "low_freq_factor", "high_freq_factor")}
+    context = _read(path, whole, scaling["original_max_position_embeddings"],
+                    "rope scaling's original_max_position_embeddings in config.json")
     try:
-        return base, RopeScaling(
-            factor=float(scaling["factor"]), low_freq_factor=float(scaling["low_freq_factor"]),
-            high_freq_factor=float(scaling["high_freq_factor"]),
-            original_context_length=int(scaling["original_max_position_embeddings"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(path, f"config.json's Llama 3 rope scaling is incomplete ({exc})") from None
+        return base, RopeScaling(number["factor"], number["low_freq_factor"],
+                                 number["high_freq_factor"], context)
+    except ValueError as exc:  # its own words: the factors' order
+        raise CheckpointError(path, f"config.json's Llama 3 {exc}") from None
+
+
+def config_object(path: Path, hf: dict, key: str) -> dict:
+    """A config.json field that must be an object (``rope_scaling``): it, {} where absent
+    or null, refused naming its type otherwise."""
+    value = hf.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        kind = {str: "text", list: "a list", bool: "true or false"}.get(type(value), "a number")
+        raise CheckpointError(path, f"{key} in config.json must be an object of settings, "
+                                    f"got {kind}")
+    return value
 
 
 def _refuse_what_differs(path: Path, hf: dict[str, Any]) -> None:
@@ -253,7 +273,7 @@ def hf_sliding(path: Path, hf: dict[str, Any], layers: int) -> dict[str, Any]:
     if not sliding:
         return {}
     window = _read(path, whole, hf.get("sliding_window"), "sliding_window in config.json")
-    params = (hf.get("rope_parameters") or {}).get(LayerType.SLIDING) or {}
+    params = config_object(path, hf, "rope_parameters").get(LayerType.SLIDING) or {}
     local = hf.get("rope_local_base_freq", params.get("rope_theta"))
     if params.get("rope_type", "default") != RopeType.DEFAULT:
         raise CheckpointError(path, f"config.json asks for {params['rope_type']!r} rotary "
