@@ -22,6 +22,7 @@ def register(sub) -> None:
 def download(args: argparse.Namespace) -> int:
     from ..core.weights import download as fetching, hub
 
+    fetching.check_revision(args.revision)  # before a word or a byte goes out
     repo_id, _ = hub.resolve(args.model)
     resumed = fetching.partial_bytes(repo_id)
     print(f"{repo_id} from {hub.endpoint()} into {hub.cache_dir()}"

@@ -105,3 +105,18 @@ def test_stop_takes_effect_while_the_server_sends_nothing(server, hf_cache):
     worker.join(timeout=60)  # a hang guard, not a speed target
     assert not worker.is_alive() and outcome and max(seen) == 16 * 1024
     assert [p.stat().st_size for p in hf_cache.rglob("*.incomplete")] == [16 * 1024]
+
+
+@pytest.mark.parametrize("revision", ["../../../x", "/etc", "main/../../x", "a b", "x" * 300, ""])
+def test_a_revision_that_is_no_ref_name_is_refused_before_any_request(server, revision, capsys):
+    """--revision goes into the request's path: one that is no branch, tag or commit name
+    is refused in one line, and no request reaches the Hub."""
+    from explorer.cli import main
+    before = len(server.state.requests)
+    with pytest.raises(hub.HubError, match="is not a branch, tag or commit name"):
+        download.download("gpt2", revision=revision)
+    assert main(["download", "gpt2", "--revision", revision]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a branch, tag or commit name" in err[0]
+    assert len(server.state.requests) == before
+    download.check_revision("v1.0/release_2")  # a real one passes

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import time
 from collections import deque
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from ..base import state
+from ..base.outputs import shown
 from ..base.cancel import Cancelled, check
 from .hub import (CONFIG, SHA256_RE, WEIGHTS, WEIGHTS_INDEX, HubError, HubUnreachable, cache_dir,
                   check_environment,
@@ -201,6 +203,7 @@ def download(name: str, progress: Callable[[DownloadProgress], None] | None = No
     id) into the Hugging Face cache; resume what an earlier run left; check every
     weights file's sha256. On success, the downloaded model becomes the default."""
     check_environment()  # before the library reads it
+    check_revision(revision)  # before the network: it goes into the request's path
     from huggingface_hub import errors
     from huggingface_hub.file_download import repo_folder_name
     from huggingface_hub.utils import build_hf_headers
@@ -360,3 +363,17 @@ def partial_bytes(name: str, cache: str | os.PathLike | None = None) -> int:
         return sum(p.stat().st_size for p in blobs.glob("*.incomplete"))
     except OSError:
         return 0
+
+
+REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]{0,199}")
+
+
+def check_revision(revision: str) -> str:
+    """A branch, tag or commit as the Hub names them: letters, digits, ``_ . - /``, no
+    ``..`` and no leading ``/`` (it is put into the request's path)."""
+    if not isinstance(revision, str) or not REVISION.fullmatch(revision) or ".." in revision \
+            or "//" in revision or revision.endswith("/"):
+        raise HubError(f"--revision '{shown(str(revision))[:60]}' is not a branch, tag or "
+                       "commit name (letters, digits, _ . - /, no '..')")
+    return revision
+
