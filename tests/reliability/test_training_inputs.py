@@ -124,3 +124,30 @@ def test_resume_with_another_preset_is_refused_naming_the_runs_own(tmp_path, cap
         "llama-tiny, and a run keeps its model" in err[0]
     assert main(["train", "--resume", "--preset", "llama-tiny", "--steps", "3",
                  "--batch-size", "2", "--out", str(out)]) == 0
+
+
+def test_a_second_training_into_a_folder_being_written_is_refused(tmp_path, capsys):
+    """While one training writes a run's folder, a second one into it (the CLI, or the
+    window's Train tab: both run Trainer.run) is refused in one line naming the first's
+    process; once the first has ended the folder is free again."""
+    import os
+    from explorer.cli import main
+    from explorer.core.experiments.training import Trainer, TrainSettings, default_text
+    out = tmp_path / "run"
+    first = Trainer(default_text(), TrainSettings(preset="tiny", max_steps=4, batch_size=2), out)
+    running = first.run()
+    next(running)  # the first step: the folder is held
+    second = Trainer(default_text(), TrainSettings(preset="tiny", max_steps=4, batch_size=2), out)
+    with pytest.raises(ValueError, match=f"another training is writing this run \\(process "
+                                         f"{os.getpid()}\\); wait for it to end"):
+        next(second.run())
+    capsys.readouterr()
+    assert main(["train", "--preset", "tiny", "--steps", "2", "--batch-size", "2", "--out",
+                 str(tmp_path / "run")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "another training is writing this run" in err[0]
+    for _ in running:  # the first goes on to its end, alone
+        pass
+    assert first.state.step == 4
+    assert main(["train", "--resume", "--steps", "6", "--batch-size", "2", "--out",
+                 str(out)]) == 0

@@ -1,17 +1,20 @@
 """What a saved training run holds, checked before it is used: trainer.json's step,
 history and settings, the preset it names against the model beside it, and AdamW's
 state against that model (read with weights_only=True). Each problem is one ValueError
-that names the file; training.py resumes from what passes."""
+that names the file; training.py resumes from what passes. A training holds its folder
+while it writes it (``RunLock``)."""
 
 from __future__ import annotations
 
 import glob
+import os
 from pathlib import Path
 
 import torch
 
 from ..gpt.config import GPTConfig, preset
 from ..gpt.block_model import BlockModel
+from ..base.outputs import shown
 from ..base.validate import FileKind, file_kind, regular_file, whole
 
 MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.pt", "trainer.json"
@@ -196,3 +199,44 @@ def _check_moments(path: Path, state: dict, model: BlockModel) -> None:
         if isinstance(step, bool) or not isinstance(step, (torch.Tensor, int, float)) or (
                 isinstance(step, torch.Tensor) and step.numel() != 1):
             raise ValueError(f"{path}: the step of parameter {i} is not a number")
+
+
+LOCK_FILE = ".training.lock"  # held while a training writes the folder
+
+
+class RunLock:
+    """A training's hold on its folder: an exclusive lock on ``LOCK_FILE`` (the OS drops
+    it when the process ends, however it ends), the holder's process id written in it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self._file = Path(folder), None
+
+    def __enter__(self) -> "RunLock":
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks here (Windows): the folder is not held
+            return self
+        self.folder.mkdir(parents=True, exist_ok=True)
+        f = open(self.folder / LOCK_FILE, "a+")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip()[:20]
+            f.close()
+            raise ValueError(f"{shown(self.folder)}: another training is writing this run"
+                             + (f" (process {holder})" if holder.isdigit() else "")
+                             + "; wait for it to end, or train into another folder") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        self._file = f
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._file is not None:  # the folder as it was: the lock file gone with the lock
+            (self.folder / LOCK_FILE).unlink(missing_ok=True)
+            self._file.close()
+            self._file = None
+

@@ -10,6 +10,7 @@ exactly as an uninterrupted one would. Owns no UI.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -31,8 +32,8 @@ from ..weights.checkpoints import load_checkpoint
 from . import head_loss as head_losses
 from .head_loss import loss_of
 from .train_checkpoint import check_one_step, model_step, recover, write_checkpoint
-from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, check_out_dir, check_preset,
-                          read_optimizer, resume_state)
+from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, RunLock, check_out_dir,
+                          check_preset, read_optimizer, resume_state)
 from .train_text import default_text, read_text, tokens_of
 from .snapshots import (DEFAULT_SNAPSHOTS, MAX_SNAPSHOTS, SnapshotSchedule, clear_snapshots,
                         write_snapshot)
@@ -253,9 +254,12 @@ class Trainer:
 
     # ------------------------------------------------------------------ training
     def run(self) -> Iterator[StepEvent | EvalEvent | CheckpointEvent]:
-        """Train until max_steps or max_minutes; yields after every step."""
+        """Train until max_steps or max_minutes; yields after every step. The folder is
+        held while it trains: a second training into it is refused (``RunLock``)."""
+        held = RunLock(self.out_dir) if self.out_dir else contextlib.nullcontext()
         try:
-            yield from self._run()
+            with held:
+                yield from self._run()
         finally:
             head_losses.release()  # the logits' buffer kept between steps
 
