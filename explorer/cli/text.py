@@ -137,7 +137,7 @@ def _save_run(args, loaded, prompt_ids, settings, specs, enabled) -> int:
                          lambda p: isinstance(p, Pass) and passes.append(p),
                          keep=dataclasses.replace(EVERYTHING, inside=True) if mb else STATISTICS)
     print(args.prompt + loaded.tokenizer.decode([p.token_id for p in passes[1:]]))
-    model = {"label": loaded.label, "source": dataclasses.asdict(spec_of(args)),
+    model = {"label": loaded.label, "source": spec_of(args).to_dict(),
              "sha256": weights_sha256(loaded.model), "config": loaded.config.to_dict()}
     run = SavedRun(args.prompt, list(prompt_ids), model, settings, passes,
                    [s.to_dict() for s in specs], enabled, tokenizer=loaded.tokenizer)

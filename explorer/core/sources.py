@@ -175,7 +175,19 @@ class ModelSpec:
         return self.checkpoint or (f"{self.preset} (random init)" if self.preset else "default model")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The spec as settings and run files keep it: a local path made absolute and
+        resolved, so that it names the same file from any folder the app starts in."""
+        return dataclasses.asdict(self.resolved())
+
+    def resolved(self) -> "ModelSpec":
+        """This spec with a local checkpoint's path absolute (``RUN@stepN``: its folder's)."""
+        ck = self.checkpoint
+        if not ck or ck.startswith("hf:"):
+            return self
+        folder, at, step = ck.rpartition("@step")
+        if at and folder and step.isdigit():
+            return dataclasses.replace(self, checkpoint=f"{Path(folder).resolve()}@step{step}")
+        return dataclasses.replace(self, checkpoint=str(Path(ck).expanduser().resolve()))
 
     @classmethod
     def from_dict(cls, data: Any) -> "ModelSpec":
@@ -187,8 +199,9 @@ class ModelSpec:
         if unknown:
             raise ValueError(f"unknown saved model fields: {', '.join(sorted(map(str, unknown)))}")
         for key, value in data.items():
-            want = (int,) if key == "seed" else (str, type(None))
-            if not isinstance(value, want) or isinstance(value, bool):
+            want = (int,) if key == "seed" else (bool,) if key == "own_tokenizer" else \
+                (str, type(None))
+            if not isinstance(value, want) or (isinstance(value, bool) and want != (bool,)):
                 raise ValueError(f"the saved model's {key} is {value!r}")
         return cls(**data)
 

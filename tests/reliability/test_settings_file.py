@@ -58,3 +58,21 @@ def test_a_remembered_model_that_is_gone_or_a_fifo_starts_the_default(qtbot, tmp
     assert "FIFO" in warnings[0][1] and "Loading the default model instead" in warnings[0][1]
     assert window.session.model.spec.checkpoint is None  # the default, not nothing
     window.close()
+
+
+def test_a_model_is_remembered_by_its_absolute_path_and_read_back(tmp_path, monkeypatch):
+    """A folder typed as a relative path is remembered (and saved in run files) as its
+    absolute, resolved path: started from another folder, the app opens the same model,
+    not whatever answers to that relative path there; every field reads back."""
+    from explorer.core.sources import ModelSpec
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "models")
+    spec = ModelSpec(checkpoint="mine", own_tokenizer=True)
+    saved = spec.to_dict()
+    assert saved["checkpoint"] == str((tmp_path / "models" / "mine").resolve())
+    monkeypatch.chdir(tmp_path)
+    back = ModelSpec.from_dict(saved)
+    assert back.checkpoint == str((tmp_path / "models" / "mine").resolve()) and back.own_tokenizer
+    run = ModelSpec(checkpoint="mine@step12").resolved()
+    assert run.checkpoint == f"{(tmp_path / 'mine').resolve()}@step12"
+    assert ModelSpec(checkpoint="hf:gpt2").to_dict()["checkpoint"] == "hf:gpt2"

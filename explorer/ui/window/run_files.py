@@ -76,7 +76,7 @@ class RunFiles:
         label = session.branches[session.branch][0]
 
         def job(ctx):
-            model = {"label": info.label, "source": dataclasses.asdict(info.spec),
+            model = {"label": info.label, "source": info.spec.to_dict(),
                      "sha256": weights_sha256(ctx.model),
                      "config": info.config.to_dict()}
             run = SavedRun(prompt, list(session.prompt.ids), model, settings, passes,
