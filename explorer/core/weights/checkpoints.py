@@ -247,25 +247,31 @@ def read_state_dict(path: str | os.PathLike, should_stop=None
             tensors = _read_torch(p, fmt)
         config_json = p.parent / "config.json"
     if file_kind(config_json) != FileKind.MISSING and "config" not in info:
-        try:
-            beside = read_json(config_json, "a config")
-        except CheckpointError as exc:  # beside it, meant for it, unreadable: never guessed past
-            raise CheckpointError(config_json, f"{exc.problem}; the config beside the weights "
-                                               "cannot be read, and the model's heads, rotary "
-                                               "base and norms come from it: write it again "
-                                               "(json.dump(CONFIG, f, default=str)) or remove "
-                                               "it") from None
-        if for_config(beside) is not None:
-            info["hf_config"] = beside  # Hugging Face's config.json of a family we open
-        elif isinstance(beside, dict) and "n_heads" in beside:
-            info["book_config"] = beside  # the book's GPT_CONFIG dict saved as JSON
-        elif isinstance(beside, dict) and isinstance(beside.get("model_type"), str):
-            kind = shown(beside["model_type"][:40])
-            raise CheckpointError(config_json, f"model_type '{kind}': a model the explorer does "
-                                               f"not open (it opens {', '.join(model_types())})")
-        elif beside is not None:
-            info.setdefault("notices", []).append(f"ignored {config_json}: not a GPT-2 config")
+        _config_beside(config_json, info)
     return tensors, info
+
+
+def _config_beside(config_json: Path, info: dict) -> None:
+    """The config.json beside the weights, into ``info``: Hugging Face's of a family the
+    explorer opens, or the book's dict; one naming another family, or unreadable, is
+    refused (the weights' heads, rotary base and norms come from it)."""
+    try:
+        beside = read_json(config_json, "a config")
+    except CheckpointError as exc:  # beside it, meant for it, unreadable: never guessed past
+        raise CheckpointError(config_json, f"{exc.problem}; the config beside the weights "
+                                           "cannot be read, and the model's heads, rotary base "
+                                           "and norms come from it: write it again "
+                                           "(json.dump(CONFIG, f, default=str)) or remove it") from None
+    if for_config(beside) is not None:
+        info["hf_config"] = beside  # Hugging Face's config.json of a family we open
+    elif isinstance(beside, dict) and "n_heads" in beside:
+        info["book_config"] = beside  # the book's GPT_CONFIG dict saved as JSON
+    elif isinstance(beside, dict) and isinstance(beside.get("model_type"), str):
+        kind = shown(beside["model_type"][:40])
+        raise CheckpointError(config_json, f"model_type '{kind}': a model the explorer does "
+                                           f"not open (it opens {', '.join(model_types())})")
+    elif beside is not None:
+        info.setdefault("notices", []).append(f"ignored {config_json}: not a GPT-2 config")
 
 
 # --------------------------------------------------------------------------- loading
