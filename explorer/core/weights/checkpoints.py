@@ -261,7 +261,8 @@ def _config_beside(config_json: Path, info: dict) -> None:
         raise CheckpointError(config_json, f"{exc.problem}; the config beside the weights "
                                            "cannot be read, and the model's heads, rotary base "
                                            "and norms come from it: write it again "
-                                           "(json.dump(CONFIG, f, default=str)) or remove it") from None
+                                           "(json.dump(CONFIG, f, default=str)) or remove "
+                                           "it") from None
     if for_config(beside) is not None:
         info["hf_config"] = beside  # Hugging Face's config.json of a family we open
     elif isinstance(beside, dict) and "n_heads" in beside:
