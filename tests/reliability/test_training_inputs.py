@@ -151,3 +151,28 @@ def test_a_second_training_into_a_folder_being_written_is_refused(tmp_path, caps
     assert first.state.step == 4
     assert main(["train", "--resume", "--steps", "6", "--batch-size", "2", "--out",
                  str(out)]) == 0
+
+
+@pytest.mark.parametrize("preset, batch, room, said", [
+    ("tiny", 8, 3, "a batch of 3 fits"),
+    ("tiny", 8, 0, "its weights and AdamW's moments alone need"),
+    ("llama3.2-1b", 1, None, "not even one row of its 131,072-token context fits: train a "
+                             "preset of a shorter context (mini, llama-mini)"),
+])
+def test_a_training_that_does_not_fit_says_what_would(monkeypatch, capsys, tmp_path, preset,
+                                                      batch, room, said):
+    """Training refused for memory says what would fit: the largest batch, or why none
+    does (the weights and AdamW's moments, or one row of a very long context) — not only
+    the GiB a full batch would need."""
+    from explorer.cli import main
+    from explorer.core.base import devices
+    from explorer.core.experiments.train_memory import training_bytes
+    from explorer.core.gpt.config import preset as cfg_of
+    cfg = cfg_of(preset).replace(tie_weights=True)
+    free = (training_bytes(cfg, room) if room else training_bytes(cfg, 0) // 2) \
+        if room is not None else 30 * 2**30
+    monkeypatch.setattr(devices, "free_memory_bytes", lambda device: free)
+    assert main(["train", "--preset", preset, "--steps", "1", "--batch-size", str(batch),
+                 "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0] and "GiB is available" in err[0]

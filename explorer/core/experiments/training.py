@@ -19,7 +19,7 @@ from typing import Iterator
 
 import torch
 
-from ..base.devices import check_memory, native_bfloat16, resolve_device
+from ..base.devices import native_bfloat16, resolve_device
 from ..base.state import remember_trained
 from ..base.validate import FileKind, file_kind, read_json, real, whole
 from ..gpt.config import NORM_POSITIONS, GPTConfig, preset
@@ -32,6 +32,7 @@ from ..weights.checkpoints import load_checkpoint
 from . import head_loss as head_losses
 from .head_loss import loss_of
 from .train_checkpoint import check_one_step, model_step, recover, write_checkpoint
+from .train_memory import check_training_memory
 from .train_files import (MODEL_FILE, OPTIMIZER_FILE, STATE_FILE, RunLock, check_out_dir,
                           check_preset, read_optimizer, resume_state)
 from .train_text import default_text, read_text, tokens_of
@@ -146,17 +147,6 @@ class TrainState:
     history: list[dict] = field(default_factory=list)  # evaluations so far
 
 
-def training_bytes(cfg: GPTConfig, batch_size: int) -> int:
-    """About what a training step holds: the logits with their softmax and gradient, the
-    activations kept for the backward pass, and the weights with AdamW's two moments."""
-    from ..gpt.sizes import count_parameters
-
-    tokens = batch_size * cfg.context_length
-    logits = 3 * tokens * cfg.vocab_size * 4
-    activations = tokens * cfg.n_layers * (16 * cfg.emb_dim + 2 * cfg.n_heads * cfg.context_length) * 4
-    return logits + activations + 4 * count_parameters(cfg).total * 4
-
-
 def learning_rate(step: int, s: TrainSettings) -> float:
     """Linear warm-up to ``lr``, then cosine decay to ``min_lr`` at ``max_steps``."""
     if step < s.warmup_steps:
@@ -203,9 +193,8 @@ class Trainer:
             cfg = base.replace(tie_weights=True, norm_position=settings.norm_position
                                or base.norm_position, **(
                 {"drop_rate": settings.drop_rate} if base.family.dropout else {}))
-        check_memory(training_bytes(cfg, settings.batch_size), self.device,
-                     f"training {settings.preset if model is None else 'the model'} with "
-                     f"batch size {settings.batch_size}")
+        check_training_memory(cfg, settings.batch_size, self.device,
+                              settings.preset if model is None else "the model")
         if model is None:  # built only once it is known to fit, drawn on the CPU: one seed
             model = build_model(cfg, seed=settings.seed)  # gives one start on every device
         model = model.to(self.device)  # (a module moved keeps its shared head shared)
