@@ -257,3 +257,15 @@ def test_the_tests_mirror_the_code():
         == set(CORE_LAYERS)
     for workspace in WORKSPACES:
         assert (tests / "ui" / "views" / workspace.key).is_dir(), workspace.key
+
+
+def test_kinds_are_compared_as_their_enums_not_as_words():
+    """A node's kind (and an attribution part's) is one record keyed by its enum: compared
+    as ``Kind.PATTERN``, never as the word "pattern", in the app and in the tests."""
+    words = re.compile(r"(?<!dtype)\.kind (==|!=|in|not in) \(?[\"']")  # numpy's dtype.kind aside
+    files = [*ROOT.rglob("*.py"), *(ROOT.parent / "tests").rglob("*.py")]
+    assert len(files) > 300  # the app's modules and the tests, both read
+    found = [f"{p.relative_to(ROOT.parent)}:{i}" for p in files
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if words.search(line)]
+    assert not found, found

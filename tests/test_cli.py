@@ -6,6 +6,7 @@ import sys
 import pytest
 import torch
 
+from explorer.core.gpt.node_types import Kind
 from explorer.cli import main
 from explorer.core.weights.checkpoints import save_checkpoint
 from explorer.core.gpt.config import preset
@@ -108,7 +109,7 @@ def test_inspect_prints_nodes_in_forward_order_and_saves_npz(capsys, tmp_path):
     assert code == 0
     from explorer.core.gpt.nodes import block_nodes
     rows = [line.split()[0] for line in out.splitlines() if line.startswith("trf_blocks.")]
-    assert rows == [f"trf_blocks.0.{n.key}" for n in block_nodes("pre") if n.kind != "pattern"]
+    assert rows == [f"trf_blocks.0.{n.key}" for n in block_nodes("pre") if n.kind != Kind.PATTERN]
     assert "(1, 4, 128)" in out  # the feed-forward's hidden width for the tiny preset
     import numpy as np
     saved = np.load(out_file)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from explorer.core.attribution.direct import Branch
 from explorer.core.attribution.direct import attribute
 from explorer.core.attribution.head_roles import head_roles
 from explorer.core.attribution.layer_table import layer_rows
@@ -34,8 +35,8 @@ def test_the_parts_add_up_to_the_logit_at_every_position(name):
         assert b.total == pytest.approx(float(logits[target] - logits[13]), abs=1e-4)
         parts = {p.label: p.value for p in a.parts}
         for layer in range(model.cfg.n_layers):
-            att = [p.value for p in a.parts if p.layer == layer and p.kind == "attention"][0]
-            ff = [p.value for p in a.parts if p.layer == layer and p.kind == "feed-forward"][0]
+            att = [p.value for p in a.parts if p.layer == layer and p.kind == Branch.ATTENTION][0]
+            ff = [p.value for p in a.parts if p.layer == layer and p.kind == Branch.FEED_FORWARD][0]
             assert a.heads[layer].sum() + a.attention_bias[layer] == pytest.approx(att, abs=1e-6)
             assert a.neurons[layer].sum() + a.ff_bias[layer] == pytest.approx(ff, abs=1e-6)
         assert len(parts) == 3 + 2 * model.cfg.n_layers
@@ -64,8 +65,8 @@ def test_a_llama_blocks_parts_add_up_exactly_with_rmsnorm(name):
         kinds = [p.kind for p in a.parts]
         assert "shift" not in kinds and kinds.count("embedding") == 1
         for layer in range(cfg.n_layers):
-            att = [p.value for p in a.parts if p.layer == layer and p.kind == "attention"][0]
-            ff = [p.value for p in a.parts if p.layer == layer and p.kind == "feed-forward"][0]
+            att = [p.value for p in a.parts if p.layer == layer and p.kind == Branch.ATTENTION][0]
+            ff = [p.value for p in a.parts if p.layer == layer and p.kind == Branch.FEED_FORWARD][0]
             assert a.heads[layer].sum() == pytest.approx(att, abs=1e-6)
             assert a.neurons[layer].shape == (cfg.hidden_dim,)
             assert a.neurons[layer].sum() == pytest.approx(ff, abs=1e-6)

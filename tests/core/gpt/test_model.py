@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from explorer.core.gpt.node_types import Kind
 from explorer.core.gpt import layers
 from explorer.core.gpt.config import preset
 from explorer.core.gpt.build import build_model
@@ -258,4 +259,4 @@ def test_node_selection_by_glob_layer_and_list():
     assert select_hook_names(cfg, ["final_norm", "tok_emb"]) == ["tok_emb", "final_norm"]
     with pytest.raises(KeyError, match="nope"):
         select_hook_names(cfg, "nope")
-    assert node_for_hook("trf_blocks.1.ff.layers.1").kind == "gelu"
+    assert node_for_hook("trf_blocks.1.ff.layers.1").kind == Kind.GELU

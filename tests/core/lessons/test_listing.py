@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from explorer.core.gpt.node_types import Kind
 from explorer.core.run.capture import Capture
 from explorer.core.lessons.listing import built_order, listing
 from explorer.core.gpt.config import preset
@@ -18,7 +19,7 @@ def test_every_node_points_at_the_line_that_built_it_and_the_line_that_made_it(p
         found = listing(name, position)
         layer, key = parse_hook(name)
         built, ran = found.init[found.init_line], found.forward[found.forward_line]
-        if node_for_hook(name, position).kind in ("norm", "gelu"):  # its own class
+        if node_for_hook(name, position).kind in (Kind.NORM, Kind.GELU):  # its own class
             assert found.title == ("LayerNorm" if "norm" in key else "GELU")
             # the book's lines as written, and a word on the fused call that runs them
             assert ran.strip() in ("return self.scale * norm_x + self.shift",

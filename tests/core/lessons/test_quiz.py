@@ -7,6 +7,7 @@ import re
 import pytest
 import torch
 
+from explorer.core.gpt.node_types import Kind
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
 from explorer.core.gpt.build import build_model
@@ -130,7 +131,7 @@ def test_answers_follow_the_live_tensors(passes):
     numbers = re.findall(r"std (-?[\d.]+)", question_for(block_hook_name(0, "norm2"), pre, "pre", 0).explanation)
     after = pre[block_hook_name(0, "norm2")].array.reshape(-1, 32)[-1]
     assert numbers[1] == f"{after.std():.3g}"
-    assert node_for_hook(block_hook_name(0, "norm2")).kind == "norm"
+    assert node_for_hook(block_hook_name(0, "norm2")).kind == Kind.NORM
 
 
 def test_a_node_missing_from_the_pass_gets_no_question(passes):

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from explorer.core.gpt.node_types import Kind
 from explorer.core.run.batch import PAD_ID, PAD_LABEL, make_batch, split_prompts
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
@@ -68,7 +69,7 @@ def test_padding_is_never_in_the_statistics(model):
     cap = run(model, batch)
     mask = batch.mask
     for rec in cap:
-        if rec.node.kind == "pattern" or rec.name == "pos_emb":
+        if rec.node.kind == Kind.PATTERN or rec.name == "pos_emb":
             continue
         real = rec.tensor.numpy()[mask].astype(np.float64)  # (5, C): the real tokens only
         s = rec.stats

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from explorer.core.gpt.node_types import Kind
 from explorer.core.run.capture import Capture
 from explorer.core.run.steps import StepRecorder
 from explorer.core.gpt.config import preset
@@ -91,7 +92,7 @@ def test_selection_by_pattern_layer_and_list(model):
     with Capture(model, layer=1) as cap:
         model(ids())
     assert [n.split(".", 2)[2] for n in cap.records] == [
-        n.key for n in block_nodes("pre") if n.kind != "pattern"]
+        n.key for n in block_nodes("pre") if n.kind != Kind.PATTERN]
     with Capture(model, ["final_norm", "tok_emb"], tensors="final_norm") as cap:
         model(ids())
     assert cap["final_norm"].tensor is not None and cap["tok_emb"].tensor is None

@@ -4,6 +4,7 @@ every head's attention pattern, the logit lens."""
 import numpy as np
 import pytest
 from PySide6.QtCore import QPointF
+from explorer.core.gpt.node_types import Kind
 from explorer.core.run.analysis import gelu_input_shares
 from explorer.core.gpt.nodes import block_nodes
 from explorer.ui.views.look.distributions_view import write_table_csv
@@ -29,7 +30,7 @@ def test_gelu_view_overlays_the_real_inputs(qtbot, ran):
 
 def test_distributions_small_multiples_and_clickable_table(qtbot, ran):
     view = show(qtbot, ran, "Distributions")
-    keys = [n.key for n in block_nodes("pre") if n.kind != "pattern"]
+    keys = [n.key for n in block_nodes("pre") if n.kind != Kind.PATTERN]
     assert list(view.small_hists) == keys
     add2 = ran.session.prompt.views["trf_blocks.0.add2"]
     values = add2.array.reshape(-1)

@@ -5,6 +5,7 @@ import pytest
 import torch
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtTest import QTest
+from explorer.core.gpt.node_types import Kind
 from explorer.core.run.capture import Capture
 from explorer.core.gpt.config import preset
 from explorer.core.gpt.build import build_model
@@ -60,7 +61,7 @@ def test_post_ln_model_is_drawn_in_post_ln_order(make_window, tmp_path):
         window.session.set_layer(layer)
         steps = chain(window.graph, block_input(layer, "post"))
         assert [name.split(".", 2)[2] for name in steps] == [
-            n.key for n in block_nodes("post") if n.kind not in ("pattern", "ffn")]
+            n.key for n in block_nodes("post") if n.kind not in (Kind.PATTERN, Kind.FFN)]
 
 
 def test_the_feed_forward_frames_its_layers_and_the_block_is_one_of_n(qtbot, make_window):
@@ -88,7 +89,7 @@ def test_the_feed_forward_frames_its_layers_and_the_block_is_one_of_n(qtbot, mak
     assert "trf_blocks.1.ff" in graph.edge_labels
     pre = make_window()
     assert [name.split(".", 2)[2] for name in chain(pre.graph, "drop_emb")] == [
-        n.key for n in block_nodes("pre") if n.kind not in ("pattern", "ffn")]
+        n.key for n in block_nodes("pre") if n.kind not in (Kind.PATTERN, Kind.FFN)]
 
 
 def test_layer_keys_and_strip_change_the_block(qtbot, make_window):
