@@ -13,7 +13,29 @@ COLOURS = {Kind.NORM: "#fff3b0", Kind.RMSNORM: "#fff3b0", Kind.ATTENTION: "#dce8
            Kind.FFN: "#d8f0d8", Kind.DROPOUT: "#eeeeee", Kind.ADD: "#e8e0f4"}
 
 
-class BlocksDrawing(QGraphicsView):
+class FittedDrawing(QGraphicsView):
+    """A drawing scaled to its view on every resize: never past 1.3×, never under
+    ``LEAST`` (1.0: the window's font size at least)."""
+
+    LEAST = 0.6
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        rect = self.scene().itemsBoundingRect()
+        if rect.isEmpty():
+            return
+        port = self.viewport().size()
+        scale = max(self.LEAST, min(1.3, (port.width() - 8) / rect.width(),
+                                    (port.height() - 8) / rect.height()))
+        self.resetTransform()
+        self.scale(scale, scale)
+        self.centerOn(rect.center())
+
+
+class BlocksDrawing(FittedDrawing):
     """The two blocks side by side, each a column of its steps from the top; a dashed line
     joins the steps that do the same job, a step the other block has not stands alone."""
 
@@ -72,20 +94,6 @@ class BlocksDrawing(QGraphicsView):
                               rect.y(), QPen(QColor("#444444")))
         return boxes
 
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
-        super().resizeEvent(event)
-        self._fit()
-
-    def _fit(self) -> None:
-        rect = self.scene().itemsBoundingRect()
-        if rect.isEmpty():
-            return
-        port = self.viewport().size()
-        scale = max(0.6, min(1.3, (port.width() - 8) / rect.width(),
-                             (port.height() - 8) / rect.height()))
-        self.resetTransform()
-        self.scale(scale, scale)
-        self.centerOn(rect.center())
 
 
 def aligned(a: list[str], b: list[str]) -> list[tuple[str | None, str | None]]:

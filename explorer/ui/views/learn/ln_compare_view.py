@@ -12,7 +12,7 @@ import html
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
-from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QGraphicsView, QHBoxLayout, QLabel,
+from PySide6.QtWidgets import (QComboBox, QGraphicsScene, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QSpinBox, QTabWidget, QVBoxLayout,
                                QWidget)
 
@@ -25,6 +25,7 @@ from ....core.gpt.family import NORM_KINDS
 from ....core.gpt.nodes import (ATTENTION, BLOCK_INPUT, Kind, as_order, block_hook_name,
                                  block_steps, inside_attention, layer_of, order_at, order_of,
                                  shortcut_sources)
+from ...widgets.blocks_drawing import FittedDrawing
 from ...widgets.job_controls import JobControls
 from ...plots.figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
 from ...widgets.scrolling import scrolling
@@ -40,12 +41,13 @@ EXPERIMENT_INTRO = ("At initialisation, before any training: how large is the gr
                     "does the last block's change with depth? (Xiong et al. 2020)")
 
 
-class OrderGraphs(QGraphicsView):
+class OrderGraphs(FittedDrawing):
     """Both blocks side by side, each a column of its nodes in forward order from the
     top, with its shortcut arrows on the left (the order and the shortcut sources come
     from the node table). Drawn at the window's font size or larger, never smaller."""
 
     W, H, GAP, COLUMN = 150.0, 24.0, 12.0, 215.0
+    LEAST = 1.0
 
     def __init__(self) -> None:
         super().__init__()
@@ -90,20 +92,6 @@ class OrderGraphs(QGraphicsView):
             path = QPainterPath(QPointF(x0 + 40, sy))
             path.cubicTo(QPointF(bend, sy), QPointF(bend, ty), QPointF(x0 + 40, ty))
             scene.addPath(path, QPen(QColor("#2a7ab0"), 1.5))
-
-    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt name)
-        super().resizeEvent(event)
-        self._fit()
-
-    def _fit(self) -> None:
-        rect = self.scene().itemsBoundingRect()
-        if rect.isEmpty():
-            return
-        port = self.viewport().size()
-        scale = max(1.0, min(1.3, (port.width() - 6) / rect.width(), (port.height() - 6) / rect.height()))
-        self.resetTransform()
-        self.scale(scale, scale)
-        self.centerOn(rect.center())
 
 
 def twin_words(runs: dict, info) -> str:
