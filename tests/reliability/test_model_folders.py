@@ -164,6 +164,8 @@ def test_a_config_field_of_the_wrong_type_is_named_in_one_line(tmp_path, field, 
     small_qwen3(transformers).save_pretrained(tmp_path)
     write_tokenizer(tmp_path, 320)
     config = json.loads((tmp_path / "config.json").read_text())
+    if field == "rope_scaling":  # the older layout alone, as transformers 4 saved it
+        config["rope_theta"] = config.pop("rope_parameters")["rope_theta"]
     (tmp_path / "config.json").write_text(json.dumps({**config, field: value}))
     with pytest.raises(CheckpointError) as refused:
         load_checkpoint(tmp_path)

@@ -12,6 +12,7 @@ import torch
 from ..base.errors import CheckpointError
 from ..gpt.config import PRESETS, GPTConfig
 from ..gpt.family import BlockFamily
+from .hf_checks import book_sizes_agree
 from .keymaps import block_layers
 from .llama_keys import LayerType
 
@@ -34,6 +35,9 @@ def book_blocks_config(path: Path, sd: dict[str, torch.Tensor], info: dict,
                 return cfg.replace(tie_weights=tie)
         raise CheckpointError(path, f"cannot tell the heads of this {what} state dict: put the "
                                     "book's config dict (with n_heads) beside it as config.json")
+    ff = int(sd["trf_blocks.0.ff.fc1.weight"].shape[0])
+    book_sizes_agree(path, book, {"vocab_size": vocab, "emb_dim": emb, "n_layers": layers,
+                                  "moe_intermediate_size" if family.experts else "hidden_dim": ff})
     try:
         heads = int(book["n_heads"])
         kv = int(book.get("n_kv_heads", book.get("n_kv_groups", heads)))
@@ -45,7 +49,7 @@ def book_blocks_config(path: Path, sd: dict[str, torch.Tensor], info: dict,
             emb_dim=int(emb), n_heads=heads, n_layers=layers, drop_rate=0.0, qkv_bias=False,
             tie_weights=tie, n_kv_groups=kv if kv != heads else None,
             head_size=head_dim if head_dim * heads != emb else None,
-            ff_dim=int(sd["trf_blocks.0.ff.fc1.weight"].shape[0]), qk_norm=True,
+            ff_dim=ff, qk_norm=True,
             sliding_window=int(book["sliding_window"]) if sliding else None,
             sliding_layers=sliding)
         return GPTConfig(**{**fields, **extra(book, head_dim, sliding)})

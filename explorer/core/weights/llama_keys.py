@@ -17,6 +17,7 @@ from ..base.validate import real, whole
 from ..gpt.config import PRESETS, GPTConfig, RopeScaling
 from ..gpt import families
 from ..gpt.families.llama import LLAMA
+from .hf_checks import attention_as_stated, book_sizes_agree, refuse_unbuilt, rope_layouts_agree
 from .keymaps import NameFormat, block_layers
 
 class ModelType(StrEnum):
@@ -136,6 +137,7 @@ def _rope(path: Path, hf: dict) -> tuple[float, RopeScaling | None]:
     params = config_object(path, hf, "rope_parameters")
     if isinstance(params.get(LayerType.FULL), dict):
         params = params[LayerType.FULL]
+    rope_layouts_agree(path, hf, params, config_object(path, hf, "rope_scaling"))
     scaling = config_object(path, hf, "rope_scaling") or (
         params if params.get("rope_type") not in (None, RopeType.DEFAULT) else None)
     base = hf.get("rope_theta", params.get("rope_theta", 10000.0))
@@ -188,7 +190,7 @@ def _refuse_what_differs(path: Path, hf: dict[str, Any]) -> None:
     if act not in SILU:
         raise CheckpointError(path, f"config.json's hidden_act is {act!r}; the SwiGLU block "
                                     "uses silu")
-    if hf.get("mlp_bias") or (kind == ModelType.LLAMA and hf.get("attention_bias")):
+    if hf.get("mlp_bias") or (kind != ModelType.QWEN2 and hf.get("attention_bias")):
         raise CheckpointError(path, "config.json asks for biases in the feed-forward or in "
                                     "out_proj, which this block does not have")
     if hf.get("use_sliding_window"):
@@ -210,7 +212,10 @@ def hf_fields(path: Path, hf: dict[str, Any], sd: dict[str, torch.Tensor],
               what: str) -> dict[str, Any]:
     """The config fields a Hugging Face config.json of a block built like Llama's states
     (sizes, heads, rotation, norm epsilon, tied head), each size checked against the
-    converted state dict ``sd``; ``what`` the model is read as, for the messages."""
+    converted state dict ``sd``; ``what`` the model is read as, for the messages. The
+    attention's q/k norms and biases are the model_type's (Llama and Qwen2 have no norms,
+    Qwen2 alone its q/k/v biases), or the folder is refused."""
+    refuse_unbuilt(path, hf)
     for needed in ("tok_emb.weight", "trf_blocks.0.att.W_query.weight", "trf_blocks.0.att.W_key.weight",
                    "trf_blocks.0.ff.fc1.weight"):
         if needed not in sd or sd[needed].dim() != 2:
@@ -236,6 +241,9 @@ def hf_fields(path: Path, hf: dict[str, Any], sd: dict[str, torch.Tensor],
     if (q_rows, kv_rows) != (heads * head_dim, kv * head_dim):
         raise CheckpointError(path, f"config.json says {heads} heads and {kv} key/value heads of "
                                     f"{head_dim}, but W_query has {q_rows} rows and W_key {kv_rows}")
+    kind = hf.get("model_type")
+    attention_as_stated(path, sd, kind, kind not in (ModelType.LLAMA, ModelType.QWEN2),
+                        kind == ModelType.QWEN2)
     base, scaling = _rope(path, hf)
     eps = _read(path, real, hf.get("rms_norm_eps", 1e-6), "rms_norm_eps in config.json", 0.0, 0.1, True)
     context = _read(path, whole, hf.get("max_position_embeddings", 2048),
@@ -299,6 +307,13 @@ def book_config(path: Path, sd: dict[str, torch.Tensor], book: dict[str, Any]) -
                 return cfg.replace(tie_weights=tie)
         raise CheckpointError(path, "cannot tell the heads of this Llama / Qwen state dict: put "
                                     "the book's config dict (with n_heads) beside it as config.json")
+    book_sizes_agree(path, book, {"vocab_size": vocab, "emb_dim": emb, "n_layers": layers,
+                                  "hidden_dim": ff})
+    has_norm = "trf_blocks.0.att.q_norm.scale" in sd
+    if "qk_norm" in book and book["qk_norm"] is not has_norm:
+        raise CheckpointError(path, f"config.json says qk_norm {book['qk_norm']!r} but the weights "
+                                    f"have {'' if has_norm else 'no '}q_norm: the folder's files "
+                                    "do not belong together")
     heads = _read(path, whole, book.get("n_heads"), "n_heads in config.json")
     kv = _read(path, whole, book.get("n_kv_groups", heads), "n_kv_groups in config.json")
     head_dim = book.get("head_dim") or emb // heads
@@ -320,7 +335,7 @@ def book_config(path: Path, sd: dict[str, torch.Tensor], book: dict[str, Any]) -
             n_kv_groups=kv if kv != heads else None,
             head_size=int(head_dim) if int(head_dim) * heads != emb else None, ff_dim=int(ff),
             rope_base=float(book.get("rope_base", 10000.0)), rope_scaling=scaling,
-            qk_norm=bool(book.get("qk_norm", "trf_blocks.0.att.q_norm.scale" in sd)),
+            qk_norm=has_norm,
             norm_eps=real(eps, "rms_norm_eps in config.json", 0.0, 0.1, True))
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(path, f"config.json: {exc}") from None
