@@ -167,3 +167,47 @@ def test_two_shards_holding_the_same_tensor_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match=f"holds '{names[4]}', which another shard of the "
                                               "folder holds too"):
         load_checkpoint(folder)
+
+
+def _declaring(path, gib: int):
+    """A safetensors file whose header declares one float32 tensor of ``gib`` GiB, its
+    length reached with a hole (``truncate``): nothing stored but the header."""
+    import json
+    import struct
+    rows = gib * 2**30 // (4 * 1024)
+    header = json.dumps({"wte.weight": {"dtype": "F32", "shape": [rows, 1024],
+                                        "data_offsets": [0, rows * 4096]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(header)) + header)
+        fh.truncate(8 + len(header) + rows * 4096)
+    return path
+
+
+def test_a_sparse_file_declaring_gigabytes_is_refused_before_a_byte_of_it_is_read(tmp_path):
+    path = _declaring(tmp_path / "holes.safetensors", 4)
+    stored = os.stat(path).st_blocks * 512
+    if stored == 0:
+        pytest.skip("this file system reports no blocks for a file")
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(path)
+    assert str(refused.value) == (
+        f"{path}: declares 4.3 GB of weights but only {stored:,} bytes of it are stored on disk "
+        "(a sparse file: its weights would read as zeros)")
+
+
+def test_a_file_larger_than_the_free_memory_is_refused_before_it_is_allocated(tmp_path,
+                                                                             monkeypatch):
+    from explorer.core.base import devices
+    from explorer.core.weights import hf_files
+    path = tmp_path / "m.safetensors"
+    save_checkpoint(build_model(preset("tiny"), seed=0), path)
+    size = path.stat().st_size
+    assert size < 2**30
+    monkeypatch.setattr(hf_files, "free_memory_bytes", lambda device: size - 1)
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(path)
+    assert str(refused.value) == (f"{path}: needs {size / 2**20:,.1f} MiB of memory to load; "
+                                  f"{(size - 1) / 2**20:,.1f} MiB are free")
+    monkeypatch.setattr(hf_files, "free_memory_bytes", devices.free_memory_bytes)
+    assert load_checkpoint(path).config.n_layers == preset("tiny").n_layers

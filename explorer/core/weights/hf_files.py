@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ..base.cancel import check
+from ..base.devices import free_memory_bytes
 from ..base.errors import CheckpointError
 from ..base.validate import parse_json, read_json
 
@@ -23,6 +24,7 @@ TORCH_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16
                 "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2}
 MAX_HEADER = 100 * 1024 * 1024
 MAX_ELEMENTS = 2**63 - 1  # torch's sizes are 64-bit signed
+SPARSE_FLOOR = 64 << 20  # declared data below this is read whatever the disk holds
 
 
 def hf_folder_weights(folder: Path) -> list[Path]:
@@ -53,7 +55,8 @@ def safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
     """The parsed header of a safetensors file and the byte count its tensors need,
     checked entry by entry (types, known dtypes, shapes and offsets that agree, inside
     the file) before anything is allocated."""
-    size = path.stat().st_size
+    stat = path.stat()
+    size = stat.st_size
     with open(path, "rb") as fh:
         raw = fh.read(8)
         if len(raw) < 8:
@@ -69,6 +72,7 @@ def safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
     if not isinstance(header, dict):
         raise CheckpointError(path, "corrupt safetensors header (not a JSON object)")
     data_bytes = size - 8 - n
+    _refuse_holes(path, getattr(stat, "st_blocks", 0) * 512, data_bytes)
     needed, spans = 0, []
     for key, info in header.items():
         if key == "__metadata__":
@@ -98,6 +102,18 @@ def safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
         raise CheckpointError(path, f"corrupt safetensors file: {data_bytes - at:,} bytes after "
                                     "the last tensor")
     return header, needed
+
+
+def _refuse_holes(path: Path, on_disk: int, data_bytes: int) -> None:
+    """A file whose length is mostly holes (a sparse file, ``truncate -s 4G``) would be
+    read as gigabytes of zeros before its weights could be judged: refused from the
+    bytes the file system stores for it, at once. A compressing file system stores
+    weights in well over a sixteenth of their size; a system that reports no blocks is
+    not judged."""
+    if data_bytes > SPARSE_FLOOR and 0 < on_disk < data_bytes // 16:
+        raise CheckpointError(path, f"declares {data_bytes / 1e9:,.1f} GB of weights but only "
+                                    f"{on_disk:,} bytes of it are stored on disk (a sparse file: "
+                                    "its weights would read as zeros)")
 
 
 def _entry(path: Path, key: str, info: Any) -> tuple[int, int, int]:
@@ -142,6 +158,10 @@ def read_safetensors(path: Path, should_stop=None) -> tuple[dict[str, torch.Tens
     if sys.byteorder != "little":  # the file's bytes are little-endian
         return _read_swapped(path), meta
     size = path.stat().st_size
+    free = free_memory_bytes(torch.device("cpu"))
+    if free is not None and size > free:
+        raise CheckpointError(path, f"needs {_sized(size)} of memory to load; {_sized(free)} "
+                                    "are free")
     raw = torch.empty(size, dtype=torch.uint8)
     into = memoryview(raw.numpy())
     got = 0
@@ -170,6 +190,10 @@ def read_safetensors(path: Path, should_stop=None) -> tuple[dict[str, torch.Tens
             part = part.clone()
         tensors[key] = part.view(dtype).view(info["shape"])
     return tensors, meta
+
+
+def _sized(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
 
 
 def _read_swapped(path: Path) -> dict[str, torch.Tensor]:
