@@ -94,6 +94,7 @@ def run(spec: ModelSpec | None = None, argv: list[str] | None = None,
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    tear_down(app, window)
     return code
 
 
@@ -127,6 +128,7 @@ def run_view(key: str, spec: ModelSpec | None = None, prompt: str | None = None,
         code = app.exec()
         if window.stuck:
             os._exit(code)
+        tear_down(app, window)
         return code
     end = time.monotonic() + timeout
     while (window.session.prompt is None or window.running or not window.session.caught_up()) \
@@ -136,19 +138,31 @@ def run_view(key: str, spec: ModelSpec | None = None, prompt: str | None = None,
     if errors or window.session.prompt is None:
         print(f"gpt-explorer: error: {errors[0] if errors else 'the prompt did not run'}",
               file=sys.stderr)
-        window.close()
+        tear_down(app, window)
         return 2
     try:
         with atomic_output(screenshot) as tmp:
             ok = window.grab().save(str(tmp))
     except OutputError:
         ok = False
-    window.close()
+    tear_down(app, window)
     if not ok:
         print(f"gpt-explorer: error: could not write {screenshot}", file=sys.stderr)
         return 2
     print(f"saved {shown(screenshot)}", file=sys.stderr)
     return 0
+
+
+def tear_down(app, window) -> None:
+    """Close ``window`` and delete it and its children now, while the QApplication
+    lives: left to the interpreter's exit, Python and Qt destroy them in an order that
+    can crash (a view's plots deleted after their scene)."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    window.close()
+    window.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    app.processEvents()
 
 
 def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = None,
@@ -185,7 +199,7 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
             problem = _run_and_select(window, wait, errors, prompt, node, max_new_tokens)
         if problem:
             print(f"gpt-explorer: error: {problem}", file=sys.stderr)
-            window.close()
+            tear_down(app, window)
             return 2
         if workspace:
             window.workspaces.show(workspace)
@@ -198,7 +212,7 @@ def screenshot(path: str, spec: ModelSpec | None = None, prompt: str | None = No
                 ok = window.grab().save(str(tmp))
         except OutputError:  # nothing written, and nothing left that looks complete
             ok = False
-        window.close()
+        tear_down(app, window)
     if not ok:
         print(f"gpt-explorer: error: could not write {path}", file=sys.stderr)
         return 2
