@@ -170,3 +170,26 @@ def test_a_config_field_of_the_wrong_type_is_named_in_one_line(tmp_path, field, 
     with pytest.raises(CheckpointError) as refused:
         load_checkpoint(tmp_path)
     assert str(refused.value) == f"{tmp_path}: {said}"
+
+
+def test_every_mutation_diffs_a_padded_batch_on_a_vocabulary_smaller_than_gpt2s(tmp_path, capsys):
+    """A batch of unequal prompts is padded with an id of every vocabulary (0), never
+    GPT-2's 50,256: each mutation's diff runs on a model of 320 rows."""
+    from explorer.cli import main
+    from explorer.core.experiments.mutations import MUTATIONS
+    from tests.llama_folder import write_tokenizer
+    from tests.test_cli import small_qwen3
+    small_qwen3(transformers).save_pretrained(tmp_path)
+    write_tokenizer(tmp_path, 320)
+    ran = []
+    for name in MUTATIONS:
+        capsys.readouterr()
+        code = main(["diff", "Every effort moves", "Every day holds the most", "--a",
+                     str(tmp_path), "--b", f"mutation:{name}"])
+        out, err = capsys.readouterr()
+        if code == 2:  # a GPT-2 exercise, refused on this block in one line
+            assert err.count("\n") == 1 and "one of the book's GPT-2 exercises" in err, err
+            continue
+        assert code == 0 and "(2, 16, 320)" in out and "out_head" in out, (name, err)
+        ran.append(name)
+    assert {"no-shortcut", "wrong-shortcut2"} <= set(ran), ran
