@@ -27,6 +27,7 @@ import torch
 from .weights import hub
 from .base import state
 from .base.cancel import check
+from .base.outputs import shown
 from .weights.checkpoints import CheckpointError, LoadedModel, load_checkpoint
 from .weights.keymaps import all_finite
 from .weights.tokenizers_files import tokenizer_for
@@ -88,6 +89,24 @@ def default_candidates(cache: str | os.PathLike | None = None) -> list[hub.Cache
     return first + [c for c in found if c not in first]
 
 
+def trained_here(notices: list[str]) -> list[tuple[state.TrainedModel, str]]:
+    """The models remembered as trained here, each with the label its run's own
+    trainer.json gives ("trained here: mini, 200 steps, validation loss 5.83 (folder)"),
+    never the remembered entry's words; an entry whose file is not a training run's
+    model is skipped with a notice."""
+    from .experiments.snapshots import trained_label
+
+    found = []
+    for run in state.trained_models(notices):
+        label = trained_label(run.path)
+        if label is None:
+            notices.append(f"skipped the model remembered as trained here at {shown(run.path)}: "
+                           "it is not a training run's model (no trainer.json beside it)")
+            continue
+        found.append((run, shown(label)))
+    return found
+
+
 def load_default_model(device: str = "cpu", dtype: str | torch.dtype = "float32",
                        cache: str | os.PathLike | None = None, should_stop=None) -> LoadedModel:
     """The last downloaded GPT-2, else the smallest one in the cache, else the model
@@ -102,13 +121,13 @@ def load_default_model(device: str = "cpu", dtype: str | torch.dtype = "float32"
             continue
         loaded.notices[:0] = notices
         return loaded
-    for run in state.trained_models():
+    for run, label in trained_here(notices):
         try:
             loaded = load_checkpoint(run.path, device=device, dtype=dtype, should_stop=should_stop)
         except (CheckpointError, OSError, RuntimeError, ValueError) as exc:
-            notices.append(f"skipped the model trained here at {run.path}: {exc}")
+            notices.append(f"skipped the model trained here at {shown(run.path)}: {exc}")
             continue
-        loaded.label = f"trained here: {run.preset}, {run.step} steps ({run.path})"
+        loaded.label = label
         loaded.notices[:0] = notices
         return loaded
     loaded = random_model("gpt2-small", seed=0, device=device, dtype=dtype, should_stop=should_stop)

@@ -31,12 +31,13 @@ def test_a_finished_run_is_the_default_when_no_gpt2_is_cached(capsys, tmp_path, 
     assert run.val_loss is not None and 0 < run.val_loss < 12
     loaded = load_default_model()
     assert loaded.trained and loaded.config.emb_dim == 32
-    assert loaded.label == f"trained here: tiny, 2 steps ({run.path})"
+    said = f"trained here: tiny, 2 steps, validation loss {run.val_loss:.2f} ({model.parent})"
+    assert loaded.label == said  # the run's own trainer.json's words
     # a fresh process with the same state folder names it too, for info and generate
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     info = subprocess.run([sys.executable, "-m", "explorer", "info"], env=env,
                           capture_output=True, text=True, timeout=300)
-    assert info.returncode == 0 and f"trained here: tiny, 2 steps ({run.path})" in info.stdout
+    assert info.returncode == 0 and said in info.stdout
     assert "UNTRAINED" not in info.stdout
     made = subprocess.run([sys.executable, "-m", "explorer", "generate", "Every effort",
                            "--max-new-tokens", "2"], env=env, capture_output=True, text=True,
@@ -76,6 +77,67 @@ def test_a_new_window_opens_it_and_choose_model_lists_it(qtbot, capsys, tmp_path
     dialog = ModelDialog(window, info.spec)
     assert dialog.use_trained.isChecked() and dialog.use_trained.isEnabled()
     text = dialog.trained_box.currentText()
-    assert text.startswith("tiny, 2 steps, validation loss ") and str(model.resolve()) in text
+    assert text.startswith("trained here: tiny, 2 steps, validation loss ")
+    assert f"({model.resolve().parent}) · " in text
     assert dialog.spec().checkpoint == str(model.resolve())
     window.close()
+
+
+def _remember(runs) -> None:
+    import json
+    folder = state.state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trained-models.json").write_text(json.dumps({"runs": runs}))
+
+
+@pytest.mark.parametrize("entry, first", [
+    ({"path": "/" + "a" * 5000, "step": 2, "date": "2026-12-06T10:00:00", "preset": "tiny"},
+     "File name too long"),
+    ({"path": "/x/model.safetensors", "step": 1e300, "date": "2026-12-06T10:00:00",
+      "preset": "tiny"}, "a step of 1e+300, not a count up to 1,000,000,000"),
+    ({"path": "/x/model.safetensors", "step": 10**29, "date": "2026-12-06", "preset": "tiny"},
+     "a step of 30 digits, not a count up to 1,000,000,000"),
+    ({"path": "/x/model.safetensors", "step": 2, "date": "2026-12-06", "preset": "\x1b[2Jmini"},
+     "a preset named '\\x1b[2Jmini'"),
+    ({"path": "relative/model.safetensors", "step": 2, "date": "2026-12-06", "preset": "tiny"},
+     "a path that is not an absolute file name"),
+    ({"path": "/x/model.safetensors", "step": 2, "date": "yesterday", "preset": "tiny"},
+     "Invalid isoformat string: 'yesterday'"),
+    ({"path": "/x/model.safetensors", "step": 2, "preset": "tiny"}, "no 'date'"),
+])
+def test_an_unusable_remembered_run_is_skipped_with_one_notice(capsys, tmp_path, hf_cache,
+                                                               entry, first):
+    """Every command and the window start; the entry is named in one escaped line."""
+    model = train_tiny(capsys, tmp_path / "run")
+    (good,) = state.trained_models()
+    _remember([entry, entry, {"path": good.path, "step": 2, "date": good.date,
+                              "val_loss": good.val_loss, "preset": "tiny"}])
+    notices = []
+    assert [r.path for r in state.trained_models(notices)] == [str(model.resolve())]
+    assert notices == [f"2 of the models remembered as trained here in "
+                       f"{state.state_dir() / 'trained-models.json'} could not be used and were "
+                       f"skipped (the first: {first})"]
+    assert "\x1b" not in notices[0]
+    loaded = load_default_model()
+    assert loaded.trained and loaded.label.startswith("trained here: tiny, 2 steps")
+    assert notices[0] in loaded.notices
+    assert main(["info"]) == 0 and "trained here: tiny, 2 steps" in capsys.readouterr().out
+
+
+def test_a_remembered_label_is_the_runs_own_not_the_entrys(capsys, tmp_path, hf_cache):
+    """An entry that calls a tiny run "mini, 200 steps" is shown with the run's own words;
+    one whose file is not a training run's model is skipped, said."""
+    from explorer.core.gpt.build import build_model
+    from explorer.core.gpt.config import preset
+    from explorer.core.weights.checkpoints import save_checkpoint
+    model = train_tiny(capsys, tmp_path / "run")
+    other = save_checkpoint(build_model(preset("llama-tiny"), seed=0), tmp_path / "other.safetensors")
+    lying = {"path": str(model.resolve()), "step": 200, "date": "2026-12-06T10:00:00",
+             "val_loss": 1.0, "preset": "mini"}
+    _remember([{**lying, "path": str(other.resolve())}, lying])
+    loaded = load_default_model()
+    assert loaded.label.startswith("trained here: tiny, 2 steps, validation loss ")
+    assert "mini" not in loaded.label and "200" not in loaded.label
+    assert loaded.notices[0] == (f"skipped the model remembered as trained here at "
+                                 f"{other.resolve()}: it is not a training run's model (no "
+                                 "trainer.json beside it)")

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .outputs import shown
 from .validate import read_json
 
 log = logging.getLogger("explorer.state")
@@ -102,6 +105,7 @@ def set_default_repo(repo_id: str) -> None:
 # ------------------------------------------------------------------------ trained here
 
 MAX_TRAINED = 20  # runs remembered, the latest first
+MAX_STEP = 10**9  # a remembered step beyond this is not a run's
 
 
 @dataclass(frozen=True)
@@ -114,10 +118,6 @@ class TrainedModel:
     val_loss: float | None
     preset: str
 
-    def describe(self) -> str:
-        loss = f"validation loss {self.val_loss:.2f}" if self.val_loss is not None else "no evaluation"
-        return f"{self.preset}, {self.step} steps, {loss}, {self.date[:16].replace('T', ' ')} · {self.path}"
-
 
 def remember_trained(path: str | os.PathLike, step: int, val_loss: float | None, preset: str) -> None:
     """A finished run becomes the first of the runs remembered (the default model when no
@@ -129,19 +129,56 @@ def remember_trained(path: str | os.PathLike, step: int, val_loss: float | None,
     _write("trained-models.json", {"runs": [entry] + runs[:MAX_TRAINED - 1]})
 
 
-def trained_models() -> list[TrainedModel]:
-    """The runs remembered whose model file is still there, the latest first."""
-    found = []
+def trained_models(notices: list[str] | None = None) -> list[TrainedModel]:
+    """The runs remembered whose model file is still there, the latest first. An entry
+    that cannot be used (a path the system refuses, a step beyond a billion, a date or
+    a preset that is not one) is skipped; one line for all of them goes to the log and,
+    given, to ``notices``."""
+    found, unusable = [], []
     for r in _read("trained-models.json").get("runs", []):
         try:
-            run = TrainedModel(str(r["path"]), str(r["date"]), int(r["step"]),
-                               None if r.get("val_loss") is None else float(r["val_loss"]),
-                               str(r["preset"]))
-        except (KeyError, TypeError, ValueError):
-            continue  # an entry of another shape: not used
-        if Path(run.path).is_file():
-            found.append(run)
+            run = _trained_entry(r)
+            if Path(run.path).is_file():
+                found.append(run)
+        except OSError as exc:  # a path too long for the system, …
+            unusable.append(exc.strerror or str(exc))
+        except (KeyError, TypeError, ValueError) as exc:
+            unusable.append(str(exc) if not isinstance(exc, KeyError) else f"no {exc}")
+    if unusable:
+        line = shown(f"{len(unusable)} of the models remembered as trained here in "
+                     f"{state_dir() / 'trained-models.json'} could not be used and "
+                     f"{'was' if len(unusable) == 1 else 'were'} skipped (the first: "
+                     f"{unusable[0][:120]})")
+        log.warning("%s", line)
+        if notices is not None:
+            notices.append(line)
     return found
+
+
+_PRESET_NAME = re.compile(r"[\w.\-]{1,64}", re.ASCII)
+
+
+def _trained_entry(r: Any) -> TrainedModel:
+    """One remembered run, each field checked; ValueError or TypeError naming the first
+    that is not what a training run writes."""
+    if not isinstance(r, dict):
+        raise TypeError("an entry that is not an object")
+    path, step, date, loss, preset = r["path"], r["step"], r["date"], r.get("val_loss"), r["preset"]
+    if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
+        raise ValueError("a path that is not an absolute file name")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        said = f"{len(str(step))} digits" if isinstance(step, int) and len(str(step)) > 24 \
+            else repr(step)[:24]
+        raise ValueError(f"a step of {said}, not a count up to {MAX_STEP:,}")
+    if not isinstance(date, str):
+        raise ValueError("a date that is not text")
+    datetime.fromisoformat(date)  # ValueError: "Invalid isoformat string: …"
+    if loss is not None and (isinstance(loss, bool) or not isinstance(loss, (int, float))
+                             or not math.isfinite(loss)):
+        raise ValueError(f"a validation loss of {repr(loss)[:24]}")
+    if not isinstance(preset, str) or not _PRESET_NAME.fullmatch(preset):
+        raise ValueError(f"a preset named {repr(preset)[:40]}")
+    return TrainedModel(path, date, step, None if loss is None else float(loss), preset)
 
 
 # ------------------------------------------------------------------------ checked files

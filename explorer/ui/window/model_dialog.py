@@ -10,11 +10,10 @@ from PySide6.QtWidgets import (QButtonGroup, QComboBox, QDialog, QDialogButtonBo
                                QFileDialog, QFormLayout, QHBoxLayout, QLineEdit, QPushButton,
                                QRadioButton, QSpinBox, QVBoxLayout, QWidget)
 
-from ...core.base import state
 from ...core.weights import hub
 from ...core.gpt.config import PRESETS
 from ...core.base.devices import available_devices
-from ...core.sources import ModelSpec
+from ...core.sources import ModelSpec, trained_here
 from ...core.gpt.config import NormPosition
 
 
@@ -88,11 +87,12 @@ class ModelDialog(QDialog):
 
     def _trained_runs(self) -> None:
         """The runs finished here, the latest first: date, validation loss and path."""
-        self.trained = state.trained_models()
+        runs = trained_here([])  # an entry skipped is said in the log; these can be opened
+        self.trained = [run for run, _label in runs]
         self.use_trained = QRadioButton("A model trained here")
         self.trained_box = QComboBox()
-        for run in self.trained:
-            self.trained_box.addItem(run.describe(), run.path)
+        for run, label in runs:  # the run's own trainer.json's words, and when
+            self.trained_box.addItem(f"{label} · {run.date[:16].replace('T', ' ')}", run.path)
         if not self.trained:
             self.trained_box.addItem("none yet (the Train tab, or gpt-explorer train)")
             self.use_trained.setEnabled(False)
