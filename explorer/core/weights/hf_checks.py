@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ..base.errors import CheckpointError
+from ..gpt.nodes import block_module_name
 from .keymaps import block_layers
 
 # PretrainedConfig keys that make another model than a decoder's causal stack
@@ -80,7 +81,7 @@ def attention_as_stated(path: Path, sd: dict[str, torch.Tensor], kind: object,
                 "att.W_value.bias": "self_attn.v_proj.bias"}
     for layer in block_layers(path, sd):
         for part, keys in parts.items():
-            have = [k for k in keys if f"trf_blocks.{layer}.{k}" in sd]
+            have = [k for k in keys if f"{block_module_name(layer)}.{k}" in sd]
             if wants[part] and len(have) < len(keys):
                 lacks = next(k for k in keys if k not in have)
                 raise CheckpointError(path, f"{said[part]}, but the weights have no layers.{layer}."

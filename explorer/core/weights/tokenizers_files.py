@@ -15,6 +15,7 @@ from ..base.errors import CheckpointError
 from ..base.validate import FileKind, file_kind, parse_json, read_json, regular_file
 from ..gpt.families import for_model_type
 from ..gpt.tokenizer import Tokenizer, gpt2_tokenizer, spelled_text
+from .tokenizer_growth import MAX_CHARS, growth, refusal
 
 if TYPE_CHECKING:
     from ..gpt.config import GPTConfig
@@ -55,6 +56,9 @@ class HFTokenizer(Tokenizer):
             raise CheckpointError(path, f"not a tokenizer.json the tokenizers library reads "
                                         f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
         self._byte_level = "ByteLevel" in str(spec.get("decoder"))
+        # what its normalizer and decoder can make of one character, its longest token
+        self._grows = growth(spec.get("normalizer")), growth(spec.get("decoder"))
+        self._longest = max(map(len, self._tok.get_vocab(with_added_tokens=True)), default=1)
         self._specials = {i: t.content for i, t in self._tok.get_added_tokens_decoder().items()}
         self.name = name
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
@@ -66,12 +70,20 @@ class HFTokenizer(Tokenizer):
         """The text as typed, as GPT-2's is: no start token is added (a model that wants
         one, as Llama 3's <|begin_of_text|>, gets it when it is typed); special tokens
         typed in the text are those tokens."""
+        why = refusal(len(text), self._grows[0], "normalizer")
+        if why:  # refused before the library sees it: it would fill the memory
+            raise ValueError(f"{self.path}: {why}")
         return list(self._guarded(lambda: self._tok.encode(text, add_special_tokens=False),
                                   "this text").ids)
 
     def decode(self, ids: list[int]) -> str:
         ids = list(ids)
         if all(0 <= i < self.vocab_size for i in ids):
+            if len(ids) * self._longest * self._grows[1] > MAX_CHARS:  # its pieces' own length
+                why = refusal(sum(len(self._tok.id_to_token(i) or "") for i in ids),
+                              self._grows[1], "decoder")
+                if why:
+                    raise ValueError(f"{self.path}: {why}")
             return self._guarded(lambda: self._tok.decode(ids, skip_special_tokens=False),
                                  "these token ids")
         return spelled_text(self, ids)  # a padded row's id among them: <id N>
