@@ -75,3 +75,11 @@ class Rotary:
                 self._cos, self._sin = rope_angles(self.inv_freq.to(device), 0,
                                                    max(stop, 2 * have, 256))
         return self._cos[start:stop], self._sin[start:stop]
+
+
+def layer_rotary(cfg: GPTConfig, layer: int) -> Rotary:
+    """The angles block ``layer`` of ``cfg`` turns by: a sliding layer's own θ where it
+    has one (unscaled), else the model's."""
+    if layer in cfg.sliding_layers and cfg.rope_base_of(layer) != cfg.rope_base:
+        return Rotary(cfg, cfg.rope_base_of(layer))
+    return Rotary(cfg)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..gpt.node_types import Kind
 from .run_checks import RunFileError
+from .run_model_agrees import check_model_agrees
 
 
 def check_agrees(path: Path, saved) -> None:
@@ -27,6 +28,7 @@ def check_agrees(path: Path, saved) -> None:
                                      "drawn from")
         if p.step is None or p.whole:  # every position: a query sees no later key
             _causal(path, i, p)
+    check_model_agrees(path, saved, saved.every_pass())
 
 
 def _prompt(path: Path, saved) -> None:

@@ -99,17 +99,19 @@ def check_sum(path: Path, meta: dict) -> str:
     return ""
 
 def check_shape(path: Path, what: str, node, shape: tuple, cfg: GPTConfig | None,
-                 tokens: int, step: bool = False) -> None:
+                 tokens: int, step: bool = False, read: int | None = None) -> None:
     """A node's shape is the one the saved model gives it for this pass's tokens: a
     prompt pass's keys are its tokens; a generated ``step`` is one query row (``tokens``
-    1) against every key so far."""
+    1) against every key so far — the ``read`` tokens before and its own, or the last
+    context's worth of them once they pass the context (the window slides)."""
     if cfg is None:
         if not 1 <= len(shape) <= 4:
             raise RunFileError(path, f"{what} has the shape {shape}, which no node has")
         return
     want = node.shape(cfg, 1, tokens)
     if node.width == Width.CTX and len(shape) == 4 and step:  # the keys: all so far
-        want = want[:3] + (shape[3] if tokens <= shape[3] <= cfg.context_length else -1,)
+        keys = min(read, cfg.context_length) if read is not None else shape[3]
+        want = want[:3] + (keys if tokens <= keys <= cfg.context_length else -1,)
     if shape != want:
         raise RunFileError(path, f"{what} has the shape {shape}; the saved model gives "
                                  f"{tuple(d if d >= 0 else 'T' for d in want)}")

@@ -312,9 +312,10 @@ def _interventions(path: Path, run: dict, cfg: GPTConfig | None) -> tuple[list[d
 
 
 def _saved_node(path: Path, where: tuple[int, int], node, norm: str, cfg: GPTConfig | None,
-                tokens: int, step: bool, tensors, seen) -> NodeView:
+                read: tuple[int, bool], tensors, seen) -> NodeView:
     """Node ``j`` of pass ``i`` (``where``): its name known to the block and not among
-    ``seen``, its shape the block's, its kept tensor and statistics read."""
+    ``seen``, its shape the block's for the tokens the pass ``read`` (how many, and
+    whether every position is a row), its kept tensor and statistics read."""
     i, j = where
     name, shape, dtype, kept = node
     if not isinstance(name, str) or not isinstance(dtype, str) or len(dtype) > 40:
@@ -330,7 +331,9 @@ def _saved_node(path: Path, where: tuple[int, int], node, norm: str, cfg: GPTCon
     if cfg is not None and (layer_of(name) or 0) >= cfg.n_layers:
         raise RunFileError(path, f"pass {i} names {name[:60]!r}, a node the saved "
                                  f"{cfg.n_layers}-block model does not have")
-    check_shape(path, f"pass {i}'s {name[:60]}", info, shape, cfg, tokens, step=step)
+    count, full = read
+    check_shape(path, f"pass {i}'s {name[:60]}", info, shape, cfg, count if full else 1,
+                step=not full, read=count)
     if kept is not None and (kept[-1:] != shape[-1:] or
                              np.prod(kept, dtype=np.int64) != np.prod(shape, dtype=np.int64)):
         raise RunFileError(path, f"pass {i}'s {name[:60]} keeps a tensor of shape {kept}; "
@@ -366,8 +369,7 @@ def _pass(path: Path, i: int, d, tensors, norm: str, vocab: int,
                         "adding up to at most 1")
     views = {}
     for j, node in enumerate(d["nodes"]):
-        view = _saved_node(path, (i, j), node, norm, cfg, len(ids) if full else 1,
-                           not full, tensors, views)
+        view = _saved_node(path, (i, j), node, norm, cfg, (len(ids), full), tensors, views)
         views[view.name] = view
     logits = tensors.get(f"p{i}.logits")
     if logits is not None and (logits.dim() != 1 or logits.dtype != torch.float32
