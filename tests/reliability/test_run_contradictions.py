@@ -141,3 +141,45 @@ def test_a_recomputed_run_past_its_context_opens_and_its_whole_steps_are_checked
     read_run(save_run(tmp_path / "run.gbx", run, tensor_bytes=10**7))
     said = _refused(tmp_path, run, lambda r, h: r["model"]["config"].update(context_length=4))
     assert said == "its step 1 has 5 tokens; the saved model reads at most 4"
+
+
+def _patched_run(tmp_path, checkpoint: list[str]):
+    import json
+
+    from explorer.cli import main
+    (tmp_path / "iv.json").write_text(json.dumps([{"kind": "patch", "node": "trf_blocks.0.att",
+                                                   "prompt": "Hello there"}]))
+    path = tmp_path / "r.gbrun"
+    assert main(["generate", PROMPT, *checkpoint, "--max-new-tokens", "2", "--intervene",
+                 str(tmp_path / "iv.json"), "--save-run", str(path)]) == 0
+    rewrite(path, lambda r, h: r["interventions"][0].update(prompt="word " * 100))
+    return path
+
+
+def test_a_patch_prompt_past_the_context_is_refused_when_read(tmp_path, capsys):
+    path = _patched_run(tmp_path, ["--preset", "tiny"])
+    with pytest.raises(RunFileError) as refused:
+        read_run(path)
+    assert str(refused.value) == (f"{path}: intervention 1's prompt has 101 tokens; the saved "
+                                  "model reads at most 64")
+
+
+@pytest.mark.slow  # the window offscreen, a model folder written
+def test_a_replay_that_cannot_run_shows_the_run_as_saved_without_a_traceback(tmp_path, capsys):
+    """A run of a vocabulary of its own keeps no tokenizer that reads text: its patch
+    prompt is measured when the replay runs it, and the replay's refusal is one line."""
+    transformers = pytest.importorskip("transformers")
+    from explorer.cli import main
+    from tests.llama_folder import write_tokenizer
+    from tests.test_cli import small_qwen3
+    folder = tmp_path / "qwen3"
+    small_qwen3(transformers).save_pretrained(folder)
+    write_tokenizer(folder, 320)
+    path = _patched_run(tmp_path, ["--checkpoint", str(folder)])
+    assert read_run(path).interventions[0]["prompt"] == "word " * 100
+    capsys.readouterr()
+    code = main(["--checkpoint", str(folder), "--open-run", str(path), "--screenshot",
+                 str(tmp_path / "shot.png")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    assert "an intervention's prompt has " in err and "the model reads at most 64" in err

@@ -18,6 +18,7 @@ from ..gpt.nodes import (all_hook_names, input_node, inside_attention, layer_of,
                          parse_hook, role)
 from ..gpt.rope import apply_rope, layer_rotary
 from .run_checks import RunFileError
+from .run_tokens import RecordedTokenizer
 
 PROB_TOLERANCE = 1e-3  # relative: a saved probability against its own logits' softmax
 TIE = 1e-9  # probabilities closer than this are one (float32's softmax and ours)
@@ -26,11 +27,32 @@ ROPE_TOLERANCE = 1e-2  # relative to the largest value: a kept rotation may be f
 
 def check_model_agrees(path: Path, saved, passes: list) -> None:
     cfg = saved.config
+    if cfg is not None and not isinstance(saved.tokenizer, RecordedTokenizer):
+        _intervention_prompts(path, saved.interventions, saved.tokenizer, cfg)
     for i, p in enumerate(passes):
         _probabilities(path, i, p)
         if cfg is not None:
             _attention_steps(path, i, p, cfg)
             _rotation(path, i, p, cfg)
+
+
+def _intervention_prompts(path: Path, interventions: list[dict], tokenizer,
+                          cfg: GPTConfig) -> None:
+    """An intervention's prompts (a patch's, a steering vector's two) fit the saved
+    model's context: the replay runs the model on them. (A run of a vocabulary of its
+    own keeps no tokenizer that reads text: its replay says it.)"""
+    for i, item in enumerate(interventions):
+        for key in ("prompt", "prompt_b"):
+            text = item.get(key)
+            if not isinstance(text, str) or not text:
+                continue
+            try:
+                count = len(tokenizer.encode(text))
+            except ValueError as exc:
+                raise RunFileError(path, f"intervention {i + 1}'s {key}: {exc}"[:300]) from None
+            if count > cfg.context_length:
+                raise RunFileError(path, f"intervention {i + 1}'s {key} has {count:,} tokens; "
+                                         f"the saved model reads at most {cfg.context_length:,}")
 
 
 def _probabilities(path: Path, i: int, p) -> None:

@@ -156,6 +156,9 @@ class RunFiles:
             return
         self.expected = None
         session = self.window.session
+        if session.prompt is None:  # the replay did not run (its error is said): as saved
+            self._read_only(self.opened)
+            return
         differs = replay_difference(self.opened, [session.prompt, *session.steps])
         if differs is None:  # after the run's own last word on the status bar
             self._branches(self.opened)
