@@ -46,7 +46,8 @@ def sliding_problems(cfg) -> list[str]:
     window, layers = cfg.sliding_window, cfg.sliding_layers
     if window is not None and (isinstance(window, bool) or not isinstance(window, int)
                                or not 0 < window <= MAX_WINDOW):
-        problems.append(f"sliding_window must be a positive integer, got {window!r}")
+        problems.append(f"sliding_window must be a whole number from 1 to {MAX_WINDOW:,}, "
+                        f"got {window!r}")
     if not isinstance(layers, tuple) or any(
             isinstance(i, bool) or not isinstance(i, int) for i in layers):
         problems.append(f"sliding_layers must be a list of block numbers, got {layers!r}")
