@@ -44,6 +44,8 @@ from .run_checks import (CHECKSUM, PLACEHOLDER, RunFileError, check_shape, check
 
 FORMAT, VERSION = "gpt-block-explorer run", "2"
 BRANCHED = "3"  # version 2 and the lines besides the one shown (run_branches.py)
+NO_CONFIG = ("saved without its model's config (an early version 1 file): read as GPT-2's, its "
+             "nodes' shapes not checked against a model")
 READS = ("1", VERSION, BRANCHED)  # version 1: five tensors a node (docs/RUN_FORMAT.md)
 MAX_PASSES = RUN_STEPS + 1  # the prompt's pass and every generated step's
 MAX_NODES, MAX_IDS = 10_000, 1_000_000
@@ -171,6 +173,8 @@ def read_run(path: str | os.PathLike) -> SavedRun:
     except (KeyError, TypeError, IndexError, AttributeError, ValueError, OverflowError) as exc:
         # a field of the wrong kind met on the way (a list as config, a node of 3 fields)
         raise RunFileError(p, f"damaged: {in_words(exc)}") from None
+    if saved.config is None:  # a version 1 file of the earliest explorers
+        notice = "; ".join(filter(None, (notice, NO_CONFIG)))
     saved.notice = notice
     return saved
 

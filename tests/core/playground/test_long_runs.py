@@ -194,6 +194,28 @@ def test_a_version_1_run_file_still_opens_with_its_numbers():
     assert len(kept) >= 20 and "trf_blocks.0.att.attn_weights" in back.passes[0].views
 
 
+def test_a_version_1_file_without_its_config_opens_read_as_gpt2s_and_says_so(tmp_path):
+    """The earliest files kept no model config: read as GPT-2's, with a notice that their
+    shapes were not checked (a version 2 file without one is refused: test_run_file.py)."""
+    import json
+    import struct
+
+    from safetensors.torch import load, save_file
+
+    from explorer.core.playground.run_file import NO_CONFIG, seal
+    raw = (DATA / "run-v1.gbrun").read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    meta = json.loads(raw[8:8 + n])["__metadata__"]
+    run = json.loads(meta["run"])
+    del run["model"]["config"]
+    path = tmp_path / "early.gbrun"
+    save_file(load(raw), str(path), metadata={**meta, "run": json.dumps(run)})
+    seal(path)
+    back = read_run(path)
+    assert back.config is None and back.notice == NO_CONFIG and len(back.tokens) == 1
+    assert "trf_blocks.0.att.attn_weights" in back.passes[0].views
+
+
 def _edit(path, change):
     """The file's tensors changed by ``change`` as they are packed, its checksum again."""
     import json
