@@ -31,6 +31,7 @@ def stored(store, key: str, convert, widget_value):
 class GenerationBox(QGroupBox):
     def __init__(self) -> None:
         super().__init__()
+        self._applied: dict[str, float | None] = {}  # what apply() gave, before rounding
         self.max_tokens = QSpinBox()
         self.max_tokens.setRange(1, RUN_STEPS)
         self.max_tokens.setValue(20)
@@ -97,18 +98,28 @@ class GenerationBox(QGroupBox):
         sample = self.sample.isChecked()
         return GenerationSettings(
             max_new_tokens=self.max_tokens.value(), greedy=not sample,
-            temperature=self.temperature.value(),
+            temperature=self._exact(self.temperature, "temperature"),
             top_k=(self.top_k.value() or None) if sample else None,
-            top_p=self.top_p.value() if sample and self.top_p.value() < 1.0 else None,
+            top_p=self._exact(self.top_p, "top_p") if sample and self.top_p.value() < 1.0 else None,
             seed=self.seed.value(), leave_room=self.leave_room.isChecked(),
             recompute=self.recompute.isChecked())
 
     def apply(self, s: GenerationSettings) -> None:
         """Take the sampling settings of ``s`` (the number of tokens and the rest stay)."""
         self.sample.setChecked(not s.greedy)
+        self._applied = {"temperature": s.temperature, "top_p": s.top_p}
         self.temperature.setValue(s.temperature)
         self.top_k.setValue(s.top_k or 0)
         self.top_p.setValue(s.top_p if s.top_p is not None else 1.0)
+
+    def _exact(self, box, key: str) -> float:
+        """The value ``apply`` gave ``box`` while the box shows it rounded to its decimals
+        (a saved run's temperature 0.015 shown as 0.02 replays at 0.015); the box's own
+        once it is changed."""
+        given = self._applied.get(key)
+        if given is not None and round(given, box.decimals()) == box.value():
+            return given
+        return box.value()
 
     def values(self) -> dict:
         return {"max_new_tokens": self.max_tokens.value(), "sample": self.sample.isChecked(),

@@ -38,3 +38,18 @@ def test_settings_at_the_edges_come_back_from_the_boxes_unchanged(qtbot, edge):
 def test_one_past_the_edge_is_refused_before_any_box_sees_it(change, words):
     with pytest.raises(ValueError, match=words):
         GenerationSettings(greedy=False, **change).validate(BOUNDS["top_k"][1])
+
+
+def test_a_setting_finer_than_its_box_shows_comes_back_exact_until_changed(qtbot):
+    """A saved run's temperature 0.015 and top-p 0.1234567 (legal on the command line)
+    are shown rounded (0.02, 0.123457) and replayed exact; a value the user types is the
+    box's own."""
+    box = GenerationBox()
+    qtbot.addWidget(box)
+    box.apply(GenerationSettings(greedy=False, temperature=0.015, top_p=0.1234567))
+    assert box.temperature.text() in ("0.01", "0.02") and box.top_p.value() == 0.123457
+    s = box.settings()
+    assert (s.temperature, s.top_p) == (0.015, 0.1234567)
+    box.temperature.setValue(0.5)
+    box.top_p.setValue(0.25)
+    assert (box.settings().temperature, box.settings().top_p) == (0.5, 0.25)
