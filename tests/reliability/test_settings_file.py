@@ -76,3 +76,39 @@ def test_a_model_is_remembered_by_its_absolute_path_and_read_back(tmp_path, monk
     run = ModelSpec(checkpoint="mine@step12").resolved()
     assert run.checkpoint == f"{(tmp_path / 'mine').resolve()}@step12"
     assert ModelSpec(checkpoint="hf:gpt2").to_dict()["checkpoint"] == "hf:gpt2"
+
+
+@pytest.mark.slow
+def test_a_remembered_folder_that_now_holds_another_model_is_said(qtbot, tmp_path, warnings):
+    """The window remembers the model it opened (its config and name); reopened from the
+    same path at the next start, a folder that now holds another model is said on the
+    status line, and the same model is not."""
+    from explorer.core.gpt.build import build_model
+    from explorer.core.gpt.config import preset
+    from explorer.core.sources import ModelSpec
+    from explorer.core.weights.checkpoints import save_checkpoint
+    model = tmp_path / "model.safetensors"
+    save_checkpoint(build_model(preset("tiny"), seed=0), model)
+    path = tmp_path / "settings.ini"
+    first = MainWindow(ModelSpec(checkpoint=str(model)), QSettings(str(path), QSettings.IniFormat))
+    qtbot.addWidget(first)
+    first.show()
+    qtbot.waitUntil(lambda: first.session.model is not None, timeout=60_000)
+    was = first.session.model.label
+    first.close()
+    def reopened():
+        window = MainWindow(None, QSettings(str(path), QSettings.IniFormat))
+        qtbot.addWidget(window)
+        said = []
+        window.session.statusChanged.connect(said.append)
+        window.show()
+        qtbot.waitUntil(lambda: window.session.model is not None, timeout=60_000)
+        window.close()
+        return window, " | ".join(said)
+
+    _again, said = reopened()  # the same file: nothing said
+    assert said.startswith("Model loaded") and "remembered" not in said
+    save_checkpoint(build_model(preset("llama-tiny"), seed=0), model)  # replaced in place
+    third, said = reopened()
+    assert f"{model} now holds another model than the one remembered ({was})" in said
+    assert third.session.model.config.family.name == "llama" and not warnings

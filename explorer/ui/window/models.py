@@ -6,6 +6,8 @@ numbers and Pre-LN / Post-LN could answer it). The window assembles; this contro
 
 from __future__ import annotations
 
+import json
+
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import QFileDialog
 
@@ -43,6 +45,20 @@ class Models(QObject):
         self.remembered = spec is None
         self.load(spec or last)
 
+    def _not_as_remembered(self, info: ModelInfo) -> str | None:
+        """The last launch's model reopened from its path: what the file held then, when
+        it now holds another model (a folder replaced under the same name), else None."""
+        settings = self.window.settings
+        was, label = settings.value("model/config"), settings.value("model/label")
+        if not self.remembered or not isinstance(was, str) or not isinstance(label, str):
+            return None
+        try:
+            same = json.loads(was) == json.loads(json.dumps(info.config.to_dict()))
+        except ValueError:
+            return None
+        return None if same else (f"{info.spec.describe()} now holds another model than the "
+                                  f"one remembered ({label[:80]})")
+
     def load(self, spec: ModelSpec, then=None) -> None:
         """Load in the engine; on failure or Stop the previous model stays. ``then(info)``
         once it is loaded and shown (not when it fails or is stopped)."""
@@ -62,9 +78,13 @@ class Models(QObject):
         w = self.window
         w.busy.setVisible(self.session.busy)
         self.session.set_model(info)
-        self.session.set_status("; ".join(["Model loaded", *info.notices]))
+        changed = self._not_as_remembered(info)
+        self.remembered = False
+        self.session.set_status("; ".join(["Model loaded", *filter(None, [changed]), *info.notices]))
         w.banner.model_loaded(info.trained)
         w.settings.setValue("model/spec", info.spec.to_dict())
+        w.settings.setValue("model/config", json.dumps(info.config.to_dict()))
+        w.settings.setValue("model/label", info.label)
 
     @Slot(str)
     def failed(self, message: str) -> None:
@@ -78,6 +98,7 @@ class Models(QObject):
             # window starts on the default model instead of on nothing
             w.warn(w, "Could not load the model", f"{message}\n\nLoading the default "
                    "model instead.")
+            self.remembered = False
             self.load(ModelSpec())
             return
         keep = self.session.loaded.label if self.session.loaded else "no model"
