@@ -11,6 +11,7 @@ import json
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import QFileDialog
 
+from ...core.base.validate import parse_json
 from ...core.sources import ModelInfo, ModelSpec
 from ...core.weights import hub
 
@@ -53,8 +54,9 @@ class Models(QObject):
         if not self.remembered or not isinstance(was, str) or not isinstance(label, str):
             return None
         try:
-            same = json.loads(was) == json.loads(json.dumps(info.config.to_dict()))
-        except ValueError:
+            same = parse_json(was, "the window's settings") == parse_json(
+                json.dumps(info.config.to_dict()), "the model's config")
+        except ValueError:  # hand-edited settings: nothing to compare with
             return None
         return None if same else (f"{info.spec.describe()} now holds another model than the "
                                   f"one remembered ({label[:80]})")
