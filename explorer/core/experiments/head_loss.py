@@ -63,6 +63,7 @@ class _HeadLoss(torch.autograd.Function):
         if whole:
             torch.mm(h_all, w.t(), out=g_all)
         total = torch.zeros((), dtype=torch.float64, device=device)
+        scale = torch.empty(n, dtype=torch.float32, device=device)  # 1 / (each row's sum · n)
         rows = torch.arange(chunk, device=device)
         for start in range(0, n, chunk):
             h = h_all[start:start + chunk]
@@ -79,17 +80,20 @@ class _HeadLoss(torch.autograd.Function):
             total += (sums.log() - picked).sum(dtype=torch.float64)  # log-sum-exp − target
             if not need_grad:
                 continue
-            # d(mean loss)/d(logits) = (softmax − one-hot) / n
-            e.mul_((1.0 / (sums * n))[:, None])
-            e[r, y] -= 1.0 / n
+            # d(mean loss)/d(logits) = (softmax − one-hot) / n: the exponentials kept as
+            # they are, each row's 1 / (sum · n) and the one-hot applied to the products'
+            # rows below (a pass over the logits fewer)
+            scale[start:start + chunk] = 1.0 / (sums.float() * n)
             if not whole:
                 g_all[start:start + chunk] = e
         if need_grad:
-            grad_h = (g_all @ w).to(hidden.dtype)
-            grad_w = (g_all.t() @ h_all if dtype == weight.dtype else  # (vocab, C)
-                      torch.mm(g_all.t(), h_all, out=_buffer("grad", weight.shape, dtype,
-                                                             device)).to(weight.dtype))
-            ctx.save_for_backward(grad_h, grad_w)
+            grad_h = (g_all @ w).float().mul_(scale[:, None]).sub_(weight[targets].float() / n)
+            scaled = (hidden.float() * scale[:, None]).to(dtype)  # one rounding in bfloat16
+            grad_w = (g_all.t() @ scaled if dtype == weight.dtype else  # (vocab, C)
+                      torch.mm(g_all.t(), scaled, out=_buffer("grad", weight.shape, dtype,
+                                                              device)).to(weight.dtype))
+            grad_w.index_add_(0, targets, hidden.to(grad_w.dtype), alpha=-1.0 / n)
+            ctx.save_for_backward(grad_h.to(hidden.dtype), grad_w)
         return (total / n).to(hidden.dtype)
 
     @staticmethod

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .dropout import Dropout
 from .patterns import PATTERN_ROWS, causal_matmul, causal_softmax
 
 if TYPE_CHECKING:
@@ -179,7 +180,7 @@ class MultiHeadAttention(nn.Module):
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         # hook points for the book's intermediates (families/gpt2.py's ATTENTION_INSIDE)
         self.keys, self.queries, self.values = HookPoint(), HookPoint(), HookPoint()
         self.attn_scores, self.masked_scores = HookPoint(), HookPoint()
@@ -334,6 +335,13 @@ class MultiHeadAttention(nn.Module):
         if self._watched(self.attn_scores, self.masked_scores):
             weights = scored_softmax(q, k, self.attn_scores, self.masked_scores)
             ctx = causal_matmul(self.attn_weights(self.dropout(weights)), v)  # (B, H, T, hd)
+        elif drop_p and q.device.type == "cpu" and not self._wants_pattern():
+            # training on a CPU: the fused kernel's dropout draws its mask with
+            # bernoulli_, twice the time of the model's Dropout
+            scores = (q * hd ** -0.5) @ k.transpose(2, 3)
+            scores = scores.masked_fill(torch.ones(t, t_k, dtype=torch.bool, device=q.device)
+                                        .triu_(1 + t_k - t), float("-inf"))
+            ctx = self.dropout(torch.softmax(scores, dim=-1)) @ v  # (B, H, T, hd)
         elif self._wants_pattern():
             weights = self.dropout(causal_softmax(q, k))  # (B, H, T, T_k)
             weights = self.attn_weights(weights)

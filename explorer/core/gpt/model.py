@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..base.cancel import check
+from .dropout import Dropout
 from .family import NormPosition
 from .layers import (FeedForward, HookPoint, KVCache, LayerKV, LayerNorm, MultiHeadAttention,
                      lay_out_linear, lay_out_weight)
@@ -63,7 +64,7 @@ class TransformerBlock(nn.Module):
         if cfg.norm_position == NormPosition.PERI:  # and one after each sublayer
             self.post_norm1 = norm_of(cfg, cfg.emb_dim)
             self.post_norm2 = norm_of(cfg, cfg.emb_dim)
-        self.drop_shortcut = nn.Dropout(cfg.drop_rate)
+        self.drop_shortcut = Dropout(cfg.drop_rate)
         self.drop1 = HookPoint()
         self.add1 = HookPoint()
         self.drop2 = HookPoint()
@@ -181,7 +182,7 @@ class GPTModel(nn.Module):
         self.tok_emb = _embedding(cfg.vocab_size, cfg.emb_dim)
         self.pos_emb = _embedding(cfg.context_length, cfg.emb_dim)
         self.emb_add = HookPoint()  # token + position embedding
-        self.drop_emb = nn.Dropout(cfg.drop_rate)
+        self.drop_emb = Dropout(cfg.drop_rate)
         self.trf_blocks = nn.Sequential(*[TransformerBlock(cfg) for _ in range(cfg.n_layers)])
         self.final_norm = norm_of(cfg, cfg.emb_dim)
         self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
