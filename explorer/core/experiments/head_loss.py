@@ -18,6 +18,7 @@ import threading
 import torch
 
 CHUNK_ROWS = 128  # a chunk's logits: 128 × 50,257 floats, 26 MB
+WHOLE_ROWS = 8  # float32's logits are one product; their softmax passes go 8 rows at a time
 
 
 _kept = threading.local()
@@ -64,6 +65,8 @@ class _HeadLoss(torch.autograd.Function):
             torch.mm(h_all, w.t(), out=g_all)
         total = torch.zeros((), dtype=torch.float64, device=device)
         scale = torch.empty(n, dtype=torch.float32, device=device)  # 1 / (each row's sum · n)
+        if whole:  # the logits made whole: the passes over them 8 rows (1.6 MB) at a time,
+            chunk = min(chunk, WHOLE_ROWS)  # which stay in a core's cache between passes
         rows = torch.arange(chunk, device=device)
         for start in range(0, n, chunk):
             h = h_all[start:start + chunk]
