@@ -4,11 +4,22 @@ import shutil
 import sys
 import tempfile
 
+def _isolated() -> str:
+    """A temporary folder whose name holds no digit: the window shows paths under it
+    (the Train tab's folder), and a number in one could read as a fact a question hides,
+    covering a view at random (``explorer-tests-x_128ab`` holds a width)."""
+    while True:
+        folder = tempfile.mkdtemp(prefix="explorer-tests-")
+        if not any(c.isdigit() for c in os.path.basename(folder)):
+            return folder
+        os.rmdir(folder)
+
+
 # Before anything imports huggingface_hub (which reads its settings once): the tests
 # never see the developer's Hugging Face cache or the explorer's remembered state, and
 # nothing can reach a real hub — port 9 on 127.0.0.1 refuses every connection. A test
 # that needs a hub starts tests/hub_server.py and points HF_ENDPOINT at it.
-_ISOLATED = tempfile.mkdtemp(prefix="explorer-tests-")
+_ISOLATED = _isolated()
 atexit.register(shutil.rmtree, _ISOLATED, ignore_errors=True)
 os.environ["HF_HOME"] = os.path.join(_ISOLATED, "hf-home")
 os.environ.pop("HF_HUB_CACHE", None)
