@@ -4,6 +4,7 @@ import shutil
 import sys
 import tempfile
 
+
 def _isolated() -> str:
     """A temporary folder whose name holds no digit: the window shows paths under it
     (the Train tab's folder), and a number in one could read as a fact a question hides,
