@@ -2,7 +2,8 @@
 identical random weights, fp32, CPU, in one run; ours both plain and with per-token
 capture of every node (what the app runs). gpt2-small against GPT2LMHeadModel by default;
 ``--preset smollm2-135m`` (a Llama-family block shaped like SmolLM2-135M) against
-LlamaForCausalLM.
+LlamaForCausalLM; ``qwen3-0.6b`` against Qwen3ForCausalLM, ``gemma3-270m`` against
+Gemma3ForCausalLM, an OLMo preset against Olmo2ForCausalLM.
 
 Also prints the memory-bandwidth bound: the time of one matrix-vector pass over every
 weight matrix of the model (what one decode step must at least read), each matrix in
@@ -129,7 +130,8 @@ def matvec_bound_tok_s(weights, repeats=3):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="gpt2-small",
-                    help="gpt2-small, or a Llama-family preset such as smollm2-135m")
+                    help="gpt2-small, or a preset of another family: smollm2-135m, "
+                         "qwen3-0.6b, gemma3-270m, olmo2-1b")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")

@@ -22,9 +22,28 @@ def machine_line() -> str:
             f"{torch.get_num_threads()} threads" + (" · freed memory reused" if reused else ""))
 
 
+def _newer_twin(transformers, cfg):
+    """transformers' Gemma 3 (text) or OLMo 2 model of ``cfg``'s shapes, random weights."""
+    kinds = ["sliding_attention" if i in cfg.sliding_layers else "full_attention"
+             for i in range(cfg.n_layers)]
+    common = dict(vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim,
+                  intermediate_size=cfg.hidden_dim, num_hidden_layers=cfg.n_layers,
+                  num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.kv_heads,
+                  max_position_embeddings=cfg.context_length, rms_norm_eps=cfg.norm_eps,
+                  tie_word_embeddings=cfg.tie_weights)
+    if cfg.family.name == "gemma3":
+        config = transformers.Gemma3TextConfig(
+            **common, head_dim=cfg.head_dim, query_pre_attn_scalar=cfg.attn_scalar,
+            sliding_window=cfg.sliding_window, layer_types=kinds, rope_theta=cfg.rope_base,
+            rope_local_base_freq=cfg.rope_local_base)
+        return transformers.Gemma3ForCausalLM(config).eval()
+    return transformers.Olmo2ForCausalLM(transformers.Olmo2Config(
+        **common, rope_theta=cfg.rope_base)).eval()
+
+
 def twin_models(seed: int = 0, preset_name: str = "gpt2-small"):
-    """transformers' model with random weights (GPT2LMHeadModel, or LlamaForCausalLM for a
-    Llama-family preset) and ours loaded from the same weights through our checkpoint
+    """transformers' model with random weights (GPT2LMHeadModel; LlamaForCausalLM or
+    Qwen3ForCausalLM for a Llama-family preset; Gemma3ForCausalLM, Olmo2ForCausalLM) and ours loaded from the same weights through our checkpoint
     loader, as a user opens a folder (both fp32, eval, CPU)."""
     import transformers
 
@@ -33,8 +52,11 @@ def twin_models(seed: int = 0, preset_name: str = "gpt2-small"):
 
     cfg = preset(preset_name)
     torch.manual_seed(seed)
-    if cfg.family.name == "llama":
-        hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+    if cfg.family.name in ("gemma3", "olmo"):
+        hf = _newer_twin(transformers, cfg)
+    elif cfg.family.name == "llama":
+        kind = "Qwen3" if cfg.qk_norm else "Llama"  # Qwen3: the q/k norms
+        hf = getattr(transformers, f"{kind}ForCausalLM")(getattr(transformers, f"{kind}Config")(
             vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim, intermediate_size=cfg.hidden_dim,
             num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads,
             num_key_value_heads=cfg.kv_heads, head_dim=cfg.head_dim,
