@@ -24,14 +24,16 @@ def machine_line() -> str:
 
 def _newer_twin(transformers, cfg):
     """transformers' Gemma 3 (text) or OLMo 2 model of ``cfg``'s shapes, random weights."""
-    kinds = ["sliding_attention" if i in cfg.sliding_layers else "full_attention"
+    from explorer.core.gpt.families.gemma3 import GEMMA3
+    from explorer.core.weights.llama_keys import LayerType
+    kinds = [str(LayerType.SLIDING if i in cfg.sliding_layers else LayerType.FULL)
              for i in range(cfg.n_layers)]
     common = dict(vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim,
                   intermediate_size=cfg.hidden_dim, num_hidden_layers=cfg.n_layers,
                   num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.kv_heads,
                   max_position_embeddings=cfg.context_length, rms_norm_eps=cfg.norm_eps,
                   tie_word_embeddings=cfg.tie_weights)
-    if cfg.family.name == "gemma3":
+    if cfg.family is GEMMA3:
         config = transformers.Gemma3TextConfig(
             **common, head_dim=cfg.head_dim, query_pre_attn_scalar=cfg.attn_scalar,
             sliding_window=cfg.sliding_window, layer_types=kinds, rope_theta=cfg.rope_base,
@@ -43,18 +45,22 @@ def _newer_twin(transformers, cfg):
 
 def twin_models(seed: int = 0, preset_name: str = "gpt2-small"):
     """transformers' model with random weights (GPT2LMHeadModel; LlamaForCausalLM or
-    Qwen3ForCausalLM for a Llama-family preset; Gemma3ForCausalLM, Olmo2ForCausalLM) and ours loaded from the same weights through our checkpoint
-    loader, as a user opens a folder (both fp32, eval, CPU)."""
+    Qwen3ForCausalLM for a Llama-family preset; Gemma3ForCausalLM, Olmo2ForCausalLM) and
+    ours loaded from the same weights through our checkpoint loader, as a user opens a
+    folder (both fp32, eval, CPU)."""
     import transformers
 
     from explorer.core.weights.checkpoints import load_checkpoint
     from explorer.core.gpt.config import preset
+    from explorer.core.gpt.families.gemma3 import GEMMA3
+    from explorer.core.gpt.families.llama import LLAMA
+    from explorer.core.gpt.families.olmo import OLMO
 
     cfg = preset(preset_name)
     torch.manual_seed(seed)
-    if cfg.family.name in ("gemma3", "olmo"):
+    if cfg.family in (GEMMA3, OLMO):
         hf = _newer_twin(transformers, cfg)
-    elif cfg.family.name == "llama":
+    elif cfg.family is LLAMA:
         kind = "Qwen3" if cfg.qk_norm else "Llama"  # Qwen3: the q/k norms
         hf = getattr(transformers, f"{kind}ForCausalLM")(getattr(transformers, f"{kind}Config")(
             vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim, intermediate_size=cfg.hidden_dim,

@@ -84,4 +84,5 @@ def test_a_norm_of_the_placement_missing_from_one_block_is_refused(saved, tmp_pa
 def test_the_genuine_folder_opens_with_its_window(saved, tmp_path):
     cfg = load_checkpoint(_variant(saved, tmp_path)).config
     assert cfg.sliding_window == 4 and cfg.sliding_layers
-    assert cfg.family.name == {"gemma3": "gemma3", "olmo3": "olmo"}[saved[0]]
+    from explorer.core.gpt.config import preset
+    assert cfg.family is preset(f"{saved[0]}-tiny").family

@@ -9,10 +9,22 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
+from enum import StrEnum
 from typing import Any
 
 MAX_CHARS = 4_000_000  # characters a tokenizer may make of one text (a 1,000,000-character
 # prompt through Llama 2's ▁ replacements is 2,000,000)
+
+
+
+class Step(StrEnum):
+    """A tokenizer.json's normalizer or decoder ``type`` whose output the file's own
+    content sets (the others, the library's fixed ones, are ``_FIXED``)."""
+    SEQUENCE = "Sequence"
+    REPLACE = "Replace"
+    PREPEND = "Prepend"
+    PRECOMPILED = "Precompiled"
+
 
 # the library's own normalizers and decoders, and the most each makes of one character:
 # Unicode's forms and case (the text's own characters, no content from the file), bytes
@@ -29,18 +41,18 @@ def growth(node: Any) -> int:
     if not isinstance(node, dict):
         return 1
     kind = node.get("type")
-    if kind == "Sequence":
+    if kind == Step.SEQUENCE:
         parts = node.get("normalizers", node.get("decoders"))
         total = 1
         for part in parts if isinstance(parts, list) else ():
             total = min(total * growth(part), MAX_CHARS + 1)
         return total
-    if kind == "Replace":
+    if kind == Step.REPLACE:
         return _replace(node.get("pattern"), node.get("content"))
-    if kind == "Prepend":
+    if kind == Step.PREPEND:
         prepend = node.get("prepend")
         return 1 + (len(prepend) if isinstance(prepend, str) else 0)
-    if kind == "Precompiled":
+    if kind == Step.PRECOMPILED:
         return _precompiled(node.get("precompiled_charsmap"))
     return _FIXED.get(kind, 1)
 
