@@ -4,7 +4,7 @@
 CPU its mask comes from ``bernoulli_``, and a training step of the ``mini`` preset spent
 about a tenth of its time drawing masks (4.8 ms for one block's attention weights, 8 × 6
 × 128 × 128). Here the mask is 31 random bits a value compared with p · 2³¹ (the same
-probability within 3·10⁻¹⁰), made once and kept for the backward pass (2.5 ms). Elsewhere
+probability within 3·10⁻¹⁰), made once and kept for the backward pass (2.0 ms). Elsewhere
 than on a CPU, and in place, ``nn.Dropout``'s own kernel runs; in eval mode, nothing."""
 
 from __future__ import annotations

@@ -29,10 +29,12 @@ def check_model_agrees(path: Path, saved, passes: list) -> None:
     cfg = saved.config
     if cfg is not None and not isinstance(saved.tokenizer, RecordedTokenizer):
         _intervention_prompts(path, saved.interventions, saved.tokenizer, cfg)
+    known = all_hook_names(cfg, include_pattern=True, inside=True, experts=True) \
+        if cfg is not None else []
     for i, p in enumerate(passes):
         _probabilities(path, i, p)
         if cfg is not None:
-            _attention_steps(path, i, p, cfg)
+            _attention_steps(path, i, p, cfg, known)
             _rotation(path, i, p, cfg)
 
 
@@ -95,12 +97,12 @@ def _above(a: float, b: float) -> bool:
     return a > b * (1 + PROB_TOLERANCE) + TIE
 
 
-def _attention_steps(path: Path, i: int, p, cfg: GPTConfig) -> None:
-    """A block whose attention steps the pass keeps keeps all of them and no other."""
+def _attention_steps(path: Path, i: int, p, cfg: GPTConfig, known: list[str]) -> None:
+    """A block whose attention steps the pass keeps keeps all of them and no other
+    (``known``: every node of the saved model)."""
     have = {n for n in p.views if inside_attention(n)}
     if not have:
         return
-    known = all_hook_names(cfg, include_pattern=True, inside=True, experts=True)
     strange = next((n for n in p.views if n not in known), None)
     if strange is not None:
         raise RunFileError(path, f"pass {i} keeps {strange[:60]!r}, a node its saved model "

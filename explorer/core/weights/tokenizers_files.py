@@ -7,7 +7,7 @@ tokenizer.json is JSON data."""
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 from pathlib import Path
 
@@ -58,7 +58,6 @@ class HFTokenizer(Tokenizer):
         self._byte_level = "ByteLevel" in str(spec.get("decoder"))
         # what its normalizer and decoder can make of one character, its longest token
         self._grows = growth(spec.get("normalizer")), growth(spec.get("decoder"))
-        self._longest = max(map(len, self._tok.get_vocab(with_added_tokens=True)), default=1)
         self._specials = {i: t.content for i, t in self._tok.get_added_tokens_decoder().items()}
         self.name = name
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
@@ -75,6 +74,11 @@ class HFTokenizer(Tokenizer):
             raise ValueError(f"{self.path}: {why}")
         return list(self._guarded(lambda: self._tok.encode(text, add_special_tokens=False),
                                   "this text").ids)
+
+    @cached_property
+    def _longest(self) -> int:
+        """The longest token's characters: read once, when a long decode first asks."""
+        return max(map(len, self._tok.get_vocab(with_added_tokens=True)), default=1)
 
     def decode(self, ids: list[int]) -> str:
         ids = list(ids)
