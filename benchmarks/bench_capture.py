@@ -35,6 +35,7 @@ from explorer.core.run.capture import Capture  # noqa: E402
 from explorer.core.gpt.config import preset  # noqa: E402
 from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names  # noqa: E402
+from explorer.core.run import fused  # noqa: E402
 from explorer.core.run.passes import EVERYTHING, run_prompt  # noqa: E402
 
 GIB = 2**30
@@ -171,10 +172,19 @@ def main() -> int:
     ap.add_argument("--peer", action="store_true", help="only the TransformerLens comparison")
     ap.add_argument("--device", default="cpu", help="cpu, cuda, mps (the statistics ratios)")
     ap.add_argument("--dtype", default="float32", help="float32 or bfloat16")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="statistics without the compiled kernels (core/run/fused.py)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {machine_line()}")
+    if not args.no_compile:  # as the window does once it is on screen
+        start = time.perf_counter()
+        made = fused.warm(force=True)
+        print(f"compiled statistics: {'ready' if made else fused.error()} "
+              f"({time.perf_counter() - start:.1f} s)")
+    else:
+        print("compiled statistics: off (--no-compile)")
     if args.peer:
         return peer(args.repeats)
     model = build_model(preset("gpt2-small"), seed=0).to(args.device, getattr(torch, args.dtype))

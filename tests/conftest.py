@@ -31,6 +31,10 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["GPT_EXPLORER_STATE_DIR"] = os.path.join(_ISOLATED, "state")
 os.environ["GPT_EXPLORER_DATA_DIR"] = os.path.join(_ISOLATED, "data")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# The statistics' compiled kernels (core/run/fused.py) are seconds of compiling a
+# process: the windows and commands the tests start go without them; the tests of the
+# kernels compile them on purpose (fused.warm(force=True)).
+os.environ["GPT_EXPLORER_COMPILE"] = "0"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -31,8 +31,10 @@ import torch
 from ..base.cpu_work import AHEAD, one_torch_thread
 from ..gpt.nodes import HistRange
 from .groups import ALL_GROUPS, DETAILS, GROUP_OF, GROUPS, MOMENTS, Group  # noqa: F401 (theirs)
-from .stats_math import (absmax_without, deviation_sums, histogram, kurtosis,
-                         sign_counts, sums_without)
+from .stats_math import (FLOAT32_MAX, absmax_without, deviation_sums, histogram,
+                         moment_fields, sign_counts, sums_without, top_fields)
+from . import fused
+from .sweep import Sweep, masked_mean
 
 SCALAR_NAMES = ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
                 "frac_zero")
@@ -74,8 +76,7 @@ class NodeStats:
         stats.__dict__.update(count=source.count, hist_range=source.hist, _source=source,
                               _todo=list(ALL_GROUPS), _lock=threading.RLock())
         with one_torch_thread(source.small and bool(now)):  # once for them all
-            for group in now:
-                stats.compute(group)
+            stats.compute_all(now)
         if not keep:
             stats.__dict__["_source"] = None
         return stats
@@ -105,21 +106,34 @@ class NodeStats:
 
     def compute(self, group: Group | str) -> None:
         """Compute one group now if it is still to compute (thread-safe, once)."""
-        group = Group(group)
+        self.compute_all((Group(group),))
+
+    def compute_all(self, groups) -> None:
+        """Compute the groups in ``groups`` still to compute (and the moments, which the
+        others need), in one sweep through the tensor where it allows one
+        (``Source.sweep``), else one by one (thread-safe, once)."""
         todo = self.__dict__.get("_todo")
-        if not todo or group not in todo:
+        if not todo or not any(g in todo for g in groups):
             return
         with self._lock:
-            if group not in self._todo:
+            pending = [g for g in ALL_GROUPS if g in self._todo
+                       and (g in groups or g is Group.MOMENTS)]
+            if not any(g in groups for g in pending):
                 return
             source = self.__dict__["_source"]
             if source is None:
-                raise AttributeError(f"the {group} of this capture were not computed (it "
+                asked = next(g for g in pending if g in groups)
+                raise AttributeError(f"the {asked} of this capture were not computed (it "
                                      f"computed only the {', '.join(self._done())})")
-            if group is not Group.MOMENTS:
-                self.compute(Group.MOMENTS)
-            self.__dict__.update(source.group(group))
-            self._todo.remove(group)
+            fields = source.sweep(pending)
+            if fields is None:  # group by group, the moments first
+                fields = {}
+                for group in pending:
+                    fields.update(source.group(group))
+            self.__dict__.update(fields)
+            for group in list(self._todo):  # a sweep may give more groups than asked
+                if all(name in fields for name in GROUPS[group]):
+                    self._todo.remove(group)
             if not self._todo:
                 self.__dict__["_source"] = None  # its tensors freed
 
@@ -131,8 +145,7 @@ class NodeStats:
 
     def complete(self) -> None:
         """Compute every group still to compute."""
-        for group in list(self.__dict__.get("_todo") or ()):
-            self.compute(group)
+        self.compute_all(ALL_GROUPS)
 
     def __getattr__(self, name: str):
         # only called for an attribute not set: a field of a group still to compute
@@ -204,6 +217,7 @@ class Source:
         # with ``skip`` the one kind of infinity among them), their extremes, the infinities
         self.values = self.finite_mask = self.skip = None
         self.extremes, self.infs = (math.nan, math.nan), (0, 0)
+        self.mean = None  # of the finite values, once the moments are known
 
     def group(self, name: str) -> dict:
         fn = getattr(self, "_" + name)
@@ -211,6 +225,77 @@ class Source:
             with one_torch_thread():
                 return fn()
         return fn()
+
+    def sweep(self, groups) -> dict | None:
+        """The fields of ``groups`` (the moments among them unless known) from one sweep
+        through the tensor: the compiled kernels' (``fused``) when they are ready and
+        every group is asked for, else ``sweep.Sweep``'s;
+        None where neither applies: not on a CPU, NaN among the values, no finite value,
+        or a sum past float32's range (each group then alone)."""
+        if self.rows.device.type != "cpu" or not self.count or self.finite_mask is not None:
+            return None
+        rows = self.rows if self.rows.is_contiguous() else self.rows.contiguous()
+        if set(groups) == set(ALL_GROUPS):  # the kernels give every group at once
+            raw = fused.statistics(rows, self.hist)
+            if raw is not None:
+                self.mean, self.values = raw["mean"], rows.reshape(-1)
+                self.infs = (raw["neg_inf"], raw["pos_inf"])
+                self.extremes = (raw["min"], raw["max"])
+                return self._fields(raw, ALL_GROUPS, raw["n_nan"])
+        if Group.MOMENTS in groups and not self._first_mean(rows.reshape(-1)):
+            return None
+        if self.mean is None or not abs(self.mean) < FLOAT32_MAX:
+            return None
+        mn, mx = self.extremes
+        known = Group.MOMENTS not in groups
+        raw = Sweep(rows, self.mean, self.hist, groups, skip=self.skip, skipped=sum(self.infs),
+                    mx=mx if known else None, mn=mn if known else None,
+                    norms=self.keep is None).run()
+        if not known:
+            self.extremes = (raw["min"], raw["max"])
+        return self._fields(raw, groups, 0)
+
+    def _fields(self, raw: dict, groups, n_nan: int) -> dict:
+        """The fields of ``groups`` from a sweep's sums (``Sweep.run``)."""
+        fields, n_inf = {}, sum(self.infs)
+        m = self.count - n_nan - n_inf
+        if Group.MOMENTS in groups:
+            fields.update(moment_fields(self.mean, raw["s2"], raw["s4"], raw["min"],
+                                        raw["max"], m, n_nan, n_inf))
+        if Group.SIGNS in groups:
+            fields.update(frac_neg=raw["neg"] / m, frac_zero=raw["zeros"] / m)
+        if Group.HIST in groups:
+            codes, bins = raw["codes"].numpy().copy(), self.hist.bins
+            codes[bins] += codes[bins + 1] - raw["over"]  # hi itself: the last bin
+            fields.update(hist=codes[1:bins + 1].astype(np.int64), under=int(codes[0]),
+                          over=int(raw["over"]))
+        if Group.TOP in groups:
+            fields.update(top_fields(raw["per_dim"], self.topk))
+        if Group.NORMS in groups:
+            fields.update(self._norms() if self.keep is not None else
+                          dict(token_l2=raw["l2"].reshape(self.positions).numpy()))
+        return fields
+
+    def _first_mean(self, values: torch.Tensor) -> bool:
+        """The mean of the finite values, with one kind of infinity left out (``skip``);
+        False where there is NaN, no finite value or a sum past float32's range. On one
+        torch thread, as the sweep: the same float32 sum wherever it is taken (a sum's
+        rounding follows how many threads share it)."""
+        with one_torch_thread():
+            mean_t = values.mean()
+        first = float(mean_t)
+        if math.isfinite(first):
+            self.mean, self.skip, self.infs = first, None, (0, 0)
+        elif math.isinf(first):
+            total, k = masked_mean(values, first)
+            if not k or k == self.count or not math.isfinite(total):
+                return False
+            self.mean, self.skip = total / (self.count - k), first
+            self.infs = (k, 0) if first < 0 else (0, k)
+        else:
+            return False
+        self.values = values
+        return True
 
     def _moments(self) -> dict:
         rows, n = self.rows, self.count
@@ -248,11 +333,8 @@ class Source:
         else:
             s2, s4 = deviation_sums(values, torch.tensor(mean, dtype=torch.float32,
                                                          device=values.device), self.skip)
-        self.extremes = (mn, mx)
-        var, m4 = s2 / m, s4 / m
-        return dict(mean=mean, std=math.sqrt(var), min=mn, max=mx,
-                    absmax=max(abs(mn), abs(mx)), rms=math.sqrt(var + mean * mean),
-                    kurtosis=kurtosis(var, m4), n_nan=n_nan, n_inf=n_inf)
+        self.extremes, self.mean = (mn, mx), mean
+        return moment_fields(mean, s2, s4, mn, mx, m, n_nan, n_inf)
 
     def _signs(self) -> dict:
         values, (mn, _) = self.values, self.extremes
@@ -277,7 +359,7 @@ class Source:
         else:
             counts, under, over = histogram(values, hist, mx)
             under, over = under + neg_inf, over + pos_inf
-        return dict(hist=np.asarray(counts, dtype=np.int64), under=under, over=over)
+        return dict(hist=np.asarray(counts, dtype=np.int64), under=int(under), over=int(over))
 
     def _top(self) -> dict:
         """Per feature: the largest |value| over every position; the features where it
@@ -296,11 +378,11 @@ class Source:
             per_dim = rows.amax(dim=0)
         else:
             per_dim = torch.maximum(rows.amax(dim=0), rows.amin(dim=0).neg())
-        top = torch.topk(per_dim, min(self.topk, per_dim.numel()))
-        return dict(top_dims=top.indices.cpu().numpy(), top_values=top.values.cpu().numpy())
+        return top_fields(per_dim, self.topk)
 
     def _norms(self) -> dict:
         token_l2 = torch.linalg.vector_norm(self.all_rows, dim=-1)
         if self.keep is not None:
             token_l2 = token_l2.masked_fill(~self.keep, float("nan"))
         return dict(token_l2=token_l2.reshape(self.positions).cpu().numpy())
+

@@ -135,3 +135,22 @@ def exact_counts(signs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def kurtosis(var: float, m4: float) -> float:
     return m4 / (var * var) - 3.0 if var > 0 else float("nan")
+
+
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
+def moment_fields(mean: float, s2: float, s4: float, mn: float, mx: float, m: int,
+                  n_nan: int, n_inf: int) -> dict:
+    """The moments' fields from the sums of squared and fourth-power deviations of ``m``
+    finite values about their ``mean``, and their extremes."""
+    var, m4 = s2 / m, s4 / m
+    return dict(mean=mean, std=math.sqrt(var), min=mn, max=mx,
+                absmax=max(abs(mn), abs(mx)), rms=math.sqrt(var + mean * mean),
+                kurtosis=kurtosis(var, m4), n_nan=n_nan, n_inf=n_inf)
+
+
+def top_fields(per_dim: torch.Tensor, topk: int) -> dict:
+    """The features with the largest values of ``per_dim`` (each feature's largest |x|)."""
+    top = torch.topk(per_dim, min(topk, per_dim.numel()))
+    return dict(top_dims=top.indices.cpu().numpy(), top_values=top.values.cpu().numpy())

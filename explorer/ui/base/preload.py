@@ -1,7 +1,9 @@
 """Slow first uses done on a thread once the window is on screen, so that the window
 answers keys and clicks meanwhile (the thread hands the GIL back every millisecond):
 GPT-2's vocabulary (read and checked: ~0.25 s) for the prompt's token chips, then
-pyqtgraph (0.3–0.7 s to import) for the first view that plots.
+pyqtgraph (0.3–0.7 s to import) for the first view that plots; then the statistics'
+compiled kernels begin on a thread of their own (``core.run.fused``: seconds, and the
+views do not wait for them).
 
 The GUI thread never imports these modules while the thread does: everything that is
 about to import one calls ``wait()`` first, so no two threads hold import locks the
@@ -13,6 +15,7 @@ import importlib
 import threading
 
 from ...core.gpt.tokenizer import get_encoding
+from ...core.run import fused
 
 MODULES = ("pyqtgraph",)
 
@@ -31,6 +34,7 @@ def _run(modules: tuple[str, ...]) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001
             return
+    fused.warm(wait=False)  # the statistics' compiled kernels, on a thread of their own
 
 
 def start(modules: tuple[str, ...] = MODULES) -> None:

@@ -1,0 +1,283 @@
+"""Every statistic of a tensor on a CPU from compiled kernels (``torch.compile``, where a
+C++ compiler is there): ``sweep.Sweep``'s some twenty operations a block become one call
+whose loops read the block once from memory and then from the core's cache.
+
+A block of rows at a time (``blocks``, about a megabyte): ``_finite`` gives its extremes,
+its sums of (x - c)^k for k = 1 to 4 about its own mean c (``deviations`` brings every
+block's to the whole tensor's mean, so nothing waits for the mean first), the counts of
+negatives, zeros and values above the histogram's top, each value's histogram code as a
+byte (``sweep.pair_counts`` counts them), each feature's largest |value| and each row's
+L2 norm. A block with NaN or an infinity, and every block after it, goes through
+``_filled``: its values that are not finite stand at the mean of the others (no deviation,
+no extreme) and are taken back out of the counts (``Lost``).
+
+The counts are integer sums, exact; the codes are histc's float32 arithmetic, the same
+bytes as ``Sweep``'s; the other sums agree with ``Sweep``'s to float32's rounding.
+Compiling takes seconds (cached on disk by torch for the next start): ``warm()``
+compiles (the window: on a thread of its own once it is on screen) and ``ready()`` says
+when the kernels are there; until then, where compiling fails (no compiler), for small
+tensors and for a shape of another kind than those compiled, the statistics are
+``Sweep``'s. GPT_EXPLORER_COMPILE=0 turns the kernels off.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import threading
+
+import torch
+
+from ..base.cpu_work import CHUNK, one_torch_thread
+from ..gpt.nodes import HistRange
+from .sweep import PAIRS, code_of, fold, pair_counts
+
+_LOG = logging.getLogger("explorer.fused")
+_STATE = {"kernels": None, "error": None, "started": False}
+_LOCK = threading.Lock()
+SMALLEST = 1 << 16  # fewer values than this are as quick through ``Sweep``
+BLOCK = CHUNK  # values a block: in a core's cache, with its codes
+# the shapes compiled ahead: inductor's loops differ with a reduction's length (4,096)
+SHAPES = ((70, 1024), (4100, 20), (3, 30000))
+
+
+def _core(f: torch.Tensor, center: torch.Tensor, stripes: torch.Tensor, lo: float,
+          bins: int, width: float, hi: float):
+    """The sums of a block of values ``f`` (float64): their extremes, sum (x - center)^k
+    for k = 1 to 4, the counts (int32: a block is far smaller than 2**31) of negatives, zeros and
+    values above ``hi``, and their codes (+ ``stripes``, features,)."""
+    d = f.double() - center.double()  # in float64: float32's lanes lose 1e-5 in a block
+    d2 = d * d
+    codes = (((f - lo) * bins / width).floor().clamp(-1, bins) + 1).to(torch.uint8) + stripes
+    sums = torch.stack([center.double(), f.amin().double(), f.amax().double(), d.sum(),
+                        d2.sum(), (d2 * d).sum(), (d2 * d2).sum()])
+    counts = torch.stack([(f < 0).sum(dtype=torch.int32), (f == 0).sum(dtype=torch.int32),
+                          (f > hi).sum(dtype=torch.int32)])
+    return sums, counts, codes
+
+
+def _finite(x: torch.Tensor, stripes: torch.Tensor, lo: float, bins: int, width: float,
+            hi: float):
+    """Every statistic's sums of a block of finite values ``x`` (rows, features), about
+    the block's own mean; with each feature's largest |value| and each row's norm."""
+    sums, counts, codes = _core(x, x.mean(), stripes, lo, bins, width, hi)
+    return sums, counts, codes, x.abs().amax(0), (x * x).sum(-1).sqrt()
+
+
+def _filled(x: torch.Tensor, stripes: torch.Tensor, lo: float, bins: int, width: float,
+            hi: float):
+    """``_finite``'s sums with every value that is not finite taken as the mean of the
+    others in the block (0 in each feature's largest |value|; the norms of the values as
+    they are), and the counts of NaN, +inf and -inf after the others."""
+    finite = torch.isfinite(x)
+    centre = torch.where(finite, x, 0.0).sum() / finite.sum()  # NaN: none is finite
+    f = torch.where(finite, x, centre)
+    sums, counts, codes = _core(f, centre, stripes, lo, bins, width, hi)
+    lost = torch.stack([torch.isnan(x).sum(dtype=torch.int32),
+                        (x == float("inf")).sum(dtype=torch.int32),
+                        (x == float("-inf")).sum(dtype=torch.int32)])
+    per_dim = torch.where(finite, x.abs(), 0.0).amax(0)
+    return sums, torch.cat([counts, lost]), codes, per_dim, (x * x).sum(-1).sqrt()
+
+
+def stripes(features: int) -> torch.Tensor:
+    """What to add to a row's codes: 128 at every fourth feature (0, 4, 8...), the low
+    byte of every other pair of codes, so no two neighbours add to one count
+    (``sweep.pair_counts``); where rows have an odd length a pair may straddle two, and
+    nothing is added."""
+    with torch.inference_mode(False):
+        out = torch.zeros(features, dtype=torch.uint8)
+        if features % 2 == 0:
+            out[::4] = 128
+    return out
+
+
+def enabled() -> bool:
+    return os.environ.get("GPT_EXPLORER_COMPILE", "1") != "0"
+
+
+def ready() -> bool:
+    """Whether the compiled kernels are there to use (``warm`` makes them)."""
+    return _STATE["kernels"] is not None
+
+
+def error() -> str | None:
+    """Why the kernels could not be made (None: not tried, or made)."""
+    return _STATE["error"]
+
+
+def warm(wait: bool = True, force: bool = False) -> bool:
+    """Compile the kernels (once per process; ``wait=False``: on a thread of its own)
+    and check their counts on small tensors; True when they are ready. ``force``: even
+    where GPT_EXPLORER_COMPILE=0."""
+    with _LOCK:
+        if _STATE["started"] or not (enabled() or force):
+            return ready()
+        _STATE["started"] = True
+        if not wait:
+            threading.Thread(target=_compile, name="compile-stats", daemon=True).start()
+            return False
+        _compile()
+        return ready()
+
+
+def _compile() -> None:
+    try:
+        import torch._inductor.config as inductor
+
+        inductor.compile_threads = 1  # in this process: no pool of workers to start
+        _without_gil()
+        inductor.cpp.threads = 1  # one core a tensor: ``Capture.complete`` runs one a core
+        made = tuple(torch.compile(fn, dynamic=True) for fn in (_finite, _filled))
+        _try(made)
+        # a shape of another kind later raises (and takes the sweep's way), rather than
+        # stopping the thread that meets it for seconds of compiling
+        torch.compiler.set_stance("fail_on_recompile")
+        _STATE["kernels"] = made
+    except Exception as exc:  # noqa: BLE001 - no compiler, no Triton...: the sweep remains
+        _STATE["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        _LOG.info("statistics without compiled kernels (the same numbers, slower): %s",
+                  _STATE["error"])
+
+
+def _without_gil() -> None:
+    """Have the compiled kernels let go of Python's lock while they run (they read only
+    the tensors' memory, taken before): ``Capture.complete`` runs a node on each core,
+    which the lock held would take one at a time. Left as torch has it where torch no
+    longer calls its kernels this way (then one at a time, the same numbers)."""
+    from torch._inductor import codecache  # noqa: PLC0415 - with torch.compile only
+
+    cache = getattr(codecache, "CppPythonBindingsCodeCache", None)
+    call = getattr(cache, "call_entry_function", None)
+    if call == "kernel({}); Py_RETURN_NONE;":  # the arguments read first, with the lock
+        cache.call_entry_function = (
+            "[&](auto... a) {{ struct U {{ PyThreadState* s = PyEval_SaveThread(); "
+            "~U() {{ PyEval_RestoreThread(s); }} }} u; kernel(a...); }}({}); Py_RETURN_NONE;")
+
+
+def _try(made) -> None:
+    """Run the kernels on the shapes made ahead, tensors made in inference mode (a
+    capture's) and out of it (another guard of torch.compile's), compiling them; and
+    check their counts."""
+    finite, filled = made
+    for shape, inference in itertools.product(SHAPES, (True, False)):
+        with torch.inference_mode(inference):
+            x = (torch.arange(shape[0] * shape[1]) - 7).float().view(shape)
+            y = x.clone()
+            y[0, 0] = float("-inf")
+        with torch.inference_mode(), one_torch_thread():
+            counts = finite(x, stripes(shape[1]), -1.0, 10, 2.0, 1.0)[1]
+            lost = filled(y, stripes(shape[1]), -1.0, 10, 2.0, 1.0)[1]
+        if counts.tolist()[:2] != [7, 1] or lost.tolist()[3:] != [0, 0, 1]:
+            raise RuntimeError("the compiled statistics count wrongly")
+
+
+def statistics(rows: torch.Tensor, hist: HistRange) -> dict | None:
+    """Every group's sums of ``rows`` (vectors, features; float32, contiguous, on a
+    CPU), as ``sweep.Sweep.run`` gives them, with the mean and the counts of NaN and
+    infinities; None where the kernels are not ready, the tensor is small, a block holds
+    nothing finite, or it would take compiling again (a shape of another kind than
+    those made ahead).
+
+    The kernel goes through a block of rows at a time (``blocks``), so that its loops read
+    the block from the cache, not the tensor again from memory; each block's deviations
+    are taken about its own mean and brought to the whole tensor's (``deviations``), so
+    nothing needs the mean first. A block that is not all finite goes again through
+    ``_filled``, its values that are not finite as its mean, then taken back out."""
+    kernels = _STATE["kernels"]
+    if kernels is None or rows.numel() < SMALLEST or rows.shape[0] < 2 or hist.bins >= 127:
+        return None
+    try:  # on one torch thread, as compiled (a guard of torch.compile's)
+        with torch.inference_mode(), one_torch_thread():
+            return _blocks(kernels, rows, hist)
+    except RuntimeError:  # a shape that needs compiling again: the sweep's way instead
+        return None
+
+
+def blocks(n: int, features: int) -> list[tuple[int, int]]:
+    """(start, stop) of blocks of about BLOCK values, none of one row (a shape the
+    kernels were not made for: the last takes it)."""
+    size = max(2, BLOCK // max(features, 1))
+    edges = list(range(0, n, size)) + [n]
+    if len(edges) > 2 and edges[-1] - edges[-2] == 1:
+        del edges[-2]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _blocks(kernels, rows: torch.Tensor, hist: HistRange) -> dict | None:
+    """The kernels' sums over every block of ``rows``, added up (None: a block holds no
+    finite value)."""
+    finite, filled = kernels
+    n, c = rows.shape
+    args = (stripes(c), hist.lo, hist.bins, hist.hi - hist.lo, hist.hi)
+    table = torch.zeros(PAIRS + 128, dtype=torch.int64)
+    sums, counts, per_dim, l2, sizes, lost = [], [], None, [], [], Lost(hist)
+    kernel = finite  # until a block is not all finite: then the rest through ``filled``
+    for start, stop in blocks(n, c):
+        block = rows[start:stop]
+        s, k, codes, top, norms = kernel(block, *args)
+        size = (stop - start) * c
+        if kernel is finite and not math.isfinite(float(s[0])):  # NaN or an infinity
+            kernel = filled
+            s, k, codes, top, norms = filled(block, *args)
+        if kernel is filled:
+            size -= lost.add(float(s[0]), k[3:].tolist())
+            if not math.isfinite(float(s[0])):
+                return None
+            k = k[:3]
+        sums.append(s)
+        counts.append(k)
+        sizes.append(size)
+        per_dim = top if per_dim is None else torch.maximum(per_dim, top, out=per_dim)
+        l2.append(norms)
+        pair_counts(codes.view(-1), table)
+    sums = torch.stack(sums).double()
+    below, zeros, over = torch.stack(counts).long().sum(0).tolist()
+    out = dict(min=float(sums[:, 1].min()), max=float(sums[:, 2].max()), neg=below,
+               zeros=zeros, codes=fold(table, hist.bins + 2), over=over, per_dim=per_dim,
+               l2=torch.cat(l2))
+    out.update(deviations(sums, torch.tensor(sizes, dtype=torch.float64)))
+    return lost.taken_out(out)
+
+
+class Lost:
+    """The values of blocks that were not finite, counted at their block's mean: how
+    many at which mean, and of which kind (NaN, +inf, -inf)."""
+
+    def __init__(self, hist: HistRange) -> None:
+        self.hist = hist
+        self.at: list[tuple[float, int]] = []
+        self.kinds = [0, 0, 0]
+
+    def add(self, fill: float, kinds: list[int]) -> int:
+        self.at.append((fill, sum(kinds)))
+        self.kinds = [a + b for a, b in zip(self.kinds, kinds)]
+        return sum(kinds)
+
+    def taken_out(self, out: dict) -> dict:
+        """``out`` without them: not negative, not zero, in no bin; the infinities below
+        or above the histogram's range."""
+        h, (nan, pos, neg) = self.hist, self.kinds
+        for fill, k in self.at:
+            out["neg"] -= k if fill < 0 else 0
+            out["zeros"] -= k if fill == 0 else 0
+            out["over"] -= k if fill > h.hi else 0
+            out["codes"][code_of(fill, h)] -= k
+        out["codes"][0] += neg
+        out["codes"][h.bins + 1] += pos
+        out.update(over=out["over"] + pos, n_nan=nan, pos_inf=pos, neg_inf=neg)
+        return out
+
+
+def deviations(sums: torch.Tensor, sizes: torch.Tensor) -> dict:
+    """The mean and sum (x - mean)^2, ^4 of every block together, from each block's
+    (centre, ..., sum (x - centre)^k for k = 1..4) and how many values it holds (float64):
+    moved from each block's centre to the mean of them all."""
+    centre, a1, a2, a3, a4 = sums[:, 0], sums[:, 3], sums[:, 4], sums[:, 5], sums[:, 6]
+    mean = float((centre * sizes + a1).sum() / sizes.sum())
+    d = centre - mean
+    s2 = a2 + 2 * a1 * d + sizes * d ** 2
+    s4 = a4 + 4 * a3 * d + 6 * a2 * d ** 2 + 4 * a1 * d ** 3 + sizes * d ** 4
+    return dict(mean=mean, s2=float(s2.sum()), s4=float(s4.sum()))

@@ -1,0 +1,86 @@
+"""One tensor's statistics two ways, compared: group by group (``Source.group``, each
+group a pass of its own) and as ``NodeStats`` computes them (one sweep, or the compiled
+kernels): counts equal, sums to float32's rounding."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from explorer.core.gpt.nodes import HistRange
+from explorer.core.run.stats import ALL_GROUPS, NodeStats, Source
+
+NEG_INF, POS_INF = float("-inf"), float("inf")
+
+
+def group_by_group(x: torch.Tensor, hist: HistRange, valid=None) -> dict:
+    source, out = Source(x, hist, 5, valid), {}
+    for group in ALL_GROUPS:
+        out.update(source.group(group))
+    return out
+
+
+def at_once(x: torch.Tensor, hist: HistRange, valid=None) -> dict:
+    stats = NodeStats.of(Source(x, hist, 5, valid))
+    return {name: getattr(stats, name) for name in group_by_group(x, hist, valid)}
+
+
+def differences(x: torch.Tensor, hist: HistRange, valid=None) -> list:
+    """The fields that differ: counts and codes at all, sums past float32's rounding."""
+    a, b = group_by_group(x, hist, valid), at_once(x, hist, valid)
+    wrong = []
+    for name, u in a.items():
+        v = b[name]
+        if isinstance(u, np.ndarray):
+            same = (np.array_equal(u, v) if u.dtype.kind in "iu" else
+                    np.allclose(u, v, rtol=1e-5, atol=1e-6, equal_nan=True))
+        elif isinstance(u, int) or name in ("n_nan", "n_inf", "under", "over"):
+            same = u == v
+        else:  # a mean near 0 to the spread's rounding; the kurtosis, of fourth powers,
+            # to 1e-4 (float32 sums of squares lose 1e-5 over a million values)
+            near = {"mean": 1e-6 * abs(a["std"]), "kurtosis": 1e-4}.get(name, 1e-9)
+            same = (math.isnan(u) and math.isnan(v)) or math.isclose(
+                u, v, rel_tol=1e-4 if name == "kurtosis" else 2e-5, abs_tol=near)
+        if not same:
+            wrong.append((name, u, v))
+    return wrong
+
+
+def causal(rows: int, heads: int, seed: int, fill: float, scale: float = 1.0) -> torch.Tensor:
+    """Scores (heads, rows, rows) with ``fill`` above the diagonal, as a masked step has."""
+    g = torch.Generator().manual_seed(seed)
+    above = torch.ones(rows, rows, dtype=torch.bool).triu(1)
+    return (torch.randn(heads, rows, rows, generator=g) * scale).masked_fill(above, fill)
+
+
+def cases(rows: int, seed: int = 0) -> dict:
+    """Tensors of every kind a pass makes, ``rows`` vectors of each (a pattern's queries)."""
+    g = torch.Generator().manual_seed(seed)
+    spread = HistRange(-10.0, 10.0, 100)
+    scores = causal(rows, 4, seed, NEG_INF, 30.0)
+    return {
+        "residual": (torch.randn(rows, 768, generator=g) * 4, spread),
+        "odd rows of logits": (torch.randn(rows, 1001, generator=g) * 60,
+                               HistRange(-200.0, 50.0, 125)),
+        "pattern: one bin": (torch.softmax(scores, -1), HistRange(0.0, 1.0, 100)),
+        "masked scores": (scores, HistRange(-100.0, 100.0, 100)),
+        "masked, mean below 0": (scores - 200, HistRange(-100.0, 100.0, 100)),
+        "masked, mean above the top": (scores + 300, HistRange(-100.0, 100.0, 100)),
+        "+inf": ((torch.randn(rows, 64, generator=g) * 20).masked_fill(
+            torch.rand(rows, 64, generator=g) < 0.3, POS_INF), spread),
+        "NaN": (torch.randn(rows, 64, generator=g).masked_fill(
+            torch.rand(rows, 64, generator=g) < 0.3, float("nan")), spread),
+        "both infinities": (torch.randn(rows, 64, generator=g).masked_fill(
+            torch.rand(rows, 64, generator=g) < 0.1, POS_INF).masked_fill(
+            torch.rand(rows, 64, generator=g) < 0.1, NEG_INF), spread),
+        "values on every edge": ((torch.arange(-2000, 2001).float() / 100).repeat(rows, 1),
+                                 spread),
+        "nothing negative": (torch.rand(rows, 77, generator=g), HistRange(0.0, 1.0, 100)),
+        "all zero": (torch.zeros(rows, 96), spread),
+        "all -inf but one": (torch.full((rows, 40), NEG_INF).index_fill(1, torch.tensor([3]),
+                                                                         2.5), spread),
+        "300 bins": (torch.randn(rows, 33, generator=g), HistRange(-3.0, 3.0, 300)),
+        "columns of a wider tensor": (torch.randn(rows, 100, generator=g)[:, ::2], spread),
+    }

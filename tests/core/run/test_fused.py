@@ -1,0 +1,105 @@
+"""The statistics' compiled kernels (core/run/fused.py) give the numbers of the groups one
+by one for every kind of tensor a pass makes; a shape they were not compiled for, a
+machine without a compiler and GPT_EXPLORER_COMPILE=0 take the sweep's way, with the
+same numbers."""
+
+import shutil
+
+import pytest
+import torch
+
+from explorer.core.gpt.nodes import HistRange
+from explorer.core.run import fused
+
+from .same_stats import cases, differences
+
+ROWS = 1100  # every case past fused.SMALLEST values
+pytestmark = pytest.mark.slow  # compiling runs the C++ compiler
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    if not fused.warm(force=True):
+        compilers = [c for c in ("cc", "gcc", "g++", "clang", "clang++") if shutil.which(c)]
+        if not compilers:
+            pytest.skip(f"no C++ compiler here for torch.compile: {fused.error()}")
+        pytest.fail(f"the kernels were not made, with {compilers} here: {fused.error()}")
+    made = fused._STATE["kernels"]
+    fused._STATE["kernels"] = None  # the other tests' statistics as they had them
+    return made
+
+
+@pytest.fixture
+def ready(kernels, monkeypatch):
+    monkeypatch.setitem(fused._STATE, "kernels", kernels)
+    calls = []
+    real = fused.statistics
+
+    def counted(rows, hist):
+        out = real(rows, hist)
+        calls.append(out is not None)
+        return out
+
+    monkeypatch.setattr(fused, "statistics", counted)
+    return calls
+
+
+@pytest.mark.parametrize("name", sorted(set(cases(3)) - {"300 bins"}))
+def test_the_kernels_give_every_group_as_alone(ready, name):
+    x, hist = cases(ROWS)[name]
+    assert differences(x, hist) == []
+    assert ready[-1] == (x.numel() >= fused.SMALLEST), "the kernels were used or not"
+
+
+def test_a_batch_mask_leaves_the_same_positions_out(ready):
+    x, hist = cases(ROWS)["masked scores"]
+    valid = torch.rand(x.shape[:-1], generator=torch.Generator().manual_seed(1)) > 0.3
+    assert differences(x, hist, valid) == [] and ready[-1]
+
+
+def test_a_shape_not_compiled_takes_the_sweep(ready):
+    x = torch.randn(70000, 1, generator=torch.Generator().manual_seed(3))  # one feature
+    assert differences(x, HistRange(-10.0, 10.0, 100)) == []
+    assert ready and not any(ready)
+
+
+def test_300_bins_take_the_sweep(ready):
+    x, hist = cases(ROWS)["300 bins"]
+    assert differences(x, hist) == [] and ready and not any(ready)
+
+
+def test_turned_off_nothing_is_compiled(monkeypatch):
+    monkeypatch.setenv("GPT_EXPLORER_COMPILE", "0")
+    monkeypatch.setitem(fused._STATE, "started", False)
+    monkeypatch.setitem(fused._STATE, "kernels", None)
+    assert fused.warm() is False and not fused._STATE["started"] and not fused.ready()
+
+
+def test_the_kernels_let_go_of_the_lock_while_they_run(kernels):
+    from torch._inductor import codecache
+
+    call = codecache.CppPythonBindingsCodeCache.call_entry_function
+    assert "PyEval_SaveThread()" in call and "kernel(a...)" in call
+
+
+@pytest.mark.parametrize("n,features", [(2, 5), (3, 200000), (341, 768), (342, 768),
+                                        (343, 768), (5000, 20)])
+def test_blocks_cover_every_row_and_none_has_one(n, features):
+    spans = fused.blocks(n, features)
+    assert spans[0][0] == 0 and spans[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert all(stop - start >= 2 for start, stop in spans)
+
+
+def test_blocks_deviations_are_the_whole_tensors():
+    g = torch.Generator().manual_seed(4)
+    x = (torch.randn(10, 500, generator=g) * 3 + torch.arange(10)[:, None] * 2).double()
+    centres = x.mean(1) + torch.randn(10, generator=g, dtype=torch.float64) * 0.01
+    d = x - centres[:, None]
+    sums = torch.stack([centres, x.amin(1), x.amax(1), d.sum(1), (d ** 2).sum(1),
+                        (d ** 3).sum(1), (d ** 4).sum(1)], 1)
+    got = fused.deviations(sums, torch.full((10,), 500.0, dtype=torch.float64))
+    mean = x.mean()
+    assert got["mean"] == pytest.approx(float(mean), rel=1e-12)
+    assert got["s2"] == pytest.approx(float(((x - mean) ** 2).sum()), rel=1e-10)
+    assert got["s4"] == pytest.approx(float(((x - mean) ** 4).sum()), rel=1e-10)
