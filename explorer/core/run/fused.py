@@ -22,11 +22,13 @@ tensors and for a shape of another kind than those compiled, the statistics are
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -82,11 +84,12 @@ def _filled(x: torch.Tensor, stripes: torch.Tensor, lo: float, bins: int, width:
     return sums, torch.cat([counts, lost]), codes, per_dim, (x * x).sum(-1).sqrt()
 
 
+@functools.lru_cache(maxsize=64)
 def stripes(features: int) -> torch.Tensor:
     """What to add to a row's codes: 128 at every fourth feature (0, 4, 8...), the low
     byte of every other pair of codes, so no two neighbours add to one count
     (``sweep.pair_counts``); where rows have an odd length a pair may straddle two, and
-    nothing is added."""
+    nothing is added. Read only."""
     with torch.inference_mode(False):
         out = torch.zeros(features, dtype=torch.uint8)
         if features % 2 == 0:
@@ -185,15 +188,34 @@ def statistics(rows: torch.Tensor, hist: HistRange) -> dict | None:
     the block from the cache, not the tensor again from memory; each block's deviations
     are taken about its own mean and brought to the whole tensor's (``deviations``), so
     nothing needs the mean first. A block that is not all finite goes again through
-    ``_filled``, its values that are not finite as its mean, then taken back out."""
+    ``_filled``, its values that are not finite as its mean, then taken back out. Called
+    where torch has several threads (in a forward's hooks), the blocks are shared
+    among as many threads; ``Capture.complete``'s workers, on one each, go alone."""
     kernels = _STATE["kernels"]
     if kernels is None or rows.numel() < SMALLEST or rows.shape[0] < 2 or hist.bins >= 127:
         return None
-    try:  # on one torch thread, as compiled (a guard of torch.compile's)
-        with torch.inference_mode(), one_torch_thread():
-            return _blocks(kernels, rows, hist)
+    spans = blocks(*rows.shape)
+    threads = min(torch.get_num_threads(), len(spans) // 2) or 1
+    shares = [spans[i * len(spans) // threads:(i + 1) * len(spans) // threads]
+              for i in range(threads)]
+    try:
+        others = [_pool(threads).submit(_part, kernels, rows, hist, share)
+                  for share in shares[1:]]
+        parts = [_part(kernels, rows, hist, shares[0])] + [f.result() for f in others]
     except RuntimeError:  # a shape that needs compiling again: the sweep's way instead
         return None
+    if any(part is None for part in parts):
+        return None
+    with torch.inference_mode():
+        return _together(parts, hist)
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """Threads for the blocks' shares beside the caller's (made once, as many as asked)."""
+    pool = _STATE.get("pool")
+    if pool is None or pool._max_workers < threads - 1:
+        pool = _STATE["pool"] = ThreadPoolExecutor(threads - 1, "stats-blocks")
+    return pool
 
 
 def blocks(n: int, features: int) -> list[tuple[int, int]]:
@@ -206,39 +228,66 @@ def blocks(n: int, features: int) -> list[tuple[int, int]]:
     return list(zip(edges[:-1], edges[1:]))
 
 
-def _blocks(kernels, rows: torch.Tensor, hist: HistRange) -> dict | None:
-    """The kernels' sums over every block of ``rows``, added up (None: a block holds no
-    finite value)."""
+class Part:
+    """The sums of some blocks, in order."""
+
+    def __init__(self, hist: HistRange) -> None:
+        self.table = torch.zeros(PAIRS + 128, dtype=torch.int64)
+        self.sums, self.counts, self.l2, self.sizes = [], [], [], []
+        self.per_dim, self.lost = None, Lost(hist)
+
+    def add(self, s, k, codes, top, norms, size: int) -> None:
+        self.sums.append(s)
+        self.counts.append(k)
+        self.sizes.append(size)
+        self.per_dim = top if self.per_dim is None else torch.maximum(self.per_dim, top,
+                                                                      out=self.per_dim)
+        self.l2.append(norms)
+        pair_counts(codes.view(-1), self.table)
+
+
+def _part(kernels, rows: torch.Tensor, hist: HistRange, spans) -> Part | None:
+    """The kernels' sums over the blocks ``spans`` of ``rows`` (None: a block holds no
+    finite value); on one torch thread, as compiled (a guard of torch.compile's)."""
     finite, filled = kernels
-    n, c = rows.shape
+    c = rows.shape[1]
     args = (stripes(c), hist.lo, hist.bins, hist.hi - hist.lo, hist.hi)
-    table = torch.zeros(PAIRS + 128, dtype=torch.int64)
-    sums, counts, per_dim, l2, sizes, lost = [], [], None, [], [], Lost(hist)
+    part = Part(hist)
     kernel = finite  # until a block is not all finite: then the rest through ``filled``
-    for start, stop in blocks(n, c):
-        block = rows[start:stop]
-        s, k, codes, top, norms = kernel(block, *args)
-        size = (stop - start) * c
-        if kernel is finite and not math.isfinite(float(s[0])):  # NaN or an infinity
-            kernel = filled
-            s, k, codes, top, norms = filled(block, *args)
-        if kernel is filled:
-            size -= lost.add(float(s[0]), k[3:].tolist())
-            if not math.isfinite(float(s[0])):
-                return None
-            k = k[:3]
-        sums.append(s)
-        counts.append(k)
-        sizes.append(size)
-        per_dim = top if per_dim is None else torch.maximum(per_dim, top, out=per_dim)
-        l2.append(norms)
-        pair_counts(codes.view(-1), table)
-    sums = torch.stack(sums).double()
-    below, zeros, over = torch.stack(counts).long().sum(0).tolist()
-    out = dict(min=float(sums[:, 1].min()), max=float(sums[:, 2].max()), neg=below,
+    with torch.inference_mode(), one_torch_thread():
+        for start, stop in spans:
+            block = rows[start:stop]
+            s, k, codes, top, norms = kernel(block, *args)
+            size = (stop - start) * c
+            if kernel is finite and not math.isfinite(float(s[0])):  # NaN or an infinity
+                kernel = filled
+                s, k, codes, top, norms = filled(block, *args)
+            if kernel is filled:
+                size -= part.lost.add(float(s[0]), k[3:].tolist())
+                if not math.isfinite(float(s[0])):
+                    return None
+                k = k[:3]
+            part.add(s, k, codes, top, norms, size)
+    return part
+
+
+def _together(parts: list[Part], hist: HistRange) -> dict:
+    """The parts' sums added up, as one sweep's."""
+    sums = torch.stack([s for p in parts for s in p.sums]).tolist()
+    counts = torch.stack([k for p in parts for k in p.counts]).long().sum(0)
+    below, zeros, over = counts.tolist()
+    per_dim = parts[0].per_dim
+    for p in parts[1:]:
+        torch.maximum(per_dim, p.per_dim, out=per_dim)
+    table = sum(p.table for p in parts[1:]) + parts[0].table
+    l2 = [n for p in parts for n in p.l2]
+    out = dict(min=min(s[1] for s in sums), max=max(s[2] for s in sums), neg=below,
                zeros=zeros, codes=fold(table, hist.bins + 2), over=over, per_dim=per_dim,
-               l2=torch.cat(l2))
-    out.update(deviations(sums, torch.tensor(sizes, dtype=torch.float64)))
+               l2=l2[0] if len(l2) == 1 else torch.cat(l2))
+    out.update(deviations(sums, [n for p in parts for n in p.sizes]))
+    lost = parts[0].lost
+    for p in parts[1:]:
+        lost.join(p.lost)
     return lost.taken_out(out)
 
 
@@ -256,6 +305,10 @@ class Lost:
         self.kinds = [a + b for a, b in zip(self.kinds, kinds)]
         return sum(kinds)
 
+    def join(self, other: "Lost") -> None:
+        self.at += other.at
+        self.kinds = [a + b for a, b in zip(self.kinds, other.kinds)]
+
     def taken_out(self, out: dict) -> dict:
         """``out`` without them: not negative, not zero, in no bin; the infinities below
         or above the histogram's range."""
@@ -271,13 +324,14 @@ class Lost:
         return out
 
 
-def deviations(sums: torch.Tensor, sizes: torch.Tensor) -> dict:
+def deviations(sums: list, sizes: list) -> dict:
     """The mean and sum (x - mean)^2, ^4 of every block together, from each block's
-    (centre, ..., sum (x - centre)^k for k = 1..4) and how many values it holds (float64):
-    moved from each block's centre to the mean of them all."""
-    centre, a1, a2, a3, a4 = sums[:, 0], sums[:, 3], sums[:, 4], sums[:, 5], sums[:, 6]
-    mean = float((centre * sizes + a1).sum() / sizes.sum())
-    d = centre - mean
-    s2 = a2 + 2 * a1 * d + sizes * d ** 2
-    s4 = a4 + 4 * a3 * d + 6 * a2 * d ** 2 + 4 * a1 * d ** 3 + sizes * d ** 4
-    return dict(mean=mean, s2=float(s2.sum()), s4=float(s4.sum()))
+    (centre, ..., sum (x - centre)^k for k = 1..4) and how many values it holds: moved
+    from each block's centre to the mean of them all (Python's float64)."""
+    mean = sum(s[0] * n + s[3] for s, n in zip(sums, sizes)) / sum(sizes)
+    s2 = s4 = 0.0
+    for (centre, _, _, a1, a2, a3, a4), n in zip(sums, sizes):
+        d = centre - mean
+        s2 += a2 + 2 * a1 * d + n * d * d
+        s4 += a4 + 4 * a3 * d + 6 * a2 * d * d + 4 * a1 * d ** 3 + n * d ** 4
+    return dict(mean=mean, s2=s2, s4=s4)

@@ -15,7 +15,6 @@ import importlib
 import threading
 
 from ...core.gpt.tokenizer import get_encoding
-from ...core.run import fused
 
 MODULES = ("pyqtgraph",)
 
@@ -34,6 +33,8 @@ def _run(modules: tuple[str, ...]) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001
             return
+    from ...core.run import fused  # noqa: PLC0415 - torch: not for the commands that import this
+
     fused.warm(wait=False)  # the statistics' compiled kernels, on a thread of their own
 
 
