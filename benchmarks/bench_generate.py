@@ -11,7 +11,7 @@ its faster layout (``bound_weights``), measured in every round, and the optional
 bfloat16 mode's speed and largest logit difference from fp32.
 
     python benchmarks/bench_generate.py [--preset gpt2-small] [--new-tokens 64] [--repeats 5]
-                                        [--threads N] [--device cuda]
+                                        [--threads N] [--device cuda] [--layers N]
 
 Each round also decodes with bfloat16 weights (same tokens, interleaved with the rest).
 """
@@ -133,6 +133,9 @@ def main() -> int:
                     help="gpt2-small, or a preset of another family: smollm2-135m, "
                          "qwen3-0.6b, gemma3-270m, olmo2-1b")
     ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=None,
+                    help="the preset's widths with this many blocks (two 1B models in fp32 "
+                         "need some 20 GB)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--device", default="cpu", help="cpu, cuda, mps")
@@ -140,7 +143,8 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {machine_line()} · device {args.device}")
-    hf, ours = twin_models(preset_name=args.preset)
+    hf, ours = twin_models(preset_name=args.preset,
+                           **({"n_layers": args.layers} if args.layers else {}))
     device = torch.device(args.device)
     hf, ours = hf.to(device), ours.to(device)
     ours.tie_weights()
@@ -189,7 +193,9 @@ def main() -> int:
     ids = torch.tensor([prompt], device=device)
     with torch.inference_mode():
         diff = (bf16(ids).float() - ours(ids)).abs().max().item()
-    print(f"{args.preset} fp32 greedy, {args.new_tokens} new tokens, median of {args.repeats}:")
+    blocks = f" ({args.layers} blocks)" if args.layers else ""
+    print(f"{args.preset}{blocks} fp32 greedy, {args.new_tokens} new tokens, median of "
+          f"{args.repeats}:")
     print(f"  explorer generate_stream            {o:7.1f} tok/s")
     print(f"  explorer, per-token capture on      {c:7.1f} tok/s")
     print(f"  the same, each step's statistics    {statistics.median(shown_runs):7.1f} tok/s"

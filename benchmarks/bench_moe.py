@@ -5,8 +5,12 @@ mixture against a dense Qwen3 block of the same active size (its feed-forward k 
 wide), so that the experts' cost is seen to be the routed ones' only.
 
     python benchmarks/bench_moe.py [--tokens 512] [--rounds 5] [--threads N]
+                                   [--new-tokens 32]
 
-Rounds alternate the rows; the medians and the worst round's ratios are printed.
+Then decoding (greedy, a KV cache): our generate_stream plain and with per-token capture
+of every node against transformers' generate, the same tokens asked of both
+(``--new-tokens 0`` leaves it out). Rounds alternate the rows; the medians and the worst
+round's ratios are printed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_generate import hf_tok_s, ours_tok_s  # noqa: E402
 from benchmarks.common import machine_line  # noqa: E402
 from explorer.core.gpt.build import build_model  # noqa: E402
 from explorer.core.gpt.config import preset  # noqa: E402
@@ -67,6 +72,7 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--new-tokens", type=int, default=32)
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -112,7 +118,33 @@ def main() -> int:
     for label, (a, b) in ratios.items():
         each = [x / y for x, y in zip(seconds[a], seconds[b])]
         print(f"{label:52s} {statistics.median(each):.2f}x  worst {max(each):.2f}x")
-    return 0
+    return decode(theirs, ours, args) if args.new_tokens else 0
+
+
+def decode(theirs, ours, args) -> int:
+    """Tokens a second decoding: ours plain and with per-token capture against
+    transformers' generate, round after round, alternating who goes first."""
+    prompt = list(range(1000, 1016))
+    ours_tok_s(ours, prompt, 4)  # warm-up
+    hf_tok_s(theirs, prompt, 4)
+    rates, tokens = {"ours": [], "capture": [], "transformers": []}, {}
+    runs = {"ours": lambda: ours_tok_s(ours, prompt, args.new_tokens),
+            "capture": lambda: ours_tok_s(ours, prompt, args.new_tokens, capture=True),
+            "transformers": lambda: hf_tok_s(theirs, prompt, args.new_tokens)}
+    for r in range(args.rounds):
+        for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+            rate, tokens[name] = runs[name]()
+            rates[name].append(rate)
+    print(f"decoding {args.new_tokens} tokens after {len(prompt)}, greedy, a KV cache:")
+    for name, values in rates.items():
+        print(f"  {name:14s} median {statistics.median(values):7.1f} tok/s  worst {min(values):7.1f}")
+    for name in ("ours", "capture"):
+        each = [a / b for a, b in zip(rates[name], rates["transformers"])]
+        print(f"  {name} / transformers' generate {statistics.median(each):.2f}x  "
+              f"worst {min(each):.2f}x")
+    same = tokens["ours"] == tokens["capture"] == tokens["transformers"]
+    print(f"  same greedy tokens as transformers: {same}")
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

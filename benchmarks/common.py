@@ -43,11 +43,12 @@ def _newer_twin(transformers, cfg):
         **common, rope_theta=cfg.rope_base)).eval()
 
 
-def twin_models(seed: int = 0, preset_name: str = "gpt2-small"):
+def twin_models(seed: int = 0, preset_name: str = "gpt2-small", **overrides):
     """transformers' model with random weights (GPT2LMHeadModel; LlamaForCausalLM or
     Qwen3ForCausalLM for a Llama-family preset; Gemma3ForCausalLM, Olmo2ForCausalLM) and
     ours loaded from the same weights through our checkpoint loader, as a user opens a
-    folder (both fp32, eval, CPU)."""
+    folder (both fp32, eval, CPU); ``overrides``: the preset's fields replaced (e.g.
+    ``n_layers``: a model of the preset's widths, fewer blocks)."""
     import transformers
 
     from explorer.core.weights.checkpoints import load_checkpoint
@@ -56,7 +57,7 @@ def twin_models(seed: int = 0, preset_name: str = "gpt2-small"):
     from explorer.core.gpt.families.llama import LLAMA
     from explorer.core.gpt.families.olmo import OLMO
 
-    cfg = preset(preset_name)
+    cfg = preset(preset_name, **overrides)
     torch.manual_seed(seed)
     if cfg.family in (GEMMA3, OLMO):
         hf = _newer_twin(transformers, cfg)
