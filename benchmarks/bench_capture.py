@@ -178,13 +178,13 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {machine_line()}")
-    if not args.no_compile:  # as the window does once it is on screen
+    if args.no_compile:
+        print("compiled statistics: off (--no-compile)")
+    elif args.device == "cpu":  # (a CPU's kernels) compiled first, as the window does
         start = time.perf_counter()
         made = fused.warm(force=True)
         print(f"compiled statistics: {'ready' if made else fused.error()} "
               f"({time.perf_counter() - start:.1f} s)")
-    else:
-        print("compiled statistics: off (--no-compile)")
     if args.peer:
         return peer(args.repeats)
     model = build_model(preset("gpt2-small"), seed=0).to(args.device, getattr(torch, args.dtype))

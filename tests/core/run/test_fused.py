@@ -4,6 +4,8 @@ machine without a compiler and GPT_EXPLORER_COMPILE=0 take the sweep's way, with
 same numbers."""
 
 import shutil
+import sysconfig
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,8 +23,9 @@ pytestmark = pytest.mark.slow  # compiling runs the C++ compiler
 def kernels():
     if not fused.warm(force=True):
         compilers = [c for c in ("cc", "gcc", "g++", "clang", "clang++") if shutil.which(c)]
-        if not compilers:
-            pytest.skip(f"no C++ compiler here for torch.compile: {fused.error()}")
+        headers = Path(sysconfig.get_paths()["include"], "Python.h").exists()
+        if not compilers or not headers:  # what torch.compile needs on a CPU
+            pytest.skip(f"no C++ compiler or no Python headers here: {fused.error()}")
         pytest.fail(f"the kernels were not made, with {compilers} here: {fused.error()}")
     made = fused._STATE["kernels"]
     fused._STATE["kernels"] = None  # the other tests' statistics as they had them
