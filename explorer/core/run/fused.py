@@ -27,12 +27,13 @@ import itertools
 import logging
 import math
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from ..base.cpu_work import CHUNK, one_torch_thread
+from ..base.cpu_work import CHUNK, NICE, one_torch_thread
 from ..gpt.nodes import HistRange
 from .sweep import PAIRS, code_of, fold, pair_counts
 
@@ -120,13 +121,21 @@ def warm(wait: bool = True, force: bool = False) -> bool:
             return ready()
         _STATE["started"] = True
         if not wait:
-            threading.Thread(target=_compile, name="compile-stats", daemon=True).start()
+            threading.Thread(target=_compile, args=(True,), name="compile-stats",
+                             daemon=True).start()
             return False
         _compile()
         return ready()
 
 
-def _compile() -> None:
+def _compile(aside: bool = False) -> None:
+    """Make the kernels; ``aside``: on a thread of its own, below the window's and the
+    model's threads (Linux: the thread's niceness, which the compiler it starts keeps)."""
+    if aside and sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        except OSError:
+            pass
     try:
         import torch._inductor.config as inductor
 
