@@ -12,9 +12,11 @@ With --attention each round also runs the app with the graph's attention opened 
 whose first view counts until the shown block's steps are drawn too.
 
     python benchmarks/bench_app_pass.py [--rounds 5] [--threads N] [--preset gpt2-small]
-                                        [--attention]
+                                        [--attention] [--no-compile]
 
 --threads sets torch's threads after the window has set its own (every usable core).
+The rounds begin once the window has compiled the statistics' kernels (as it does once
+on screen; ``--no-compile``: without them, as on a machine without a C++ compiler).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from benchmarks.app_window import open_window, waiter  # noqa: E402
 from benchmarks.common import machine_line  # noqa: E402
 from explorer.core.base.resources import resource_path  # noqa: E402
 from explorer.core.gpt.tokenizer import decode, encode  # noqa: E402
+from explorer.core.run import fused  # noqa: E402
 from explorer.core.run.opened import inside_names  # noqa: E402
 
 BUDGET_FIRST, BUDGET_ALL = 1.15, 2.0
@@ -50,7 +53,11 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=1024)
     ap.add_argument("--attention", action="store_true",
                     help="also the app with the graph's attention opened, each round")
+    ap.add_argument("--no-compile", action="store_true",
+                    help="the statistics without their compiled kernels")
     args = ap.parse_args()
+    if args.no_compile:
+        os.environ["GPT_EXPLORER_COMPILE"] = "0"
     app = QApplication([])
 
     wait = waiter(app)
@@ -61,6 +68,9 @@ def main() -> int:
         if args.threads:
             window.engine.submit(lambda ctx: torch.set_num_threads(args.threads), "threads")
         print(f"machine: {machine_line()}")
+        if not args.no_compile:  # the window compiles them on a thread of their own
+            wait(lambda: fused.ready() or fused.error() is not None, 300.0)
+            print(f"compiled statistics: {'ready' if fused.ready() else fused.error()}")
         ids = encode(resource_path("the-verdict.txt").read_text(encoding="utf-8"))[:args.tokens]
         text = decode(ids)
         window.prompt.prompt.setPlainText(text)

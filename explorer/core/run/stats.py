@@ -36,6 +36,7 @@ from .stats_math import (FLOAT32_MAX, absmax_without, deviation_sums, histogram,
 from . import fused
 from .sweep import Sweep, masked_mean
 
+DETAIL_GROUPS = tuple(g for g in ALL_GROUPS if g is not Group.MOMENTS)
 SCALAR_NAMES = ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
                 "frac_zero")
 
@@ -229,19 +230,20 @@ class Source:
     def sweep(self, groups) -> dict | None:
         """The fields of ``groups`` (the moments among them unless known) from one sweep
         through the tensor: the compiled kernels' (``fused``) when they are ready and
-        every group is asked for, else ``sweep.Sweep``'s;
+        every detail is asked for (the moments too, or known), else ``sweep.Sweep``'s;
         None where neither applies: not on a CPU, NaN among the values, no finite value,
         or a sum past float32's range (each group then alone)."""
         if self.rows.device.type != "cpu" or not self.count or self.finite_mask is not None:
             return None
         rows = self.rows if self.rows.is_contiguous() else self.rows.contiguous()
-        if set(groups) == set(ALL_GROUPS):  # the kernels give every group at once
+        if set(DETAIL_GROUPS) <= set(groups):  # the kernels give every group at once
             raw = fused.statistics(rows, self.hist)
             if raw is not None:
-                self.mean, self.values = raw["mean"], rows.reshape(-1)
-                self.infs = (raw["neg_inf"], raw["pos_inf"])
-                self.extremes = (raw["min"], raw["max"])
-                return self._fields(raw, ALL_GROUPS, raw["n_nan"])
+                if Group.MOMENTS in groups:  # else those already computed stay
+                    self.mean, self.values = raw["mean"], rows.reshape(-1)
+                    self.infs = (raw["neg_inf"], raw["pos_inf"])
+                    self.extremes = (raw["min"], raw["max"])
+                return self._fields(raw, groups, raw["n_nan"])
         if Group.MOMENTS in groups and not self._first_mean(rows.reshape(-1)):
             return None
         if self.mean is None or not abs(self.mean) < FLOAT32_MAX:

@@ -7,13 +7,16 @@ import shutil
 import sysconfig
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from explorer.core.gpt.nodes import HistRange
 from explorer.core.run import fused
 
-from .same_stats import cases, differences
+from explorer.core.run.stats import Group, NodeStats, Source
+
+from .same_stats import cases, differences, group_by_group
 
 ROWS = 1100  # every case past fused.SMALLEST values
 pytestmark = pytest.mark.slow  # compiling runs the C++ compiler
@@ -58,6 +61,22 @@ def test_a_batch_mask_leaves_the_same_positions_out(ready):
     x, hist = cases(ROWS)["masked scores"]
     valid = torch.rand(x.shape[:-1], generator=torch.Generator().manual_seed(1)) > 0.3
     assert differences(x, hist, valid) == [] and ready[-1]
+
+
+def test_the_details_after_the_moments_come_from_the_kernels(ready):
+    # the app's pass: the moments in the pass (the sweep), the rest before generating
+    x, hist = cases(ROWS)["masked scores"]
+    stats = NodeStats.of(Source(x, hist), now=(Group.MOMENTS,))
+    mean, std = stats.mean, stats.std
+    assert ready == []  # the moments alone: the sweep's way
+    stats.complete()
+    assert ready == [True] and (stats.mean, stats.std) == (mean, std)
+    want = group_by_group(x, hist)
+    assert np.array_equal(stats.hist, want["hist"]) and (stats.under, stats.over) == (
+        want["under"], want["over"])
+    assert np.array_equal(stats.top_dims, want["top_dims"])
+    assert stats.frac_neg == want["frac_neg"] and stats.frac_zero == want["frac_zero"]
+    assert np.allclose(stats.token_l2, want["token_l2"], rtol=1e-6)
 
 
 def test_a_shape_not_compiled_takes_the_sweep(ready):
