@@ -30,12 +30,11 @@ except ImportError:  # not on Windows: no fault counts there
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine_line  # noqa: E402
+from benchmarks.common import compile_option, compiled_statistics, machine_line  # noqa: E402
 from explorer.core.run.capture import Capture  # noqa: E402
 from explorer.core.gpt.config import preset  # noqa: E402
 from explorer.core.gpt.build import build_model
 from explorer.core.gpt.nodes import all_hook_names  # noqa: E402
-from explorer.core.run import fused  # noqa: E402
 from explorer.core.run.passes import EVERYTHING, run_prompt  # noqa: E402
 
 GIB = 2**30
@@ -172,19 +171,13 @@ def main() -> int:
     ap.add_argument("--peer", action="store_true", help="only the TransformerLens comparison")
     ap.add_argument("--device", default="cpu", help="cpu, cuda, mps (the statistics ratios)")
     ap.add_argument("--dtype", default="float32", help="float32 or bfloat16")
-    ap.add_argument("--no-compile", action="store_true",
-                    help="statistics without the compiled kernels (core/run/fused.py)")
+    compile_option(ap)
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {machine_line()}")
-    if args.no_compile:
-        print("compiled statistics: off (--no-compile)")
-    elif args.device == "cpu":  # (a CPU's kernels) compiled first, as the window does
-        start = time.perf_counter()
-        made = fused.warm(force=True)
-        print(f"compiled statistics: {'ready' if made else fused.error()} "
-              f"({time.perf_counter() - start:.1f} s)")
+    if args.device == "cpu":  # the kernels are a CPU's
+        compiled_statistics(args.no_compile)
     if args.peer:
         return peer(args.repeats)
     model = build_model(preset("gpt2-small"), seed=0).to(args.device, getattr(torch, args.dtype))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import tempfile
+import time
 
 import torch
 
@@ -77,3 +78,24 @@ def twin_models(seed: int = 0, preset_name: str = "gpt2-small", **overrides):
         hf.save_pretrained(tmp)
         ours = load_checkpoint(tmp).model
     return hf, ours
+
+
+def compile_option(ap) -> None:
+    """``--no-compile``: the statistics without their compiled kernels (core/run/fused.py),
+    as on a machine without a C++ compiler."""
+    ap.add_argument("--no-compile", action="store_true",
+                    help="the statistics without their compiled kernels (core/run/fused.py)")
+
+
+def compiled_statistics(no_compile: bool) -> None:
+    """Make the statistics' compiled kernels first, as the window does once it is on
+    screen (unless ``no_compile``), and say so."""
+    from explorer.core.run import fused
+
+    if no_compile:
+        print("compiled statistics: off (--no-compile)")
+        return
+    start = time.perf_counter()
+    made = fused.warm(force=True)
+    print(f"compiled statistics: {'ready' if made else fused.error()} "
+          f"({time.perf_counter() - start:.1f} s)")

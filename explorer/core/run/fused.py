@@ -49,8 +49,8 @@ SHAPES = ((70, 1024), (4100, 20), (3, 30000))
 def _core(f: torch.Tensor, center: torch.Tensor, stripes: torch.Tensor, lo: float,
           bins: int, width: float, hi: float):
     """The sums of a block of values ``f`` (float64): their extremes, sum (x - center)^k
-    for k = 1 to 4, the counts (int32: a block is far smaller than 2**31) of negatives, zeros and
-    values above ``hi``, and their codes (+ ``stripes``, features,)."""
+    for k = 1 to 4, the counts (int32: a block is far below 2**31) of negatives, zeros
+    and values above ``hi``, and their codes (+ ``stripes``, features,)."""
     d = f.double() - center.double()  # in float64: float32's lanes lose 1e-5 in a block
     d2 = d * d
     codes = (((f - lo) * bins / width).floor().clamp(-1, bins) + 1).to(torch.uint8) + stripes
@@ -144,9 +144,6 @@ def _compile(aside: bool = False) -> None:
         inductor.cpp.threads = 1  # one core a tensor: ``Capture.complete`` runs one a core
         made = tuple(torch.compile(fn, dynamic=True) for fn in (_finite, _filled))
         _try(made)
-        # a shape of another kind later raises (and takes the sweep's way), rather than
-        # stopping the thread that meets it for seconds of compiling
-        torch.compiler.set_stance("fail_on_recompile")
         _STATE["kernels"] = made
     except Exception as exc:  # noqa: BLE001 - no compiler, no Triton...: the sweep remains
         _STATE["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -263,7 +260,10 @@ def _part(kernels, rows: torch.Tensor, hist: HistRange, spans) -> Part | None:
     args = (stripes(c), hist.lo, hist.bins, hist.hi - hist.lo, hist.hi)
     part = Part(hist)
     kernel = finite  # until a block is not all finite: then the rest through ``filled``
-    with torch.inference_mode(), one_torch_thread():
+    # a shape of another kind raises (and takes the sweep's way) rather than stopping the
+    # thread that meets it for seconds of compiling; torch.compile's other users untouched
+    with torch.inference_mode(), one_torch_thread(), \
+            torch.compiler.set_stance("fail_on_recompile"):
         for start, stop in spans:
             block = rows[start:stop]
             s, k, codes, top, norms = kernel(block, *args)
