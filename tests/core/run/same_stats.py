@@ -82,5 +82,7 @@ def cases(rows: int, seed: int = 0) -> dict:
         "all -inf but one": (torch.full((rows, 40), NEG_INF).index_fill(1, torch.tensor([3]),
                                                                          2.5), spread),
         "300 bins": (torch.randn(rows, 33, generator=g), HistRange(-3.0, 3.0, 300)),
+        "sums past float32": (torch.full((rows, 64), 3e36).index_fill(1, torch.tensor([5]),
+                                                                       -1.0), spread),
         "columns of a wider tensor": (torch.randn(rows, 100, generator=g)[:, ::2], spread),
     }

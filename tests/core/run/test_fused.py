@@ -54,7 +54,9 @@ def ready(kernels, monkeypatch):
 def test_the_kernels_give_every_group_as_alone(ready, name):
     x, hist = cases(ROWS)[name]
     assert differences(x, hist) == []
-    assert ready[-1] == (x.numel() >= fused.SMALLEST), "the kernels were used or not"
+    # a block whose float32 sum overflows is left to the other ways (group by group)
+    used = x.numel() >= fused.SMALLEST and name != "sums past float32"
+    assert ready[-1] == used, "the kernels were used or not"
 
 
 def test_a_batch_mask_leaves_the_same_positions_out(ready):
