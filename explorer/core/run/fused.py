@@ -137,6 +137,8 @@ def _compile(aside: bool = False) -> None:
         except OSError:
             pass
     try:
+        if not hasattr(torch.compiler, "set_stance"):  # torch before 2.6: calls would stall
+            raise RuntimeError(f"torch {torch.__version__} cannot refuse to compile again")
         import torch._inductor.config as inductor
 
         inductor.compile_threads = 1  # in this process: no pool of workers to start
