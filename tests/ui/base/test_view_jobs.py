@@ -54,6 +54,22 @@ def test_forget_drops_an_answer_still_coming_and_the_controls_follow(qtbot):
     assert shown == ["now"] and controls.progress.maximum() == 4 and controls.run_button.isEnabled()
 
 
+def test_a_job_that_ends_after_its_view_closed_changes_nothing(qtbot):
+    # the window closing (a --screenshot run) deletes the view while its job still runs
+    import shiboken6
+
+    alone = Alone(qtbot)
+    shown = []
+    controls = JobControls("Run", lambda: None)
+    jobs = ViewJobs(alone.engine, print, controls=controls)
+    jobs.run(lambda ctx: (ctx.report((1, 2)), "done")[1], "slow", finished=shown.append,
+             progress=None)
+    for widget in controls.widgets():
+        shiboken6.delete(widget)
+    alone.settle()  # its report and its end arrive: no RuntimeError from a deleted button
+    assert shown == ["done"] and not jobs.running and controls.job is None
+
+
 def test_a_view_cannot_be_given_no_engine():
     with pytest.raises(TypeError, match="needs the engine"):
         ViewJobs(None, print)
