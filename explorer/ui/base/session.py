@@ -9,7 +9,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable
 
-import shiboken6
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ...core.run.capture import NodeView
@@ -19,6 +18,7 @@ from ...core.lessons.facts import NO_FACTS, Facts
 from ...core.run.passes import Pass
 from ...core.gpt.tokenizer import gpt2_tokenizer
 from ...core.sources import ModelInfo
+from .jobs import alive
 from .turns import Turns
 
 CATCH_UP_PROBE_MS = 40  # how often to look whether every view has drawn a new pass
@@ -97,14 +97,14 @@ class Session(QObject):
         self._probe.start()
 
     def _look_caught_up(self) -> None:
-        self._drawing = [c for c in self._drawing if _alive(c)]  # views of closed windows
+        self._drawing = [c for c in self._drawing if alive(c)]  # views of closed windows
         if self._turns.pending() or any(check() for check in self._drawing):
             self._probe.start()  # views still to redraw: look again shortly
         else:
             self.caughtUp.emit()
 
     def _call(self, callback) -> None:
-        if not _alive(callback):
+        if not alive(callback):
             self._pass_listeners.remove(callback)  # its view is gone (window closed)
         else:
             callback()
@@ -319,9 +319,3 @@ class Session(QObject):
         if self.current is None:
             return None
         return self.current.views.get(name or self.node)
-
-
-def _alive(callback) -> bool:
-    """False for a bound method of a Qt object that has been deleted."""
-    owner = getattr(callback, "__self__", None)
-    return not isinstance(owner, QObject) or shiboken6.isValid(owner)

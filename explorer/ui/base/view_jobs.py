@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from .jobs import Job, JobContext
+from .jobs import Job, JobContext, alive
 
 Handler = Callable[..., Any] | None
 
@@ -31,6 +31,8 @@ class Controls(Protocol):
     def ended(self) -> None: ...
 
     def report(self, done: int, total: int) -> None: ...
+
+    def alive(self) -> bool: ...
 
 
 class ViewJobs:
@@ -62,9 +64,9 @@ class ViewJobs:
                     return  # a superseded request's
                 if ends:
                     self.job = None
-                    if self.controls is not None:
+                    if self.controls is not None and self.controls.alive():
                         self.controls.ended()
-                if handler is not None:
+                if handler is not None and alive(handler):  # not its closed view's
                     handler(*args)
             return call
 
@@ -78,7 +80,8 @@ class ViewJobs:
         return self.job
 
     def _bar(self, value) -> None:
-        if isinstance(value, tuple) and len(value) == 2 and self.controls is not None:
+        if (isinstance(value, tuple) and len(value) == 2 and self.controls is not None
+                and self.controls.alive()):
             self.controls.report(*value)
 
     def _failed(self, message: str) -> None:

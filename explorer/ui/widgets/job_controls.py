@@ -1,7 +1,6 @@
 """Run, Stop and a progress bar for a view's own engine job: Run starts it (disabled
 while it runs), Stop cancels it at its next safe point, the bar follows its
-``(done, total)`` reports and hides when it ends. A job that ends after its view's
-widgets are gone (the window closing) changes nothing."""
+``(done, total)`` reports and hides when it ends."""
 
 from __future__ import annotations
 
@@ -32,8 +31,6 @@ class JobControls:
         self._show(True)
 
     def report(self, done: int, total: int) -> None:
-        if self._gone():
-            return
         self.progress.setMaximum(total)
         self.progress.setValue(done)
 
@@ -45,13 +42,11 @@ class JobControls:
         self.job = None
         self._show(False)
 
-    def _gone(self) -> bool:
-        """Whether the widgets were deleted (their view closed) before the job ended."""
-        return not all(shiboken6.isValid(w) for w in self.widgets())
+    def alive(self) -> bool:
+        """False once the widgets are deleted (their view's window closed)."""
+        return all(shiboken6.isValid(w) for w in self.widgets())
 
     def _show(self, running: bool) -> None:
-        if self._gone():
-            return
         self.run_button.setEnabled(not running)
         self.stop_button.setEnabled(running)
         self.progress.setVisible(running)
