@@ -43,13 +43,15 @@ CHUNK = 1 << 18
 _LOCAL = threading.local()
 
 
-def scratch() -> torch.Tensor:
-    """This thread's scratch buffer: CHUNK float32 values."""
-    buf = getattr(_LOCAL, "scratch", None)
-    if buf is None:
+def scratch(n: int = CHUNK, dtype: torch.dtype = torch.float32, slot: str = "") -> torch.Tensor:
+    """This thread's scratch buffer ``slot``: ``n`` values of ``dtype`` (at least CHUNK
+    kept, grown when asked for more)."""
+    bufs = _LOCAL.__dict__.setdefault("scratch", {})
+    buf = bufs.get(slot)
+    if buf is None or buf.numel() < n or buf.dtype != dtype:
         with torch.inference_mode(False):  # a normal tensor: usable in and out of it
-            buf = _LOCAL.scratch = torch.empty(CHUNK)
-    return buf
+            buf = bufs[slot] = torch.empty(max(n, CHUNK), dtype=dtype)
+    return buf[:n]
 
 
 def chunks(values: torch.Tensor, one_thread: bool = False):

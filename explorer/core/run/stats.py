@@ -32,9 +32,9 @@ from ..base.cpu_work import AHEAD, one_torch_thread
 from ..gpt.nodes import HistRange
 from .groups import ALL_GROUPS, DETAILS, GROUP_OF, GROUPS, MOMENTS, Group  # noqa: F401 (theirs)
 from .stats_math import (FLOAT32_MAX, absmax_without, deviation_sums, histogram,
-                         moment_fields, sign_counts, sums_without, top_fields)
+                         moment_fields, sign_counts, sum_without, sums_without, top_fields)
 from . import fused
-from .sweep import Sweep, masked_mean
+from .sweep import Sweep
 
 DETAIL_GROUPS = tuple(g for g in ALL_GROUPS if g is not Group.MOMENTS)
 SCALAR_NAMES = ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
@@ -289,7 +289,7 @@ class Source:
         if math.isfinite(first):
             self.mean, self.skip, self.infs = first, None, (0, 0)
         elif math.isinf(first):
-            total, k = masked_mean(values, first)
+            total, k = sum_without(values, first)
             if not k or k == self.count or not math.isfinite(total):
                 return False
             self.mean, self.skip = total / (self.count - k), first

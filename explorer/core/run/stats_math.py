@@ -21,21 +21,36 @@ def _filled(part: torch.Tensor, skip: float, value: float, scratch) -> torch.Ten
         torch.nan_to_num(part, **kw)
 
 
+def sum_without(values: torch.Tensor, skip: float) -> tuple[float, int]:
+    """(the sum of the values other than ``skip``, how many equal ``skip``) for values
+    with no NaN and ``skip`` their only kind of infinity: each part's float32 sum with
+    ``skip`` set to 0, and the count from signs (a value set to 0 loses its sign), exact."""
+    total, lost = [], []
+    key = "posinf" if skip > 0 else "neginf"
+    for part, b in chunks(values, one_thread=True):
+        f = torch.sign(part, out=b) if b is not None else torch.sign(part)
+        before = torch.dot(f, f)
+        torch.nan_to_num(part, out=f, **{key: 0.0})
+        total.append(f.sum())
+        f.sign_()
+        lost.append(before - torch.dot(f, f))
+    return float(torch.stack(total).double().sum()), int(torch.stack(lost).double().sum())
+
+
 def sums_without(values: torch.Tensor, skip: float) -> tuple[int, float, float, float]:
     """(how many values equal ``skip``, the sum, min and max of the others) for values
     with no NaN and one kind of infinity, ``skip``; min and max are NaN when none is left."""
+    total, skipped = sum_without(values, skip)
+    if skipped == values.numel():
+        return skipped, total, math.nan, math.nan
     big = torch.finfo(torch.float32).max
-    skipped, total, lo, hi = 0, 0.0, math.inf, -math.inf
+    lo, hi = math.inf, -math.inf
     for part, b in chunks(values, one_thread=True):
-        skipped += int(torch.count_nonzero(part == skip))
         if skip < 0:  # -inf never the max; as +big never the min
             mx, mn = part.amax(), _filled(part, skip, big, b).amin()
         else:
             mn, mx = part.amin(), _filled(part, skip, -big, b).amax()
         lo, hi = min(lo, float(mn)), max(hi, float(mx))
-        total += float(_filled(part, skip, 0.0, b).double().sum())
-    if skipped == values.numel():
-        return skipped, total, math.nan, math.nan
     return skipped, total, lo, hi
 
 
@@ -66,20 +81,13 @@ def histogram(values: torch.Tensor, hist: HistRange, mx: float) -> tuple[np.ndar
     and any at or just below hi that the division rounded up; those above are counted
     by comparison (only when ``mx`` says there are any), the rest join the last bin.
     On a CPU it goes a chunk at a time through a reused scratch (see ``chunks``)."""
-    bins, lo, hi = hist.bins, hist.lo, hist.hi
+    bins, hi = hist.bins, hist.hi
     cpu = values.device.type == "cpu"
     small = bins < 127 and cpu  # the codes, 0 to bins + 1, fit a signed byte
     counts = np.zeros(bins + 2, dtype=np.int64)
     signs = []
     for part, b in chunks(values, one_thread=True):
-        if lo:
-            b = torch.sub(part, lo, out=b) if b is not None else part - lo
-            b.mul_(bins)
-        else:  # x - 0 is x: one pass fewer (attention's weights, on [0, 1])
-            b = torch.mul(part, bins, out=b) if b is not None else part * bins
-        if hi - lo != 1:  # a division by 1 changes nothing
-            b.div_(hi - lo)
-        b.floor_().clamp_(-1, bins)
+        b = bucket(part, b if b is not None else torch.empty_like(part), hist)
         # codes in [0, 127]: +1 added to bytes, a quarter of the floats' width, and the
         # signed bytes read as unsigned (the same bits), which bincount counts a third
         # faster; a float converts to a signed byte far faster than to an unsigned one
@@ -94,6 +102,18 @@ def histogram(values: torch.Tensor, hist: HistRange, mx: float) -> tuple[np.ndar
     under = int(counts[0])
     counts[bins] += counts[bins + 1] - over  # hi itself belongs to the last bin
     return counts[1:bins + 1], under, over
+
+
+def bucket(src: torch.Tensor, b: torch.Tensor, h: HistRange) -> torch.Tensor:
+    """Each value's bucket as histc's float32 arithmetic finds it,
+    floor((x - lo) * bins / (hi - lo)), clamped to [-1, bins] (in ``b``)."""
+    if h.lo:
+        torch.sub(src, h.lo, out=b).mul_(h.bins)
+    else:  # x - 0 is x: one pass fewer
+        torch.mul(src, h.bins, out=b)
+    if h.hi - h.lo != 1:  # a division by 1 changes nothing
+        b.div_(h.hi - h.lo)
+    return b.floor_().clamp_(-1, h.bins)
 
 
 def deviation_sums(values: torch.Tensor, mean: torch.Tensor | float,

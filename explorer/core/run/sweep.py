@@ -24,55 +24,26 @@ import threading
 
 import torch
 
-from ..base.cpu_work import CHUNK, one_torch_thread
+from ..base.cpu_work import CHUNK, one_torch_thread, scratch
 from ..gpt.nodes import HistRange
 from .groups import Group
-from .stats_math import exact_counts
+from .stats_math import bucket, exact_counts
 
 _LOCAL = threading.local()
 PAIRS = 1 << 15  # the 16-bit numbers two byte codes make: both below 128, the low below 256
 
 
-def _buffer(slot: str, n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """This thread's reused buffer for ``slot`` with room for ``n`` values."""
-    bufs = _LOCAL.__dict__.setdefault("bufs", {})
-    buf = bufs.get(slot)
-    if buf is None or buf.numel() < n:
-        with torch.inference_mode(False):  # usable in and out of inference mode
-            buf = bufs[slot] = torch.empty(max(n, CHUNK), dtype=dtype)
-    return buf[:n]
-
-
 def _stripes(n: int) -> torch.Tensor:
     """Bytes to add to ``n`` codes: 1 (codes start at -1), and 128 more on the first byte
     of every other pair (little-endian: the low byte of its 16-bit number)."""
-    stripes = _buffer("stripes", n, torch.uint8)
-    full = _LOCAL.bufs["stripes"]
+    stripes = scratch(n, torch.uint8, "stripes")
+    full = stripes._base if stripes._base is not None else stripes
     if getattr(_LOCAL, "striped", None) is not full:  # new: fill all of it once
         with torch.inference_mode(False):
             pattern = torch.tensor([129, 1, 1, 1], dtype=torch.uint8)
             full.copy_(pattern.repeat((full.numel() + 3) // 4)[:full.numel()])
         _LOCAL.striped = full
     return stripes
-
-
-def masked_mean(values: torch.Tensor, skip: float) -> tuple[float, int]:
-    """(the sum of the values other than ``skip``, how many equal ``skip``) for values
-    with no NaN and ``skip`` their only kind of infinity; counted from signs (a value
-    set to 0 loses its sign), which is exact."""
-    total, lost = [], []
-    b = _buffer("fill", min(values.numel(), CHUNK))
-    key = "posinf" if skip > 0 else "neginf"
-    with one_torch_thread():
-        for part in values.split(CHUNK):
-            f = b[:part.numel()]
-            torch.sign(part, out=f)
-            before = torch.dot(f, f)
-            torch.nan_to_num(part, out=f, **{key: 0.0})
-            total.append(f.sum())
-            f.sign_()
-            lost.append(before - torch.dot(f, f))
-    return float(torch.stack(total).double().sum()), int(torch.stack(lost).double().sum())
 
 
 def pair_counts(codes: torch.Tensor, table: torch.Tensor) -> None:
@@ -89,18 +60,6 @@ def fold(table: torch.Tensor, width: int) -> torch.Tensor:
     t = table[:PAIRS].view(128, 256)  # [high byte, low byte]
     low, high = t.sum(0), t.sum(1)
     return (low[:128] + low[128:] + high + table[PAIRS:])[:width]
-
-
-def bucket(src: torch.Tensor, b: torch.Tensor, h: HistRange) -> torch.Tensor:
-    """Each value's bucket as histc's float32 arithmetic finds it, clamped to
-    [-1, bins] (in ``b``)."""
-    if h.lo:
-        torch.sub(src, h.lo, out=b).mul_(h.bins)
-    else:  # x - 0 is x: one pass fewer
-        torch.mul(src, h.bins, out=b)
-    if h.hi - h.lo != 1:  # a division by 1 changes nothing
-        b.div_(h.hi - h.lo)
-    return b.floor_().clamp_(-1, h.bins)
 
 
 def code_of(value: float, h: HistRange) -> int:
@@ -140,10 +99,10 @@ class Sweep:
 
     def _block(self, start: int, part: torch.Tensor) -> None:
         flat = part.reshape(-1)
-        b = _buffer("work", flat.numel())
+        b = scratch(flat.numel(), slot="work")
         src = flat
         if self.skip is not None:  # the infinity as the mean: no deviation, no extreme
-            src = _buffer("fill", flat.numel())
+            src = scratch(flat.numel(), slot="fill")
             torch.nan_to_num(flat, out=src, **{self._key(): self.fill})
         chunk_max = None
         if Group.MOMENTS in self.groups:
@@ -171,7 +130,7 @@ class Sweep:
         h = self.hist
         bucket(src, b, h)
         if self.small:
-            codes = _buffer("codes", src.numel(), torch.uint8)
+            codes = scratch(src.numel(), torch.uint8, "codes")
             codes.view(torch.int8).copy_(b)  # integers -1 .. 126: exact
             codes.add_(_stripes(src.numel()))
             pair_counts(codes, self.table)

@@ -85,13 +85,6 @@ class JobContext:
         return self.job.should_stop()
 
 
-def alive(callback) -> bool:
-    """False for a bound method of a Qt object that has been deleted (its view's window
-    closed): what would call it is dropped instead."""
-    owner = getattr(callback, "__self__", None)
-    return not isinstance(owner, QObject) or shiboken6.isValid(owner)
-
-
 def one_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     text = lines[0] if lines else ""

@@ -18,8 +18,7 @@ from ...core.lessons.facts import NO_FACTS, Facts
 from ...core.run.passes import Pass
 from ...core.gpt.tokenizer import gpt2_tokenizer
 from ...core.sources import ModelInfo
-from .jobs import alive
-from .turns import Turns
+from .turns import Turns, alive
 
 CATCH_UP_PROBE_MS = 40  # how often to look whether every view has drawn a new pass
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from typing import Callable
 
+import shiboken6
 from PySide6.QtCore import QObject, QTimer
+
+
+def alive(callback) -> bool:
+    """False for a bound method of a Qt object that has been deleted (its view's window
+    closed): a call made later drops it instead."""
+    owner = getattr(callback, "__self__", None)
+    return not isinstance(owner, QObject) or shiboken6.isValid(owner)
 
 
 class Turns(QObject):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from .jobs import Job, JobContext, alive
+from .jobs import Job, JobContext
+from .turns import alive
 
 Handler = Callable[..., Any] | None
 
