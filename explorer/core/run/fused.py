@@ -9,7 +9,7 @@ negatives, zeros and values above the histogram's top, each value's histogram co
 byte (``sweep.pair_counts`` counts them), each feature's largest |value| and each row's
 L2 norm. A block with NaN or an infinity, and every block after it, goes through
 ``_filled``: its values that are not finite stand at the mean of the others (no deviation,
-no extreme) and are taken back out of the counts (``Lost``).
+no extreme) and are taken back out of the counts (``Sums.take_out``).
 
 The counts are integer sums, exact; the codes are histc's float32 arithmetic, the same
 bytes as ``Sweep``'s; the other sums agree with ``Sweep``'s to float32's rounding.
@@ -35,7 +35,7 @@ import torch
 
 from ..base.cpu_work import CHUNK, NICE, one_torch_thread
 from ..gpt.nodes import HistRange
-from .sweep import PAIRS, code_of, fold, pair_counts
+from .sweep import PAIRS, Sums, fold, pair_counts
 
 _LOG = logging.getLogger("explorer.fused")
 _STATE = {"kernels": None, "error": None, "started": False}
@@ -185,7 +185,7 @@ def _try(made) -> None:
             raise RuntimeError("the compiled statistics count wrongly")
 
 
-def statistics(rows: torch.Tensor, hist: HistRange) -> dict | None:
+def statistics(rows: torch.Tensor, hist: HistRange) -> Sums | None:
     """Every group's sums of ``rows`` (vectors, features; float32, contiguous, on a
     CPU), as ``sweep.Sweep.run`` gives them, with the mean and the counts of NaN and
     infinities; None where the kernels are not ready, the tensor is small, a block holds
@@ -239,10 +239,11 @@ def blocks(n: int, features: int) -> list[tuple[int, int]]:
 class Part:
     """The sums of some blocks, in order."""
 
-    def __init__(self, hist: HistRange) -> None:
+    def __init__(self) -> None:
         self.table = torch.zeros(PAIRS + 128, dtype=torch.int64)
         self.sums, self.counts, self.l2, self.sizes = [], [], [], []
-        self.per_dim, self.lost = None, Lost(hist)
+        self.per_dim = None
+        self.lost: list[tuple[float, list[int]]] = []  # (a block's mean, [NaN, +inf, -inf])
 
     def add(self, s, k, codes, top, norms, size: int) -> None:
         self.sums.append(s)
@@ -260,7 +261,7 @@ def _part(kernels, rows: torch.Tensor, hist: HistRange, spans) -> Part | None:
     finite, filled = kernels
     c = rows.shape[1]
     args = (stripes(c), hist.lo, hist.bins, hist.hi - hist.lo, hist.hi)
-    part = Part(hist)
+    part = Part()
     kernel = finite  # until a block is not all finite: then the rest through ``filled``
     # a shape of another kind raises (and takes the sweep's way) rather than stopping the
     # thread that meets it for seconds of compiling; torch.compile's other users untouched
@@ -274,7 +275,9 @@ def _part(kernels, rows: torch.Tensor, hist: HistRange, spans) -> Part | None:
                 kernel = filled
                 s, k, codes, top, norms = filled(block, *args)
             if kernel is filled:
-                size -= part.lost.add(float(s[0]), k[3:].tolist())
+                kinds = k[3:].tolist()
+                part.lost.append((float(s[0]), kinds))
+                size -= sum(kinds)
                 if not math.isfinite(float(s[0])):
                     return None
                 k = k[:3]
@@ -282,7 +285,7 @@ def _part(kernels, rows: torch.Tensor, hist: HistRange, spans) -> Part | None:
     return part
 
 
-def _together(parts: list[Part], hist: HistRange) -> dict:
+def _together(parts: list[Part], hist: HistRange) -> Sums:
     """The parts' sums added up, as one sweep's."""
     sums = torch.stack([s for p in parts for s in p.sums]).tolist()
     counts = torch.stack([k for p in parts for k in p.counts]).long().sum(0)
@@ -292,51 +295,22 @@ def _together(parts: list[Part], hist: HistRange) -> dict:
         torch.maximum(per_dim, p.per_dim, out=per_dim)
     table = sum(p.table for p in parts[1:]) + parts[0].table
     l2 = [n for p in parts for n in p.l2]
-    out = dict(min=min(s[1] for s in sums), max=max(s[2] for s in sums), neg=below,
-               zeros=zeros, codes=fold(table, hist.bins + 2), over=over, per_dim=per_dim,
-               l2=l2[0] if len(l2) == 1 else torch.cat(l2))
-    out.update(deviations(sums, [n for p in parts for n in p.sizes]))
-    lost = parts[0].lost
-    for p in parts[1:]:
-        lost.join(p.lost)
-    return lost.taken_out(out)
-
-
-class Lost:
-    """The values of blocks that were not finite, counted at their block's mean: how
-    many at which mean, and of which kind (NaN, +inf, -inf)."""
-
-    def __init__(self, hist: HistRange) -> None:
-        self.hist = hist
-        self.at: list[tuple[float, int]] = []
-        self.kinds = [0, 0, 0]
-
-    def add(self, fill: float, kinds: list[int]) -> int:
-        self.at.append((fill, sum(kinds)))
-        self.kinds = [a + b for a, b in zip(self.kinds, kinds)]
-        return sum(kinds)
-
-    def join(self, other: "Lost") -> None:
-        self.at += other.at
-        self.kinds = [a + b for a, b in zip(self.kinds, other.kinds)]
-
-    def taken_out(self, out: dict) -> dict:
-        """``out`` without them: not negative, not zero, in no bin; the infinities below
-        or above the histogram's range."""
-        h, (nan, pos, neg) = self.hist, self.kinds
-        for fill, k in self.at:
-            out["neg"] -= k if fill < 0 else 0
-            out["zeros"] -= k if fill == 0 else 0
-            out["over"] -= k if fill > h.hi else 0
-            out["codes"][code_of(fill, h)] -= k
-        out["codes"][0] += neg
-        out["codes"][h.bins + 1] += pos
-        out.update(over=out["over"] + pos, n_nan=nan, pos_inf=pos, neg_inf=neg)
-        return out
+    mean, s2, s4 = deviations(sums, [n for p in parts for n in p.sizes])
+    out = Sums(min=min(s[1] for s in sums), max=max(s[2] for s in sums), mean=mean, s2=s2,
+               s4=s4, neg=below, zeros=zeros, codes=fold(table, hist.bins + 2), over=over,
+               per_dim=per_dim, l2=l2[0] if len(l2) == 1 else torch.cat(l2))
+    lost = [0, 0, 0]  # NaN, +inf, -inf: each block's stood at its mean
+    for p in parts:
+        for fill, kinds in p.lost:
+            out.take_out(fill, sum(kinds), hist)
+            lost = [a + b for a, b in zip(lost, kinds)]
+    nan, pos, neg = lost
+    out.infinities(neg, pos, hist, nan)
+    return out
 
 
 def deviations(sums: list, sizes: list) -> dict:
-    """The mean and sum (x - mean)^2, ^4 of every block together, from each block's
+    """(the mean, sum (x - mean)^2, ^4) of every block together, from each block's
     (centre, ..., sum (x - centre)^k for k = 1..4) and how many values it holds: moved
     from each block's centre to the mean of them all (Python's float64)."""
     mean = sum(s[0] * n + s[3] for s, n in zip(sums, sizes)) / sum(sizes)
@@ -345,4 +319,4 @@ def deviations(sums: list, sizes: list) -> dict:
         d = centre - mean
         s2 += a2 + 2 * a1 * d + n * d * d
         s4 += a4 + 4 * a3 * d + 6 * a2 * d * d + 4 * a1 * d ** 3 + n * d ** 4
-    return dict(mean=mean, s2=s2, s4=s4)
+    return mean, s2, s4

@@ -34,7 +34,7 @@ from .groups import ALL_GROUPS, DETAILS, GROUP_OF, GROUPS, MOMENTS, Group  # noq
 from .stats_math import (FLOAT32_MAX, absmax_without, deviation_sums, histogram,
                          moment_fields, sign_counts, sum_without, sums_without, top_fields)
 from . import fused
-from .sweep import Sweep
+from .sweep import Sums, Sweep
 
 DETAIL_GROUPS = tuple(g for g in ALL_GROUPS if g is not Group.MOMENTS)
 SCALAR_NAMES = ("mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
@@ -240,10 +240,10 @@ class Source:
             raw = fused.statistics(rows, self.hist)
             if raw is not None:
                 if Group.MOMENTS in groups:  # else those already computed stay
-                    self.mean, self.values = raw["mean"], rows.reshape(-1)
-                    self.infs = (raw["neg_inf"], raw["pos_inf"])
-                    self.extremes = (raw["min"], raw["max"])
-                return self._fields(raw, groups, raw["n_nan"])
+                    self.mean, self.values = raw.mean, rows.reshape(-1)
+                    self.infs = (raw.neg_inf, raw.pos_inf)
+                    self.extremes = (raw.min, raw.max)
+                return self._fields(raw, groups)
         if Group.MOMENTS in groups and not self._first_mean(rows.reshape(-1)):
             return None
         if self.mean is None or not abs(self.mean) < FLOAT32_MAX:
@@ -254,28 +254,28 @@ class Source:
                     mx=mx if known else None, mn=mn if known else None,
                     norms=self.keep is None).run()
         if not known:
-            self.extremes = (raw["min"], raw["max"])
-        return self._fields(raw, groups, 0)
+            self.extremes = (raw.min, raw.max)
+        return self._fields(raw, groups)
 
-    def _fields(self, raw: dict, groups, n_nan: int) -> dict:
-        """The fields of ``groups`` from a sweep's sums (``Sweep.run``)."""
+    def _fields(self, raw: Sums, groups) -> dict:
+        """The fields of ``groups`` from a sweep's sums."""
         fields, n_inf = {}, sum(self.infs)
-        m = self.count - n_nan - n_inf
+        m = self.count - raw.n_nan - n_inf
         if Group.MOMENTS in groups:
-            fields.update(moment_fields(self.mean, raw["s2"], raw["s4"], raw["min"],
-                                        raw["max"], m, n_nan, n_inf))
+            fields.update(moment_fields(self.mean, raw.s2, raw.s4, raw.min, raw.max, m,
+                                        raw.n_nan, n_inf))
         if Group.SIGNS in groups:
-            fields.update(frac_neg=raw["neg"] / m, frac_zero=raw["zeros"] / m)
+            fields.update(frac_neg=raw.neg / m, frac_zero=raw.zeros / m)
         if Group.HIST in groups:
-            codes, bins = raw["codes"].numpy().copy(), self.hist.bins
-            codes[bins] += codes[bins + 1] - raw["over"]  # hi itself: the last bin
+            codes, bins = raw.codes.numpy().copy(), self.hist.bins
+            codes[bins] += codes[bins + 1] - raw.over  # hi itself: the last bin
             fields.update(hist=codes[1:bins + 1].astype(np.int64), under=int(codes[0]),
-                          over=int(raw["over"]))
+                          over=int(raw.over))
         if Group.TOP in groups:
-            fields.update(top_fields(raw["per_dim"], self.topk))
+            fields.update(top_fields(raw.per_dim, self.topk))
         if Group.NORMS in groups:
             fields.update(self._norms() if self.keep is not None else
-                          dict(token_l2=raw["l2"].reshape(self.positions).numpy()))
+                          dict(token_l2=raw.l2.reshape(self.positions).numpy()))
         return fields
 
     def _first_mean(self, values: torch.Tensor) -> bool:

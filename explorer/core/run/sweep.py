@@ -20,7 +20,9 @@ keep a block's work short:
 
 from __future__ import annotations
 
+import math
 import threading
+from dataclasses import dataclass
 
 import torch
 
@@ -67,6 +69,46 @@ def code_of(value: float, h: HistRange) -> int:
     return int(bucket(torch.tensor([value]), torch.empty(1), h)[0]) + 1
 
 
+@dataclass
+class Sums:
+    """A tensor's statistics before they are fields (``stats.Source``): what a sweep
+    (``Sweep.run``) or the compiled kernels (``fused.statistics``) add up, for the groups
+    asked for. ``codes``: each histogram code's count (0: below the range; bins + 1: at
+    or above its top); ``over``: how many are above the top."""
+
+    min: float = math.nan
+    max: float = math.nan
+    mean: float = math.nan  # the kernels' (a sweep is given it)
+    s2: float = 0.0  # sum (x - mean)^2 of the finite values
+    s4: float = 0.0
+    neg: int = 0
+    zeros: int = 0
+    codes: torch.Tensor | None = None
+    over: int = 0
+    per_dim: torch.Tensor | None = None  # each feature's largest |value|
+    l2: torch.Tensor | None = None  # each row's norm
+    n_nan: int = 0
+    pos_inf: int = 0
+    neg_inf: int = 0
+
+    def take_out(self, fill: float, k: int, hist: HistRange) -> None:
+        """``k`` values that stood at ``fill`` for values not finite: out of the signs'
+        counts and the bins."""
+        self.neg -= k if fill < 0 else 0
+        self.zeros -= k if fill == 0 else 0
+        if self.codes is not None:
+            self.codes[code_of(fill, hist)] -= k
+            self.over -= k if fill > hist.hi else 0
+
+    def infinities(self, neg_inf: int, pos_inf: int, hist: HistRange, nan: int = 0) -> None:
+        """The infinities below and above the histogram's range; NaN in no bin."""
+        self.n_nan, self.pos_inf, self.neg_inf = nan, pos_inf, neg_inf
+        if self.codes is not None:
+            self.codes[0] += neg_inf
+            self.codes[hist.bins + 1] += pos_inf
+            self.over += pos_inf
+
+
 class Sweep:
     """The running sums of one sweep; ``run`` goes through the rows, block by block."""
 
@@ -91,7 +133,7 @@ class Sweep:
         self.top = torch.zeros(c) if Group.TOP in self.groups else None
         self.l2 = torch.empty(n) if self.norms else None
 
-    def run(self) -> dict:
+    def run(self) -> Sums:
         with one_torch_thread():
             for start in range(0, self.rows.shape[0], self.block):
                 self._block(start, self.rows[start:start + self.block])
@@ -149,40 +191,24 @@ class Sweep:
             per_dim = torch.abs(src, out=b).view(shape).amax(0)
         torch.maximum(self.top, per_dim, out=self.top)
 
-    def _counts(self) -> tuple[torch.Tensor, int]:
-        """Each code's count (0: below the range, bins + 1: at or above its top) and how
-        many values are above the top; the infinities below or above the range."""
-        h = self.hist
-        codes = fold(self.table, h.bins + 2) if self.small else self.table.clone()
-        over = 0
-        if self.over:
-            balance, nonzero = torch.stack(self.over).double().sum(0).tolist()
-            over = round((nonzero + balance) / 2)
-        if self.skipped:  # they were counted at the mean's code: moved out of the range
-            k = self.skipped
-            codes[code_of(self.fill, h)] -= k
-            over -= k if self.fill > h.hi else 0
-            edge = 0 if self.skip < 0 else h.bins + 1
-            codes[edge] += k
-            over += k if self.skip > 0 else 0
-        return codes, over
-
-    def _result(self) -> dict:
-        out = {}
+    def _result(self) -> Sums:
+        out = Sums(mean=self.mean)
         if self.ext:
             ext = torch.stack(self.ext)
-            out["min"], out["max"] = float(ext[:, 0].min()), float(ext[:, 1].max())
-            out["s2"], out["s4"] = torch.stack(self.dev).double().sum(0).tolist()
+            out.min, out.max = float(ext[:, 0].min()), float(ext[:, 1].max())
+            out.s2, out.s4 = torch.stack(self.dev).double().sum(0).tolist()
         if self.signs:
             balance, nonzero = torch.stack(self.signs).double().sum(0).tolist()
-            neg, zeros = round((nonzero - balance) / 2), self.rows.numel() - round(nonzero)
-            # the infinities were the mean here: not negative, not zero
-            out["neg"] = neg - (self.skipped if self.fill < 0 else 0)
-            out["zeros"] = zeros - (self.skipped if self.fill == 0 else 0)
+            out.neg, out.zeros = round((nonzero - balance) / 2), self.rows.numel() - round(nonzero)
         if Group.HIST in self.groups:
-            out["codes"], out["over"] = self._counts()
-        if self.top is not None:
-            out["per_dim"] = self.top
-        if self.l2 is not None:
-            out["l2"] = self.l2
+            h = self.hist
+            out.codes = fold(self.table, h.bins + 2) if self.small else self.table.clone()
+            if self.over:
+                balance, nonzero = torch.stack(self.over).double().sum(0).tolist()
+                out.over = round((nonzero + balance) / 2)
+        out.per_dim, out.l2 = self.top, self.l2
+        if self.skipped:  # they stood at the mean: out of the counts, then as infinities
+            out.take_out(self.fill, self.skipped, self.hist)
+            below = self.skipped if self.skip < 0 else 0
+            out.infinities(below, self.skipped - below, self.hist)
         return out

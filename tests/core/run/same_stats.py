@@ -5,11 +5,12 @@ kernels): counts equal, sums to float32's rounding."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from explorer.core.gpt.nodes import HistRange
+from explorer.core.gpt.nodes import _HIST_BY_KIND as HIST_BY_KIND, HistRange, Kind
 from explorer.core.run.stats import ALL_GROUPS, NodeStats, Source
 
 NEG_INF, POS_INF = float("-inf"), float("inf")
@@ -55,34 +56,51 @@ def causal(rows: int, heads: int, seed: int, fill: float, scale: float = 1.0) ->
     return (torch.randn(heads, rows, rows, generator=g) * scale).masked_fill(above, fill)
 
 
-def cases(rows: int, seed: int = 0) -> dict:
-    """Tensors of every kind a pass makes, ``rows`` vectors of each (a pattern's queries)."""
+@dataclass
+class Case:
+    """A tensor to take the statistics of, its histogram's range, and whether the compiled
+    kernels take it (they leave a histogram past 126 bins, and a block whose float32 sum
+    overflows, to the other ways)."""
+
+    x: torch.Tensor
+    hist: HistRange
+    kernels: bool = True
+
+
+MASKED = "masked scores"  # the case several tests open
+
+
+def cases(rows: int, seed: int = 0) -> dict[str, Case]:
+    """Tensors of every kind a pass makes, ``rows`` vectors of each (a pattern's queries),
+    each with its node kind's histogram range; and the edges of the arithmetic."""
     g = torch.Generator().manual_seed(seed)
-    spread = HistRange(-10.0, 10.0, 100)
+    spread, masked = HIST_BY_KIND[Kind.NORM], HIST_BY_KIND[Kind.MASK]
     scores = causal(rows, 4, seed, NEG_INF, 30.0)
     return {
-        "residual": (torch.randn(rows, 768, generator=g) * 4, spread),
-        "odd rows of logits": (torch.randn(rows, 1001, generator=g) * 60,
-                               HistRange(-200.0, 50.0, 125)),
-        "pattern: one bin": (torch.softmax(scores, -1), HistRange(0.0, 1.0, 100)),
-        "masked scores": (scores, HistRange(-100.0, 100.0, 100)),
-        "masked, mean below 0": (scores - 200, HistRange(-100.0, 100.0, 100)),
-        "masked, mean above the top": (scores + 300, HistRange(-100.0, 100.0, 100)),
-        "+inf": ((torch.randn(rows, 64, generator=g) * 20).masked_fill(
+        "residual": Case(torch.randn(rows, 768, generator=g) * 4, HIST_BY_KIND[Kind.ADD]),
+        "odd rows of logits": Case(torch.randn(rows, 1001, generator=g) * 60,
+                                   HIST_BY_KIND[Kind.LOGITS]),
+        "pattern: one bin": Case(torch.softmax(scores, -1), HIST_BY_KIND[Kind.PATTERN]),
+        MASKED: Case(scores, masked),
+        "masked, mean below 0": Case(scores - 200, masked),
+        "masked, mean above the top": Case(scores + 300, masked),
+        "+inf": Case((torch.randn(rows, 64, generator=g) * 20).masked_fill(
             torch.rand(rows, 64, generator=g) < 0.3, POS_INF), spread),
-        "NaN": (torch.randn(rows, 64, generator=g).masked_fill(
+        "NaN": Case(torch.randn(rows, 64, generator=g).masked_fill(
             torch.rand(rows, 64, generator=g) < 0.3, float("nan")), spread),
-        "both infinities": (torch.randn(rows, 64, generator=g).masked_fill(
+        "both infinities": Case(torch.randn(rows, 64, generator=g).masked_fill(
             torch.rand(rows, 64, generator=g) < 0.1, POS_INF).masked_fill(
             torch.rand(rows, 64, generator=g) < 0.1, NEG_INF), spread),
-        "values on every edge": ((torch.arange(-2000, 2001).float() / 100).repeat(rows, 1),
-                                 spread),
-        "nothing negative": (torch.rand(rows, 77, generator=g), HistRange(0.0, 1.0, 100)),
-        "all zero": (torch.zeros(rows, 96), spread),
-        "all -inf but one": (torch.full((rows, 40), NEG_INF).index_fill(1, torch.tensor([3]),
-                                                                         2.5), spread),
-        "300 bins": (torch.randn(rows, 33, generator=g), HistRange(-3.0, 3.0, 300)),
-        "sums past float32": (torch.full((rows, 64), 3e36).index_fill(1, torch.tensor([5]),
-                                                                       -1.0), spread),
-        "columns of a wider tensor": (torch.randn(rows, 100, generator=g)[:, ::2], spread),
+        "values on every edge": Case((torch.arange(-2000, 2001).float() / 100).repeat(rows, 1),
+                                     spread),
+        "nothing negative": Case(torch.rand(rows, 77, generator=g),
+                                 HIST_BY_KIND[Kind.PATTERN]),
+        "all zero": Case(torch.zeros(rows, 96), spread),
+        "all -inf but one": Case(torch.full((rows, 40), NEG_INF).index_fill(
+            1, torch.tensor([3]), 2.5), spread),
+        "300 bins": Case(torch.randn(rows, 33, generator=g), HistRange(-3.0, 3.0, 300),
+                         kernels=False),
+        "sums past float32": Case(torch.full((rows, 64), 3e36).index_fill(
+            1, torch.tensor([5]), -1.0), spread, kernels=False),
+        "columns of a wider tensor": Case(torch.randn(rows, 100, generator=g)[:, ::2], spread),
     }

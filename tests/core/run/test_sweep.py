@@ -11,7 +11,7 @@ from explorer.core.run import fused
 from explorer.core.run.stats import Group, NodeStats, Source
 from explorer.core.run.sweep import PAIRS, fold, pair_counts
 
-from .same_stats import cases, differences, group_by_group
+from .same_stats import MASKED, cases, differences, group_by_group
 
 
 @pytest.fixture(autouse=True)
@@ -21,13 +21,14 @@ def no_kernels(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(cases(3)))
 def test_one_sweep_gives_every_group_as_alone(name):
-    x, hist = cases(40)[name]
-    assert differences(x, hist) == []
+    case = cases(40)[name]
+    assert differences(case.x, case.hist) == []
 
 
-@pytest.mark.parametrize("name", ["residual", "masked scores", "NaN"])
+@pytest.mark.parametrize("name", ["residual", MASKED, "NaN"])
 def test_a_batch_mask_leaves_the_same_positions_out(name):
-    x, hist = cases(40)[name]
+    case = cases(40)[name]
+    x, hist = case.x, case.hist
     x = x.reshape(4, 10, -1) if x.dim() == 2 else x
     valid = torch.rand(x.shape[:-1], generator=torch.Generator().manual_seed(1)) > 0.3
     assert differences(x, hist, valid) == []
@@ -41,7 +42,8 @@ def test_blocks_of_a_tensor_larger_than_one_add_up():
 
 
 def test_a_group_read_first_and_the_others_later_are_the_same():
-    x, hist = cases(40)["masked scores"]
+    case = cases(40)[MASKED]
+    x, hist = case.x, case.hist
     stats = NodeStats.of(Source(x, hist), now=())
     assert stats.hist.sum() == int((x.isfinite() & (x >= -100) & (x <= 100)).sum())
     assert not stats.has(Group.TOP) and stats.has(Group.MOMENTS)  # moments with the hist
