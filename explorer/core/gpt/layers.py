@@ -15,7 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import kv as static_kv
 from .dropout import Dropout
+from .kv import KVCache, LayerKV  # noqa: F401 (their home for the blocks)
 from .patterns import PATTERN_ROWS, causal_matmul, causal_softmax
 
 if TYPE_CHECKING:
@@ -122,25 +124,6 @@ def _parts_of_one(parts: tuple[torch.Tensor, ...], shape: tuple[int, ...]) -> to
                 or part.untyped_storage().data_ptr() != storage):
             return None
     return first.as_strided(shape, first.stride())
-
-
-class LayerKV:
-    """Preallocated key/value buffers of one attention layer for incremental decoding."""
-
-    __slots__ = ("k", "v")
-
-    def __init__(self) -> None:
-        self.k: torch.Tensor | None = None
-        self.v: torch.Tensor | None = None
-
-
-class KVCache:
-    """Keys and values of every layer for the tokens seen so far (in every family: a
-    rotary block's keys are kept rotated)."""
-
-    def __init__(self, n_layers: int) -> None:
-        self.layers = [LayerKV() for _ in range(n_layers)]
-        self.length = 0
 
 
 def scored_softmax(q: torch.Tensor, k: torch.Tensor, scores_point: HookPoint,
@@ -332,7 +315,10 @@ class MultiHeadAttention(nn.Module):
             k, v = self._cached(kv, k, v, pos)  # (B, H, pos+T, hd)
         t_k = k.shape[2]
         drop_p = self.dropout.p if self.training else 0.0
-        if self._watched(self.attn_scores, self.masked_scores):
+        if static_kv.static(pos):  # every position of a static cache, the later ones masked
+            ctx = static_kv.attention(q, k, v, static_kv.allowed_at(pos, t_k), None, self.attn_scores,
+                                      self.masked_scores, self.attn_weights)
+        elif self._watched(self.attn_scores, self.masked_scores):
             weights = scored_softmax(q, k, self.attn_scores, self.masked_scores)
             ctx = causal_matmul(self.attn_weights(self.dropout(weights)), v)  # (B, H, T, hd)
         elif drop_p and q.device.type == "cpu" and not self._wants_pattern():
@@ -358,10 +344,15 @@ class MultiHeadAttention(nn.Module):
 
     def _cached(self, kv: LayerKV, k: torch.Tensor, v: torch.Tensor, pos: int):
         """Write the new keys and values at ``pos``; all of them so far, (B, H, pos+T, hd)."""
+        if static_kv.static(pos):
+            return static_kv.write(kv, k, v, pos)
         b, h, t, hd = k.shape
-        if kv.k is None or kv.k.shape[0] != b:
+        if kv.k is None or kv.k.shape[0] != b or kv.k.shape[2] < pos + t:  # (a static cache's copy)
+            old = kv.k, kv.v
             kv.k = k.new_empty((b, h, self.context_length, hd))
             kv.v = v.new_empty((b, h, self.context_length, hd))
+            if old[0] is not None and old[0].shape[0] == b and pos:
+                kv.k[:, :, :pos], kv.v[:, :, :pos] = old[0][:, :, :pos], old[1][:, :, :pos]
         kv.k[:, :, pos:pos + t] = k
         kv.v[:, :, pos:pos + t] = v
         return kv.k[:, :, :pos + t], kv.v[:, :, :pos + t]

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..base.cancel import check
+from . import kv as static_kv
 from .layers import HookPoint, KVCache, LayerKV, lay_out_linear, lay_out_weight
 from .patterns import PATTERN_ROWS, allowed_keys, causal_matmul, causal_softmax
 from .family import NormPosition, QKSpan
@@ -76,7 +77,8 @@ class GroupedQueryAttention(nn.Module):
         """As MultiHeadAttention's: x (B, T, C) at positions pos..pos+T-1, continuing the
         KV cache ``kv`` when given."""
         b, num_tokens, _ = x.shape  # (B, T, C)
-        cos, sin = self.rope(pos, pos + num_tokens, x.device)  # (T, head_dim) each
+        cos, sin = self.rope.at(pos, kv.k.shape[2], x.device) if static_kv.static(pos) \
+            else self.rope(pos, pos + num_tokens, x.device)  # (T, head_dim) each
         queries = self.W_query(x)  # (b, T, n_heads * head_dim)
         keys = self.W_key(x)  # (b, T, n_kv_groups * head_dim)
         values = self.W_value(x)
@@ -97,9 +99,16 @@ class GroupedQueryAttention(nn.Module):
         t_k = keys.shape[2]
         scored = self._watched(self.attn_scores, self.masked_scores)
         pattern = scored or self._watched(self.attn_weights)
-        if pattern or self._watched(self.keys_repeated, self.values_repeated, self.context):
+        repeated = pattern or self._watched(self.keys_repeated, self.values_repeated, self.context)
+        if repeated:
             keys = self.keys_repeated(keys.repeat_interleave(self.group_size, dim=1))
             values = self.values_repeated(values.repeat_interleave(self.group_size, dim=1))
+        if static_kv.static(pos):  # every position of a static cache, the later ones masked
+            context = static_kv.attention(
+                queries, keys, values, static_kv.allowed_at(pos, t_k, self.window), self.scale,
+                self.attn_scores, self.masked_scores, self.attn_weights,
+                gqa=self.group_size > 1 and not repeated)
+        elif repeated:
             if scored:
                 context = self._scored(queries, keys) @ values  # (b, n_heads, T, head_dim)
             elif pattern:
@@ -143,6 +152,8 @@ class GroupedQueryAttention(nn.Module):
         """The rotated keys and the values written at ``pos``, the cache holding
         ``n_kv_groups`` heads (what grouped-query attention saves) and growing as the
         sequence does; all of them so far."""
+        if static_kv.static(pos):
+            return static_kv.write(kv, k, v, pos)
         b, h, t, hd = k.shape
         need = pos + t
         if kv.k is None or kv.k.shape[0] != b or kv.k.shape[2] < need:
@@ -321,9 +332,10 @@ class LlamaModel(nn.Module):
         cached sequence with ``cache``; ``last_only`` the last position's; ``head=False``
         the final norm's output."""
         _, t = in_idx.shape  # (B, T)
-        pos = cache.length if cache is not None else 0
-        if pos + t > self.cfg.context_length:
-            raise ValueError(f"sequence of {pos + t} tokens exceeds the context length "
+        pos = cache.start() if cache is not None else 0  # a static cache's: a tensor
+        length = cache.length if cache is not None else 0
+        if length + t > self.cfg.context_length:
+            raise ValueError(f"sequence of {length + t} tokens exceeds the context length "
                              f"{self.cfg.context_length}")
         x = self.tok_emb(in_idx)  # (B, T, C)
         if self.embed_scale is not None:
@@ -334,7 +346,7 @@ class LlamaModel(nn.Module):
         if last_only:
             x = x[:, -1:, :]
         if cache is not None:
-            cache.length = pos + t
+            cache.advance(t)
         if not head:
             return x
         return self.out_head(x)  # (B, T, vocab)

@@ -18,6 +18,7 @@ from torch import nn
 from ..base.cancel import check
 from .dropout import Dropout
 from .family import NormPosition
+from . import kv as static_kv
 from .layers import (FeedForward, HookPoint, KVCache, LayerKV, LayerNorm, MultiHeadAttention,
                      lay_out_linear, lay_out_weight)
 from .norms import DyT
@@ -225,13 +226,14 @@ class GPTModel(nn.Module):
         last position only (B, 1, vocab); ``head=False`` returns the final norm's output
         (B, T, C) instead (training applies the head with its loss: core.experiments.head_loss)."""
         _, t = in_idx.shape  # (B, T)
-        pos = cache.length if cache is not None else 0
-        if pos + t > self.cfg.context_length:
+        pos = cache.start() if cache is not None else 0  # a static cache's: a tensor
+        length = cache.length if cache is not None else 0
+        if length + t > self.cfg.context_length:
             raise ValueError(
-                f"sequence of {pos + t} tokens exceeds the context length "
+                f"sequence of {length + t} tokens exceeds the context length "
                 f"{self.cfg.context_length}"
             )
-        positions = torch.arange(pos, pos + t, device=in_idx.device)
+        positions = pos if static_kv.static(pos) else torch.arange(pos, pos + t, device=in_idx.device)
         x = self.emb_add(self.tok_emb(in_idx) + self.pos_emb(positions))  # (B, T, C)
         x = self.drop_emb(x)
         for i, block in enumerate(self.trf_blocks):
@@ -240,7 +242,7 @@ class GPTModel(nn.Module):
         if last_only:
             x = x[:, -1:, :]
         if cache is not None:
-            cache.length = pos + t
+            cache.advance(t)
         if not head:
             return x
         logits = self.out_head(x)  # (B, T, vocab)

@@ -76,6 +76,12 @@ class Rotary:
                                                    max(stop, 2 * have, 256))
         return self._cos[start:stop], self._sin[start:stop]
 
+    def at(self, positions: torch.Tensor, size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin at ``positions`` (a tensor on the device, each below ``size``): a
+        static cache's step, which does not know its position on the host."""
+        self(0, size, device)
+        return self._cos.index_select(0, positions), self._sin.index_select(0, positions)
+
 
 def layer_rotary(cfg: GPTConfig, layer: int) -> Rotary:
     """The angles block ``layer`` of ``cfg`` turns by: a sliding layer's own θ where it

@@ -19,6 +19,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from . import graph_decode
 from .steps import StepCapture, StepRecorder
 from ..gpt.config import LIMITS
 from ..gpt.layers import KVCache
@@ -247,12 +248,13 @@ class GenerationStream:
 
     def _run(self) -> Iterator[Step]:
         model, s = self.model, self.settings
-        ctx = model.cfg.context_length
         device = next(model.parameters()).device
         gen = sampler(s)
         tok = tokenizer_of(model)
         decoder = tok.decoder()
-        recorder = StepRecorder(model) if s.capture_steps else None
+        self._static = graph_decode.wanted(model, device) and not s.recompute  # before our hooks
+        self._decoder: graph_decode.StaticDecoder | None = None
+        recorder = self._recorder = StepRecorder(model) if s.capture_steps else None
         start = time.perf_counter()
         with torch.inference_mode(), (recorder or contextlib.nullcontext()):
             first_capture = None
@@ -282,7 +284,7 @@ class GenerationStream:
                     elapsed=now - start, step_seconds=now - last,
                     is_eot=token == tok.eot_id,
                     capture=(first_capture if index == 0 and first_capture is not None
-                             else recorder.snapshot(len(self.ids) - 1) if recorder else None),
+                             else self._snapshot() if recorder else None),
                     logits=(logits.float().cpu().numpy()
                             if s.capture_steps else None),
                 )
@@ -294,17 +296,39 @@ class GenerationStream:
                 if index + 1 == s.max_new_tokens:
                     break
                 last = time.perf_counter()
-                if s.recompute:  # the book's way: the whole (cropped) context, every step
-                    cache = self.cache = None
-                if cache is not None and cache.length < ctx:
-                    logits = model(torch.tensor([[token]], device=device), cache=cache,
-                                   last_only=True)[0, -1]
-                    self.cache = cache
-                else:  # context full: slide the window, recompute without a cache
-                    cache = self.cache = None
-                    window = torch.tensor([self.ids[-ctx:]], device=device)
-                    logits = model(window, last_only=True)[0, -1]
+                logits = self._next(token)
         self.stopped_by = "max_new_tokens"
+
+    def _next(self, token: int) -> torch.Tensor:
+        """The logits after ``token``: a step over the cache (a static one where
+        ``graph_decode`` says so), or, once the context is full or with ``recompute``, the
+        whole window again without a cache."""
+        model, s, ctx = self.model, self.settings, self.model.cfg.context_length
+        device = next(model.parameters()).device
+        if s.recompute:  # the book's way: the whole (cropped) context, every step
+            self.cache = None
+        if self._static and self.cache is not None and self._decoder is None:
+            size = min(ctx, len(self.ids) + s.max_new_tokens)
+            if self.cache.length + 1 < size:
+                self._decoder = graph_decode.StaticDecoder(model, self.cache, size, s.capture_steps)
+                self.cache = self._decoder.cache
+                if self._recorder is not None:
+                    self._recorder.remove()  # the decoder records the steps
+        if self._decoder is not None and not self._decoder.full:
+            return self._decoder.step(token)
+        if self.cache is not None and self.cache.length < ctx:
+            return model(torch.tensor([[token]], device=device), cache=self.cache,
+                         last_only=True)[0, -1]
+        self.cache = None  # context full: slide the window, recompute without a cache
+        if self._decoder is not None and self._recorder is not None:
+            self._decoder = None
+            self._recorder.__enter__()  # the window's passes are recorded as the prompt's
+        window = torch.tensor([self.ids[-ctx:]], device=device)
+        return model(window, last_only=True)[0, -1]
+
+    def _snapshot(self) -> StepCapture:
+        source = self._decoder if self._decoder is not None else self._recorder
+        return source.snapshot(len(self.ids) - 1)
 
 
 def generate_stream(model: BlockModel, prompt_ids: list[int],

@@ -89,7 +89,8 @@ class StepRecorder(HookSet):
                  keep_logits: bool = False, topk: int = 5) -> None:
         super().__init__(model)
         names = select_hook_names(model.cfg, None if nodes is None else
-                                  (nodes if isinstance(nodes, str) else list(nodes)))
+                                  (nodes if isinstance(nodes, str) else list(nodes)),
+                                  inside=nodes is not None)  # named: attention's steps too
         self.names = tuple(n for n in names if not is_pattern(n))
         self.keep_logits = keep_logits
         self.topk = topk
