@@ -14,6 +14,7 @@ note when that is missing).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -31,6 +32,7 @@ except ImportError:  # not on Windows: no fault counts there
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import compile_option, compiled_statistics, machine_line  # noqa: E402
+from explorer.core.run import resident  # noqa: E402
 from explorer.core.run.capture import Capture  # noqa: E402
 from explorer.core.gpt.config import preset  # noqa: E402
 from explorer.core.gpt.build import build_model
@@ -178,6 +180,8 @@ def main() -> int:
     print(f"machine: {machine_line()}")
     if args.device == "cpu":  # the kernels are a CPU's
         compiled_statistics(args.no_compile)
+    elif args.no_compile:  # a GPU's statistics as some forty kernels a shape (resident.py)
+        os.environ["GPT_EXPLORER_COMPILE"] = "0"
     if args.peer:
         return peer(args.repeats)
     model = build_model(preset("gpt2-small"), seed=0).to(args.device, getattr(torch, args.dtype))
@@ -191,8 +195,11 @@ def main() -> int:
             sync()
 
         with torch.inference_mode():
-            model(ids)  # warm-up
+            model(ids)  # warm-up (on a GPU: the statistics compiled for these shapes)
             captured()
+            if args.device != "cpu":
+                captured(tensors=True, attention=True, budget_bytes=8 * GIB)
+                print(f"T={t:5d} the device's statistics: {resident.how()}")
             plain, stats_only, kept = [], [], []
             for _ in range(args.repeats):
                 plain.append(timed(lambda: (model(ids), sync())))

@@ -6,12 +6,18 @@ node's numbers follows, the one wait (``gather``). On a CPU the capture works in
 ``capture.py``'s own way; the same code runs here with the CPU as the device in the
 tests, equal to it field by field.
 
+On a CUDA device the statistics are ``batch_numbers`` compiled (``torch.compile``: Triton
+kernels), so that a shape's nodes take a few fused reductions that read their values about
+once, instead of some forty kernels that each read and write all of them; where compiling
+fails, or with GPT_EXPLORER_COMPILE=0, the same function runs as it is.
+
 The numbers of one node travel as one float64 vector: ``HEAD`` scalars, the histogram,
 the top dimensions and their values, and every vector's norm (counts and indices are
 exact in float64)."""
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -20,6 +26,9 @@ import torch
 from ..gpt.nodes import HistRange
 from .stats import NodeStats
 
+_LOG = logging.getLogger("explorer.resident")
+COMPILED_ON = ("cuda",)  # the devices whose statistics are compiled
+_COMPILED = {"fn": None, "error": None}
 HEAD = ("count", "mean", "std", "min", "max", "absmax", "rms", "kurtosis", "frac_neg",
         "frac_zero", "n_nan", "n_inf", "under", "over")
 INTS = ("count", "n_nan", "n_inf", "under", "over")
@@ -88,6 +97,36 @@ def batch_numbers(X: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int
                       norms.double()], dim=1)
 
 
+def compiled():
+    """``batch_numbers`` compiled (once per process; any device's tensors, any shape)."""
+    if _COMPILED["fn"] is None:
+        _COMPILED["fn"] = torch.compile(batch_numbers, dynamic=True)
+    return _COMPILED["fn"]
+
+
+def how() -> str:
+    """How the device's statistics were computed, in words (a benchmark's line)."""
+    from .fused import enabled  # noqa: PLC0415
+
+    if _COMPILED["error"] is not None:
+        return f"as they are ({_COMPILED['error']})"
+    return "compiled" if enabled() and _COMPILED["fn"] is not None else "as they are"
+
+
+def numbers(X: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int, topk: int,
+            real: torch.Tensor | None = None) -> torch.Tensor:
+    """``batch_numbers``'s rows, compiled on a device of ``COMPILED_ON`` (module docstring)."""
+    from .fused import enabled  # noqa: PLC0415 - the switch, kept with the CPU's kernels
+
+    if X.device.type in COMPILED_ON and enabled() and _COMPILED["error"] is None:
+        try:
+            return compiled()(X, lo, hi, bins, topk, real)
+        except Exception as exc:  # noqa: BLE001 - no Triton, no compiler: the same numbers, slower
+            _COMPILED["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            _LOG.info("device statistics without compiling: %s", _COMPILED["error"])
+    return batch_numbers(X, lo, hi, bins, topk, real)
+
+
 class Batches:
     """The nodes whose numbers are still to compute, held (a reference, no copy) until the
     pass ends or until those not kept anyway hold ``limit`` bytes; then computed a shape
@@ -123,8 +162,8 @@ class Batches:
                 X = torch.stack([i[1].reshape(-1, x.shape[-1] if x.dim() else 1) for i in part])
                 lo, hi = (to_device([getattr(i[2], e) for i in part], x.device)
                           for e in ("lo", "hi"))
-                rows = batch_numbers(X, lo, hi, part[0][2].bins, self.topk,
-                                     None if valid is None else valid.reshape(-1))
+                rows = numbers(X, lo, hi, part[0][2].bins, self.topk,
+                               None if valid is None else valid.reshape(-1))
                 for i, row in zip(part, rows):
                     self.numbers[i[0]] = row
         self.items, self.held = [], 0
@@ -142,19 +181,19 @@ LANES = 32  # copies of a histogram, one per lane of a warp: no two threads add 
 
 def _bucket_counts(code: torch.Tensor, width: int) -> torch.Tensor:
     """(R, width) counts of the integer codes 0 .. width - 1 of each of R rows (R, P, C),
-    read nothing back: histc with its range given (bincount asks for the largest code),
-    float64 counts (exact far beyond any tensor's size), a row at a time into ``LANES``
-    copies by feature index, so that neighbouring values (most fall in one bucket, e.g.
-    an attention pattern's near-zero weights) do not wait on one another's count."""
+    read nothing back: one scatter-add of every row at once (histc and bincount take one
+    row, bincount asks for the largest code), int64 counts, each row into ``LANES`` copies
+    by feature index, so that neighbouring values (most fall in one bucket, e.g. an
+    attention pattern's near-zero weights) do not wait on one another's count. Compiled,
+    the indices are never written out: the adds read the codes as they are made."""
     R, _, C = code.shape
     lanes = min(LANES, C)
-    offset = (torch.arange(C, device=code.device, dtype=torch.float64) % lanes) * width
-    rows = []
-    for r in range(R):
-        spread = code[r].double() + offset
-        counts = torch.histc(spread.reshape(-1), bins=width * lanes, min=0, max=width * lanes)
-        rows.append(counts.view(lanes, width).sum(0))
-    return torch.stack(rows)
+    lane = torch.arange(C, device=code.device) % lanes
+    first = torch.arange(R, device=code.device).view(R, 1, 1) * (lanes * width)
+    index = (first + lane.view(1, 1, C) * width + code.long()).reshape(-1)
+    counts = torch.zeros(R * lanes * width, dtype=torch.int64, device=code.device)
+    counts.scatter_add_(0, index, torch.ones_like(index))
+    return counts.view(R, lanes, width).sum(1)
 
 
 def unpack(numbers: np.ndarray, hist: HistRange, topk: int, shape: tuple[int, ...]) -> NodeStats:

@@ -13,6 +13,7 @@ import torch
 
 from explorer.core.gpt.nodes import HistRange
 from explorer.core.run.capture import Capture
+from explorer.core.run import resident
 from explorer.core.run.resident import batch_numbers, unpack
 from explorer.core.run.stats import tensor_stats
 from tests.core.run.test_on_read import model_of
@@ -100,3 +101,26 @@ def test_the_device_numbers_of_awkward_tensors_are_tensor_stats(case):
     numbers = batch_numbers(rows, torch.tensor([hist.lo]), torch.tensor([hist.hi]), hist.bins, 5)
     got = unpack(numbers[0].numpy(), hist, 5, tuple(x.shape))
     assert_same(got, tensor_stats(x, hist, 5), case)
+
+
+@pytest.mark.slow  # compiles: a C++ compiler's process
+def test_compiled_the_device_statistics_are_the_same(monkeypatch):
+    """What a CUDA device runs (``batch_numbers`` compiled, fused kernels), compiled here
+    for the CPU: every node of a padded batch, attention's steps included, and awkward
+    tensors, as the CPU's capture and ``tensor_stats`` give them."""
+    monkeypatch.setenv("GPT_EXPLORER_COMPILE", "1")
+    monkeypatch.setattr(resident, "COMPILED_ON", ("cpu",))
+    model = model_of("llama", seed=6)
+    mask = torch.tensor([[True] * 40, [True] * 9 + [False] * 31])
+    cpu, there = both(model, [IDS, IDS[:9] + [0] * 31], tensors=True, inside=True, mask=mask)
+    assert resident.how() == "compiled"
+    for n, record in there.records.items():
+        assert_same(record.stats, cpu[n].stats, n)
+    x = torch.randn(3, 9, 12, generator=torch.Generator().manual_seed(1)) * 2
+    x[0, 0, :3], x[1, 2, 4], x[2] = math.nan, math.inf, -math.inf
+    hist = HistRange(-3.0, 3.0, 30)
+    lo, hi = torch.full((3,), hist.lo), torch.full((3,), hist.hi)
+    numbers = resident.compiled()(x, lo, hi, hist.bins, 5)
+    for r in range(3):
+        got = unpack(numbers[r].numpy(), hist, 5, tuple(x[r].shape))
+        assert_same(got, tensor_stats(x[r], hist, 5), r)
