@@ -180,18 +180,24 @@ class StaticDecoder:
         self.logits.copy_(out)
         self.runs += 1
 
+    def _twice(self) -> None:
+        """This step run, then run again at the same position: the same token, the same
+        writes, and one step's state after. A graph is recorded from kernels that ran
+        before (their workspaces made)."""
+        self._run()
+        self.cache.length -= 1
+        self.cache.position.sub_(1)
+        self._run()
+
     def _record(self) -> None:
-        """This step run again on a side stream (the same token at the same position: the
-        same writes), then recorded as a graph and replayed from the next step on."""
+        """This step run twice on a side stream, then recorded as a graph and replayed
+        from the next step on."""
         cache = self.cache
         length = cache.length
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            self._run()  # the first run of this step: buffers and workspaces made
-            cache.length -= 1
-            cache.position.sub_(1)
-            self._run()
+            self._twice()
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         try:

@@ -83,12 +83,14 @@ def test_a_run_past_the_context_slides_on_as_without_the_static_cache(monkeypatc
     assert_same_steps(ours, theirs)
 
 
-def test_a_branch_continues_a_static_runs_cache(monkeypatch):
-    model = model_of("qwen3-tiny")
+@pytest.mark.parametrize("name", ["tiny", "qwen3-tiny"])
+def test_a_branch_continues_a_static_runs_cache(name, monkeypatch):
+    """A branch forks the run's cache, sized for the run, and grows past it."""
+    model = model_of(name)
     stream, steps = streamed(model, monkeypatch, True, max_new_tokens=12)
     assert isinstance(stream.cache, graph_decode.StaticCache)
     ids = PROMPT + [s.token_id for s in steps[:6]]
-    settings = GenerationSettings(max_new_tokens=8, stop_at_eot=False)
+    settings = GenerationSettings(max_new_tokens=20, stop_at_eot=False)
     monkeypatch.setenv(graph_decode.SWITCH, "0")
     branched = [s.token_id for s in branch_stream(model, ids, 42, settings, stream.cache)]
     fresh = [s.token_id for s in generate_stream(model, ids + [42], settings)]
@@ -160,3 +162,29 @@ def test_no_static_cache_for_experts_for_another_hook_or_when_switched_off(monke
     assert graph_decode.wanted(model, DEVICE) == (DEVICE.type == "cuda")
     with pytest.raises(ValueError, match="cannot continue"):
         graph_decode.StaticCache(model.new_cache(), 8)  # nothing cached yet
+
+
+def test_a_step_run_twice_before_recording_leaves_one_steps_state():
+    """Before a graph is recorded, the step runs twice at one position (its kernels run
+    once before recording): the cache, the position, the recorded nodes and the tokens
+    after it are those of one step."""
+    model = model_of("olmo3-tiny")
+    decoders = []
+    with torch.inference_mode():
+        for twice in (False, True):
+            grown = model.new_cache()
+            model(torch.tensor([PROMPT], device=DEVICE), cache=grown)
+            decoder = graph_decode.StaticDecoder(model, grown, 20, record=True, graphs=False)
+            decoder.step(11)
+            decoder.token.fill_(12)
+            decoder._twice() if twice else decoder._run()
+            decoders.append((decoder, decoder.snapshot(len(PROMPT) + 1),
+                             [decoder.step(t).clone() for t in (13, 14)]))
+    (one, one_nodes, one_logits), (two, two_nodes, two_logits) = decoders
+    assert one.cache.length == two.cache.length == len(PROMPT) + 4 == int(two.cache.position)
+    for a, b in zip(one.cache.layers, two.cache.layers):
+        assert torch.equal(a.k, b.k) and torch.equal(a.v, b.v)
+    for name in one_nodes.names:
+        assert np.array_equal(one_nodes.vector(name), two_nodes.vector(name)) or one_nodes.vector(name) is None
+    for a, b in zip(one_logits, two_logits):
+        assert torch.equal(a, b)
