@@ -103,12 +103,23 @@ def test_the_kernels_let_go_of_the_lock_while_they_run(kernels):
 
 
 @pytest.mark.parametrize("n,features", [(2, 5), (3, 200000), (341, 768), (342, 768),
-                                        (343, 768), (5000, 20)])
-def test_blocks_cover_every_row_and_none_has_one(n, features):
-    spans = fused.blocks(n, features)
+                                        (343, 768), (5000, 20), (1024, 1536), (9, 2 ** 20)])
+@pytest.mark.parametrize("threads", [1, 2, 15])
+def test_blocks_cover_every_row_and_none_has_one(n, features, threads):
+    spans = fused.blocks(n, features, threads)
     assert spans[0][0] == 0 and spans[-1][1] == n
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
     assert all(stop - start >= 2 for start, stop in spans)
+
+
+def test_a_tensor_is_shared_among_threads_only_where_each_share_is_worth_it():
+    """Two blocks a thread where every thread's share holds SHARE values or more; one
+    thread's blocks are of BLOCK values."""
+    assert len(fused.blocks(512, 576, 2)) == 1  # 295 k values: the caller alone
+    assert len(fused.blocks(1024, 768, 1)) == 2  # 786 k: two blocks of BLOCK, one thread
+    assert len(fused.blocks(1024, 768, 2)) == 4  # two threads, two blocks each
+    assert len(fused.blocks(1024, 3072, 15)) == 16  # 3.1 M: eight threads of fifteen
+    assert len(fused.blocks(12 * 12 * 1024, 1024, 2)) == 288  # blocks of BLOCK values
 
 
 def test_blocks_deviations_are_the_whole_tensors():
