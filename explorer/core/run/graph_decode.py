@@ -23,7 +23,6 @@ from torch import nn
 
 from ..gpt.block_model import BlockModel
 from ..gpt.kv import KVCache, StaticCache  # noqa: F401 (StaticCache: the stream's cache)
-from ..gpt.moe import MoEFeedForward
 from ..gpt.nodes import LOGITS
 from .steps import StepCapture, StepRecorder
 
@@ -35,14 +34,13 @@ def wanted(model: BlockModel, device: torch.device) -> bool:
     while hooks of anyone else's are on the model (an intervention): a recorded step
     would run them once, as they were when it was recorded."""
     chosen = os.environ.get(SWITCH, "")
-    if chosen == "0" or any(isinstance(m, MoEFeedForward) for m in model.modules()):
-        return False
-    if hooked(model):
+    if chosen == "0" or model.cfg.n_experts or hooked(model):
         return False
     return chosen == "1" or device.type == "cuda"
 
 
 def hooked(model: nn.Module) -> bool:
+    """Whether any forward hook is on the model's modules, or on every module."""
     modules = nn.modules.module
     if modules._global_forward_hooks or modules._global_forward_pre_hooks:
         return True
