@@ -140,6 +140,11 @@ def _compile(aside: bool = False) -> None:
     try:
         if not hasattr(torch.compiler, "set_stance"):  # torch before 2.6: calls would stall
             raise RuntimeError(f"torch {torch.__version__} cannot refuse to compile again")
+        # torch's compiler front end before its back end, as torch itself imports them: a
+        # model being built on another thread may be importing the front end (some of
+        # torch's functions do on first use), which imports the back end; starting from
+        # the back end here, each thread would wait on the other's half-made module
+        from torch import _dynamo  # noqa: F401, PLC0415
         import torch._inductor.config as inductor
 
         inductor.compile_threads = 1  # in this process: no pool of workers to start

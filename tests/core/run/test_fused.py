@@ -3,7 +3,10 @@ by one for every kind of tensor a pass makes; a shape they were not compiled for
 machine without a compiler and GPT_EXPLORER_COMPILE=0 take the sweep's way, with the
 same numbers."""
 
+import os
 import shutil
+import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -134,3 +137,44 @@ def test_blocks_deviations_are_the_whole_tensors():
     assert mean == pytest.approx(float(want), rel=1e-12)
     assert s2 == pytest.approx(float(((x - want) ** 2).sum()), rel=1e-10)
     assert s4 == pytest.approx(float(((x - want) ** 4).sum()), rel=1e-10)
+
+
+RACE = """
+import sys, threading, time
+from explorer.core.run import fused
+from explorer.core.sources import random_model
+seen = {}
+def load():
+    try:
+        random_model("llama-mini", seed=0)
+        seen["load"] = "loaded"
+    except Exception as exc:
+        seen["load"] = f"{type(exc).__name__}: {exc}"
+loading = threading.Thread(target=load)
+loading.start()
+time.sleep(float(sys.argv[1]))
+fused.warm(wait=False, force=True)
+loading.join()
+while not (fused.ready() or fused.error()):
+    time.sleep(0.05)
+print(seen["load"], "|", fused.error())
+"""
+
+
+@pytest.mark.parametrize("delay", [0.01, 0.03, 0.06])
+def test_kernels_made_while_a_model_is_built_leave_both_whole(delay, tmp_path):
+    """The window compiles the kernels on a thread of its own while its first model is
+    being built; building one imports torch's compiler front end on first use. Both in a
+    fresh process, the compiling started as the model's build is under way: the model
+    loads and the kernels are made (importing torch's compiler from two ends at once, each
+    thread waited on the other's half-made module: the load failed with an ImportError)."""
+    script = tmp_path / "race.py"
+    script.write_text(RACE)
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, str(script), str(delay)], cwd=root, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(root),
+                                          "GPT_EXPLORER_COMPILE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, error = done.stdout.strip().splitlines()[-1].split(" | ")
+    assert loaded == "loaded"
+    assert "Deadlock" not in error and "ImportError" not in error  # (no compiler: said so)
