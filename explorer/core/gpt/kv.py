@@ -63,6 +63,12 @@ class StaticCache(KVCache):
     def start(self):
         return self.position
 
+    def growing(self) -> KVCache:
+        """The same keys and values as a cache that grows (a run past ``size``)."""
+        cache = KVCache(len(self.layers))
+        cache.layers, cache.length = self.layers, self.length
+        return cache
+
     def advance(self, t: int) -> None:
         if t != 1:
             raise ValueError("a static cache takes one token a step")

@@ -301,28 +301,31 @@ class GenerationStream:
 
     def _next(self, token: int) -> torch.Tensor:
         """The logits after ``token``: a step over the cache (a static one where
-        ``graph_decode`` says so), or, once the context is full or with ``recompute``, the
-        whole window again without a cache."""
+        ``graph_decode`` says so, for at most ``graph_decode.MOST`` positions, then on
+        with the same keys and values growing), or, once the context is full or with
+        ``recompute``, the whole window again without a cache."""
         model, s, ctx = self.model, self.settings, self.model.cfg.context_length
         device = next(model.parameters()).device
         if s.recompute:  # the book's way: the whole (cropped) context, every step
             self.cache = None
         if self._static and self.cache is not None and self._decoder is None:
-            size = min(ctx, len(self.ids) + s.max_new_tokens)
+            self._static = False  # one static cache a run
+            size = min(ctx, len(self.ids) + s.max_new_tokens, self.cache.length + graph_decode.MOST)
             if self.cache.length + 1 < size:
                 self._decoder = graph_decode.StaticDecoder(model, self.cache, size, s.capture_steps)
                 self.cache = self._decoder.cache
                 if self._recorder is not None:
                     self._recorder.remove()  # the decoder records the steps
-        if self._decoder is not None and not self._decoder.full:
-            return self._decoder.step(token)
+        if self._decoder is not None:
+            if not self._decoder.full:
+                return self._decoder.step(token)
+            self.cache, self._decoder = self._decoder.cache.growing(), None
+            if self._recorder is not None:
+                self._recorder.__enter__()  # the later steps recorded as without it
         if self.cache is not None and self.cache.length < ctx:
             return model(torch.tensor([[token]], device=device), cache=self.cache,
                          last_only=True)[0, -1]
         self.cache = None  # context full: slide the window, recompute without a cache
-        if self._decoder is not None and self._recorder is not None:
-            self._decoder = None
-            self._recorder.__enter__()  # the window's passes are recorded as the prompt's
         window = torch.tensor([self.ids[-ctx:]], device=device)
         return model(window, last_only=True)[0, -1]
 

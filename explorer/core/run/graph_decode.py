@@ -27,6 +27,9 @@ from ..gpt.nodes import LOGITS
 from .steps import StepCapture, StepRecorder
 
 SWITCH = "GPT_EXPLORER_STATIC_DECODE"
+# Positions a stream's static cache holds beyond the prompt, all made at once (Qwen3-0.6B's
+# 4,096: 0.94 GB in float32); past them the keys and values go on growing.
+MOST = 4096
 
 
 def wanted(model: BlockModel, device: torch.device) -> bool:

@@ -83,6 +83,19 @@ def test_a_run_past_the_context_slides_on_as_without_the_static_cache(monkeypatc
     assert_same_steps(ours, theirs)
 
 
+@pytest.mark.parametrize("name", ["tiny", "gemma3-tiny"])
+def test_past_the_static_caches_positions_the_keys_and_values_go_on_growing(name, monkeypatch):
+    """A long run's static cache is made for ``MOST`` positions past the prompt at most;
+    after them the same keys and values grow as without it, with the same tokens and nodes."""
+    model = model_of(name)
+    monkeypatch.setattr(graph_decode, "MOST", 10)
+    stream, ours = streamed(model, monkeypatch, True, max_new_tokens=40)
+    assert stream._decoder is None and not isinstance(stream.cache, graph_decode.StaticCache)
+    assert stream.cache.length == len(PROMPT) + 39
+    _, theirs = streamed(model, monkeypatch, False, max_new_tokens=40)
+    assert_same_steps(ours, theirs)
+
+
 @pytest.mark.parametrize("name", ["tiny", "qwen3-tiny"])
 def test_a_branch_continues_a_static_runs_cache(name, monkeypatch):
     """A branch forks the run's cache, sized for the run, and grows past it."""
