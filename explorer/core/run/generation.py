@@ -311,7 +311,7 @@ class GenerationStream:
         if self._static and self.cache is not None and self._decoder is None:
             self._static = False  # one static cache a run
             size = min(ctx, len(self.ids) + s.max_new_tokens, self.cache.length + graph_decode.MOST)
-            if self.cache.length + 1 < size:
+            if self.cache.length + 1 < size and graph_decode.fits(self.cache, size):
                 self._decoder = graph_decode.StaticDecoder(model, self.cache, size, s.capture_steps)
                 self.cache = self._decoder.cache
                 if self._recorder is not None:

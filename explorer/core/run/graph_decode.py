@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..base.devices import free_memory_bytes
 from ..gpt.block_model import BlockModel
 from ..gpt.kv import KVCache, StaticCache  # noqa: F401 (StaticCache: the stream's cache)
 from ..gpt.nodes import LOGITS
@@ -40,6 +41,15 @@ def wanted(model: BlockModel, device: torch.device) -> bool:
     if chosen == "0" or model.cfg.n_experts or hooked(model):
         return False
     return chosen == "1" or device.type == "cuda"
+
+
+def fits(cache: KVCache, size: int) -> bool:
+    """Whether a static cache of ``size`` positions continuing ``cache`` takes at most half
+    the memory left on its device (otherwise the run goes on with the cache growing)."""
+    need = sum(2 * kv.k.shape[1] * size * kv.k.shape[3] * kv.k.element_size()
+               for kv in cache.layers)
+    free = free_memory_bytes(cache.layers[0].k.device)
+    return free is None or need <= free // 2
 
 
 def hooked(model: nn.Module) -> bool:

@@ -96,6 +96,21 @@ def test_past_the_static_caches_positions_the_keys_and_values_go_on_growing(name
     assert_same_steps(ours, theirs)
 
 
+def test_a_static_cache_that_would_take_over_half_the_free_memory_is_not_made(monkeypatch):
+    model = model_of("llama-tiny")
+    grown = model.new_cache()
+    with torch.inference_mode():
+        model(torch.tensor([PROMPT], device=DEVICE), cache=grown)
+    per_position = 2 * 2 * 2 * 8 * 4  # layers × (keys, values) × key heads × head_dim × float32
+    assert (model.cfg.n_layers, model.cfg.kv_heads, model.cfg.head_dim) == (2, 2, 8)
+    monkeypatch.setattr(graph_decode, "free_memory_bytes", lambda device: 2 * 40 * per_position)
+    assert graph_decode.fits(grown, 40) and not graph_decode.fits(grown, 41)
+    stream, ours = streamed(model, monkeypatch, True, max_new_tokens=45)  # 48 positions
+    assert stream._decoder is None and not isinstance(stream.cache, graph_decode.StaticCache)
+    _, theirs = streamed(model, monkeypatch, False, max_new_tokens=45)
+    assert_same_steps(ours, theirs)
+
+
 @pytest.mark.parametrize("name", ["tiny", "qwen3-tiny"])
 def test_a_branch_continues_a_static_runs_cache(name, monkeypatch):
     """A branch forks the run's cache, sized for the run, and grows past it."""
