@@ -100,6 +100,7 @@ def allowed_at(pos: torch.Tensor, t_k: int, window: int | None = None) -> torch.
 
 
 def watched(*points) -> bool:
+    """Whether a forward hook is on any of these modules (hook points)."""
     return any(p._forward_hooks or p._forward_pre_hooks for p in points)
 
 

@@ -250,9 +250,7 @@ class MultiHeadAttention(nn.Module):
         state_dict.pop(prefix + "mask", None)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    @staticmethod
-    def _watched(*points: HookPoint) -> bool:
-        return any(hp._forward_hooks or hp._forward_pre_hooks for hp in points)
+    _watched = staticmethod(static_kv.watched)
 
     def _wants_pattern(self) -> bool:
         return self._watched(self.attn_weights, self.attn_scores, self.masked_scores)

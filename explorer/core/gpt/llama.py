@@ -69,9 +69,7 @@ class GroupedQueryAttention(nn.Module):
         self.attn_weights = HookPoint()
         self.context, self.context_vec = HookPoint(), HookPoint()
 
-    @staticmethod
-    def _watched(*points: nn.Module) -> bool:
-        return any(hp._forward_hooks or hp._forward_pre_hooks for hp in points)
+    _watched = staticmethod(static_kv.watched)
 
     def forward(self, x: torch.Tensor, kv: LayerKV | None = None, pos: int = 0) -> torch.Tensor:
         """As MultiHeadAttention's: x (B, T, C) at positions pos..pos+T-1, continuing the

@@ -23,7 +23,7 @@ from torch import nn
 
 from ..base.devices import free_memory_bytes
 from ..gpt.block_model import BlockModel
-from ..gpt.kv import KVCache, StaticCache  # noqa: F401 (StaticCache: the stream's cache)
+from ..gpt.kv import KVCache, StaticCache, watched  # noqa: F401 (StaticCache: the stream's cache)
 from ..gpt.nodes import LOGITS
 from .steps import StepCapture, StepRecorder
 
@@ -57,7 +57,7 @@ def hooked(model: nn.Module) -> bool:
     modules = nn.modules.module
     if modules._global_forward_hooks or modules._global_forward_pre_hooks:
         return True
-    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    return watched(*model.modules())
 
 
 class StaticRecorder(StepRecorder):
@@ -82,7 +82,7 @@ class StaticRecorder(StepRecorder):
         return x.index_select(-2, self.cache.position).squeeze(-2)
 
     def _hooks(self) -> dict[str, object]:
-        super()._hooks()  # the sources, for this mode
+        self._find_sources()
         targets: dict[str, list[str]] = {}
         for name, source in self._source.items():
             targets.setdefault(source, []).append(name)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..gpt.nodes import HistRange
+from .fused import enabled  # the switch, GPT_EXPLORER_COMPILE, kept with the CPU's kernels
 from .stats import NodeStats
 
 _LOG = logging.getLogger("explorer.resident")
@@ -106,8 +107,6 @@ def compiled():
 
 def how() -> str:
     """How the device's statistics were computed, in words (a benchmark's line)."""
-    from .fused import enabled  # noqa: PLC0415
-
     if _COMPILED["error"] is not None:
         return f"as they are ({_COMPILED['error']})"
     return "compiled" if enabled() and _COMPILED["fn"] is not None else "as they are"
@@ -116,8 +115,6 @@ def how() -> str:
 def numbers(X: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bins: int, topk: int,
             real: torch.Tensor | None = None) -> torch.Tensor:
     """``batch_numbers``'s rows, compiled on a device of ``COMPILED_ON`` (module docstring)."""
-    from .fused import enabled  # noqa: PLC0415 - the switch, kept with the CPU's kernels
-
     if X.device.type in COMPILED_ON and enabled() and _COMPILED["error"] is None:
         try:
             return compiled()(X, lo, hi, bins, topk, real)

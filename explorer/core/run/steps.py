@@ -109,10 +109,14 @@ class StepRecorder(HookSet):
         self._nodes = {n: node_for_hook(n, order) for n in self.names}
         self._shown = self._nodes  # that family's and order's words
 
-    def _hooks(self) -> dict[str, object]:
-        latest = self._latest
+    def _find_sources(self) -> None:
+        """Each node's source: the node whose output it is in this mode."""
         self._source = {n: (n if self.model.training else eval_source(n, self._order))
                         for n in self.names}
+
+    def _hooks(self) -> dict[str, object]:
+        latest = self._latest
+        self._find_sources()
 
         def hook_for(name: str):
             def hook(module, inputs, output) -> None:
