@@ -15,11 +15,13 @@ included. Rows (``--rows``, any of):
 - ``float32``: the same, the explorer in float32 (no bfloat16 autocast);
 - ``own``: each on its own schedule (the book: 5 batches every 5 steps and a 50-token
   sample after every epoch);
+- ``parts``: where a step's time goes in each loop, part by part, and the head's
+  products alone (``benchmarks/train_parts.py``);
 - ``snapshots``: the explorer training in a child process as the window runs it, with
   snapshots off, and on with a follower that loads each one and runs the prompt on it,
   every node captured, as Follow training does: their cost in training time.
 
-    python benchmarks/bench_train.py [--rows same,float32,own,snapshots] [--rounds 5]
+    python benchmarks/bench_train.py [--rows same,float32,own,parts,snapshots] [--rounds 5]
                                      [--preset mini] [--steps 40] [--threads N]
 """
 
@@ -40,6 +42,7 @@ from torch.utils.data import DataLoader, Dataset
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line  # noqa: E402
+from benchmarks.train_parts import run_parts  # noqa: E402
 from explorer.core.experiments.training import Trainer, TrainSettings, default_text  # noqa: E402
 from explorer.core.gpt.config import preset  # noqa: E402
 from explorer.core.gpt.tokenizer import decode, encode  # noqa: E402
@@ -218,7 +221,7 @@ def summary(label: str, values: list[float], unit: str = "x", better: str = "max
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="same,float32,own,snapshots",
-                        help="which comparisons, comma-separated: same, float32, own, snapshots")
+                        help="which comparisons, comma-separated: same, float32, own, parts, snapshots")
     parser.add_argument("--preset", default="mini")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=5)
@@ -230,13 +233,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
-    unknown = set(rows) - {"same", "float32", "own", "snapshots"}
+    unknown = set(rows) - {"same", "float32", "own", "parts", "snapshots"}
     if unknown:
         parser.error(f"unknown rows: {', '.join(sorted(unknown))}")
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg, text, ts = preset(args.preset), default_text(), TrainSettings()
     print(machine_line())
+    if "parts" in rows:
+        run_parts(args.preset, text, args.batch, args.rounds)
+        rows.remove("parts")
+        if not rows:
+            return
     runs = {
         "book, explorer's schedule": lambda: book_run(cfg, text, args.steps, args.batch, ts.eval_every,
                                                       ts.eval_batches, ts.sample_tokens),

@@ -13,14 +13,34 @@ import torch
 from explorer.core.base.heap import reuse_freed_memory
 
 
+# the math libraries' instruction-set limits: set, they make one CPU stand in for a
+# plainer one (ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16: no AMX; MKL_ENABLE_INSTRUCTIONS=AVX2)
+ISA_LIMITS = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
+
+
+def cpu_name() -> str:
+    """The CPU's model name as the system gives it ("" when it does not)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def machine_line() -> str:
-    """The machine, said as every benchmark starts; and the process set up as
-    ``gpt-explorer`` sets up its own first (the C heap keeps freed blocks for reuse:
+    """The machine, said as every benchmark starts (its CPU by name, and any limit on the
+    instruction sets the math libraries use); and the process set up as ``gpt-explorer``
+    sets up its own first (the C heap keeps freed blocks for reuse:
     ``heap.reuse_freed_memory``), so that what is measured is what the app runs."""
     reused = reuse_freed_memory()
-    return (f"{platform.node()} · {platform.processor() or platform.machine()} · "
+    limits = [f"{k}={os.environ[k]}" for k in ISA_LIMITS if os.environ.get(k)]
+    return (f"{platform.node()} · {cpu_name() or platform.machine()} · "
             f"{os.cpu_count()} cores · torch {torch.__version__} · "
-            f"{torch.get_num_threads()} threads" + (" · freed memory reused" if reused else ""))
+            f"{torch.get_num_threads()} threads" + (" · freed memory reused" if reused else "")
+            + "".join(f" · {limit}" for limit in limits))
 
 
 def _newer_twin(transformers, cfg):
