@@ -1,9 +1,10 @@
 """Slow first uses done on a thread once the window is on screen, so that the window
 answers keys and clicks meanwhile (the thread hands the GIL back every millisecond):
 GPT-2's vocabulary (read and checked: ~0.25 s) for the prompt's token chips, then
-pyqtgraph (0.3–0.7 s to import) for the first view that plots; then the statistics'
-compiled kernels begin on a thread of their own (``core.run.fused``: seconds, and the
-views do not wait for them).
+pyqtgraph (0.3–0.7 s to import) for the first view that plots, and the modules of the
+views the window shows first (20–40 ms each, which would otherwise be in the turn that
+builds the view); then the statistics' compiled kernels begin on a thread of their own
+(``core.run.fused``: seconds, and the views do not wait for them).
 
 The GUI thread never imports these modules while the thread does: everything that is
 about to import one calls ``wait()`` first, so no two threads hold import locks the

@@ -20,17 +20,39 @@ def position_ticks(count: int, most: int = 12) -> list:
     return [[(i, str(i)) for i in range(0, count, step)]]
 
 
+class MenuWhenAsked(pg.ViewBox):
+    """A plot's view box whose right-click menu (View All, each axis's range, the mouse
+    mode) is made the first time it opens: pyqtgraph makes it with every plot, a third
+    of the plot's making (a view of several plots is built in one turn of the window's
+    event loop), and most plots' menus are never opened. The menu is the same."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **{**kwargs, "enableMenu": False})
+        self.state["enableMenu"] = True  # on, made when first asked for
+
+    def getMenu(self, ev):  # noqa: N802 (pyqtgraph's name)
+        if self.menu is None and self.menuEnabled():
+            self.setMenuEnabled(True)  # makes it
+        return self.menu
+
+    def getContextMenus(self, event):  # noqa: N802 (pyqtgraph's name)
+        menu = self.getMenu(event)
+        return menu.actions() if menu is not None and self.menuEnabled() else []
+
+
 def plot_widget(**kwargs) -> pg.PlotWidget:
     """A white plot without pyqtgraph's auto-range button ("A"), which would sit over
-    an axis once the range is set by hand (the views set their ranges themselves)."""
-    widget = pg.PlotWidget(background="w", **kwargs)
+    an axis once the range is set by hand (the views set their ranges themselves); its
+    menu made when first opened (``MenuWhenAsked``)."""
+    widget = pg.PlotWidget(background="w", **{"viewBox": MenuWhenAsked(), **kwargs})
     widget.getPlotItem().hideButtons()
     return widget
 
 
 def add_plot(layout, **kwargs) -> pg.PlotItem:
-    """``layout.addPlot(...)``, without the auto-range button."""
-    plot = layout.addPlot(**kwargs)
+    """``layout.addPlot(...)``, without the auto-range button, its menu made when first
+    opened."""
+    plot = layout.addPlot(**{"viewBox": MenuWhenAsked(), **kwargs})
     plot.hideButtons()
     return plot
 

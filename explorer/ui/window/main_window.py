@@ -138,12 +138,14 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, lambda: self.view(key))
         else:
             self._unbuilt.append(key)
+            if self._painted and len(self._unbuilt) == 1:  # none waiting: none polls
+                QTimer.singleShot(20, self._build_waiting)  # built once the imports end
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt name)
         super().paintEvent(event)
-        if not self._painted:  # on screen: the plotting library imported on a thread
-            self._painted = True
-            preload.start()
+        if not self._painted:  # on screen: the plotting library imported on a thread,
+            self._painted = True  # and the modules of the views waiting to be built
+            preload.start(preload.MODULES + tuple(BY_KEY[k].module for k in self._unbuilt))
             self._build_waiting()
 
     def _build_waiting(self) -> None:

@@ -42,6 +42,22 @@ def test_a_view_is_built_when_it_is_first_shown(qtbot, make_window):
     assert set(window.views) == {s.key for s in VIEWS}
 
 
+def test_a_tab_shown_while_the_thread_still_imports_is_built_when_it_ends(qtbot, make_window,
+                                                                        monkeypatch):
+    """A tab that comes to the front while the start-up thread is importing waits for it
+    (the window answers meanwhile), then is built, once."""
+    from explorer.ui.base import preload
+    window = make_window()
+    importing = [True]
+    monkeypatch.setattr(preload, "busy", lambda: importing[0])
+    window.docks["gelu"].raise_()  # a click on its tab
+    qtbot.wait(200)  # some ten polls
+    assert "gelu" not in window.views and window._unbuilt == ["gelu"]
+    importing[0] = False
+    qtbot.waitUntil(lambda: "gelu" in window.views, timeout=60_000)
+    assert window._unbuilt == [] and window.view("gelu").isVisible()
+
+
 def test_the_switcher_the_shortcuts_and_the_view_menu_follow_the_one_list(qtbot, make_window):
     window = make_window()
     bar = window.workspaces.bar
@@ -122,6 +138,11 @@ from explorer.ui.window.main_window import MainWindow
 import explorer.core.gpt.tokenizer as tokenizer
 seen = {}
 class Window(MainWindow):
+    def view(self, key):
+        if key == "inspector" and key not in self.views:  # its module imported by then
+            seen["inspector_module"] = "explorer.ui.views.look.inspector_view" in sys.modules
+        return super().view(key)
+
     def paintEvent(self, event):
         if not seen:  # what was loaded when the window first painted
             seen.update(pyqtgraph="pyqtgraph" in sys.modules, vocabulary=tokenizer.tokenizer_ready(),
@@ -156,4 +177,5 @@ def test_the_window_paints_before_plotting_and_the_vocabulary_are_loaded():
     assert seen["views"] == ["graph", "prompt"]
     assert seen["thread"] and seen["pyqtgraph_after"]
     assert seen["built"] == ["graph", "inspector", "prompt"]
+    assert seen["inspector_module"]  # by the thread, not in the turn that builds the view
     assert seen["chips"] == [6109, 3626, 6100, 345]  # "Every effort moves you"

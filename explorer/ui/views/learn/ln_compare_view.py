@@ -29,6 +29,7 @@ from ...widgets.blocks_drawing import FittedDrawing
 from ...widgets.job_controls import JobControls
 from ...plots.figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
 from ...widgets.scrolling import scrolling
+from ...base.later import BuiltLater
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
 from ...base.view import ViewHooks
@@ -121,7 +122,12 @@ def node_orders_html(orders=PRE_POST) -> str:
     return "<br>".join(lines)
 
 
-class LnCompareView(ViewHooks, QWidget):
+class LnCompareView(BuiltLater, ViewHooks, QWidget):
+    # the plots of the tabs behind the first, made a loop turn after the view
+    # (base/later.py), the placements' a turn after them: seven plots and their legends
+    # in the view's own turn took some 60 ms
+    LATER = ("plots",)
+
     def __init__(self, session: Session, engine: EngineLike) -> None:
         super().__init__()
         self.session = session
@@ -132,8 +138,6 @@ class LnCompareView(ViewHooks, QWidget):
         self.canvas.setBackground("w")
         self.depth_canvas = pg.GraphicsLayoutWidget()  # the gradient experiment
         self.depth_canvas.setBackground("w")
-        self.plots = {**comparison_plots(self.canvas, columns=1, keys=("residual", "hist")),
-                      **comparison_plots(self.depth_canvas, columns=1, keys=("grad", "depth"))}
         self.top_label = QLabel()
         self.top_label.setWordWrap(True)
         self.orders = QLabel(node_orders_html())
@@ -163,7 +167,7 @@ class LnCompareView(ViewHooks, QWidget):
             inner.addLayout(bar)
             inner.addWidget(scrolling(measured), 1)
             self.tabs.addTab(panel, title)
-        self.placements = PlacementsPanel(engine, session.set_status)
+        self.placements = PlacementsPanel(engine, session.set_status)  # its plots later
         self.tabs.addTab(self.placements, "Every placement")
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -176,6 +180,14 @@ class LnCompareView(ViewHooks, QWidget):
         self.experiment = ViewJobs(engine, self._gradients_failed, controls=self.controls,
                                    status=session.set_status, title="Gradient experiment")
         self._new_model()  # a view made after the model loaded starts from it
+        self.later_soon()
+
+    def build_later(self) -> None:
+        """The four plots of the prompt's and the experiment's tabs, each saying what
+        fills it; then, a turn later, the placements' page's."""
+        self.plots = {**comparison_plots(self.canvas, columns=1, keys=("residual", "hist")),
+                      **comparison_plots(self.depth_canvas, columns=1, keys=("grad", "depth"))}
+        self.placements.later_soon()
 
     def _bars(self) -> tuple[QHBoxLayout, QVBoxLayout]:
         """Compare on the prompt; the gradient experiment's Run, Stop, depths, init, seed."""
@@ -214,7 +226,8 @@ class LnCompareView(ViewHooks, QWidget):
         fresh models of its own, stays)."""
         self.comparing.forget()
         self.runs = {}
-        clear_plots(self.plots, ["residual", "hist"])
+        if self.built():  # else they are made empty
+            clear_plots(self.plots, ["residual", "hist"])
         info = self.session.model
         why = no_twin(info.config) if info is not None else None
         self.compare_button.setEnabled(why is None)  # OLMo's, Gemma's: one placement only

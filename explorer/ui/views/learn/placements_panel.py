@@ -18,6 +18,7 @@ from ....core.experiments.stability import (INTRO, TRAIN_LR, Placed, stability,
                                             summary)
 from ....core.gpt.norm_position import NormPosition
 from ....core.gpt.tokenizer import encode
+from ...base.later import BuiltLater
 from ...base.view_jobs import EngineLike, ViewJobs
 from ...plots.placement_plots import draw_placements, legend, placement_plot
 from ...plots.plot_text import set_empty
@@ -36,18 +37,19 @@ def placements_html() -> str:
                        f"{html.escape(p.explained)}" for p in NormPosition)
 
 
-class PlacementsPanel(QWidget):
+class PlacementsPanel(BuiltLater, QWidget):
+    # the plots, made when asked for (``later_soon``), first read or first shown
+    LATER = ("plots",)
+
     def __init__(self, engine: EngineLike, status) -> None:
         super().__init__()
         self.results: dict[NormPosition, Placed] = {}
         bar = self._bar()
         self.canvases = QStackedWidget()  # one plot at a time, across the page's height
-        self.plots: dict[str, pg.PlotItem] = {}
         for key in SHOWN:
             canvas = pg.GraphicsLayoutWidget()
             canvas.setBackground("w")
             self.canvases.addWidget(canvas)
-        self._empty_plots()
         self.words = QLabel(INTRO)
         self.words.setWordWrap(True)
         self.words.setTextInteractionFlags(Qt.TextSelectableByMouse)
@@ -120,6 +122,14 @@ class PlacementsPanel(QWidget):
             row.addStretch(1)
             bar.addLayout(row)
         return bar
+
+    def build_later(self) -> None:
+        self.plots: dict[str, pg.PlotItem] = {}
+        self._empty_plots()
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt name)
+        self.build_now()  # in sight: its plots now
+        super().showEvent(event)
 
     def _empty_plots(self, positions=tuple(NormPosition)) -> None:
         for i, key in enumerate(SHOWN):

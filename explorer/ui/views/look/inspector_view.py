@@ -6,8 +6,6 @@ Reads numpy views from the session; one token's statistics are its only computat
 
 from __future__ import annotations
 
-import csv
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -26,21 +24,24 @@ from ....core.run.stats import DETAILS
 from ....core.run.vector_stats import vector_stats
 from ...plots.heatmap import Heatmap
 from ...plots.histogram import FIXED_RANGE, RANGES, HistogramPlot, histogram_of, range_box
+from ...base.later import BuiltLater
 from ...base.lazy import LazyRefresh
 from ...plots.plot_text import set_empty, set_label, set_ticks
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
 from ...widgets.save_file import save_as
 from ...widgets.values_table import ValuesModel, as_matrix
+from .inspector_numbers import STAT_ROWS, over_finite, write_stats_csv
 
-STAT_ROWS = [("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
-             ("abs-max", "absmax"), ("RMS", "rms"), ("kurtosis (excess)", "kurtosis"),
-             ("share negative", "frac_neg"), ("share exact zeros", "frac_zero")]
 ALL_TOKENS = -1  # the Token box's "all tokens"
 STAT_LINES = 7  # the table's rows: two statistics each, the top dimensions last
 
 
-class InspectorView(LazyRefresh, QWidget):
+class InspectorView(BuiltLater, LazyRefresh, QWidget):
+    # the tabs behind the histogram, made a loop turn after the view (base/later.py)
+    LATER = ("heatmap", "heat_plot", "heat_image", "norm_plot", "norm_bars", "values",
+             "values_view", "ratio_plot", "ratio_bars", "ratio_tab", "heat_tab", "values_tab")
+
     def __init__(self, session: Session, engine: EngineLike) -> None:
         super().__init__()
         self.session = session
@@ -61,6 +62,7 @@ class InspectorView(LazyRefresh, QWidget):
         self._shown: tuple | None = None
         self._waiting = False  # the shown node's details are still to come
         self._dirty: set[int] = set()
+        self._message = ""  # what the empty plots say
         tabs = self._tabs()
         layout = QVBoxLayout(self)
         layout.addWidget(self.title)
@@ -73,29 +75,38 @@ class InspectorView(LazyRefresh, QWidget):
         session.completed.connect(lambda: self._waiting and self.refresh())
         session.modelChanged.connect(self.refresh)
         self.refresh()
+        self.later_soon()
 
     def _tabs(self) -> QTabWidget:
-        """Histogram, heatmap, token norms, branch / shortcut, values."""
+        """The histogram's tab; the others come a turn later (``build_later``)."""
         self.tabs = QTabWidget()
         self.hist_plot = plot_widget()
         self.histogram = HistogramPlot(self.hist_plot.getPlotItem())
+        self.tabs.addTab(self.hist_plot, "Histogram")
+        self.tabs.currentChanged.connect(self._render_tab)
+        return self.tabs
+
+    def build_later(self):
+        """Heatmap, token norms, branch / shortcut, values: behind the histogram, a loop
+        turn each, then empty as it is until a pass is drawn."""
         self.heatmap = Heatmap()
         self.heat_plot, self.heat_image = self.heatmap.plot, self.heatmap.image
+        yield
         self.norm_plot = plot_widget()
         self.norm_plot.setLabel("left", "L2 norm")
         self.norm_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#3c78c8")
         self.norm_plot.addItem(self.norm_bars)
-        self.values = ValuesModel()
-        self.values_view = QTableView()
-        self.values_view.setObjectName("matrix")  # a tensor's values: as wide as the tensor
-        self.values_view.setModel(self.values)
+        yield
         self.ratio_plot = plot_widget()
         self.ratio_plot.setLabel("left", "‖branch‖ / ‖shortcut‖")
         self.ratio_plot.setLabel("bottom", "position")
         self.ratio_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#c8783c")
         self.ratio_plot.addItem(self.ratio_bars)
-
-        self.tabs.addTab(self.hist_plot, "Histogram")
+        yield
+        self.values = ValuesModel()
+        self.values_view = QTableView()
+        self.values_view.setObjectName("matrix")  # a tensor's values: as wide as the tensor
+        self.values_view.setModel(self.values)
         self.tabs.addTab(self.heat_plot, "Heatmap")
         self.tabs.addTab(self.norm_plot, "Token norms")
         self.tabs.addTab(self.ratio_plot, "Branch / shortcut")
@@ -103,8 +114,8 @@ class InspectorView(LazyRefresh, QWidget):
         self.ratio_tab = self.tabs.indexOf(self.ratio_plot)
         self.heat_tab = self.tabs.indexOf(self.heat_plot)
         self.values_tab = self.tabs.indexOf(self.values_view)
-        self.tabs.currentChanged.connect(self._render_tab)
-        return self.tabs
+        if self._shown is None:  # a pass drawn meanwhile made these first (``redraw``)
+            self._clear_pages(self._message)
 
     def _token_row(self) -> QHBoxLayout:
         """All tokens or one, and the histogram's range."""
@@ -262,7 +273,7 @@ class InspectorView(LazyRefresh, QWidget):
                 for label, key in STAT_ROWS]
         rows += [("NaN / Inf", f"{stats.n_nan} / {stats.n_inf}"),
                  ("values", f"{stats.count:,}" + ("" if row is None else f" (token row {row})")
-                  + _over_finite(stats)),
+                  + over_finite(stats)),
                  ("top dims by |value|", "computing…" if not stats.ready else ", ".join(
                      f"{int(d)} ({v:.3g})" for d, v in zip(stats.top_dims, stats.top_values)))]
         for i, (label, value) in enumerate(rows):
@@ -306,7 +317,7 @@ class InspectorView(LazyRefresh, QWidget):
 
     def _render_tab(self, index: int) -> None:
         """The heatmap and the values table are drawn only when their tab is shown."""
-        if index not in self._dirty or self._shown is None:
+        if index not in self._dirty or self._shown is None or not self.built():
             return
         self._dirty.discard(index)
         view, matrix, labels, real = self._shown
@@ -331,16 +342,21 @@ class InspectorView(LazyRefresh, QWidget):
         return ratio.reshape(-1)
 
     def _clear(self, message: str) -> None:
-        self._shown = None
+        self._shown, self._message = None, message
         self.stats_table.clearContents()
         self.histogram.show(None, empty=message)
+        if self.built():
+            self._clear_pages(message)
+        self.token_box.setRange(ALL_TOKENS, ALL_TOKENS)
+        self.token_label.clear()
+
+    def _clear_pages(self, message: str) -> None:
+        """The tabs behind the histogram, empty, saying ``message``."""
         self.heatmap.clear(message)
         for plot in (self.norm_plot, self.ratio_plot):
             set_empty(plot.getPlotItem(), message)
         self.norm_bars.setOpts(x=[0], height=[0], width=0.8)
         self.values.set_matrix(None, [])
-        self.token_box.setRange(ALL_TOKENS, ALL_TOKENS)
-        self.token_label.clear()
 
     def _focus_token(self, row: int) -> None:
         if self._shown is None:
@@ -373,21 +389,3 @@ class InspectorView(LazyRefresh, QWidget):
     def copy_plot(self) -> None:
         QGuiApplication.clipboard().setPixmap(self.tabs.currentWidget().grab())
 
-
-def write_stats_csv(path: str, view: NodeView) -> None:
-    s = view.stats
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["node", "statistic", "value"])
-        for label, key in STAT_ROWS:
-            writer.writerow([view.name, label, getattr(s, key)])
-        writer.writerow([view.name, "NaN", s.n_nan])
-        writer.writerow([view.name, "Inf", s.n_inf])
-        writer.writerow([view.name, "top dims", " ".join(str(int(d)) for d in s.top_dims)])
-
-
-def _over_finite(stats) -> str:
-    """Said when some values are NaN or ±inf (the masked scores' −inf above the diagonal):
-    the statistics above are over the finite ones."""
-    finite = stats.count - stats.n_nan - stats.n_inf
-    return f"; the statistics are over its {finite:,} finite" if finite < stats.count else ""

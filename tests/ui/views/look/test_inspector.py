@@ -181,3 +181,22 @@ def test_the_masked_scores_say_their_statistics_are_over_the_kept_entries(alone)
     alone.session.set_node("trf_blocks.0.att")  # nothing masked: the count alone
     alone.settle()
     assert inspector.statistics()["values"] == f"{t * 32:,}"
+
+
+def test_the_tabs_behind_the_histogram_come_a_turn_later_or_when_first_read(alone, qtbot):
+    message = "Run a prompt (Ctrl+Enter) to see its values"
+    inspector = InspectorView(alone.session, alone.engine)  # one turn: the histogram alone
+    qtbot.addWidget(inspector)
+    assert [inspector.tabs.tabText(i) for i in range(inspector.tabs.count())] == ["Histogram"]
+    assert not inspector.built() and "norm_plot" not in inspector.__dict__
+    qtbot.waitUntil(inspector.built, timeout=10_000)  # the next turn makes the rest
+    assert [inspector.tabs.tabText(i) for i in range(inspector.tabs.count())] == \
+        ["Histogram", "Heatmap", "Token norms", "Branch / shortcut", "Values"]
+    for plot in (inspector.heat_plot, inspector.norm_plot, inspector.ratio_plot):
+        assert empty_message(plot.getPlotItem()) == message  # as empty as the histogram
+    other = InspectorView(alone.session, alone.engine)
+    qtbot.addWidget(other)
+    assert other.heat_tab == 1 and other.built()  # read first: made at once
+    assert other.values.rowCount() == 0
+    with pytest.raises(AttributeError):
+        other.not_a_part  # noqa: B018 - any other missing name is still missing
