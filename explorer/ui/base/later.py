@@ -7,7 +7,9 @@ A view lists in ``LATER`` the attributes its later parts set and makes them in
 ``build_later``: a plain method, made in one turn, or a generator, one turn for each
 ``yield``. ``later_soon()`` at the end of its ``__init__`` asks for them a turn later.
 Whoever reads one of them first, the view itself included, has the rest made at once, so
-nothing ever finds them missing. A step must not read a part that a later step makes.
+nothing ever finds them missing. A step must not read a part that a later step makes,
+and a part is set when it is whole: made in steps, it is kept apart (in the generator's
+own variables) until the step that finishes it.
 """
 
 from __future__ import annotations

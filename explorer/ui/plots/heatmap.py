@@ -13,7 +13,7 @@ from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from ...core.gpt.node_types import Kind, Width
-from .plot_axes import plot_widget, position_ticks
+from .plot_axes import colour_bar, plot_widget, position_ticks
 from .plot_text import set_empty, set_label, set_ticks
 
 AXES = {Width.EMB: "feature", Width.HIDDEN: "feature (of the feed-forward's hidden_dim)",
@@ -34,7 +34,7 @@ class Heatmap:
         self.plot.addItem(self.masked)
         self.plot.addItem(self.image)
         self.plot.invertY(True)
-        self.bar = pg.ColorBarItem(colorMap=pg.colormap.get("CET-D1"), interactive=False)
+        self.bar = colour_bar(colorMap=pg.colormap.get("CET-D1"), interactive=False)
         self.bar.setImageItem(self.image, insert_in=self.plot.getPlotItem())
         self.plot.getViewBox().sigResized.connect(self._fit_labels)
         self.labels: list[str] = []

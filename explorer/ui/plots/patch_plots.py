@@ -10,7 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
 
-from .plot_axes import add_plot
+from .plot_axes import add_plot, colour_bar
 from ...core.gpt.nodes import ATTENTION, FEED_FORWARD, block_output
 from ...core.experiments.patching import Sweep
 from .figures import TITLE_SIZE, offscreen_app, save_widget
@@ -61,7 +61,7 @@ def draw_sweep(layout: pg.GraphicsLayoutWidget, sweep: Sweep, norm_position: str
         set_title(plot, title, size=TITLE_SIZE)
         plot.setMouseEnabled(x=False, y=False)
         shown[name] = (plot, image, rows)
-    bar = pg.ColorBarItem(colorMap=CMAP, values=levels, interactive=False, width=14)
+    bar = colour_bar(colorMap=CMAP, values=levels, interactive=False, width=14)
     bar.setImageItem(image)
     layout.addItem(bar, row=0, col=len(panels))
     bar.axis.setLabel("logit difference restored")

@@ -46,3 +46,27 @@ def test_a_plot_made_in_a_layout_asks_the_same_and_a_plot_with_its_menu_off_has_
     other.getPlotItem().setMenuEnabled(False)  # as the candidates' menu turns it off
     assert other.getViewBox().getContextMenus(None) == []
     assert other.getViewBox().getMenu(None) is None
+
+
+def test_a_colour_bar_is_pyqtgraphs_without_the_menus_it_turns_off(qtbot):
+    import numpy as np
+
+    from explorer.ui.plots.plot_axes import colour_bar
+    theirs = pg.ColorBarItem(values=(-1.0, 1.0), colorMap=pg.colormap.get("viridis"),
+                             interactive=False)
+    ours = colour_bar(values=(-1.0, 1.0), colorMap=pg.colormap.get("viridis"), interactive=False)
+    assert isinstance(ours, pg.ColorBarItem)
+    # pyqtgraph's made its menu, then dropped it; ours never made one
+    assert not isinstance(theirs.getViewBox(), MenuWhenAsked)
+    assert isinstance(ours.getViewBox(), MenuWhenAsked)
+    assert ours.getViewBox().menu is None and not ours.getViewBox().menuEnabled()
+    assert ours.getViewBox().getContextMenus(None) == []
+    widget = plot_widget()
+    qtbot.addWidget(widget)
+    image = pg.ImageItem(np.arange(6.0).reshape(2, 3))
+    widget.addItem(image)
+    ours.setImageItem(image, insert_in=widget.getPlotItem())
+    ours.setLevels((0.0, 5.0))
+    assert tuple(ours.levels()) == (0.0, 5.0)
+    assert tuple(image.getLevels()) == (0.0, 5.0)
+    assert image.lut is not None or image.getColorMap() is not None  # the bar's map given

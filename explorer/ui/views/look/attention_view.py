@@ -15,7 +15,7 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSizePolicy, QTabWidget,
                                QVBoxLayout, QWidget)
 
-from ...plots.plot_axes import plot_widget
+from ...plots.plot_axes import colour_bar, plot_widget
 from ....core.gpt.nodes import (MASKED_SCORES, PATTERN, SCORES, block_hook_name, block_title,
                                  parse_hook)
 from ...graph.attention_opener import opener_for
@@ -96,7 +96,7 @@ class AttentionView(LazyRefresh, QWidget):
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setColorMap(CMAP)
         self.plot.addItem(self.image)
-        self.color_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=CMAP, interactive=False,
+        self.color_bar = colour_bar(values=(0.0, 1.0), colorMap=CMAP, interactive=False,
                                          width=14, label="attention weight")
         self.color_bar.setImageItem(self.image, insert_in=self.plot)
         self.plot.getViewBox().sigResized.connect(self._fit_ticks)

@@ -23,7 +23,7 @@ from ....core.gpt.nodes import Kind, order_of, block_hook_name, block_nodes, blo
 from ...plots.histogram import RANGES, HistogramPlot, histogram_of, range_box
 from ...base.lazy import LazyRefresh
 from ...widgets.save_file import save_as
-from ...plots.plot_axes import add_plot, count_axis, plot_widget
+from ...plots.plot_axes import add_plot, colour_bar, count_axis, plot_widget
 from ...plots.plot_text import set_empty, set_label, set_ticks, set_title
 from ...widgets.scrolling import scrolling
 from ...base.session import Session
@@ -108,7 +108,7 @@ class DistributionsView(LazyRefresh, QWidget):
         self.table_image.setColorMap(pg.colormap.get("viridis"))
         self.table_plot.addItem(self.table_image)
         self.table_plot.invertY(True)
-        self.color_bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False,
+        self.color_bar = colour_bar(colorMap=pg.colormap.get("viridis"), interactive=False,
                                          width=14)
         self.color_bar.setImageItem(self.table_image, insert_in=self.table_plot.getPlotItem())
         self.color_bar.axis.enableAutoSIPrefix(False)

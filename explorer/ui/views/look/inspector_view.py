@@ -88,25 +88,21 @@ class InspectorView(BuiltLater, LazyRefresh, QWidget):
 
     def build_later(self):
         """Heatmap, token norms, branch / shortcut, values: behind the histogram, a loop
-        turn each, then empty as it is until a pass is drawn."""
-        self.heatmap = Heatmap()
-        self.heat_plot, self.heat_image = self.heatmap.plot, self.heatmap.image
+        turn each, kept apart until the last, which sets them all, empty as the histogram
+        is until a pass is drawn (a part read is never half made)."""
+        heatmap = Heatmap()
         yield
-        self.norm_plot = plot_widget()
-        self.norm_plot.setLabel("left", "L2 norm")
-        self.norm_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#3c78c8")
-        self.norm_plot.addItem(self.norm_bars)
+        norm_plot, norm_bars = _bar_plot("L2 norm", "#3c78c8")
         yield
-        self.ratio_plot = plot_widget()
-        self.ratio_plot.setLabel("left", "‖branch‖ / ‖shortcut‖")
-        self.ratio_plot.setLabel("bottom", "position")
-        self.ratio_bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush="#c8783c")
-        self.ratio_plot.addItem(self.ratio_bars)
+        ratio_plot, ratio_bars = _bar_plot("‖branch‖ / ‖shortcut‖", "#c8783c", "position")
         yield
         self.values = ValuesModel()
         self.values_view = QTableView()
         self.values_view.setObjectName("matrix")  # a tensor's values: as wide as the tensor
         self.values_view.setModel(self.values)
+        self.heatmap, self.heat_plot, self.heat_image = heatmap, heatmap.plot, heatmap.image
+        self.norm_plot, self.norm_bars = norm_plot, norm_bars
+        self.ratio_plot, self.ratio_bars = ratio_plot, ratio_bars
         self.tabs.addTab(self.heat_plot, "Heatmap")
         self.tabs.addTab(self.norm_plot, "Token norms")
         self.tabs.addTab(self.ratio_plot, "Branch / shortcut")
@@ -389,3 +385,13 @@ class InspectorView(BuiltLater, LazyRefresh, QWidget):
     def copy_plot(self) -> None:
         QGuiApplication.clipboard().setPixmap(self.tabs.currentWidget().grab())
 
+
+def _bar_plot(left: str, colour: str, bottom: str | None = None):
+    """A plot of one bar a position: (the plot, its bars)."""
+    plot = plot_widget()
+    plot.setLabel("left", left)
+    if bottom is not None:
+        plot.setLabel("bottom", bottom)
+    bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush=colour)
+    plot.addItem(bars)
+    return plot, bars

@@ -20,7 +20,7 @@ from ....core.lessons.matrices import block_matrices, describe, has_matrix, mode
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
-from ...plots.plot_axes import plot_widget
+from ...plots.plot_axes import colour_bar, plot_widget
 from ...plots.scale_layout import scale_layout
 from ...plots.plot_text import set_empty, set_label, set_title
 
@@ -46,7 +46,7 @@ class WeightsView(LazyRefresh, QWidget):
         self.image.setColorMap(CMAP)
         self.heat.addItem(self.image)
         self.heat.getPlotItem().invertY(True)
-        self.bar = pg.ColorBarItem(values=(-1.0, 1.0), colorMap=CMAP, interactive=False,
+        self.bar = colour_bar(values=(-1.0, 1.0), colorMap=CMAP, interactive=False,
                                    width=14, label="weight")
         self.bar.setImageItem(self.image, insert_in=self.heat.getPlotItem())
         self.scale_plot = plot_widget()

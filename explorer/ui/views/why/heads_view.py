@@ -18,7 +18,7 @@ from ....core.gpt.nodes import ATTENTION, block_hook_name, head_label
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
-from ...plots.plot_axes import add_plot, count_axis
+from ...plots.plot_axes import add_plot, colour_bar, count_axis
 from ...plots.plot_text import set_empty, set_ticks, set_title
 from ...plots.why_plots import DIVERGING, SCORES, cell_at, draw_grid
 from ...widgets.job_controls import JobControls
@@ -50,7 +50,7 @@ class HeadsView(LazyRefresh, QWidget):
         # the blocks × heads grid with its colour bar above, the clicked head's patterns
         # (on the prompt, on the battery) side by side below
         self.grid = add_plot(self.canvas, row=0, col=0, colspan=2)
-        self.grid_bar = pg.ColorBarItem(colorMap=SCORES, interactive=False, width=14)
+        self.grid_bar = colour_bar(colorMap=SCORES, interactive=False, width=14)
         self.grid_bar.setImageItem(pg.ImageItem(), insert_in=self.grid)
         self.prompt_plot = add_plot(self.canvas, row=1, col=0)
         self.battery_plot = add_plot(self.canvas, row=1, col=1)

@@ -19,7 +19,7 @@ from ....core.run.routing import RoutingMap, routing_map, text_routing
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike
-from ...plots.plot_axes import add_plot, count_axis
+from ...plots.plot_axes import add_plot, colour_bar, count_axis
 from ...plots.plot_text import set_empty, set_ticks, set_title
 from ...plots.why_plots import SCORES
 
@@ -39,7 +39,7 @@ class RoutingView(LazyRefresh, QWidget):
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setBackground("w")
         self.grid = add_plot(self.canvas, row=0, col=0, colspan=2)
-        self.bar = pg.ColorBarItem(colorMap=SCORES, values=(0.0, 1.0), interactive=False, width=14)
+        self.bar = colour_bar(colorMap=SCORES, values=(0.0, 1.0), interactive=False, width=14)
         self.bar.setImageItem(pg.ImageItem(), insert_in=self.grid)
         self.load = add_plot(self.canvas, row=1, col=0)
         self.depth = add_plot(self.canvas, row=1, col=1)  # every block's routing entropy
