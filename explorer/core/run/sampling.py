@@ -54,7 +54,21 @@ class Reshaped:
     def shown(self, count: int = 20) -> np.ndarray:
         """The ids to draw: the most likely before the settings, then any that the
         settings lift above them (a high temperature changes no order, top-k none)."""
-        return np.argsort(-self.before, kind="stable")[:count]
+        return top_ids(self.before, count)
+
+
+def top_ids(values: np.ndarray, count: int) -> np.ndarray:
+    """The ids of the ``count`` largest values, largest first, ties by id:
+    ``np.argsort(-values, kind="stable")[:count]`` without sorting the whole vocabulary
+    (a slider's every move asks it of 50,257 to 262,144 values: 3–20 ms sorted)."""
+    count = max(0, min(count, values.size))
+    if count == 0:
+        return np.zeros(0, dtype=np.int64)
+    kth = np.partition(values, values.size - count)[values.size - count]  # the count-th largest
+    above = np.flatnonzero(values > kth)
+    tied = np.flatnonzero(values == kth)[:count - above.size]
+    chosen = np.concatenate([above, tied])
+    return chosen[np.lexsort((chosen, -values[chosen]))]
 
 
 def softmax(z: np.ndarray) -> np.ndarray:

@@ -98,3 +98,20 @@ def test_each_step_keeps_the_logits_it_was_drawn_from():
     np.testing.assert_allclose(steps[1].next_logits, second, atol=1e-4)
     plain = generate(model, ids, s)  # sampling itself is unchanged by keeping them
     assert plain.new_ids == tokens and plain.steps[0].logits is None
+
+
+def test_the_top_ids_are_a_stable_sort_s_first_ids_ties_and_all():
+    """``top_ids`` equals ``np.argsort(-v, kind="stable")[:k]`` on real-sized vocabularies,
+    on ties across the cut (equal values kept by id) and on k past the size."""
+    import numpy as np
+
+    from explorer.core.run.sampling import top_ids
+    rng = np.random.default_rng(0)
+    cases = [rng.standard_normal(50_257), rng.random(262_144),
+             np.round(rng.standard_normal(5_000), 1),  # many ties, some across the cut
+             np.zeros(7), np.array([3.0, 1.0, 3.0, 2.0, 3.0])]
+    for values in cases:
+        for k in (1, 3, 10, 20, values.size, values.size + 5):
+            want = np.argsort(-values, kind="stable")[:k]
+            np.testing.assert_array_equal(top_ids(values, k), want)
+    assert top_ids(np.arange(4.0), 0).size == 0

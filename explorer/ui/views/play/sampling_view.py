@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QCheckBox, QGridLayout, QHBoxLayout, QLabel, QPus
                                QVBoxLayout, QWidget)
 
 from ....core.run.generation import BOUNDS, GenerationSettings
-from ....core.run.sampling import Reshaped, reshape, sample_counts
+from ....core.run.sampling import Reshaped, reshape, sample_counts, top_ids
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -230,7 +230,7 @@ class SamplingView(LazyRefresh, QWidget):
         """The NAMED most likely tokens with these settings (the model's where every one is
         cut), named in words: on a narrow plot the axis names only every k-th bar."""
         p = r.after if r.after.max() > 0 else r.before
-        top = np.argsort(-p, kind="stable")[:NAMED]
+        top = top_ids(p, NAMED)
         return "most likely " + ", ".join(
             f"{self.session.tokenizer.token_piece(int(t))!r} {p[t]:.2g}" for t in top)
 
