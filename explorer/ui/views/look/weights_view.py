@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsRectItem, QHBoxLayout, QLabel
 from ....core.gpt.nodes import (order_of, LOGITS, TOKEN_EMBEDDING, block_hook_name,
                                inside_attention, layer_of, node_for_hook, same_node_in_layer)
 from ....core.lessons.matrices import block_matrices, describe, has_matrix, model_matrices
+from ...base.later import BuiltLater
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -28,7 +29,10 @@ CMAP = pg.colormap.get("CET-D1")  # weights: diverging around 0
 CHOOSE = "Choose a matrix above, or select a Linear, an embedding or the output head"
 
 
-class WeightsView(LazyRefresh, QWidget):
+class WeightsView(BuiltLater, LazyRefresh, QWidget):
+    # the tabs behind the matrix, made a loop turn after the view (base/later.py)
+    LATER = ("scale_plot", "token_plot", "x_curve", "y_curve")
+
     def __init__(self, session: Session, engine: EngineLike) -> None:
         super().__init__()
         self.session = session
@@ -49,19 +53,9 @@ class WeightsView(LazyRefresh, QWidget):
         self.bar = colour_bar(values=(-1.0, 1.0), colorMap=CMAP, interactive=False,
                                    width=14, label="weight")
         self.bar.setImageItem(self.image, insert_in=self.heat.getPlotItem())
-        self.scale_plot = plot_widget()
-        self.scale_plot.getPlotItem().invertY(True)
-        self.scale_plot.getPlotItem().setAspectLocked(True)
         self._scale_items: list = []  # (box, label) of each matrix drawn to scale
-        self.scale_plot.getPlotItem().getViewBox().sigResized.connect(self._place_to_scale)
-        self.token_plot = plot_widget()
-        self.token_plot.getPlotItem().addLegend(offset=(-10, 10))  # before the curves it names
-        self.x_curve = self.token_plot.plot(pen=pg.mkPen("#3c78c8"), name="input x")
-        self.y_curve = self.token_plot.plot(pen=pg.mkPen("#c0392b"), name="output y")
         self.tabs = QTabWidget()
         self.tabs.addTab(self.heat, "Matrix")
-        self.tabs.addTab(self.scale_plot, "To scale")
-        self.tabs.addTab(self.token_plot, "This token")
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(self.note)
@@ -74,6 +68,24 @@ class WeightsView(LazyRefresh, QWidget):
         session.nodeChanged.connect(self._follow)
         session.modelChanged.connect(self._forget)
         self._choices()
+        self.later_soon()
+
+    def build_later(self) -> None:
+        """The matrices to scale and what the matrix did to the token: the tabs behind
+        the matrix, each saying what fills it until a matrix is shown."""
+        scale_plot = plot_widget()
+        scale_plot.getPlotItem().invertY(True)
+        scale_plot.getPlotItem().setAspectLocked(True)
+        scale_plot.getPlotItem().getViewBox().sigResized.connect(self._place_to_scale)
+        token_plot = plot_widget()
+        token_plot.getPlotItem().addLegend(offset=(-10, 10))  # before the curves it names
+        self.x_curve = token_plot.plot(pen=pg.mkPen("#3c78c8"), name="input x")
+        self.y_curve = token_plot.plot(pen=pg.mkPen("#c0392b"), name="output y")
+        self.scale_plot, self.token_plot = scale_plot, token_plot
+        self.tabs.addTab(scale_plot, "To scale")
+        self.tabs.addTab(token_plot, "This token")
+        if self.matrix is None:  # else a matrix shown meanwhile drew them first (``_show``)
+            self._empty_later()
 
     def _forget(self) -> None:
         """Another model: nothing known of its matrices yet."""
@@ -123,8 +135,12 @@ class WeightsView(LazyRefresh, QWidget):
                       "weight matrix", finished=self._show)
 
     def _empty(self) -> None:
-        for plot in (self.heat, self.scale_plot):
-            set_empty(plot.getPlotItem(), CHOOSE)
+        set_empty(self.heat.getPlotItem(), CHOOSE)
+        if self.built():  # else they are made empty
+            self._empty_later()
+
+    def _empty_later(self) -> None:
+        set_empty(self.scale_plot.getPlotItem(), CHOOSE)
         set_empty(self.token_plot.getPlotItem(), "Run a prompt (Ctrl+Enter): what the matrix "
                                                  "did to the last token comes here")
 

@@ -80,3 +80,17 @@ def test_a_step_of_attention_not_kept_says_how_to_see_it(qtbot):
     said = empty_message(view.token_plot.getPlotItem())
     assert said.startswith("trf_blocks.0.att.W_query is one of attention's steps, not kept in "
                            "this pass: tick Attention steps")
+
+
+def test_the_tabs_behind_the_matrix_come_a_turn_later_saying_what_fills_them(qtbot):
+    from explorer.ui.plots.plot_text import empty_message
+    alone = Alone(qtbot)
+    view = WeightsView(alone.session, alone.engine)  # one turn: the matrix's tab alone
+    qtbot.addWidget(view)
+    assert [view.tabs.tabText(i) for i in range(view.tabs.count())] == ["Matrix"]
+    qtbot.waitUntil(view.built, timeout=10_000)
+    assert [view.tabs.tabText(i) for i in range(view.tabs.count())] == \
+        ["Matrix", "To scale", "This token"]
+    assert empty_message(view.token_plot.getPlotItem()).startswith("Run a prompt (Ctrl+Enter)")
+    assert empty_message(view.scale_plot.getPlotItem()) == \
+        empty_message(view.heat.getPlotItem())  # as the matrix's tab says
