@@ -66,6 +66,17 @@ def colour_bar(**kwargs) -> pg.ColorBarItem:
     return _ColourBar(**kwargs)
 
 
+def bar_plot(colour: str, left: str | None = None, bottom: str | None = None):
+    """A plot of one bar a position, (the plot widget, its bars), its axes named."""
+    plot = plot_widget()
+    for side, text in (("left", left), ("bottom", bottom)):
+        if text is not None:
+            plot.setLabel(side, text)
+    bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush=colour)
+    plot.addItem(bars)
+    return plot, bars
+
+
 def add_plot(layout, **kwargs) -> pg.PlotItem:
     """``layout.addPlot(...)``, without the auto-range button, its menu made when first
     opened."""

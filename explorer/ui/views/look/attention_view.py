@@ -15,10 +15,12 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSizePolicy, QTabWidget,
                                QVBoxLayout, QWidget)
 
-from ...plots.plot_axes import colour_bar, plot_widget
+from ...plots.plot_axes import bar_plot, colour_bar, plot_widget
+from ...plots.tiles import block_max, mosaic
 from ....core.gpt.nodes import (MASKED_SCORES, PATTERN, SCORES, block_hook_name, block_title,
                                  parse_hook)
 from ...graph.attention_opener import opener_for
+from ...base.later import BuiltLater
 from ...base.lazy import LazyRefresh
 from ...plots.plot_text import fitted_names, set_empty, set_label, set_ticks, set_title
 from ...base.session import Session
@@ -33,27 +35,6 @@ EMPTY = "Run a prompt (Ctrl+Enter) to see the attention patterns"
 GRID_CELLS = 400_000  # cells in the all-heads mosaic at most (a dock is ~600 pixels wide)
 
 
-def block_max(weights: np.ndarray, factor: int) -> np.ndarray:
-    """(T, T) weights shrunk by ``factor`` in both directions, each cell the largest
-    weight of its block, so a sharp attention peak still shows in a small image."""
-    w = np.asarray(weights, dtype=np.float32)
-    if factor <= 1:
-        return w
-    T = w.shape[-1]
-    size = -(-T // factor) * factor
-    if size != T:
-        padded = np.zeros((size, size), dtype=np.float32)
-        padded[:T, :T] = w
-        w = padded
-    # rows first (a reduction over a middle axis runs along contiguous memory), then
-    # strided maxima over the columns (numpy's max over a short last axis is slow)
-    rows = w.reshape(size // factor, factor, size).max(axis=1)
-    out = rows[:, 0::factor].copy()
-    for i in range(1, factor):
-        np.maximum(out, rows[:, i::factor], out=out)
-    return out
-
-
 def token_label(piece: str) -> str:
     text = repr(piece)
     return text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…"
@@ -64,19 +45,9 @@ def tick_step(cell_px: float, need_px: float) -> int:
     return max(1, math.ceil(need_px / max(cell_px, 1e-9)))
 
 
-def mosaic(tiles: list[np.ndarray], columns: int, gap: int) -> np.ndarray:
-    """Square tiles side by side, ``columns`` per row, ``gap`` NaN cells (drawn
-    transparent) between them: one image instead of one plot per head."""
-    n = tiles[0].shape[0]
-    rows = -(-len(tiles) // columns)
-    out = np.full((rows * (n + gap) - gap, columns * (n + gap) - gap), np.nan, dtype=np.float32)
-    for i, tile in enumerate(tiles):
-        r, c = divmod(i, columns)
-        out[r * (n + gap): r * (n + gap) + n, c * (n + gap): c * (n + gap) + n] = tile
-    return out
+class AttentionView(BuiltLater, LazyRefresh, QWidget):
+    LATER = ("row_canvas", "row_plot", "row_bars")  # the query row's tab (base/later.py)
 
-
-class AttentionView(LazyRefresh, QWidget):
     """One plot and one image: every head as a tile of a mosaic, or one head large.
     Nothing is rebuilt on a new pass (a pyqtgraph plot takes ~15 ms to make)."""
 
@@ -97,7 +68,7 @@ class AttentionView(LazyRefresh, QWidget):
         self.image.setColorMap(CMAP)
         self.plot.addItem(self.image)
         self.color_bar = colour_bar(values=(0.0, 1.0), colorMap=CMAP, interactive=False,
-                                         width=14, label="attention weight")
+                                    width=14, label="attention weight")
         self.color_bar.setImageItem(self.image, insert_in=self.plot)
         self.plot.getViewBox().sigResized.connect(self._fit_ticks)
         self.labels: list[pg.TextItem] = []  # "head h" over each tile
@@ -108,16 +79,8 @@ class AttentionView(LazyRefresh, QWidget):
         self._grid = (1, 1, 1, 0)  # columns, tile cells, weights per cell, gap
         self.canvas.scene().sigMouseMoved.connect(self._moved)
         self.canvas.scene().sigMouseClicked.connect(self._clicked)
-        self.row_canvas = plot_widget()  # the picked query's row over the keys
-        self.row_plot = self.row_canvas.getPlotItem()
-        self.row_bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush="#3c78c8")
-        self.row_plot.addItem(self.row_bars)
-        self._row(None)
         self.tabs = QTabWidget()  # the matrices, and the picked query's row: each its room
         self.tabs.addTab(self.canvas, "Matrices")
-        self.tabs.addTab(self.row_canvas, "Query row")
-        self.tabs.setTabToolTip(1, "One query's row over its keys, for the first head shown: "
-                                   "click a cell of the matrices to pick the query")
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(self.tabs, 1)
@@ -126,6 +89,16 @@ class AttentionView(LazyRefresh, QWidget):
         session.nodeChanged.connect(self._follow)
         session.modelChanged.connect(self._heads)
         self._heads()  # a view made after the model loaded starts from it
+        self.later_soon()
+
+    def build_later(self) -> None:
+        """The picked query's row over the keys: the tab behind the matrices."""
+        self.row_canvas, self.row_bars = bar_plot("#3c78c8")
+        self.row_plot = self.row_canvas.getPlotItem()
+        self._row(None)
+        self.tabs.addTab(self.row_canvas, "Query row")
+        self.tabs.setTabToolTip(1, "One query's row over its keys, for the first head shown: "
+                                   "click a cell of the matrices to pick the query")
 
     def _bar(self) -> QHBoxLayout:
         """Matrix, heads, sample, and the line a hovered cell is read on."""

@@ -109,7 +109,7 @@ class DistributionsView(LazyRefresh, QWidget):
         self.table_plot.addItem(self.table_image)
         self.table_plot.invertY(True)
         self.color_bar = colour_bar(colorMap=pg.colormap.get("viridis"), interactive=False,
-                                         width=14)
+                                    width=14)
         self.color_bar.setImageItem(self.table_image, insert_in=self.table_plot.getPlotItem())
         self.color_bar.axis.enableAutoSIPrefix(False)
         # Fixed axis sizes: new tick labels after each pass then repaint the plot once,

@@ -13,7 +13,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QSpinBox, QTableView,
                                QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
-from ...plots.plot_axes import plot_widget, position_ticks
+from ...plots.plot_axes import bar_plot, plot_widget, position_ticks
 from ....core.run.batch import shown_piece
 from ....core.run.routing import routed_rows
 from ....core.run.capture import NodeView
@@ -92,9 +92,9 @@ class InspectorView(BuiltLater, LazyRefresh, QWidget):
         is until a pass is drawn (a part read is never half made)."""
         heatmap = Heatmap()
         yield
-        norm_plot, norm_bars = _bar_plot("L2 norm", "#3c78c8")
+        norm_plot, norm_bars = bar_plot("#3c78c8", "L2 norm")
         yield
-        ratio_plot, ratio_bars = _bar_plot("‖branch‖ / ‖shortcut‖", "#c8783c", "position")
+        ratio_plot, ratio_bars = bar_plot("#c8783c", "‖branch‖ / ‖shortcut‖", "position")
         yield
         self.values = ValuesModel()
         self.values_view = QTableView()
@@ -385,13 +385,3 @@ class InspectorView(BuiltLater, LazyRefresh, QWidget):
     def copy_plot(self) -> None:
         QGuiApplication.clipboard().setPixmap(self.tabs.currentWidget().grab())
 
-
-def _bar_plot(left: str, colour: str, bottom: str | None = None):
-    """A plot of one bar a position: (the plot, its bars)."""
-    plot = plot_widget()
-    plot.setLabel("left", left)
-    if bottom is not None:
-        plot.setLabel("bottom", bottom)
-    bars = pg.BarGraphItem(x=[0], height=[0], width=0.8, brush=colour)
-    plot.addItem(bars)
-    return plot, bars

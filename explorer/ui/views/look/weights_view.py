@@ -51,7 +51,7 @@ class WeightsView(BuiltLater, LazyRefresh, QWidget):
         self.heat.addItem(self.image)
         self.heat.getPlotItem().invertY(True)
         self.bar = colour_bar(values=(-1.0, 1.0), colorMap=CMAP, interactive=False,
-                                   width=14, label="weight")
+                              width=14, label="weight")
         self.bar.setImageItem(self.image, insert_in=self.heat.getPlotItem())
         self._scale_items: list = []  # (box, label) of each matrix drawn to scale
         self.tabs = QTabWidget()

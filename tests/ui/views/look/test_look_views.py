@@ -328,3 +328,15 @@ def test_a_querys_row_names_every_key_that_has_room_and_always_the_last(qtbot):
                  for _, label in ticks)
     assert min(b - a for (a, _), (b, _) in zip(ticks, ticks[1:])) * room >= widest
 
+
+
+def test_the_query_row_tab_comes_a_turn_after_the_matrices(qtbot):
+    from explorer.ui.views.look.attention_view import AttentionView
+    from tests.ui.alone import Alone
+    alone = Alone(qtbot)
+    view = AttentionView(alone.session, alone.engine)  # one turn: the matrices alone
+    qtbot.addWidget(view)
+    assert [view.tabs.tabText(i) for i in range(view.tabs.count())] == ["Matrices"]
+    qtbot.waitUntil(view.built, timeout=10_000)
+    assert [view.tabs.tabText(i) for i in range(view.tabs.count())] == ["Matrices", "Query row"]
+    assert len(view.row_bars.opts["x"]) == 0  # no pass yet: no bar
