@@ -6,6 +6,9 @@ views the window shows first (20–40 ms each, which would otherwise be in the t
 builds the view); then the statistics' compiled kernels begin on a thread of their own
 (``core.run.fused``: seconds, and the views do not wait for them).
 
+A tokenizer asked for before the window paints (the prompt's chips, on a machine slow to
+paint) is read on a thread of its own (``read_soon``), never on the GUI thread.
+
 The GUI thread never imports these modules while the thread does: everything that is
 about to import one calls ``wait()`` first, so no two threads hold import locks the
 other needs. The vocabulary is read under its own lock (``get_encoding``)."""
@@ -48,9 +51,34 @@ def start(modules: tuple[str, ...] = MODULES) -> None:
         _thread.start()
 
 
+_reader: threading.Thread | None = None  # a tokenizer read before the thread begins
+
+
+def read_soon(load) -> None:
+    """Read a tokenizer (``load``: its ``load`` method) on a thread of its own, for a caller
+    that needs it before the start-up thread begins (a window slow to paint): never on the
+    GUI thread, whose first paint would wait for it (once; ``busy`` says while)."""
+    global _reader
+    if _reader is None:
+        _reader = threading.Thread(target=_quietly, args=(load,), name="tokenizer", daemon=True)
+        _reader.start()
+
+
+def _quietly(load) -> None:
+    try:
+        load()
+    except Exception:  # noqa: BLE001 - the caller's own read raises it again, shown
+        pass
+
+
 def busy() -> bool:
-    """Whether the thread is still at work."""
-    return _thread is not None and _thread.is_alive()
+    """Whether the thread, or a tokenizer's reader, is still at work."""
+    return any(t is not None and t.is_alive() for t in (_thread, _reader))
+
+
+def started() -> bool:
+    """Whether the start-up thread has begun (the window's first paint begins it)."""
+    return _thread is not None
 
 
 def wait() -> None:

@@ -179,3 +179,49 @@ def test_the_window_paints_before_plotting_and_the_vocabulary_are_loaded():
     assert seen["built"] == ["graph", "inspector", "prompt"]
     assert seen["inspector_module"]  # by the thread, not in the turn that builds the view
     assert seen["chips"] == [6109, 3626, 6100, 345]  # "Every effort moves you"
+
+
+CHIPS_EARLY = r"""
+import json, threading, time
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+import explorer.core.gpt.tokenizer as tokenizer
+readers = []
+_load = tokenizer._load_ranks
+def _recorded():
+    readers.append(threading.current_thread().name)
+    return _load()
+tokenizer._load_ranks = _recorded
+from explorer.ui.base import preload
+from explorer.ui.base.session import Session
+from explorer.ui.views.shared.prompt_view import PromptPanel
+from tests.ui.alone import InlineEngine
+panel = PromptPanel(Session(), InlineEngine(None))  # a window not painted yet: no thread
+panel.update_chips()  # its chips' timer, early
+seen = dict(started=preload.started(), ready_after_call=tokenizer.tokenizer_ready(),
+            said=panel.token_count.text())
+end = time.monotonic() + 60
+while not panel.token_ids and time.monotonic() < end:
+    app.processEvents(); time.sleep(0.005)
+seen.update(readers=readers, ids=panel.token_ids)
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.slow  # a fresh process: the vocabulary not read yet
+def test_chips_asked_before_the_first_paint_are_read_on_a_thread_not_the_window_s():
+    """The prompt's chips asked for before the window's first paint (its timer early, on a
+    machine slow to paint) read the vocabulary on a thread of their own: the GUI thread
+    never reads it, and the chips come when it is read."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    out = subprocess.run([sys.executable, "-c", CHIPS_EARLY], capture_output=True, text=True,
+                         env=env, timeout=240, check=True).stdout
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["started"] is False and seen["ready_after_call"] is False
+    assert seen["said"] == "Reading GPT-2's vocabulary…"
+    assert seen["readers"] == ["tokenizer"]  # once, on its own thread
+    assert seen["ids"] == [6109, 3626, 6100, 345]  # "Every effort moves you"

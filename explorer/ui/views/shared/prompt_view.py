@@ -288,6 +288,8 @@ class PromptPanel(ViewHooks, QWidget):
         self._chips_pending = False
         # what is typed runs on the loaded model (also while a saved run is shown)
         tok, runs_on = self.session.input_tokenizer, self.session.loaded or self.session.model
+        if not tok.ready() and not preload.busy() and not preload.started():
+            preload.read_soon(tok.load)  # the window has not painted yet: not read here
         if not tok.ready() and preload.busy():  # read on a thread: chips a bit later
             self.token_count.setText("Reading GPT-2's vocabulary…")
             self._retokenize.start()
