@@ -73,6 +73,13 @@ class Branch(StrEnum):
     SHIFT = "shift"  # the final LayerNorm's shift
 
 
+class Split(StrEnum):
+    """What an attribution's feed-forward terms are: one a neuron (a dense feed-forward),
+    or one an expert (a mixture's)."""
+    NEURON = "neuron"
+    EXPERT = "expert"
+
+
 @dataclass(frozen=True)
 class Part:
     label: str  # "Block 2 of 12 attention"
@@ -96,7 +103,7 @@ class Attribution:
     ff_bias: np.ndarray | None = None  # (layers,)
     scale: float = 1.0  # the final norm's σ at this position
     lens_note: str = POST_LN_NOTE  # why lens changes, not contributions (when not exact)
-    split: str = "neuron"  # what ``neurons`` splits the feed-forward by: "expert" in a mixture
+    split: Split = Split.NEURON  # what ``neurons`` splits the feed-forward by
 
     @property
     def note(self) -> str:
@@ -122,7 +129,7 @@ class Attribution:
 
     def top_neurons(self, k: int = 10) -> list[tuple[int, int, float]]:
         top = _top(self.neurons, k)  # an expert the token was not routed to is no part
-        return [t for t in top if t[2] != 0] if self.split == "expert" else top
+        return [t for t in top if t[2] != 0] if self.split is Split.EXPERT else top
 
 
 def _top(values: np.ndarray | None, k: int) -> list[tuple[int, int, float]]:
@@ -201,7 +208,8 @@ def attribute(model: BlockModel, reading: Reading, target: int,
     return Attribution(reading.position, target, versus, logit, True, tuple(parts),
                        np.array(heads), np.array(att_bias), np.array(neurons),
                        np.array(ff_bias), sigma,
-                       split="expert" if reading.blocks and reading.blocks[0].experts else "neuron")
+                       split=Split.EXPERT if reading.blocks and reading.blocks[0].experts
+                       else Split.NEURON)
 
 
 def _expert_parts(model, layer: int, block, w: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ from ..base.cancel import Cancelled, check
 from ..base.devices import check_memory
 from ..gpt.hooks import hooks
 from ..gpt.block_model import BlockModel
+from ..gpt.config import NormPosition
 from ..gpt.nodes import (Kind, embeddings, order_of, EMBEDDING_SUM, POSITION_EMBEDDING, TOKEN_EMBEDDING,
                          all_hook_names, block_hook_name, block_module_name, block_nodes,
                          block_output, residual_branches)
@@ -167,8 +168,8 @@ def gradient_report(model: BlockModel, ids: list[int], without: bool = True,
             progress(i, 2 if without else 1)
         runs.append(_one_run(model, tokens, names, shortcut, norms, should_stop))
     position = model.cfg.norm_position
-    norm = ("DyT" if position == "dyt" else "LayerNorm" if model.cfg.family.centred_norm
-            else "RMSNorm")
+    norm = ("DyT" if position is NormPosition.DYT
+            else "LayerNorm" if model.cfg.family.centred_norm else "RMSNorm")
     return GradientReport(len(ids), tuple(runs), norm, f"{position.title}, {position.formula}")
 
 

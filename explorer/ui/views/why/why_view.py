@@ -13,6 +13,7 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
+from ....core.attribution.direct import Split
 from ....core.attribution.why import Why, one_token, pass_question, summary_lines, why_token
 from ....core.experiments.interventions import intervened
 from ....core.gpt.nodes import ATTENTION, Role, block_hook_name, head_label, order_of, role
@@ -178,7 +179,7 @@ class WhyView(LazyRefresh, QWidget):
         draw_waterfall(self.plot, why.attribution if why else None, message)
         self.plot_widget.setMinimumHeight(waterfall_height(why.attribution if why else None,
                                                            self._line))
-        experts = why is not None and why.attribution.split == "expert"  # a mixture's split
+        experts = why is not None and why.attribution.split is Split.EXPERT
         self.neurons.setHorizontalHeaderLabels(["top expert" if experts else "top neuron", "part"])
         for table, rows in ((self.heads, why.attribution.top_heads(TOP) if why else []),
                             (self.neurons, why.attribution.top_neurons(TOP) if why else [])):
