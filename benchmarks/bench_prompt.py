@@ -6,12 +6,20 @@ our loader, the same tokens through both, round after round (alternating who goe
 - transformers' forward, plain; and with every layer's hidden states and attention
   weights returned (``output_hidden_states``, ``output_attentions``, eager attention:
   transformers' own way of showing what is inside);
-- our forward, plain; our pass as the window runs it (``run_prompt``: every node's
-  tensor, the shown block's pattern, the moments in the pass); the same with every
-  statistic computed (``Pass.complete()``).
+- our forward, plain; our pass as the window runs it (``passes.window_keep`` for the
+  first block and node: every node's tensor, the shown block's pattern, every node's
+  moments in the pass, the details of what the first view shows); the same with every
+  statistic then computed (``Pass.complete()``, as the window does before generating);
+  every node's tensor and every block's pattern, each statistic when read and none read
+  (what the peer returns, and more); every statistic computed in the pass, every block's
+  pattern too.
 
     python benchmarks/bench_prompt.py [--preset smollm2-135m] [--tokens 512] [--rounds 3]
                                       [--layers N] [--threads N] [--no-compile]
+
+Both sides run on the window's threads (every core but one for torch; the window's
+statistics are computed ahead on the core left, ``cpu_work.spare_core()``) unless
+``--threads`` says otherwise.
 
 The compiled statistics (core/run/fused.py) are made first, as the window makes them.
 """
@@ -30,7 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (compile_option, compiled_statistics, machine_line,  # noqa: E402
                                twin_models)
-from explorer.core.run.passes import Keep, run_prompt  # noqa: E402
+from explorer.core.base.cpu_work import spare_core  # noqa: E402
+from explorer.core.base.devices import usable_cores  # noqa: E402
+from explorer.core.gpt.nodes import FIRST_BLOCK_NODE, block_hook_name  # noqa: E402
+from explorer.core.run.passes import Keep, run_prompt, window_keep  # noqa: E402
 
 
 def rows_of(hf, ours, ids: torch.Tensor) -> dict:
@@ -48,11 +59,15 @@ def rows_of(hf, ours, ids: torch.Tensor) -> dict:
         with torch.inference_mode():
             ours(ids)
 
+    window = window_keep(ours.cfg, 0, block_hook_name(0, FIRST_BLOCK_NODE), ahead=spare_core())
     return {"transformers' forward": theirs(False),
             "transformers, hidden states and attentions": theirs(True),
             "our forward": plain,
-            "our pass as the window runs it": lambda: run_prompt(ours, tokens, Keep()),
-            "the same, every statistic": lambda: run_prompt(ours, tokens, Keep()).complete()}
+            "our pass as the window runs it": lambda: run_prompt(ours, tokens, window),
+            "the same, every statistic then": lambda: run_prompt(ours, tokens, window).complete(),
+            "every pattern, statistics when read": lambda: run_prompt(ours, tokens,
+                                                                      Keep(on_read=True)),
+            "every pattern, every statistic in the pass": lambda: run_prompt(ours, tokens, Keep())}
 
 
 def main() -> int:
@@ -61,11 +76,12 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--layers", type=int, default=None, help="the preset's widths, N blocks")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch's threads on both sides (default: the window's choice, every "
+                         "core but one, the statistics ahead on the one left)")
     compile_option(ap)
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or max(1, usable_cores() - 1))
     print(f"machine: {machine_line()}")
     compiled_statistics(args.no_compile)
     hf, ours = twin_models(preset_name=args.preset,

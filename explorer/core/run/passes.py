@@ -77,6 +77,24 @@ EVERYTHING = Keep(gelu_shares=True, later=True)
 STATISTICS = Keep(tensors=False, attention=False)  # every node's statistics, no tensors
 
 
+def window_keep(config, layer: int, node: str | None = None, attention_opened: bool = False,
+                later: bool = True, ahead: bool = False) -> Keep:
+    """What the window's prompt pass keeps: every node in full; the shown block's
+    attention pattern (another block's is made when shown: ``opened.py``) and its steps
+    when its attention is opened. With ``later``, the details in the pass only of what
+    the first view shows (the selected ``node`` and its block's activation input), the
+    rest when read; without, every statistic in the pass. ``ahead``: the statistics on a
+    core torch leaves free (``cpu_work.spare_core()``)."""
+    keep = dataclasses.replace(EVERYTHING, attention=layer, ahead=ahead,
+                               inside=layer if attention_opened else False)
+    if not later:
+        return dataclasses.replace(keep, later=False)
+    activation_input = role(order_of(config), Role.ACTIVATION_INPUT) if config else None
+    now = ((node,) if node else ()) + ((block_hook_name(layer, activation_input),)
+                                       if activation_input else ())
+    return dataclasses.replace(keep, now=now)
+
+
 @dataclass
 class Pass:
     """A forward pass as the views see it: the tokens and every node's NodeView."""

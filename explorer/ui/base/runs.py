@@ -11,13 +11,12 @@ from PySide6.QtCore import QObject, QTimer
 from ...core.run.batch import make_batch
 from ...core.run.generation import GenerationSettings
 from ...core.experiments.interventions import intervened
-from ...core.gpt.nodes import Role, block_hook_name, order_of, role
 from ...core.base.cancel import check
 from ...core.base.cpu_work import spare_core
 from ...core.playground.branches import branch_stream
 from ...core.run.sampling import probability
-from ...core.run.passes import (EVERYTHING, Completed, Pass, prompt_then_generate, run_prompt,
-                                step_pass)
+from ...core.run.passes import (Completed, Pass, prompt_then_generate, run_prompt, step_pass,
+                                window_keep)
 from .jobs import Job
 from .session import Session
 
@@ -92,23 +91,11 @@ class Runs(QObject):
         return self.job
 
     def keep(self):
-        """Every node in full; the shown block's attention pattern (another block's is
-        made when shown: ui.graph.attention_opener); in the pass, the details only of what
-        the first view shows (the selected node and its layer's GELU input); the rest once
-        it is drawn."""
+        """The window's pass (``passes.window_keep``) for the shown block and node; the
+        statistics computed ahead, on the core torch leaves the window."""
         info = self.session.model
-        activation_input = role(order_of(info.config), Role.ACTIVATION_INPUT) if info else None
-        now = (self.session.node,) + ((block_hook_name(self.session.layer, activation_input),)
-                                      if activation_input else ())
-        keep = self._everything()
-        return replace(keep, now=now) if self.lazy else replace(keep, later=False)
-
-    def _everything(self):
-        """Every node; the shown block's pattern, and its steps when its attention is
-        opened; the statistics computed ahead, on the core torch leaves the window."""
-        layer = self.session.layer
-        return replace(EVERYTHING, attention=layer, ahead=spare_core(),
-                       inside=layer if self.session.attention_opened else False)
+        return window_keep(info.config if info else None, self.session.layer, self.session.node,
+                           self.session.attention_opened, later=self.lazy, ahead=spare_core())
 
     def start_batch(self, prompts: list[str]) -> Job | None:
         """Several prompts padded into one forward pass (nothing is generated)."""
@@ -123,7 +110,9 @@ class Runs(QObject):
             return None
         self._begin(f"Running {batch.describe()}…")
         specs = self.session.active_interventions()
-        keep = self._everything()
+        keep = replace(window_keep(self.session.model.config, self.session.layer,
+                                   attention_opened=self.session.attention_opened,
+                                   ahead=spare_core()), now=())
 
         def run(ctx):
             with intervened(ctx.model, specs, batch.sample(0)):

@@ -9,7 +9,7 @@ from explorer.core.gpt.config import preset
 from explorer.core.run.generation import GenerationSettings, generate_stream
 from explorer.core.gpt.build import build_model
 from explorer.core.run.passes import (EVERYTHING, STATISTICS, Completed, Keep, prompt_and_prefill,
-                                      prompt_then_generate, run_prompt)
+                                      prompt_then_generate, run_prompt, window_keep)
 
 IDS = [6109, 3626, 6100, 345]
 
@@ -82,6 +82,24 @@ def test_what_a_pass_keeps(model):
     assert all(n.startswith("trf_blocks.1.") for n in one.views)
     small = run_prompt(model, IDS, Keep(budget_bytes=4 * 4 * 32 * 10))
     assert small.dropped and "over the memory budget" in small.notices[-1]
+
+
+@pytest.mark.parametrize("name, details", [
+    ("tiny", {"trf_blocks.1.norm1", "trf_blocks.1.ff.layers.0"}),
+    ("llama-tiny", {"trf_blocks.1.norm1", "trf_blocks.1.ff.fc1"}),
+])
+def test_the_windows_pass_has_the_shown_blocks_pattern_and_the_first_views_details(name, details):
+    model = build_model(preset(name), seed=1)
+    shown = window_keep(model.cfg, 1, "trf_blocks.1.norm1")
+    result = run_prompt(model, IDS, shown)
+    patterns = {n for n in result.views if n.endswith(".att.attn_weights")}
+    assert patterns == {"trf_blocks.1.att.attn_weights"}
+    assert all(v.array is not None for v in result.views.values())
+    assert all(v.stats.std is not None for v in result.views.values())  # the moments, in the pass
+    assert {n for n, v in result.views.items() if v.stats.ready} == details
+    opened = run_prompt(model, IDS, window_keep(model.cfg, 1, attention_opened=True, later=False))
+    steps = {n for n in opened.views if n.endswith((".att.attn_scores", ".att.queries"))}
+    assert opened.ready and steps == {"trf_blocks.1.att.attn_scores", "trf_blocks.1.att.queries"}
 
 
 def test_a_batch_pass_and_a_failing_model(model):
