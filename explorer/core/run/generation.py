@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from . import graph_decode
+from .largest import arg_max, most_likely, top_k
 from .steps import StepCapture, StepRecorder
 from ..gpt.config import LIMITS
 from ..gpt.layers import KVCache
@@ -182,11 +183,11 @@ def sampling_probabilities(logits: torch.Tensor, s: GenerationSettings) -> torch
     logits = logits.float().cpu()  # every row of the model's vocabulary
     if s.greedy:
         probs = torch.zeros_like(logits)
-        probs[int(torch.argmax(logits))] = 1.0
+        probs[arg_max(logits)] = 1.0
         return probs
     scaled = logits / s.temperature
     if s.top_k is not None and s.top_k < scaled.numel():
-        kth = torch.topk(scaled, s.top_k).values[-1]
+        kth = top_k(scaled, s.top_k)[0][-1]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     if s.top_p is not None and s.top_p < 1.0:
         sorted_logits, order = torch.sort(scaled, descending=True)
@@ -201,7 +202,7 @@ def sampling_probabilities(logits: torch.Tensor, s: GenerationSettings) -> torch
 def pick(logits: torch.Tensor, s: GenerationSettings, gen: torch.Generator | None) -> int:
     """Choose the next id from one row of logits (vocab,)."""
     if s.greedy:
-        return int(torch.argmax(logits))
+        return arg_max(logits)
     return int(torch.multinomial(sampling_probabilities(logits, s), 1, generator=gen))
 
 
@@ -273,14 +274,13 @@ class GenerationStream:
             last = time.perf_counter()
             for index in range(s.max_new_tokens):
                 token = pick(logits, s, gen) if self.forced is None else self.forced[index]
-                probs = torch.softmax(logits.float(), dim=-1)
-                top = torch.topk(probs, min(s.show_top_k, probs.numel()))
+                probs, top_ids, top_probs = most_likely(logits, s.show_top_k)
                 now = time.perf_counter()
                 step = Step(
                     index=index, position=len(self.ids), token_id=token,
                     piece=tok.token_piece(token), text=decoder.push(token),
                     prob=float(probs[token]),
-                    top_ids=tuple(top.indices.tolist()), top_probs=tuple(top.values.tolist()),
+                    top_ids=top_ids, top_probs=top_probs,
                     elapsed=now - start, step_seconds=now - last,
                     is_eot=token == tok.eot_id,
                     capture=(first_capture if index == 0 and first_capture is not None

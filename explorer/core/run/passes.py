@@ -28,6 +28,7 @@ from .stats import ALL_GROUPS
 from .steps import StepRecorder
 from ..base.devices import check_memory
 from ..base.heap import give_back_freed_memory
+from .largest import most_likely
 from .generation import (GenerationSettings, Prefill, Step, check_vocabulary, generate_stream,
                          pick, prepare_prompt, sampler)
 from ..gpt.block_model import BlockModel
@@ -173,9 +174,7 @@ def as_batch(prompt: Batch | list[int], context_length: int, tokenizer=None) -> 
 
 
 def _top(logits_row: torch.Tensor, k: int = TOP_K) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    probs = torch.softmax(logits_row.float(), dim=-1)
-    top = torch.topk(probs, min(k, probs.numel()))
-    return tuple(top.indices.tolist()), tuple(top.values.tolist())
+    return most_likely(logits_row, k)[1:]
 
 
 def _gelu_input(cfg) -> str | None:
@@ -373,12 +372,10 @@ def _recomputing(model: BlockModel, prompt: Pass, prefill: Prefill, s: Generatio
             current, pre = _forward(model, batch, keep, should_stop, False, prefill=True, cached=False)
             logits = pre.logits
         token = pick(logits, s, gen) if forced is None else forced[index]
-        probs = torch.softmax(logits.float(), dim=-1)
-        top = torch.topk(probs, min(s.show_top_k, probs.numel()))
-        top_ids = tuple(top.indices.tolist())
+        probs, top_ids, top_probs = most_likely(logits, s.show_top_k)
         report(dataclasses.replace(
             current, step=index, whole=True, token_id=token, prob=float(probs[token]),
-            top_ids=top_ids, top_probs=tuple(top.values.tolist()),
+            top_ids=top_ids, top_probs=top_probs,
             top_pieces=tuple(tok.token_piece(i) for i in top_ids), notices=[]))
         ids.append(token)
         give_back_freed_memory()  # the step's temporaries, larger each step
