@@ -178,9 +178,10 @@ def _figure_paths(args: argparse.Namespace) -> dict:
     folder = Path(args.figures).expanduser()
     if not folder.is_dir():
         raise OutputError(f"--figures takes a folder that exists; {args.figures} is not one")
+    from ..core.experiments.stability import Measure
     from ..ui.plots.figures import FIGURES
     return {key: check_output(folder / name) for key, name in FIGURES.items()
-            if key != "loss" or args.train}
+            if key != Measure.LOSS or args.train}
 
 
 def _save_figures(args: argparse.Namespace, placed: dict) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Callable
 
 import numpy as np
@@ -41,6 +42,14 @@ TRAIN_CONTEXT = 64  # tokens a row: a hundred steps of 12 blocks in about fiftee
 LAST = 10  # the final loss said is the mean of the last steps' (one batch's is noisy)
 TRAIN_LR = TrainSettings.lr  # the trainer's own peak learning rate
 NO_CLIPPING = 1e6  # a gradient clip no gradient of these models reaches
+
+
+class Measure(StrEnum):
+    """What the experiments measure of each placement: the gradient per block at
+    initialisation, the stream after each block, the training loss."""
+    GRAD = "grad"
+    RESIDUAL = "residual"
+    LOSS = "loss"
 
 
 @dataclass

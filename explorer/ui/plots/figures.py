@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt
 
 from ...core.experiments.ln_compare import PRE_POST, GradientResult, RunSummary
 from ...core.experiments.training import TrainSettings
+from ...core.experiments.stability import Measure
 from ...core.gpt.nodes import short_label
 from .plot_axes import add_plot, count_axis, log_axis
 from .plot_text import legend_row, pen_sample, set_empty, set_title
@@ -236,8 +237,8 @@ def save_loss_figure(path: str, steps: list[tuple[int, float]], evals: list[dict
     save_widget(widget, path)
 
 
-FIGURES = {"grad": "placements-gradient.png", "residual": "placements-stream.png",
-           "loss": "placements-loss.png"}  # one picture per experiment, its file's name
+FIGURES = {Measure.GRAD: "placements-gradient.png", Measure.RESIDUAL: "placements-stream.png",
+           Measure.LOSS: "placements-loss.png"}  # one picture per experiment, its file's name
 
 
 def save_placement_figure(path: str, key: str, results: dict,

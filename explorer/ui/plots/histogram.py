@@ -5,6 +5,8 @@ steps but squeezes a small tensor into one bar. The plot says which range it is.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QComboBox
@@ -13,7 +15,15 @@ from ...core.run.analysis import ValueHistogram, data_histogram, fixed_histogram
 from ...core.run.capture import NodeView
 from .plot_text import set_empty, set_label, set_title
 
-RANGES = {"this tensor's range": "data", "fixed range per kind of node": "fixed"}
+
+class Range(StrEnum):
+    """Which range a histogram's bins cover: the tensor's own values, or its kind's fixed
+    range (the same bins for every prompt, layer and step)."""
+    DATA = "data"
+    FIXED = "fixed"
+
+
+RANGES = {"this tensor's range": Range.DATA, "fixed range per kind of node": Range.FIXED}
 FIXED_RANGE = "fixed range per kind of node"
 FILL = (60, 120, 200, 150)
 
@@ -28,17 +38,17 @@ def range_box() -> QComboBox:
     return box
 
 
-def histogram_of(view: NodeView, mode: str, values: np.ndarray | None = None) -> ValueHistogram:
-    """The view's histogram in ``mode`` ('data' or 'fixed'); ``values`` narrows it to
+def histogram_of(view: NodeView, mode: Range, values: np.ndarray | None = None) -> ValueHistogram:
+    """The view's histogram on ``mode``'s range; ``values`` narrows it to
     some of the view's values (one token's vector). Without the tensor: the fixed one."""
-    if mode == "fixed" and values is None:
+    if mode is Range.FIXED and values is None:
         return fixed_histogram(view.stats)
     if values is None:
         values = view.real_rows()
     if values is None:
         return fixed_histogram(view.stats)
     finite = view.stats.n_nan == 0 and view.stats.n_inf == 0
-    if mode == "fixed":
+    if mode is Range.FIXED:
         h = view.stats.hist_range
         return _on_edges(values, np.asarray(h.edges()), finite)
     return data_histogram(values, finite=finite)

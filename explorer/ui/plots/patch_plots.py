@@ -6,6 +6,8 @@ scale centred on 0 (red: towards the clean answer)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
@@ -17,12 +19,29 @@ from .figures import TITLE_SIZE, offscreen_app, save_widget
 from .plot_text import set_ticks, set_title
 
 CMAP = pg.colormap.get("CET-D1A")  # blue - white - red
-PANELS = ("stream", "attention", "feed-forward")  # with every position: the classic three panels
 
 
-def panel_keys(sweep: Sweep, norm_position: str) -> dict[str, str]:
-    return {"stream": block_output(norm_position), "attention": ATTENTION,
-            "feed-forward": FEED_FORWARD}
+class Panel(StrEnum):
+    """A heatmap of the figure: every node at the last position, or one node's kind at
+    every position."""
+    NODES = "nodes"
+    STREAM = "stream"
+    ATTENTION = "attention"
+    FEED_FORWARD = "feed-forward"
+
+    @property
+    def title(self) -> str:
+        return {Panel.NODES: "every node, last position", Panel.STREAM: "residual stream",
+                Panel.ATTENTION: "attention output",
+                Panel.FEED_FORWARD: "feed-forward output"}[self]
+
+
+PANELS = (Panel.STREAM, Panel.ATTENTION, Panel.FEED_FORWARD)  # every position: the classic three
+
+
+def panel_keys(sweep: Sweep, norm_position: str) -> dict[Panel, str]:
+    return {Panel.STREAM: block_output(norm_position), Panel.ATTENTION: ATTENTION,
+            Panel.FEED_FORWARD: FEED_FORWARD}
 
 
 def draw_sweep(layout: pg.GraphicsLayoutWidget, sweep: Sweep, norm_position: str = "pre") -> dict:
@@ -33,7 +52,7 @@ def draw_sweep(layout: pg.GraphicsLayoutWidget, sweep: Sweep, norm_position: str
     levels = (-top, top)
     shown = {}
     if len(sweep.positions) == 1:
-        panels = {"nodes": (sweep.restored[:, :, 0], list(sweep.keys))}
+        panels = {Panel.NODES: (sweep.restored[:, :, 0], list(sweep.keys))}
     else:
         pieces = sweep.corrupt_pieces
         keys = panel_keys(sweep, norm_position)
@@ -56,9 +75,7 @@ def draw_sweep(layout: pg.GraphicsLayoutWidget, sweep: Sweep, norm_position: str
         else:
             left.setStyle(showValues=False)
         set_ticks(plot.getAxis("bottom"), [[(i + 0.5, str(i)) for i in range(sweep.layers)]])
-        title = {"nodes": "every node, last position", "stream": "residual stream",
-                 "attention": "attention output", "feed-forward": "feed-forward output"}[name]
-        set_title(plot, title, size=TITLE_SIZE)
+        set_title(plot, name.title, size=TITLE_SIZE)
         plot.setMouseEnabled(x=False, y=False)
         shown[name] = (plot, image, rows)
     bar = colour_bar(colorMap=CMAP, values=levels, interactive=False, width=14)

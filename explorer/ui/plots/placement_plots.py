@@ -9,7 +9,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from ...core.experiments.stability import LAST, WARMUPS, Placed
+from ...core.experiments.stability import LAST, WARMUPS, Measure, Placed
 from ...core.gpt.norm_position import NormPosition
 from .plot_axes import add_plot, count_axis, log_axis
 from .plot_text import legend_row, pen_sample, set_empty, set_title
@@ -17,9 +17,9 @@ from .plot_text import legend_row, pen_sample, set_empty, set_title
 COLOURS = {NormPosition.PRE: "#1f4e8c", NormPosition.POST: "#d2691e",
            NormPosition.BRANCH: "#2e7d32", NormPosition.PERI: "#8e24aa",
            NormPosition.PARALLEL: "#00838f", NormPosition.DYT: "#6d4c41"}
-TITLES = {"grad": "Gradient per block at initialisation",
-          "residual": "Stream after each block (solid: at initialisation; dashed: trained)",
-          "loss": f"Training loss, mean of {LAST} steps (solid: warm-up; dashed: none)"}
+TITLES = {Measure.GRAD: "Gradient per block at initialisation",
+          Measure.RESIDUAL: "Stream after each block (solid: at initialisation; dashed: trained)",
+          Measure.LOSS: f"Training loss, mean of {LAST} steps (solid: warm-up; dashed: none)"}
 TRAINED = next(iter(WARMUPS))  # the trained stream drawn: the run with the warm-up
 
 
@@ -35,21 +35,21 @@ def legend(layout: pg.GraphicsLayoutWidget, row: int, positions, colspan: int = 
                            for p in positions], row=row, colspan=colspan, columns=3)
 
 
-def placement_plot(layout: pg.GraphicsLayoutWidget, key: str, row: int, col: int = 0,
+def placement_plot(layout: pg.GraphicsLayoutWidget, key: Measure, row: int, col: int = 0,
                    size: str = "10pt") -> pg.PlotItem:
     """One of the plots (``TITLES``' keys), titled, its axes labelled."""
     plot = add_plot(layout, row=row, col=col)
     set_title(plot, TITLES[key], size=size)
     plot.showGrid(x=True, y=True, alpha=0.2)
     plot.getAxis("left").enableAutoSIPrefix(False)
-    if key in ("grad", "residual"):
+    if key in (Measure.GRAD, Measure.RESIDUAL):
         count_axis(plot, "bottom")
         plot.setLabel("bottom", "block")
-    if key == "grad":
+    if key == Measure.GRAD:
         log_axis(plot, "left")
         plot.setLogMode(y=True)
         plot.setLabel("left", "|∂loss/∂W| of the last Linear")
-    elif key == "residual":  # trained, a stream can be a hundred times the fresh one
+    elif key == Measure.RESIDUAL:  # trained, a stream can be a hundred times the fresh one
         log_axis(plot, "left")
         plot.setLogMode(y=True)
         plot.setLabel("left", "mean per-token L2 norm")
@@ -60,10 +60,10 @@ def placement_plot(layout: pg.GraphicsLayoutWidget, key: str, row: int, col: int
 
 
 def placement_plots(layout: pg.GraphicsLayoutWidget, row: int, positions, trained: bool,
-                    size: str = "10pt") -> dict[str, pg.PlotItem]:
+                    size: str = "10pt") -> dict[Measure, pg.PlotItem]:
     """A legend of the placements on ``row``, their plots side by side under it."""
     legend(layout, row, positions)
-    keys = ("grad", "residual", "loss") if trained else ("grad", "residual")
+    keys = tuple(Measure) if trained else (Measure.GRAD, Measure.RESIDUAL)
     return {key: placement_plot(layout, key, row + 1, i, size) for i, key in enumerate(keys)}
 
 
@@ -78,19 +78,19 @@ def running_mean(curve: list[list[float]], n: int = LAST) -> np.ndarray:
     return np.column_stack([points[n - 1:, 0], means])
 
 
-def draw_placements(plots: dict[str, pg.PlotItem], results: dict[NormPosition, Placed]) -> None:
+def draw_placements(plots: dict[Measure, pg.PlotItem], results: dict[NormPosition, Placed]) -> None:
     for plot in plots.values():
         set_empty(plot, None)
     for position, r in results.items():
         blocks = np.arange(len(r.grad_norms))
-        lines = [("grad", r.grad_norms, False), ("residual", r.residual_norms, False)]
+        lines = [(Measure.GRAD, r.grad_norms, False), (Measure.RESIDUAL, r.residual_norms, False)]
         if TRAINED in r.trained_residual_norms:
-            lines.append(("residual", r.trained_residual_norms[TRAINED], True))
+            lines.append((Measure.RESIDUAL, r.trained_residual_norms[TRAINED], True))
         for key, values, dashed in lines:
             if key in plots:
                 plots[key].plot(blocks, values, pen=pen(position, dashed), symbol="o",
                                 symbolSize=4, symbolBrush=COLOURS[position])
-        if "loss" in plots:
+        if Measure.LOSS in plots:
             for name, dashed in zip(WARMUPS, (False, True)):
                 curve = running_mean(r.losses.get(name, []))
-                plots["loss"].plot(curve[:, 0], curve[:, 1], pen=pen(position, dashed))
+                plots[Measure.LOSS].plot(curve[:, 0], curve[:, 1], pen=pen(position, dashed))

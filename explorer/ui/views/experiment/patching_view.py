@@ -18,7 +18,7 @@ from ....core.experiments.interventions import Intervention
 from ....core.gpt.nodes import order_of, block_hook_name
 from ....core.experiments.patching import Sweep, patch_sweep
 from ...widgets.job_controls import JobControls
-from ...plots.patch_plots import draw_sweep, panel_keys, sweep_title
+from ...plots.patch_plots import Panel, draw_sweep, panel_keys, sweep_title
 from ...plots.plot_text import set_empty
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -108,14 +108,14 @@ class PatchingView(ViewHooks, QWidget):
             f"position {p}, {value:.3f} of the difference. Click a cell to apply that patch to "
             "the corrupted prompt in the main view.")
 
-    def cell_clicked(self, panel: str, pos) -> Intervention | None:
+    def cell_clicked(self, panel: Panel, pos) -> Intervention | None:
         """Apply the patch of the clicked cell: added to the interventions, and the
         corrupted prompt runs with it."""
         sweep = self.sweep
         if sweep is None:
             return None
         layer, row = int(pos.x()), int(pos.y())
-        if panel == "nodes":
+        if panel is Panel.NODES:
             key, position = sweep.keys[row], sweep.positions[-1]
         else:
             norm = order_of(self.session.model.config) if self.session.model else "pre"

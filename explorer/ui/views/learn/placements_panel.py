@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QGridLayout
 
 from ....core.base.resources import resource_path
 from ....core.experiments.ln_compare import EXPERIMENT_CONFIG, INITS
-from ....core.experiments.stability import (INTRO, TRAIN_LR, Placed, stability,
+from ....core.experiments.stability import (INTRO, TRAIN_LR, Measure, Placed, stability,
                                             summary)
 from ....core.gpt.norm_position import NormPosition
 from ....core.gpt.tokenizer import encode
@@ -26,8 +26,8 @@ from ...widgets.job_controls import JobControls
 from ...widgets.scrolling import scrolling
 
 RUN = "Compare placements"
-SHOWN = {"grad": "Gradient per block", "residual": "Stream after each block",
-         "loss": "Training loss"}  # one plot at a time: each has the page's full height
+SHOWN = {Measure.GRAD: "Gradient per block", Measure.RESIDUAL: "Stream after each block",
+         Measure.LOSS: "Training loss"}  # one plot at a time: each has the page's full height
 MAX_DEPTH, MAX_STEPS = 96, 5000
 
 
@@ -124,7 +124,7 @@ class PlacementsPanel(BuiltLater, QWidget):
         return bar
 
     def build_later(self) -> None:
-        self.plots: dict[str, pg.PlotItem] = {}
+        self.plots: dict[Measure, pg.PlotItem] = {}
         self._empty_plots()
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt name)
@@ -137,7 +137,7 @@ class PlacementsPanel(BuiltLater, QWidget):
             canvas.clear()
             legend(canvas, 0, positions, colspan=1, formulas=False)
             self.plots[key] = placement_plot(canvas, key, 1)
-            set_empty(self.plots[key], f"Set steps, then press “{RUN}”" if key == "loss"
+            set_empty(self.plots[key], f"Set steps, then press “{RUN}”" if key == Measure.LOSS
                       else f"Press “{RUN}”")
 
     def _show_plot(self) -> None:
@@ -172,6 +172,6 @@ class PlacementsPanel(BuiltLater, QWidget):
         self._empty_plots(list(results))
         draw_placements(self.plots, results)
         if not any(r.losses for r in results.values()):
-            set_empty(self.plots["loss"], f"Set steps, then press “{RUN}”")
+            set_empty(self.plots[Measure.LOSS], f"Set steps, then press “{RUN}”")
         self.words.setText(INTRO + "<br>" + "<br>".join(html.escape(line)
                                                          for line in summary(results)))

@@ -20,7 +20,7 @@ from functools import partial
 
 from ....core.run.analysis import ValueHistogram, layer_table, residual_profile
 from ....core.gpt.nodes import Kind, order_of, block_hook_name, block_nodes, block_title
-from ...plots.histogram import RANGES, HistogramPlot, histogram_of, range_box
+from ...plots.histogram import RANGES, HistogramPlot, Range, histogram_of, range_box
 from ...base.lazy import LazyRefresh
 from ...widgets.save_file import save_as
 from ...plots.plot_axes import add_plot, colour_bar, count_axis, plot_widget
@@ -148,7 +148,7 @@ class DistributionsView(LazyRefresh, QWidget):
         current, mode = self.session.current, self.mode()
         if current is None or (self._cache and next(iter(self._cache))[0] != id(current)):
             self._cache.clear()  # the histograms of another pass
-        what = "its kind's fixed range" if mode == "fixed" else "the range of its own values"
+        what = "its kind's fixed range" if mode is Range.FIXED else "the range of its own values"
         layer = self.session.layer
         self.header.setText(f"{block_title(layer, info.config.n_layers)}: each node's values on {what}" if current else
                             "Each node's values, once a prompt has run")
@@ -163,7 +163,7 @@ class DistributionsView(LazyRefresh, QWidget):
         """Whether parts of the last redraw are still to be drawn."""
         return bool(self._parts.pending())
 
-    def mode(self) -> str:
+    def mode(self) -> Range:
         return RANGES[self.range_box.currentText()]
 
     def _build_small(self, norm_position: str) -> list:

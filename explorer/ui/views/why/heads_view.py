@@ -7,6 +7,8 @@ prompt and on the battery, and its attention node selected."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QFontMetrics
@@ -24,6 +26,12 @@ from ...plots.why_plots import DIVERGING, SCORES, cell_at, draw_grid
 from ...widgets.job_controls import JobControls
 
 EMPTY = "Run a prompt (Ctrl+Enter) to score every head's attention."
+
+
+class Tokens(StrEnum):
+    """The tokens a head's pattern is drawn on."""
+    PROMPT = "prompt"
+    BATTERY = "battery"
 
 
 class HeadsView(LazyRefresh, QWidget):
@@ -136,12 +144,12 @@ class HeadsView(LazyRefresh, QWidget):
         self._draw_patterns()
 
     def _draw_patterns(self) -> None:
-        for plot, patterns, what in ((self.prompt_plot, self._patterns(False), "prompt"),
-                                     (self.battery_plot, self._patterns(True), "battery")):
+        for plot, what in ((self.prompt_plot, Tokens.PROMPT), (self.battery_plot, Tokens.BATTERY)):
+            patterns = self._patterns(what is Tokens.BATTERY)
             plot.clear()
             if patterns is None or self.cell is None:
                 set_empty(plot, "Click a head" if self.roles is None or patterns is not None
-                          else f"Kept up to {KEEP} tokens" if what == "prompt"
+                          else f"Kept up to {KEEP} tokens" if what is Tokens.PROMPT
                           else "Press Induction battery")
                 continue
             set_empty(plot, None)
@@ -156,11 +164,11 @@ class HeadsView(LazyRefresh, QWidget):
             layer, head = self.cell
             set_title(plot, f"{head_label(layer, head)} on the {what}")
 
-    def _token_ticks(self, plot, what: str, count: int) -> None:
+    def _token_ticks(self, plot, what: Tokens, count: int) -> None:
         """The prompt's pattern names its tokens (as many as have room); the battery's
         random tokens are numbered."""
         current = self.session.current
-        if what != "prompt" or current is None or len(current.pieces) < count:
+        if what is not Tokens.PROMPT or current is None or len(current.pieces) < count:
             for side in ("bottom", "left"):
                 set_ticks(plot.getAxis(side), None)
             return

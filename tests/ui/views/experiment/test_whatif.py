@@ -12,6 +12,7 @@ from explorer.core.experiments.interventions import Intervention
 from explorer.core.experiments.patching import patch_sweep
 from explorer.core.gpt.tokenizer import encode
 from explorer.ui.graph.node_menu import node_menu
+from explorer.ui.plots.patch_plots import Panel
 from tests.ui.conftest import run_and_wait, settle, wait_rerun
 
 
@@ -144,12 +145,12 @@ def test_a_click_on_the_patching_heatmap_applies_that_patch(qtbot, make_window):
     view.request()
     qtbot.waitUntil(lambda: view.sweep is not None, timeout=60_000)
     sweep = view.sweep
-    assert set(view.shown) == {"nodes"}
+    assert set(view.shown) == {Panel.NODES}
     expected = patch_sweep(window.engine.loaded.model, view.clean.text(), view.corrupt.text(),
                            " Mary", " John")
     np.testing.assert_allclose(sweep.restored, expected.restored)
     row = sweep.keys.index("add2")
-    patch = view.cell_clicked("nodes", QPointF(1.5, row + 0.5))  # the last block's output
+    patch = view.cell_clicked(Panel.NODES, QPointF(1.5, row + 0.5))  # the last block's output
     assert patch == Intervention("patch", "trf_blocks.1.add2", prompt=sweep.clean,
                                  positions=(len(encode(sweep.clean)) - 1,))
     wait_run(qtbot, window)
