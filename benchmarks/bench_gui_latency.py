@@ -123,16 +123,23 @@ class Drag:
         self.moves += 1
 
 
-def visit_every_tab(window, wait) -> None:
+def visit_every_tab(window, wait, probe: Probe) -> tuple[dict[str, float], tuple]:
     """Each workspace, then each of its tabs, for the first time: the views built as the
-    user first shows them."""
+    user first shows them. Returns each tab's largest input lateness (ms) and the whole
+    visit's lateness (``Probe.take``'s)."""
     from explorer.ui.views.registry import WORKSPACES, in_workspace
+    worst, inputs, timers = {}, [], []
     for ws in WORKSPACES:
         window.workspaces.show(ws.key)
         for spec in in_workspace(ws.key):
             window.show_view(spec.key)
             pause = time.perf_counter()
             wait(lambda: time.perf_counter() - pause > 0.15)
+            inp, tim = probe.take()
+            inputs.append(inp)
+            timers.append(tim)
+            worst[spec.key] = float(inp.max()) if len(inp) else 0.0
+    return worst, (np.concatenate(inputs), np.concatenate(timers))
 
 
 def main() -> int:
@@ -220,8 +227,7 @@ def main() -> int:
             phases[f"training mini, {args.training} steps, {how}"] = probe.take()
             print(f"training: {panel.status.text()[:90]}")
         probe.take()
-        visit_every_tab(window, wait)
-        phases["every tab shown the first time"] = probe.take()
+        worst, phases["every tab shown the first time"] = visit_every_tab(window, wait, probe)
         print(f"generated: {len(window.session.steps)} tokens; {window.status_text.text()}")
         window.close()
     probe.close()
@@ -237,6 +243,9 @@ def main() -> int:
             continue
         print(f"  {name:34s} max {inp.max():6.1f} ms  p99 {np.percentile(inp, 99):5.1f} ms   "
               f"max {tim.max():6.1f} ms  p99 {np.percentile(tim, 99):5.1f} ms")
+    slowest = sorted(worst.items(), key=lambda kv: -kv[1])[:6]
+    print("  the tabs shown first with the largest input lateness: "
+          + ", ".join(f"{key} {ms:.0f} ms" for key, ms in slowest))
     return 0
 
 

@@ -182,11 +182,13 @@ class LnCompareView(BuiltLater, ViewHooks, QWidget):
         self._new_model()  # a view made after the model loaded starts from it
         self.later_soon()
 
-    def build_later(self) -> None:
-        """The four plots of the prompt's and the experiment's tabs, each saying what
-        fills it; then, a turn later, the placements' page's."""
-        self.plots = {**comparison_plots(self.canvas, columns=1, keys=("residual", "hist")),
-                      **comparison_plots(self.depth_canvas, columns=1, keys=("grad", "depth"))}
+    def build_later(self):
+        """The two plots of the prompt's tab, a turn later the experiment's two, each
+        saying what fills it; then, from the next turn, the placements' page's."""
+        prompt = comparison_plots(self.canvas, columns=1, keys=("residual", "hist"))
+        yield
+        self.plots = {**prompt, **comparison_plots(self.depth_canvas, columns=1,
+                                                   keys=("grad", "depth"))}
         self.placements.later_soon()
 
     def _bars(self) -> tuple[QHBoxLayout, QVBoxLayout]:

@@ -123,22 +123,31 @@ class PlacementsPanel(BuiltLater, QWidget):
             bar.addLayout(row)
         return bar
 
-    def build_later(self) -> None:
-        self.plots: dict[Measure, pg.PlotItem] = {}
-        self._empty_plots()
+    def build_later(self):
+        """A plot a loop turn (each on a canvas of its own, a legend above it)."""
+        plots: dict[Measure, pg.PlotItem] = {}
+        for key in SHOWN:
+            plots[key] = self._empty_plot(key, tuple(NormPosition))
+            if len(plots) < len(SHOWN):
+                yield
+        self.plots = plots
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt name)
         self.build_now()  # in sight: its plots now
         super().showEvent(event)
 
     def _empty_plots(self, positions=tuple(NormPosition)) -> None:
-        for i, key in enumerate(SHOWN):
-            canvas = self.canvases.widget(i)
-            canvas.clear()
-            legend(canvas, 0, positions, colspan=1, formulas=False)
-            self.plots[key] = placement_plot(canvas, key, 1)
-            set_empty(self.plots[key], f"Set steps, then press “{RUN}”" if key == Measure.LOSS
-                      else f"Press “{RUN}”")
+        for key in SHOWN:
+            self.plots[key] = self._empty_plot(key, positions)
+
+    def _empty_plot(self, key: Measure, positions) -> pg.PlotItem:
+        canvas = self.canvases.widget(list(SHOWN).index(key))
+        canvas.clear()
+        legend(canvas, 0, positions, colspan=1, formulas=False)
+        plot = placement_plot(canvas, key, 1)
+        set_empty(plot, f"Set steps, then press “{RUN}”" if key == Measure.LOSS
+                  else f"Press “{RUN}”")
+        return plot
 
     def _show_plot(self) -> None:
         self.canvases.setCurrentIndex(self.shown.currentIndex())

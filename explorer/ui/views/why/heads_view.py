@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 from ....core.attribution.head_roles import (COPYING, KEEP, ROLE_EVIDENCE, ROLES, HeadRoles,
                                             head_roles)
 from ....core.gpt.nodes import ATTENTION, block_hook_name, head_label
+from ...base.later import BuiltLater
 from ...base.lazy import LazyRefresh
 from ...base.session import Session
 from ...base.view_jobs import EngineLike, ViewJobs
@@ -34,7 +35,9 @@ class Tokens(StrEnum):
     BATTERY = "battery"
 
 
-class HeadsView(LazyRefresh, QWidget):
+class HeadsView(BuiltLater, LazyRefresh, QWidget):
+    LATER = ("prompt_plot", "battery_plot")  # the clicked head's patterns: a turn later
+
     def __init__(self, session: Session, engine: EngineLike) -> None:
         super().__init__()
         self.session = session
@@ -60,12 +63,6 @@ class HeadsView(LazyRefresh, QWidget):
         self.grid = add_plot(self.canvas, row=0, col=0, colspan=2)
         self.grid_bar = colour_bar(colorMap=SCORES, interactive=False, width=14)
         self.grid_bar.setImageItem(pg.ImageItem(), insert_in=self.grid)
-        self.prompt_plot = add_plot(self.canvas, row=1, col=0)
-        self.battery_plot = add_plot(self.canvas, row=1, col=1)
-        for plot in (self.prompt_plot, self.battery_plot):
-            count_axis(plot, "bottom", centred=True)
-            count_axis(plot, "left", centred=True)
-            plot.setLabel("bottom", "key position")
         self.canvas.setMinimumHeight(2 * 240)
         self.canvas.scene().sigMouseClicked.connect(self._clicked)
         layout = QVBoxLayout(self)
@@ -75,6 +72,17 @@ class HeadsView(LazyRefresh, QWidget):
         session.on_pass(self.request_refresh)
         session.modelChanged.connect(self._forget)
         self.draw()
+        self.later_soon()
+
+    def build_later(self) -> None:
+        """The clicked head's two pattern plots, under the grid; drawn when made."""
+        plots = [add_plot(self.canvas, row=1, col=col) for col in (0, 1)]
+        for plot in plots:
+            count_axis(plot, "bottom", centred=True)
+            count_axis(plot, "left", centred=True)
+            plot.setLabel("bottom", "key position")
+        self.prompt_plot, self.battery_plot = plots
+        self._draw_patterns()
 
     # ------------------------------------------------------------------ jobs
     def _ids(self) -> list[int] | None:
@@ -141,7 +149,8 @@ class HeadsView(LazyRefresh, QWidget):
                               f"{head} ({score:.2f}).")
         else:
             self.note.setText(waiting)
-        self._draw_patterns()
+        if self.built():  # else drawn when made
+            self._draw_patterns()
 
     def _draw_patterns(self) -> None:
         for plot, what in ((self.prompt_plot, Tokens.PROMPT), (self.battery_plot, Tokens.BATTERY)):

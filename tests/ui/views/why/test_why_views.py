@@ -27,6 +27,17 @@ def test_before_a_pass_each_view_says_what_fills_it(qtbot):
     assert "why this token" not in alone.engine.names
 
 
+def test_the_heads_patterns_come_a_turn_after_the_grid_and_say_what_fills_them(qtbot):
+    from explorer.ui.views.why.heads_view import HeadsView
+    alone = Alone(qtbot)
+    heads = HeadsView(alone.session, alone.engine)
+    qtbot.addWidget(heads)
+    assert not heads.built() and "prompt_plot" not in heads.__dict__
+    qtbot.waitUntil(heads.built, timeout=10_000)
+    assert empty_message(heads.prompt_plot) == empty_message(heads.battery_plot) == "Click a head"
+    assert heads.prompt_plot.getAxis("bottom").labelText == "key position"
+
+
 def test_the_answer_is_the_cores_and_a_click_selects_the_node(qtbot):
     alone = Alone(qtbot)
     alone.run(max_tokens=2)
