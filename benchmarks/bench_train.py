@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -47,23 +47,10 @@ from explorer.core.experiments.training import Trainer, TrainSettings, default_t
 from explorer.core.gpt.config import preset  # noqa: E402
 from explorer.core.gpt.tokenizer import decode, encode  # noqa: E402
 from tests import book_model  # noqa: E402
+from tests.book_model import GPTDatasetV1  # noqa: E402
 
 
 # ------------------------------------------------------------------ the book's code
-
-class GPTDatasetV1(Dataset):
-    def __init__(self, ids, max_length, stride):
-        self.input_ids, self.target_ids = [], []
-        for i in range(0, len(ids) - max_length, stride):
-            self.input_ids.append(torch.tensor(ids[i:i + max_length]))
-            self.target_ids.append(torch.tensor(ids[i + 1:i + max_length + 1]))
-
-    def __len__(self):
-        return len(self.input_ids)
-
-    def __getitem__(self, idx):
-        return self.input_ids[idx], self.target_ids[idx]
-
 
 def calc_loss_batch(input_batch, target_batch, model, device):
     input_batch, target_batch = input_batch.to(device), target_batch.to(device)

@@ -3,6 +3,9 @@ trainer (float32 and bfloat16) on the same batches, one step of each in turn.
 
 The parts, in milliseconds a step (medians):
 
+- the data: a batch drawn as each loop draws it (the book: its ``DataLoader`` over the
+  sliding windows, shuffled; the explorer: random windows of the token tensor); the
+  steps themselves then run on the same batches;
 - the blocks' forward (embeddings, dropout, blocks, final norm);
 - the head and the loss, forward (the book: the head's product and ``cross_entropy``;
   the explorer: ``head_loss``, which also makes both gradients);
@@ -10,14 +13,16 @@ The parts, in milliseconds a step (medians):
   them), then the blocks' backward;
 - the optimizer (the explorer: gradient clipping and fused AdamW; the book: AdamW);
 - one evaluation as both schedules run it (4 batches of each split and a 20-token
-  sample), spread over ``eval_every`` steps.
+  sample), spread over ``eval_every`` steps;
+- of which attention, forward: the blocks' attention modules (a forward hook before and
+  after each), already counted in the blocks' forward.
 
 And, in the same run, the head's three matrix products alone (the logits, the hidden
 states' gradient, the weight's gradient: 2 · rows · vocab · width operations each) in
 float32 and bfloat16. Both loops must make them, so the book's step over them is the
 most any trainer that computes the exact loss can gain on this CPU.
 
-    python benchmarks/bench_train.py --rows parts [--rounds 6]
+    python benchmarks/bench_train.py --rows parts [--rounds 6] [--threads N]
 """
 
 from __future__ import annotations
@@ -32,10 +37,14 @@ from explorer.core.experiments import head_loss as head_losses
 from explorer.core.experiments.head_loss import head_loss
 from explorer.core.experiments.training import Trainer, TrainSettings
 from explorer.core.gpt.tokenizer import encode
-from tests import book_model
+from torch.utils.data import DataLoader
 
-PARTS = ("blocks, forward", "head and loss, forward", "head and loss, backward",
+from tests import book_model
+from tests.book_model import GPTDatasetV1
+
+PARTS = ("data, a batch", "blocks, forward", "head and loss, forward", "head and loss, backward",
          "blocks, backward", "optimizer", "evaluation, a step's share")
+WITHIN = "of which attention, forward"  # inside the blocks' forward: not added again
 
 
 class _Clock:
@@ -49,6 +58,26 @@ class _Clock:
         now = time.perf_counter()
         self.times[part] = self.times.get(part, 0.0) + 1e3 * (now - self._last)
         self._last = now
+
+
+class _Inside:
+    """Milliseconds spent inside some modules' forwards, summed until taken."""
+
+    def __init__(self, modules) -> None:
+        self.total, self._start = 0.0, 0.0
+        for m in modules:
+            m.register_forward_pre_hook(self._enter)
+            m.register_forward_hook(self._leave)
+
+    def _enter(self, *_args) -> None:
+        self._start = time.perf_counter()
+
+    def _leave(self, *_args) -> None:
+        self.total += 1e3 * (time.perf_counter() - self._start)
+
+    def take(self) -> float:
+        total, self.total = self.total, 0.0
+        return total
 
 
 def _backward(loss: torch.Tensor, hidden: torch.Tensor, clock: _Clock) -> None:
@@ -70,6 +99,20 @@ class BookSteps:
             "drop_rate": 0.1, "qkv_bias": False})
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=4e-4, weight_decay=0.1)
         self.trainer = trainer  # its batches
+        context = cfg.context_length
+        self.loader = DataLoader(GPTDatasetV1(trainer.train_ids.tolist(), context, context),
+                                 batch_size=trainer.settings.batch_size, shuffle=True,
+                                 drop_last=True, num_workers=0)
+        self._batches = iter(self.loader)
+        self.attention = _Inside(b.att for b in self.model.trf_blocks)
+
+    def draw(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch from the book's loader, as its loop draws one (a new epoch when done)."""
+        try:
+            return next(self._batches)
+        except StopIteration:
+            self._batches = iter(self.loader)
+            return next(self._batches)
 
     def _hidden(self, x: torch.Tensor) -> torch.Tensor:
         m = self.model
@@ -108,6 +151,12 @@ class ExplorerSteps:
 
     def __init__(self, trainer: Trainer, bfloat16: bool) -> None:
         self.trainer, self.bfloat16 = trainer, bfloat16
+        self.attention = _Inside(b.att for b in trainer.model.trf_blocks)
+        self._gen = torch.Generator().manual_seed(1)
+
+    def draw(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch as the trainer draws one."""
+        return self.trainer._batch(self.trainer.train_ids, self._gen)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
         t = self.trainer
@@ -161,19 +210,25 @@ def run_parts(name: str, text: str, batch: int, rounds: int) -> None:
     for r in range(rounds + 1):  # the first round warms up
         for key in (list(loops) if r % 2 else list(loops)[::-1]):
             x, y = trainer._batch(trainer.train_ids, gen)
-            times = loops[key].step(x, y)
+            start = time.perf_counter()
+            loops[key].draw()
+            drawn = 1e3 * (time.perf_counter() - start)
+            loops[key].attention.take()
+            times = {"data, a batch": drawn, **loops[key].step(x, y)}
+            attention = loops[key].attention.take()  # the step's forward only
             start = time.perf_counter()
             loops[key].evaluate(evals, settings.sample_tokens)
             times["evaluation, a step's share"] = \
                 1e3 * (time.perf_counter() - start) / settings.eval_every
+            loops[key].attention.take()
             if r:
-                got[key].append(times)
+                got[key].append({**times, WITHIN: attention})
     head_losses.release()
     print(f"{name}, batch {batch}, context {trainer.cfg.context_length}: ms a step, medians "
           f"of {rounds} (an evaluation every {settings.eval_every} steps)")
     print(f"  {'':28s}" + "".join(f"{k:>20s}" for k in loops))
-    totals = {k: [sum(t.values()) for t in got[k]] for k in loops}
-    for part in PARTS:
+    totals = {k: [sum(t[p] for p in PARTS) for t in got[k]] for k in loops}
+    for part in PARTS + (WITHIN,):
         print(f"  {part:28s}" + "".join(
             f"{statistics.median(t[part] for t in got[k]):20.1f}" for k in loops))
     print(f"  {'total':28s}" + "".join(f"{statistics.median(totals[k]):20.1f}" for k in loops))

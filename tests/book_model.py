@@ -4,6 +4,7 @@ dicts. Written out term by term on purpose; do not "optimise" it."""
 
 import torch
 from torch import nn
+from torch.utils.data import Dataset
 
 
 class LayerNorm(nn.Module):
@@ -151,3 +152,19 @@ def attention_steps(att, x):
     context_vec = steps["context_vec"] = context_vec.contiguous().view(b, num_tokens, att.d_out)
     steps["out_proj"] = att.out_proj(context_vec)
     return steps
+
+
+class GPTDatasetV1(Dataset):
+    """The book's chapter 2 dataset: windows of ``max_length`` tokens every ``stride``."""
+
+    def __init__(self, ids, max_length, stride):
+        self.input_ids, self.target_ids = [], []
+        for i in range(0, len(ids) - max_length, stride):
+            self.input_ids.append(torch.tensor(ids[i:i + max_length]))
+            self.target_ids.append(torch.tensor(ids[i + 1:i + max_length + 1]))
+
+    def __len__(self):
+        return len(self.input_ids)
+
+    def __getitem__(self, idx):
+        return self.input_ids[idx], self.target_ids[idx]

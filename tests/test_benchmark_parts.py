@@ -26,9 +26,14 @@ def test_the_books_step_module_by_module_is_its_forward():
     assert x.shape == (2, trainer.cfg.context_length)
     assert torch.equal(whole, parts)
     before = book.model.out_head.weight.detach().clone()
+    book.attention.take()
     times = book.step(x, y)
-    assert set(times) == set(PARTS[:-1])
+    assert set(times) == set(PARTS[1:-1])  # the data and the evaluation timed apart
+    assert 0 < book.attention.take() < times["blocks, forward"]
     assert not torch.equal(before, book.model.out_head.weight)
+    drawn = [book.draw() for _ in range(len(book.loader) + 1)]  # past an epoch: a new one
+    assert all(bx.shape == by.shape == x.shape and torch.equal(bx[:, 1:], by[:, :-1])
+               for bx, by in drawn)
 
 
 def test_the_explorers_step_times_every_part_and_trains():
@@ -37,10 +42,14 @@ def test_the_explorers_step_times_every_part_and_trains():
     trainer.model.eval()
     with torch.no_grad():
         before = loss_of(trainer.model, x, y).item()
+    steps = ExplorerSteps(trainer, bfloat16=False)
     for _ in range(3):
-        times = ExplorerSteps(trainer, bfloat16=False).step(x, y)
-        assert set(times) == set(PARTS[:-1])
+        times = steps.step(x, y)
+        assert set(times) == set(PARTS[1:-1])
         assert all(ms >= 0 for ms in times.values())
+        assert 0 < steps.attention.take() < times["blocks, forward"]
+    bx, by = steps.draw()
+    assert bx.shape == x.shape and torch.equal(bx[:, 1:], by[:, :-1])
     trainer.model.eval()
     with torch.no_grad():
         after = loss_of(trainer.model, x, y).item()
