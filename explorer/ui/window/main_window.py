@@ -135,11 +135,11 @@ class MainWindow(QMainWindow):
         """A dock just shown: its view built a loop turn later, after the window's first
         paint (the window, or the tab, is on screen before the view is made)."""
         if self._painted and not preload.busy():
-            QTimer.singleShot(0, lambda: self.view(key))
+            QTimer.singleShot(0, self, lambda: self.view(key))
         else:
             self._unbuilt.append(key)
             if self._painted and len(self._unbuilt) == 1:  # none waiting: none polls
-                QTimer.singleShot(20, self._build_waiting)  # built once the imports end
+                QTimer.singleShot(20, self, self._build_waiting)  # built once the imports end
 
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt name)
         super().paintEvent(event)
@@ -152,10 +152,10 @@ class MainWindow(QMainWindow):
         """The views shown before the first paint, one a loop turn, once the plotting
         library is imported (the window answers meanwhile)."""
         if preload.busy():
-            QTimer.singleShot(20, self._build_waiting)
+            QTimer.singleShot(20, self, self._build_waiting)  # dropped with the window
         elif self._unbuilt:
             self.view(self._unbuilt.pop(0))
-            QTimer.singleShot(0, self._build_waiting)
+            QTimer.singleShot(0, self, self._build_waiting)
 
     def view(self, key: str) -> QWidget:
         """View ``key``, built now if it was not yet (in its dock)."""

@@ -58,6 +58,28 @@ def test_a_tab_shown_while_the_thread_still_imports_is_built_when_it_ends(qtbot,
     assert window._unbuilt == [] and window.view("gelu").isVisible()
 
 
+def test_a_window_deleted_before_a_shown_tab_is_built_builds_nothing_after(
+        qtbot, tmp_path, warnings, monkeypatch):
+    """A tab shown is built a loop turn later, or when the start-up thread's imports
+    end; the window deleted before then, nothing is built on what is gone (it raised in
+    the event loop of whatever ran next)."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+    from explorer.ui.base import preload
+    for importing in (False, True):
+        settings = QSettings(str(tmp_path / f"settings{importing}.ini"), QSettings.IniFormat)
+        window = MainWindow(ModelSpec(preset="tiny"), settings)
+        window.show()
+        qtbot.waitUntil(lambda: window.session.model is not None and window._painted,
+                        timeout=60_000)
+        monkeypatch.setattr(preload, "busy", lambda: importing)
+        window._build_soon("gelu")  # as its dock's tab coming to the front does
+        window.close()
+        window.deleteLater()
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+        monkeypatch.setattr(preload, "busy", lambda: False)
+        qtbot.wait(100)  # the turns that would build it: an error would be raised in one
+
+
 def test_the_switcher_the_shortcuts_and_the_view_menu_follow_the_one_list(qtbot, make_window):
     window = make_window()
     bar = window.workspaces.bar
