@@ -1,6 +1,6 @@
 """The model's dropout is nn.Dropout's: each value kept with probability 1 − p and scaled
 by 1/(1 − p), the same mask in the backward pass, nothing in eval mode — its CPU mask
-drawn from 31 random bits a value."""
+drawn from 16 random bits a value, four values from each 64-bit draw."""
 
 import pytest
 import torch
@@ -18,6 +18,9 @@ def test_values_are_kept_with_probability_one_minus_p_and_scaled(p):
     kept = y != 0
     share = kept.double().mean().item()
     assert abs(share - (1 - p)) < 5 * (p * (1 - p) / x.numel()) ** 0.5  # five standard errors
+    for lane in range(4):  # each 16 bits of a draw as random as the others
+        part = kept[lane::4].double().mean().item()
+        assert abs(part - (1 - p)) < 5 * (p * (1 - p) / (x.numel() / 4)) ** 0.5
     assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / (1 - p)))
     y.backward(torch.arange(x.numel(), dtype=torch.float32))
     assert torch.equal(x.grad, torch.arange(x.numel(), dtype=torch.float32) * y.detach())
