@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from enum import StrEnum
 
 import numpy as np
 import pyqtgraph as pg
@@ -42,53 +43,71 @@ def save_widget(widget, path: str) -> None:
         raise ValueError(f"could not write {path}")
 
 
+class Compared(StrEnum):
+    """The Pre-LN / Post-LN comparison's plots: on the prompt, the residual stream and
+    the selected node's histogram; the gradient experiment's gradient per block and the
+    last layer's gradient against depth."""
+    RESIDUAL = "residual"
+    HIST = "hist"
+    GRAD = "grad"
+    DEPTH = "depth"
+
+    @property
+    def title(self) -> str:  # short: a title sets the plot's minimum width
+        return {Compared.RESIDUAL: "Residual stream after each block",
+                Compared.HIST: "Selected node, both orders",
+                Compared.GRAD: "Gradient per block",
+                Compared.DEPTH: "Last layer's gradient vs depth"}[self]
+
+    @property
+    def axes(self) -> tuple[str | None, str | None]:
+        """The bottom and left axes' labels (the detail the short title leaves out)."""
+        return {Compared.RESIDUAL: ("block", "mean norm"), Compared.HIST: (None, None),
+                Compared.GRAD: ("block", "‖∇ ff.layers.2.weight‖"),
+                Compared.DEPTH: ("depth (layers)", "grad norm")}[self]
+
+    @property
+    def filled_by(self) -> str:
+        """The button that fills it."""
+        on_prompt = self in (Compared.RESIDUAL, Compared.HIST)
+        return "Compare on the prompt" if on_prompt else "Gradient experiment"
+
+
 def comparison_plots(layout: pg.GraphicsLayoutWidget, columns: int = 2,
-                     keys: tuple[str, ...] = ("residual", "hist", "grad", "depth")
-                     ) -> dict[str, pg.PlotItem]:
+                     keys: tuple[Compared, ...] = tuple(Compared)
+                     ) -> dict[Compared, pg.PlotItem]:
     """The four plots (or those named in ``keys``), in a GraphicsLayoutWidget (shared by
     the view and the CLI figure), ``columns`` side by side: the view puts two in each
     of two tabs, one above the other, as two side by side did not fit a laptop's column
     once the histogram's title named the node and the shares outside its range."""
-    # Short titles (the detail is on the axes): a title sets the plot's minimum width.
-    titles = {"residual": "Residual stream after each block", "hist": "Selected node, both orders",
-              "grad": "Gradient per block",
-              "depth": "Last layer's gradient vs depth"}
     # one legend for all of them, above them: the colours mean the same in each plot
     legend_row(layout.ci, [(pen_sample(PENS[p]), NAMES[p]) for p in PENS], colspan=columns)
     plots = {key: add_plot(layout, row=1 + i // columns, col=i % columns)
              for i, key in enumerate(keys)}
-    titles = {key: titles[key] for key in keys}
     for key, plot in plots.items():
-        plot.setTitle(titles[key], size=TITLE_SIZE)
+        plot.setTitle(key.title, size=TITLE_SIZE)
         plot.showGrid(x=True, y=True, alpha=0.2)
         plot.getAxis("left").enableAutoSIPrefix(False)  # plain values, no "(x0.001)"
-    labels = {"residual": ("block", "mean norm"), "hist": (None, None),
-              "grad": ("block", "‖∇ ff.layers.2.weight‖"),
-              "depth": ("depth (layers)", "grad norm")}
     for key, plot in plots.items():
-        if key in ("residual", "grad"):  # blocks, counted from 0 as in the graph
+        if key in (Compared.RESIDUAL, Compared.GRAD):  # blocks, counted from 0 as in the graph
             count_axis(plot, "bottom")
         # log axes labelled with plain numbers (0.05, 0.1, 0.2; 2, 5, 10), as many as fit
-        for side in {"grad": ("left",), "depth": ("left", "bottom")}.get(key, ()):
+        for side in {Compared.GRAD: ("left",), Compared.DEPTH: ("left", "bottom")}.get(key, ()):
             log_axis(plot, side)
-        for side, text in zip(("bottom", "left"), labels[key]):
+        for side, text in zip(("bottom", "left"), key.axes):
             if text:
                 plot.setLabel(side, text)
-        if key in ("grad", "depth"):
-            plot.setLogMode(x=key == "depth", y=True)
+        if key in (Compared.GRAD, Compared.DEPTH):
+            plot.setLogMode(x=key == Compared.DEPTH, y=True)
     clear_plots(plots, list(plots))
     return plots
 
 
-FILLED_BY = {"residual": "Compare on the prompt", "hist": "Compare on the prompt",
-             "grad": "Gradient experiment", "depth": "Gradient experiment"}
-
-
-def clear_plots(plots: dict[str, pg.PlotItem], keys: list[str]) -> None:
+def clear_plots(plots: dict[Compared, pg.PlotItem], keys: list[Compared]) -> None:
     """Until there is data, each plot says what fills it, without axes."""
     for key in keys:
         plots[key].clear()
-        set_empty(plots[key], f"Press “{FILLED_BY[key]}”")
+        set_empty(plots[key], f"Press “{Compared(key).filled_by}”")
 
 
 def density(hist) -> np.ndarray:
@@ -98,46 +117,46 @@ def density(hist) -> np.ndarray:
     return hist.counts / (total * np.diff(hist.edges))
 
 
-def draw_runs(plots: dict[str, pg.PlotItem], runs: dict[str, RunSummary], node: str | None) -> None:
+def draw_runs(plots: dict[Compared, pg.PlotItem], runs: dict[str, RunSummary], node: str | None) -> None:
     """Each order's residual stream, and the node's histogram in both: each on the range
     of its own values (the plot spans both), as densities; the values outside each
     range are counted in the title."""
-    for key in ("residual", "hist"):
+    for key in (Compared.RESIDUAL, Compared.HIST):
         plots[key].clear()
         set_empty(plots[key], None)
     outside = []
     for position, run in runs.items():
-        plots["residual"].plot(np.arange(len(run.residual_norm)), run.residual_norm, pen=PENS[position],
+        plots[Compared.RESIDUAL].plot(np.arange(len(run.residual_norm)), run.residual_norm, pen=PENS[position],
                                symbol="o", symbolSize=5, symbolBrush=PENS[position].color(),
                                name=NAMES[position])
         hist = run.histograms.get(node) if node else None
         if hist is not None:
-            plots["hist"].plot(hist.edges, density(hist), stepMode="center", pen=PENS[position],
+            plots[Compared.HIST].plot(hist.edges, density(hist), stepMode="center", pen=PENS[position],
                                name=NAMES[position])
             total = max(int(hist.counts.sum()) + hist.below + hist.above, 1)
             outside.append(f"{NAMES[position]} {100 * (hist.below + hist.above) / total:.1f}%")
     label = short_label(node) if node else "no node"
     # two short lines: one long line made the plot wider than a laptop's column
-    set_title(plots["hist"], f"{label}<br>outside the range: {', '.join(outside)}" if outside
+    set_title(plots[Compared.HIST], f"{label}<br>outside the range: {', '.join(outside)}" if outside
               else f"{label}: not captured", size=TITLE_SIZE)
-    plots["hist"].setLabel("bottom", "value (each order on its own range)")
-    plots["hist"].setLabel("left", "density")
-    plots["hist"].enableAutoRange()
+    plots[Compared.HIST].setLabel("bottom", "value (each order on its own range)")
+    plots[Compared.HIST].setLabel("left", "density")
+    plots[Compared.HIST].enableAutoRange()
 
 
-def draw_gradients(plots: dict[str, pg.PlotItem], result: GradientResult, depth: int) -> None:
-    for key in ("grad", "depth"):
+def draw_gradients(plots: dict[Compared, pg.PlotItem], result: GradientResult, depth: int) -> None:
+    for key in (Compared.GRAD, Compared.DEPTH):
         plots[key].clear()
         set_empty(plots[key], None)
-    set_title(plots["grad"], f"Gradient per block, depth {depth}",
+    set_title(plots[Compared.GRAD], f"Gradient per block, depth {depth}",
               size=TITLE_SIZE)
     for position in PRE_POST:
         per_layer = result.per_layer.get((position, depth))
         if per_layer is not None:
-            plots["grad"].plot(np.arange(len(per_layer)), per_layer, pen=PENS[position], symbol="o",
+            plots[Compared.GRAD].plot(np.arange(len(per_layer)), per_layer, pen=PENS[position], symbol="o",
                                symbolSize=4, symbolBrush=PENS[position].color(),
                                name=f"{NAMES[position]}, depth {depth}")
-        plots["depth"].plot(result.depths, result.last_layer(position), pen=PENS[position], symbol="s",
+        plots[Compared.DEPTH].plot(result.depths, result.last_layer(position), pen=PENS[position], symbol="s",
                             symbolSize=7, symbolBrush=PENS[position].color(), name=NAMES[position])
 
 

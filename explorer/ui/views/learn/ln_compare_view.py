@@ -27,7 +27,8 @@ from ....core.gpt.nodes import (ATTENTION, BLOCK_INPUT, Kind, as_order, block_ho
                                  shortcut_sources)
 from ...widgets.blocks_drawing import FittedDrawing
 from ...widgets.job_controls import JobControls
-from ...plots.figures import NAMES, clear_plots, comparison_plots, draw_gradients, draw_runs
+from ...plots.figures import (NAMES, Compared, clear_plots, comparison_plots, draw_gradients,
+                              draw_runs)
 from ...widgets.scrolling import scrolling
 from ...base.later import BuiltLater
 from ...base.session import Session
@@ -185,10 +186,10 @@ class LnCompareView(BuiltLater, ViewHooks, QWidget):
     def build_later(self):
         """The two plots of the prompt's tab, a turn later the experiment's two, each
         saying what fills it; then, from the next turn, the placements' page's."""
-        prompt = comparison_plots(self.canvas, columns=1, keys=("residual", "hist"))
+        prompt = comparison_plots(self.canvas, columns=1, keys=(Compared.RESIDUAL, Compared.HIST))
         yield
         self.plots = {**prompt, **comparison_plots(self.depth_canvas, columns=1,
-                                                   keys=("grad", "depth"))}
+                                                   keys=(Compared.GRAD, Compared.DEPTH))}
         self.placements.later_soon()
 
     def _bars(self) -> tuple[QHBoxLayout, QVBoxLayout]:
@@ -229,7 +230,7 @@ class LnCompareView(BuiltLater, ViewHooks, QWidget):
         self.comparing.forget()
         self.runs = {}
         if self.built():  # else they are made empty
-            clear_plots(self.plots, ["residual", "hist"])
+            clear_plots(self.plots, [Compared.RESIDUAL, Compared.HIST])
         info = self.session.model
         why = no_twin(info.config) if info is not None else None
         self.compare_button.setEnabled(why is None)  # OLMo's, Gemma's: one placement only
