@@ -117,7 +117,8 @@ def density(hist) -> np.ndarray:
     return hist.counts / (total * np.diff(hist.edges))
 
 
-def draw_runs(plots: dict[Compared, pg.PlotItem], runs: dict[str, RunSummary], node: str | None) -> None:
+def draw_runs(plots: dict[Compared, pg.PlotItem], runs: dict[str, RunSummary],
+              node: str | None) -> None:
     """Each order's residual stream, and the node's histogram in both: each on the range
     of its own values (the plot spans both), as densities; the values outside each
     range are counted in the title."""
@@ -126,13 +127,13 @@ def draw_runs(plots: dict[Compared, pg.PlotItem], runs: dict[str, RunSummary], n
         set_empty(plots[key], None)
     outside = []
     for position, run in runs.items():
-        plots[Compared.RESIDUAL].plot(np.arange(len(run.residual_norm)), run.residual_norm, pen=PENS[position],
-                               symbol="o", symbolSize=5, symbolBrush=PENS[position].color(),
-                               name=NAMES[position])
+        plots[Compared.RESIDUAL].plot(np.arange(len(run.residual_norm)), run.residual_norm,
+                                      pen=PENS[position], symbol="o", symbolSize=5,
+                                      symbolBrush=PENS[position].color(), name=NAMES[position])
         hist = run.histograms.get(node) if node else None
         if hist is not None:
-            plots[Compared.HIST].plot(hist.edges, density(hist), stepMode="center", pen=PENS[position],
-                               name=NAMES[position])
+            plots[Compared.HIST].plot(hist.edges, density(hist), stepMode="center",
+                                      pen=PENS[position], name=NAMES[position])
             total = max(int(hist.counts.sum()) + hist.below + hist.above, 1)
             outside.append(f"{NAMES[position]} {100 * (hist.below + hist.above) / total:.1f}%")
     label = short_label(node) if node else "no node"
@@ -144,7 +145,8 @@ def draw_runs(plots: dict[Compared, pg.PlotItem], runs: dict[str, RunSummary], n
     plots[Compared.HIST].enableAutoRange()
 
 
-def draw_gradients(plots: dict[Compared, pg.PlotItem], result: GradientResult, depth: int) -> None:
+def draw_gradients(plots: dict[Compared, pg.PlotItem], result: GradientResult,
+                   depth: int) -> None:
     for key in (Compared.GRAD, Compared.DEPTH):
         plots[key].clear()
         set_empty(plots[key], None)
@@ -153,11 +155,13 @@ def draw_gradients(plots: dict[Compared, pg.PlotItem], result: GradientResult, d
     for position in PRE_POST:
         per_layer = result.per_layer.get((position, depth))
         if per_layer is not None:
-            plots[Compared.GRAD].plot(np.arange(len(per_layer)), per_layer, pen=PENS[position], symbol="o",
-                               symbolSize=4, symbolBrush=PENS[position].color(),
-                               name=f"{NAMES[position]}, depth {depth}")
-        plots[Compared.DEPTH].plot(result.depths, result.last_layer(position), pen=PENS[position], symbol="s",
-                            symbolSize=7, symbolBrush=PENS[position].color(), name=NAMES[position])
+            plots[Compared.GRAD].plot(np.arange(len(per_layer)), per_layer, pen=PENS[position],
+                                      symbol="o", symbolSize=4,
+                                      symbolBrush=PENS[position].color(),
+                                      name=f"{NAMES[position]}, depth {depth}")
+        plots[Compared.DEPTH].plot(result.depths, result.last_layer(position), pen=PENS[position],
+                                   symbol="s", symbolSize=7, symbolBrush=PENS[position].color(),
+                                   name=NAMES[position])
 
 
 
