@@ -261,8 +261,11 @@ def test_the_tests_mirror_the_code():
 
 def test_kinds_are_compared_as_their_enums_not_as_words():
     """A node's kind (and an attribution part's) is one record keyed by its enum: compared
-    as ``Kind.PATTERN``, never as the word "pattern", in the app and in the tests."""
-    words = re.compile(r"(?<!dtype)\.kind (==|!=|in|not in) \(?[\"']")  # numpy's dtype.kind aside
+    as ``Kind.PATTERN``, never as the word "pattern", in the app and in the tests; so are
+    the divergence finder's mutations and its rows' statuses."""
+    words = re.compile(r"((?<!dtype)\.kind|\bmutation|(?<!session)\.status) (==|!=|in|not in) \(?[\"']")
+    # numpy's dtype.kind and the status line's text aside; a mutation (Mutation) and a
+    # divergence row's status (Status) too
     files = [*ROOT.rglob("*.py"), *(ROOT.parent / "tests").rglob("*.py")]
     assert len(files) > 300  # the app's modules and the tests, both read
     found = [f"{p.relative_to(ROOT.parent)}:{i}" for p in files

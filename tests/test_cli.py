@@ -394,7 +394,7 @@ def test_every_preset_choice_in_the_help_is_the_table_of_presets():
 def test_diff_help_names_every_mutation_the_finder_makes(capsys):
     from explorer.cli import build_parser
     from explorer.core.experiments.divergence import mutate
-    from explorer.core.experiments.mutations import MUTATIONS
+    from explorer.core.gpt.mutations import MUTATIONS
     from explorer.core.gpt.model import GPTModel
     from explorer.core.gpt.config import preset
 

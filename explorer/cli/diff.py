@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.experiments.mutations import MUTATIONS
+from ..core.gpt.mutations import MUTATIONS
 
 
 def register(sub) -> None:

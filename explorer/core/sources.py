@@ -271,7 +271,7 @@ def parse_source(text: str, layer: int = 0, **where: Any) -> ModelSpec | Mutatio
     """A model source in the grammar: a ModelSpec, or a Mutation of another model."""
     text = (text or "").strip()
     if text.startswith("mutation:"):
-        from .experiments.mutations import MUTATIONS, known
+        from .gpt.mutations import MUTATIONS, known
         name = text[len("mutation:"):]
         if not known(name):
             raise ValueError(f"unknown mutation {name!r}; choose one of {', '.join(MUTATIONS)} "

@@ -176,7 +176,7 @@ def test_every_mutation_diffs_a_padded_batch_on_a_vocabulary_smaller_than_gpt2s(
     """A batch of unequal prompts is padded with an id of every vocabulary (0), never
     GPT-2's 50,256: each mutation's diff runs on a model of 320 rows."""
     from explorer.cli import main
-    from explorer.core.experiments.mutations import MUTATIONS
+    from explorer.core.gpt.mutations import MUTATIONS
     from tests.llama_folder import write_tokenizer
     from tests.test_cli import small_qwen3
     small_qwen3(transformers).save_pretrained(tmp_path)

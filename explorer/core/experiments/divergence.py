@@ -13,13 +13,14 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 import torch
 from torch import nn
 
 from .interventions import shortcut_hooks
-from .mutations import FF_WIDTH, MUTATIONS, known
+from ..gpt.mutations import FF_WIDTH, MUTATIONS, Mutation, known
 from .ln_compare import post_ln_twin
 from ..gpt.hooks import attach, hooks
 from ..gpt.layers import LayerNorm
@@ -33,7 +34,7 @@ from ..gpt.config import NormPosition
 def describe(name: str, cfg=None) -> str:
     """The mutation in words; with the model's config, true of its block (a Post-LN
     block's LayerNorm 2 normalises its output, not what the feed-forward reads)."""
-    if name == "no-norm2" and cfg is not None and cfg.norm_position == NormPosition.POST:
+    if name == Mutation.NO_NORM2 and cfg is not None and cfg.norm_position == NormPosition.POST:
         return "LayerNorm 2 removed (the block's output is the second add's sum, not normalised)"
     m = FF_WIDTH.match(name)
     return MUTATIONS.get(name) or f"second feed-forward Linear sized 4*emb -> {m[1]}"
@@ -62,10 +63,10 @@ def _has_what_it_changes(model: BlockModel, mutation: str, layer: int) -> None:
     """A norm exercise on a block whose norms sit elsewhere, or are no LayerNorm (DyT):
     said in one line, not made as a change that changes nothing."""
     block, title = model.trf_blocks[layer], model.cfg.norm_position.title
-    if mutation == "no-norm2" and not hasattr(block, SECOND_NORM):
+    if mutation == Mutation.NO_NORM2 and not hasattr(block, SECOND_NORM):
         raise ValueError(f"no-norm2 removes LayerNorm 2: this {title} block has no second norm "
                          "(one norm feeds both its sublayers)")
-    if mutation in ("unbiased-ln", "eps") and not isinstance(block.norm1, LayerNorm):
+    if mutation in (Mutation.UNBIASED_LN, Mutation.EPS) and not isinstance(block.norm1, LayerNorm):
         raise ValueError(f"{mutation} changes LayerNorm 1: in this {title} block norm1 is a "
                          f"{type(block.norm1).__name__}")
 
@@ -82,7 +83,7 @@ def mutate(model: BlockModel, mutation: str, layer: int = 0, seed: int = 0) -> B
         raise ValueError(f"{mutation} is one of the book's GPT-2 exercises (chapter 4): a "
                          f"{family.title} block has no {family.words.lacks(mutation)}; on this "
                          f"model try {' or '.join(family.mutations)}, or compare two models")
-    if mutation == "post-ln":
+    if mutation == Mutation.POST_LN:
         if model.cfg.norm_position == NormPosition.POST:
             raise ValueError("post-ln moves the norms after the adds: this model is Post-LN "
                              "already, so B would be A and nothing would differ; choose "
@@ -92,12 +93,12 @@ def mutate(model: BlockModel, mutation: str, layer: int = 0, seed: int = 0) -> B
     b = copy.deepcopy(model)
     b.tie_weights()
     block = b.trf_blocks[layer]
-    if mutation == "no-shortcut":  # the copy keeps the intervention's hooks for good
+    if mutation == Mutation.NO_SHORTCUT:  # the copy keeps the intervention's hooks for good
         order = order_of(b.cfg)
         attach(b, shortcut_hooks(block_hook_name(layer, next(iter(residual_branches(order)))), order))
-    elif mutation == "relu":
+    elif mutation == Mutation.RELU:
         block.ff.layers[1] = nn.ReLU()
-    elif mutation == "no-activation":
+    elif mutation == Mutation.NO_ACTIVATION:
         block.ff.layers[1] = nn.Identity()
     elif FF_WIDTH.match(mutation):
         cfg = b.cfg
@@ -107,25 +108,36 @@ def mutate(model: BlockModel, mutation: str, layer: int = 0, seed: int = 0) -> B
         if width < 1:
             raise ValueError("ff-N needs a width N of at least 1")
         block.ff.layers[2] = nn.Linear(cfg.hidden_dim, width).to(param.device, param.dtype)
-    elif mutation == "ff-inner":
+    elif mutation == Mutation.FF_INNER:
         cfg = b.cfg
         torch.manual_seed(seed)
         param = next(b.parameters())
         block.ff.layers[0] = nn.Linear(cfg.emb_dim, cfg.hidden_dim // 2).to(param.device, param.dtype)
-    elif mutation == "no-norm2":
+    elif mutation == Mutation.NO_NORM2:
         block.norm2 = nn.Identity()
-    elif mutation == "wrong-shortcut2":
+    elif mutation == Mutation.WRONG_SHORTCUT2:
         attach(b, *_wrong_second_shortcut(layer, order_of(b.cfg)))
-    elif mutation == "unbiased-ln":
+    elif mutation == Mutation.UNBIASED_LN:
         block.norm1 = _UnbiasedLayerNorm(block.norm1)
-    elif mutation == "eps":
+    elif mutation == Mutation.EPS:
         block.norm1.eps = 1e-2
-    elif mutation == "dropout-on":
+    elif mutation == Mutation.DROPOUT_ON:
         if b.cfg.drop_rate == 0:
             raise ValueError("this model's drop_rate is 0: dropout left on changes nothing")
         torch.manual_seed(seed)
         b.train()
     return b
+
+
+class Status(StrEnum):
+    """How a node of B compares with A's (the words the table prints)."""
+    SAME = "same"
+    DIFFERS = "differs"
+    SHAPES_DIFFER = "shapes differ"
+    NOT_REACHED = "not reached in B"
+
+
+NO_SIZE = (Status.SHAPES_DIFFER, Status.NOT_REACHED)  # no size of a difference to give
 
 
 @dataclass
@@ -137,12 +149,12 @@ class NodeDiff:
     relative: float  # max |a - b| / max |a|
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         if self.shape_b is None:
-            return "not reached in B"
+            return Status.NOT_REACHED
         if self.shape_a != self.shape_b:
-            return "shapes differ"
-        return "differs" if math.isfinite(self.max_abs) and self.max_abs > 0 else "same"
+            return Status.SHAPES_DIFFER
+        return Status.DIFFERS if math.isfinite(self.max_abs) and self.max_abs > 0 else Status.SAME
 
 
 @dataclass
@@ -159,7 +171,7 @@ class Divergence:
             mark = "  <- first divergence" if r.name == self.first else ""
             sa = str(r.shape_a) if r.shape_a else "-"
             sb = str(r.shape_b) if r.shape_b else "-"
-            if r.status in ("shapes differ", "not reached in B"):  # no size of a difference
+            if r.status in NO_SIZE:
                 lines.append(f"{r.name:34s} {sa:>16s} {sb:>16s} {r.status:>22s}{mark}")
             else:
                 lines.append(f"{r.name:34s} {sa:>16s} {sb:>16s} {r.max_abs:11.3g} {r.relative:10.3g}{mark}")
@@ -177,7 +189,7 @@ class Divergence:
         row = next((r for r in self.rows if r.name == self.first), None)
         if row is None:
             return str(self.first)
-        if row.status == "shapes differ":
+        if row.status == Status.SHAPES_DIFFER:
             return f"{row.name}: shape mismatch, A {row.shape_a} vs B {row.shape_b}"
         return row.name
 
@@ -246,7 +258,7 @@ def lesson(mutation: str, b: BlockModel, layer: int, prompt: list[int] | Batch) 
     """What a mutation teaches, shown with this model's numbers (for the exercises that
     have a point to make beyond where the models part)."""
     block = b.trf_blocks[layer]
-    if mutation == "no-activation":
+    if mutation == Mutation.NO_ACTIVATION:
         seen = {}
         watch = (block_hook_name(layer, FEED_FORWARD),
                  lambda m, inp, out: seen.update(x=inp[0].detach(), y=out.detach()))
@@ -265,26 +277,26 @@ def lesson(mutation: str, b: BlockModel, layer: int, prompt: list[int] | Batch) 
                 f"W2·W1 is {c}×{c} (in place of {h}×{c} and {c}×{h}), and x·(W2·W1)ᵀ + "
                 f"(W2·b1 + b2) gives the feed-forward's output here within {err:.2g} "
                 "(float32 rounding). Stacked linear layers without a non-linearity add no power."]
-    if mutation == "dropout-on":
+    if mutation == Mutation.DROPOUT_ON:
         p = b.cfg.drop_rate
         return [f"B is in training mode: every dropout zeroes a random share {p:g} of its "
                 f"values and scales the rest by 1/(1 − {p:g}) = {1 / (1 - p):.3g}. In training "
                 "that keeps the model from leaning on single values (against overfitting); "
                 "when the model is used it must be off, as in A."]
-    if mutation == "ff-inner":
+    if mutation == Mutation.FF_INNER:
         c = b.cfg
         return [f"B's Linear 1 gives {c.hidden_dim // 2} values per token but its Linear 2 "
                 f"reads {c.hidden_dim}: the feed-forward's two inner sizes must match "
                 f"(emb {c.emb_dim} → hidden → emb), so B stops at Linear 2. Look first where "
                 "the second half starts and follow its shapes."]
-    if mutation == "no-norm2":
+    if mutation == Mutation.NO_NORM2:
         if b.cfg.norm_position == NormPosition.POST:
             return ["B's block ends at the second add's sum, not normalised (in Post-LN "
                     "LayerNorm 2 comes last): the block's output is the first node to differ."]
         return ["B's feed-forward half reads the first add's output as it is, not normalised: "
                 "the first node that differs is where LayerNorm 2 was, and every later one "
                 "follows from it."]
-    if mutation == "wrong-shortcut2":
+    if mutation == Mutation.WRONG_SHORTCUT2:
         return _wrong_shortcut_words(b, layer, prompt)
     if FF_WIDTH.match(mutation):
         width = int(FF_WIDTH.match(mutation)[1])

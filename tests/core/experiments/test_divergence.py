@@ -6,7 +6,7 @@ import re
 import torch
 
 from explorer.core.run.batch import make_batch
-from explorer.core.experiments.divergence import MUTATIONS, find_divergence, lesson, mutate
+from explorer.core.experiments.divergence import MUTATIONS, Status, find_divergence, lesson, mutate
 from explorer.core.gpt.build import build_model
 from explorer.core.gpt.tokenizer import encode
 
@@ -48,9 +48,9 @@ def test_each_mutation_is_found_where_it_was_made(model, mutation, layer, node):
 def test_ff_1024_reports_the_shapes_and_the_clear_error(model):
     result = find_divergence(model, mutate(model, "ff-1024", layer=1), IDS)
     row = next(r for r in result.rows if r.name == "trf_blocks.1.ff.layers.2")
-    assert row.shape_a[-1] == 32 and row.shape_b[-1] == 1024 and row.status == "shapes differ"
+    assert row.shape_a[-1] == 32 and row.shape_b[-1] == 1024 and row.status == Status.SHAPES_DIFFER
     assert result.error_b and "1024" in result.error_b
-    assert any(r.status == "not reached in B" for r in result.rows)
+    assert any(r.status == Status.NOT_REACHED for r in result.rows)
     assert "first divergence: trf_blocks.1.ff.layers.2" in result.table()
 
 
@@ -109,7 +109,7 @@ def test_the_inner_size_exercise_mismatches_on_every_preset(name):
     assert width != cfg.emb_dim
     result = find_divergence(small, mutate(small, mutation, layer=0), [1, 2, 3])
     row = next(r for r in result.rows if r.name == "trf_blocks.0.ff.layers.2")
-    assert row.status == "shapes differ" and row.shape_b[-1] == width
+    assert row.status == Status.SHAPES_DIFFER and row.shape_b[-1] == width
     assert f"{width} values per token instead of {cfg.emb_dim}" in " ".join(
         lesson(mutation, mutate(small, mutation, layer=0), 0, [1, 2, 3]))
 
@@ -131,7 +131,7 @@ def test_the_second_half_exercises_teach_where_to_look(model):
     at the node itself, each with words of this model's sizes."""
     inner = find_divergence(model, mutate(model, "ff-inner", layer=0), IDS)
     row = next(r for r in inner.rows if r.name == "trf_blocks.0.ff.layers.0")
-    assert row.shape_b[-1] == 64 and row.status == "shapes differ" and inner.error_b
+    assert row.shape_b[-1] == 64 and row.status == Status.SHAPES_DIFFER and inner.error_b
     words = lesson("ff-inner", mutate(model, "ff-inner", layer=0), 0, IDS)[0]
     assert "gives 64 values per token but its Linear 2 reads 128" in words
     wrong = find_divergence(model, mutate(model, "wrong-shortcut2", layer=2), IDS)

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from .. import placements
 from ..family import Files, Gate, NormPosition, Role, Variant
+from ..mutations import SHORTCUTS
 from ..node_types import Kind, Node
 from ..variant import sliding_problems
 from . import llama
@@ -125,7 +126,7 @@ GEMMA3 = replace(
     words=WORDS,
     config_fields=llama.CONFIG_FIELDS | {"sliding_window", "sliding_layers", "rope_local_base",
                                          "attn_scalar"},
-    config_problems=_problems, mutations=("no-shortcut", "wrong-shortcut2"),
+    config_problems=_problems, mutations=SHORTCUTS,
     presets={name: dict(drop_rate=0.0, qkv_bias=False, qk_norm=True, norm_position=PERI,
                         norm_eps=1e-6, rope_base=1e6, rope_local_base=10000.0) | fields
              for name, fields in {

@@ -13,6 +13,7 @@ from .. import placements
 from ..counts import ParameterCounts, Row
 from ..family import (PARENT_INPUT, AttentionFormulas, BlockFamily, Classes, Counting, Files,
                       ModelCode, NormPosition, QKSpan, Role, Switch, Words)
+from ..mutations import SHORTCUTS, Mutation
 from ..node_types import HistRange, Kind, Node
 from ..rope_scaling import RopeScaling
 
@@ -277,18 +278,15 @@ WAYS = {
     "non-linearity": lambda cfg: "SiLU(x) = x·σ(x), as a gate",
     "dropout": lambda cfg: "none",
 }
-MUTATIONS = ("no-shortcut", "wrong-shortcut2")  # GPT-2's exercises this block has too
-
-
 def _lacks(mutation: str) -> str:
     """What this block lacks for one of GPT-2's exercises, in words."""
-    if mutation in ("relu", "no-activation"):
+    if mutation in (Mutation.RELU, Mutation.NO_ACTIVATION):
         return "GELU (its SwiGLU gates with SiLU)"
-    if mutation in ("unbiased-ln", "eps", "no-norm2"):
+    if mutation in (Mutation.UNBIASED_LN, Mutation.EPS, Mutation.NO_NORM2):
         return "LayerNorm (its norms are RMSNorms)"
-    if mutation == "post-ln":
+    if mutation == Mutation.POST_LN:
         return "Post-LN twin (its norms come first)"
-    if mutation == "dropout-on":
+    if mutation == Mutation.DROPOUT_ON:
         return "dropout"
     return "Linear 1 / Linear 2 (its feed-forward is fc1, fc2, fc3)"
 
@@ -349,7 +347,7 @@ LLAMA = BlockFamily(
                      (_QKV, _SPLIT, ("att.queries_rope", "att.keys_rope", "att.values_repeated"),
                       (None, "att.keys_repeated", None), _SCORED, _MIXED)),
     config_fields=CONFIG_FIELDS, config_problems=config_problems,
-    centred_norm=False, dropout=False, mutations=MUTATIONS,
+    centred_norm=False, dropout=False, mutations=SHORTCUTS,
     presets={name: dict(drop_rate=0.0, qkv_bias=False) | fields for name, fields in {
         # random weights shaped like the models people run; a preset reads with GPT-2's
         # tokenizer, so its vocabulary has at least GPT-2's 50,257 rows

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from .. import placements
 from ..family import Files, NormPosition, QKSpan, Variant
+from ..mutations import SHORTCUTS
 from ..variant import sliding_problems
 from . import llama
 
@@ -91,7 +92,7 @@ OLMO = replace(
                       ("att.out_proj", "att.context_vec", "att.context")),),
     config_fields=llama.CONFIG_FIELDS | {"sliding_window", "sliding_layers", "rope_local_base"},
     config_problems=_problems,
-    mutations=("no-shortcut", "wrong-shortcut2"),
+    mutations=SHORTCUTS,
     presets={name: dict(drop_rate=0.0, qkv_bias=False, qk_norm=True, norm_position=BRANCH,
                         tie_weights=False) | fields for name, fields in {
         # random weights in OLMo's shape; read with GPT-2's tokenizer, so at least its rows

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from .. import placements
 from ..family import Classes, Counting, Files, Kind, NormPosition, Role
+from ..mutations import SHORTCUTS
 from ..node_types import HistRange, Node
 from ..counts import ParameterCounts, Row
 from . import llama
@@ -120,7 +121,7 @@ QWEN3MOE = replace(
                 own_tokenizer=True, hf_name=lambda kind: "Qwen3-MoE"),
     words=WORDS,
     config_fields=llama.CONFIG_FIELDS | {"n_experts", "experts_per_token", "norm_topk_prob"},
-    config_problems=_problems, mutations=("no-shortcut", "wrong-shortcut2"),
+    config_problems=_problems, mutations=SHORTCUTS,
     presets={name: dict(drop_rate=0.0, qkv_bias=False, qk_norm=True, norm_eps=1e-6,
                         rope_base=1e6, tie_weights=False, norm_topk_prob=True) | fields
              for name, fields in {

@@ -13,9 +13,9 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QFileDialog, QHBoxLayo
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout,
                                QWidget)
 
-from ....core.experiments.divergence import (Divergence, describe, ff_mutation, find_divergence,
-                                            lesson)
-from ....core.experiments.mutations import FF_WIDTH, MUTATIONS, SECOND_HALF
+from ....core.experiments.divergence import (NO_SIZE, Divergence, describe, ff_mutation,
+                                            find_divergence, lesson)
+from ....core.gpt.mutations import FF_WIDTH, MUTATIONS, SECOND_HALF
 from ....core.sources import Mutation, model_for, parse_source
 from ...widgets.job_controls import JobControls
 from ...base.session import Session
@@ -149,7 +149,7 @@ class DivergenceView(ViewHooks, QWidget):
         self.table.setRowCount(len(result.rows))
         self.table.setVerticalHeaderLabels([r.name for r in result.rows])
         for i, r in enumerate(result.rows):
-            words = r.status in ("shapes differ", "not reached in B")  # no size to give
+            words = r.status in NO_SIZE  # no size to give
             cells = [str(r.shape_a), str(r.shape_b) if r.shape_b else "not reached",
                      r.status if words else f"{r.max_abs:.3g}", "" if words else f"{r.relative:.3g}"]
             for j, text in enumerate(cells):
