@@ -95,7 +95,7 @@ def test_the_windows_pass_has_the_shown_blocks_pattern_and_the_first_views_detai
     patterns = {n for n in result.views if n.endswith(".att.attn_weights")}
     assert patterns == {"trf_blocks.1.att.attn_weights"}
     assert all(v.array is not None for v in result.views.values())
-    assert all(v.stats.std is not None for v in result.views.values())  # the moments, in the pass
+    assert all(v.stats.moments_ready for v in result.views.values())  # computed in the pass
     assert {n for n, v in result.views.items() if v.stats.ready} == details
     opened = run_prompt(model, IDS, window_keep(model.cfg, 1, attention_opened=True, later=False))
     steps = {n for n in opened.views if n.endswith((".att.attn_scores", ".att.queries"))}
